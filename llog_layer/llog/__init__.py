@@ -1,0 +1,83 @@
+"""llog: a diskless, leaderless log on Oxia (metadata) and S3 (record bytes).
+
+Public API::
+
+    from llog import LogWriter, LogReader, SharedAppendGroup, Record
+
+    writer = LogWriter.from_env()
+    writer.initialize_partition("orders", 0)
+    writer.append_shared([SharedAppendGroup("orders", 0, [b"a", Record(b"b", key=b"k")])])
+    reader = LogReader.from_env()
+    reader.read_offset("orders", 0, 1).value
+"""
+
+from llog.codec import ENCODING, Record, RecordBatch, decode_batch, encode_batch
+from llog.config import OxiaConfig, S3Config, WriterConfig
+from llog.errors import (
+    AppendConflict,
+    AppendOutcomeUnknown,
+    BatchTooLarge,
+    BlobNotFound,
+    BlobStoreUnavailable,
+    ConfigurationError,
+    CorruptBatch,
+    CorruptData,
+    CorruptMetadata,
+    CorruptSharedBlob,
+    InconsistentReadState,
+    InvalidArgument,
+    InvalidPartition,
+    InvalidTopicName,
+    LlogError,
+    LogFenced,
+    OffsetOutOfRange,
+    OxiaUnavailable,
+    PartitionNotInitialized,
+    SessionExpired,
+    StorageUnavailable,
+    VersionConflict,
+)
+from llog.keys import PartitionKeys, S3Location
+from llog.reader import LogReader, LogRecord, PartitionInfo
+from llog.writer import AppendResult, LogWriter, SharedAppendGroup
+
+__all__ = [
+    "ENCODING",
+    "AppendConflict",
+    "AppendOutcomeUnknown",
+    "AppendResult",
+    "BatchTooLarge",
+    "BlobNotFound",
+    "BlobStoreUnavailable",
+    "ConfigurationError",
+    "CorruptBatch",
+    "CorruptData",
+    "CorruptMetadata",
+    "CorruptSharedBlob",
+    "InconsistentReadState",
+    "InvalidArgument",
+    "InvalidPartition",
+    "InvalidTopicName",
+    "LlogError",
+    "LogFenced",
+    "LogReader",
+    "LogRecord",
+    "LogWriter",
+    "OffsetOutOfRange",
+    "OxiaConfig",
+    "OxiaUnavailable",
+    "PartitionInfo",
+    "PartitionKeys",
+    "PartitionNotInitialized",
+    "Record",
+    "RecordBatch",
+    "S3Config",
+    "S3Location",
+    "SessionExpired",
+    "SharedAppendGroup",
+    "StorageUnavailable",
+    "VersionConflict",
+    "WriterConfig",
+    "decode_batch",
+    "encode_batch",
+]

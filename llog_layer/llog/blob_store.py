@@ -1,0 +1,152 @@
+"""The S3 adapter: the only module that imports ``boto3``.
+
+The same code talks to real S3 and to a local moto server: only
+``endpoint_url`` differs. botocore retries throttling and 5xx responses
+(standard mode, ``max_attempts``); what still fails is mapped to
+``BlobStoreUnavailable`` (retriable) or ``BlobNotFound``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import botocore.config
+import botocore.exceptions
+
+from llog.config import S3Config
+from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, InvalidArgument
+from llog.keys import S3Location
+from llog.metrics import OperationCounters
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+_NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
+_CONFIG_ERRORS = frozenset({"NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"})
+_DELETE_BATCH = 1000  # DeleteObjects limit
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    last_modified_ms: int
+
+
+class BlobStore:
+    """put / get / range get / list / delete with op counters."""
+
+    def __init__(self, config: S3Config, *, counters: OperationCounters | None = None) -> None:
+        self.config = config
+        self.counters = counters or OperationCounters()
+        self._client: S3Client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=config.endpoint_url,
+            region_name=config.region_name,
+            aws_access_key_id=config.access_key_id,
+            aws_secret_access_key=config.secret_access_key,
+            aws_session_token=config.session_token,
+            config=botocore.config.Config(
+                retries={"mode": "standard", "max_attempts": config.max_attempts},
+                connect_timeout=config.connect_timeout_s,
+                read_timeout=config.read_timeout_s,
+                # Path-style works with every S3-compatible endpoint, virtual-host
+                # style needs DNS for the bucket name; keep AWS's default otherwise.
+                s3={"addressing_style": "path"} if config.endpoint_url else None,
+            ),
+        )
+
+    @classmethod
+    def from_env(cls) -> BlobStore:
+        return cls(S3Config.from_env())
+
+    def _fail(self, op: str, location: str, exc: Exception) -> Exception:
+        if isinstance(exc, botocore.exceptions.ClientError):
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in _NOT_FOUND:
+                return BlobNotFound(f"{location} does not exist")
+            if code in _CONFIG_ERRORS:
+                return ConfigurationError(f"S3 {op} of {location} refused: {code}: {exc}")
+            if code == "InvalidRange":
+                return InvalidArgument(f"S3 {op} of {location}: requested range is outside the object")
+        return BlobStoreUnavailable(f"S3 {op} of {location} failed: {exc}")
+
+    def create_bucket(self, bucket: str) -> None:
+        """Create ``bucket`` if it does not exist (local development and tests)."""
+        try:
+            self._client.create_bucket(Bucket=bucket)
+        except self._client.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+            raise self._fail("create_bucket", f"s3://{bucket}", exc) from exc
+
+    def put(self, location: S3Location, body: bytes) -> None:
+        with self.counters.timed("put") as nbytes:
+            try:
+                self._client.put_object(Bucket=location.bucket, Key=location.key, Body=body)
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+                raise self._fail("put", location.uri, exc) from exc
+            nbytes.append(len(body))
+
+    def get(self, location: S3Location) -> bytes:
+        with self.counters.timed("get") as nbytes:
+            data = self._read(location, "get", {})
+            nbytes.append(len(data))
+            return data
+
+    def get_range(self, location: S3Location, offset: int, length: int) -> bytes:
+        """Exactly ``length`` bytes from ``offset``, or an error: a short read is never returned."""
+        if offset < 0 or length < 1:
+            raise InvalidArgument(f"invalid byte range offset={offset} length={length}")
+        with self.counters.timed("range_get") as nbytes:
+            data = self._read(location, "range_get", {"Range": f"bytes={offset}-{offset + length - 1}"})
+            nbytes.append(len(data))
+        if len(data) != length:
+            raise BlobStoreUnavailable(
+                f"range GET of {location.uri} returned {len(data)} bytes, expected {length} "
+                f"(bytes {offset}-{offset + length - 1})"
+            )
+        return data
+
+    def _read(self, location: S3Location, op: str, extra: dict[str, Any]) -> bytes:
+        try:
+            response = self._client.get_object(Bucket=location.bucket, Key=location.key, **extra)
+            return response["Body"].read()
+        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+            raise self._fail(op, location.uri, exc) from exc
+
+    def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object under ``prefix``, page by page."""
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+            if token:
+                kwargs["ContinuationToken"] = token
+            with self.counters.timed("list"):
+                try:
+                    page = self._client.list_objects_v2(**kwargs)
+                except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+                    raise self._fail("list", f"s3://{bucket}/{prefix}", exc) from exc
+            for obj in page.get("Contents", []):
+                yield ObjectInfo(obj["Key"], int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000))
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
+
+    def delete(self, bucket: str, keys: Sequence[str]) -> None:
+        """Delete keys (missing ones are fine); raises if any deletion failed."""
+        for start in range(0, len(keys), _DELETE_BATCH):
+            chunk = keys[start : start + _DELETE_BATCH]
+            with self.counters.timed("delete"):
+                try:
+                    response = self._client.delete_objects(
+                        Bucket=bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+                    )
+                except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+                    raise self._fail("delete", f"s3://{bucket}", exc) from exc
+            errors = response.get("Errors", [])
+            if errors:
+                raise BlobStoreUnavailable(f"S3 delete failed for {len(errors)} objects, first: {errors[0]}")

@@ -1,0 +1,302 @@
+"""The ``bytes-batch-v1`` record batch format (byte layout in docs/FORMAT.md).
+
+A batch stores N records column by column: a fixed header, then sections of
+timestamps, value offsets and value bytes, and optionally keys and headers in
+the same offsets-plus-bytes shape. Offsets are Arrow-compatible (int32, N+1
+entries, starting at 0), so a decoder never loops over records in Python: it
+checks the header, the CRC32C and the section bounds once, then serves record
+``i`` by slicing. Arrow (Spark jobs) can wrap the same buffers without copying.
+
+All integers are little-endian; every section starts on an 8-byte boundary.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+import time
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Literal
+
+import google_crc32c
+
+from llog.errors import BatchTooLarge, CorruptBatch, InvalidArgument
+
+ENCODING = "bytes-batch-v1"
+MAGIC = b"LLBB"
+VERSION = 1
+HEADER = struct.Struct("<4sHHIIQI")  # magic, version, flags, count, body_length, reserved, crc32c
+HEADER_SIZE = HEADER.size  # 32
+CRC_POSITION = HEADER_SIZE - 4
+
+FLAG_KEYS = 0x1  # key offsets and key bytes are present
+FLAG_KEY_NULLS = 0x2  # a validity bitmap marks which records have a key
+FLAG_HEADERS = 0x4  # header offsets and header bytes are present
+_KNOWN_FLAGS = FLAG_KEYS | FLAG_KEY_NULLS | FLAG_HEADERS
+
+MAX_RECORDS = 2**31 - 2
+MAX_SECTION_BYTES = 2**31 - 1  # int32 offsets
+_HEADER_ENTRY = struct.Struct("<HI")  # name length, value length
+_LITTLE_ENDIAN = sys.byteorder == "little"
+
+Headers = tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record: payload bytes plus optional key, headers and timestamp (ms since epoch)."""
+
+    value: bytes
+    key: bytes | None = None
+    headers: Headers = ()
+    timestamp_ms: int | None = None
+
+
+def _pad(n: int) -> int:
+    return -n % 8
+
+
+def _int_array(typecode: Literal["i", "q"], data: memoryview | bytes) -> Sequence[int]:
+    """View little-endian integers without copying (copy + swap on big-endian hosts)."""
+    if _LITTLE_ENDIAN:
+        return memoryview(data).cast("B").cast(typecode)
+    swapped = array(typecode, bytes(data))
+    swapped.byteswap()
+    return swapped
+
+
+def _offsets(lengths: Sequence[int], what: str) -> bytes:
+    ends = list(accumulate(lengths, initial=0))
+    if ends[-1] > MAX_SECTION_BYTES:
+        raise BatchTooLarge(f"{what} total {ends[-1]} bytes exceeds the {MAX_SECTION_BYTES}-byte limit of a batch")
+    offsets = array("i", ends)
+    if not _LITTLE_ENDIAN:
+        offsets.byteswap()
+    return offsets.tobytes()
+
+
+def encode_headers(headers: Headers) -> bytes:
+    """Encode one record's headers: u16 count, then (u16 name len, u32 value len, name, value)*."""
+    if len(headers) > 0xFFFF:
+        raise BatchTooLarge(f"a record has {len(headers)} headers; at most 65535 are allowed")
+    parts = [struct.pack("<H", len(headers))]
+    for name, value in headers:
+        raw_name = name.encode("utf-8")
+        if len(raw_name) > 0xFFFF:
+            raise BatchTooLarge("a header name exceeds 65535 bytes")
+        parts.append(_HEADER_ENTRY.pack(len(raw_name), len(value)))
+        parts.append(raw_name)
+        parts.append(bytes(value))
+    return b"".join(parts)
+
+
+def decode_headers(raw: bytes | memoryview) -> Headers:
+    """Inverse of ``encode_headers``; raises ``CorruptBatch`` on malformed input."""
+    view = memoryview(raw)
+    if len(view) < 2:
+        raise CorruptBatch("record headers are truncated")
+    (count,) = struct.unpack_from("<H", view, 0)
+    pos = 2
+    out = []
+    try:
+        for _ in range(count):
+            name_len, value_len = _HEADER_ENTRY.unpack_from(view, pos)
+            pos += _HEADER_ENTRY.size
+            end = pos + name_len + value_len
+            if end > len(view):
+                raise CorruptBatch("record headers are truncated")
+            name = bytes(view[pos : pos + name_len]).decode("utf-8")
+            out.append((name, bytes(view[pos + name_len : end])))
+            pos = end
+    except (struct.error, UnicodeDecodeError) as exc:
+        raise CorruptBatch(f"record headers are malformed: {exc}") from None
+    if pos != len(view):
+        raise CorruptBatch("record headers have trailing bytes")
+    return tuple(out)
+
+
+def _check_record(record: Record) -> None:
+    if not isinstance(record.value, (bytes, bytearray, memoryview)):
+        raise InvalidArgument(f"record value must be bytes, got {type(record.value).__name__}")
+    if record.key is not None and not isinstance(record.key, (bytes, bytearray, memoryview)):
+        raise InvalidArgument(f"record key must be bytes or None, got {type(record.key).__name__}")
+
+
+def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None) -> bytes:
+    """Encode records into one ``bytes-batch-v1`` batch.
+
+    Plain ``bytes`` are records without key or headers. Records without a
+    timestamp get ``now_ms`` (default: the current time).
+    """
+    count = len(records)
+    if count == 0:
+        raise InvalidArgument("a batch needs at least one record")
+    if count > MAX_RECORDS:
+        raise BatchTooLarge(f"a batch holds at most {MAX_RECORDS} records")
+    default_ts = int(time.time() * 1000) if now_ms is None else now_ms
+    recs = [r if isinstance(r, Record) else Record(r) for r in records]
+    for r in recs:
+        _check_record(r)
+
+    values = [r.value for r in recs]
+    keys = [r.key for r in recs]
+    has_keys = any(k is not None for k in keys)
+    key_nulls = has_keys and any(k is None for k in keys)
+    has_headers = any(r.headers for r in recs)
+
+    try:
+        timestamps = array("q", [default_ts if r.timestamp_ms is None else r.timestamp_ms for r in recs])
+    except (OverflowError, TypeError) as exc:
+        raise InvalidArgument(f"record timestamps must be 64-bit integers: {exc}") from None
+    if not _LITTLE_ENDIAN:
+        timestamps.byteswap()
+
+    sections: list[bytes] = [timestamps.tobytes(), _offsets([len(v) for v in values], "values"), b"".join(values)]
+    flags = 0
+    if has_keys:
+        flags |= FLAG_KEYS
+        key_bytes = [b"" if k is None else k for k in keys]
+        if key_nulls:
+            flags |= FLAG_KEY_NULLS
+            bitmap = bytearray((count + 7) // 8)
+            for i, k in enumerate(keys):
+                if k is not None:
+                    bitmap[i >> 3] |= 1 << (i & 7)
+            sections.append(bytes(bitmap))
+        sections.append(_offsets([len(k) for k in key_bytes], "keys"))
+        sections.append(b"".join(key_bytes))
+    if has_headers:
+        flags |= FLAG_HEADERS
+        encoded = [encode_headers(r.headers) for r in recs]
+        sections.append(_offsets([len(h) for h in encoded], "headers"))
+        sections.append(b"".join(encoded))
+
+    body_parts = []
+    for section in sections:
+        body_parts.append(section)
+        body_parts.append(bytes(_pad(len(section))))
+    body = b"".join(body_parts)
+    head = HEADER.pack(MAGIC, VERSION, flags, count, len(body), 0, 0)
+    crc = google_crc32c.extend(google_crc32c.value(head[:CRC_POSITION]), body)
+    return head[:CRC_POSITION] + struct.pack("<I", crc) + body
+
+
+class _Column:
+    """An offsets + bytes section pair; ``get(i)`` checks bounds on every access."""
+
+    __slots__ = ("data", "name", "offsets")
+
+    def __init__(self, offsets: Sequence[int], data: memoryview, name: str) -> None:
+        self.offsets = offsets
+        self.data = data
+        self.name = name
+
+    def get(self, i: int) -> bytes:
+        start, end = self.offsets[i], self.offsets[i + 1]
+        if not 0 <= start <= end <= len(self.data):
+            raise CorruptBatch(f"{self.name} offsets of record {i} are out of bounds")
+        return bytes(self.data[start:end])
+
+
+class RecordBatch:
+    """A decoded batch: validated once, records served by index without copying the batch."""
+
+    __slots__ = ("_count", "_headers", "_key_validity", "_keys", "_raw", "_timestamps", "_values")
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        raw = memoryview(data).cast("B")
+        if len(raw) < HEADER_SIZE:
+            raise CorruptBatch(f"batch is {len(raw)} bytes, shorter than its {HEADER_SIZE}-byte header")
+        magic, version, flags, count, body_length, _reserved, crc = HEADER.unpack_from(raw, 0)
+        if magic != MAGIC:
+            raise CorruptBatch(f"not a {ENCODING} batch (magic {bytes(magic)!r})")
+        if version != VERSION:
+            raise CorruptBatch(f"unsupported batch version {version}")
+        if flags & ~_KNOWN_FLAGS:
+            raise CorruptBatch(f"unknown batch flags {flags:#x}")
+        if body_length != len(raw) - HEADER_SIZE:
+            raise CorruptBatch(f"batch body is {len(raw) - HEADER_SIZE} bytes, header says {body_length}")
+        actual = google_crc32c.extend(google_crc32c.value(bytes(raw[:CRC_POSITION])), bytes(raw[HEADER_SIZE:]))
+        if actual != crc:
+            raise CorruptBatch(f"batch checksum mismatch (stored {crc:#010x}, computed {actual:#010x})")
+        if count == 0 or count > MAX_RECORDS:
+            raise CorruptBatch(f"batch record count {count} is invalid")
+        self._raw = raw
+        self._count = int(count)
+        pos = HEADER_SIZE
+
+        def take(size: int, what: str) -> memoryview:
+            nonlocal pos
+            end = pos + size
+            if end + _pad(size) > len(raw):
+                raise CorruptBatch(f"batch {what} section is truncated")
+            section = raw[pos:end]
+            pos = end + _pad(size)
+            return section
+
+        def column(name: str) -> _Column:
+            offsets = _int_array("i", take(4 * (count + 1), f"{name} offsets"))
+            if offsets[0] != 0 or offsets[count] < 0:
+                raise CorruptBatch(f"batch {name} offsets are invalid")
+            return _Column(offsets, take(offsets[count], name), name)
+
+        self._timestamps = _int_array("q", take(8 * count, "timestamp"))
+        self._values = column("value")
+        self._key_validity: memoryview | None = None
+        self._keys: _Column | None = None
+        if flags & FLAG_KEYS:
+            if flags & FLAG_KEY_NULLS:
+                self._key_validity = take((count + 7) // 8, "key validity")
+            self._keys = column("key")
+        elif flags & FLAG_KEY_NULLS:
+            raise CorruptBatch("batch flags mark key nulls without keys")
+        self._headers = column("header") if flags & FLAG_HEADERS else None
+        if pos != len(raw):
+            raise CorruptBatch(f"batch has {len(raw) - pos} trailing bytes")
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _check(self, i: int) -> int:
+        if not 0 <= i < self._count:
+            raise IndexError(f"record {i} is outside a batch of {self._count}")
+        return i
+
+    def value(self, i: int) -> bytes:
+        return self._values.get(self._check(i))
+
+    def timestamp_ms(self, i: int) -> int:
+        return int(self._timestamps[self._check(i)])
+
+    def key(self, i: int) -> bytes | None:
+        self._check(i)
+        if self._keys is None:
+            return None
+        if self._key_validity is not None and not (self._key_validity[i >> 3] >> (i & 7)) & 1:
+            return None
+        return self._keys.get(i)
+
+    def headers(self, i: int) -> Headers:
+        self._check(i)
+        return () if self._headers is None else decode_headers(self._headers.get(i))
+
+    def record(self, i: int) -> Record:
+        return Record(self.value(i), self.key(i), self.headers(i), self.timestamp_ms(i))
+
+    def __iter__(self) -> Iterator[Record]:
+        return (self.record(i) for i in range(self._count))
+
+    @property
+    def nbytes(self) -> int:
+        return len(self._raw)
+
+
+def decode_batch(data: bytes | bytearray | memoryview, *, expected_count: int | None = None) -> RecordBatch:
+    """Validate and open a batch; ``expected_count`` cross-checks the index entry."""
+    batch = RecordBatch(data)
+    if expected_count is not None and len(batch) != expected_count:
+        raise CorruptBatch(f"batch holds {len(batch)} records, its index entry says {expected_count}")
+    return batch

@@ -1,0 +1,153 @@
+"""Typed exceptions for every failure a caller can act on.
+
+Each class says whether retrying the same call may succeed (``retriable``).
+Callers map these to their own surface: the HTTP layer turns ``LlogError``
+subclasses into status codes, Lambda handlers into metrics dimensions.
+"""
+
+from __future__ import annotations
+
+
+class LlogError(Exception):
+    """Base class of every error raised by the llog library."""
+
+    retriable: bool = False
+
+    @property
+    def error_type(self) -> str:
+        """Stable name for APIs and metrics (the class name)."""
+        return type(self).__name__
+
+
+# --- caller errors -----------------------------------------------------------
+
+
+class InvalidArgument(LlogError, ValueError):
+    """An argument is malformed; nothing was read or written."""
+
+
+class InvalidTopicName(InvalidArgument):
+    """A topic name does not match ``[A-Za-z0-9._-]{1,249}`` or is reserved."""
+
+
+class InvalidPartition(InvalidArgument):
+    """A partition is not a non-negative 32-bit integer."""
+
+
+class ConfigurationError(LlogError):
+    """Required configuration is missing or invalid."""
+
+
+class BatchTooLarge(InvalidArgument):
+    """A batch exceeds the limits of the ``bytes-batch-v1`` format."""
+
+
+# --- log state ---------------------------------------------------------------
+
+
+class PartitionNotInitialized(LlogError):
+    """The partition has no ``meta/control`` record yet."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        super().__init__(f"partition {topic}/{partition} is not initialized")
+        self.topic = topic
+        self.partition = partition
+
+
+class OffsetOutOfRange(LlogError):
+    """A requested offset lies outside ``[log_start, high_watermark]``."""
+
+    def __init__(self, topic: str, partition: int, offset: int, log_start: int, high_watermark: int) -> None:
+        super().__init__(
+            f"offset {offset} of {topic}/{partition} is out of range: "
+            f"readable offsets are [{log_start}, {high_watermark}]"
+            + (" (the log is empty)" if high_watermark < log_start else "")
+        )
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.log_start = log_start
+        self.high_watermark = high_watermark
+
+
+class LogFenced(LlogError):
+    """The partition is fenced: it rejects appends until unfenced."""
+
+    def __init__(self, topic: str, partition: int) -> None:
+        super().__init__(f"partition {topic}/{partition} is fenced and rejects appends")
+        self.topic = topic
+        self.partition = partition
+
+
+class AppendConflict(LlogError):
+    """Offset reservation lost the compare-and-set race too many times."""
+
+    retriable = True
+
+
+class AppendOutcomeUnknown(LlogError):
+    """A storage call failed ambiguously; the append may or may not be in the log.
+
+    Never reported as success. Producers that need exactly-once must
+    deduplicate on their side (for example by a record key).
+    """
+
+    retriable = True
+
+
+class InconsistentReadState(LlogError):
+    """The sparse index has a gap or overlap that should not exist."""
+
+    retriable = True
+
+
+# --- data integrity ------------------------------------------------------------
+
+
+class CorruptData(LlogError):
+    """Stored bytes failed validation; no data from them is returned."""
+
+
+class CorruptBatch(CorruptData):
+    """A ``bytes-batch-v1`` body is malformed or fails its checksum."""
+
+
+class CorruptSharedBlob(CorruptData):
+    """An ``LLS1`` shared WAL blob is malformed."""
+
+
+class CorruptMetadata(CorruptData):
+    """An Oxia record does not hold the JSON document its key promises."""
+
+
+# --- storage -------------------------------------------------------------------
+
+
+class StorageUnavailable(LlogError):
+    """A backing store did not answer in time or refused the call."""
+
+    retriable = True
+
+
+class OxiaUnavailable(StorageUnavailable):
+    """Oxia could not be reached, or a call exceeded its deadline."""
+
+
+class BlobStoreUnavailable(StorageUnavailable):
+    """S3 could not be reached or kept failing after retries."""
+
+
+class BlobNotFound(LlogError):
+    """An S3 object referenced by the log does not exist."""
+
+
+class VersionConflict(LlogError):
+    """A conditional Oxia write found a different version than expected."""
+
+    retriable = True
+
+
+class SessionExpired(LlogError):
+    """The Oxia session behind an ephemeral record is gone (e.g. after a freeze)."""
+
+    retriable = True

@@ -1,0 +1,165 @@
+"""The key schema: Oxia keys and S3 object keys, and the names they are built from.
+
+Layout (seed 000, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``)::
+
+    {root}/{topic}/partitions/{partition}/meta/control
+    {root}/{topic}/partitions/{partition}/meta/compaction-cursor
+    {root}/{topic}/partitions/{partition}/meta/compaction
+    {root}/{topic}/partitions/{partition}/meta/compactor-claim
+    {root}/{topic}/partitions/{partition}/index/{end_offset:020d}
+    {root}/wal-shared/{uuid}                                   (S3)
+    {root}/{topic}/partitions/{partition}/data/compacted/{uuid} (S3)
+
+Every Oxia record of a topic-partition uses ``partition_key = "{topic}:{partition}"``
+so that one partition lives on one Oxia shard.
+
+Oxia orders keys segment by segment (``/``-separated), so names are validated
+before they reach a key: a ``/`` in a topic would change the key's structure.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from functools import cached_property
+
+from llog.errors import InvalidArgument, InvalidPartition, InvalidTopicName
+
+DEFAULT_ROOT_PREFIX = "llog"
+MAX_PARTITION = 2**31 - 1
+OFFSET_WIDTH = 20
+
+_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_ROOT_SEGMENT_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+# "wal-shared" would put a topic's compacted objects under the shared WAL prefix.
+_RESERVED_TOPICS = frozenset({".", "..", "wal-shared"})
+
+
+def validate_topic(topic: object) -> str:
+    """Return ``topic`` if it is a valid topic name, else raise ``InvalidTopicName``."""
+    if not isinstance(topic, str) or not _TOPIC_RE.fullmatch(topic):
+        raise InvalidTopicName(f"invalid topic {topic!r}: expected 1-249 characters from [A-Za-z0-9._-]")
+    if topic in _RESERVED_TOPICS:
+        raise InvalidTopicName(f"invalid topic {topic!r}: the name is reserved")
+    return topic
+
+
+def validate_partition(partition: object) -> int:
+    """Return ``partition`` if it is an int in ``[0, 2**31-1]``, else raise ``InvalidPartition``."""
+    if isinstance(partition, bool) or not isinstance(partition, int):
+        raise InvalidPartition(f"invalid partition {partition!r}: expected a non-negative integer")
+    if not 0 <= partition <= MAX_PARTITION:
+        raise InvalidPartition(f"invalid partition {partition}: expected an integer in [0, {MAX_PARTITION}]")
+    return partition
+
+
+def validate_root_prefix(root: object) -> str:
+    """Return ``root`` if it is one or more ``/``-joined safe segments."""
+    if not isinstance(root, str) or not all(_ROOT_SEGMENT_RE.fullmatch(s) for s in root.split("/")):
+        raise InvalidArgument(f"invalid root prefix {root!r}: expected segments of [A-Za-z0-9._-] joined by '/'")
+    return root
+
+
+def format_offset(offset: int) -> str:
+    """Zero-pad an offset so that keys sort numerically within one segment."""
+    if not 0 <= offset < 10**OFFSET_WIDTH:
+        raise InvalidArgument(f"offset {offset} cannot be encoded in {OFFSET_WIDTH} digits")
+    return f"{offset:0{OFFSET_WIDTH}d}"
+
+
+@dataclass(frozen=True)
+class PartitionKeys:
+    """All keys of one topic-partition. Construction validates the names."""
+
+    topic: str
+    partition: int
+    root: str = DEFAULT_ROOT_PREFIX
+
+    def __post_init__(self) -> None:
+        validate_topic(self.topic)
+        validate_partition(self.partition)
+        validate_root_prefix(self.root)
+
+    @cached_property
+    def base(self) -> str:
+        return f"{self.root}/{self.topic}/partitions/{self.partition}"
+
+    @property
+    def partition_key(self) -> str:
+        """Oxia routing key shared by every record of this partition."""
+        return f"{self.topic}:{self.partition}"
+
+    @property
+    def control(self) -> str:
+        return f"{self.base}/meta/control"
+
+    @property
+    def compaction_cursor(self) -> str:
+        return f"{self.base}/meta/compaction-cursor"
+
+    @property
+    def compaction(self) -> str:
+        return f"{self.base}/meta/compaction"
+
+    @property
+    def compactor_claim(self) -> str:
+        return f"{self.base}/meta/compactor-claim"
+
+    @cached_property
+    def index_prefix(self) -> str:
+        return f"{self.base}/index/"
+
+    @property
+    def index_scan_end(self) -> str:
+        """Exclusive upper bound of this partition's index keys.
+
+        ``~`` sorts after every digit, and a key without a further ``/`` sorts
+        before deeper keys, so ``[index/, index/~)`` holds exactly the index.
+        """
+        return f"{self.index_prefix}~"
+
+    def index(self, end_offset: int) -> str:
+        return f"{self.index_prefix}{format_offset(end_offset)}"
+
+    def parse_index_key(self, key: str) -> int | None:
+        """Return the end offset encoded in ``key``, or ``None`` if it is not one of ours.
+
+        Oxia CEILING lookups search a whole shard and may return another
+        partition's key: every returned key must pass through here.
+        """
+        if not key.startswith(self.index_prefix):
+            return None
+        digits = key[len(self.index_prefix) :]
+        if len(digits) != OFFSET_WIDTH or not digits.isdigit():
+            return None
+        return int(digits)
+
+    def compacted_object_key(self, object_id: str | None = None) -> str:
+        return f"{self.base}/data/compacted/{object_id or uuid.uuid4()}"
+
+
+def shared_wal_object_key(root: str = DEFAULT_ROOT_PREFIX, object_id: str | None = None) -> str:
+    """S3 key of a new shared WAL blob."""
+    return f"{validate_root_prefix(root)}/wal-shared/{object_id or uuid.uuid4()}"
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """A bucket and key; index entries store it as an ``s3://bucket/key`` URI."""
+
+    bucket: str
+    key: str
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+    @classmethod
+    def parse(cls, uri: str) -> S3Location:
+        if not isinstance(uri, str) or not uri.startswith("s3://"):
+            raise InvalidArgument(f"not an s3:// URI: {uri!r}")
+        bucket, sep, key = uri[len("s3://") :].partition("/")
+        if not bucket or not sep or not key:
+            raise InvalidArgument(f"S3 URI needs a bucket and a key: {uri!r}")
+        return cls(bucket, key)

@@ -1,0 +1,121 @@
+"""Typed access to one partition's Oxia records (control, cursor, compaction, index).
+
+Writer, reader and compactor talk to Oxia through this class, so JSON
+parsing, partition keys and the prefix checks every CEILING lookup needs
+live in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llog.errors import CorruptMetadata, PartitionNotInitialized, VersionConflict
+from llog.keys import PartitionKeys
+from llog.models import CompactionCursor, CompactionRecord, ControlRecord, IndexedBatch, IndexEntry
+from llog.oxia_store import CREATE_ONLY, OxiaStore
+
+
+@dataclass(frozen=True)
+class VersionedControl:
+    record: ControlRecord
+    version_id: int
+
+
+class PartitionMetadata:
+    def __init__(self, oxia: OxiaStore, keys: PartitionKeys) -> None:
+        self.oxia = oxia
+        self.keys = keys
+
+    @property
+    def _pk(self) -> str:
+        return self.keys.partition_key
+
+    # --- meta/control ----------------------------------------------------------
+
+    def control(self) -> VersionedControl:
+        found = self.oxia.get(self.keys.control, partition_key=self._pk)
+        if found is None:
+            raise PartitionNotInitialized(self.keys.topic, self.keys.partition)
+        return VersionedControl(ControlRecord.decode(found.value), found.version_id)
+
+    def replace_control(self, record: ControlRecord, expected_version_id: int) -> int:
+        """Compare-and-set ``meta/control``; raises ``VersionConflict``."""
+        return self.oxia.put(
+            self.keys.control, record.encode(), partition_key=self._pk, expected_version_id=expected_version_id
+        )
+
+    def create(self) -> bool:
+        """Create the cursor, then the control record, each only if absent.
+
+        The control record is the partition's existence marker, so it comes
+        last: a crash in between leaves a partition that is simply not
+        initialized yet. Returns True if this call created ``meta/control``.
+        """
+        self._create(self.keys.compaction_cursor, CompactionCursor().encode())
+        return self._create(self.keys.control, ControlRecord().encode())
+
+    def _create(self, key: str, value: bytes) -> bool:
+        try:
+            self.oxia.put(key, value, partition_key=self._pk, expected_version_id=CREATE_ONLY)
+        except VersionConflict:
+            return False
+        return True
+
+    # --- compaction state ------------------------------------------------------
+
+    def cursor(self) -> CompactionCursor:
+        found = self.oxia.get(self.keys.compaction_cursor, partition_key=self._pk)
+        return CompactionCursor() if found is None else CompactionCursor.decode(found.value)
+
+    def compaction(self) -> CompactionRecord | None:
+        found = self.oxia.get(self.keys.compaction, partition_key=self._pk)
+        return None if found is None else CompactionRecord.decode(found.value)
+
+    # --- index -----------------------------------------------------------------
+
+    def _batch(self, key: str, value: bytes) -> IndexedBatch | None:
+        end = self.keys.parse_index_key(key)
+        if end is None:
+            return None
+        try:
+            return IndexedBatch(end, IndexEntry.decode(value))
+        except CorruptMetadata as exc:
+            raise CorruptMetadata(f"{key}: {exc}") from None
+
+    def index_ceiling(self, offset: int) -> IndexedBatch | None:
+        """The first index entry whose end offset is >= ``offset``, if it belongs to this partition."""
+        found = self.oxia.get_ceiling(self.keys.index(offset), partition_key=self._pk)
+        return None if found is None else self._batch(found.key, found.value)
+
+    def index_entry(self, end_offset: int) -> tuple[IndexedBatch, int] | None:
+        found = self.oxia.get(self.keys.index(end_offset), partition_key=self._pk)
+        if found is None:
+            return None
+        batch = self._batch(found.key, found.value)
+        return None if batch is None else (batch, found.version_id)
+
+    def scan_index(self, from_offset: int, *, limit: int | None = None) -> list[IndexedBatch]:
+        """Index entries with end offset >= ``from_offset``, in offset order."""
+        records = self.oxia.range_scan(
+            self.keys.index(from_offset), self.keys.index_scan_end, partition_key=self._pk, limit=limit
+        )
+        batches = (self._batch(r.key, r.value) for r in records)
+        return [b for b in batches if b is not None]
+
+    def create_index_entry(self, end_offset: int, entry: IndexEntry) -> int | None:
+        """Write the entry only if its key is absent; the new version, or None if it existed."""
+        try:
+            return self.oxia.put(
+                self.keys.index(end_offset), entry.encode(), partition_key=self._pk, expected_version_id=CREATE_ONLY
+            )
+        except VersionConflict:
+            return None
+
+    def delete_index_entry(self, end_offset: int, *, expected_version_id: int) -> bool:
+        """Delete the entry only if it is still the version we wrote."""
+        try:
+            return self.oxia.delete(
+                self.keys.index(end_offset), partition_key=self._pk, expected_version_id=expected_version_id
+            )
+        except VersionConflict:
+            return False

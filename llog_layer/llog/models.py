@@ -1,0 +1,311 @@
+"""The JSON documents stored in Oxia (seed 000, "Metadata Keys" and "Index Keys").
+
+Each type parses strictly: a record that does not hold the promised shape
+raises ``CorruptMetadata`` instead of being half-understood. Unknown extra
+fields are ignored so that newer writers stay readable by older readers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from enum import Enum
+from typing import Any
+
+from llog.codec import ENCODING
+from llog.errors import CorruptMetadata
+
+INITIAL_OFFSET = 1
+
+
+class LogState(str, Enum):
+    OPEN = "OPEN"
+    FENCED = "FENCED"
+
+
+class EntryType(str, Enum):
+    WAL = "WAL"
+    COMPACTED = "COMPACTED"
+
+
+def _load(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptMetadata(f"{what} is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise CorruptMetadata(f"{what} is not a JSON object")
+    return doc
+
+
+def _dump(doc: dict[str, Any]) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+def _int(doc: dict[str, Any], name: str, what: str, *, optional: bool = False) -> Any:
+    value = doc.get(name)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CorruptMetadata(f"{what} field {name!r} is not a non-negative integer: {value!r}")
+    return value
+
+
+def _str(doc: dict[str, Any], name: str, what: str, *, optional: bool = False) -> Any:
+    value = doc.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value:
+        raise CorruptMetadata(f"{what} field {name!r} is not a string: {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class DataRef:
+    """Where a range of records lives: an S3 URI and, for shared blobs, a byte slice."""
+
+    data_key: str
+    encoding: str = ENCODING
+    byte_offset: int | None = None
+    byte_length: int | None = None
+
+
+@dataclass(frozen=True)
+class PendingAppend:
+    """An append whose offsets are reserved but whose index entry may not exist yet."""
+
+    append_id: str
+    start_offset: int
+    end_offset: int
+    msg_count: int
+    ref: DataRef
+    created_at_ms: int
+    entry_type: EntryType = EntryType.WAL
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "append_id": self.append_id,
+            "start_offset": self.start_offset,
+            "end_offset": self.end_offset,
+            "msg_count": self.msg_count,
+            "entry_type": self.entry_type.value,
+            "data_key": self.ref.data_key,
+            "encoding": self.ref.encoding,
+            "byte_offset": self.ref.byte_offset,
+            "byte_length": self.ref.byte_length,
+            "created_at_ms": self.created_at_ms,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> PendingAppend:
+        what = "meta/control.pending"
+        if not isinstance(doc, dict):
+            raise CorruptMetadata(f"{what} is not an object")
+        pending = cls(
+            append_id=_str(doc, "append_id", what),
+            start_offset=_int(doc, "start_offset", what),
+            end_offset=_int(doc, "end_offset", what),
+            msg_count=_int(doc, "msg_count", what),
+            ref=DataRef(
+                data_key=_str(doc, "data_key", what),
+                encoding=_str(doc, "encoding", what),
+                byte_offset=_int(doc, "byte_offset", what, optional=True),
+                byte_length=_int(doc, "byte_length", what, optional=True),
+            ),
+            created_at_ms=_int(doc, "created_at_ms", what),
+            entry_type=EntryType(_str(doc, "entry_type", what, optional=True) or "WAL"),
+        )
+        if pending.msg_count < 1 or pending.end_offset - pending.start_offset + 1 != pending.msg_count:
+            raise CorruptMetadata(
+                f"{what} range [{pending.start_offset}, {pending.end_offset}] does not hold {pending.msg_count} records"
+            )
+        return pending
+
+    def index_entry(self) -> IndexEntry:
+        return IndexEntry(self.entry_type, self.msg_count, self.ref, self.created_at_ms, self.append_id)
+
+    def covers(self, offset: int) -> bool:
+        return self.start_offset <= offset <= self.end_offset
+
+
+@dataclass(frozen=True)
+class ControlRecord:
+    """``meta/control``: the log state, the next offset and the in-flight append."""
+
+    log_state: LogState = LogState.OPEN
+    sequence_counter: int = INITIAL_OFFSET
+    pending: PendingAppend | None = None
+
+    @property
+    def high_watermark(self) -> int:
+        """The last readable offset (0 when the log is empty)."""
+        return self.sequence_counter - 1
+
+    def encode(self) -> bytes:
+        return _dump(
+            {
+                "log_state": self.log_state.value,
+                "sequence_counter": self.sequence_counter,
+                "pending": None if self.pending is None else self.pending.to_json(),
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes) -> ControlRecord:
+        what = "meta/control"
+        doc = _load(raw, what)
+        try:
+            state = LogState(doc.get("log_state"))
+        except ValueError:
+            raise CorruptMetadata(f"{what} has an unknown log_state {doc.get('log_state')!r}") from None
+        counter = _int(doc, "sequence_counter", what)
+        if counter < INITIAL_OFFSET:
+            raise CorruptMetadata(f"{what} sequence_counter {counter} is below {INITIAL_OFFSET}")
+        pending = None if doc.get("pending") is None else PendingAppend.from_json(doc["pending"])
+        return cls(state, counter, pending)
+
+    def with_changes(self, **changes: Any) -> ControlRecord:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """``index/{end_offset}``: a batch of ``msg_count`` records ending at the key's offset."""
+
+    type: EntryType
+    msg_count: int
+    ref: DataRef
+    created_at_ms: int
+    append_id: str | None = None
+
+    def encode(self) -> bytes:
+        doc: dict[str, Any] = {
+            "type": self.type.value,
+            "msg_count": self.msg_count,
+            "data_key": self.ref.data_key,
+            "encoding": self.ref.encoding,
+            "created_at_ms": self.created_at_ms,
+        }
+        if self.ref.byte_offset is not None:
+            doc["byte_offset"] = self.ref.byte_offset
+            doc["byte_length"] = self.ref.byte_length
+        if self.append_id is not None:
+            doc["append_id"] = self.append_id
+        return _dump(doc)
+
+    @classmethod
+    def decode(cls, raw: bytes) -> IndexEntry:
+        what = "index entry"
+        doc = _load(raw, what)
+        try:
+            entry_type = EntryType(doc.get("type"))
+        except ValueError:
+            raise CorruptMetadata(f"{what} has an unknown type {doc.get('type')!r}") from None
+        msg_count = _int(doc, "msg_count", what)
+        if msg_count < 1:
+            raise CorruptMetadata(f"{what} has msg_count {msg_count}")
+        return cls(
+            type=entry_type,
+            msg_count=msg_count,
+            ref=DataRef(
+                data_key=_str(doc, "data_key", what),
+                encoding=_str(doc, "encoding", what),
+                byte_offset=_int(doc, "byte_offset", what, optional=True),
+                byte_length=_int(doc, "byte_length", what, optional=True),
+            ),
+            created_at_ms=_int(doc, "created_at_ms", what),
+            append_id=_str(doc, "append_id", what, optional=True),
+        )
+
+
+@dataclass(frozen=True)
+class IndexedBatch:
+    """An index entry together with the offset range its key implies."""
+
+    end_offset: int
+    entry: IndexEntry
+
+    @property
+    def start_offset(self) -> int:
+        return self.end_offset - self.entry.msg_count + 1
+
+    def covers(self, offset: int) -> bool:
+        return self.start_offset <= offset <= self.end_offset
+
+
+@dataclass(frozen=True)
+class CompactionCursor:
+    """``meta/compaction-cursor``: the first offset not yet compacted."""
+
+    offset: int = INITIAL_OFFSET
+
+    def encode(self) -> bytes:
+        return _dump({"offset": self.offset})
+
+    @classmethod
+    def decode(cls, raw: bytes) -> CompactionCursor:
+        return cls(_int(_load(raw, "meta/compaction-cursor"), "offset", "meta/compaction-cursor"))
+
+
+class CompactionState(str, Enum):
+    WRITING_COMPACTED_INDEX = "WRITING_COMPACTED_INDEX"
+    DELETING_OLD = "DELETING_OLD"
+    UPDATING_CURSOR = "UPDATING_CURSOR"
+
+
+@dataclass(frozen=True)
+class CompactionRecord:
+    """``meta/compaction``: the authoritative record of an in-flight compaction."""
+
+    compaction_id: str
+    state: CompactionState
+    start_offset: int
+    end_offset: int
+    msg_count: int
+    data_key: str
+    created_at_ms: int
+    encoding: str = ENCODING
+    last_source_start_offset: int | None = None
+
+    @property
+    def index_deletions_started(self) -> bool:
+        """True once the end key is COMPACTED and lower keys may be (or have been) deleted."""
+        return self.state in (CompactionState.DELETING_OLD, CompactionState.UPDATING_CURSOR)
+
+    def covers(self, offset: int) -> bool:
+        return self.start_offset <= offset <= self.end_offset
+
+    def encode(self) -> bytes:
+        doc: dict[str, Any] = {
+            "compaction_id": self.compaction_id,
+            "state": self.state.value,
+            "start_offset": self.start_offset,
+            "end_offset": self.end_offset,
+            "msg_count": self.msg_count,
+            "data_key": self.data_key,
+            "encoding": self.encoding,
+            "created_at_ms": self.created_at_ms,
+        }
+        if self.last_source_start_offset is not None:
+            doc["last_source_start_offset"] = self.last_source_start_offset
+        return _dump(doc)
+
+    @classmethod
+    def decode(cls, raw: bytes) -> CompactionRecord:
+        what = "meta/compaction"
+        doc = _load(raw, what)
+        try:
+            state = CompactionState(doc.get("state"))
+        except ValueError:
+            raise CorruptMetadata(f"{what} has an unknown state {doc.get('state')!r}") from None
+        return cls(
+            compaction_id=_str(doc, "compaction_id", what),
+            state=state,
+            start_offset=_int(doc, "start_offset", what),
+            end_offset=_int(doc, "end_offset", what),
+            msg_count=_int(doc, "msg_count", what),
+            data_key=_str(doc, "data_key", what),
+            created_at_ms=_int(doc, "created_at_ms", what),
+            encoding=_str(doc, "encoding", what),
+            last_source_start_offset=_int(doc, "last_source_start_offset", what, optional=True),
+        )

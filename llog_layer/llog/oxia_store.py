@@ -1,0 +1,385 @@
+"""The Oxia adapter: the only module that imports the ``oxia`` client.
+
+What it adds to ``oxia==0.2.1`` (see ../shared/notes/oxia.md):
+
+* deadlines on every unary call (the client sets none) via a gRPC interceptor,
+  and a bounded wait for the first shard assignments;
+* bounded retries with backoff of transient gRPC failures, mapped to
+  ``OxiaUnavailable`` when they persist. Every operation the protocol issues
+  is safe to repeat: conditional writes that already applied come back as
+  ``VersionConflict`` and the callers re-read to find their own write;
+* a fix for the client's shutdown hang (its assignment thread blocks on a
+  two-party barrier when a second assignment message arrives, e.g. after a
+  server restart) and a ``close()`` that returns within a bound regardless;
+* op counters and latency totals.
+
+The client is created lazily on first use, so constructing a store (and
+importing a Lambda handler) never touches the network.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import grpc
+import oxia
+import oxia.ex
+from oxia.internal.connection_pool import ConnectionPool
+from oxia.internal.proto.io.streamnative.oxia.proto import OxiaClientStub
+from oxia.internal.service_discovery import ServiceDiscovery
+from oxia.internal.sessions import SessionManager
+
+from llog.config import OxiaConfig
+from llog.errors import OxiaUnavailable, SessionExpired, VersionConflict
+from llog.metrics import OperationCounters
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CREATE_ONLY = oxia.EXPECTED_RECORD_DOES_NOT_EXIST
+
+_TRANSIENT_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+    }
+)
+# Long-lived streams must not get a request deadline.
+_STREAMING_METHODS = frozenset(
+    {
+        "/io.streamnative.oxia.proto.OxiaClient/GetShardAssignments",
+        "/io.streamnative.oxia.proto.OxiaClient/GetSequenceUpdates",
+        "/io.streamnative.oxia.proto.OxiaClient/GetNotifications",
+    }
+)
+_CHANNEL_OPTIONS = [
+    # Reconnect quickly after a server restart instead of gRPC's default
+    # backoff of up to two minutes, during which every call fails.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2_000),
+]
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """A record read from Oxia."""
+
+    key: str
+    value: bytes
+    version_id: int
+
+
+class _CallDetails(
+    collections.namedtuple(
+        "_CallDetails", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
+    ),
+    grpc.ClientCallDetails,  # type: ignore[misc]
+):
+    pass
+
+
+class _DeadlineInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout_s = timeout_s
+
+    def _details(self, details: Any) -> Any:
+        if details.timeout is not None or details.method in _STREAMING_METHODS:
+            return details
+        return _CallDetails(
+            details.method,
+            self._timeout_s,
+            details.metadata,
+            details.credentials,
+            getattr(details, "wait_for_ready", None),
+            getattr(details, "compression", None),
+        )
+
+    def intercept_unary_unary(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_unary_stream(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
+        return continuation(self._details(client_call_details), request)
+
+
+class _DeadlineConnectionPool(ConnectionPool):  # type: ignore[misc]
+    def __init__(self, timeout_s: float) -> None:
+        super().__init__()
+        self._interceptor = _DeadlineInterceptor(timeout_s)
+
+    def get(self, address: str) -> OxiaClientStub:
+        with self._lock:
+            entry = self.connections.get(address)
+            if entry is None:
+                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                entry = (channel, OxiaClientStub(grpc.intercept_channel(channel, self._interceptor)))
+                self.connections[address] = entry
+            return entry[1]
+
+
+class _AssignmentsReady:
+    """Replaces the client's two-party barrier: the assignment thread only signals.
+
+    Upstream, every assignment message waits on a ``Barrier(2)`` that only the
+    constructor ever joins, so a second message blocks the thread forever and
+    ``close()`` then hangs joining it.
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> int:  # called by the assignment thread
+        self._event.set()
+        return 0
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self._event.wait(timeout)
+
+
+class _ServiceDiscovery(ServiceDiscovery):  # type: ignore[misc]
+    def __init__(self, service_address: str, pool: ConnectionPool, namespace: str, init_timeout_s: float) -> None:
+        # Same state as the upstream constructor, but the readiness signal
+        # exists before the thread that fires it starts.
+        self._assignments: dict[int, Any] = {}
+        self._service_address = service_address
+        self._connection_pool = pool
+        self._namespace = namespace
+        self._closed = False
+        self._lock = threading.Lock()
+        self._init_barrier = _AssignmentsReady()
+        self._thread = threading.Thread(target=self.get_assignments, daemon=True, name="oxia-assignments")
+        self._thread.start()
+        if not self._init_barrier.wait_ready(init_timeout_s):
+            self._closed = True
+            raise OxiaUnavailable(f"no shard assignments from Oxia at {service_address} within {init_timeout_s:.1f}s")
+
+
+class _Client(oxia.Client):  # type: ignore[misc]
+    def __init__(self, config: OxiaConfig) -> None:
+        self._closed = False
+        self._connections = _DeadlineConnectionPool(config.request_timeout_ms / 1000)
+        try:
+            self._service_discovery = _ServiceDiscovery(
+                config.service_address, self._connections, config.namespace, config.connect_timeout_ms / 1000
+            )
+        except BaseException:
+            self._connections.close()
+            raise
+        self._session_manager = SessionManager(
+            self._service_discovery, config.session_timeout_ms, config.client_identifier
+        )
+
+    def discard_session(self, key: str, partition_key: str | None) -> None:
+        """Drop the session of the shard owning ``key`` so the next ephemeral put opens a new one."""
+        shard, _ = self._service_discovery.get_leader(key, partition_key)
+        with self._session_manager.lock:
+            session = self._session_manager.sessions_by_shard.pop(shard, None)
+        if session is not None:
+            threading.Thread(target=session.close, daemon=True, name="oxia-session-close").start()
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, grpc.RpcError):
+        code = exc.code() if callable(getattr(exc, "code", None)) else None
+        return code in _TRANSIENT_CODES
+    # The client raises bare Exceptions while shard assignments are missing.
+    return type(exc) is Exception and "No shard found" in str(exc)
+
+
+class OxiaStore:
+    """Typed, deadline-bound, retrying access to one Oxia namespace."""
+
+    def __init__(self, config: OxiaConfig, *, counters: OperationCounters | None = None) -> None:
+        self.config = config
+        self.counters = counters or OperationCounters()
+        self._client_lock = threading.Lock()
+        self._client: _Client | None = None
+        self._closed = False
+
+    @classmethod
+    def from_env(cls) -> OxiaStore:
+        return cls(OxiaConfig.from_env())
+
+    # --- lifecycle ------------------------------------------------------------
+
+    def _get_client(self) -> _Client:
+        client = self._client
+        if client is not None:
+            return client
+        with self._client_lock:
+            if self._closed:
+                raise OxiaUnavailable("the Oxia store is closed")
+            if self._client is None:
+                try:
+                    self._client = _Client(self.config)
+                except OxiaUnavailable:
+                    raise
+                except Exception as exc:
+                    raise OxiaUnavailable(f"cannot connect to Oxia at {self.config.service_address}: {exc}") from exc
+            return self._client
+
+    def close(self) -> None:
+        """Close the client; returns within ``close_timeout_ms`` even if the client hangs."""
+        with self._client_lock:
+            self._closed = True
+            client, self._client = self._client, None
+        if client is None:
+            return
+        closer = threading.Thread(target=client.close, daemon=True, name="oxia-close")
+        closer.start()
+        closer.join(self.config.close_timeout_ms / 1000)
+        if closer.is_alive():
+            log.warning("Oxia client did not close within %d ms; abandoning it", self.config.close_timeout_ms)
+
+    def __enter__(self) -> OxiaStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- retry core -----------------------------------------------------------
+
+    def _call(self, op: str, fn: Callable[[_Client], T], *, nbytes: int = 0) -> T:
+        attempts = self.config.max_retries + 1
+        delay = 0.05
+        for attempt in range(attempts):
+            start = time.perf_counter()
+            try:
+                result = fn(self._get_client())
+            except oxia.ex.UnexpectedVersionId:
+                self.counters.record(op, time.perf_counter() - start, nbytes=nbytes)
+                raise VersionConflict(f"{op}: the record's version changed") from None
+            except oxia.ex.SessionNotFound:
+                self.counters.record(op, time.perf_counter() - start, error=True)
+                raise SessionExpired(f"{op}: the Oxia session expired") from None
+            except OxiaUnavailable:
+                # Connecting already waited connect_timeout_ms: fail now.
+                self.counters.record(op, time.perf_counter() - start, error=True)
+                raise
+            except Exception as exc:
+                self.counters.record(op, time.perf_counter() - start, error=True)
+                if not _is_transient(exc):
+                    raise
+                if attempt + 1 >= attempts:
+                    raise OxiaUnavailable(f"{op} failed after {attempts} attempts: {_describe(exc)}") from exc
+            else:
+                self.counters.record(op, time.perf_counter() - start, nbytes=nbytes)
+                return result
+            self.counters.record_retry(op)
+            time.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 1.0)
+        raise AssertionError("unreachable")
+
+    # --- operations -----------------------------------------------------------
+
+    def get(self, key: str, *, partition_key: str) -> Versioned | None:
+        def run(c: _Client) -> Versioned | None:
+            try:
+                k, value, version = c.get(key, partition_key=partition_key)
+            except oxia.ex.KeyNotFound:
+                return None
+            return Versioned(k, value, version.version_id())
+
+        return self._call("get", run)
+
+    def get_ceiling(self, key: str, *, partition_key: str) -> Versioned | None:
+        """Lowest key >= ``key`` on the partition's shard (may belong to another partition)."""
+
+        def run(c: _Client) -> Versioned | None:
+            try:
+                k, value, version = c.get(key, partition_key=partition_key, comparison_type=oxia.ComparisonType.CEILING)
+            except oxia.ex.KeyNotFound:
+                return None
+            return Versioned(k, value, version.version_id())
+
+        return self._call("get_ceiling", run)
+
+    def put(
+        self,
+        key: str,
+        value: bytes,
+        *,
+        partition_key: str,
+        expected_version_id: int | None = None,
+        ephemeral: bool = False,
+    ) -> int:
+        """Write ``value``; with ``expected_version_id`` (or ``CREATE_ONLY``) it is a compare-and-set.
+
+        Returns the new version id; raises ``VersionConflict`` when the condition fails.
+        """
+
+        def run(c: _Client) -> int:
+            try:
+                _, version = c.put(
+                    key,
+                    value,
+                    partition_key=partition_key,
+                    expected_version_id=expected_version_id,
+                    ephemeral=ephemeral,
+                )
+            except oxia.ex.SessionNotFound:
+                c.discard_session(key, partition_key)
+                raise
+            return int(version.version_id())
+
+        return self._call("put", run, nbytes=len(value))
+
+    def delete(self, key: str, *, partition_key: str, expected_version_id: int | None = None) -> bool:
+        """Delete ``key``; False if it did not exist. ``VersionConflict`` if the version differs."""
+        return self._call(
+            "delete",
+            lambda c: bool(c.delete(key, partition_key=partition_key, expected_version_id=expected_version_id)),
+        )
+
+    def delete_range(self, min_key_inclusive: str, max_key_exclusive: str, *, partition_key: str) -> None:
+        self._call(
+            "delete_range",
+            lambda c: c.delete_range(min_key_inclusive, max_key_exclusive, partition_key=partition_key),
+        )
+
+    def range_scan(
+        self, min_key_inclusive: str, max_key_exclusive: str, *, partition_key: str, limit: int | None = None
+    ) -> list[Versioned]:
+        """Up to ``limit`` records in ``[min, max)`` on the partition's shard, in Oxia key order.
+
+        Materialised as a list so the whole scan sits inside one deadline and
+        one retry scope (a half-consumed stream cannot be retried).
+        """
+
+        def run(c: _Client) -> list[Versioned]:
+            stream = c.range_scan(min_key_inclusive, max_key_exclusive, partition_key=partition_key)
+            try:
+                return [Versioned(k, v, ver.version_id()) for k, v, ver in itertools.islice(stream, limit)]
+            finally:
+                stream.close()  # cancels the server stream when stopping early
+
+        return self._call("range_scan", run)
+
+    def list_keys(
+        self, min_key_inclusive: str, max_key_exclusive: str, *, partition_key: str | None = None
+    ) -> list[str]:
+        """Keys in ``[min, max)``; without ``partition_key`` across every shard."""
+        return self._call(
+            "list", lambda c: list(c.list(min_key_inclusive, max_key_exclusive, partition_key=partition_key))
+        )
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.RpcError) and callable(getattr(exc, "code", None)):
+        details = exc.details() if callable(getattr(exc, "details", None)) else ""
+        return f"{exc.code().name}: {details}"
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,177 @@
+"""The read path (seed 000, "Reader Architecture"; docs/PROTOCOL.md).
+
+1. read ``meta/control``: the partition exists, ``high_watermark = sequence_counter - 1``;
+2. resolve the batch holding an offset: Oxia CEILING on ``index/{offset}``
+   (the first batch ending at or after it), checked for our prefix and for
+   actually covering the offset; else ``meta/control.pending``;
+3. fetch the batch (an S3 range GET for a slice of a shared blob);
+4. decode ``bytes-batch-v1``, checking the record count against the index.
+
+Scans walk the index forward in pages and re-resolve point-wise when the
+index changes under them (compaction), so they see each offset exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from llog.blob_store import BlobStore
+from llog.codec import Headers, RecordBatch, decode_batch
+from llog.config import OxiaConfig, S3Config, root_prefix_from_env
+from llog.errors import InconsistentReadState, InvalidArgument, OffsetOutOfRange
+from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
+from llog.metadata import PartitionMetadata
+from llog.models import INITIAL_OFFSET, ControlRecord, DataRef, IndexedBatch
+from llog.oxia_store import OxiaStore
+
+SCAN_PAGE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """A record read back from the log, with its offset."""
+
+    offset: int
+    value: bytes
+    key: bytes | None
+    headers: Headers
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    log_start: int
+    high_watermark: int
+    control: ControlRecord
+
+
+class LogReader:
+    """Reads partitions; safe to share between threads. Needs no bucket: index entries carry S3 URIs."""
+
+    def __init__(self, oxia: OxiaStore, blobs: BlobStore, *, root: str = DEFAULT_ROOT_PREFIX) -> None:
+        self.oxia = oxia
+        self.blobs = blobs
+        self.root = root
+
+    @classmethod
+    def from_env(cls) -> LogReader:
+        return cls(OxiaStore(OxiaConfig.from_env()), BlobStore(S3Config.from_env()), root=root_prefix_from_env())
+
+    def close(self) -> None:
+        self.oxia.close()
+
+    def __enter__(self) -> LogReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
+        return PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
+
+    # --- state -----------------------------------------------------------------
+
+    def partition_info(self, topic: str, partition: int) -> PartitionInfo:
+        control = self._metadata(topic, partition).control().record
+        return PartitionInfo(topic, partition, INITIAL_OFFSET, control.high_watermark, control)
+
+    def high_watermark(self, topic: str, partition: int) -> int:
+        """The last committed offset; 0 for an empty partition."""
+        return self.partition_info(topic, partition).high_watermark
+
+    # --- resolution and fetch --------------------------------------------------
+
+    def resolve(self, topic: str, partition: int, offset: int) -> IndexedBatch:
+        """The batch (index entry or pending append) that holds ``offset``."""
+        meta = self._metadata(topic, partition)
+        return self._resolve(meta, offset, meta.control().record)
+
+    def _resolve(self, meta: PartitionMetadata, offset: int, control: ControlRecord) -> IndexedBatch:
+        self._check_range(meta.keys, offset, control)
+        # Two rounds: the index can move between reading control and the lookup
+        # (a pending append materialized, compaction replaced entries).
+        for _ in range(2):
+            batch = meta.index_ceiling(offset)
+            if batch is not None and batch.covers(offset):
+                return batch
+            pending = control.pending
+            if pending is not None and pending.covers(offset):
+                return IndexedBatch(pending.end_offset, pending.index_entry())
+            control = meta.control().record
+        raise InconsistentReadState(
+            f"no index entry or pending append covers offset {offset} of "
+            f"{meta.keys.topic}/{meta.keys.partition} (high watermark {control.high_watermark})"
+        )
+
+    @staticmethod
+    def _check_range(keys: PartitionKeys, offset: int, control: ControlRecord) -> None:
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise InvalidArgument(f"offset must be an integer, got {offset!r}")
+        if not INITIAL_OFFSET <= offset <= control.high_watermark:
+            raise OffsetOutOfRange(keys.topic, keys.partition, offset, INITIAL_OFFSET, control.high_watermark)
+
+    def fetch(self, batch: IndexedBatch) -> RecordBatch:
+        """Download and decode the batch: a range GET for shared-blob slices, else a whole GET."""
+        data = fetch_ref(self.blobs, batch.entry.ref)
+        return decode_batch(data, expected_count=batch.entry.msg_count)
+
+    # --- reads -----------------------------------------------------------------
+
+    def read_offset(self, topic: str, partition: int, offset: int) -> LogRecord:
+        batch = self.resolve(topic, partition, offset)
+        return _record(self.fetch(batch), batch.start_offset, offset)
+
+    def read_range(self, topic: str, partition: int, start_offset: int, end_offset: int) -> list[LogRecord]:
+        """Records ``start_offset`` through ``end_offset`` inclusive; both must be committed."""
+        if end_offset < start_offset:
+            raise InvalidArgument(f"end_offset {end_offset} is before start_offset {start_offset}")
+        meta = self._metadata(topic, partition)
+        control = meta.control().record
+        self._check_range(meta.keys, start_offset, control)
+        self._check_range(meta.keys, end_offset, control)
+        return list(self._scan(meta, start_offset, end_offset, control))
+
+    def iter_from(self, topic: str, partition: int, start_offset: int) -> Iterator[LogRecord]:
+        """Records from ``start_offset`` up to the high watermark seen when the scan starts.
+
+        Starting at ``high_watermark + 1`` (the tail) yields nothing.
+        """
+        meta = self._metadata(topic, partition)
+        control = meta.control().record
+        if start_offset != control.high_watermark + 1:
+            self._check_range(meta.keys, start_offset, control)
+        return self._scan(meta, start_offset, control.high_watermark, control)
+
+    def _scan(self, meta: PartitionMetadata, start: int, last: int, control: ControlRecord) -> Iterator[LogRecord]:
+        next_offset = start
+        while next_offset <= last:
+            page = meta.scan_index(next_offset, limit=SCAN_PAGE)
+            # The first entry must cover next_offset; otherwise the tail is a
+            # pending append, or the index moved: resolve that offset directly.
+            if not page or not page[0].covers(next_offset):
+                page = [self._resolve(meta, next_offset, control)]
+            for batch in page:
+                if not batch.covers(next_offset):
+                    break  # a gap further on: the next round re-resolves it
+                records = self.fetch(batch)
+                stop = min(batch.end_offset, last)
+                for offset in range(next_offset, stop + 1):
+                    yield _record(records, batch.start_offset, offset)
+                next_offset = stop + 1
+                if next_offset > last:
+                    return
+
+
+def fetch_ref(blobs: BlobStore, ref: DataRef) -> bytes:
+    location = S3Location.parse(ref.data_key)
+    if ref.byte_offset is not None and ref.byte_length is not None:
+        return blobs.get_range(location, ref.byte_offset, ref.byte_length)
+    return blobs.get(location)
+
+
+def _record(batch: RecordBatch, start_offset: int, offset: int) -> LogRecord:
+    i = offset - start_offset
+    return LogRecord(offset, batch.value(i), batch.key(i), batch.headers(i), batch.timestamp_ms(i))

@@ -1,0 +1,137 @@
+"""The ``LLS1`` shared WAL blob: one S3 object carrying batches of several partitions.
+
+Layout (seed 000)::
+
+    b"LLS1" | header length (u32, big-endian) | JSON header | bodies
+
+The JSON header lists, per partition, ``topic``, ``partition``, ``msg_count``,
+``encoding``, ``body_offset`` and ``body_length``. ``body_offset`` is absolute
+(from the first byte of the blob), so the index entry's ``byte_offset`` and
+``byte_length`` are exactly an S3 range GET.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llog.codec import ENCODING
+from llog.errors import CorruptSharedBlob
+from llog.keys import validate_partition, validate_topic
+
+MAGIC = b"LLS1"
+VERSION = 1
+PREAMBLE = struct.Struct(">4sI")
+MAX_HEADER_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BlobSlice:
+    """Where one partition's batch sits inside a shared blob."""
+
+    topic: str
+    partition: int
+    msg_count: int
+    byte_offset: int
+    byte_length: int
+    encoding: str = ENCODING
+
+
+@dataclass(frozen=True)
+class PartitionBody:
+    """Input to ``build_shared_blob``: one partition's encoded batch."""
+
+    topic: str
+    partition: int
+    msg_count: int
+    body: bytes
+
+
+def _header(created_at_ms: int, slices: Sequence[BlobSlice]) -> bytes:
+    doc = {
+        "version": VERSION,
+        "created_at_ms": created_at_ms,
+        "partitions": [
+            {
+                "topic": s.topic,
+                "partition": s.partition,
+                "msg_count": s.msg_count,
+                "encoding": s.encoding,
+                "body_offset": s.byte_offset,
+                "body_length": s.byte_length,
+            }
+            for s in slices
+        ],
+    }
+    return json.dumps(doc, separators=(",", ":")).encode("utf-8")
+
+
+def build_shared_blob(bodies: Sequence[PartitionBody], *, now_ms: int | None = None) -> tuple[bytes, list[BlobSlice]]:
+    """Pack partition bodies into one blob; return it with each body's absolute slice."""
+    created = int(time.time() * 1000) if now_ms is None else now_ms
+    # Absolute offsets depend on the header's length, which depends on the
+    # offsets' digits: iterate to the fixed point (two or three rounds).
+    header_len = 0
+    while True:
+        pos = PREAMBLE.size + header_len
+        slices = []
+        for b in bodies:
+            slices.append(BlobSlice(b.topic, b.partition, b.msg_count, pos, len(b.body)))
+            pos += len(b.body)
+        header = _header(created, slices)
+        if len(header) == header_len:
+            break
+        header_len = len(header)
+    blob = b"".join([PREAMBLE.pack(MAGIC, len(header)), header, *(b.body for b in bodies)])
+    return blob, slices
+
+
+def _int_field(entry: dict[str, Any], name: str) -> int:
+    value = entry.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CorruptSharedBlob(f"shared blob header field {name!r} is not a non-negative integer")
+    return value
+
+
+def parse_shared_blob_header(blob: bytes | memoryview) -> list[BlobSlice]:
+    """Read and validate the header of a whole blob: every slice must lie inside it."""
+    view = memoryview(blob)
+    if len(view) < PREAMBLE.size:
+        raise CorruptSharedBlob("shared blob is shorter than its preamble")
+    magic, header_len = PREAMBLE.unpack_from(view, 0)
+    if magic != MAGIC:
+        raise CorruptSharedBlob(f"not an LLS1 shared blob (magic {bytes(magic)!r})")
+    if header_len > min(MAX_HEADER_BYTES, len(view) - PREAMBLE.size):
+        raise CorruptSharedBlob(f"shared blob header length {header_len} exceeds the blob")
+    try:
+        doc = json.loads(bytes(view[PREAMBLE.size : PREAMBLE.size + header_len]))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptSharedBlob(f"shared blob header is not JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("partitions"), list):
+        raise CorruptSharedBlob("shared blob header has an unsupported shape or version")
+    body_start = PREAMBLE.size + header_len
+    slices = []
+    for entry in doc["partitions"]:
+        if not isinstance(entry, dict):
+            raise CorruptSharedBlob("shared blob header entry is not an object")
+        try:
+            topic = validate_topic(entry.get("topic"))
+            partition = validate_partition(entry.get("partition"))
+        except ValueError as exc:
+            raise CorruptSharedBlob(f"shared blob header names an invalid partition: {exc}") from None
+        s = BlobSlice(
+            topic,
+            partition,
+            _int_field(entry, "msg_count"),
+            _int_field(entry, "body_offset"),
+            _int_field(entry, "body_length"),
+            str(entry.get("encoding")),
+        )
+        if s.byte_offset < body_start or s.byte_offset + s.byte_length > len(view):
+            raise CorruptSharedBlob(f"shared blob slice of {topic}/{partition} lies outside the blob")
+        slices.append(s)
+    return slices

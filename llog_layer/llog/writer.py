@@ -1,0 +1,324 @@
+"""The append path (seed 000, "Writer Architecture"; docs/PROTOCOL.md).
+
+``append_shared(groups)`` writes one ``LLS1`` blob holding every group's
+batch, then commits each partition on its own:
+
+1. read ``meta/control``; recover a pending append left by another writer;
+2. CAS ``meta/control``: advance ``sequence_counter`` and record ``pending``
+   (offsets reserved: the append is now logically committed);
+3. create the index entry at the batch's end offset (create-only);
+4. CAS ``meta/control`` again to clear ``pending``.
+
+Any writer, fence call or compactor that finds a ``pending`` finishes steps
+3-4 for it. Index entries are only ever *created* (never overwritten) by the
+append path, and a late creator whose entry turns out to sit below a
+compacted range removes it again (``_remove_if_stale``), so a writer that
+stalls between steps 2 and 3 cannot resurrect a key that compaction deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from llog.blob_store import BlobStore
+from llog.codec import Record, encode_batch
+from llog.config import OxiaConfig, S3Config, WriterConfig, root_prefix_from_env
+from llog.errors import (
+    AppendConflict,
+    AppendOutcomeUnknown,
+    InvalidArgument,
+    LlogError,
+    LogFenced,
+    OxiaUnavailable,
+    StorageUnavailable,
+    VersionConflict,
+)
+from llog.faults import FaultHook
+from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal_object_key
+from llog.metadata import PartitionMetadata, VersionedControl
+from llog.models import ControlRecord, DataRef, EntryType, LogState, PendingAppend
+from llog.oxia_store import OxiaStore
+from llog.wal import PartitionBody, build_shared_blob
+
+log = logging.getLogger(__name__)
+
+AFTER_BLOB_PUT = "writer.after_blob_put"
+AFTER_RESERVE = "writer.after_reserve"
+AFTER_INDEX_WRITE = "writer.after_index_write"
+
+
+@dataclass(frozen=True)
+class SharedAppendGroup:
+    """Records for one topic-partition inside a shared append."""
+
+    topic: str
+    partition: int
+    records: Sequence[Record | bytes]
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Outcome of one group: offsets on success, the error otherwise."""
+
+    topic: str
+    partition: int
+    count: int
+    start_offset: int | None = None
+    end_offset: int | None = None
+    index_key: str | None = None
+    wal_uri: str | None = None
+    error: LlogError | None = field(default=None, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def error_type(self) -> str | None:
+        return None if self.error is None else self.error.error_type
+
+
+class LogWriter:
+    """Appends to partitions; safe to share between threads."""
+
+    def __init__(
+        self,
+        oxia: OxiaStore,
+        blobs: BlobStore,
+        *,
+        bucket: str,
+        root: str = DEFAULT_ROOT_PREFIX,
+        config: WriterConfig | None = None,
+        fault_hook: FaultHook | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not bucket:
+            raise InvalidArgument("the writer needs an S3 bucket")
+        self.oxia = oxia
+        self.blobs = blobs
+        self.bucket = bucket
+        self.root = root
+        self.config = config or WriterConfig()
+        self._fault_hook = fault_hook
+        self._clock = clock
+
+    @classmethod
+    def from_env(cls) -> LogWriter:
+        s3 = S3Config.from_env()
+        return cls(
+            OxiaStore(OxiaConfig.from_env()),
+            BlobStore(s3),
+            bucket=s3.require_bucket(),
+            root=root_prefix_from_env(),
+            config=WriterConfig.from_env(),
+        )
+
+    def close(self) -> None:
+        self.oxia.close()
+
+    def __enter__(self) -> LogWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _fault(self, point: str) -> None:
+        if self._fault_hook is not None:
+            self._fault_hook(point)
+
+    def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
+        return PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
+
+    # --- partition lifecycle ---------------------------------------------------
+
+    def initialize_partition(self, topic: str, partition: int) -> bool:
+        """Create the partition if absent (``sequence_counter=1``, cursor 1, ``OPEN``).
+
+        Idempotent; returns True if this call created it.
+        """
+        return self._metadata(topic, partition).create()
+
+    def fence(self, topic: str, partition: int) -> ControlRecord:
+        """Stop appends. Finishes a pending append first, so it stays readable."""
+        return self._set_state(topic, partition, LogState.FENCED)
+
+    def unfence(self, topic: str, partition: int) -> ControlRecord:
+        """Reopen a fenced partition for appends."""
+        return self._set_state(topic, partition, LogState.OPEN)
+
+    def _set_state(self, topic: str, partition: int, state: LogState) -> ControlRecord:
+        meta = self._metadata(topic, partition)
+        while True:
+            current = meta.control()
+            if current.record.pending is not None:
+                self._materialize(meta, current.record.pending, current)
+                continue
+            if current.record.log_state is state:
+                return current.record
+            updated = current.record.with_changes(log_state=state)
+            try:
+                meta.replace_control(updated, current.version_id)
+            except VersionConflict:
+                continue
+            return updated
+
+    def recover_pending(self, topic: str, partition: int) -> bool:
+        """Finish a pending append left by a crashed writer; True if there was one."""
+        meta = self._metadata(topic, partition)
+        current = meta.control()
+        if current.record.pending is None:
+            return False
+        self._materialize(meta, current.record.pending, current)
+        return True
+
+    # --- appends ---------------------------------------------------------------
+
+    def append(self, topic: str, partition: int, records: Sequence[Record | bytes]) -> AppendResult:
+        """Append to one partition; raises the error instead of returning it."""
+        (result,) = self.append_shared([SharedAppendGroup(topic, partition, records)])
+        if result.error is not None:
+            raise result.error
+        return result
+
+    def append_shared(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]:
+        """Write all groups in one shared WAL blob, then commit each partition.
+
+        Invalid input raises before anything is written. Storage failures are
+        reported per group: there is no atomicity across partitions.
+        """
+        if not groups:
+            raise InvalidArgument("append_shared needs at least one group")
+        now = self._now_ms()
+        bodies = []
+        for group in groups:
+            keys = PartitionKeys(group.topic, group.partition, self.root)  # validates names
+            if not group.records:
+                raise InvalidArgument(f"group {keys.topic}/{keys.partition} has no records")
+            bodies.append(
+                PartitionBody(keys.topic, keys.partition, len(group.records), encode_batch(group.records, now_ms=now))
+            )
+        blob, slices = build_shared_blob(bodies, now_ms=now)
+        location = S3Location(self.bucket, shared_wal_object_key(self.root))
+
+        try:
+            self.blobs.put(location, blob)
+        except LlogError as exc:
+            return [AppendResult(b.topic, b.partition, b.msg_count, error=exc) for b in bodies]
+        self._fault(AFTER_BLOB_PUT)
+
+        results = []
+        for s in slices:
+            ref = DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length)
+            meta = self._metadata(s.topic, s.partition)
+            try:
+                start, end = self._commit(meta, ref, s.msg_count, now)
+            except LlogError as exc:
+                results.append(AppendResult(s.topic, s.partition, s.msg_count, error=exc))
+            else:
+                results.append(
+                    AppendResult(s.topic, s.partition, s.msg_count, start, end, meta.keys.index(end), location.uri)
+                )
+        return results
+
+    def _commit(self, meta: PartitionMetadata, ref: DataRef, count: int, now_ms: int) -> tuple[int, int]:
+        append_id = uuid.uuid4().hex
+        backoff_ms = float(self.config.cas_backoff_initial_ms)
+        reservation_sent = False
+        try:
+            for _ in range(self.config.max_cas_attempts):
+                current = meta.control()
+                control = current.record
+                if control.log_state is LogState.FENCED:
+                    raise LogFenced(meta.keys.topic, meta.keys.partition)
+                if control.pending is not None:
+                    self._materialize(meta, control.pending, current)
+                    continue
+                start = control.sequence_counter
+                pending = PendingAppend(append_id, start, start + count - 1, count, ref, now_ms)
+                reserved = control.with_changes(sequence_counter=pending.end_offset + 1, pending=pending)
+                reservation_sent = True
+                try:
+                    version = meta.replace_control(reserved, current.version_id)
+                except VersionConflict:
+                    if self._reservation_landed(meta, pending):
+                        return start, pending.end_offset
+                    time.sleep(backoff_ms * (0.5 + random.random()) / 1000)
+                    backoff_ms = min(backoff_ms * 2, self.config.cas_backoff_max_ms)
+                    continue
+                self._fault(AFTER_RESERVE)
+                try:
+                    self._materialize(meta, pending, VersionedControl(reserved, version))
+                except StorageUnavailable as exc:
+                    # The reservation is the commit point: the records are readable
+                    # through meta/control.pending and the next writer or compactor
+                    # materializes them. Reporting failure would invite a duplicate.
+                    log.warning("append %s committed but not materialized yet: %s", append_id, exc)
+                return start, pending.end_offset
+        except OxiaUnavailable as exc:
+            if not reservation_sent:
+                raise
+            raise AppendOutcomeUnknown(
+                f"lost contact with Oxia while appending to {meta.keys.topic}/{meta.keys.partition}; "
+                f"the records may or may not have been committed: {exc}"
+            ) from exc
+        raise AppendConflict(
+            f"gave up reserving offsets on {meta.keys.topic}/{meta.keys.partition} after "
+            f"{self.config.max_cas_attempts} compare-and-set conflicts"
+        )
+
+    def _reservation_landed(self, meta: PartitionMetadata, pending: PendingAppend) -> bool:
+        """After a CAS conflict: did our reservation apply anyway (a retried call that had landed)?
+
+        True if ``meta/control`` still holds our pending (we finish it) or if
+        another writer already materialized it at the offsets we asked for.
+        """
+        current = meta.control()
+        if current.record.pending is not None and current.record.pending.append_id == pending.append_id:
+            self._materialize(meta, current.record.pending, current)
+            return True
+        found = meta.index_entry(pending.end_offset)
+        return found is not None and found[0].entry.append_id == pending.append_id
+
+    # --- materialization and recovery -----------------------------------------
+
+    def _materialize(self, meta: PartitionMetadata, pending: PendingAppend, control: VersionedControl) -> None:
+        """Create ``pending``'s index entry (if absent) and clear it from ``meta/control``."""
+        meta.create_index_entry(pending.end_offset, pending.index_entry())
+        self._fault(AFTER_INDEX_WRITE)
+        while True:
+            try:
+                meta.replace_control(control.record.with_changes(pending=None), control.version_id)
+                return
+            except VersionConflict:
+                control = meta.control()
+                if control.record.pending is None or control.record.pending.append_id != pending.append_id:
+                    break  # someone else finished this append
+        # Someone else finished it: the entry we may have created could be a
+        # late duplicate of one that compaction has since removed.
+        self._remove_if_stale(meta, pending)
+
+    def _remove_if_stale(self, meta: PartitionMetadata, pending: PendingAppend) -> None:
+        found = meta.index_entry(pending.end_offset)
+        if found is None:
+            return
+        batch, version = found
+        if batch.entry.type is not EntryType.WAL or batch.entry.append_id != pending.append_id:
+            return
+        # Read meta/compaction before the cursor: a compaction finishing in
+        # between advances the cursor before it clears its record, so one of
+        # the two reads sees it.
+        compaction = meta.compaction()
+        cursor = meta.cursor()
+        compacted = cursor.offset > pending.end_offset or (
+            compaction is not None and compaction.index_deletions_started and compaction.covers(pending.end_offset)
+        )
+        if compacted:
+            meta.delete_index_entry(pending.end_offset, expected_version_id=version)
