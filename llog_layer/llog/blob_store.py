@@ -17,7 +17,7 @@ import botocore.config
 import botocore.exceptions
 
 from llog.config import S3Config
-from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, InvalidArgument
+from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData, InvalidArgument
 from llog.keys import S3Location
 from llog.metrics import OperationCounters
 
@@ -71,7 +71,7 @@ class BlobStore:
             if code in _CONFIG_ERRORS:
                 return ConfigurationError(f"S3 {op} of {location} refused: {code}: {exc}")
             if code == "InvalidRange":
-                return InvalidArgument(f"S3 {op} of {location}: requested range is outside the object")
+                return CorruptData(f"S3 {op} of {location}: the object is shorter than the requested range")
         return BlobStoreUnavailable(f"S3 {op} of {location} failed: {exc}")
 
     def create_bucket(self, bucket: str) -> None:
@@ -98,14 +98,18 @@ class BlobStore:
             return data
 
     def get_range(self, location: S3Location, offset: int, length: int) -> bytes:
-        """Exactly ``length`` bytes from ``offset``, or an error: a short read is never returned."""
+        """Exactly ``length`` bytes from ``offset``.
+
+        An object shorter than the range (the index promises more bytes than
+        S3 holds) raises ``CorruptData``: a short read is never returned.
+        """
         if offset < 0 or length < 1:
             raise InvalidArgument(f"invalid byte range offset={offset} length={length}")
         with self.counters.timed("range_get") as nbytes:
             data = self._read(location, "range_get", {"Range": f"bytes={offset}-{offset + length - 1}"})
             nbytes.append(len(data))
         if len(data) != length:
-            raise BlobStoreUnavailable(
+            raise CorruptData(
                 f"range GET of {location.uri} returned {len(data)} bytes, expected {length} "
                 f"(bytes {offset}-{offset + length - 1})"
             )

@@ -209,6 +209,7 @@ class OxiaStore:
         self._client_lock = threading.Lock()
         self._client: _Client | None = None
         self._closed = False
+        self._last_connect_failure: tuple[float, str] = (-float("inf"), "")
 
     @classmethod
     def from_env(cls) -> OxiaStore:
@@ -224,12 +225,20 @@ class OxiaStore:
             if self._closed:
                 raise OxiaUnavailable("the Oxia store is closed")
             if self._client is None:
+                # Fail fast while a connect attempt has just failed, so a request
+                # touching many partitions does not wait out one timeout each.
+                failed_at, reason = self._last_connect_failure
+                if time.monotonic() - failed_at < self.config.connect_timeout_ms / 1000:
+                    raise OxiaUnavailable(f"{reason} (failing fast: the last attempt just failed)")
                 try:
                     self._client = _Client(self.config)
-                except OxiaUnavailable:
+                except OxiaUnavailable as exc:
+                    self._last_connect_failure = (time.monotonic(), str(exc))
                     raise
                 except Exception as exc:
-                    raise OxiaUnavailable(f"cannot connect to Oxia at {self.config.service_address}: {exc}") from exc
+                    reason = f"cannot connect to Oxia at {self.config.service_address}: {exc}"
+                    self._last_connect_failure = (time.monotonic(), reason)
+                    raise OxiaUnavailable(reason) from exc
             return self._client
 
     def close(self) -> None:

@@ -1,0 +1,117 @@
+"""Session-wide backing services: one real Oxia standalone server and one moto S3 server.
+
+Both listen on free loopback ports with their data in a session temp dir.
+The Oxia binary comes from ``make setup`` (``.tools/bin/oxia``), ``$OXIA_BIN``
+or ``PATH``; ``LLOG_TEST_OXIA_ADDRESS`` points the suite at a running server
+instead (tests that restart the server then skip). When no server can be had,
+the tests that need one are skipped with the reason ``make setup`` recorded;
+``LLOG_REQUIRE_OXIA=1`` turns that into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from llog.blob_store import BlobStore
+from llog.config import OxiaConfig, S3Config
+from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary, wait_until_serving
+from llog.oxia_store import OxiaStore
+from llog.reader import LogReader
+from llog.writer import LogWriter
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS_BIN = ROOT / ".tools" / "bin"
+UNAVAILABLE_REASON = ROOT / ".tools" / "oxia-unavailable"
+BUCKET = "llog-test"
+
+
+def _oxia_unavailable(reason: str) -> NoReturn:
+    if os.environ.get("LLOG_REQUIRE_OXIA"):
+        pytest.fail(f"an Oxia server is required (LLOG_REQUIRE_OXIA is set): {reason}")
+    pytest.skip(f"no Oxia server: {reason}")
+
+
+@dataclass
+class OxiaServer:
+    address: str
+    process: OxiaProcess | None
+
+    def restart(self) -> None:
+        if self.process is None:
+            pytest.skip("the Oxia server is external (LLOG_TEST_OXIA_ADDRESS); it cannot be restarted here")
+        self.process.restart()
+
+
+@pytest.fixture(scope="session")
+def oxia_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OxiaServer]:
+    external = os.environ.get("LLOG_TEST_OXIA_ADDRESS")
+    if external:
+        wait_until_serving(external)
+        yield OxiaServer(external, None)
+        return
+    binary = find_oxia_binary([TOOLS_BIN])
+    if binary is None:
+        reason = UNAVAILABLE_REASON.read_text().strip() if UNAVAILABLE_REASON.exists() else "run make setup"
+        _oxia_unavailable(reason)
+        return
+    process = OxiaProcess(binary, tmp_path_factory.mktemp("oxia"))
+    process.start()
+    try:
+        yield OxiaServer(process.address, process)
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[MotoS3]:
+    server = MotoS3()
+    server.start()
+    server.create_bucket(BUCKET)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_config(moto_s3: MotoS3) -> S3Config:
+    return moto_s3.config(BUCKET)
+
+
+@pytest.fixture
+def oxia_config(oxia_server: OxiaServer) -> OxiaConfig:
+    return OxiaConfig(oxia_server.address, request_timeout_ms=3_000, connect_timeout_ms=5_000, close_timeout_ms=3_000)
+
+
+@pytest.fixture
+def oxia_store(oxia_config: OxiaConfig) -> Iterator[OxiaStore]:
+    with OxiaStore(oxia_config) as store:
+        yield store
+
+
+@pytest.fixture
+def blob_store(s3_config: S3Config) -> BlobStore:
+    return BlobStore(s3_config)
+
+
+@pytest.fixture
+def writer(oxia_store: OxiaStore, blob_store: BlobStore) -> LogWriter:
+    return LogWriter(oxia_store, blob_store, bucket=BUCKET)
+
+
+@pytest.fixture
+def reader(oxia_store: OxiaStore, blob_store: BlobStore) -> LogReader:
+    return LogReader(oxia_store, blob_store)
+
+
+@pytest.fixture
+def topic() -> str:
+    """A fresh topic per test: tests share one Oxia server and never see each other's data."""
+    return f"t-{uuid.uuid4().hex[:12]}"

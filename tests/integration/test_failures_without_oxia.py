@@ -1,0 +1,111 @@
+"""Failure behaviour that needs no Oxia server: an unreachable Oxia, S3 failures, rejected input.
+
+The Oxia address here is a loopback port nobody listens on, so the real
+client meets a real refused connection.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from llog.blob_store import BlobStore
+from llog.codec import Record
+from llog.config import OxiaConfig, S3Config
+from llog.devstack import free_port
+from llog.errors import ConfigurationError, InvalidArgument, InvalidPartition, InvalidTopicName, OxiaUnavailable
+from llog.oxia_store import OxiaStore
+from llog.reader import LogReader
+from llog.writer import LogWriter, SharedAppendGroup
+from tests.conftest import BUCKET
+
+CONNECT_TIMEOUT_MS = 1_000
+
+
+@pytest.fixture
+def dead_oxia() -> OxiaStore:
+    return OxiaStore(OxiaConfig(f"127.0.0.1:{free_port()}", connect_timeout_ms=CONNECT_TIMEOUT_MS,
+                                request_timeout_ms=1_000, close_timeout_ms=1_000))
+
+
+def test_unreachable_oxia_gives_a_prompt_typed_retriable_error(dead_oxia: OxiaStore) -> None:
+    start = time.monotonic()
+    with pytest.raises(OxiaUnavailable, match="no shard assignments") as excinfo:
+        dead_oxia.get("k", partition_key="p")
+    elapsed = time.monotonic() - start
+
+    assert excinfo.value.retriable
+    assert elapsed < CONNECT_TIMEOUT_MS / 1000 + 2
+    assert dead_oxia.counters.snapshot()["get"].errors == 1
+
+
+def test_close_returns_promptly_even_after_failed_calls(dead_oxia: OxiaStore) -> None:
+    with pytest.raises(OxiaUnavailable):
+        dead_oxia.get("k", partition_key="p")
+    start = time.monotonic()
+    dead_oxia.close()
+    assert time.monotonic() - start < 2
+    with pytest.raises(OxiaUnavailable, match="closed"):
+        dead_oxia.get("k", partition_key="p")
+
+
+def test_creating_a_store_touches_no_network() -> None:
+    # Lambda handlers build their stores at import time; that must be free.
+    start = time.monotonic()
+    store = OxiaStore(OxiaConfig("203.0.113.1:6648"))
+    store.close()
+    assert time.monotonic() - start < 0.5
+
+
+def test_append_with_oxia_down_reports_each_group_failed(dead_oxia: OxiaStore, blob_store: BlobStore) -> None:
+    writer = LogWriter(dead_oxia, blob_store, bucket=BUCKET)
+    results = writer.append_shared([SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("orders", 1, [b"b"])])
+
+    assert [r.ok for r in results] == [False, False]
+    assert {r.error_type for r in results} == {"OxiaUnavailable"}
+    assert all(r.start_offset is None and r.wal_uri is None for r in results)
+
+
+def test_reader_with_oxia_down_raises_oxia_unavailable(dead_oxia: OxiaStore, blob_store: BlobStore) -> None:
+    with pytest.raises(OxiaUnavailable):
+        LogReader(dead_oxia, blob_store).read_offset("orders", 0, 1)
+
+
+def test_s3_failure_fails_every_group_and_touches_no_oxia(dead_oxia: OxiaStore, s3_config: S3Config) -> None:
+    missing_bucket = "llog-no-such-bucket"
+    writer = LogWriter(dead_oxia, BlobStore(s3_config), bucket=missing_bucket)
+
+    results = writer.append_shared([SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("audit", 3, [b"b"])])
+
+    assert [(r.topic, r.partition, r.ok, r.error_type) for r in results] == [
+        ("orders", 0, False, "ConfigurationError"),
+        ("audit", 3, False, "ConfigurationError"),
+    ]
+    assert isinstance(results[0].error, ConfigurationError)
+    assert dead_oxia.counters.total_calls() == 0
+
+
+@pytest.mark.parametrize(
+    ("groups", "error"),
+    [
+        ([SharedAppendGroup("bad/topic", 0, [b"a"])], InvalidTopicName),
+        ([SharedAppendGroup("", 0, [b"a"])], InvalidTopicName),
+        ([SharedAppendGroup("orders", -1, [b"a"])], InvalidPartition),
+        ([SharedAppendGroup("orders", True, [b"a"])], InvalidPartition),
+        ([SharedAppendGroup("orders", 0, [])], InvalidArgument),
+        ([SharedAppendGroup("orders", 0, ["text"])], InvalidArgument),  # type: ignore[list-item]
+        ([SharedAppendGroup("orders", 0, [Record(b"x", timestamp_ms=2**64)])], InvalidArgument),
+        # one bad group rejects the whole call: the good one is not written either
+        ([SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("..", 0, [b"b"])], InvalidTopicName),
+        ([], InvalidArgument),
+    ],
+)
+def test_rejected_input_writes_nothing(
+    dead_oxia: OxiaStore, blob_store: BlobStore, groups: list[SharedAppendGroup], error: type[Exception]
+) -> None:
+    writer = LogWriter(dead_oxia, blob_store, bucket=BUCKET)
+    with pytest.raises(error):
+        writer.append_shared(groups)
+    assert blob_store.counters.total_calls() == 0
+    assert dead_oxia.counters.total_calls() == 0
