@@ -28,7 +28,7 @@ from llog.errors import BatchTooLarge, CorruptBatch, InvalidArgument
 ENCODING = "bytes-batch-v1"
 MAGIC = b"LLBB"
 VERSION = 1
-HEADER = struct.Struct("<4sHHIIQI")  # magic, version, flags, count, body_length, reserved, crc32c
+HEADER = struct.Struct("<4sHHIIQII")  # magic, version, flags, count, body_length, reserved (12 bytes), crc32c
 HEADER_SIZE = HEADER.size  # 32
 CRC_POSITION = HEADER_SIZE - 4
 
@@ -179,7 +179,7 @@ def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None
         body_parts.append(section)
         body_parts.append(bytes(_pad(len(section))))
     body = b"".join(body_parts)
-    head = HEADER.pack(MAGIC, VERSION, flags, count, len(body), 0, 0)
+    head = HEADER.pack(MAGIC, VERSION, flags, count, len(body), 0, 0, 0)
     crc = google_crc32c.extend(google_crc32c.value(head[:CRC_POSITION]), body)
     return head[:CRC_POSITION] + struct.pack("<I", crc) + body
 
@@ -210,7 +210,7 @@ class RecordBatch:
         raw = memoryview(data).cast("B")
         if len(raw) < HEADER_SIZE:
             raise CorruptBatch(f"batch is {len(raw)} bytes, shorter than its {HEADER_SIZE}-byte header")
-        magic, version, flags, count, body_length, _reserved, crc = HEADER.unpack_from(raw, 0)
+        magic, version, flags, count, body_length, _reserved, _reserved2, crc = HEADER.unpack_from(raw, 0)
         if magic != MAGIC:
             raise CorruptBatch(f"not a {ENCODING} batch (magic {bytes(magic)!r})")
         if version != VERSION:
