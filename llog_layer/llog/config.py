@@ -25,7 +25,8 @@ def _get(env: Environ, *names: str) -> str | None:
     return None
 
 
-def _int(env: Environ, name: str, default: int, *, minimum: int = 0) -> int:
+def env_int(env: Environ, name: str, default: int, *, minimum: int = 0) -> int:
+    """An integer variable, ``default`` when unset; ``ConfigurationError`` naming it when invalid."""
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -68,12 +69,12 @@ class OxiaConfig:
         return cls(
             service_address=address,
             namespace=_get(env, "LLOG_OXIA_NAMESPACE") or "default",
-            session_timeout_ms=_int(env, "LLOG_OXIA_SESSION_TIMEOUT_MS", 30_000, minimum=2_000),
+            session_timeout_ms=env_int(env, "LLOG_OXIA_SESSION_TIMEOUT_MS", 30_000, minimum=2_000),
             client_identifier=_get(env, "LLOG_CLIENT_IDENTIFIER"),
-            request_timeout_ms=_int(env, "LLOG_OXIA_REQUEST_TIMEOUT_MS", 5_000, minimum=1),
-            connect_timeout_ms=_int(env, "LLOG_OXIA_CONNECT_TIMEOUT_MS", 5_000, minimum=1),
-            max_retries=_int(env, "LLOG_OXIA_MAX_RETRIES", 3),
-            close_timeout_ms=_int(env, "LLOG_OXIA_CLOSE_TIMEOUT_MS", 5_000),
+            request_timeout_ms=env_int(env, "LLOG_OXIA_REQUEST_TIMEOUT_MS", 5_000, minimum=1),
+            connect_timeout_ms=env_int(env, "LLOG_OXIA_CONNECT_TIMEOUT_MS", 5_000, minimum=1),
+            max_retries=env_int(env, "LLOG_OXIA_MAX_RETRIES", 3),
+            close_timeout_ms=env_int(env, "LLOG_OXIA_CLOSE_TIMEOUT_MS", 5_000),
         )
 
 
@@ -101,7 +102,7 @@ class S3Config:
             access_key_id=_get(env, "LLOG_S3_ACCESS_KEY_ID", "AWS_ACCESS_KEY_ID"),
             secret_access_key=_get(env, "LLOG_S3_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"),
             session_token=_get(env, "LLOG_S3_SESSION_TOKEN", "AWS_SESSION_TOKEN"),
-            max_attempts=_int(env, "LLOG_S3_MAX_ATTEMPTS", 5, minimum=1),
+            max_attempts=env_int(env, "LLOG_S3_MAX_ATTEMPTS", 5, minimum=1),
         )
 
     def require_bucket(self) -> str:
@@ -122,9 +123,9 @@ class WriterConfig:
     def from_env(cls, env: Environ | None = None) -> WriterConfig:
         env = os.environ if env is None else env
         return cls(
-            max_cas_attempts=_int(env, "LLOG_WRITER_MAX_CAS_ATTEMPTS", 64, minimum=1),
-            cas_backoff_initial_ms=_int(env, "LLOG_WRITER_CAS_BACKOFF_INITIAL_MS", 2),
-            cas_backoff_max_ms=_int(env, "LLOG_WRITER_CAS_BACKOFF_MAX_MS", 200),
+            max_cas_attempts=env_int(env, "LLOG_WRITER_MAX_CAS_ATTEMPTS", 64, minimum=1),
+            cas_backoff_initial_ms=env_int(env, "LLOG_WRITER_CAS_BACKOFF_INITIAL_MS", 2),
+            cas_backoff_max_ms=env_int(env, "LLOG_WRITER_CAS_BACKOFF_MAX_MS", 200),
         )
 
 

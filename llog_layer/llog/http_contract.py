@@ -1,0 +1,308 @@
+"""The HTTP contract of seed 000/003 (``POST /produce``, ``POST /consume``) as plain functions.
+
+Parsing turns a decoded JSON body into typed requests and raises
+``RequestRejected`` (with the HTTP status to answer) for anything malformed,
+before any storage is touched. Rendering turns library results into the
+response documents and status codes. Nothing here knows about API Gateway or
+Powertools: the Lambda handlers and ``llog serve`` both call it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llog.codec import Headers, Record
+from llog.config import Environ, env_int
+from llog.errors import InvalidArgument, LlogError
+from llog.keys import validate_partition, validate_topic
+from llog.writer import AppendResult, SharedAppendGroup
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+# Lambda's synchronous payload limit is 6 MB for the request and the response.
+LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
+
+
+class RequestRejected(LlogError):
+    """The request is malformed or over a limit; nothing was written."""
+
+    def __init__(self, message: str, *, status: int = 400, error_type: str = "InvalidRequest") -> None:
+        super().__init__(message)
+        self.status = status
+        self._error_type = error_type
+
+    @property
+    def error_type(self) -> str:
+        return self._error_type
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Request limits, from ``LLOG_*`` variables; each violation is a 4xx naming the limit."""
+
+    max_request_bytes: int = LAMBDA_PAYLOAD_LIMIT
+    max_partitions_per_request: int = 100
+    max_records_per_request: int = 10_000
+    max_wait_ms: int = 20_000  # safely below API Gateway's 29 s integration timeout
+    max_response_bytes: int = 4 * 1024 * 1024  # raw bytes; base64 inflates by 4/3 under 6 MB
+    default_partition_max_bytes: int = 1024 * 1024
+
+    @classmethod
+    def from_env(cls, env: Environ | None = None) -> Limits:
+        env = os.environ if env is None else env
+        return cls(
+            max_request_bytes=env_int(env, "LLOG_MAX_REQUEST_BYTES", cls.max_request_bytes, minimum=1),
+            max_partitions_per_request=env_int(
+                env, "LLOG_MAX_PARTITIONS_PER_REQUEST", cls.max_partitions_per_request, minimum=1
+            ),
+            max_records_per_request=env_int(
+                env, "LLOG_MAX_RECORDS_PER_REQUEST", cls.max_records_per_request, minimum=1
+            ),
+            max_wait_ms=env_int(env, "LLOG_CONSUME_MAX_WAIT_MS", cls.max_wait_ms),
+            max_response_bytes=env_int(env, "LLOG_CONSUME_MAX_RESPONSE_BYTES", cls.max_response_bytes, minimum=1),
+            default_partition_max_bytes=env_int(
+                env, "LLOG_CONSUME_DEFAULT_PARTITION_MAX_BYTES", cls.default_partition_max_bytes, minimum=1
+            ),
+        )
+
+
+# --- decoding helpers ------------------------------------------------------------
+
+
+def parse_json_body(body: str | bytes | None, limits: Limits) -> Any:
+    if body is None or body == "" or body == b"":
+        raise RequestRejected("the request body is empty; expected a JSON object")
+    size = len(body.encode("utf-8") if isinstance(body, str) else body)
+    if size > limits.max_request_bytes:
+        raise RequestRejected(
+            f"the request body is {size} bytes; the limit is {limits.max_request_bytes} bytes",
+            status=413,
+            error_type="PayloadTooLarge",
+        )
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RequestRejected(f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RequestRejected("the request body nests too deeply") from None
+
+
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise RequestRejected(f"{where} must be a JSON object")
+    return value
+
+
+def _non_empty_list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list) or not value:
+        raise RequestRejected(f"{where} must be a non-empty list")
+    return value
+
+
+def _int_field(
+    doc: Mapping[str, Any],
+    name: str,
+    where: str,
+    *,
+    default: int | None = None,
+    minimum: int = 0,
+    maximum: int = INT64_MAX,
+) -> int:
+    value = doc.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestRejected(f"{where}.{name} must be an integer")
+    if not minimum <= value <= maximum:
+        raise RequestRejected(f"{where}.{name} must be between {minimum} and {maximum}")
+    return value
+
+
+def _topic_partition(item: Mapping[str, Any], where: str) -> tuple[str, int]:
+    topic = item.get("topic")
+    if not isinstance(topic, str) or not topic:
+        raise RequestRejected(f"{where}.topic must be a non-empty string")
+    partition = item.get("partition")
+    if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
+        raise RequestRejected(f"{where}.partition must be a non-negative integer")
+    try:
+        return validate_topic(topic), validate_partition(partition)
+    except InvalidArgument as exc:
+        raise RequestRejected(f"{where}: {exc}", error_type=exc.error_type) from None
+
+
+def decode_bytes(value: Any, where: str) -> bytes:
+    """A JSON string (UTF-8) or ``{"base64": "..."}``."""
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from a JSON escape such as "\ud800"
+            raise RequestRejected(f"{where} is not valid Unicode") from None
+    if isinstance(value, dict) and set(value) == {"base64"} and isinstance(value["base64"], str):
+        try:
+            return base64.b64decode(value["base64"], validate=True)
+        except (binascii.Error, ValueError):
+            raise RequestRejected(f"{where}.base64 is not valid base64") from None
+    raise RequestRejected(f'{where} must be a string or an object {{"base64": "..."}}')
+
+
+def encode_bytes(data: bytes) -> str | dict[str, str]:
+    """A UTF-8 string when the bytes are valid UTF-8, else ``{"base64": ...}``."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def _record(raw: Any, where: str) -> Record:
+    if isinstance(raw, str) or (isinstance(raw, dict) and set(raw) == {"base64"}):
+        return Record(decode_bytes(raw, where))
+    if not isinstance(raw, dict) or "value" not in raw:
+        raise RequestRejected(
+            f'{where} must be a string, {{"base64": ...}} or an object with "value" '
+            '(and optional "key", "headers", "timestamp_ms")'
+        )
+    unknown = set(raw) - {"value", "key", "headers", "timestamp_ms"}
+    if unknown:
+        raise RequestRejected(f"{where} has unknown fields: {', '.join(sorted(unknown))}")
+    key = None if raw.get("key") is None else decode_bytes(raw["key"], f"{where}.key")
+    headers: Headers = ()
+    if raw.get("headers") is not None:
+        header_doc = _object(raw["headers"], f"{where}.headers")
+        headers = tuple((name, decode_bytes(v, f"{where}.headers.{name}")) for name, v in header_doc.items())
+    timestamp = None
+    if raw.get("timestamp_ms") is not None:
+        timestamp = _int_field(raw, "timestamp_ms", where, minimum=INT64_MIN)
+    return Record(decode_bytes(raw["value"], f"{where}.value"), key, headers, timestamp)
+
+
+# --- produce -------------------------------------------------------------------------
+
+
+def parse_produce_request(doc: Any, limits: Limits) -> list[SharedAppendGroup]:
+    body = _object(doc, "the request body")
+    items = _non_empty_list(body.get("topic_partitions"), "topic_partitions")
+    if len(items) > limits.max_partitions_per_request:
+        raise RequestRejected(
+            f"topic_partitions has {len(items)} entries; the limit is "
+            f"{limits.max_partitions_per_request} (LLOG_MAX_PARTITIONS_PER_REQUEST)",
+            error_type="LimitExceeded",
+        )
+    groups = []
+    total = 0
+    for i, raw in enumerate(items):
+        where = f"topic_partitions[{i}]"
+        item = _object(raw, where)
+        topic, partition = _topic_partition(item, where)
+        records_raw = _non_empty_list(item.get("records"), f"{where}.records")
+        total += len(records_raw)
+        if total > limits.max_records_per_request:
+            raise RequestRejected(
+                f"the request has more than {limits.max_records_per_request} records (LLOG_MAX_RECORDS_PER_REQUEST)",
+                error_type="LimitExceeded",
+            )
+        records = [_record(r, f"{where}.records[{j}]") for j, r in enumerate(records_raw)]
+        groups.append(SharedAppendGroup(topic, partition, records))
+    return groups
+
+
+def produce_result_json(result: AppendResult) -> dict[str, Any]:
+    doc: dict[str, Any] = {"topic": result.topic, "partition": result.partition, "ok": result.ok, "count": result.count}
+    if result.error is None:
+        doc.update(
+            start_offset=result.start_offset,
+            end_offset=result.end_offset,
+            index_key=result.index_key,
+            wal_uri=result.wal_uri,
+        )
+    else:
+        doc.update(error_type=result.error_type, error=str(result.error), retriable=result.error.retriable)
+    return doc
+
+
+def produce_response(results: Sequence[AppendResult]) -> tuple[int, dict[str, Any]]:
+    """Status per seed 000: 200 all ok; 503 all failed with back-pressure; 409 otherwise."""
+    errors = [r for r in results if not r.ok]
+    if not errors:
+        status = 200
+    elif len(errors) == len(results) and all(r.error_type == "BackPressureRejected" for r in errors):
+        status = 503
+    else:
+        status = 409
+    return status, {
+        "results": [produce_result_json(r) for r in results],
+        "success_count": len(results) - len(errors),
+        "error_count": len(errors),
+    }
+
+
+# --- consume -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FetchPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+
+
+@dataclass(frozen=True)
+class ConsumeRequest:
+    partitions: list[FetchPartition]
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+
+
+def parse_consume_request(doc: Any, limits: Limits) -> ConsumeRequest:
+    body = _object(doc, "the request body")
+    items = _non_empty_list(body.get("topic_partitions"), "topic_partitions")
+    if len(items) > limits.max_partitions_per_request:
+        raise RequestRejected(
+            f"topic_partitions has {len(items)} entries; the limit is "
+            f"{limits.max_partitions_per_request} (LLOG_MAX_PARTITIONS_PER_REQUEST)",
+            error_type="LimitExceeded",
+        )
+    partitions = []
+    seen = set()
+    for i, raw in enumerate(items):
+        where = f"topic_partitions[{i}]"
+        item = _object(raw, where)
+        topic, partition = _topic_partition(item, where)
+        if (topic, partition) in seen:
+            raise RequestRejected(f"{where} repeats {topic}/{partition}")
+        seen.add((topic, partition))
+        partitions.append(
+            FetchPartition(
+                topic,
+                partition,
+                _int_field(item, "fetch_offset", where),
+                _int_field(item, "partition_max_bytes", where, default=limits.default_partition_max_bytes, minimum=1),
+            )
+        )
+    max_wait = _int_field(body, "max_wait_ms", "request", default=0)
+    if max_wait > limits.max_wait_ms:
+        raise RequestRejected(
+            f"max_wait_ms {max_wait} exceeds the limit of {limits.max_wait_ms} ms (LLOG_CONSUME_MAX_WAIT_MS)",
+            error_type="LimitExceeded",
+        )
+    return ConsumeRequest(
+        partitions,
+        max_wait_ms=max_wait,
+        min_bytes=_int_field(body, "min_bytes", "request", default=1),
+        max_bytes=min(
+            _int_field(body, "max_bytes", "request", default=limits.max_response_bytes, minimum=1),
+            limits.max_response_bytes,
+        ),
+    )
+
+
+def error_body(error: LlogError | str, error_type: str | None = None) -> dict[str, Any]:
+    if isinstance(error, LlogError):
+        return {"error": str(error), "error_type": error_type or error.error_type}
+    return {"error": error, "error_type": error_type or "Error"}
