@@ -118,11 +118,15 @@ def decode_headers(raw: bytes | memoryview) -> Headers:
     return tuple(out)
 
 
-def _check_record(record: Record) -> None:
+def check_record(record: Record) -> None:
+    """Raise ``InvalidArgument`` unless the record's fields have encodable types and ranges."""
     if not isinstance(record.value, (bytes, bytearray, memoryview)):
         raise InvalidArgument(f"record value must be bytes, got {type(record.value).__name__}")
     if record.key is not None and not isinstance(record.key, (bytes, bytearray, memoryview)):
         raise InvalidArgument(f"record key must be bytes or None, got {type(record.key).__name__}")
+    ts = record.timestamp_ms
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or not -(2**63) <= ts < 2**63):
+        raise InvalidArgument(f"record timestamp_ms must be a 64-bit integer, got {ts!r}")
 
 
 def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None) -> bytes:
@@ -139,7 +143,7 @@ def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None
     default_ts = int(time.time() * 1000) if now_ms is None else now_ms
     recs = [r if isinstance(r, Record) else Record(r) for r in records]
     for r in recs:
-        _check_record(r)
+        check_record(r)
 
     values = [r.value for r in recs]
     keys = [r.key for r in recs]

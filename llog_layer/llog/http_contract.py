@@ -19,6 +19,7 @@ from typing import Any
 
 from llog.codec import Headers, Record
 from llog.config import Environ, env_int
+from llog.consume import ConsumeRequest, FetchPartition, PartitionFetch
 from llog.errors import InvalidArgument, LlogError
 from llog.keys import validate_partition, validate_topic
 from llog.writer import AppendResult, SharedAppendGroup
@@ -243,22 +244,6 @@ def produce_response(results: Sequence[AppendResult]) -> tuple[int, dict[str, An
 # --- consume -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FetchPartition:
-    topic: str
-    partition: int
-    fetch_offset: int
-    partition_max_bytes: int
-
-
-@dataclass(frozen=True)
-class ConsumeRequest:
-    partitions: list[FetchPartition]
-    max_wait_ms: int
-    min_bytes: int
-    max_bytes: int
-
-
 def parse_consume_request(doc: Any, limits: Limits) -> ConsumeRequest:
     body = _object(doc, "the request body")
     items = _non_empty_list(body.get("topic_partitions"), "topic_partitions")
@@ -306,3 +291,32 @@ def error_body(error: LlogError | str, error_type: str | None = None) -> dict[st
     if isinstance(error, LlogError):
         return {"error": str(error), "error_type": error_type or error.error_type}
     return {"error": error, "error_type": error_type or "Error"}
+
+
+def consume_result_json(result: PartitionFetch) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "topic": result.topic,
+        "partition": result.partition,
+        "ok": result.error is None,
+        "high_watermark": result.high_watermark,
+        "log_start_offset": result.log_start_offset,
+        "next_fetch_offset": result.next_fetch_offset,
+        "records": [
+            {
+                "offset": r.offset,
+                "timestamp_ms": r.timestamp_ms,
+                "key": None if r.key is None else encode_bytes(r.key),
+                "headers": {name: encode_bytes(value) for name, value in r.headers},
+                "value": encode_bytes(r.value),
+            }
+            for r in result.records
+        ],
+    }
+    if result.error is not None:
+        doc.update(error_type=result.error.error_type, error=str(result.error), retriable=result.error.retriable)
+    return doc
+
+
+def consume_response(results: Sequence[PartitionFetch]) -> tuple[int, dict[str, Any]]:
+    """200 with per-partition results; per-partition failures are reported inline, as Kafka's fetch does."""
+    return 200, {"results": [consume_result_json(r) for r in results]}

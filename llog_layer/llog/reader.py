@@ -122,7 +122,7 @@ class LogReader:
 
     def read_offset(self, topic: str, partition: int, offset: int) -> LogRecord:
         batch = self.resolve(topic, partition, offset)
-        return _record(self.fetch(batch), batch.start_offset, offset)
+        return record_at(self.fetch(batch), batch.start_offset, offset)
 
     def read_range(self, topic: str, partition: int, start_offset: int, end_offset: int) -> list[LogRecord]:
         """Records ``start_offset`` through ``end_offset`` inclusive; both must be committed."""
@@ -145,7 +145,13 @@ class LogReader:
             self._check_range(meta.keys, start_offset, control)
         return self._scan(meta, start_offset, control.high_watermark, control)
 
-    def _scan(self, meta: PartitionMetadata, start: int, last: int, control: ControlRecord) -> Iterator[LogRecord]:
+    def batches(self, topic: str, partition: int, start_offset: int, control: ControlRecord) -> Iterator[IndexedBatch]:
+        """The batches holding ``start_offset`` .. ``control``'s high watermark, in order, resolved lazily."""
+        return self._iter_batches(self._metadata(topic, partition), start_offset, control.high_watermark, control)
+
+    def _iter_batches(
+        self, meta: PartitionMetadata, start: int, last: int, control: ControlRecord
+    ) -> Iterator[IndexedBatch]:
         next_offset = start
         while next_offset <= last:
             page = meta.scan_index(next_offset, limit=SCAN_PAGE)
@@ -156,13 +162,19 @@ class LogReader:
             for batch in page:
                 if not batch.covers(next_offset):
                     break  # a gap further on: the next round re-resolves it
-                records = self.fetch(batch)
-                stop = min(batch.end_offset, last)
-                for offset in range(next_offset, stop + 1):
-                    yield _record(records, batch.start_offset, offset)
-                next_offset = stop + 1
+                yield batch
+                next_offset = batch.end_offset + 1
                 if next_offset > last:
                     return
+
+    def _scan(self, meta: PartitionMetadata, start: int, last: int, control: ControlRecord) -> Iterator[LogRecord]:
+        next_offset = start
+        for batch in self._iter_batches(meta, start, last, control):
+            records = self.fetch(batch)
+            stop = min(batch.end_offset, last)
+            for offset in range(next_offset, stop + 1):
+                yield record_at(records, batch.start_offset, offset)
+            next_offset = stop + 1
 
 
 def fetch_ref(blobs: BlobStore, ref: DataRef) -> bytes:
@@ -172,6 +184,7 @@ def fetch_ref(blobs: BlobStore, ref: DataRef) -> bytes:
     return blobs.get(location)
 
 
-def _record(batch: RecordBatch, start_offset: int, offset: int) -> LogRecord:
+def record_at(batch: RecordBatch, start_offset: int, offset: int) -> LogRecord:
+    """The record at ``offset`` of a batch whose first offset is ``start_offset``."""
     i = offset - start_offset
     return LogRecord(offset, batch.value(i), batch.key(i), batch.headers(i), batch.timestamp_ms(i))

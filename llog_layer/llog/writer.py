@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from llog.blob_store import BlobStore
-from llog.codec import Record, encode_batch
+from llog.codec import Record, check_record, encode_batch
 from llog.config import OxiaConfig, S3Config, WriterConfig, root_prefix_from_env
 from llog.errors import (
     AppendConflict,
@@ -59,6 +59,20 @@ class SharedAppendGroup:
     topic: str
     partition: int
     records: Sequence[Record | bytes]
+
+
+CommitListener = Callable[[str, int, int, bytes], None]
+"""Called as ``(topic, partition, start_offset, batch)`` after each committed group (e.g. a tail cache)."""
+
+
+def validate_group(group: SharedAppendGroup, root: str = DEFAULT_ROOT_PREFIX) -> PartitionKeys:
+    """Check a group's names and records without encoding it; raises ``InvalidArgument``."""
+    keys = PartitionKeys(group.topic, group.partition, root)
+    if not group.records:
+        raise InvalidArgument(f"group {keys.topic}/{keys.partition} has no records")
+    for record in group.records:
+        check_record(record if isinstance(record, Record) else Record(record))
+    return keys
 
 
 @dataclass(frozen=True)
@@ -96,6 +110,7 @@ class LogWriter:
         config: WriterConfig | None = None,
         fault_hook: FaultHook | None = None,
         clock: Callable[[], float] = time.time,
+        commit_listener: CommitListener | None = None,
     ) -> None:
         if not bucket:
             raise InvalidArgument("the writer needs an S3 bucket")
@@ -106,9 +121,10 @@ class LogWriter:
         self.config = config or WriterConfig()
         self._fault_hook = fault_hook
         self._clock = clock
+        self._commit_listener = commit_listener
 
     @classmethod
-    def from_env(cls) -> LogWriter:
+    def from_env(cls, *, commit_listener: CommitListener | None = None) -> LogWriter:
         s3 = S3Config.from_env()
         return cls(
             OxiaStore(OxiaConfig.from_env()),
@@ -116,6 +132,7 @@ class LogWriter:
             bucket=s3.require_bucket(),
             root=root_prefix_from_env(),
             config=WriterConfig.from_env(),
+            commit_listener=commit_listener,
         )
 
     def close(self) -> None:
@@ -199,9 +216,7 @@ class LogWriter:
         now = self._now_ms()
         bodies = []
         for group in groups:
-            keys = PartitionKeys(group.topic, group.partition, self.root)  # validates names
-            if not group.records:
-                raise InvalidArgument(f"group {keys.topic}/{keys.partition} has no records")
+            keys = validate_group(group, self.root)
             bodies.append(
                 PartitionBody(keys.topic, keys.partition, len(group.records), encode_batch(group.records, now_ms=now))
             )
@@ -215,7 +230,7 @@ class LogWriter:
         self._fault(AFTER_BLOB_PUT)
 
         results = []
-        for s in slices:
+        for s, body in zip(slices, bodies, strict=True):
             ref = DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length)
             meta = self._metadata(s.topic, s.partition)
             try:
@@ -226,6 +241,8 @@ class LogWriter:
                 results.append(
                     AppendResult(s.topic, s.partition, s.msg_count, start, end, meta.keys.index(end), location.uri)
                 )
+                if self._commit_listener is not None:
+                    self._commit_listener(s.topic, s.partition, start, body.body)
         return results
 
     def _commit(self, meta: PartitionMetadata, ref: DataRef, count: int, now_ms: int) -> tuple[int, int]:

@@ -1,0 +1,277 @@
+"""The consume service behind ``POST /consume`` (seed 000, "Broker consume path").
+
+For each requested partition: plan the batches from ``fetch_offset`` (a tail
+cache hit needs no Oxia; otherwise ``meta/control`` and the sparse index),
+fetch every needed byte range once per request (slices of one shared WAL blob
+requested by several partitions become one range GET), decode, and cut the
+records to ``partition_max_bytes`` and the request's ``max_bytes``.
+
+Long-poll: until ``min_bytes`` are available or ``max_wait_ms`` passes, the
+request re-polls with exponential backoff (20 ms doubling to 500 ms), or, with
+a tail cache, sleeps until this process appends past the waiting offsets;
+partitions the cache knows to be empty at its tail are not re-read from
+Oxia until the final poll.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from llog.blob_store import BlobStore
+from llog.codec import RecordBatch, decode_batch
+from llog.errors import LlogError, OffsetOutOfRange
+from llog.keys import S3Location
+from llog.models import INITIAL_OFFSET, DataRef, IndexedBatch
+from llog.reader import LogReader, LogRecord, record_at
+from llog.tail_cache import TailCache
+
+MAX_BATCHES_PER_PARTITION = 64
+POLL_INITIAL_S = 0.02
+POLL_MAX_S = 0.5
+# Merge slices of one blob into a single range GET when the merged span wastes
+# at most this much beyond the slices themselves.
+MERGE_SLACK_BYTES = 256 * 1024
+FETCH_THREADS = 8
+
+
+@dataclass(frozen=True)
+class FetchPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+
+
+@dataclass(frozen=True)
+class ConsumeRequest:
+    partitions: list[FetchPartition]
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+
+
+def record_bytes(record: LogRecord) -> int:
+    return len(record.value) + len(record.key or b"") + sum(len(k) + len(v) for k, v in record.headers)
+
+
+@dataclass(frozen=True)
+class PartitionFetch:
+    """One partition's part of a consume response."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    records: list[LogRecord] = field(default_factory=list)
+    high_watermark: int | None = None
+    log_start_offset: int = INITIAL_OFFSET
+    error: LlogError | None = None
+
+    @property
+    def next_fetch_offset(self) -> int:
+        return self.records[-1].offset + 1 if self.records else self.fetch_offset
+
+    @property
+    def nbytes(self) -> int:
+        return sum(record_bytes(r) for r in self.records)
+
+
+@dataclass
+class _Plan:
+    request: FetchPartition
+    high_watermark: int | None = None
+    batches: list[IndexedBatch] = field(default_factory=list)
+    cached: list[tuple[int, RecordBatch]] = field(default_factory=list)  # (start_offset, batch)
+    error: LlogError | None = None
+    known_empty: bool = False
+
+
+class BlobFetcher:
+    """Fetches byte ranges for one request, each blob range at most once, in parallel."""
+
+    def __init__(self, blobs: BlobStore) -> None:
+        self.blobs = blobs
+        self._spans: dict[str, list[tuple[int, bytes]]] = {}  # data_key -> [(offset, bytes)]
+        self._whole: dict[str, bytes] = {}
+
+    def prefetch(self, refs: Sequence[DataRef]) -> None:
+        by_key: dict[str, list[DataRef]] = {}
+        for ref in refs:
+            by_key.setdefault(ref.data_key, []).append(ref)
+        jobs: list[tuple[str, int | None, int | None]] = []  # (key, start, end); None: whole object
+        for key, key_refs in by_key.items():
+            if any(r.byte_offset is None or r.byte_length is None for r in key_refs):
+                jobs.append((key, None, None))
+            else:
+                jobs.extend((key, start, end) for start, end in _merge_ranges(key_refs))
+        if len(jobs) == 1:
+            self._run(*jobs[0])
+        elif jobs:
+            with ThreadPoolExecutor(min(FETCH_THREADS, len(jobs))) as pool:
+                for future in [pool.submit(self._run, *job) for job in jobs]:
+                    future.result()
+
+    def _run(self, key: str, start: int | None, end: int | None) -> None:
+        if start is None or end is None:
+            self._fetch_whole(key)
+        else:
+            self._fetch_span(key, start, end)
+
+    def _fetch_whole(self, key: str) -> None:
+        self._whole[key] = self.blobs.get(S3Location.parse(key))
+
+    def _fetch_span(self, key: str, start: int, end: int) -> None:
+        data = self.blobs.get_range(S3Location.parse(key), start, end - start)
+        self._spans.setdefault(key, []).append((start, data))
+
+    def get(self, ref: DataRef) -> bytes:
+        """The bytes of ``ref``, from what ``prefetch`` fetched (fetching now if it did not)."""
+        if ref.byte_offset is None or ref.byte_length is None:
+            if ref.data_key not in self._whole:
+                self._fetch_whole(ref.data_key)
+            return self._whole[ref.data_key]
+        start, end = ref.byte_offset, ref.byte_offset + ref.byte_length
+        for span_start, data in self._spans.get(ref.data_key, []):
+            if span_start <= start and end <= span_start + len(data):
+                return data[start - span_start : end - span_start]
+        self._fetch_span(ref.data_key, start, end)
+        return self.get(ref)
+
+
+def _merge_ranges(refs: Sequence[DataRef]) -> list[tuple[int, int]]:
+    ranges = sorted({(r.byte_offset or 0, (r.byte_offset or 0) + (r.byte_length or 0)) for r in refs})
+    merged: list[tuple[int, int]] = []
+    for start, end in ranges:
+        if merged and start <= merged[-1][1] + MERGE_SLACK_BYTES:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+class ConsumeService:
+    def __init__(
+        self,
+        reader: LogReader,
+        *,
+        tail_cache: TailCache | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.reader = reader
+        self.tail_cache = tail_cache if tail_cache is not None and tail_cache.enabled else None
+        self._clock = clock
+        self._sleep = sleep
+
+    @classmethod
+    def from_env(cls, *, tail_cache: TailCache | None = None) -> ConsumeService:
+        return cls(LogReader.from_env(), tail_cache=tail_cache)
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def consume(self, request: ConsumeRequest) -> list[PartitionFetch]:
+        deadline = self._clock() + request.max_wait_ms / 1000
+        delay = POLL_INITIAL_S
+        while True:
+            final = self._clock() >= deadline
+            results = self._fetch(request, trust_cached_tail=not final)
+            if final or sum(r.nbytes for r in results) >= request.min_bytes or all(r.error for r in results):
+                return results
+            remaining = deadline - self._clock()
+            waiting = [r for r in results if r.error is None]
+            if self.tail_cache is not None:
+                self.tail_cache.wait_beyond([(r.topic, r.partition) for r in waiting],
+                                            [r.next_fetch_offset for r in waiting], min(delay, remaining))
+            else:
+                self._sleep(max(min(delay, remaining), 0))
+            delay = min(delay * 2, POLL_MAX_S)
+
+    # --- one round -------------------------------------------------------------
+
+    def _fetch(self, request: ConsumeRequest, *, trust_cached_tail: bool) -> list[PartitionFetch]:
+        plans = [self._plan(p, trust_cached_tail) for p in request.partitions]
+        fetcher = BlobFetcher(self.reader.blobs)
+        # A failed prefetch is not fatal: each partition meets the error again
+        # when it reads its own bytes, and reports it.
+        with contextlib.suppress(LlogError):
+            fetcher.prefetch([b.entry.ref for plan in plans if plan.error is None for b in plan.batches])
+        budget = request.max_bytes
+        results: list[PartitionFetch] = []
+        for plan in plans:
+            result = self._assemble(plan, fetcher, budget, first=not any(r.records for r in results))
+            budget -= result.nbytes
+            results.append(result)
+        return results
+
+    def _plan(self, req: FetchPartition, trust_cached_tail: bool) -> _Plan:
+        plan = _Plan(req)
+        cache = self.tail_cache
+        if cache is not None:
+            cached_hw = cache.cached_high_watermark(req.topic, req.partition)
+            if trust_cached_tail and cached_hw is not None and req.fetch_offset == cached_hw + 1:
+                plan.high_watermark, plan.known_empty = cached_hw, True
+                return plan
+            offset = req.fetch_offset
+            while (hit := cache.lookup(req.topic, req.partition, offset)) is not None:
+                plan.cached.append(hit)
+                offset = hit[0] + len(hit[1])
+            if plan.cached:
+                plan.high_watermark = cache.cached_high_watermark(req.topic, req.partition)
+                return plan
+        try:
+            control = self.reader.partition_info(req.topic, req.partition).control
+            plan.high_watermark = control.high_watermark
+            if req.fetch_offset == control.high_watermark + 1:
+                return plan
+            if not INITIAL_OFFSET <= req.fetch_offset <= control.high_watermark:
+                raise OffsetOutOfRange(req.topic, req.partition, req.fetch_offset, INITIAL_OFFSET,
+                                       control.high_watermark)
+            estimate = 0
+            for batch in self.reader.batches(req.topic, req.partition, req.fetch_offset, control):
+                plan.batches.append(batch)
+                length = batch.entry.ref.byte_length
+                estimate += length if length is not None else req.partition_max_bytes
+                if estimate >= req.partition_max_bytes or len(plan.batches) >= MAX_BATCHES_PER_PARTITION:
+                    break
+        except LlogError as exc:
+            plan.error = exc
+        return plan
+
+    def _assemble(self, plan: _Plan, fetcher: BlobFetcher, budget: int, *, first: bool) -> PartitionFetch:
+        req = plan.request
+        limit = min(req.partition_max_bytes, budget)
+        records: list[LogRecord] = []
+        size = 0
+        try:
+            sources: list[tuple[int, RecordBatch]] = list(plan.cached)
+            for batch in plan.batches:
+                sources.append((batch.start_offset,
+                                decode_batch(fetcher.get(batch.entry.ref), expected_count=batch.entry.msg_count)))
+                if self.tail_cache is not None:
+                    self.tail_cache.add(req.topic, req.partition, batch.start_offset, sources[-1][1])
+            offset = req.fetch_offset
+            for start, decoded in sources:
+                while offset < start + len(decoded):
+                    record = record_at(decoded, start, offset)
+                    nbytes = record_bytes(record)
+                    # The first record of the first non-empty partition always goes
+                    # out, however large, so a consumer can always make progress.
+                    if size + nbytes > limit and not (first and not records):
+                        return self._result(plan, records)
+                    records.append(record)
+                    size += nbytes
+                    offset += 1
+        except LlogError as exc:
+            if not records:
+                return PartitionFetch(req.topic, req.partition, req.fetch_offset, [], plan.high_watermark,
+                                      error=exc)
+        return self._result(plan, records, plan.error)
+
+    @staticmethod
+    def _result(plan: _Plan, records: list[LogRecord], error: LlogError | None = None) -> PartitionFetch:
+        req = plan.request
+        return PartitionFetch(req.topic, req.partition, req.fetch_offset, records, plan.high_watermark, error=error)

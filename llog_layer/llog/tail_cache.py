@@ -1,0 +1,132 @@
+"""A bounded in-process cache of each partition's most recent batches (seed 000, broker tail cache).
+
+The writer reports every committed batch (``LogWriter(commit_listener=...)``);
+readers in the same process then serve recent offsets without touching Oxia
+or S3, and a consumer waiting at the cached tail sleeps on a condition that
+the next append wakes, instead of polling Oxia.
+
+It is opportunistic: it only knows what *this* process wrote or read. Records
+at an offset never change, so a hit is always correct; what the cache may
+not know is that another process appended since. Callers therefore treat a
+"nothing after the cached tail" answer as a reason to wait, and check Oxia
+before they finally answer "empty".
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+from llog.codec import RecordBatch, decode_batch
+
+PartitionId = tuple[str, int]
+
+
+@dataclass
+class _Tail:
+    """Contiguous cached batches of one partition: ``batches[i]`` = (start, end, batch)."""
+
+    batches: deque[tuple[int, int, RecordBatch]] = field(default_factory=deque)
+
+    @property
+    def first(self) -> int:
+        return self.batches[0][0]
+
+    @property
+    def last(self) -> int:
+        return self.batches[-1][1]
+
+
+class TailCache:
+    """Thread-safe; holds at most ``max_bytes`` of encoded batches (0 disables it)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Condition()
+        self._tails: dict[PartitionId, _Tail] = {}
+        self._order: OrderedDict[tuple[PartitionId, int], int] = OrderedDict()  # (partition, start) -> bytes
+        self._bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.max_bytes > 0
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def on_commit(self, topic: str, partition: int, start_offset: int, batch: bytes) -> None:
+        """``LogWriter`` commit listener: cache the batch and wake waiting consumers."""
+        if self.enabled and len(batch) <= self.max_bytes:
+            self.add(topic, partition, start_offset, decode_batch(batch))
+
+    def add(self, topic: str, partition: int, start_offset: int, batch: RecordBatch) -> None:
+        if not self.enabled:
+            return
+        pid = (topic, partition)
+        end = start_offset + len(batch) - 1
+        with self._lock:
+            tail = self._tails.get(pid)
+            if tail is not None and tail.batches and start_offset <= tail.last:
+                return  # already cached (a re-read of something we hold)
+            if tail is None or not tail.batches or start_offset != tail.last + 1:
+                self._drop(pid)  # not contiguous with what we hold: start over at this batch
+                tail = self._tails[pid] = _Tail()
+            tail.batches.append((start_offset, end, batch))
+            self._order[(pid, start_offset)] = batch.nbytes
+            self._bytes += batch.nbytes
+            self._evict()
+            self._lock.notify_all()
+
+    def _drop(self, pid: PartitionId) -> None:
+        tail = self._tails.pop(pid, None)
+        if tail is None:
+            return
+        for start, _, batch in tail.batches:
+            self._order.pop((pid, start), None)
+            self._bytes -= batch.nbytes
+
+    def _evict(self) -> None:
+        while self._bytes > self.max_bytes and self._order:
+            (pid, start), size = self._order.popitem(last=False)
+            self._bytes -= size
+            tail = self._tails[pid]
+            # Oldest-first eviction keeps each partition's cached range contiguous.
+            while tail.batches and tail.batches[0][0] <= start:
+                tail.batches.popleft()
+            if not tail.batches:
+                del self._tails[pid]
+
+    def lookup(self, topic: str, partition: int, offset: int) -> tuple[int, RecordBatch] | None:
+        """``(start_offset, batch)`` of the cached batch holding ``offset``, if any."""
+        with self._lock:
+            tail = self._tails.get((topic, partition))
+            if tail is not None and tail.batches and tail.first <= offset <= tail.last:
+                for start, end, batch in tail.batches:
+                    if start <= offset <= end:
+                        self.hits += 1
+                        return start, batch
+            self.misses += 1
+            return None
+
+    def cached_high_watermark(self, topic: str, partition: int) -> int | None:
+        """The last offset this process knows of, or None if it holds nothing for the partition."""
+        with self._lock:
+            tail = self._tails.get((topic, partition))
+            return tail.last if tail is not None and tail.batches else None
+
+    def wait_beyond(self, partitions: list[PartitionId], offsets: list[int], timeout_s: float) -> bool:
+        """Sleep until one partition's cached tail reaches its offset, or the timeout; True if one did."""
+
+        def ready() -> bool:
+            for pid, offset in zip(partitions, offsets, strict=True):
+                tail = self._tails.get(pid)
+                if tail is not None and tail.batches and tail.last >= offset:
+                    return True
+            return False
+
+        with self._lock:
+            return self._lock.wait_for(ready, timeout=max(timeout_s, 0))
