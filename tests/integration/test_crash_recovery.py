@@ -6,14 +6,11 @@ writer's remaining steps never run, exactly as if its process had died.
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from llog.blob_store import BlobStore
 from llog.faults import FaultHook, SimulatedCrash, crash_at
 from llog.keys import PartitionKeys
-from llog.models import CompactionCursor, DataRef, EntryType, IndexEntry
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
 from llog.writer import AFTER_BLOB_PUT, AFTER_INDEX_WRITE, AFTER_RESERVE, LogWriter
@@ -96,46 +93,3 @@ def test_fence_finishes_a_pending_append_so_it_stays_readable(
     assert control.pending is None
     assert index_keys(oxia_store, topic) == [PartitionKeys(topic, 0).index(1)]
     assert reader.read_offset(topic, 0, 1).value == b"a"
-
-
-def test_a_stalled_writer_cannot_resurrect_an_index_key_that_compaction_removed(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
-) -> None:
-    """The classic trap: a late re-materialization of a WAL key below a COMPACTED entry."""
-    writer.initialize_partition(topic, 0)
-    keys = PartitionKeys(topic, 0)
-    reserved, release = threading.Event(), threading.Event()
-
-    def stall(point: str) -> None:
-        if point == AFTER_RESERVE:
-            reserved.set()
-            assert release.wait(30)
-
-    stalled = LogWriter(oxia_store, blob_store, bucket=BUCKET, fault_hook=stall)
-    outcome: list[object] = []
-    thread = threading.Thread(target=lambda: outcome.append(stalled.append(topic, 0, [b"a", b"b"])))
-    thread.start()
-    assert reserved.wait(30)
-
-    # Another writer recovers the stalled append and moves on.
-    writer.append(topic, 0, [b"c"])
-    assert index_keys(oxia_store, topic) == [keys.index(2), keys.index(3)]
-
-    # Compaction of [1, 3] (its Oxia steps, done by hand until the compactor
-    # exists): one COMPACTED entry at the end key, lower keys deleted, cursor moved.
-    end_entry = oxia_store.get(keys.index(3), partition_key=keys.partition_key)
-    assert end_entry is not None
-    wal_ref = IndexEntry.decode(end_entry.value).ref
-    compacted = IndexEntry(EntryType.COMPACTED, 3, DataRef(wal_ref.data_key), 0)
-    oxia_store.put(keys.index(3), compacted.encode(), partition_key=keys.partition_key,
-                   expected_version_id=end_entry.version_id)
-    oxia_store.delete_range(keys.index(1), keys.index(3), partition_key=keys.partition_key)
-    oxia_store.put(keys.compaction_cursor, CompactionCursor(4).encode(), partition_key=keys.partition_key)
-
-    release.set()
-    thread.join(30)
-    assert outcome
-    assert getattr(outcome[0], "end_offset", None) == 2
-
-    # Its late index write at offset 2 was detected as stale and removed.
-    assert index_keys(oxia_store, topic) == [keys.index(3)]

@@ -1,0 +1,347 @@
+"""Compaction (seed 000, "Compactor Architecture"; docs/PROTOCOL.md).
+
+``compact_once(topic, partition)`` rewrites one contiguous run of WAL entries,
+starting exactly at ``meta/compaction-cursor``, into one partition-local
+``bytes-batch-v1`` object, then swaps the index over to it:
+
+1. finish a pending append (so no committed batch is skipped);
+2. resume ``meta/compaction`` if a previous run died part-way;
+3. select WAL entries from the cursor, stopping at a gap, a COMPACTED entry,
+   ``max_offsets`` or ``max_bytes``;
+4. read the slices, write ``{base}/data/compacted/{uuid}``;
+5. create ``meta/compaction`` (state ``WRITING_COMPACTED_INDEX``);
+6. CAS the range's end key to one COMPACTED entry; state ``DELETING_OLD``;
+7. ``delete_range`` the lower keys; state ``UPDATING_CURSOR``;
+8. advance the cursor to ``end + 1``; delete ``meta/compaction``.
+
+Every step is idempotent and ``meta/compaction`` records where a run stands,
+so any compactor can finish another's work. Readers see the same records at
+every step: the end key covers the whole range before any lower key goes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from llog.blob_store import BlobStore
+from llog.codec import ENCODING, Record, decode_batch, encode_batch
+from llog.config import Environ, OxiaConfig, S3Config, env_int, root_prefix_from_env
+from llog.consume import BlobFetcher
+from llog.errors import InconsistentReadState, VersionConflict
+from llog.faults import FaultHook
+from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
+from llog.metadata import PartitionMetadata
+from llog.models import (
+    CompactionCursor,
+    CompactionRecord,
+    CompactionState,
+    DataRef,
+    EntryType,
+    IndexedBatch,
+    IndexEntry,
+)
+from llog.oxia_store import CREATE_ONLY, OxiaStore
+from llog.writer import LogWriter
+
+log = logging.getLogger(__name__)
+
+AFTER_BLOB_PUT = "compactor.after_blob_put"
+AFTER_RECORD = "compactor.after_record"
+AFTER_END_KEY = "compactor.after_end_key"
+AFTER_DELETE = "compactor.after_delete"
+AFTER_CURSOR = "compactor.after_cursor"
+
+
+@dataclass(frozen=True)
+class CompactorConfig:
+    max_offsets_per_run: int = 100_000
+    max_bytes_per_run: int = 8 * 1024 * 1024
+
+    @classmethod
+    def from_env(cls, env: Environ | None = None) -> CompactorConfig:
+        env = os.environ if env is None else env
+        return cls(
+            max_offsets_per_run=env_int(env, "LLOG_COMPACTOR_MAX_OFFSETS_PER_RUN", cls.max_offsets_per_run, minimum=1),
+            max_bytes_per_run=env_int(env, "LLOG_COMPACTOR_MAX_BYTES_PER_RUN", cls.max_bytes_per_run, minimum=1),
+        )
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What one ``compact_once`` call did."""
+
+    topic: str
+    partition: int
+    outcome: str  # "compacted", "resumed" or "nothing_to_do"
+    start_offset: int | None = None
+    end_offset: int | None = None
+    records: int = 0
+    bytes_written: int = 0
+    source_entries: int = 0
+    recovered_pending: bool = False
+    resumed_from: str | None = None
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+
+
+class _Stages:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def mark(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._last
+        self._last = now
+
+
+class Compactor:
+    def __init__(
+        self,
+        oxia: OxiaStore,
+        blobs: BlobStore,
+        *,
+        bucket: str,
+        root: str = DEFAULT_ROOT_PREFIX,
+        config: CompactorConfig | None = None,
+        fault_hook: FaultHook | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.oxia = oxia
+        self.blobs = blobs
+        self.bucket = bucket
+        self.root = root
+        self.config = config or CompactorConfig()
+        self._fault_hook = fault_hook
+        self._clock = clock
+        # Pending-append recovery is the writer's protocol; reuse it, never copy it.
+        self._writer = LogWriter(oxia, blobs, bucket=bucket, root=root)
+
+    @classmethod
+    def from_env(cls) -> Compactor:
+        s3 = S3Config.from_env()
+        return cls(
+            OxiaStore(OxiaConfig.from_env()),
+            BlobStore(s3),
+            bucket=s3.require_bucket(),
+            root=root_prefix_from_env(),
+            config=CompactorConfig.from_env(),
+        )
+
+    def close(self) -> None:
+        self.oxia.close()
+
+    def _fault(self, point: str) -> None:
+        if self._fault_hook is not None:
+            self._fault_hook(point)
+
+    def compact_once(self, topic: str, partition: int) -> CompactionResult:
+        meta = PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
+        stages = _Stages()
+        recovered = self._writer.recover_pending(topic, partition)
+        stages.mark("recover_pending")
+
+        inflight = meta.compaction()
+        if inflight is not None:
+            self._finish(meta, stages)
+            return CompactionResult(
+                topic,
+                partition,
+                "resumed",
+                inflight.start_offset,
+                inflight.end_offset,
+                inflight.msg_count,
+                recovered_pending=recovered,
+                resumed_from=inflight.state.value,
+                stage_seconds=stages.seconds,
+            )
+
+        cursor = meta.cursor().offset
+        run = self._select(meta, cursor)
+        stages.mark("select")
+        if not run:
+            return CompactionResult(
+                topic, partition, "nothing_to_do", recovered_pending=recovered, stage_seconds=stages.seconds
+            )
+
+        start, end = run[0].start_offset, run[-1].end_offset
+        body = self._rewrite(run, start, end)
+        stages.mark("read_and_encode")
+        location = S3Location(self.bucket, meta.keys.compacted_object_key())
+        self.blobs.put(location, body)
+        stages.mark("write_object")
+        self._fault(AFTER_BLOB_PUT)
+
+        record = CompactionRecord(
+            compaction_id=uuid.uuid4().hex,
+            state=CompactionState.WRITING_COMPACTED_INDEX,
+            start_offset=start,
+            end_offset=end,
+            msg_count=end - start + 1,
+            data_key=location.uri,
+            created_at_ms=int(self._clock() * 1000),
+            last_source_start_offset=run[-1].start_offset,
+        )
+        try:
+            self.oxia.put(
+                meta.keys.compaction,
+                record.encode(),
+                partition_key=meta.keys.partition_key,
+                expected_version_id=CREATE_ONLY,
+            )
+        except VersionConflict:
+            # Another compactor got here first; our object is an orphan for GC.
+            log.warning("compaction of %s/%s already in flight elsewhere", topic, partition)
+            return CompactionResult(
+                topic, partition, "nothing_to_do", recovered_pending=recovered, stage_seconds=stages.seconds
+            )
+        stages.mark("record")
+        self._fault(AFTER_RECORD)
+        self._finish(meta, stages)
+        return CompactionResult(
+            topic,
+            partition,
+            "compacted",
+            start,
+            end,
+            record.msg_count,
+            len(body),
+            len(run),
+            recovered_pending=recovered,
+            stage_seconds=stages.seconds,
+        )
+
+    # --- selection and rewrite -------------------------------------------------
+
+    def _select(self, meta: PartitionMetadata, cursor: int) -> list[IndexedBatch]:
+        run: list[IndexedBatch] = []
+        offsets = size = 0
+        expected = cursor
+        for batch in meta.scan_index(cursor, limit=1024):
+            if batch.entry.type is not EntryType.WAL or batch.start_offset != expected:
+                break  # a COMPACTED entry, a gap, or (first entry) not starting at the cursor
+            length = batch.entry.ref.byte_length or 0
+            if run and (
+                offsets + batch.entry.msg_count > self.config.max_offsets_per_run
+                or size + length > self.config.max_bytes_per_run
+            ):
+                break
+            run.append(batch)
+            offsets += batch.entry.msg_count
+            size += length
+            expected = batch.end_offset + 1
+        return run
+
+    def _rewrite(self, run: list[IndexedBatch], start: int, end: int) -> bytes:
+        fetcher = BlobFetcher(self.blobs)
+        fetcher.prefetch([b.entry.ref for b in run])
+        records: list[Record] = []
+        for batch in run:
+            decoded = decode_batch(fetcher.get(batch.entry.ref), expected_count=batch.entry.msg_count)
+            records.extend(decoded)
+        if len(records) != end - start + 1:
+            raise InconsistentReadState(f"selected entries hold {len(records)} records for [{start}, {end}]")
+        return encode_batch(records)
+
+    # --- the index swap, resumable from any state --------------------------------
+
+    def _finish(self, meta: PartitionMetadata, stages: _Stages) -> None:
+        """Drive ``meta/compaction`` to completion, one step per round.
+
+        Each round re-reads the record, so a conflict (another compactor moved
+        it on) simply continues from wherever it now stands.
+        """
+        keys = meta.keys
+        while True:
+            found = self.oxia.get(keys.compaction, partition_key=keys.partition_key)
+            if found is None:
+                return  # done, by us or by another compactor
+            record, version = CompactionRecord.decode(found.value), found.version_id
+            try:
+                if record.state is CompactionState.WRITING_COMPACTED_INDEX:
+                    self._write_end_key(meta, record)
+                    stages.mark("end_key")
+                    self._fault(AFTER_END_KEY)
+                    self._set_state(meta, record, version, CompactionState.DELETING_OLD)
+                elif record.state is CompactionState.DELETING_OLD:
+                    self.oxia.delete_range(
+                        keys.index(record.start_offset), keys.index(record.end_offset), partition_key=keys.partition_key
+                    )
+                    stages.mark("delete_old")
+                    self._fault(AFTER_DELETE)
+                    self._set_state(meta, record, version, CompactionState.UPDATING_CURSOR)
+                else:
+                    self._advance_cursor(meta, record.end_offset + 1)
+                    stages.mark("cursor")
+                    self._fault(AFTER_CURSOR)
+                    self.oxia.delete(keys.compaction, partition_key=keys.partition_key, expected_version_id=version)
+                    stages.mark("clear_record")
+            except VersionConflict:
+                continue
+
+    def _set_state(
+        self, meta: PartitionMetadata, record: CompactionRecord, version: int, state: CompactionState
+    ) -> None:
+        self.oxia.put(
+            meta.keys.compaction,
+            replace(record, state=state).encode(),
+            partition_key=meta.keys.partition_key,
+            expected_version_id=version,
+        )
+
+    def _write_end_key(self, meta: PartitionMetadata, record: CompactionRecord) -> None:
+        found = meta.index_entry(record.end_offset)
+        if found is None:
+            raise InconsistentReadState(f"the end key of compaction {record.compaction_id} is missing")
+        batch, version = found
+        if batch.entry.type is EntryType.COMPACTED and batch.entry.ref.data_key == record.data_key:
+            return  # a previous attempt already swapped it
+        if batch.entry.type is not EntryType.WAL or batch.start_offset != record.last_source_start_offset:
+            raise InconsistentReadState(
+                f"the end key of compaction {record.compaction_id} holds an unexpected entry: {batch}"
+            )
+        entry = IndexEntry(
+            EntryType.COMPACTED, record.msg_count, DataRef(record.data_key, ENCODING), record.created_at_ms
+        )
+        self.oxia.put(
+            meta.keys.index(record.end_offset),
+            entry.encode(),
+            partition_key=meta.keys.partition_key,
+            expected_version_id=version,
+        )
+
+    def _advance_cursor(self, meta: PartitionMetadata, offset: int) -> None:
+        keys = meta.keys
+        while True:
+            found = self.oxia.get(keys.compaction_cursor, partition_key=keys.partition_key)
+            current = CompactionCursor() if found is None else CompactionCursor.decode(found.value)
+            if current.offset >= offset:
+                return  # the cursor only moves forward
+            try:
+                self.oxia.put(
+                    keys.compaction_cursor,
+                    CompactionCursor(offset).encode(),
+                    partition_key=keys.partition_key,
+                    expected_version_id=CREATE_ONLY if found is None else found.version_id,
+                )
+                return
+            except VersionConflict:
+                continue
+
+
+def compact_until_caught_up(
+    compactor: Compactor, topic: str, partition: int, *, budget_s: float, clock: Callable[[], float] = time.monotonic
+) -> list[CompactionResult]:
+    """Run ``compact_once`` until there is nothing to do or ``budget_s`` is spent."""
+    results: list[CompactionResult] = []
+    deadline = clock() + budget_s
+    while clock() < deadline:
+        result = compactor.compact_once(topic, partition)
+        results.append(result)
+        if result.outcome == "nothing_to_do":
+            break
+    return results

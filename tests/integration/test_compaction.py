@@ -1,0 +1,184 @@
+"""Compaction on a real Oxia server: the index swap, crash recovery at every step, concurrent writers."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from llog.blob_store import BlobStore
+from llog.codec import Record
+from llog.compactor import (
+    AFTER_BLOB_PUT,
+    AFTER_CURSOR,
+    AFTER_DELETE,
+    AFTER_END_KEY,
+    AFTER_RECORD,
+    Compactor,
+    CompactorConfig,
+    compact_until_caught_up,
+)
+from llog.faults import SimulatedCrash, crash_at
+from llog.keys import PartitionKeys
+from llog.metadata import PartitionMetadata
+from llog.models import EntryType
+from llog.oxia_store import OxiaStore
+from llog.reader import LogReader
+from llog.writer import AFTER_RESERVE, LogWriter, SharedAppendGroup
+from tests.conftest import BUCKET
+
+pytestmark = pytest.mark.oxia
+
+
+def snapshot(reader: LogReader, topic: str, partition: int = 0) -> list[tuple[int, bytes, bytes | None, int]]:
+    return [(r.offset, r.value, r.key, r.timestamp_ms) for r in reader.iter_from(topic, partition, 1)]
+
+
+def index_types(oxia: OxiaStore, topic: str, partition: int = 0) -> list[tuple[int, str, int]]:
+    meta = PartitionMetadata(oxia, PartitionKeys(topic, partition))
+    return [(b.end_offset, b.entry.type.value, b.entry.msg_count) for b in meta.scan_index(1)]
+
+
+@pytest.fixture
+def compactor(oxia_store: OxiaStore, blob_store: BlobStore) -> Compactor:
+    return Compactor(oxia_store, blob_store, bucket=BUCKET)
+
+
+def fill(writer: LogWriter, topic: str) -> None:
+    """Five appends, each shared between two partitions (two topics' partition 0)."""
+    for t in (topic, f"{topic}-x"):
+        writer.initialize_partition(t, 0)
+    for i in range(5):
+        writer.append_shared([
+            SharedAppendGroup(topic, 0, [Record(f"a{i}-{j}".encode(), key=b"k", timestamp_ms=i) for j in range(i + 1)]),
+            SharedAppendGroup(f"{topic}-x", 0, [f"other{i}".encode()]),
+        ])
+
+
+def test_compaction_rewrites_shared_wal_ranges_into_one_entry(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str
+) -> None:
+    fill(writer, topic)
+    before = snapshot(reader, topic)
+    assert len(before) == 15
+
+    result = compactor.compact_once(topic, 0)
+
+    assert (result.outcome, result.start_offset, result.end_offset, result.records) == ("compacted", 1, 15, 15)
+    assert result.source_entries == 5
+    assert set(result.stage_seconds) >= {"select", "read_and_encode", "write_object", "end_key", "delete_old"}
+    assert index_types(oxia_store, topic) == [(15, "COMPACTED", 15)]
+    assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0)).cursor().offset == 16
+    assert snapshot(reader, topic) == before
+    assert [reader.read_offset(topic, 0, o).value for o in (1, 7, 15)] == [b"a0-0", b"a3-0", b"a4-4"]
+    # the other partition of the shared blobs is untouched
+    assert [r.value for r in reader.iter_from(f"{topic}-x", 0, 1)] == [f"other{i}".encode() for i in range(5)]
+
+    assert compactor.compact_once(topic, 0).outcome == "nothing_to_do"
+    writer.append(topic, 0, [b"new"])
+    assert compactor.compact_once(topic, 0).end_offset == 16
+    assert index_types(oxia_store, topic) == [(15, "COMPACTED", 15), (16, "COMPACTED", 1)]
+    assert snapshot(reader, topic)[-1][1] == b"new"
+
+
+def test_limits_split_runs(writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore,
+                           topic: str) -> None:
+    fill(writer, topic)
+    small = Compactor(oxia_store, blob_store, bucket=BUCKET, config=CompactorConfig(max_offsets_per_run=4))
+    results = compact_until_caught_up(small, topic, 0, budget_s=30)
+    assert [(r.start_offset, r.end_offset) for r in results if r.outcome == "compacted"] == [
+        (1, 3), (4, 6), (7, 10), (11, 15)
+    ]
+    assert [t for _, t, _ in index_types(oxia_store, topic)] == ["COMPACTED"] * 4
+    assert len(snapshot(reader, topic)) == 15
+
+
+@pytest.mark.parametrize("point", [AFTER_BLOB_PUT, AFTER_RECORD, AFTER_END_KEY, AFTER_DELETE, AFTER_CURSOR])
+def test_a_crash_at_any_step_is_finished_by_another_compactor(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
+    topic: str, point: str
+) -> None:
+    fill(writer, topic)
+    before = snapshot(reader, topic)
+    doomed = Compactor(oxia_store, blob_store, bucket=BUCKET, fault_hook=crash_at(point))
+    with pytest.raises(SimulatedCrash):
+        doomed.compact_once(topic, 0)
+
+    assert snapshot(reader, topic) == before  # readers are right in every intermediate state
+
+    result = compactor.compact_once(topic, 0)
+    assert result.outcome == ("compacted" if point == AFTER_BLOB_PUT else "resumed")
+    assert (result.start_offset, result.end_offset) == (1, 15)
+    assert index_types(oxia_store, topic) == [(15, "COMPACTED", 15)]
+    assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0)).compaction() is None
+    assert snapshot(reader, topic) == before
+
+
+def test_compactor_finishes_a_pending_append_first(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
+    topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a"])
+    with pytest.raises(SimulatedCrash):
+        LogWriter(oxia_store, blob_store, bucket=BUCKET, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"b"])
+
+    result = compactor.compact_once(topic, 0)
+
+    assert result.recovered_pending
+    assert (result.start_offset, result.end_offset) == (1, 2)
+    assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"a", b"b"]
+
+
+def test_writers_appending_during_compaction_lose_nothing(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    acknowledged: dict[int, bytes] = {}
+    stop = threading.Event()
+
+    def produce() -> None:
+        i = 0
+        while not stop.is_set() and i < 200:
+            payload = f"r{i}".encode()
+            result = writer.append(topic, 0, [payload])
+            assert result.start_offset is not None
+            acknowledged[result.start_offset] = payload
+            i += 1
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    while producer.is_alive():
+        compactor.compact_once(topic, 0)
+    producer.join()
+    stop.set()
+    compact_until_caught_up(compactor, topic, 0, budget_s=30)
+
+    assert {r.offset: r.value for r in reader.iter_from(topic, 0, 1)} == acknowledged
+    assert len(acknowledged) == 200
+
+
+def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
+    topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    reserved, release = threading.Event(), threading.Event()
+
+    def stall(point: str) -> None:
+        if point == AFTER_RESERVE:
+            reserved.set()
+            assert release.wait(30)
+
+    stalled = LogWriter(oxia_store, blob_store, bucket=BUCKET, fault_hook=stall)
+    thread = threading.Thread(target=stalled.append, args=(topic, 0, [b"a", b"b"]))
+    thread.start()
+    assert reserved.wait(30)
+    writer.append(topic, 0, [b"c"])  # recovers the stalled append, then appends
+    assert compactor.compact_once(topic, 0).end_offset == 3
+
+    release.set()
+    thread.join(30)
+
+    assert [(e, t) for e, t, _ in index_types(oxia_store, topic)] == [(3, EntryType.COMPACTED.value)]
+    assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"a", b"b", b"c"]
