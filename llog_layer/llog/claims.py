@@ -1,0 +1,68 @@
+"""Compactor claims: an ephemeral ``meta/compactor-claim`` record per partition (seed 000).
+
+A worker compacts a partition only while it holds the claim. The record is
+tied to the worker's Oxia session, so a worker that dies (or a Lambda that is
+frozen past the session timeout) loses it automatically. Claims are an
+efficiency measure, not a safety one: compaction steps are idempotent and
+guarded by compare-and-set, so two compactors on one partition waste work but
+never corrupt it. Still, a claim is never trusted across a freeze: ``held``
+re-reads it, and a worker stops at the first check that fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from llog.errors import SessionExpired, VersionConflict
+from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys
+from llog.oxia_store import CREATE_ONLY, OxiaStore
+
+
+@dataclass(frozen=True)
+class Claim:
+    topic: str
+    partition: int
+    compactor_id: str
+    version_id: int
+
+
+class CompactorClaims:
+    def __init__(self, oxia: OxiaStore, compactor_id: str, *, root: str = DEFAULT_ROOT_PREFIX,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.oxia = oxia
+        self.compactor_id = compactor_id
+        self.root = root
+        self._clock = clock
+
+    def try_claim(self, topic: str, partition: int) -> Claim | None:
+        """Take the partition's claim, or None if another compactor holds it.
+
+        ``SessionExpired`` propagates: the caller's Oxia session died (e.g. a
+        freeze), and the store has already dropped it so a retry starts fresh.
+        """
+        keys = PartitionKeys(topic, partition, self.root)
+        value = json.dumps({"compactor_id": self.compactor_id,
+                            "claimed_at_ms": int(self._clock() * 1000)}).encode()
+        try:
+            version = self.oxia.put(keys.compactor_claim, value, partition_key=keys.partition_key,
+                                    expected_version_id=CREATE_ONLY, ephemeral=True)
+        except VersionConflict:
+            return None
+        return Claim(topic, partition, self.compactor_id, version)
+
+    def held(self, claim: Claim) -> bool:
+        """True if the claim record is still the one we wrote (our session is alive)."""
+        keys = PartitionKeys(claim.topic, claim.partition, self.root)
+        found = self.oxia.get(keys.compactor_claim, partition_key=keys.partition_key)
+        return found is not None and found.version_id == claim.version_id
+
+    def release(self, claim: Claim) -> None:
+        keys = PartitionKeys(claim.topic, claim.partition, self.root)
+        # Already gone with our session, or taken over: nothing of ours to release.
+        with contextlib.suppress(VersionConflict, SessionExpired):
+            self.oxia.delete(keys.compactor_claim, partition_key=keys.partition_key,
+                             expected_version_id=claim.version_id)
