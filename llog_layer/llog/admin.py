@@ -79,8 +79,12 @@ class LogCatalog:
             next_offset=control.sequence_counter,
             compaction_cursor=meta.cursor().offset,
             pending=None if control.pending is None else control.pending.to_json(),
-            compaction=None if compaction is None else {
-                "compaction_id": compaction.compaction_id, "state": compaction.state.value,
-                "start_offset": compaction.start_offset, "end_offset": compaction.end_offset,
+            compaction=None
+            if compaction is None
+            else {
+                "compaction_id": compaction.compaction_id,
+                "state": compaction.state.value,
+                "start_offset": compaction.start_offset,
+                "end_offset": compaction.end_offset,
             },
         )

@@ -161,5 +161,4 @@ def _slice(result: AppendResult, group: SharedAppendGroup, skip: int) -> AppendR
     if result.error is not None or result.start_offset is None:
         return AppendResult(group.topic, group.partition, count, error=result.error)
     start = result.start_offset + skip
-    return AppendResult(group.topic, group.partition, count, start, start + count - 1, result.index_key,
-                        result.wal_uri)
+    return AppendResult(group.topic, group.partition, count, start, start + count - 1, result.index_key, result.wal_uri)

@@ -31,8 +31,14 @@ class Claim:
 
 
 class CompactorClaims:
-    def __init__(self, oxia: OxiaStore, compactor_id: str, *, root: str = DEFAULT_ROOT_PREFIX,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        oxia: OxiaStore,
+        compactor_id: str,
+        *,
+        root: str = DEFAULT_ROOT_PREFIX,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.oxia = oxia
         self.compactor_id = compactor_id
         self.root = root
@@ -45,11 +51,15 @@ class CompactorClaims:
         freeze), and the store has already dropped it so a retry starts fresh.
         """
         keys = PartitionKeys(topic, partition, self.root)
-        value = json.dumps({"compactor_id": self.compactor_id,
-                            "claimed_at_ms": int(self._clock() * 1000)}).encode()
+        value = json.dumps({"compactor_id": self.compactor_id, "claimed_at_ms": int(self._clock() * 1000)}).encode()
         try:
-            version = self.oxia.put(keys.compactor_claim, value, partition_key=keys.partition_key,
-                                    expected_version_id=CREATE_ONLY, ephemeral=True)
+            version = self.oxia.put(
+                keys.compactor_claim,
+                value,
+                partition_key=keys.partition_key,
+                expected_version_id=CREATE_ONLY,
+                ephemeral=True,
+            )
         except VersionConflict:
             return None
         return Claim(topic, partition, self.compactor_id, version)
@@ -64,5 +74,6 @@ class CompactorClaims:
         keys = PartitionKeys(claim.topic, claim.partition, self.root)
         # Already gone with our session, or taken over: nothing of ours to release.
         with contextlib.suppress(VersionConflict, SessionExpired):
-            self.oxia.delete(keys.compactor_claim, partition_key=keys.partition_key,
-                             expected_version_id=claim.version_id)
+            self.oxia.delete(
+                keys.compactor_claim, partition_key=keys.partition_key, expected_version_id=claim.version_id
+            )

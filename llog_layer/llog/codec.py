@@ -89,7 +89,7 @@ def encode_headers(headers: Headers) -> bytes:
             raise BatchTooLarge("a header name exceeds 65535 bytes")
         parts.append(_HEADER_ENTRY.pack(len(raw_name), len(value)))
         parts.append(raw_name)
-        parts.append(bytes(value))
+        parts.append(_as_bytes(value))
     return b"".join(parts)
 
 
@@ -127,6 +127,25 @@ def check_record(record: Record) -> None:
     ts = record.timestamp_ms
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int) or not -(2**63) <= ts < 2**63):
         raise InvalidArgument(f"record timestamp_ms must be a 64-bit integer, got {ts!r}")
+    if not isinstance(record.headers, (tuple, list)):
+        raise InvalidArgument(f"record headers must be a sequence of (name, value) pairs, got {record.headers!r}")
+    for header in record.headers:
+        if not isinstance(header, (tuple, list)) or len(header) != 2:
+            raise InvalidArgument(f"a record header must be a (name, value) pair, got {header!r}")
+        name, value = header
+        if not isinstance(name, str) or not isinstance(value, (bytes, bytearray, memoryview)):
+            raise InvalidArgument(
+                f"a record header must be (str, bytes), got ({type(name).__name__}, {type(value).__name__})"
+            )
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgument(f"header name {name!r} is not valid Unicode") from None
+
+
+def _as_bytes(data: bytes | bytearray | memoryview) -> bytes:
+    # len() of a memoryview counts items, not bytes: normalise before measuring.
+    return data if type(data) is bytes else bytes(data)
 
 
 def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None) -> bytes:
@@ -145,8 +164,8 @@ def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None
     for r in recs:
         check_record(r)
 
-    values = [r.value for r in recs]
-    keys = [r.key for r in recs]
+    values = [_as_bytes(r.value) for r in recs]
+    keys = [None if r.key is None else _as_bytes(r.key) for r in recs]
     has_keys = any(k is not None for k in keys)
     key_nulls = has_keys and any(k is None for k in keys)
     has_headers = any(r.headers for r in recs)

@@ -7,10 +7,11 @@ Nothing here reads ``.env`` files: load them in the shell (``set -a; . .env``).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from llog.errors import ConfigurationError
+from llog.errors import ConfigurationError, InvalidArgument
 from llog.keys import DEFAULT_ROOT_PREFIX, validate_root_prefix
 
 Environ = Mapping[str, str]
@@ -30,10 +31,9 @@ def env_int(env: Environ, name: str, default: int, *, minimum: int = 0) -> int:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name}={raw!r} is not an integer") from None
+    if not re.fullmatch(r"-?[0-9]{1,18}", raw):
+        raise ConfigurationError(f"{name}={raw!r} is not an integer")
+    value = int(raw)
     if value < minimum:
         raise ConfigurationError(f"{name}={value} must be at least {minimum}")
     return value
@@ -131,4 +131,7 @@ class WriterConfig:
 
 def root_prefix_from_env(env: Environ | None = None) -> str:
     env = os.environ if env is None else env
-    return validate_root_prefix(_get(env, "LLOG_ROOT_PREFIX") or DEFAULT_ROOT_PREFIX)
+    try:
+        return validate_root_prefix(_get(env, "LLOG_ROOT_PREFIX") or DEFAULT_ROOT_PREFIX)
+    except InvalidArgument as exc:
+        raise ConfigurationError(f"LLOG_ROOT_PREFIX: {exc}") from None

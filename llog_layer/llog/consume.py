@@ -184,8 +184,11 @@ class ConsumeService:
             remaining = deadline - self._clock()
             waiting = [r for r in results if r.error is None]
             if self.tail_cache is not None:
-                self.tail_cache.wait_beyond([(r.topic, r.partition) for r in waiting],
-                                            [r.next_fetch_offset for r in waiting], min(delay, remaining))
+                self.tail_cache.wait_beyond(
+                    [(r.topic, r.partition) for r in waiting],
+                    [r.next_fetch_offset for r in waiting],
+                    min(delay, remaining),
+                )
             else:
                 self._sleep(max(min(delay, remaining), 0))
             delay = min(delay * 2, POLL_MAX_S)
@@ -228,8 +231,9 @@ class ConsumeService:
             if req.fetch_offset == control.high_watermark + 1:
                 return plan
             if not INITIAL_OFFSET <= req.fetch_offset <= control.high_watermark:
-                raise OffsetOutOfRange(req.topic, req.partition, req.fetch_offset, INITIAL_OFFSET,
-                                       control.high_watermark)
+                raise OffsetOutOfRange(
+                    req.topic, req.partition, req.fetch_offset, INITIAL_OFFSET, control.high_watermark
+                )
             estimate = 0
             for batch in self.reader.batches(req.topic, req.partition, req.fetch_offset, control):
                 plan.batches.append(batch)
@@ -249,8 +253,12 @@ class ConsumeService:
         try:
             sources: list[tuple[int, RecordBatch]] = list(plan.cached)
             for batch in plan.batches:
-                sources.append((batch.start_offset,
-                                decode_batch(fetcher.get(batch.entry.ref), expected_count=batch.entry.msg_count)))
+                sources.append(
+                    (
+                        batch.start_offset,
+                        decode_batch(fetcher.get(batch.entry.ref), expected_count=batch.entry.msg_count),
+                    )
+                )
                 if self.tail_cache is not None:
                     self.tail_cache.add(req.topic, req.partition, batch.start_offset, sources[-1][1])
             offset = req.fetch_offset
@@ -267,8 +275,7 @@ class ConsumeService:
                     offset += 1
         except LlogError as exc:
             if not records:
-                return PartitionFetch(req.topic, req.partition, req.fetch_offset, [], plan.high_watermark,
-                                      error=exc)
+                return PartitionFetch(req.topic, req.partition, req.fetch_offset, [], plan.high_watermark, error=exc)
         return self._result(plan, records, plan.error)
 
     @staticmethod

@@ -131,7 +131,7 @@ class PartitionKeys:
         if not key.startswith(self.index_prefix):
             return None
         digits = key[len(self.index_prefix) :]
-        if len(digits) != OFFSET_WIDTH or not digits.isdigit():
+        if len(digits) != OFFSET_WIDTH or not (digits.isascii() and digits.isdigit()):
             return None
         return int(digits)
 

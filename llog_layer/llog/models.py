@@ -31,11 +31,18 @@ class EntryType(str, Enum):
 def _load(raw: bytes, what: str) -> dict[str, Any]:
     try:
         doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptMetadata(f"{what} is not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8, overlong integers, deep nesting
+        raise CorruptMetadata(f"{what} is not JSON ({type(exc).__name__})") from None
     if not isinstance(doc, dict):
         raise CorruptMetadata(f"{what} is not a JSON object")
     return doc
+
+
+def _entry_type(value: Any, what: str) -> EntryType:
+    try:
+        return EntryType(value)
+    except ValueError:
+        raise CorruptMetadata(f"{what} has an unknown type {value!r}") from None
 
 
 def _dump(doc: dict[str, Any]) -> bytes:
@@ -68,6 +75,10 @@ class DataRef:
     encoding: str = ENCODING
     byte_offset: int | None = None
     byte_length: int | None = None
+
+    def __post_init__(self) -> None:
+        if (self.byte_offset is None) != (self.byte_length is None):
+            raise CorruptMetadata("byte_offset and byte_length must be given together")
 
 
 @dataclass(frozen=True)
@@ -113,7 +124,7 @@ class PendingAppend:
                 byte_length=_int(doc, "byte_length", what, optional=True),
             ),
             created_at_ms=_int(doc, "created_at_ms", what),
-            entry_type=EntryType(_str(doc, "entry_type", what, optional=True) or "WAL"),
+            entry_type=_entry_type("WAL" if doc.get("entry_type") is None else doc["entry_type"], what),
         )
         if pending.msg_count < 1 or pending.end_offset - pending.start_offset + 1 != pending.msg_count:
             raise CorruptMetadata(
@@ -197,10 +208,7 @@ class IndexEntry:
     def decode(cls, raw: bytes) -> IndexEntry:
         what = "index entry"
         doc = _load(raw, what)
-        try:
-            entry_type = EntryType(doc.get("type"))
-        except ValueError:
-            raise CorruptMetadata(f"{what} has an unknown type {doc.get('type')!r}") from None
+        entry_type = _entry_type(doc.get("type"), what)
         msg_count = _int(doc, "msg_count", what)
         if msg_count < 1:
             raise CorruptMetadata(f"{what} has msg_count {msg_count}")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llog.codec import ENCODING
-from llog.errors import CorruptSharedBlob
+from llog.errors import CorruptSharedBlob, InvalidArgument
 from llog.keys import validate_partition, validate_topic
 
 MAGIC = b"LLS1"
@@ -72,6 +72,8 @@ def _header(created_at_ms: int, slices: Sequence[BlobSlice]) -> bytes:
 
 def build_shared_blob(bodies: Sequence[PartitionBody], *, now_ms: int | None = None) -> tuple[bytes, list[BlobSlice]]:
     """Pack partition bodies into one blob; return it with each body's absolute slice."""
+    if any(b.msg_count < 1 for b in bodies):
+        raise InvalidArgument("every partition body in a shared blob needs at least one record")
     created = int(time.time() * 1000) if now_ms is None else now_ms
     # Absolute offsets depend on the header's length, which depends on the
     # offsets' digits: iterate to the fixed point (two or three rounds).
@@ -109,9 +111,10 @@ def parse_shared_blob_header(blob: bytes | memoryview) -> list[BlobSlice]:
         raise CorruptSharedBlob(f"shared blob header length {header_len} exceeds the blob")
     try:
         doc = json.loads(bytes(view[PREAMBLE.size : PREAMBLE.size + header_len]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CorruptSharedBlob(f"shared blob header is not JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("partitions"), list):
+    except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8, overlong integers, deep nesting
+        raise CorruptSharedBlob(f"shared blob header is not JSON ({type(exc).__name__})") from None
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if type(version) is not int or version != VERSION or not isinstance(doc.get("partitions"), list):
         raise CorruptSharedBlob("shared blob header has an unsupported shape or version")
     body_start = PREAMBLE.size + header_len
     slices = []
@@ -129,8 +132,10 @@ def parse_shared_blob_header(blob: bytes | memoryview) -> list[BlobSlice]:
             _int_field(entry, "msg_count"),
             _int_field(entry, "body_offset"),
             _int_field(entry, "body_length"),
-            str(entry.get("encoding")),
+            str(entry.get("encoding") or ""),
         )
+        if not s.encoding or s.msg_count < 1:
+            raise CorruptSharedBlob(f"shared blob entry of {topic}/{partition} needs an encoding and records")
         if s.byte_offset < body_start or s.byte_offset + s.byte_length > len(view):
             raise CorruptSharedBlob(f"shared blob slice of {topic}/{partition} lies outside the blob")
         slices.append(s)
