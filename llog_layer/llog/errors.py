@@ -142,9 +142,18 @@ class BlobNotFound(LlogError):
 
 
 class VersionConflict(LlogError):
-    """A conditional Oxia write found a different version than expected."""
+    """A conditional Oxia write found a different version than expected.
+
+    ``ambiguous`` is True when an earlier attempt of the same call failed in
+    transit: that attempt may have applied, and this conflict may be our own
+    write. Callers that care re-read to find out.
+    """
 
     retriable = True
+
+    def __init__(self, message: str, *, ambiguous: bool = False) -> None:
+        super().__init__(message)
+        self.ambiguous = ambiguous
 
 
 class SessionExpired(LlogError):

@@ -271,7 +271,7 @@ class OxiaStore:
                 result = fn(self._get_client())
             except oxia.ex.UnexpectedVersionId:
                 self.counters.record(op, time.perf_counter() - start, nbytes=nbytes)
-                raise VersionConflict(f"{op}: the record's version changed") from None
+                raise VersionConflict(f"{op}: the record's version changed", ambiguous=attempt > 0) from None
             except oxia.ex.SessionNotFound:
                 self.counters.record(op, time.perf_counter() - start, error=True)
                 raise SessionExpired(f"{op}: the Oxia session expired") from None

@@ -250,13 +250,14 @@ class LogWriter:
         backoff_ms = float(self.config.cas_backoff_initial_ms)
         reservation_sent = False
         try:
+            current = meta.control()
             for _ in range(self.config.max_cas_attempts):
-                current = meta.control()
                 control = current.record
                 if control.log_state is LogState.FENCED:
                     raise LogFenced(meta.keys.topic, meta.keys.partition)
                 if control.pending is not None:
                     self._materialize(meta, control.pending, current)
+                    current = meta.control()
                     continue
                 start = control.sequence_counter
                 pending = PendingAppend(append_id, start, start + count - 1, count, ref, now_ms)
@@ -264,8 +265,9 @@ class LogWriter:
                 reservation_sent = True
                 try:
                     version = meta.replace_control(reserved, current.version_id)
-                except VersionConflict:
-                    if self._reservation_landed(meta, pending):
+                except VersionConflict as conflict:
+                    current = meta.control()
+                    if self._reservation_landed(meta, pending, current, ambiguous=conflict.ambiguous):
                         return start, pending.end_offset
                     time.sleep(backoff_ms * (0.5 + random.random()) / 1000)
                     backoff_ms = min(backoff_ms * 2, self.config.cas_backoff_max_ms)
@@ -291,16 +293,22 @@ class LogWriter:
             f"{self.config.max_cas_attempts} compare-and-set conflicts"
         )
 
-    def _reservation_landed(self, meta: PartitionMetadata, pending: PendingAppend) -> bool:
-        """After a CAS conflict: did our reservation apply anyway (a retried call that had landed)?
+    def _reservation_landed(
+        self, meta: PartitionMetadata, pending: PendingAppend, current: VersionedControl, *, ambiguous: bool
+    ) -> bool:
+        """After a CAS conflict: did our reservation apply anyway?
 
-        True if ``meta/control`` still holds our pending (we finish it) or if
-        another writer already materialized it at the offsets we asked for.
+        Only possible when the conflict is ``ambiguous`` (an earlier attempt of
+        the same call failed in transit and may have applied). Then either
+        ``meta/control`` still holds our pending (we finish it), or another
+        writer already finished it at the offsets we asked for.
         """
-        current = meta.control()
-        if current.record.pending is not None and current.record.pending.append_id == pending.append_id:
-            self._materialize(meta, current.record.pending, current)
+        mine = current.record.pending
+        if mine is not None and mine.append_id == pending.append_id:
+            self._materialize(meta, mine, current)
             return True
+        if not ambiguous:
+            return False
         found = meta.index_entry(pending.end_offset)
         return found is not None and found[0].entry.append_id == pending.append_id
 
@@ -308,7 +316,7 @@ class LogWriter:
 
     def _materialize(self, meta: PartitionMetadata, pending: PendingAppend, control: VersionedControl) -> None:
         """Create ``pending``'s index entry (if absent) and clear it from ``meta/control``."""
-        meta.create_index_entry(pending.end_offset, pending.index_entry())
+        created = meta.create_index_entry(pending.end_offset, pending.index_entry()) is not None
         self._fault(AFTER_INDEX_WRITE)
         while True:
             try:
@@ -318,9 +326,10 @@ class LogWriter:
                 control = meta.control()
                 if control.record.pending is None or control.record.pending.append_id != pending.append_id:
                     break  # someone else finished this append
-        # Someone else finished it: the entry we may have created could be a
-        # late duplicate of one that compaction has since removed.
-        self._remove_if_stale(meta, pending)
+        # Someone else finished it: if the entry is ours, it could be a late
+        # duplicate of one that compaction has since removed.
+        if created:
+            self._remove_if_stale(meta, pending)
 
     def _remove_if_stale(self, meta: PartitionMetadata, pending: PendingAppend) -> None:
         found = meta.index_entry(pending.end_offset)
