@@ -1,0 +1,133 @@
+"""Scheduling compaction: which partitions need it (planner), and one worker's turn on a partition.
+
+The serverless shape (seed 000's compactor service, split in two): a scheduled
+planner discovers partitions, keeps those whose compaction lag reaches a
+threshold, and emits one task per partition in random order; a worker takes
+the partition's claim, compacts until caught up or out of time, and releases
+the claim. The same functions run in Lambda (EventBridge Scheduler → planner
+→ SQS → worker) and in-process under ``make dev``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from llog.admin import LogCatalog, PartitionStatus
+from llog.claims import CompactorClaims
+from llog.compactor import CompactionResult, Compactor
+from llog.errors import InvalidArgument, LlogError, PartitionNotInitialized, SessionExpired
+from llog.keys import validate_partition, validate_topic
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CompactionTask:
+    topic: str
+    partition: int
+    lag: int
+
+    def to_message(self) -> str:
+        return json.dumps({"topic": self.topic, "partition": self.partition, "lag": self.lag})
+
+    @classmethod
+    def from_message(cls, body: str) -> CompactionTask:
+        try:
+            doc: Any = json.loads(body)
+            return cls(validate_topic(doc["topic"]), validate_partition(doc["partition"]), int(doc.get("lag", 0)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidArgument(f"not a compaction task message: {exc}") from None
+
+
+@dataclass(frozen=True)
+class Plan:
+    tasks: list[CompactionTask]
+    partitions_seen: int
+    lag_by_partition: dict[tuple[str, int], int]
+
+
+def plan_compaction(catalog: LogCatalog, *, min_lag: int, rng: random.Random | None = None) -> Plan:
+    """Every partition whose uncompacted offsets (next offset - cursor) reach ``min_lag``, shuffled."""
+    tasks = []
+    lags: dict[tuple[str, int], int] = {}
+    seen = 0
+    for topic, partitions in catalog.partitions().items():
+        for partition in partitions:
+            seen += 1
+            try:
+                status: PartitionStatus = catalog.status(topic, partition)
+            except PartitionNotInitialized:
+                continue  # deleted between listing and reading
+            lags[(topic, partition)] = status.compaction_lag
+            if status.compaction_lag >= max(min_lag, 1) or status.compaction is not None:
+                tasks.append(CompactionTask(topic, partition, status.compaction_lag))
+    (rng or random).shuffle(tasks)
+    return Plan(tasks, seen, lags)
+
+
+@dataclass
+class TaskOutcome:
+    """One worker turn on one partition."""
+
+    task: CompactionTask
+    outcome: str  # "caught_up", "budget_spent", "claim_held", "claim_lost"
+    runs: list[CompactionResult] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(r.records for r in self.runs if r.outcome == "compacted")
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(r.bytes_written for r in self.runs)
+
+    @property
+    def recoveries(self) -> int:
+        return sum(1 for r in self.runs if r.outcome == "resumed" or r.recovered_pending)
+
+
+def run_compaction_task(
+    task: CompactionTask,
+    compactor: Compactor,
+    claims: CompactorClaims,
+    *,
+    budget_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> TaskOutcome:
+    """Claim the partition, compact until caught up or ``budget_s`` is spent, release.
+
+    The claim is re-checked before every ``compact_once``: after a freeze the
+    session may be gone, and a worker that lost its claim stops at once.
+    """
+    deadline = clock() + budget_s
+    try:
+        claim = claims.try_claim(task.topic, task.partition)
+    except SessionExpired:
+        claim = claims.try_claim(task.topic, task.partition)  # the store dropped the dead session
+    if claim is None:
+        return TaskOutcome(task, "claim_held")
+    outcome = TaskOutcome(task, "budget_spent")
+    try:
+        while clock() < deadline:
+            if not claims.held(claim):
+                outcome.outcome = "claim_lost"
+                break
+            result = compactor.compact_once(task.topic, task.partition)
+            outcome.runs.append(result)
+            if result.outcome == "nothing_to_do":
+                outcome.outcome = "caught_up"
+                break
+    except SessionExpired:
+        outcome.outcome = "claim_lost"
+    finally:
+        try:
+            claims.release(claim)
+        except LlogError as exc:  # the claim dies with the session anyway
+            log.warning("could not release the claim on %s/%s: %s", task.topic, task.partition, exc)
+    return outcome
