@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
-_CONFIG_ERRORS = frozenset({"NoSuchBucket", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"})
+_CONFIG_ERRORS = frozenset(
+    {"NoSuchBucket", "InvalidBucketName", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
+)
 _DELETE_BATCH = 1000  # DeleteObjects limit
 
 
@@ -62,6 +64,11 @@ class BlobStore:
     @classmethod
     def from_env(cls) -> BlobStore:
         return cls(S3Config.from_env())
+
+    @property
+    def events(self) -> Any:
+        """botocore's event hooks of the client: for instrumentation, and fault injection in tests."""
+        return self._client.meta.events
 
     def _fail(self, op: str, location: str, exc: Exception) -> Exception:
         if isinstance(exc, botocore.exceptions.ClientError):
