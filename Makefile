@@ -3,15 +3,19 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt llog_layer/pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt requirements-infra.txt llog_layer/pyproject.toml | cksum | cut -d' ' -f1)
+NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut -d' ' -f1)
+CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
+	node_modules/.bin/cdk
 
-.PHONY: help setup oxia test lint typecheck pytest dev bench clean
+.PHONY: help setup oxia test lint typecheck pytest synth dev bench clean
 
 help:
 	@echo "make setup   - virtualenv, pinned dependencies and the Oxia server (idempotent)"
 	@echo "make test    - setup, then ruff, mypy and the whole pytest suite"
 	@echo "make dev     - setup, then run Oxia and S3 (moto) locally"
 	@echo "make bench   - setup, then the benchmarks; results go to docs/PERFORMANCE.md"
+	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
 
 setup: $(STAMP) oxia
 
@@ -19,7 +23,7 @@ $(STAMP):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "Python >= 3.11 is required (found $$($(PYTHON) --version 2>&1))"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-infra.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e llog_layer
 	@rm -f $(VENV)/.installed-*
 	@touch $@
@@ -28,6 +32,12 @@ $(STAMP):
 # reported as skipped with the reason. LLOG_REQUIRE_OXIA=1 makes it an error.
 oxia:
 	@scripts/install-oxia.sh || [ -z "$${LLOG_REQUIRE_OXIA:-}" ] || exit 1
+
+$(NPM_STAMP): package-lock.json
+	@command -v npm >/dev/null || { echo "Node.js and npm are required for the CDK app (make synth)"; exit 1; }
+	npm ci --no-audit --no-fund
+	@rm -f node_modules/.installed-*
+	@touch $@
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -38,7 +48,11 @@ typecheck: $(STAMP)
 pytest: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test: setup lint typecheck pytest
+synth: $(STAMP) $(NPM_STAMP)
+	$(CDK) synth --quiet -c llog:stage=dev
+	$(CDK) synth --quiet -c llog:stage=prod
+
+test: setup lint typecheck pytest synth
 
 dev: setup
 	$(PY) scripts/dev.py
@@ -47,4 +61,4 @@ bench: setup
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .tools .dev .pytest_cache .mypy_cache .ruff_cache llog_layer/*.egg-info
+	rm -rf $(VENV) .tools .dev .pytest_cache .mypy_cache .ruff_cache llog_layer/*.egg-info cdk.out node_modules

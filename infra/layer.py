@@ -1,0 +1,154 @@
+"""The ``llog`` Lambda layer (python3.13, arm64), bundled without Docker.
+
+:class:`PipLayerBundler` is a CDK ``ILocalBundling``: it runs this interpreter's pip with
+``--platform manylinux… --implementation cp --python-version 3.13 --abi cp313
+--only-binary=:all: --no-deps -r infra/layer-requirements.txt`` into ``<output>/python`` and
+copies the ``llog`` package next to it. Only when pip is not available does it return ``False``,
+and CDK falls back to the same pip command inside the Lambda build image (Docker).
+
+The asset hash is computed from the llog sources, the requirements file and the pip options, so
+an unchanged layer is not rebuilt or re-uploaded, and template tests can skip bundling
+(context ``aws:cdk:bundling-stacks: []``) and still get a stable hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Literal, cast
+
+import jsii
+from aws_cdk import AssetHashType, BundlingOptions, ILocalBundling
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+ROOT = Path(__file__).resolve().parents[1]
+LLOG_SOURCE_DIR = ROOT / "llog_layer"
+LAYER_REQUIREMENTS = Path(__file__).resolve().with_name("layer-requirements.txt")
+
+Architecture = Literal["arm64", "x86_64"]
+PYTHON_VERSION = "3.13"
+RUNTIME = lambda_.Runtime.PYTHON_3_13
+# Lambda's python3.13 runtime is Amazon Linux 2023 (glibc 2.34): manylinux2014 and 2_28 wheels run.
+PLATFORMS: dict[Architecture, tuple[str, ...]] = {
+    "arm64": ("manylinux2014_aarch64", "manylinux_2_28_aarch64"),
+    "x86_64": ("manylinux2014_x86_64", "manylinux_2_28_x86_64"),
+}
+_IGNORED = ("__pycache__", "*.pyc", "*.pyo")
+
+
+def read_requirements(path: Path = LAYER_REQUIREMENTS) -> list[str]:
+    """The requirement lines of ``path`` (comments and blank lines dropped)."""
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line]
+
+
+def pip_options(architecture: Architecture) -> list[str]:
+    """pip options that select wheels for the Lambda runtime instead of this machine."""
+    abi = "cp" + PYTHON_VERSION.replace(".", "")
+    options = ["--no-deps", "--no-compile", "--only-binary=:all:", "--implementation", "cp",
+               "--python-version", PYTHON_VERSION, "--abi", abi]  # fmt: skip
+    for platform in PLATFORMS[architecture]:
+        options += ["--platform", platform]
+    return options
+
+
+@jsii.implements(ILocalBundling)
+class PipLayerBundler:
+    """Builds the layer directory with the local pip; ``False`` (use Docker) if there is no pip."""
+
+    def __init__(
+        self,
+        *,
+        package_dir: Path = LLOG_SOURCE_DIR / "llog",
+        requirements: Path = LAYER_REQUIREMENTS,
+        architecture: Architecture = "arm64",
+        python: str = sys.executable,
+    ) -> None:
+        self.package_dir = package_dir
+        self.requirements = requirements
+        self.architecture: Architecture = architecture
+        self.python = python
+
+    def pip_available(self) -> bool:
+        if self.python == sys.executable:
+            return importlib.util.find_spec("pip") is not None
+        probe = subprocess.run([self.python, "-m", "pip", "--version"], capture_output=True, check=False)
+        return probe.returncode == 0
+
+    # jsii calls this with the BundlingOptions as a second positional argument.
+    def try_bundle(self, output_dir: str, options: BundlingOptions) -> bool:
+        if not self.pip_available():
+            print(f"llog layer: no pip for {self.python}; falling back to Docker bundling", file=sys.stderr)
+            return False
+        self.bundle(Path(output_dir))
+        return True
+
+    def bundle(self, output_dir: Path) -> Path:
+        """Write ``output_dir/python/…`` (the layer's zip root) and return that directory."""
+        target = output_dir / "python"
+        target.mkdir(parents=True, exist_ok=True)
+        command = [self.python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-input",
+                   "--target", str(target), *pip_options(self.architecture), "-r", str(self.requirements)]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RuntimeError(
+                f"llog layer: pip failed ({result.returncode}): {' '.join(command)}\n{result.stdout}{result.stderr}"
+            )
+        shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts are of no use in a layer
+        shutil.copytree(self.package_dir, target / "llog", ignore=shutil.ignore_patterns(*_IGNORED), dirs_exist_ok=True)
+        return target
+
+    def docker_command(self) -> list[str]:
+        """The same installation inside the Lambda build image (the fallback)."""
+        pins = " ".join(f"'{r}'" for r in read_requirements(self.requirements))
+        options = " ".join(pip_options(self.architecture))
+        return [
+            "bash",
+            "-c",
+            f"pip install --quiet --disable-pip-version-check --target /asset-output/python {options} {pins}"
+            f" && cp -r /asset-input/{self.package_dir.name} /asset-output/python/"
+            " && find /asset-output/python -name __pycache__ -prune -exec rm -rf {} +",
+        ]
+
+    def fingerprint(self) -> str:
+        """Hash of everything that determines the bundle's content."""
+        digest = hashlib.sha256()
+        digest.update(f"{self.architecture} {PYTHON_VERSION} {pip_options(self.architecture)}\n".encode())
+        digest.update(self.requirements.read_bytes())
+        for path in sorted(self.package_dir.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
+                digest.update(path.relative_to(self.package_dir).as_posix().encode() + b"\0")
+                digest.update(path.read_bytes())
+        return digest.hexdigest()
+
+
+class LlogLayer(Construct):
+    """``layer``: the llog library and its run-time dependencies for python3.13 on ``architecture``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, architecture: Architecture = "arm64") -> None:
+        super().__init__(scope, construct_id)
+        self.bundler = PipLayerBundler(architecture=architecture)
+        self.architecture = lambda_.Architecture.ARM_64 if architecture == "arm64" else lambda_.Architecture.X86_64
+        code = lambda_.Code.from_asset(
+            str(LLOG_SOURCE_DIR),
+            asset_hash_type=AssetHashType.CUSTOM,
+            asset_hash=self.bundler.fingerprint(),
+            bundling=BundlingOptions(
+                image=RUNTIME.bundling_image,
+                command=self.bundler.docker_command(),
+                local=cast(ILocalBundling, self.bundler),
+            ),
+        )
+        self.layer = lambda_.LayerVersion(
+            self,
+            "Layer",
+            code=code,
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[self.architecture],
+            description=f"llog library and the Oxia client for {RUNTIME.name} on {architecture}",
+        )

@@ -1,0 +1,223 @@
+"""The CloudWatch dashboard and alarms, built from what exists.
+
+Today: the data bucket (request rates, errors, latency, size) and the Oxia processes (running
+task count, CPU, memory). Later passes hand their parts in with :meth:`add_functions` (produce,
+consume, compaction, GC: invocations, errors, throttles, latency) and
+:meth:`add_dead_letter_queues`; each call adds a dashboard row and its alarms. Alarms have no
+action until :meth:`add_alarm_action` gives them one (for example an SNS topic); actions given
+earlier also apply to alarms added later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from aws_cdk import Aws, Duration
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.oxia import OxiaCluster
+from infra.storage import REQUEST_METRICS_ID
+
+PERIOD = Duration.minutes(1)
+WIDTH = 24
+
+
+class Observability(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        stage: str,
+        bucket: s3.IBucket,
+        oxia: OxiaCluster,
+        functions: Sequence[lambda_.IFunction] = (),
+        dead_letter_queues: Sequence[sqs.IQueue] = (),
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.stage = stage
+        self.alarms: list[cw.Alarm] = []
+        self._actions: list[cw.IAlarmAction] = []
+        self.dashboard = cw.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=f"llog-{stage}",
+            default_interval=Duration.hours(3),
+        )
+        self.dashboard.add_widgets(
+            cw.TextWidget(
+                markdown=f"# llog `{stage}`\nProduce, consume, compaction and GC rows appear as those parts "
+                "are deployed. Oxia bootstrap address: `" + oxia.service_address + "`.",
+                width=WIDTH,
+                height=2,
+            )
+        )
+        self._add_bucket(bucket)
+        self._add_oxia(oxia)
+        if functions:
+            self.add_functions("Functions", functions)
+        if dead_letter_queues:
+            self.add_dead_letter_queues(dead_letter_queues)
+
+    @property
+    def dashboard_url(self) -> str:
+        return (
+            f"https://{Aws.REGION}.console.aws.amazon.com/cloudwatch/home?region={Aws.REGION}"
+            f"#dashboards:name={self.dashboard.dashboard_name}"
+        )
+
+    # -- extension points -------------------------------------------------------------------
+
+    def add_alarm_action(self, action: cw.IAlarmAction) -> None:
+        self._actions.append(action)
+        for alarm in self.alarms:
+            alarm.add_alarm_action(action)
+
+    def add_functions(self, title: str, functions: Sequence[lambda_.IFunction]) -> None:
+        """A dashboard row for ``functions`` and an error alarm for each."""
+        fns = list(functions)
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title=f"{title}: invocations", left=[f.metric_invocations(period=PERIOD) for f in fns], width=6
+            ),
+            cw.GraphWidget(title=f"{title}: errors", left=[f.metric_errors(period=PERIOD) for f in fns], width=6),
+            cw.GraphWidget(
+                title=f"{title}: throttles", left=[f.metric_throttles(period=PERIOD) for f in fns], width=6
+            ),
+            cw.GraphWidget(
+                title=f"{title}: duration p99",
+                left=[f.metric_duration(period=PERIOD, statistic="p99") for f in fns],
+                width=6,
+            ),
+        )
+        for f in fns:
+            self._alarm(
+                f"Errors-{f.node.id}",
+                f.metric_errors(period=Duration.minutes(5)),
+                threshold=1,
+                description=f"llog {self.stage}: {f.node.id} reported errors",
+            )
+
+    def add_dead_letter_queues(self, queues: Sequence[sqs.IQueue]) -> None:
+        """A dashboard row for the dead-letter queues and an alarm as soon as one holds a message."""
+        qs = list(queues)
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Dead-letter queues: messages",
+                left=[q.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum") for q in qs],
+                width=WIDTH,
+            )
+        )
+        for q in qs:
+            self._alarm(
+                f"Dlq-{q.node.id}",
+                q.metric_approximate_number_of_messages_visible(period=Duration.minutes(5), statistic="Maximum"),
+                threshold=1,
+                description=f"llog {self.stage}: messages in dead-letter queue {q.node.id}",
+            )
+
+    # -- what exists today ------------------------------------------------------------------
+
+    def _add_bucket(self, bucket: s3.IBucket) -> None:
+        def request(name: str, statistic: str = "Sum") -> cw.Metric:
+            return cw.Metric(
+                namespace="AWS/S3",
+                metric_name=name,
+                dimensions_map={"BucketName": bucket.bucket_name, "FilterId": REQUEST_METRICS_ID},
+                statistic=statistic,
+                period=PERIOD,
+            )
+
+        def storage(name: str, storage_type: str) -> cw.Metric:
+            return cw.Metric(
+                namespace="AWS/S3",
+                metric_name=name,
+                dimensions_map={"BucketName": bucket.bucket_name, "StorageType": storage_type},
+                statistic="Average",
+                period=Duration.days(1),
+            )
+
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="S3: requests", left=[request("PutRequests"), request("GetRequests"), request("DeleteRequests")],
+                width=6,
+            ),  # fmt: skip
+            cw.GraphWidget(title="S3: errors", left=[request("4xxErrors"), request("5xxErrors")], width=6),
+            cw.GraphWidget(
+                title="S3: latency p99 (ms)",
+                left=[request("FirstByteLatency", "p99"), request("TotalRequestLatency", "p99")],
+                width=6,
+            ),
+            cw.GraphWidget(
+                title="S3: stored bytes / objects (daily)",
+                left=[storage("BucketSizeBytes", "StandardStorage")],
+                right=[storage("NumberOfObjects", "AllStorageTypes")],
+                width=6,
+            ),
+        )
+        self._alarm(
+            "S3ServerErrors",
+            request("5xxErrors").with_(period=Duration.minutes(5)),
+            threshold=10,
+            description=f"llog {self.stage}: S3 returned server errors for the data bucket",
+        )
+
+    def _add_oxia(self, oxia: OxiaCluster) -> None:
+        running: list[cw.IMetric] = []
+        cpu: list[cw.IMetric] = []
+        memory: list[cw.IMetric] = []
+        for node in oxia.nodes:
+            tasks = cw.Metric(
+                namespace="ECS/ContainerInsights",
+                metric_name="RunningTaskCount",
+                dimensions_map={"ClusterName": oxia.cluster.cluster_name, "ServiceName": node.service.service_name},
+                statistic="Minimum",
+                period=PERIOD,
+            )
+            running.append(tasks.with_(label=node.name))
+            cpu.append(node.service.metric_cpu_utilization(period=PERIOD, label=node.name))
+            memory.append(node.service.metric_memory_utilization(period=PERIOD, label=node.name))
+            self._alarm(
+                f"OxiaDown-{node.name}",
+                tasks,
+                threshold=1,
+                comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=3,
+                missing=cw.TreatMissingData.BREACHING,
+                description=f"llog {self.stage}: Oxia {node.role} {node.name} has no running task",
+            )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title=f"Oxia ({oxia.mode}): running tasks", left=running, width=8),
+            cw.GraphWidget(title="Oxia: CPU %", left=cpu, width=8),
+            cw.GraphWidget(title="Oxia: memory %", left=memory, width=8),
+        )
+
+    def _alarm(
+        self,
+        construct_id: str,
+        metric: cw.IMetric,
+        *,
+        threshold: float,
+        description: str,
+        comparison: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        evaluation_periods: int = 1,
+        missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING,
+    ) -> cw.Alarm:
+        alarm = cw.Alarm(
+            self,
+            construct_id,
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=comparison,
+            evaluation_periods=evaluation_periods,
+            treat_missing_data=missing,
+            alarm_description=description,
+        )
+        for action in self._actions:
+            alarm.add_alarm_action(action)
+        self.alarms.append(alarm)
+        return alarm

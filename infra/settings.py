@@ -1,0 +1,227 @@
+"""Deployment settings, read from CDK context with validation and clear errors.
+
+Every setting is a context key ``llog:<name>``: set it in ``cdk.json`` (``"context"``) or on the
+command line (``npx cdk deploy -c llog:stage=prod``). Values from the command line arrive as
+strings, values from ``cdk.json`` as JSON values; both are accepted. Settings marked "by stage"
+default differently for production stages (``llog:productionStages``) and the others.
+docs/DEPLOY.md has the same table.
+
+This module imports nothing from aws_cdk so that it can be tested (and reused) on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal, cast
+
+PREFIX = "llog:"
+
+OxiaMode = Literal["standalone", "replicated"]
+ApiAuth = Literal["iam", "api_key"]
+BucketEncryption = Literal["s3_managed", "kms"]
+
+OXIA_MODES: tuple[OxiaMode, ...] = ("standalone", "replicated")
+API_AUTH_MODES: tuple[ApiAuth, ...] = ("iam", "api_key")
+BUCKET_ENCRYPTIONS: tuple[BucketEncryption, ...] = ("s3_managed", "kms")
+
+
+@dataclass(frozen=True)
+class OxiaSize:
+    """Fargate size of one Oxia data server (or of the standalone server)."""
+
+    name: str
+    cpu: int  # Fargate CPU units (1024 = 1 vCPU)
+    memory_mib: int
+
+    @property
+    def db_cache_mib(self) -> int:
+        """Pebble block cache: a quarter of the task's memory (Oxia's default is 100 MiB)."""
+        return max(64, self.memory_mib // 4)
+
+
+# Valid Fargate (Linux/ARM64) CPU/memory pairs.
+OXIA_SIZES: Mapping[str, OxiaSize] = {
+    s.name: s
+    for s in (
+        OxiaSize("small", 512, 1024),
+        OxiaSize("medium", 1024, 2048),
+        OxiaSize("large", 2048, 4096),
+        OxiaSize("xlarge", 4096, 8192),
+    )
+}
+
+# The values CloudWatch Logs accepts for a retention period, in days.
+LOG_RETENTION_DAYS: tuple[int, ...] = (
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731,
+    1096, 1827, 2192, 2557, 2922, 3288, 3653,
+)  # fmt: skip
+
+_STAGE_RE = re.compile(r"^[a-z](?:[a-z0-9-]{0,14}[a-z0-9])?$")
+_RATE_RE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
+_CRON_RE = re.compile(r"^cron\((\S+ ){5}\S+\)$")
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_NAMESPACE_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+class SettingsError(ValueError):
+    """A context value is missing its expected form. The message names the key and the fix."""
+
+
+def _fail(key: str, expected: str, value: object) -> SettingsError:
+    return SettingsError(
+        f"context {PREFIX}{key}: expected {expected}, got {value!r} "
+        f"(set it in cdk.json under \"context\" or with -c {PREFIX}{key}=VALUE)"
+    )
+
+
+class _Reader:
+    def __init__(self, get: Callable[[str], object]) -> None:
+        self._get = get
+
+    def raw(self, key: str) -> object:
+        value = self._get(PREFIX + key)
+        if isinstance(value, str) and value.strip().lower() in ("", "auto"):
+            return None
+        return value
+
+    def string(self, key: str, default: str) -> str:
+        value = self.raw(key)
+        if value is None:
+            return default
+        if not isinstance(value, str):
+            raise _fail(key, "a string", value)
+        return value.strip()
+
+    def choice(self, key: str, choices: tuple[str, ...], default: str) -> str:
+        value = self.string(key, default)
+        if value not in choices:
+            raise _fail(key, "one of " + ", ".join(choices), value)
+        return value
+
+    def integer(self, key: str, default: int, lo: int, hi: int) -> int:
+        value = self.raw(key)
+        if value is None:
+            return default
+        if isinstance(value, bool):
+            raise _fail(key, f"an integer in [{lo}, {hi}]", value)
+        if isinstance(value, str):
+            try:
+                value = int(value.strip(), 10)
+            except ValueError:
+                raise _fail(key, f"an integer in [{lo}, {hi}]", value) from None
+        if not isinstance(value, int) or not lo <= value <= hi:
+            raise _fail(key, f"an integer in [{lo}, {hi}]", value)
+        return value
+
+    def string_list(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        value = self.raw(key)
+        if value is None:
+            return default
+        if isinstance(value, str):
+            items = [v.strip() for v in value.split(",")]
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value):
+            items = [v.strip() for v in value]
+        else:
+            raise _fail(key, "a list of strings (or a comma-separated string)", value)
+        if not items or any(not v for v in items):
+            raise _fail(key, "a non-empty list of non-empty strings", value)
+        return tuple(items)
+
+
+def _schedule(reader: _Reader, key: str, default: str) -> str:
+    value = reader.string(key, default)
+    rate = _RATE_RE.match(value)
+    if rate:
+        n, unit = int(rate.group(1)), rate.group(2)
+        if n >= 1 and (n == 1) == (not unit.endswith("s")):
+            return value
+    elif _CRON_RE.match(value):
+        return value
+    raise _fail(key, 'an EventBridge Scheduler expression such as "rate(5 minutes)", "rate(1 hour)" '
+                'or "cron(0/15 * * * ? *)"', value)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LlogSettings:
+    """The validated settings of one deployment (one stage)."""
+
+    stage: str
+    production: bool
+    oxia_mode: OxiaMode
+    oxia_size: OxiaSize
+    oxia_shards: int
+    oxia_namespace: str
+    max_azs: int
+    nat_gateways: int
+    bucket_encryption: BucketEncryption
+    root_prefix: str
+    compaction_schedule: str
+    gc_schedule: str
+    gc_grace_period_hours: int
+    log_retention_days: int
+    access_log_retention_days: int
+    api_auth: ApiAuth
+
+    @property
+    def stack_name(self) -> str:
+        return f"llog-{self.stage}"
+
+    @classmethod
+    def from_context(cls, get: Callable[[str], object]) -> LlogSettings:
+        """Read every ``llog:*`` key through ``get`` (for example ``app.node.try_get_context``)."""
+        r = _Reader(get)
+        stage = r.string("stage", "dev")
+        if not _STAGE_RE.match(stage):
+            raise _fail("stage", "1-16 characters: lowercase letters, digits and '-', starting with a letter", stage)
+        production_stages = r.string_list("productionStages", ("prod",))
+        production = stage in production_stages
+
+        oxia_mode = cast(OxiaMode, r.choice("oxiaMode", OXIA_MODES, "replicated" if production else "standalone"))
+        size_name = r.choice("oxiaSize", tuple(OXIA_SIZES), "medium" if production else "small")
+        shards = r.integer("oxiaShards", 3 if oxia_mode == "replicated" else 1, 1, 64)
+        namespace = r.string("oxiaNamespace", "default")
+        if not _NAMESPACE_RE.match(namespace):
+            raise _fail("oxiaNamespace", "1-64 characters from [A-Za-z0-9._-]", namespace)
+        if oxia_mode == "standalone" and namespace != "default":
+            raise _fail("oxiaNamespace", '"default": an Oxia standalone server has only that namespace', namespace)
+
+        max_azs = r.integer("maxAzs", 3 if production else 2, 2, 6)
+        nat_gateways = r.integer("natGateways", 1, 0, 6)
+        if nat_gateways < 1:
+            raise _fail("natGateways", "at least 1: the Oxia image is pulled from Docker Hub and the functions "
+                        "call AWS APIs that have no gateway endpoint", nat_gateways)  # fmt: skip
+        if nat_gateways > max_azs:
+            raise _fail("natGateways", f"at most llog:maxAzs ({max_azs})", nat_gateways)
+
+        encryption = cast(BucketEncryption, r.choice("bucketEncryption", BUCKET_ENCRYPTIONS, "s3_managed"))
+        root_prefix = r.string("rootPrefix", "llog")
+        if not _PREFIX_RE.match(root_prefix):
+            raise _fail("rootPrefix", "1-64 characters from [A-Za-z0-9._-] (the first segment of every key)",
+                        root_prefix)  # fmt: skip
+
+        log_retention = r.integer("logRetentionDays", 90 if production else 14, 1, 3653)
+        if log_retention not in LOG_RETENTION_DAYS:
+            raise _fail("logRetentionDays", "one of " + ", ".join(map(str, LOG_RETENTION_DAYS)), log_retention)
+        access_log_retention = r.integer("accessLogRetentionDays", 365 if production else 30, 1, 3653)
+
+        api_auth = cast(ApiAuth, r.choice("apiAuth", API_AUTH_MODES, "iam"))
+        return cls(
+            stage=stage,
+            production=production,
+            oxia_mode=oxia_mode,
+            oxia_size=OXIA_SIZES[size_name],
+            oxia_shards=shards,
+            oxia_namespace=namespace,
+            max_azs=max_azs,
+            nat_gateways=nat_gateways,
+            bucket_encryption=encryption,
+            root_prefix=root_prefix,
+            compaction_schedule=_schedule(r, "compactionSchedule", "rate(5 minutes)"),
+            gc_schedule=_schedule(r, "gcSchedule", "rate(1 hour)"),
+            gc_grace_period_hours=r.integer("gcGracePeriodHours", 24, 1, 24 * 90),
+            log_retention_days=log_retention,
+            access_log_retention_days=access_log_retention,
+            api_auth=api_auth,
+        )

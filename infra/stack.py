@@ -1,0 +1,105 @@
+"""LlogStack: the whole llog deployment of one stage, one construct per concern.
+
+Later passes add the API, the functions, compaction scheduling and Glue as further constructs
+here: they join ``oxia.client_security_group`` in ``network.private_subnets``, take
+``layer.layer`` and :meth:`LlogStack.function_environment`, and hand their functions and
+dead-letter queues to ``observability``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.layer import LlogLayer
+from infra.network import Network
+from infra.observability import Observability
+from infra.oxia import OxiaCluster
+from infra.settings import LlogSettings
+from infra.storage import Storage
+
+_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS, 5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK, 14: logs.RetentionDays.TWO_WEEKS, 30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS, 90: logs.RetentionDays.THREE_MONTHS, 120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS, 180: logs.RetentionDays.SIX_MONTHS, 365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS, 545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS, 1096: logs.RetentionDays.THREE_YEARS, 1827: logs.RetentionDays.FIVE_YEARS,
+    2192: logs.RetentionDays.SIX_YEARS, 2557: logs.RetentionDays.SEVEN_YEARS, 2922: logs.RetentionDays.EIGHT_YEARS,
+    3288: logs.RetentionDays.NINE_YEARS, 3653: logs.RetentionDays.TEN_YEARS,
+}  # fmt: skip
+
+
+def retention_days(days: int) -> logs.RetentionDays:
+    return _RETENTION[days]
+
+
+class LlogStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, settings: LlogSettings, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.settings = settings
+        removal = RemovalPolicy.RETAIN if settings.production else RemovalPolicy.DESTROY
+        retention = retention_days(settings.log_retention_days)
+        Tags.of(self).add("project", "llog")
+        Tags.of(self).add("llog:stage", settings.stage)
+
+        self.network = Network(
+            self,
+            "Network",
+            max_azs=settings.max_azs,
+            nat_gateways=settings.nat_gateways,
+            log_retention=retention,
+            removal_policy=removal,
+        )
+        self.storage = Storage(
+            self,
+            "Storage",
+            production=settings.production,
+            encryption=settings.bucket_encryption,
+            access_log_retention_days=settings.access_log_retention_days,
+        )
+        self.oxia = OxiaCluster(
+            self,
+            "Oxia",
+            vpc=self.network.vpc,
+            subnets=self.network.private_subnets,
+            stage=settings.stage,
+            mode=settings.oxia_mode,
+            size=settings.oxia_size,
+            shards=settings.oxia_shards,
+            namespace=settings.oxia_namespace,
+            log_retention=retention,
+            removal_policy=removal,
+        )
+        self.layer = LlogLayer(self, "LlogLayer")
+        self.observability = Observability(
+            self, "Observability", stage=settings.stage, bucket=self.storage.bucket, oxia=self.oxia
+        )
+
+        CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name, description="WAL and compacted objects")
+        CfnOutput(
+            self,
+            "OxiaServiceAddress",
+            value=self.oxia.service_address,
+            description="LLOG_OXIA_SERVICE_ADDRESS for clients in the VPC (client security group)",
+        )
+        CfnOutput(
+            self,
+            "OxiaClientSecurityGroupId",
+            value=self.oxia.client_security_group.security_group_id,
+            description="Security group that Oxia admits on its public port (functions, Glue)",
+        )
+        CfnOutput(self, "LlogLayerArn", value=self.layer.layer.layer_version_arn, description="llog Lambda layer")
+        CfnOutput(self, "DashboardUrl", value=self.observability.dashboard_url, description="CloudWatch dashboard")
+
+    def function_environment(self) -> dict[str, str]:
+        """The ``LLOG_*`` environment every llog function and Glue job in this stack gets."""
+        return {
+            "LLOG_OXIA_SERVICE_ADDRESS": self.oxia.service_address,
+            "LLOG_OXIA_NAMESPACE": self.settings.oxia_namespace,
+            "LLOG_ROOT_PREFIX": self.settings.root_prefix,
+            "LLOG_S3_BUCKET": self.storage.bucket.bucket_name,
+        }

@@ -1,0 +1,149 @@
+"""Builds the real layer with local bundling (pip from PyPI, no Docker) and inspects what Lambda would get.
+
+Marked ``bundling``: it downloads wheels (or takes them from pip's cache). Deselect with
+``-m 'not bundling'``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Template
+
+from infra.layer import LlogLayer, PipLayerBundler
+from tests.infra.helpers import make_app
+
+pytestmark = pytest.mark.bundling
+
+EM_AARCH64 = 183  # ELF e_machine of ARM64
+MAX_LAYER_BYTES = 60 * 1024 * 1024
+NATIVE = ("grpcio", "xxhash", "google_crc32c")
+
+
+def wheel_tags(site: Path) -> dict[str, list[str]]:
+    tags = {}
+    for wheel in site.glob("*.dist-info/WHEEL"):
+        tags[wheel.parent.name] = [
+            line.split(":", 1)[1].strip() for line in wheel.read_text().splitlines() if line.startswith("Tag:")
+        ]
+    return tags
+
+
+def elf_machine(path: Path) -> int:
+    header = path.read_bytes()[:20]
+    assert header[:4] == b"\x7fELF", path
+    return int.from_bytes(header[18:20], "little")
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The layer's zip root, built by `cdk synth` through the ILocalBundling callback."""
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    app = make_app(bundling=True, outdir=str(outdir))
+    stack = cdk.Stack(app, "LayerOnly")
+    LlogLayer(stack, "LlogLayer")
+    app.synth()
+    (layer,) = Template.from_stack(stack).find_resources("AWS::Lambda::LayerVersion").values()
+    key: str = layer["Properties"]["Content"]["S3Key"]
+    asset = outdir / ("asset." + key.removesuffix(".zip"))
+    assert asset.is_dir(), sorted(p.name for p in outdir.iterdir())
+    return asset
+
+
+def test_bundle_holds_llog_and_oxia(bundle: Path) -> None:
+    site = bundle / "python"
+    assert sorted(p.name for p in bundle.iterdir()) == ["python"]
+    assert (site / "llog" / "__init__.py").is_file()
+    assert (site / "llog" / "py.typed").is_file()
+    assert (site / "oxia" / "__init__.py").is_file()
+    for module in ("grpc", "betterproto2", "xxhash", "google_crc32c", "dateutil"):
+        assert (site / module).is_dir(), module
+    assert not list(site.rglob("__pycache__"))
+    assert not (site / "bin").exists()
+
+
+def test_no_code_generator_or_ruff(bundle: Path) -> None:
+    names = {p.name.lower() for p in (bundle / "python").iterdir()}
+    assert not [n for n in names if n.startswith(("betterproto2_compiler", "ruff", "jinja2"))]
+    assert not list((bundle / "python").rglob("ruff"))
+
+
+def test_wheels_are_for_cp313_manylinux_aarch64_or_pure_python(bundle: Path) -> None:
+    tags = wheel_tags(bundle / "python")
+    assert len(tags) == 8, sorted(tags)
+    for dist, dist_tags in tags.items():
+        assert dist_tags, dist
+        for tag in dist_tags:
+            python, abi, platform = tag.split("-")
+            if platform == "any":
+                assert abi == "none", (dist, tag)
+                assert python in ("py3", "py2", "py2.py3"), (dist, tag)
+            else:
+                assert (python, abi) == ("cp313", "cp313"), (dist, tag)
+                assert platform.startswith("manylinux"), (dist, tag)
+                assert platform.endswith("_aarch64"), (dist, tag)
+    for native in NATIVE:
+        (dist,) = [d for d in tags if d.lower().startswith(native)]
+        assert all(t.endswith("_aarch64") for t in tags[dist]), (dist, tags[dist])
+
+
+def test_native_libraries_are_arm64(bundle: Path) -> None:
+    shared = list((bundle / "python").rglob("*.so")) + list((bundle / "python").rglob("*.so.*"))
+    assert any("cpython-313-aarch64-linux-gnu" in p.name for p in shared)
+    for library in shared:
+        assert elf_machine(library) == EM_AARCH64, library
+
+
+def test_layer_is_small(bundle: Path) -> None:
+    size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
+    assert size < MAX_LAYER_BYTES, f"{size / 2**20:.1f} MiB"
+
+
+def find_python313() -> str | None:
+    candidates = [os.environ.get("LLOG_PYTHON313", ""), shutil.which("python3.13") or ""]
+    candidates.append(str(Path.home() / ".pyenv" / "versions" / "3.13.0" / "bin" / "python3.13"))
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                                   capture_output=True, text=True, check=False)  # fmt: skip
+            if probe.returncode == 0 and probe.stdout.strip() == "(3, 13)":
+                return candidate
+    return None
+
+
+def test_same_pins_import_on_cpython_313(tmp_path: Path) -> None:
+    """This machine cannot run arm64 code; the x86_64 build of the same pins imports on CPython 3.13.
+
+    boto3 comes from the Lambda runtime, so a copy stands in for it on the path, after the layer.
+    """
+    python = find_python313()
+    if python is None:
+        pytest.skip("no CPython 3.13 here (set LLOG_PYTHON313 to one)")
+    site = PipLayerBundler(architecture="x86_64").bundle(tmp_path / "layer")
+    runtime = tmp_path / "runtime"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+         "--target", str(runtime), "boto3==1.44.5", "botocore==1.44.5", "s3transfer==0.19.3", "jmespath==1.1.0",
+         "urllib3==2.8.0"],
+        check=True,
+    )  # fmt: skip
+    code = (
+        "import sys; sys.path[:0] = sys.argv[1:]\n"
+        "import llog, oxia, grpc, google_crc32c, xxhash, betterproto2\n"
+        "from llog.oxia_store import OxiaStore\n"
+        "from llog.codec import Record, encode_batch, decode_batch\n"
+        "assert llog.__file__.startswith(sys.argv[1]), llog.__file__\n"
+        "assert grpc.__file__.startswith(sys.argv[1]), grpc.__file__\n"
+        "print('ok', sys.version_info[:2], grpc.__version__)\n"
+    )
+    result = subprocess.run(
+        [python, "-I", "-S", "-c", code, str(site), str(runtime)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("ok (3, 13)")

@@ -1,0 +1,116 @@
+"""Settings from CDK context: defaults per stage, command-line strings, and clear validation errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.settings import OXIA_SIZES, LlogSettings, SettingsError
+
+
+def settings(**context: Any) -> LlogSettings:
+    return LlogSettings.from_context(lambda key: context.get(key.removeprefix("llog:")))
+
+
+def test_development_defaults() -> None:
+    s = settings()
+    assert s.stage == "dev"
+    assert s.stack_name == "llog-dev"
+    assert not s.production
+    assert s.oxia_mode == "standalone"
+    assert s.oxia_size == OXIA_SIZES["small"]
+    assert s.oxia_shards == 1
+    assert s.oxia_namespace == "default"
+    assert (s.max_azs, s.nat_gateways) == (2, 1)
+    assert s.bucket_encryption == "s3_managed"
+    assert s.root_prefix == "llog"
+    assert s.compaction_schedule == "rate(5 minutes)"
+    assert s.gc_schedule == "rate(1 hour)"
+    assert s.gc_grace_period_hours == 24
+    assert s.log_retention_days == 14
+    assert s.access_log_retention_days == 30
+    assert s.api_auth == "iam"
+
+
+def test_production_defaults() -> None:
+    s = settings(stage="prod")
+    assert s.production
+    assert s.oxia_mode == "replicated"
+    assert s.oxia_size == OXIA_SIZES["medium"]
+    assert s.oxia_shards == 3
+    assert s.max_azs == 3
+    assert s.log_retention_days == 90
+    assert s.access_log_retention_days == 365
+
+
+def test_command_line_strings_are_parsed() -> None:
+    # `cdk deploy -c key=value` passes every value as a string.
+    s = settings(
+        stage="staging",
+        productionStages="prod,staging",
+        oxiaMode="standalone",
+        oxiaSize="large",
+        oxiaShards="4",
+        maxAzs="3",
+        natGateways="3",
+        bucketEncryption="kms",
+        compactionSchedule="cron(0/10 * * * ? *)",
+        gcSchedule="rate(1 day)",
+        logRetentionDays="30",
+        apiAuth="api_key",
+    )
+    assert s.production
+    assert s.oxia_mode == "standalone"
+    assert s.oxia_size.cpu == 2048
+    assert s.oxia_shards == 4
+    assert (s.max_azs, s.nat_gateways) == (3, 3)
+    assert s.bucket_encryption == "kms"
+    assert s.compaction_schedule == "cron(0/10 * * * ? *)"
+    assert s.api_auth == "api_key"
+
+
+def test_json_values_and_auto_are_accepted() -> None:
+    s = settings(productionStages=["live"], stage="live", oxiaShards=5, oxiaMode="auto", logRetentionDays=365)
+    assert s.production
+    assert s.oxia_mode == "replicated"
+    assert s.oxia_shards == 5
+    assert s.log_retention_days == 365
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"stage": "Prod"}, "llog:stage: expected 1-16 characters"),
+        ({"stage": "dev-"}, "llog:stage"),
+        ({"stage": "a" * 17}, "llog:stage"),
+        ({"stage": 7}, "llog:stage: expected a string"),
+        ({"oxiaMode": "cluster"}, "llog:oxiaMode: expected one of standalone, replicated, got 'cluster'"),
+        ({"oxiaSize": "huge"}, "llog:oxiaSize: expected one of small, medium, large, xlarge"),
+        ({"oxiaShards": "two"}, "llog:oxiaShards: expected an integer in [1, 64]"),
+        ({"oxiaShards": 0}, "llog:oxiaShards"),
+        ({"oxiaShards": True}, "llog:oxiaShards"),
+        ({"oxiaNamespace": "orders"}, "llog:oxiaNamespace: expected \"default\": an Oxia standalone server"),
+        ({"oxiaNamespace": "a/b", "oxiaMode": "replicated"}, "llog:oxiaNamespace"),
+        ({"natGateways": 0}, "llog:natGateways: expected at least 1"),
+        ({"natGateways": 3}, "llog:natGateways: expected at most llog:maxAzs (2)"),
+        ({"maxAzs": 1}, "llog:maxAzs"),
+        ({"bucketEncryption": "aes"}, "llog:bucketEncryption: expected one of s3_managed, kms"),
+        ({"rootPrefix": "a/b"}, "llog:rootPrefix"),
+        ({"compactionSchedule": "every 5 minutes"}, "llog:compactionSchedule: expected an EventBridge Scheduler"),
+        ({"compactionSchedule": "rate(1 minutes)"}, "llog:compactionSchedule"),
+        ({"gcSchedule": "rate(2 hour)"}, "llog:gcSchedule"),
+        ({"gcSchedule": "rate(0 hours)"}, "llog:gcSchedule"),
+        ({"gcGracePeriodHours": -1}, "llog:gcGracePeriodHours"),
+        ({"logRetentionDays": 10}, "llog:logRetentionDays: expected one of 1, 3, 5"),
+        ({"apiAuth": "cognito"}, "llog:apiAuth: expected one of iam, api_key"),
+        ({"productionStages": [1]}, "llog:productionStages: expected a list of strings"),
+        ({"productionStages": "prod,,x"}, "llog:productionStages"),
+    ],
+)
+def test_invalid_values_name_the_key_and_the_fix(context: dict[str, Any], message: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        settings(**context)
+    text = str(info.value)
+    assert message in text
+    assert "-c llog:" in text
