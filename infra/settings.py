@@ -218,7 +218,7 @@ class LlogSettings:
             nat_gateways=nat_gateways,
             bucket_encryption=encryption,
             root_prefix=root_prefix,
-            compaction_schedule=_schedule(r, "compactionSchedule", "rate(5 minutes)"),
+            compaction_schedule=_schedule(r, "compactionSchedule", "rate(1 minute)"),
             gc_schedule=_schedule(r, "gcSchedule", "rate(1 hour)"),
             gc_grace_period_hours=r.integer("gcGracePeriodHours", 24, 1, 24 * 90),
             log_retention_days=log_retention,

@@ -25,7 +25,7 @@ def test_development_defaults() -> None:
     assert (s.max_azs, s.nat_gateways) == (2, 1)
     assert s.bucket_encryption == "s3_managed"
     assert s.root_prefix == "llog"
-    assert s.compaction_schedule == "rate(5 minutes)"
+    assert s.compaction_schedule == "rate(1 minute)"
     assert s.gc_schedule == "rate(1 hour)"
     assert s.gc_grace_period_hours == 24
     assert s.log_retention_days == 14
