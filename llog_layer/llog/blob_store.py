@@ -9,7 +9,7 @@ The same code talks to real S3 and to a local moto server: only
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -36,6 +36,7 @@ class ObjectInfo:
     key: str
     size: int
     last_modified_ms: int
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 class BlobStore:
@@ -90,13 +91,27 @@ class BlobStore:
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
             raise self._fail("create_bucket", f"s3://{bucket}", exc) from exc
 
-    def put(self, location: S3Location, body: bytes) -> None:
+    def put(self, location: S3Location, body: bytes, *, metadata: dict[str, str] | None = None) -> None:
         with self.counters.timed("put") as nbytes:
             try:
-                self._client.put_object(Bucket=location.bucket, Key=location.key, Body=body)
+                self._client.put_object(Bucket=location.bucket, Key=location.key, Body=body, Metadata=metadata or {})
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
                 raise self._fail("put", location.uri, exc) from exc
             nbytes.append(len(body))
+
+    def head(self, location: S3Location) -> ObjectInfo:
+        """Size, time and user metadata of an object."""
+        with self.counters.timed("head"):
+            try:
+                response = self._client.head_object(Bucket=location.bucket, Key=location.key)
+            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+                raise self._fail("head", location.uri, exc) from exc
+        return ObjectInfo(
+            location.key,
+            int(response["ContentLength"]),
+            int(response["LastModified"].timestamp() * 1000),
+            dict(response.get("Metadata", {})),
+        )
 
     def get(self, location: S3Location) -> bytes:
         with self.counters.timed("get") as nbytes:
@@ -129,11 +144,13 @@ class BlobStore:
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
             raise self._fail(op, location.uri, exc) from exc
 
-    def list(self, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
-        """Every object under ``prefix``, page by page."""
+    def list(self, bucket: str, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        """Every object under ``prefix`` (after ``start_after``, if given) in key order, page by page."""
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+            if start_after:
+                kwargs["StartAfter"] = start_after
             if token:
                 kwargs["ContinuationToken"] = token
             with self.counters.timed("list"):

@@ -32,7 +32,7 @@ from llog.blob_store import BlobStore
 from llog.codec import ENCODING, Record, decode_batch, encode_batch
 from llog.config import Environ, OxiaConfig, S3Config, env_int, root_prefix_from_env
 from llog.consume import BlobFetcher
-from llog.errors import InconsistentReadState, VersionConflict
+from llog.errors import CommitDeadlineExceeded, InconsistentReadState, VersionConflict
 from llog.faults import FaultHook
 from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
 from llog.metadata import PartitionMetadata
@@ -61,6 +61,9 @@ AFTER_CURSOR = "compactor.after_cursor"
 class CompactorConfig:
     max_offsets_per_run: int = 100_000
     max_bytes_per_run: int = 8 * 1024 * 1024
+    # meta/compaction (the first reference to a new object) is never created
+    # later than this after the object's PUT began; GC's grace must exceed it.
+    max_commit_delay_ms: int = 60_000
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> CompactorConfig:
@@ -68,7 +71,16 @@ class CompactorConfig:
         return cls(
             max_offsets_per_run=env_int(env, "LLOG_COMPACTOR_MAX_OFFSETS_PER_RUN", cls.max_offsets_per_run, minimum=1),
             max_bytes_per_run=env_int(env, "LLOG_COMPACTOR_MAX_BYTES_PER_RUN", cls.max_bytes_per_run, minimum=1),
+            max_commit_delay_ms=env_int(env, "LLOG_COMPACTOR_MAX_COMMIT_DELAY_MS", cls.max_commit_delay_ms, minimum=1),
         )
+
+
+END_OFFSET_METADATA = "llog-end-offset"
+
+
+def compacted_object_metadata(start: int, end: int) -> dict[str, str]:
+    """S3 user metadata of a compacted object: lets GC find the index key that should reference it."""
+    return {"llog-start-offset": str(start), END_OFFSET_METADATA: str(end)}
 
 
 @dataclass(frozen=True)
@@ -172,7 +184,8 @@ class Compactor:
         body = self._rewrite(run, start, end)
         stages.mark("read_and_encode")
         location = S3Location(self.bucket, meta.keys.compacted_object_key())
-        self.blobs.put(location, body)
+        commit_deadline = time.monotonic() + self.config.max_commit_delay_ms / 1000
+        self.blobs.put(location, body, metadata=compacted_object_metadata(start, end))
         stages.mark("write_object")
         self._fault(AFTER_BLOB_PUT)
 
@@ -186,6 +199,11 @@ class Compactor:
             created_at_ms=int(self._clock() * 1000),
             last_source_start_offset=run[-1].start_offset,
         )
+        if time.monotonic() > commit_deadline:
+            raise CommitDeadlineExceeded(
+                f"{self.config.max_commit_delay_ms} ms passed since the compacted object was written; "
+                "it is left for garbage collection"
+            )
         try:
             self.oxia.put(
                 meta.keys.compaction,

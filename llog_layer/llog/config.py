@@ -118,6 +118,9 @@ class WriterConfig:
     max_cas_attempts: int = 64
     cas_backoff_initial_ms: int = 2
     cas_backoff_max_ms: int = 200
+    # No reservation is attempted later than this after the WAL blob's PUT
+    # began; garbage collection's grace period must exceed it (docs/GC.md).
+    max_commit_delay_ms: int = 60_000
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> WriterConfig:
@@ -126,6 +129,7 @@ class WriterConfig:
             max_cas_attempts=env_int(env, "LLOG_WRITER_MAX_CAS_ATTEMPTS", 64, minimum=1),
             cas_backoff_initial_ms=env_int(env, "LLOG_WRITER_CAS_BACKOFF_INITIAL_MS", 2),
             cas_backoff_max_ms=env_int(env, "LLOG_WRITER_CAS_BACKOFF_MAX_MS", 200),
+            max_commit_delay_ms=env_int(env, "LLOG_WRITER_MAX_COMMIT_DELAY_MS", 60_000, minimum=1),
         )
 
 

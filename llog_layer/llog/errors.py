@@ -85,6 +85,16 @@ class AppendConflict(LlogError):
     retriable = True
 
 
+class CommitDeadlineExceeded(LlogError):
+    """Too much time passed since the data object was written to still commit it; nothing was committed.
+
+    Garbage collection may delete an unreferenced object once it is older than
+    its grace period, so nothing may start referencing an object after a bound.
+    """
+
+    retriable = True
+
+
 class AppendOutcomeUnknown(LlogError):
     """A storage call failed ambiguously; the append may or may not be in the log.
 

@@ -19,7 +19,9 @@ before they reach a key: a ``/`` in a topic would change the key's structure.
 
 from __future__ import annotations
 
+import os
 import re
+import time
 import uuid
 from dataclasses import dataclass
 from functools import cached_property
@@ -106,6 +108,11 @@ class PartitionKeys:
     def compactor_claim(self) -> str:
         return f"{self.base}/meta/compactor-claim"
 
+    @property
+    def gc_watermark(self) -> str:
+        """The last compacted object garbage collection has judged (objects sort by creation time)."""
+        return f"{self.base}/meta/gc-watermark"
+
     @cached_property
     def index_prefix(self) -> str:
         return f"{self.base}/index/"
@@ -135,13 +142,43 @@ class PartitionKeys:
             return None
         return int(digits)
 
+    @property
+    def compacted_prefix(self) -> str:
+        return f"{self.base}/data/compacted/"
+
     def compacted_object_key(self, object_id: str | None = None) -> str:
-        return f"{self.base}/data/compacted/{object_id or uuid.uuid4()}"
+        return f"{self.compacted_prefix}{object_id or new_object_id()}"
+
+
+def shared_wal_prefix(root: str = DEFAULT_ROOT_PREFIX) -> str:
+    return f"{validate_root_prefix(root)}/wal-shared/"
 
 
 def shared_wal_object_key(root: str = DEFAULT_ROOT_PREFIX, object_id: str | None = None) -> str:
     """S3 key of a new shared WAL blob."""
-    return f"{validate_root_prefix(root)}/wal-shared/{object_id or uuid.uuid4()}"
+    return f"{shared_wal_prefix(root)}{object_id or new_object_id()}"
+
+
+def new_object_id(now_ms: int | None = None) -> str:
+    """A UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then random bits.
+
+    Object keys therefore sort by creation time, so garbage collection can
+    list only what is new since its last run (S3 ``StartAfter``).
+    """
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    value = (ms & (2**48 - 1)) << 80 | int.from_bytes(os.urandom(10), "big")
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version 7
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 9562 variant
+    return str(uuid.UUID(int=value))
+
+
+def object_id_time_ms(object_id: str) -> int | None:
+    """The creation time encoded in a UUIDv7 object id, or None for other ids."""
+    try:
+        parsed = uuid.UUID(object_id)
+    except ValueError:
+        return None
+    return parsed.int >> 80 if parsed.version == 7 else None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from llog.blob_store import BlobStore
 from llog.codec import Headers, RecordBatch, decode_batch
 from llog.config import OxiaConfig, S3Config, root_prefix_from_env
-from llog.errors import InconsistentReadState, InvalidArgument, OffsetOutOfRange
+from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange
 from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
 from llog.metadata import PartitionMetadata
 from llog.models import INITIAL_OFFSET, ControlRecord, DataRef, IndexedBatch
@@ -122,7 +122,14 @@ class LogReader:
 
     def read_offset(self, topic: str, partition: int, offset: int) -> LogRecord:
         batch = self.resolve(topic, partition, offset)
-        return record_at(self.fetch(batch), batch.start_offset, offset)
+        try:
+            records = self.fetch(batch)
+        except BlobNotFound:
+            # Compaction may have replaced the entry and GC removed its object
+            # between our lookup and our GET: look the offset up once more.
+            batch = self.resolve(topic, partition, offset)
+            records = self.fetch(batch)
+        return record_at(records, batch.start_offset, offset)
 
     def read_range(self, topic: str, partition: int, start_offset: int, end_offset: int) -> list[LogRecord]:
         """Records ``start_offset`` through ``end_offset`` inclusive; both must be committed."""
@@ -170,7 +177,13 @@ class LogReader:
     def _scan(self, meta: PartitionMetadata, start: int, last: int, control: ControlRecord) -> Iterator[LogRecord]:
         next_offset = start
         for batch in self._iter_batches(meta, start, last, control):
-            records = self.fetch(batch)
+            if batch.end_offset < next_offset:
+                continue  # already served by a wider batch found on a re-resolve
+            try:
+                records = self.fetch(batch)
+            except BlobNotFound:  # see read_offset
+                batch = self._resolve(meta, next_offset, meta.control().record)
+                records = self.fetch(batch)
             stop = min(batch.end_offset, last)
             for offset in range(next_offset, stop + 1):
                 yield record_at(records, batch.start_offset, offset)

@@ -99,16 +99,33 @@ def _int_field(entry: dict[str, Any], name: str) -> int:
     return value
 
 
-def parse_shared_blob_header(blob: bytes | memoryview) -> list[BlobSlice]:
-    """Read and validate the header of a whole blob: every slice must lie inside it."""
-    view = memoryview(blob)
+def header_length(prefix: bytes | memoryview) -> int:
+    """Bytes of preamble plus JSON header, from the blob's first 8 bytes."""
+    view = memoryview(prefix)
     if len(view) < PREAMBLE.size:
         raise CorruptSharedBlob("shared blob is shorter than its preamble")
     magic, header_len = PREAMBLE.unpack_from(view, 0)
     if magic != MAGIC:
         raise CorruptSharedBlob(f"not an LLS1 shared blob (magic {bytes(magic)!r})")
-    if header_len > min(MAX_HEADER_BYTES, len(view) - PREAMBLE.size):
-        raise CorruptSharedBlob(f"shared blob header length {header_len} exceeds the blob")
+    if header_len > MAX_HEADER_BYTES:
+        raise CorruptSharedBlob(f"shared blob header length {header_len} exceeds the blob format's limit "
+                                f"of {MAX_HEADER_BYTES} bytes")
+    return int(PREAMBLE.size + header_len)
+
+
+def parse_shared_blob_header(blob: bytes | memoryview, *, total_size: int | None = None) -> list[BlobSlice]:
+    """Read and validate a blob's header: every slice must lie inside the blob.
+
+    ``blob`` is the whole blob, or (with ``total_size``, the object's size) a
+    prefix of it that holds at least the header: garbage collection reads
+    only that much.
+    """
+    view = memoryview(blob)
+    size = len(view) if total_size is None else total_size
+    end = header_length(view)
+    if end > min(len(view), size):
+        raise CorruptSharedBlob(f"shared blob header length {end - PREAMBLE.size} exceeds the blob")
+    header_len = end - PREAMBLE.size
     try:
         doc = json.loads(bytes(view[PREAMBLE.size : PREAMBLE.size + header_len]))
     except (ValueError, RecursionError) as exc:  # bad JSON or UTF-8, overlong integers, deep nesting
@@ -136,7 +153,7 @@ def parse_shared_blob_header(blob: bytes | memoryview) -> list[BlobSlice]:
         )
         if not s.encoding or s.msg_count < 1:
             raise CorruptSharedBlob(f"shared blob entry of {topic}/{partition} needs an encoding and records")
-        if s.byte_offset < body_start or s.byte_offset + s.byte_length > len(view):
+        if s.byte_offset < body_start or s.byte_offset + s.byte_length > size:
             raise CorruptSharedBlob(f"shared blob slice of {topic}/{partition} lies outside the blob")
         slices.append(s)
     return slices

@@ -31,6 +31,7 @@ from llog.config import OxiaConfig, S3Config, WriterConfig, root_prefix_from_env
 from llog.errors import (
     AppendConflict,
     AppendOutcomeUnknown,
+    CommitDeadlineExceeded,
     InvalidArgument,
     LlogError,
     LogFenced,
@@ -222,6 +223,7 @@ class LogWriter:
             )
         blob, slices = build_shared_blob(bodies, now_ms=now)
         location = S3Location(self.bucket, shared_wal_object_key(self.root))
+        commit_deadline = time.monotonic() + self.config.max_commit_delay_ms / 1000
 
         try:
             self.blobs.put(location, blob)
@@ -234,7 +236,7 @@ class LogWriter:
             ref = DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length)
             meta = self._metadata(s.topic, s.partition)
             try:
-                start, end = self._commit(meta, ref, s.msg_count, now)
+                start, end = self._commit(meta, ref, s.msg_count, now, commit_deadline)
             except LlogError as exc:
                 results.append(AppendResult(s.topic, s.partition, s.msg_count, error=exc))
             else:
@@ -245,7 +247,9 @@ class LogWriter:
                     self._commit_listener(s.topic, s.partition, start, body.body)
         return results
 
-    def _commit(self, meta: PartitionMetadata, ref: DataRef, count: int, now_ms: int) -> tuple[int, int]:
+    def _commit(
+        self, meta: PartitionMetadata, ref: DataRef, count: int, now_ms: int, deadline: float
+    ) -> tuple[int, int]:
         append_id = uuid.uuid4().hex
         backoff_ms = float(self.config.cas_backoff_initial_ms)
         reservation_sent = False
@@ -259,6 +263,11 @@ class LogWriter:
                     self._materialize(meta, control.pending, current)
                     current = meta.control()
                     continue
+                if time.monotonic() > deadline:
+                    raise CommitDeadlineExceeded(
+                        f"{self.config.max_commit_delay_ms} ms passed since the WAL blob was written; "
+                        f"nothing was committed to {meta.keys.topic}/{meta.keys.partition}"
+                    )
                 start = control.sequence_counter
                 pending = PendingAppend(append_id, start, start + count - 1, count, ref, now_ms)
                 reserved = control.with_changes(sequence_counter=pending.end_offset + 1, pending=pending)

@@ -1,0 +1,542 @@
+"""The ``llog`` command.
+
+``llog serve [--host 127.0.0.1] [--port 8080] [--functions-dir DIR]``
+    Serve the HTTP API from one process: every request becomes an API Gateway
+    REST proxy event handed to the same handler Lambda runs
+    (``functions.produce.app.handler``, ``functions.consume.app.handler``,
+    ``functions.admin.app.handler``). Unlike a Lambda environment, the process
+    shares one Oxia store, one S3 client, a ``BatchingProducer`` (concurrent
+    produce requests become one shared WAL blob) and a ``TailCache``
+    (``LLOG_TAIL_CACHE_MAX_BYTES``, 0 disables it) between produce and
+    consume. It also serves ``GET /metrics`` (JSON), ``GET /metrics/prometheus``
+    and ``GET /openapi.json``. SIGTERM/SIGINT stop it gracefully: no new
+    requests, in-flight ones finish, the batcher flushes, Oxia closes.
+
+``llog invoke FUNCTION EVENT_FILE``
+    Run one handler on an API Gateway event file (``events/*.json``) and
+    print its response (``functions/invoke.py``).
+
+The handlers live in the repository's ``functions`` package, not in ``llog``:
+these commands put the checkout containing this module on ``sys.path`` (or
+``--functions-dir``). Only these commands import ``functions`` (and with it
+Powertools); the rest of ``llog`` does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
+from urllib.parse import urlsplit
+
+from llog.batching import BatchingConfig, BatchingProducer
+from llog.blob_store import BlobStore
+from llog.config import OxiaConfig, S3Config, WriterConfig, root_prefix_from_env
+from llog.consume import ConsumeService
+from llog.errors import LlogError
+from llog.http_contract import Limits, error_body
+from llog.metrics import OperationCounters
+from llog.oxia_store import OxiaStore
+from llog.produce import ProduceService, tail_cache_from_env
+from llog.reader import LogReader
+from llog.tail_cache import TailCache
+from llog.writer import LogWriter
+
+log = logging.getLogger("llog.serve")
+
+CHECKOUT = Path(__file__).resolve().parents[2]  # llog_layer/llog/cli.py -> the repository
+FUNCTION_NAMES = ("produce", "consume", "admin")
+IDLE_CONNECTION_TIMEOUT_S = 30
+DRAIN_MARGIN_S = 10
+
+
+# --- locating the handlers -----------------------------------------------------------
+
+
+def load_functions(functions_dir: str | Path | None = None) -> dict[str, ModuleType]:
+    """Import ``functions.<name>.app`` from ``functions_dir`` (the ``functions`` package directory)
+    or, by default, from the checkout this module is in."""
+    package = Path(functions_dir).resolve() if functions_dir else CHECKOUT / "functions"
+    if not (package / "__init__.py").is_file() or not (package / "common").is_dir():
+        raise SystemExit(
+            f"llog: no functions package at {package}; run from a checkout of the repository "
+            "or pass --functions-dir path/to/functions"
+        )
+    parent = str(package.parent)
+    if parent not in sys.path:
+        sys.path.insert(0, parent)
+    loaded = sys.modules.get("functions")
+    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve().parent != package:
+        raise SystemExit(f"llog: a different functions package is already imported ({loaded.__file__})")
+    return {name: importlib.import_module(f"functions.{name}.app") for name in FUNCTION_NAMES}
+
+
+# --- the shared services ---------------------------------------------------------------
+
+
+@dataclass
+class ServeServices:
+    """One Oxia store and one S3 client for the whole process, shared by every route."""
+
+    oxia: OxiaStore
+    blobs: BlobStore
+    writer: LogWriter
+    batcher: BatchingProducer
+    tail_cache: TailCache
+    produce: ProduceService
+    consume: ConsumeService
+    root: str
+
+    @classmethod
+    def from_env(cls) -> ServeServices:
+        """Build everything from ``LLOG_*``; touches no network (Oxia connects on first use)."""
+        s3 = S3Config.from_env()
+        bucket = s3.require_bucket()
+        root = root_prefix_from_env()
+        oxia = OxiaStore(OxiaConfig.from_env())
+        blobs = BlobStore(s3)
+        cache = tail_cache_from_env()
+        writer = LogWriter(
+            oxia,
+            blobs,
+            bucket=bucket,
+            root=root,
+            config=WriterConfig.from_env(),
+            commit_listener=cache.on_commit if cache.enabled else None,
+        )
+        batcher = BatchingProducer(writer, BatchingConfig.from_env())
+        return cls(
+            oxia=oxia,
+            blobs=blobs,
+            writer=writer,
+            batcher=batcher,
+            tail_cache=cache,
+            produce=ProduceService(writer, batcher=batcher),
+            consume=ConsumeService(LogReader(oxia, blobs, root=root), tail_cache=cache),
+            root=root,
+        )
+
+    def close(self) -> None:
+        """Flush the batcher, then close the Oxia store (shared: closing it twice is harmless)."""
+        self.produce.close()
+        self.consume.close()
+
+
+# --- metrics ------------------------------------------------------------------------------
+
+
+class HttpCounters:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str, int], list[float]] = {}  # (method, route, status) -> [count, seconds]
+
+    def record(self, method: str, route: str, status: int, seconds: float) -> None:
+        with self._lock:
+            entry = self._counts.setdefault((method, route, status), [0, 0.0])
+            entry[0] += 1
+            entry[1] += seconds
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        with self._lock:
+            items = sorted(self._counts.items())
+        return [
+            {"method": m, "route": r, "status": s, "count": int(c), "seconds": round(sec, 6)}
+            for (m, r, s), (c, sec) in items
+        ]
+
+
+def _ops_json(counters: OperationCounters) -> dict[str, dict[str, float]]:
+    return {
+        op: {"calls": st.calls, "errors": st.errors, "retries": st.retries, "bytes": st.bytes, "seconds": st.seconds}
+        for op, st in sorted(counters.snapshot().items())
+    }
+
+
+def _label(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def prometheus_text(doc: dict[str, Any]) -> str:
+    """The ``/metrics`` document in Prometheus' text exposition format (version 0.0.4)."""
+    lines: list[str] = []
+
+    def family(name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, object], float]]) -> None:
+        lines.append(f"# HELP {name} {help_text}")
+        lines.append(f"# TYPE {name} {kind}")
+        for labels, value in samples:
+            rendered = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+            number = str(value) if isinstance(value, int) else repr(float(value))
+            lines.append(f"{name}{{{rendered}}} {number}" if rendered else f"{name} {number}")
+
+    http = doc["http"]["requests"]
+    family("llog_up", "gauge", "1 while llog serve runs.", [({}, 1)])
+    started = doc["server"]["started_at_ms"] / 1000
+    family("llog_started_at_seconds", "gauge", "Start time (Unix seconds).", [({}, started)])
+    key = ("method", "route", "status")
+    family(
+        "llog_http_requests_total",
+        "counter",
+        "HTTP requests by method, route and status.",
+        [({k: r[k] for k in key}, r["count"]) for r in http],
+    )
+    family(
+        "llog_http_request_seconds_total",
+        "counter",
+        "Time spent answering HTTP requests.",
+        [({k: r[k] for k in key}, r["seconds"]) for r in http],
+    )
+    for field, name, help_text in (
+        ("calls", "llog_storage_operations_total", "Storage calls by store and operation."),
+        ("errors", "llog_storage_operation_errors_total", "Failed storage calls."),
+        ("retries", "llog_storage_operation_retries_total", "Retried storage calls."),
+        ("bytes", "llog_storage_operation_bytes_total", "Bytes moved by storage calls."),
+        ("seconds", "llog_storage_operation_seconds_total", "Time spent in storage calls."),
+    ):
+        samples = [
+            ({"store": store, "op": op}, stats[field]) for store in ("oxia", "s3") for op, stats in doc[store].items()
+        ]
+        family(name, "counter", help_text, samples)
+    b = doc["batcher"]
+    family("llog_batcher_flushes_total", "counter", "Shared WAL blobs written by the batcher.", [({}, b["flushes"])])
+    family("llog_batcher_rejected_total", "counter", "Produce calls refused (back-pressure).", [({}, b["rejected"])])
+    family("llog_batcher_buffered_bytes", "gauge", "Bytes waiting to be flushed.", [({}, b["buffered_bytes"])])
+    cache = doc["tail_cache"]
+    family("llog_tail_cache_hits_total", "counter", "Tail cache lookups that hit.", [({}, cache["hits"])])
+    family("llog_tail_cache_misses_total", "counter", "Tail cache lookups that missed.", [({}, cache["misses"])])
+    family("llog_tail_cache_bytes", "gauge", "Bytes held by the tail cache.", [({}, cache["bytes"])])
+    family("llog_tail_cache_max_bytes", "gauge", "Tail cache capacity (0: disabled).", [({}, cache["max_bytes"])])
+    return "\n".join(lines) + "\n"
+
+
+# --- the server ------------------------------------------------------------------------------
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True  # idle keep-alive connections must not hold up shutdown; requests are drained
+    allow_reuse_address = True
+    llog: LlogServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HTTPServer
+    protocol_version = "HTTP/1.1"
+    timeout = IDLE_CONNECTION_TIMEOUT_S
+    server_version = "llog"
+
+    def _handle(self) -> None:
+        self.server.llog.handle(self)
+
+    def __getattr__(self, name: str) -> Any:
+        # Every method (TRACE, PROPFIND, ...) reaches the handlers, which answer 404/405 in JSON,
+        # instead of the stdlib's HTML 501.
+        if name.startswith("do_"):
+            return self._handle
+        raise AttributeError(name)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.info("%s %s", self.address_string(), format % args)
+
+
+class LlogServer:
+    """``llog serve``: a ThreadingHTTPServer in front of the Lambda handlers."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        *,
+        functions_dir: str | Path | None = None,
+        services: ServeServices | None = None,
+    ) -> None:
+        self.functions = load_functions(functions_dir)
+        # Imported by name: the llog package does not depend on the functions statically.
+        self._events = importlib.import_module("functions.common.events")
+        self._routes = importlib.import_module("functions.common.routes")
+        self._telemetry = importlib.import_module("functions.common.telemetry")
+        self._context = self._telemetry.LocalContext
+        self.openapi_path = (Path(functions_dir).resolve().parent if functions_dir else CHECKOUT) / "docs/openapi.json"
+        self.limits = Limits.from_env()
+        self.services = services or ServeServices.from_env()
+        self.started_at_ms = int(time.time() * 1000)
+        self.http = HttpCounters()
+        self._inflight = 0
+        self._inflight_cond = threading.Condition()
+        self._closing = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.httpd = _HTTPServer((host, port), _Handler)
+        self.httpd.llog = self
+        self._inject()
+        # /metrics replaces EMF here; Powertools' metric set is process-wide and not for concurrent requests.
+        self._telemetry.suspend_emf(True)
+
+    # -- lifecycle --
+
+    @property
+    def host(self) -> str:
+        return str(self.httpd.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _inject(self) -> None:
+        s = self.services
+        admin = self.functions["admin"]
+        self.functions["produce"].set_service(s.produce)
+        self.functions["consume"].set_service(s.consume)
+        admin.set_service(admin.AdminService(s.oxia, root=s.root, writer=s.writer))
+        self.functions["admin"].set_server_info(self.host, self.port)
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever(poll_interval=0.2)
+
+    def start(self) -> LlogServer:
+        """Serve on a background thread (tests, embedding)."""
+        self._thread = threading.Thread(target=self.serve_forever, name="llog-serve", daemon=True)
+        self._thread.start()
+        return self
+
+    def shutdown(self) -> None:
+        """Stop accepting, let requests in flight finish, flush the batcher, close Oxia."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closing = True
+        self.httpd.shutdown()
+        drain_s = self.limits.max_wait_ms / 1000 + DRAIN_MARGIN_S
+        with self._inflight_cond:
+            if not self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout=drain_s):
+                log.warning("%d requests still running after %.0f s; closing anyway", self._inflight, drain_s)
+        self.httpd.server_close()
+        for module in self.functions.values():
+            module.set_service(None)
+        self.functions["admin"].set_server_info(None, None)
+        self._telemetry.suspend_emf(False)
+        self.services.close()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    # -- requests --
+
+    def handle(self, request: _Handler) -> None:
+        start = time.perf_counter()
+        method = "GET" if request.command == "HEAD" else request.command  # HEAD: GET without the body
+        parts = urlsplit(request.path)
+        path = parts.path or "/"
+        route = path
+        with self._inflight_cond:
+            self._inflight += 1
+        try:
+            if self._closing:
+                status, headers, body = self._json(503, _error("the server is shutting down", "ShuttingDown", True))
+                headers.append(("Retry-After", "1"))
+                request.close_connection = True
+            elif method == "GET" and path == "/metrics":
+                status, headers, body = self._json(200, self.metrics())
+            elif method == "GET" and path == "/metrics/prometheus":
+                text = prometheus_text(self.metrics()).encode()
+                status, headers, body = 200, [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], text
+            elif method == "GET" and path == "/openapi.json":
+                status, headers, body = self._openapi()
+            else:
+                route, (status, headers, body) = self._dispatch(request, method, path, parts.query)
+        except Exception:  # a bug here must not kill the connection thread silently
+            log.exception("llog serve failed on %s %s", method, path)
+            status, headers, body = self._json(500, _error("internal error", "InternalError", False))
+        finally:
+            with self._inflight_cond:
+                self._inflight -= 1
+                self._inflight_cond.notify_all()
+        self._write(request, status, headers, body)
+        self.http.record(method, route, status, time.perf_counter() - start)
+
+    def _dispatch(
+        self, request: _Handler, method: str, path: str, query: str
+    ) -> tuple[str, tuple[int, list[tuple[str, str]], bytes]]:
+        found = self._routes.match(path)
+        body, problem = self._read_body(request)
+        if problem is not None:
+            return found.resource, problem
+        request_id = str(uuid.uuid4())
+        event = self._events.rest_event(
+            method,
+            path,
+            headers=list(request.headers.items()),
+            query=query,
+            body=body,
+            request_id=request_id,
+            source_ip=request.client_address[0],
+        )
+        context = self._context(f"llog-{found.function}", request_id=request_id, timeout_ms=self.limits.max_wait_ms)
+        response = self.functions[found.function].handler(event, context)
+        resource: str = found.resource
+        return resource, self._events.response_parts(response)
+
+    def _read_body(self, request: _Handler) -> tuple[bytes | None, tuple[int, list[tuple[str, str]], bytes] | None]:
+        if "chunked" in (request.headers.get("Transfer-Encoding") or "").lower():
+            request.close_connection = True
+            return None, self._json(411, _error("send the body with a Content-Length", "LengthRequired", False))
+        raw = request.headers.get("Content-Length")
+        if raw is None:
+            return None, None
+        if not raw.strip().isdigit():
+            request.close_connection = True
+            return None, self._json(400, _error(f"invalid Content-Length {raw!r}", "InvalidRequest", False))
+        length = int(raw)
+        if length > self.limits.max_request_bytes:
+            # Not read: answer now and drop the connection.
+            request.close_connection = True
+            message = (
+                f"the request body is {length} bytes; the limit is {self.limits.max_request_bytes} bytes "
+                "(LLOG_MAX_REQUEST_BYTES)"
+            )
+            return None, self._json(413, _error(message, "PayloadTooLarge", False))
+        return request.rfile.read(length), None
+
+    @staticmethod
+    def _json(status: int, doc: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+        body = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return status, [("Content-Type", "application/json")], body
+
+    def _openapi(self) -> tuple[int, list[tuple[str, str]], bytes]:
+        try:
+            return 200, [("Content-Type", "application/json")], self.openapi_path.read_bytes()
+        except OSError:
+            return self._json(404, _error(f"{self.openapi_path} is missing", "NotFound", False))
+
+    @staticmethod
+    def _write(request: _Handler, status: int, headers: Sequence[tuple[str, str]], body: bytes) -> None:
+        try:
+            request.send_response(status)
+            for name, value in headers:
+                if name.lower() not in ("content-length", "connection", "transfer-encoding"):
+                    request.send_header(name, value)
+            request.send_header("Content-Length", str(len(body)))
+            if request.close_connection:
+                request.send_header("Connection", "close")
+            request.end_headers()
+            if request.command != "HEAD":
+                request.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            request.close_connection = True
+
+    # -- metrics --
+
+    def metrics(self) -> dict[str, Any]:
+        s = self.services
+        cfg = s.batcher.config
+        return {
+            "server": {"host": self.host, "port": self.port, "started_at_ms": self.started_at_ms, "root": s.root},
+            "http": {"requests": self.http.snapshot()},
+            "oxia": _ops_json(s.oxia.counters),
+            "s3": _ops_json(s.blobs.counters),
+            "batcher": {
+                "flushes": s.batcher.flushes,
+                "rejected": s.batcher.rejected,
+                "buffered_bytes": s.batcher.buffered_bytes,
+                "max_bytes": cfg.max_bytes,
+                "max_delay_ms": cfg.max_delay_ms,
+                "max_buffer_bytes": cfg.max_buffer_bytes,
+            },
+            "tail_cache": {
+                "enabled": s.tail_cache.enabled,
+                "hits": s.tail_cache.hits,
+                "misses": s.tail_cache.misses,
+                "bytes": s.tail_cache.size_bytes,
+                "max_bytes": s.tail_cache.max_bytes,
+            },
+        }
+
+
+def _error(message: str, error_type: str, retriable: bool) -> dict[str, Any]:
+    doc = error_body(message, error_type)
+    doc["retriable"] = retriable
+    return doc
+
+
+# --- commands --------------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        server = LlogServer(args.host, args.port, functions_dir=args.functions_dir)
+    except LlogError as exc:
+        print(f"llog serve: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"llog serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        previous[sig] = signal.signal(sig, on_signal)
+    server.start()
+    print(f"llog serve: listening on {server.url} (Ctrl-C or SIGTERM to stop)", file=sys.stderr, flush=True)
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        print("llog serve: shutting down", file=sys.stderr, flush=True)
+        server.shutdown()
+        for sig, handler in previous.items():
+            with contextlib.suppress(TypeError, ValueError):
+                signal.signal(sig, handler)
+    return 0
+
+
+def _invoke(args: argparse.Namespace) -> int:
+    load_functions(args.functions_dir)
+    invoke = importlib.import_module("functions.invoke")
+    result: int = invoke.main([args.function, args.event])
+    return result
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llog", description="llog: a diskless, leaderless log on Oxia and S3")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the HTTP API (produce, consume, admin) from this process")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0 picks one)")
+    invoke = sub.add_parser("invoke", help="run one Lambda handler on an API Gateway event file")
+    invoke.add_argument("function", choices=FUNCTION_NAMES)
+    invoke.add_argument("event", help="an API Gateway REST proxy event (JSON), e.g. events/produce.json")
+    for command in (serve, invoke):
+        command.add_argument(
+            "--functions-dir", default=None, help="the functions/ package to load (default: this checkout's)"
+        )
+    serve.set_defaults(run=_serve)
+    invoke.set_defaults(run=_invoke)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], int] = args.run
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""Garbage collection of S3 objects nothing references any more (docs/GC.md).
+
+Two kinds of garbage:
+
+* **Shared WAL blobs** (``{root}/wal-shared/{id}``) once no partition's index
+  or pending append references any slice of them: after compaction has
+  rewritten those slices, or because the append that wrote the blob never
+  committed (a crash after the PUT).
+* **Compacted objects** (``…/data/compacted/{id}``) that no index entry
+  references: left by a compaction that died before recording itself, or
+  that lost a race.
+
+Safety rests on one bound: nothing starts referencing an object more than
+``max_commit_delay`` after its PUT began (writers and compactors check it
+before their first reference, ``CommitDeadlineExceeded``). GC only deletes
+objects older than ``grace`` (> max_commit_delay + clock skew), so an object
+it finds unreferenced can never become referenced again.
+
+Cost grows with data written, not with the bucket: the WAL prefix only holds
+blobs not yet compacted away; compacted objects are judged once, in creation
+order (object ids are UUIDv7), from a per-partition watermark in Oxia.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from llog.admin import LogCatalog
+from llog.blob_store import BlobStore, ObjectInfo
+from llog.compactor import END_OFFSET_METADATA
+from llog.config import Environ, OxiaConfig, S3Config, env_int, root_prefix_from_env
+from llog.errors import BlobNotFound, ConfigurationError, CorruptData, LlogError, PartitionNotInitialized
+from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, object_id_time_ms, shared_wal_prefix
+from llog.metadata import PartitionMetadata
+from llog.models import EntryType
+from llog.oxia_store import OxiaStore
+from llog.wal import PREAMBLE, header_length, parse_shared_blob_header
+
+log = logging.getLogger(__name__)
+
+HEADER_PROBE_BYTES = 64 * 1024
+PartitionId = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class GcConfig:
+    grace_ms: int = 24 * 3600 * 1000
+    max_deletes_per_run: int = 10_000
+
+    @classmethod
+    def from_env(cls, env: Environ | None = None) -> GcConfig:
+        env = os.environ if env is None else env
+        config = cls(
+            grace_ms=env_int(env, "LLOG_GC_GRACE_MS", cls.grace_ms, minimum=1),
+            max_deletes_per_run=env_int(env, "LLOG_GC_MAX_DELETES_PER_RUN", cls.max_deletes_per_run, minimum=1),
+        )
+        commit_delay = max(env_int(env, "LLOG_WRITER_MAX_COMMIT_DELAY_MS", 60_000),
+                           env_int(env, "LLOG_COMPACTOR_MAX_COMMIT_DELAY_MS", 60_000))
+        if config.grace_ms <= 2 * commit_delay:
+            raise ConfigurationError(
+                f"LLOG_GC_GRACE_MS={config.grace_ms} must exceed twice the longest commit delay ({commit_delay} ms) "
+                "to cover clock skew between writers and the collector"
+            )
+        return config
+
+
+@dataclass
+class GcReport:
+    wal_blobs_seen: int = 0
+    wal_blobs_deleted: int = 0
+    wal_bytes_deleted: int = 0
+    compacted_seen: int = 0
+    compacted_deleted: int = 0
+    compacted_bytes_deleted: int = 0
+    young_skipped: int = 0
+    referenced_kept: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def deleted(self) -> int:
+        return self.wal_blobs_deleted + self.compacted_deleted
+
+
+class GarbageCollector:
+    def __init__(
+        self,
+        oxia: OxiaStore,
+        blobs: BlobStore,
+        *,
+        bucket: str,
+        root: str = DEFAULT_ROOT_PREFIX,
+        config: GcConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.oxia = oxia
+        self.blobs = blobs
+        self.bucket = bucket
+        self.root = root
+        self.config = config or GcConfig()
+        self._clock = clock
+        self._catalog = LogCatalog(oxia, root=root)
+
+    @classmethod
+    def from_env(cls) -> GarbageCollector:
+        s3 = S3Config.from_env()
+        return cls(OxiaStore(OxiaConfig.from_env()), BlobStore(s3), bucket=s3.require_bucket(),
+                   root=root_prefix_from_env(), config=GcConfig.from_env())
+
+    def close(self) -> None:
+        self.oxia.close()
+
+    def _cutoff_ms(self) -> int:
+        return int(self._clock() * 1000) - self.config.grace_ms
+
+    def collect(self) -> GcReport:
+        report = GcReport()
+        self.collect_wal(report)
+        self.collect_compacted(report)
+        log.info("gc: %s", report)
+        return report
+
+    # --- shared WAL blobs --------------------------------------------------------
+
+    def collect_wal(self, report: GcReport) -> None:
+        cutoff = self._cutoff_ms()
+        references: dict[PartitionId, set[str]] = {}
+        garbage: list[ObjectInfo] = []
+        for obj in self.blobs.list(self.bucket, shared_wal_prefix(self.root)):
+            report.wal_blobs_seen += 1
+            if obj.last_modified_ms > cutoff:
+                report.young_skipped += 1
+                continue
+            location = S3Location(self.bucket, obj.key)
+            try:
+                partitions = self._blob_partitions(location, obj.size)
+                if any(location.uri in self._references(pid, references) for pid in partitions):
+                    report.referenced_kept += 1
+                    continue
+            except CorruptData as exc:
+                # Unreadable headers are kept for an operator: never delete what we cannot judge.
+                report.errors.append(f"{obj.key}: {exc}")
+                continue
+            garbage.append(obj)
+            if len(garbage) >= self.config.max_deletes_per_run:
+                break
+        self.blobs.delete(self.bucket, [o.key for o in garbage])
+        report.wal_blobs_deleted += len(garbage)
+        report.wal_bytes_deleted += sum(o.size for o in garbage)
+
+    def _blob_partitions(self, location: S3Location, size: int) -> set[PartitionId]:
+        """The partitions a blob's LLS1 header names, read with one (rarely two) range GETs."""
+        probe = self.blobs.get_range(location, 0, min(HEADER_PROBE_BYTES, size))
+        needed = header_length(probe[: PREAMBLE.size])
+        if needed > len(probe):
+            probe = self.blobs.get_range(location, 0, needed)
+        return {(s.topic, s.partition) for s in parse_shared_blob_header(probe, total_size=size)}
+
+    def _references(self, pid: PartitionId, cache: dict[PartitionId, set[str]]) -> set[str]:
+        """Data keys a partition's uncompacted index and pending append reference (once per run)."""
+        if pid not in cache:
+            meta = PartitionMetadata(self.oxia, PartitionKeys(pid[0], pid[1], self.root))
+            try:
+                control = meta.control().record
+            except PartitionNotInitialized:
+                cache[pid] = set()
+                return cache[pid]
+            # Read the cursor first: WAL entries below it are gone (or going) and
+            # can only be stale duplicates of compacted data.
+            cursor = meta.cursor().offset
+            keys = {b.entry.ref.data_key for b in meta.scan_index(cursor) if b.entry.type is EntryType.WAL}
+            if control.pending is not None:
+                keys.add(control.pending.ref.data_key)
+            cache[pid] = keys
+        return cache[pid]
+
+    # --- orphaned compacted objects ----------------------------------------------
+
+    def collect_compacted(self, report: GcReport) -> None:
+        cutoff = self._cutoff_ms()
+        for topic, partitions in self._catalog.partitions().items():
+            for partition in partitions:
+                try:
+                    self._collect_partition(PartitionKeys(topic, partition, self.root), cutoff, report)
+                except LlogError as exc:
+                    report.errors.append(f"{topic}/{partition}: {exc}")
+                if report.deleted >= self.config.max_deletes_per_run:
+                    return
+
+    def _collect_partition(self, keys: PartitionKeys, cutoff: int, report: GcReport) -> None:
+        meta = PartitionMetadata(self.oxia, keys)
+        after = self._watermark(keys)
+        judged: str | None = None
+        garbage: list[ObjectInfo] = []
+        inflight = meta.compaction()
+        for obj in self.blobs.list(self.bucket, keys.compacted_prefix, start_after=after):
+            report.compacted_seen += 1
+            created = object_id_time_ms(obj.key.rsplit("/", 1)[-1])
+            if max(obj.last_modified_ms, created or 0) > cutoff:
+                report.young_skipped += 1
+                break  # keys sort by creation time: everything after is younger still
+            location = S3Location(self.bucket, obj.key)
+            if inflight is not None and inflight.data_key == location.uri:
+                break  # referenced by a running compaction: judge it on a later run
+            if self._compacted_referenced(meta, location):
+                report.referenced_kept += 1
+            else:
+                garbage.append(obj)
+            judged = obj.key
+        self.blobs.delete(self.bucket, [o.key for o in garbage])
+        report.compacted_deleted += len(garbage)
+        report.compacted_bytes_deleted += sum(o.size for o in garbage)
+        if judged is not None:
+            self.oxia.put(keys.gc_watermark, json.dumps({"after": judged}).encode(), partition_key=keys.partition_key)
+
+    def _watermark(self, keys: PartitionKeys) -> str | None:
+        found = self.oxia.get(keys.gc_watermark, partition_key=keys.partition_key)
+        try:
+            after = None if found is None else json.loads(found.value)["after"]
+        except (ValueError, KeyError, TypeError):
+            after = None  # unreadable: judge everything again, which is only slower
+        return after if isinstance(after, str) and after.startswith(keys.compacted_prefix) else None
+
+    def _compacted_referenced(self, meta: PartitionMetadata, location: S3Location) -> bool:
+        try:
+            end = int(self.blobs.head(location).metadata[END_OFFSET_METADATA])
+        except BlobNotFound:
+            return True  # already gone
+        except (KeyError, ValueError):
+            return True  # not written by this compactor: never delete what we cannot judge
+        found = meta.index_entry(end)
+        return found is not None and found[0].entry.ref.data_key == location.uri
