@@ -48,7 +48,9 @@ log=$(GOBIN="$TOOLS_BIN" go install "github.com/oxia-db/oxia/cmd@$OXIA_VERSION" 
 status=$?
 if [ $status -ne 0 ]; then
   echo "$log" >&2
-  unavailable "go install github.com/oxia-db/oxia/cmd@$OXIA_VERSION failed: $(echo "$log" | tr '\n' ' ' | cut -c1-400)"
+  # Keep the reason short and free of the proxy's address.
+  reason=$(echo "$log" | tr '\n' ' ' | sed -E 's#https?://[^ ]+#<module proxy>#g; s/  +/ /g' | cut -c1-300)
+  unavailable "go install github.com/oxia-db/oxia/cmd@$OXIA_VERSION failed: $reason"
 fi
 mv -f "$TOOLS_BIN/cmd" "$TOOLS_BIN/oxia"
 found "$TOOLS_BIN/oxia (installed)"
