@@ -8,12 +8,13 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia test lint typecheck pytest synth dev bench clean
+.PHONY: help setup oxia test lint typecheck pytest synth dev serve invoke bench clean
 
 help:
 	@echo "make setup   - virtualenv, pinned dependencies and the Oxia server (idempotent)"
 	@echo "make test    - setup, then ruff, mypy and the whole pytest suite"
-	@echo "make dev     - setup, then run Oxia and S3 (moto) locally"
+	@echo "make dev     - setup, then run the whole system locally (Oxia, S3, HTTP API on :8080, compaction)"
+	@echo "make invoke FN=<function> EVENT=<file> - run one Lambda handler on an event against the environment"
 	@echo "make bench   - setup, then the benchmarks; results go to docs/PERFORMANCE.md"
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
 
@@ -56,6 +57,15 @@ test: setup lint typecheck pytest synth
 
 dev: setup
 	$(PY) scripts/dev.py
+
+# Against a running stack (make dev), or any LLOG_* environment.
+serve: setup
+	$(VENV)/bin/llog serve
+
+# make invoke FN=produce EVENT=events/produce.json
+invoke: setup
+	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=<function> EVENT=<event file>"; exit 2; }
+	$(VENV)/bin/llog invoke $(FN) $(EVENT)
 
 bench: setup
 	$(PY) bench/run.py

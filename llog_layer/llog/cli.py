@@ -13,8 +13,8 @@
     requests, in-flight ones finish, the batcher flushes, Oxia closes.
 
 ``llog invoke FUNCTION EVENT_FILE``
-    Run one handler on an API Gateway event file (``events/*.json``) and
-    print its response (``functions/invoke.py``).
+    Run one handler on an event file (``events/*.json``) and print its
+    response (``functions/invoke.py``).
 
 The handlers live in the repository's ``functions`` package, not in ``llog``:
 these commands put the checkout containing this module on ``sys.path`` (or
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from llog.batching import BatchingConfig, BatchingProducer
@@ -60,15 +60,16 @@ log = logging.getLogger("llog.serve")
 CHECKOUT = Path(__file__).resolve().parents[2]  # llog_layer/llog/cli.py -> the repository
 FUNCTION_NAMES = ("produce", "consume", "admin")
 IDLE_CONNECTION_TIMEOUT_S = 30
+SERVE_PATHS = ("/metrics", "/metrics/prometheus", "/openapi.json")  # served by llog serve itself
 DRAIN_MARGIN_S = 10
 
 
 # --- locating the handlers -----------------------------------------------------------
 
 
-def load_functions(functions_dir: str | Path | None = None) -> dict[str, ModuleType]:
-    """Import ``functions.<name>.app`` from ``functions_dir`` (the ``functions`` package directory)
-    or, by default, from the checkout this module is in."""
+def use_functions(functions_dir: str | Path | None = None) -> Path:
+    """Make the ``functions`` package importable: ``functions_dir`` (the package directory) or,
+    by default, the one in the checkout this module is in. Returns the package directory."""
     package = Path(functions_dir).resolve() if functions_dir else CHECKOUT / "functions"
     if not (package / "__init__.py").is_file() or not (package / "common").is_dir():
         raise SystemExit(
@@ -81,6 +82,12 @@ def load_functions(functions_dir: str | Path | None = None) -> dict[str, ModuleT
     loaded = sys.modules.get("functions")
     if loaded is not None and Path(getattr(loaded, "__file__", "") or "").resolve().parent != package:
         raise SystemExit(f"llog: a different functions package is already imported ({loaded.__file__})")
+    return package
+
+
+def load_functions(functions_dir: str | Path | None = None) -> dict[str, ModuleType]:
+    """Import the HTTP handlers ``functions.<name>.app`` (produce, consume, admin)."""
+    use_functions(functions_dir)
     return {name: importlib.import_module(f"functions.{name}.app") for name in FUNCTION_NAMES}
 
 
@@ -251,7 +258,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class LlogServer:
-    """``llog serve``: a ThreadingHTTPServer in front of the Lambda handlers."""
+    """``llog serve``: a ThreadingHTTPServer in front of the Lambda handlers.
+
+    The handler modules hold their services process-wide (as a Lambda
+    environment does), so one server runs per process at a time.
+    """
+
+    _active: ClassVar[LlogServer | None] = None
 
     def __init__(
         self,
@@ -261,6 +274,8 @@ class LlogServer:
         functions_dir: str | Path | None = None,
         services: ServeServices | None = None,
     ) -> None:
+        if LlogServer._active is not None:
+            raise RuntimeError(f"llog serve already runs in this process ({LlogServer._active.url})")
         self.functions = load_functions(functions_dir)
         # Imported by name: the llog package does not depend on the functions statically.
         self._events = importlib.import_module("functions.common.events")
@@ -277,11 +292,17 @@ class LlogServer:
         self._closing = False
         self._closed = False
         self._thread: threading.Thread | None = None
-        self.httpd = _HTTPServer((host, port), _Handler)
+        try:
+            self.httpd = _HTTPServer((host, port), _Handler)
+        except OSError:
+            if services is None:
+                self.services.close()
+            raise
         self.httpd.llog = self
         self._inject()
         # /metrics replaces EMF here; Powertools' metric set is process-wide and not for concurrent requests.
         self._telemetry.suspend_emf(True)
+        LlogServer._active = self
 
     # -- lifecycle --
 
@@ -330,6 +351,7 @@ class LlogServer:
             module.set_service(None)
         self.functions["admin"].set_server_info(None, None)
         self._telemetry.suspend_emf(False)
+        LlogServer._active = None
         self.services.close()
         if self._thread is not None:
             self._thread.join(5)
@@ -341,40 +363,44 @@ class LlogServer:
         method = "GET" if request.command == "HEAD" else request.command  # HEAD: GET without the body
         parts = urlsplit(request.path)
         path = parts.path or "/"
-        route = path
+        serve_route = method == "GET" and path in SERVE_PATHS
+        route = path if serve_route else str(self._routes.match(path).resource)  # bounded label set
         with self._inflight_cond:
             self._inflight += 1
         try:
-            if self._closing:
-                status, headers, body = self._json(503, _error("the server is shutting down", "ShuttingDown", True))
+            body, problem = self._read_body(request)  # always read: keep-alive needs the stream in step
+            if problem is not None:
+                status, headers, payload = problem
+            elif self._closing:
+                status, headers, payload = self._json(503, _error("the server is shutting down", "ShuttingDown", True))
                 headers.append(("Retry-After", "1"))
                 request.close_connection = True
-            elif method == "GET" and path == "/metrics":
-                status, headers, body = self._json(200, self.metrics())
-            elif method == "GET" and path == "/metrics/prometheus":
-                text = prometheus_text(self.metrics()).encode()
-                status, headers, body = 200, [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], text
-            elif method == "GET" and path == "/openapi.json":
-                status, headers, body = self._openapi()
+            elif serve_route:
+                status, headers, payload = self._serve_own(path)
             else:
-                route, (status, headers, body) = self._dispatch(request, method, path, parts.query)
+                status, headers, payload = self._dispatch(request, method, path, parts.query, body)
         except Exception:  # a bug here must not kill the connection thread silently
             log.exception("llog serve failed on %s %s", method, path)
-            status, headers, body = self._json(500, _error("internal error", "InternalError", False))
+            status, headers, payload = self._json(500, _error("internal error", "InternalError", False))
         finally:
             with self._inflight_cond:
                 self._inflight -= 1
                 self._inflight_cond.notify_all()
-        self._write(request, status, headers, body)
+        self._write(request, status, headers, payload)
         self.http.record(method, route, status, time.perf_counter() - start)
 
+    def _serve_own(self, path: str) -> tuple[int, list[tuple[str, str]], bytes]:
+        if path == "/metrics":
+            return self._json(200, self.metrics())
+        if path == "/metrics/prometheus":
+            text = prometheus_text(self.metrics()).encode()
+            return 200, [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], text
+        return self._openapi()
+
     def _dispatch(
-        self, request: _Handler, method: str, path: str, query: str
-    ) -> tuple[str, tuple[int, list[tuple[str, str]], bytes]]:
-        found = self._routes.match(path)
-        body, problem = self._read_body(request)
-        if problem is not None:
-            return found.resource, problem
+        self, request: _Handler, method: str, path: str, query: str, body: bytes | None
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        function: str = self._routes.match(path).function
         request_id = str(uuid.uuid4())
         event = self._events.rest_event(
             method,
@@ -385,10 +411,10 @@ class LlogServer:
             request_id=request_id,
             source_ip=request.client_address[0],
         )
-        context = self._context(f"llog-{found.function}", request_id=request_id, timeout_ms=self.limits.max_wait_ms)
-        response = self.functions[found.function].handler(event, context)
-        resource: str = found.resource
-        return resource, self._events.response_parts(response)
+        context = self._context(f"llog-{function}", request_id=request_id, timeout_ms=self.limits.max_wait_ms)
+        response = self.functions[function].handler(event, context)
+        parts: tuple[int, list[tuple[str, str]], bytes] = self._events.response_parts(response)
+        return parts
 
     def _read_body(self, request: _Handler) -> tuple[bytes | None, tuple[int, list[tuple[str, str]], bytes] | None]:
         if "chunked" in (request.headers.get("Transfer-Encoding") or "").lower():
@@ -508,7 +534,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _invoke(args: argparse.Namespace) -> int:
-    load_functions(args.functions_dir)
+    use_functions(args.functions_dir)
     invoke = importlib.import_module("functions.invoke")
     result: int = invoke.main([args.function, args.event])
     return result
@@ -520,9 +546,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="serve the HTTP API (produce, consume, admin) from this process")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0 picks one)")
-    invoke = sub.add_parser("invoke", help="run one Lambda handler on an API Gateway event file")
-    invoke.add_argument("function", choices=FUNCTION_NAMES)
-    invoke.add_argument("event", help="an API Gateway REST proxy event (JSON), e.g. events/produce.json")
+    invoke = sub.add_parser("invoke", help="run one Lambda handler on an event file")
+    invoke.add_argument("function", help="a function of the functions package: produce, consume, admin, ...")
+    invoke.add_argument("event", help="an event file (JSON), e.g. events/produce.json")
     for command in (serve, invoke):
         command.add_argument(
             "--functions-dir", default=None, help="the functions/ package to load (default: this checkout's)"

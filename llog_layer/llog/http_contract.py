@@ -79,7 +79,11 @@ class Limits:
 def parse_json_body(body: str | bytes | None, limits: Limits) -> Any:
     if body is None or body == "" or body == b"":
         raise RequestRejected("the request body is empty; expected a JSON object")
-    size = len(body.encode("utf-8") if isinstance(body, str) else body)
+    if isinstance(body, str):
+        # Lone surrogates (possible in text handed over by a framework) are kept
+        # as bytes here and rejected below as invalid UTF-8.
+        body = body.encode("utf-8", "surrogatepass")
+    size = len(body)
     if size > limits.max_request_bytes:
         raise RequestRejected(
             f"the request body is {size} bytes; the limit is {limits.max_request_bytes} bytes",
@@ -88,7 +92,7 @@ def parse_json_body(body: str | bytes | None, limits: Limits) -> Any:
         )
     try:
         return json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not JSON, not UTF-8, or an integer past Python's 4300-digit limit
         raise RequestRejected(f"the request body is not valid JSON: {exc}") from None
     except RecursionError:
         raise RequestRejected("the request body nests too deeply") from None
@@ -159,6 +163,14 @@ def encode_bytes(data: bytes) -> str | dict[str, str]:
         return {"base64": base64.b64encode(data).decode("ascii")}
 
 
+def _header_name(name: str, where: str) -> str:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RequestRejected(f"{where} has a header name that is not valid Unicode") from None
+    return name
+
+
 def _record(raw: Any, where: str) -> Record:
     if isinstance(raw, str) or (isinstance(raw, dict) and set(raw) == {"base64"}):
         return Record(decode_bytes(raw, where))
@@ -174,7 +186,10 @@ def _record(raw: Any, where: str) -> Record:
     headers: Headers = ()
     if raw.get("headers") is not None:
         header_doc = _object(raw["headers"], f"{where}.headers")
-        headers = tuple((name, decode_bytes(v, f"{where}.headers.{name}")) for name, v in header_doc.items())
+        headers = tuple(
+            (_header_name(name, f"{where}.headers"), decode_bytes(v, f"{where}.headers.{name}"))
+            for name, v in header_doc.items()
+        )
     timestamp = None
     if raw.get("timestamp_ms") is not None:
         timestamp = _int_field(raw, "timestamp_ms", where, minimum=INT64_MIN)

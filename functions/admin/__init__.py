@@ -1,0 +1,1 @@
+"""``GET /health``, ``GET /topics``, partition status, fence and unfence."""

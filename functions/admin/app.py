@@ -1,0 +1,153 @@
+"""Operator routes: health, partition catalog and status, fence and unfence.
+
+* ``GET /health``: this instance (seed 000 shape; answers without touching Oxia);
+* ``GET /topics``: every initialized partition, from ``LogCatalog.partitions()``;
+* ``GET /topics/{topic}/partitions/{partition}``: ``LogCatalog.status`` (404 if
+  the partition is not initialized);
+* ``POST /topics/{topic}/partitions/{partition}/fence`` and ``/unfence``
+  (``LogWriter``; deployed behind IAM authorization).
+
+Path parameters are validated (topic name rules, partition a decimal integer
+in ``[0, 2**31-1]``) before anything is read: 400 otherwise. The admin
+function also answers every unknown path (404), as API Gateway's catch-all.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import uuid
+from typing import Any
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+
+from functions.common import routes
+from functions.common.http import create_resolver, json_response, resolver_handler
+from functions.common.lazy import Lazy
+from functions.common.telemetry import Telemetry
+from llog.admin import LogCatalog
+from llog.blob_store import BlobStore
+from llog.config import OxiaConfig, S3Config, root_prefix_from_env
+from llog.errors import InvalidPartition
+from llog.keys import validate_partition, validate_topic
+from llog.models import ControlRecord
+from llog.oxia_store import OxiaStore
+from llog.writer import LogWriter
+
+telemetry = Telemetry(routes.ADMIN)
+
+STARTED_AT_MS = int(time.time() * 1000)
+INSTANCE_ID = uuid.uuid4().hex[:16]
+_server: dict[str, Any] = {"host": None, "port": None}
+
+
+class AdminService:
+    """The Oxia store, catalog and (for fencing) writer of the admin routes."""
+
+    def __init__(self, oxia: OxiaStore, *, root: str, writer: LogWriter | None = None) -> None:
+        self.oxia = oxia
+        self.root = root
+        self.catalog = LogCatalog(oxia, root=root)
+        self._writer = writer
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls) -> AdminService:
+        return cls(OxiaStore(OxiaConfig.from_env()), root=root_prefix_from_env())
+
+    @property
+    def writer(self) -> LogWriter:
+        """A writer on the same Oxia store, created on first use (fencing needs no S3 call)."""
+        with self._lock:
+            if self._writer is None:
+                s3 = S3Config.from_env()
+                self._writer = LogWriter(self.oxia, BlobStore(s3), bucket=s3.require_bucket(), root=self.root)
+            return self._writer
+
+    def close(self) -> None:
+        self.oxia.close()
+
+
+_service: Lazy[AdminService] = Lazy(AdminService.from_env, AdminService.close)
+
+
+def set_service(service: AdminService | None) -> None:
+    """Use ``service`` (owned by the caller) instead of one from the environment."""
+    _service.set(service)
+
+
+def set_server_info(host: str | None, port: int | None) -> None:
+    """Where ``llog serve`` listens, for ``/health``."""
+    _server.update(host=host, port=port)
+
+
+def reset() -> None:
+    _service.reset()
+    set_server_info(None, None)
+
+
+def health(function_name: str) -> dict[str, Any]:
+    return {
+        "status": "ok",
+        "broker_id": os.environ.get("LLOG_BROKER_ID") or f"{function_name}/{INSTANCE_ID}",
+        "function_name": function_name,
+        "function_version": os.environ.get("AWS_LAMBDA_FUNCTION_VERSION"),
+        "instance_id": INSTANCE_ID,
+        "host": _server["host"],
+        "port": _server["port"],
+        "started_at_ms": STARTED_AT_MS,
+    }
+
+
+def partition_id(topic: str, partition: str) -> tuple[str, int]:
+    """Validated path parameters; ``InvalidTopicName``/``InvalidPartition`` (400) otherwise."""
+    topic = validate_topic(unquote(topic))
+    if not re.fullmatch(r"[0-9]{1,10}", partition):
+        raise InvalidPartition(f"invalid partition {partition!r}: expected a non-negative decimal integer")
+    return topic, validate_partition(int(partition))
+
+
+def control_json(topic: str, partition: int, control: ControlRecord) -> dict[str, Any]:
+    return {
+        "topic": topic,
+        "partition": partition,
+        "log_state": control.log_state.value,
+        "high_watermark": control.high_watermark,
+        "next_offset": control.sequence_counter,
+    }
+
+
+def create_app() -> APIGatewayRestResolver:
+    app = create_resolver(telemetry, routes.ADMIN)
+
+    @app.get("/health")
+    def get_health() -> Response[str]:
+        return json_response(200, health(app.lambda_context.function_name))
+
+    @app.get("/topics")
+    def get_topics() -> Response[str]:
+        found = _service.get().catalog.partitions()
+        return json_response(200, {"topics": [{"topic": t, "partitions": p} for t, p in found.items()]})
+
+    @app.get("/topics/<topic>/partitions/<partition>")
+    def get_partition(topic: str, partition: str) -> Response[str]:
+        t, p = partition_id(topic, partition)
+        return json_response(200, _service.get().catalog.status(t, p).to_json())
+
+    @app.post("/topics/<topic>/partitions/<partition>/fence")
+    def fence(topic: str, partition: str) -> Response[str]:
+        t, p = partition_id(topic, partition)
+        return json_response(200, control_json(t, p, _service.get().writer.fence(t, p)))
+
+    @app.post("/topics/<topic>/partitions/<partition>/unfence")
+    def unfence(topic: str, partition: str) -> Response[str]:
+        t, p = partition_id(topic, partition)
+        return json_response(200, control_json(t, p, _service.get().writer.unfence(t, p)))
+
+    return app
+
+
+handler = resolver_handler(telemetry, create_app)

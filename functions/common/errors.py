@@ -1,0 +1,69 @@
+"""The one mapping from errors to HTTP answers, shared by every function and ``llog serve``.
+
+| error | status |
+|---|---|
+| ``RequestRejected`` (malformed request, over a limit) | its ``.status`` (400, 413) |
+| ``InvalidArgument`` (bad topic, partition, record) | 400 |
+| ``PartitionNotInitialized`` | 404 |
+| ``OffsetOutOfRange`` | 400 |
+| ``LogFenced`` | 409 |
+| any retriable ``LlogError`` (``OxiaUnavailable``, ``BlobStoreUnavailable``, | 503, ``Retry-After: 1`` |
+| ``BackPressureRejected``, ``AppendConflict``, ``AppendOutcomeUnknown``, ...) | |
+| anything else (``ConfigurationError``, ``CorruptData``, ``BlobNotFound``, a bug) | 500 |
+
+Bodies are ``{"error", "error_type", "retriable"}`` (``http_contract.error_body``
+plus whether retrying may help). Unexpected exceptions answer
+``InternalError`` without their message, which the function's log keeps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llog.errors import InvalidArgument, LlogError, LogFenced, OffsetOutOfRange, PartitionNotInitialized
+from llog.http_contract import RequestRejected, error_body
+
+RETRY_AFTER_S = 1
+
+
+def status_for(error: BaseException) -> int:
+    if isinstance(error, RequestRejected):
+        return error.status
+    if isinstance(error, InvalidArgument | OffsetOutOfRange):
+        return 400
+    if isinstance(error, PartitionNotInitialized):
+        return 404
+    if isinstance(error, LogFenced):
+        return 409
+    if isinstance(error, LlogError) and error.retriable:
+        return 503
+    return 500
+
+
+def error_type_of(error: BaseException) -> str:
+    return error.error_type if isinstance(error, LlogError) else "InternalError"
+
+
+def error_document(error: BaseException, request_id: str | None = None) -> dict[str, Any]:
+    if isinstance(error, LlogError):
+        doc = error_body(error)
+        doc["retriable"] = error.retriable
+        return doc
+    where = f" (request {request_id})" if request_id else ""
+    doc = error_body(f"internal error{where}", "InternalError")
+    doc["retriable"] = False
+    return doc
+
+
+def client_error(message: str, error_type: str) -> dict[str, Any]:
+    """The body of a 4xx decided outside the library (404 ``NotFound``, 405 ``MethodNotAllowed``)."""
+    doc = error_body(message, error_type)
+    doc["retriable"] = False
+    return doc
+
+
+def error_answer(error: BaseException, request_id: str | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """``(status, body, headers)`` for an error that ends a request."""
+    status = status_for(error)
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else {}
+    return status, error_document(error, request_id), headers

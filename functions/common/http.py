@@ -1,0 +1,119 @@
+"""What the three functions share around Powertools' ``APIGatewayRestResolver``.
+
+``create_resolver`` gives a resolver that answers, in JSON
+(``{"error", "error_type", "retriable"}``):
+
+* an unknown path with 404 (``NotFound``), a path of the function's with
+  another method (any method, TRACE included) with 405 (``MethodNotAllowed``,
+  with ``Allow``);
+* any exception with the status ``functions.common.errors`` maps it to
+  (Powertools' pydantic validation is not used: requests are parsed by
+  ``llog.http_contract``, whose rejections are the seed's 400/413).
+
+Resolvers keep the current request on themselves, so there is one per thread
+(``PerThread``): ``llog serve`` runs handlers on many threads at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from functions.common import routes
+from functions.common.errors import client_error, error_answer
+from functions.common.lazy import PerThread
+from functions.common.telemetry import Telemetry
+from llog.errors import LlogError
+from llog.http_contract import Limits, RequestRejected, parse_json_body
+
+JSON = "application/json"
+
+
+def json_response(status: int, doc: Any, headers: dict[str, str] | None = None) -> Response[str]:
+    # ensure_ascii=False: UTF-8 text stays 1-4 bytes a character instead of \\uXXXX (6-12),
+    # which matters under Lambda's 6 MB response limit.
+    body = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+    return Response(status_code=status, content_type=JSON, body=body, headers=headers)
+
+
+def request_body(event: APIGatewayProxyEvent) -> str | bytes | None:
+    """The raw body, base64-decoded when API Gateway passed it as binary."""
+    body = event.body
+    if body is None or not event.is_base64_encoded:
+        return body
+    try:
+        return base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        raise RequestRejected("the request body is marked base64-encoded but is not valid base64") from None
+
+
+def json_body(event: APIGatewayProxyEvent, limits: Limits) -> Any:
+    """The request's JSON document (``http_contract.parse_json_body``: 400/413 on bad input)."""
+    return parse_json_body(request_body(event), limits)
+
+
+def request_id(event: APIGatewayProxyEvent) -> str | None:
+    try:
+        return event.request_context.request_id
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
+def create_resolver(telemetry: Telemetry, function: str) -> APIGatewayRestResolver:
+    """A resolver with llog's error, 404 and 405 answers; the caller adds its routes."""
+    app = APIGatewayRestResolver()
+    logger = telemetry.logger
+
+    def on_error(exc: Exception) -> Response[str]:
+        status, body, headers = error_answer(exc, request_id(app.current_event))
+        if status >= 500 and not (isinstance(exc, LlogError) and exc.retriable):
+            logger.exception("request failed", extra={"status": status, "error_type": body["error_type"]})
+        else:
+            logger.warning(
+                "request answered with an error",
+                extra={"status": status, "error_type": body["error_type"], "error": body["error"]},
+            )
+        telemetry.errors([body["error_type"]])
+        return json_response(status, body, headers)
+
+    app.exception_handler(Exception)(on_error)
+
+    own_routes = [r for r in routes.ROUTES if r.function == function]
+
+    @app.not_found
+    def not_found(exc: NotFoundError) -> Response[str]:
+        # No route matched the method and path: 405 if the path is one of ours (any method), else 404.
+        event = app.current_event
+        allowed = tuple(r.method for r in own_routes if r.pattern.fullmatch(event.path))
+        if allowed:
+            telemetry.errors(["MethodNotAllowed"])
+            message = f"{event.http_method} is not allowed on {event.path}; use {', '.join(allowed)}"
+            return json_response(405, client_error(message, "MethodNotAllowed"), {"Allow": ", ".join(allowed)})
+        telemetry.errors(["NotFound"])
+        return json_response(404, client_error(f"no route for {event.http_method} {event.path}", "NotFound"))
+
+    return app
+
+
+def resolver_handler(telemetry: Telemetry, create_app: Callable[[], APIGatewayRestResolver]) -> Callable[
+    [dict[str, Any], LambdaContext], dict[str, Any]
+]:
+    """The Lambda handler: one resolver per thread, the request id echoed as ``X-Request-Id``."""
+    apps = PerThread(create_app)
+
+    def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        response = apps.get().resolve(event, context)
+        rid = (event.get("requestContext") or {}).get("requestId")
+        if rid:
+            response.setdefault("multiValueHeaders", {})["X-Request-Id"] = [str(rid)]
+        return response
+
+    return telemetry.lambda_handler(handler)

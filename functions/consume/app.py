@@ -1,0 +1,60 @@
+"""``POST /consume``: parse with ``llog.http_contract``, fetch with ``ConsumeService``, answer per seed 000.
+
+200 with one result per requested partition (records, ``high_watermark``,
+``next_fetch_offset``; failures such as ``OffsetOutOfRange`` or
+``OxiaUnavailable`` reported inline with ``ok: false``); 400/413 for a
+malformed request. Long-polls up to ``max_wait_ms`` (at most
+``LLOG_CONSUME_MAX_WAIT_MS``, below API Gateway's 29 s).
+
+No tail cache here: a consume function never sees the produce function's
+appends, so a cached "empty at the tail" would only delay long-polls.
+``llog serve`` injects a service sharing its producer's tail cache with
+``set_service``.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.metrics import MetricUnit
+
+from functions.common import routes
+from functions.common.http import create_resolver, json_body, json_response, resolver_handler
+from functions.common.lazy import Lazy
+from functions.common.telemetry import Telemetry
+from llog.consume import ConsumeService
+from llog.http_contract import Limits, consume_response, parse_consume_request
+
+telemetry = Telemetry(routes.CONSUME)
+_service: Lazy[ConsumeService] = Lazy(ConsumeService.from_env, ConsumeService.close)
+_limits: Lazy[Limits] = Lazy(Limits.from_env)
+
+
+def set_service(service: ConsumeService | None) -> None:
+    """Use ``service`` (owned by the caller) instead of one from the environment."""
+    _service.set(service)
+
+
+def reset() -> None:
+    """Forget the service (closing it if it was created here) and the limits."""
+    _service.reset()
+    _limits.reset()
+
+
+def create_app() -> APIGatewayRestResolver:
+    app = create_resolver(telemetry, routes.CONSUME)
+
+    @app.post("/consume")
+    def consume() -> Response[str]:
+        limits = _limits.get()
+        request = parse_consume_request(json_body(app.current_event, limits), limits)
+        results = _service.get().consume(request)
+        status, body = consume_response(results)
+        telemetry.metric("RecordsConsumed", MetricUnit.Count, sum(len(r.records) for r in results))
+        telemetry.metric("BytesConsumed", MetricUnit.Bytes, sum(r.nbytes for r in results))
+        telemetry.errors(None if r.error is None else r.error.error_type for r in results)
+        return json_response(status, body)
+
+    return app
+
+
+handler = resolver_handler(telemetry, create_app)

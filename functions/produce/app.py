@@ -1,0 +1,72 @@
+"""``POST /produce``: parse with ``llog.http_contract``, append with ``ProduceService``, answer per seed 000.
+
+200 when every partition's batch was appended, 409 for partial or other
+failures (each result says ``ok``, ``error_type``, ``error``, ``retriable``),
+503 when all failed with back-pressure; 400/413 for a malformed request,
+which writes nothing.
+
+The service is created on the first request of an execution environment
+(``ProduceService.from_env()``: one S3 PUT per request, partitions
+initialized on first write); ``llog serve`` injects its batching service with
+``set_service``.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.metrics import MetricUnit
+
+from functions.common import routes
+from functions.common.http import create_resolver, json_body, json_response, resolver_handler
+from functions.common.lazy import Lazy
+from functions.common.telemetry import Telemetry
+from llog.codec import Record
+from llog.http_contract import Limits, parse_produce_request, produce_response
+from llog.produce import ProduceService
+from llog.writer import SharedAppendGroup
+
+telemetry = Telemetry(routes.PRODUCE)
+_service: Lazy[ProduceService] = Lazy(ProduceService.from_env, ProduceService.close)
+_limits: Lazy[Limits] = Lazy(Limits.from_env)
+
+
+def set_service(service: ProduceService | None) -> None:
+    """Use ``service`` (owned by the caller) instead of one from the environment."""
+    _service.set(service)
+
+
+def reset() -> None:
+    """Forget the service (closing it if it was created here) and the limits."""
+    _service.reset()
+    _limits.reset()
+
+
+def group_bytes(group: SharedAppendGroup) -> int:
+    total = 0
+    for record in group.records:
+        if isinstance(record, Record):
+            total += len(record.value) + len(record.key or b"") + sum(len(n) + len(v) for n, v in record.headers)
+        else:
+            total += len(record)
+    return total
+
+
+def create_app() -> APIGatewayRestResolver:
+    app = create_resolver(telemetry, routes.PRODUCE)
+
+    @app.post("/produce")
+    def produce() -> Response[str]:
+        limits = _limits.get()
+        groups = parse_produce_request(json_body(app.current_event, limits), limits)
+        results = _service.get().produce(groups)
+        status, body = produce_response(results)
+        ok = [i for i, r in enumerate(results) if r.ok]
+        telemetry.metric("RecordsProduced", MetricUnit.Count, sum(results[i].count for i in ok))
+        telemetry.metric("BytesProduced", MetricUnit.Bytes, sum(group_bytes(groups[i]) for i in ok))
+        telemetry.errors(r.error_type for r in results)
+        return json_response(status, body)
+
+    return app
+
+
+handler = resolver_handler(telemetry, create_app)

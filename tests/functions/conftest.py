@@ -1,0 +1,129 @@
+"""Fixtures for the Lambda handler tests: environment, events, invocation, S3 object counts.
+
+Handlers read ``LLOG_*`` from the environment on first use and keep their
+services for the life of the "execution environment" (the module); every
+test gets a fresh environment (a unique ``LLOG_ROOT_PREFIX``, so S3 objects
+can be counted per test) and the handlers are reset after it.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from functions.admin import app as admin_app
+from functions.common.telemetry import LocalContext
+from functions.consume import app as consume_app
+from functions.produce import app as produce_app
+from llog.blob_store import BlobStore
+from llog.cli import LlogServer
+from llog.config import S3Config
+from llog.devstack import free_port
+from tests.conftest import BUCKET, OxiaServer
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+HANDLERS: dict[str, ModuleType] = {"produce": produce_app, "consume": consume_app, "admin": admin_app}
+
+
+def load_event(name: str, *, body: Any = None, raw_body: str | None = None, path: str | None = None) -> dict[str, Any]:
+    """An event from events/, optionally with another body (a document, or raw text) or path."""
+    event: dict[str, Any] = json.loads((EVENTS / f"{name}.json").read_text())
+    event = copy.deepcopy(event)
+    if body is not None:
+        event["body"], event["isBase64Encoded"] = json.dumps(body), False
+    if raw_body is not None:
+        event["body"], event["isBase64Encoded"] = raw_body, False
+    if path is not None:
+        event["path"] = path
+    event["requestContext"]["requestId"] = str(uuid.uuid4())
+    return event
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: Any
+    raw: dict[str, Any]
+
+
+def invoke(function: str, event: dict[str, Any]) -> Answer:
+    response = HANDLERS[function].handler(event, LocalContext(f"llog-{function}"))
+    headers = {k: v[-1] for k, v in (response.get("multiValueHeaders") or {}).items()}
+    text = response["body"]
+    if response.get("isBase64Encoded"):
+        text = base64.b64decode(text).decode()
+    assert headers.get("Content-Type") == "application/json"
+    return Answer(response["statusCode"], headers, json.loads(text), response)
+
+
+@dataclass
+class Env:
+    root: str
+    s3: S3Config
+
+    def objects(self) -> int:
+        """S3 objects under this test's root prefix."""
+        return sum(1 for _ in BlobStore(self.s3).list(BUCKET, f"{self.root}/"))
+
+
+@pytest.fixture(autouse=True)
+def _reset_handlers() -> Iterator[None]:
+    """A new execution environment per test, unless ``llog serve`` (test_openapi_fuzz) owns the handlers."""
+
+    def reset() -> None:
+        if LlogServer._active is None:
+            for module in HANDLERS.values():
+                module.reset()
+
+    reset()
+    yield
+    reset()
+
+
+@pytest.fixture
+def s3_env(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config) -> Env:
+    root = f"fn-{uuid.uuid4().hex[:12]}"
+    assert s3_config.endpoint_url is not None
+    for name, value in {
+        "LLOG_S3_BUCKET": BUCKET,
+        "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url,
+        "LLOG_S3_REGION_NAME": "us-east-1",
+        "LLOG_S3_ACCESS_KEY_ID": "testing",
+        "LLOG_S3_SECRET_ACCESS_KEY": "testing",
+        "LLOG_ROOT_PREFIX": root,
+    }.items():
+        monkeypatch.setenv(name, value)
+    for name in ("LLOG_MAX_REQUEST_BYTES", "LLOG_MAX_PARTITIONS_PER_REQUEST", "LLOG_CONSUME_MAX_WAIT_MS"):
+        monkeypatch.delenv(name, raising=False)
+    return Env(root, s3_config)
+
+
+@pytest.fixture
+def dead_oxia_env(monkeypatch: pytest.MonkeyPatch, s3_env: Env) -> Env:
+    """Oxia at a loopback port nobody listens on: every Oxia call fails fast with OxiaUnavailable."""
+    monkeypatch.setenv("LLOG_OXIA_SERVICE_ADDRESS", f"127.0.0.1:{free_port()}")
+    monkeypatch.setenv("LLOG_OXIA_CONNECT_TIMEOUT_MS", "300")
+    monkeypatch.setenv("LLOG_OXIA_REQUEST_TIMEOUT_MS", "500")
+    monkeypatch.setenv("LLOG_OXIA_CLOSE_TIMEOUT_MS", "500")
+    monkeypatch.setenv("LLOG_OXIA_MAX_RETRIES", "0")
+    return s3_env
+
+
+@pytest.fixture
+def oxia_env(monkeypatch: pytest.MonkeyPatch, s3_env: Env, oxia_server: OxiaServer) -> Env:
+    """The session's real Oxia server (skipped where none can be had)."""
+    monkeypatch.setenv("LLOG_OXIA_SERVICE_ADDRESS", oxia_server.address)
+    monkeypatch.setenv("LLOG_OXIA_CONNECT_TIMEOUT_MS", "5000")
+    monkeypatch.setenv("LLOG_OXIA_REQUEST_TIMEOUT_MS", "3000")
+    monkeypatch.setenv("LLOG_OXIA_CLOSE_TIMEOUT_MS", "3000")
+    return s3_env

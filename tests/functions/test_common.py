@@ -1,0 +1,238 @@
+"""Unit tests of functions/common: the error mapping, routes, events, lazy services."""
+
+from __future__ import annotations
+
+import base64
+import threading
+
+import pytest
+
+from functions.common import events, routes
+from functions.common.errors import error_answer, error_document, status_for
+from functions.common.lazy import Lazy, PerThread
+from llog.batching import BackPressureRejected
+from llog.errors import (
+    AppendConflict,
+    AppendOutcomeUnknown,
+    BatchTooLarge,
+    BlobNotFound,
+    BlobStoreUnavailable,
+    ConfigurationError,
+    CorruptBatch,
+    InconsistentReadState,
+    InvalidArgument,
+    InvalidPartition,
+    InvalidTopicName,
+    LlogError,
+    LogFenced,
+    OffsetOutOfRange,
+    OxiaUnavailable,
+    PartitionNotInitialized,
+    SessionExpired,
+    VersionConflict,
+)
+from llog.http_contract import RequestRejected
+
+# --- the one error mapping ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [
+        (RequestRejected("bad"), 400),
+        (RequestRejected("big", status=413, error_type="PayloadTooLarge"), 413),
+        (InvalidArgument("x"), 400),
+        (InvalidTopicName("x"), 400),
+        (InvalidPartition("x"), 400),
+        (BatchTooLarge("x"), 400),
+        (OffsetOutOfRange("t", 0, 9, 1, 3), 400),
+        (PartitionNotInitialized("t", 0), 404),
+        (LogFenced("t", 0), 409),
+        (OxiaUnavailable("x"), 503),
+        (BlobStoreUnavailable("x"), 503),
+        (BackPressureRejected("x"), 503),
+        (AppendConflict("x"), 503),
+        (AppendOutcomeUnknown("x"), 503),
+        (InconsistentReadState("x"), 503),
+        (SessionExpired("x"), 503),
+        (VersionConflict("x"), 503),
+        (ConfigurationError("LLOG_X is not set"), 500),
+        (CorruptBatch("x"), 500),
+        (BlobNotFound("x"), 500),
+        (LlogError("x"), 500),
+        (ValueError("x"), 500),
+    ],
+)
+def test_status_for(error, status):
+    assert status_for(error) == status
+
+
+def test_error_answers():
+    status, body, headers = error_answer(OxiaUnavailable("down"))
+    assert (status, body, headers) == (
+        503, {"error": "down", "error_type": "OxiaUnavailable", "retriable": True}, {"Retry-After": "1"}
+    )
+    status, body, headers = error_answer(RequestRejected("too many", error_type="LimitExceeded"))
+    assert (status, headers) == (400, {})
+    assert body == {"error": "too many", "error_type": "LimitExceeded", "retriable": False}
+
+
+def test_unexpected_exceptions_do_not_leak_their_message():
+    doc = error_document(KeyError("secret internals"), "req-1")
+    assert doc == {"error": "internal error (request req-1)", "error_type": "InternalError", "retriable": False}
+
+
+# --- routes ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "function", "resource", "params", "allowed"),
+    [
+        ("/produce", "produce", "/produce", None, ("POST",)),
+        ("/consume", "consume", "/consume", None, ("POST",)),
+        ("/health", "admin", "/health", None, ("GET",)),
+        ("/topics", "admin", "/topics", None, ("GET",)),
+        ("/topics/orders/partitions/3", "admin", "/topics/{topic}/partitions/{partition}",
+         {"topic": "orders", "partition": "3"}, ("GET",)),
+        ("/topics/o/partitions/x/fence", "admin", "/topics/{topic}/partitions/{partition}/fence",
+         {"topic": "o", "partition": "x"}, ("POST",)),
+        ("/topics/a/b/partitions/0", "admin", "/{proxy+}", {"proxy": "topics/a/b/partitions/0"}, ()),
+        ("/", "admin", "/{proxy+}", {"proxy": ""}, ()),
+        ("/produce/", "admin", "/{proxy+}", {"proxy": "produce/"}, ()),
+    ],
+)
+def test_routes_match(path, function, resource, params, allowed):
+    found = routes.match(path)
+    assert (found.function, found.resource, found.path_parameters, found.allowed_methods) == (
+        function, resource, params, allowed
+    )
+
+
+def test_every_route_has_a_function_and_a_powertools_rule():
+    assert {r.function for r in routes.ROUTES} == set(routes.FUNCTIONS)
+    assert routes.ROUTES[4].powertools_rule == "/topics/<topic>/partitions/<partition>"
+
+
+# --- events ---------------------------------------------------------------------------------------
+
+
+def test_rest_event_shape():
+    event = events.rest_event(
+        "POST", "/topics/orders/partitions/1/fence", headers=[("X-A", "1"), ("X-A", "2"), ("Host", "h")],
+        query="a=1&a=2&b=", body='{"x": 1}', stage="prod", request_id="r-1", source_ip="10.0.0.1",
+    )
+    assert event["resource"] == "/topics/{topic}/partitions/{partition}/fence"
+    assert event["pathParameters"] == {"topic": "orders", "partition": "1"}
+    assert event["headers"] == {"X-A": "2", "Host": "h"}
+    assert event["multiValueHeaders"] == {"X-A": ["1", "2"], "Host": ["h"]}
+    assert event["queryStringParameters"] == {"a": "2", "b": ""}
+    assert event["multiValueQueryStringParameters"] == {"a": ["1", "2"], "b": [""]}
+    assert (event["body"], event["isBase64Encoded"]) == ('{"x": 1}', False)
+    context = event["requestContext"]
+    assert (context["requestId"], context["stage"]) == ("r-1", "prod")
+    assert context["path"] == "/prod/topics/orders/partitions/1/fence"
+    assert context["identity"]["sourceIp"] == "10.0.0.1"
+
+
+def test_rest_event_bodies():
+    assert events.rest_event("GET", "/health")["body"] is None
+    assert events.rest_event("POST", "/produce", body=b"")["body"] is None
+    assert events.rest_event("POST", "/produce", body="é".encode())["body"] == "é"
+    binary = events.rest_event("POST", "/produce", body=b"\xff\x00")
+    assert (binary["body"], binary["isBase64Encoded"]) == (base64.b64encode(b"\xff\x00").decode(), True)
+    assert events.rest_event("GET", "/health")["headers"] is None
+
+
+def test_response_parts():
+    status, headers, body = events.response_parts(
+        {
+            "statusCode": 405,
+            "multiValueHeaders": {"Allow": ["POST"], "X": ["1", "2"]},
+            "headers": {"allow": "GET", "Y": "3"},
+            "body": "é",
+            "isBase64Encoded": False,
+        }
+    )
+    assert (status, body) == (405, "é".encode())
+    assert headers == [("Allow", "POST"), ("X", "1"), ("X", "2"), ("Y", "3")]
+    assert events.response_parts({"statusCode": 200, "body": "AAE=", "isBase64Encoded": True})[2] == b"\x00\x01"
+    assert events.response_parts({"statusCode": 204, "body": None}) == (204, [], b"")
+
+
+# --- lazy ---------------------------------------------------------------------------------------------
+
+
+def test_lazy_creates_once_and_closes_what_it_created():
+    created: list[object] = []
+    closed: list[object] = []
+
+    def factory() -> object:
+        created.append(object())
+        return created[-1]
+
+    lazy: Lazy[object] = Lazy(factory, closed.append)
+    assert lazy.peek() is None
+    first = lazy.get()
+    assert lazy.get() is first
+    assert len(created) == 1
+    lazy.reset()
+    assert closed == [first]
+    assert lazy.get() is not first
+
+
+def test_lazy_does_not_cache_a_failed_creation():
+    attempts = []
+
+    def factory() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ConfigurationError("LLOG_X is not set")
+        return "ok"
+
+    lazy: Lazy[str] = Lazy(factory)
+    with pytest.raises(ConfigurationError):
+        lazy.get()
+    assert lazy.get() == "ok"
+
+
+def test_lazy_injected_values_are_not_closed():
+    closed: list[str] = []
+    lazy: Lazy[str] = Lazy(lambda: "own", closed.append)
+    lazy.set("injected")
+    assert lazy.get() == "injected"
+    lazy.reset()
+    assert closed == []
+    assert lazy.get() == "own"
+
+
+def test_lazy_creates_once_under_concurrency():
+    created = []
+    barrier = threading.Barrier(8)
+
+    def factory() -> int:
+        created.append(1)
+        return len(created)
+
+    lazy: Lazy[int] = Lazy(factory)
+
+    def worker() -> None:
+        barrier.wait()
+        lazy.get()
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert created == [1]
+
+
+def test_per_thread_objects():
+    per: PerThread[object] = PerThread(object)
+    mine = per.get()
+    assert per.get() is mine
+    other: list[object] = []
+    t = threading.Thread(target=lambda: other.append(per.get()))
+    t.start()
+    t.join(5)
+    assert other[0] is not mine

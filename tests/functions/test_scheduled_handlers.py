@@ -1,0 +1,119 @@
+"""The compaction planner, compaction worker and GC handlers, driven by their events/ samples."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from functions.common.telemetry import LocalContext
+from functions.compaction_planner import app as planner_app
+from functions.compaction_worker import app as worker_app
+from functions.gc import app as gc_app
+from llog.errors import ConfigurationError, OxiaUnavailable
+from llog.reader import LogReader
+from llog.writer import LogWriter
+from tests.conftest import BUCKET
+from tests.functions.conftest import Env
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+
+
+def event(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((EVENTS / f"{name}.json").read_text())
+    return doc
+
+
+def task_event(topic: str, partition: int) -> dict[str, Any]:
+    doc = event("compaction_task")
+    doc["Records"][0]["body"] = json.dumps({"topic": topic, "partition": partition, "lag": 1})
+    return doc
+
+
+@pytest.fixture(autouse=True)
+def _fresh_environment() -> Iterator[None]:
+    for module in (planner_app, worker_app, gc_app):
+        module.reset()
+    yield
+    for module in (planner_app, worker_app, gc_app):
+        module.reset()
+
+
+@pytest.fixture
+def queue_url(monkeypatch: pytest.MonkeyPatch, s3_env: Env) -> str:
+    sqs = boto3.client("sqs", endpoint_url=s3_env.s3.endpoint_url, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    url: str = sqs.create_queue(QueueName=f"compaction-{s3_env.root}")["QueueUrl"]
+    monkeypatch.setenv("LLOG_COMPACTION_QUEUE_URL", url)
+    for name, value in {"AWS_ENDPOINT_URL_SQS": s3_env.s3.endpoint_url or "", "AWS_DEFAULT_REGION": "us-east-1",
+                        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(name, value)
+    return url
+
+
+def received(url: str, s3_env: Env) -> list[dict[str, Any]]:
+    sqs = boto3.client("sqs", endpoint_url=s3_env.s3.endpoint_url, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    return [json.loads(m["Body"]) for m in messages]
+
+
+# --- without Oxia ---------------------------------------------------------------------
+
+
+def test_a_poison_message_is_reported_as_a_batch_item_failure(dead_oxia_env: Env) -> None:
+    poison = event("compaction_task_poison")
+    response = worker_app.handler(poison, LocalContext("llog-compaction-worker"))
+    assert response == {"batchItemFailures": [{"itemIdentifier": poison["Records"][0]["messageId"]}]}
+
+
+def test_a_task_with_oxia_down_fails_its_item_so_sqs_retries_it(dead_oxia_env: Env) -> None:
+    task = event("compaction_task")
+    response = worker_app.handler(task, LocalContext("llog-compaction-worker"))
+    assert response["batchItemFailures"] == [{"itemIdentifier": task["Records"][0]["messageId"]}]
+
+
+def test_the_planner_fails_loudly_with_oxia_down(dead_oxia_env: Env, queue_url: str) -> None:
+    with pytest.raises(OxiaUnavailable):
+        planner_app.handler(event("compaction_schedule"), LocalContext("llog-compaction-planner"))
+
+
+def test_the_planner_needs_its_queue(dead_oxia_env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LLOG_COMPACTION_QUEUE_URL", raising=False)
+    with pytest.raises(ConfigurationError, match="LLOG_COMPACTION_QUEUE_URL"):
+        planner_app.enqueue([])  # nothing to send still needs to know where
+
+
+# --- with Oxia --------------------------------------------------------------------------
+
+
+@pytest.mark.oxia
+def test_planner_enqueues_and_worker_compacts(oxia_env: Env, queue_url: str) -> None:
+    writer = LogWriter.from_env()
+    topic = "orders"
+    writer.initialize_partition(topic, 0)
+    for i in range(3):
+        writer.append(topic, 0, [f"r{i}".encode()])
+
+    summary = planner_app.handler(event("compaction_schedule"), LocalContext("llog-compaction-planner"))
+    assert summary["enqueued"] >= 1
+    assert {"topic": topic, "partition": 0, "lag": 3} in received(queue_url, oxia_env)
+
+    response = worker_app.handler(task_event(topic, 0), LocalContext("llog-compaction-worker"))
+    assert response == {"batchItemFailures": []}
+    reader = LogReader.from_env()
+    assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"r0", b"r1", b"r2"]
+    assert reader.partition_info(topic, 0).control.high_watermark == 3
+    writer.close()
+    reader.close()
+
+
+@pytest.mark.oxia
+def test_gc_handler_reports_what_it_did(oxia_env: Env) -> None:
+    report = gc_app.handler(event("gc_schedule"), LocalContext("llog-gc"))
+    assert set(report) >= {"wal_blobs_deleted", "compacted_deleted", "errors"}
+    assert BUCKET

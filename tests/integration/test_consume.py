@@ -1,0 +1,286 @@
+"""The consume service (llog/consume.py), the produce service and the batching producer
+on a real Oxia server and moto S3.
+
+Storage work is counted with the stores' own ``OperationCounters``: a reader
+gets a ``BlobStore``/``OxiaStore`` of its own so its calls are the only ones
+counted.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from llog.batching import BatchingConfig, BatchingProducer
+from llog.blob_store import BlobStore
+from llog.codec import Record
+from llog.config import OxiaConfig, S3Config
+from llog.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
+from llog.oxia_store import OxiaStore
+from llog.produce import ProduceService
+from llog.reader import LogReader
+from llog.tail_cache import TailCache
+from llog.writer import AppendResult, LogWriter, SharedAppendGroup
+from tests.conftest import BUCKET
+
+pytestmark = pytest.mark.oxia
+
+MB = 1024 * 1024
+
+
+def request(
+    *parts: FetchPartition, max_wait_ms: int = 0, min_bytes: int = 1, max_bytes: int = 4 * MB
+) -> ConsumeRequest:
+    return ConsumeRequest(list(parts), max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes)
+
+
+def part(topic: str, partition: int = 0, offset: int = 1, max_bytes: int = MB) -> FetchPartition:
+    return FetchPartition(topic, partition, offset, max_bytes)
+
+
+def values(result: PartitionFetch) -> list[bytes]:
+    return [r.value for r in result.records]
+
+
+@pytest.fixture
+def reader_oxia(oxia_config: OxiaConfig) -> Iterator[OxiaStore]:
+    """An Oxia store used only by the consume service under test (its own counters)."""
+    with OxiaStore(oxia_config) as store:
+        yield store
+
+
+@pytest.fixture
+def reader_blobs(s3_config: S3Config) -> BlobStore:
+    return BlobStore(s3_config)
+
+
+@pytest.fixture
+def service(reader_oxia: OxiaStore, reader_blobs: BlobStore) -> ConsumeService:
+    return ConsumeService(LogReader(reader_oxia, reader_blobs))
+
+
+def test_partitions_sharing_one_wal_blob_fetch_it_once(
+    writer: LogWriter, service: ConsumeService, reader_blobs: BlobStore, topic: str
+) -> None:
+    for p in range(3):
+        writer.initialize_partition(topic, p)
+    groups = [SharedAppendGroup(topic, p, [f"{p}-a".encode(), f"{p}-b".encode()]) for p in range(3)]
+    results = writer.append_shared(groups)
+    assert len({r.wal_uri for r in results}) == 1
+
+    fetched = service.consume(request(*(part(topic, p) for p in range(3))))
+
+    assert [values(r) for r in fetched] == [[f"{p}-a".encode(), f"{p}-b".encode()] for p in range(3)]
+    ops = reader_blobs.counters.snapshot()
+    assert ops["range_get"].calls == 1, "three slices of one blob: one merged range GET"
+    assert "get" not in ops
+
+
+def test_partition_max_bytes_cuts_records(writer: LogWriter, service: ConsumeService, topic: str) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [bytes([i]) * 100 for i in range(10)])
+
+    (result,) = service.consume(request(part(topic, max_bytes=250)))
+
+    assert values(result) == [bytes([0]) * 100, bytes([1]) * 100]
+    assert result.next_fetch_offset == 3
+    assert result.high_watermark == 10
+
+
+def test_max_bytes_is_shared_by_the_partitions_of_a_request(
+    writer: LogWriter, service: ConsumeService, topic: str
+) -> None:
+    for p in (0, 1):
+        writer.initialize_partition(topic, p)
+        writer.append(topic, p, [b"x" * 100] * 3)
+
+    first, second = service.consume(request(part(topic, 0), part(topic, 1), max_bytes=250))
+
+    assert len(first.records) == 2
+    assert second.records == []
+    assert second.next_fetch_offset == 1
+    assert second.error is None
+
+
+def test_the_first_record_always_goes_out_however_large(
+    writer: LogWriter, service: ConsumeService, topic: str
+) -> None:
+    for p in (0, 1):
+        writer.initialize_partition(topic, p)
+        writer.append(topic, p, [b"y" * 1000, b"z"])
+
+    first, second = service.consume(request(part(topic, 0, max_bytes=10), part(topic, 1, max_bytes=10)))
+
+    assert values(first) == [b"y" * 1000]  # over partition_max_bytes, but a consumer must progress
+    assert second.records == []  # the rule holds for the first non-empty partition only
+
+
+def test_record_fields_round_trip(writer: LogWriter, service: ConsumeService, topic: str) -> None:
+    writer.initialize_partition(topic, 0)
+    sent = [Record(b"\x00\xff", b"k", (("h", b"\x01"), ("h2", b"")), 123), Record("é".encode())]
+    writer.append(topic, 0, sent)
+
+    (result,) = service.consume(request(part(topic)))
+
+    assert [(r.offset, r.value, r.key, r.headers) for r in result.records] == [
+        (1, b"\x00\xff", b"k", (("h", b"\x01"), ("h2", b""))),
+        (2, "é".encode(), None, ()),
+    ]
+    assert result.records[0].timestamp_ms == 123
+
+
+def test_long_poll_returns_as_soon_as_data_arrives(writer: LogWriter, service: ConsumeService, topic: str) -> None:
+    writer.initialize_partition(topic, 0)
+    timer = threading.Timer(0.3, writer.append, args=(topic, 0, [b"late"]))
+    start = time.monotonic()
+    timer.start()
+    (result,) = service.consume(request(part(topic), max_wait_ms=10_000))
+    elapsed = time.monotonic() - start
+    timer.join()
+
+    assert values(result) == [b"late"]
+    assert 0.25 < elapsed < 3, "returned when the record arrived, well before max_wait_ms"
+
+
+def test_long_poll_with_a_tail_cache_wakes_on_the_local_append(
+    oxia_store: OxiaStore, blob_store: BlobStore, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str
+) -> None:
+    cache = TailCache(MB)
+    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, commit_listener=cache.on_commit)
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"first"])
+    service = ConsumeService(LogReader(reader_oxia, reader_blobs), tail_cache=cache)
+
+    timer = threading.Timer(0.3, writer.append, args=(topic, 0, [b"second"]))
+    start = time.monotonic()
+    timer.start()
+    (result,) = service.consume(request(part(topic, offset=2), max_wait_ms=10_000))
+    elapsed = time.monotonic() - start
+    timer.join()
+
+    assert values(result) == [b"second"]
+    assert elapsed < 2
+    assert reader_oxia.counters.total_calls() == 0, "served from the tail cache: no Oxia call"
+    assert reader_blobs.counters.total_calls() == 0
+
+
+def test_long_poll_times_out_empty_at_max_wait(writer: LogWriter, service: ConsumeService, topic: str) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a"])
+    start = time.monotonic()
+    (result,) = service.consume(request(part(topic, offset=2), max_wait_ms=400))
+    elapsed = time.monotonic() - start
+
+    assert result.records == []
+    assert result.error is None
+    assert (result.high_watermark, result.next_fetch_offset) == (1, 2)
+    assert 0.4 <= elapsed < 3
+
+
+def test_offsets_out_of_range_are_reported_per_partition(
+    writer: LogWriter, service: ConsumeService, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a", b"b", b"c"])
+
+    # The HTTP contract names a partition once per request: one request per offset of partition 0.
+    (below,) = service.consume(request(part(topic, offset=0)))
+    (beyond,) = service.consume(request(part(topic, offset=5)))
+    tail, first = service.consume(request(part(topic, offset=4), part(topic, 1, offset=1)))
+
+    assert below.error is not None
+    assert below.error.error_type == "OffsetOutOfRange"
+    assert "[1, 3]" in str(below.error)
+    assert first.error is not None
+    assert first.error.error_type == "PartitionNotInitialized"
+    assert tail.error is None
+    assert tail.records == []
+    assert (tail.high_watermark, tail.next_fetch_offset) == (3, 4)
+    assert beyond.error is not None
+    assert beyond.error.error_type == "OffsetOutOfRange"
+
+
+def test_tail_cache_hits_avoid_oxia_and_s3(
+    oxia_store: OxiaStore, blob_store: BlobStore, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str
+) -> None:
+    cache = TailCache(MB)
+    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, commit_listener=cache.on_commit)
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a", b"b"])
+    writer.append(topic, 0, [b"c"])
+    service = ConsumeService(LogReader(reader_oxia, reader_blobs), tail_cache=cache)
+
+    (result,) = service.consume(request(part(topic)))
+
+    assert values(result) == [b"a", b"b", b"c"]
+    assert result.high_watermark == 3
+    assert cache.hits >= 2
+    assert reader_oxia.counters.total_calls() == 0
+    assert reader_blobs.counters.total_calls() == 0
+
+    # Known empty at the cached tail: the long-poll waits locally and reads Oxia once, at the end.
+    (empty,) = service.consume(request(part(topic, offset=4), max_wait_ms=300))
+    assert empty.records == []
+    assert reader_oxia.counters.snapshot()["get"].calls <= 2
+
+
+def test_a_cache_miss_falls_back_to_oxia_and_fills_the_cache(
+    writer: LogWriter, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a", b"b"])
+    cache = TailCache(MB)
+    service = ConsumeService(LogReader(reader_oxia, reader_blobs), tail_cache=cache)
+
+    (first,) = service.consume(request(part(topic)))
+    calls = reader_oxia.counters.total_calls()
+    (again,) = service.consume(request(part(topic)))
+
+    assert values(first) == values(again) == [b"a", b"b"]
+    assert calls > 0
+    assert reader_oxia.counters.total_calls() == calls, "the second read is a cache hit"
+
+
+def test_batching_producer_on_a_real_writer(writer: LogWriter, reader: LogReader, topic: str) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.initialize_partition(topic, 1)
+    batcher = BatchingProducer(writer, BatchingConfig(max_bytes=MB, max_delay_ms=200))
+    barrier = threading.Barrier(8)
+    out: dict[int, list[AppendResult]] = {}
+
+    def call(i: int) -> None:
+        barrier.wait()
+        out[i] = batcher.append_shared([SharedAppendGroup(topic, i % 2, [f"m{i}-{j}".encode() for j in range(3)])])
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    batcher.close()
+
+    assert batcher.flushes < 8
+    for i, (result,) in out.items():
+        assert result.start_offset is not None
+        assert result.end_offset is not None
+        got = [r.value for r in reader.read_range(topic, i % 2, result.start_offset, result.end_offset)]
+        assert got == [f"m{i}-{j}".encode() for j in range(3)]
+    assert reader.high_watermark(topic, 0) == reader.high_watermark(topic, 1) == 12
+
+
+def test_produce_service_initializes_partitions_once(
+    oxia_store: OxiaStore, blob_store: BlobStore, reader: LogReader, topic: str
+) -> None:
+    produce = ProduceService(LogWriter(oxia_store, blob_store, bucket=BUCKET))
+    first = produce.produce([SharedAppendGroup(topic, 0, [b"a"]), SharedAppendGroup(topic, 3, [b"b"])])
+    creates = oxia_store.counters.snapshot()["put"].calls
+    second = produce.produce([SharedAppendGroup(topic, 0, [b"c"])])
+
+    assert [(r.ok, r.start_offset) for r in first] == [(True, 1), (True, 1)]
+    assert (second[0].ok, second[0].start_offset) == (True, 2)
+    # The second produce only appends: 1 CAS reserve + 1 index create + 1 CAS clear, no initialization.
+    assert oxia_store.counters.snapshot()["put"].calls - creates == 3
+    assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"a", b"c"]

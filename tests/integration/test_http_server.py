@@ -1,0 +1,509 @@
+"""``llog serve`` (llog/cli.py) over real HTTP: the seed's curl requests, validation, metrics, shutdown.
+
+The server runs in a thread on a free port against the session's moto S3.
+Without Oxia (an unreachable address) it must still start and answer every
+request that needs no Oxia; the Oxia-backed tests use the real server.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from functions.consume import app as consume_app
+from functions.produce import app as produce_app
+from llog.cli import LlogServer, main, prometheus_text
+from llog.config import S3Config
+from llog.devstack import free_port
+from tests.conftest import BUCKET, OxiaServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The request bodies of the seed's curl examples (seed 003), verbatim.
+SEED_PRODUCE = """{
+    "topic_partitions": [
+      {
+        "topic": "orders",
+        "partition": 0,
+        "records": ["alpha", "beta"]
+      },
+      {
+        "topic": "orders",
+        "partition": 1,
+        "records": [{"base64": "AAE="}]
+      }
+    ]
+  }"""
+SEED_CONSUME = """{
+    "topic_partitions": [
+      {
+        "topic": "orders",
+        "partition": 0,
+        "fetch_offset": 1,
+        "partition_max_bytes": 1048576
+      },
+      {
+        "topic": "orders",
+        "partition": 1,
+        "fetch_offset": 1
+      }
+    ],
+    "max_wait_ms": 250,
+    "min_bytes": 1,
+    "max_bytes": 4194304
+  }"""
+
+
+def base_env(s3_config: S3Config, root: str) -> dict[str, str]:
+    assert s3_config.endpoint_url is not None
+    return {
+        "LLOG_S3_BUCKET": BUCKET,
+        "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url,
+        "LLOG_S3_REGION_NAME": "us-east-1",
+        "LLOG_S3_ACCESS_KEY_ID": "testing",
+        "LLOG_S3_SECRET_ACCESS_KEY": "testing",
+        "LLOG_ROOT_PREFIX": root,
+        "LLOG_BATCH_MAX_DELAY_MS": "20",
+    }
+
+
+def dead_oxia_env() -> dict[str, str]:
+    return {
+        "LLOG_OXIA_SERVICE_ADDRESS": f"127.0.0.1:{free_port()}",
+        "LLOG_OXIA_CONNECT_TIMEOUT_MS": "300",
+        "LLOG_OXIA_REQUEST_TIMEOUT_MS": "500",
+        "LLOG_OXIA_CLOSE_TIMEOUT_MS": "500",
+        "LLOG_OXIA_MAX_RETRIES": "0",
+    }
+
+
+def start_server(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> LlogServer:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return LlogServer("127.0.0.1", 0).start()
+
+
+@pytest.fixture
+def root() -> str:
+    return f"srv-{uuid.uuid4().hex[:12]}"
+
+
+
+def storage_calls(srv: LlogServer) -> tuple[int, int]:
+    return srv.services.oxia.counters.total_calls(), srv.services.blobs.counters.total_calls()
+
+
+def request_counts(srv: LlogServer) -> dict[tuple[str, str, int], int]:
+    return {(r["method"], r["route"], r["status"]): r["count"] for r in srv.metrics()["http"]["requests"]}
+
+
+@pytest.fixture
+def live_server(
+    monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str, oxia_server: OxiaServer
+) -> Iterator[LlogServer]:
+    srv = start_server(monkeypatch, {**base_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address})
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+
+
+def call(
+    srv: LlogServer, method: str, path: str, body: str | bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    data = body.encode() if isinstance(body, str) else body
+    req = urllib.request.Request(srv.url + path, data=data, method=method, headers=headers or {})
+    if data is not None:
+        req.add_header("content-type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers), exc.read()
+
+
+def call_json(srv: LlogServer, method: str, path: str, body: str | bytes | None = None) -> tuple[int, Any]:
+    status, headers, raw = call(srv, method, path, body)
+    assert headers["Content-Type"] == "application/json"
+    return status, json.loads(raw)
+
+
+# --- without Oxia: servers of their own -------------------------------------------------------
+
+
+def test_the_server_starts_without_contacting_oxia(monkeypatch, s3_config, root):
+    start = time.monotonic()
+    srv = start_server(monkeypatch, {**base_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": "203.0.113.1:6648"})
+    try:
+        status, body = call_json(srv, "GET", "/health")
+        assert time.monotonic() - start < 5
+        assert status == 200
+        assert body["status"] == "ok"
+        assert (body["host"], body["port"]) == ("127.0.0.1", srv.port)
+        assert srv.services.oxia.counters.total_calls() == 0
+    finally:
+        srv.shutdown()
+
+
+def test_the_llog_package_and_its_cli_do_not_import_powertools_or_the_functions():
+    code = (
+        "import sys, llog, llog.cli;"
+        "bad = [m for m in sys.modules if m.startswith(('aws_lambda_powertools', 'functions'))];"
+        "assert not bad, bad"
+    )
+    # Run outside the checkout's root so that "functions" is not importable by accident.
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT / "docs", capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_prometheus_labels_are_escaped():
+    doc = {
+        "server": {"started_at_ms": 1_000},
+        "http": {"requests": [{"method": "GET", "route": '/a"b\\c\nd', "status": 200, "count": 2, "seconds": 0.5}]},
+        "oxia": {}, "s3": {},
+        "batcher": {"flushes": 0, "rejected": 0, "buffered_bytes": 0},
+        "tail_cache": {"hits": 0, "misses": 0, "bytes": 0, "max_bytes": 0},
+    }
+    assert 'route="/a\\"b\\\\c\\nd"' in prometheus_text(doc)
+
+
+def test_shutdown_closes_the_services_and_uninstalls_them(monkeypatch, s3_config, root):
+    srv = start_server(monkeypatch, {**base_env(s3_config, root), **dead_oxia_env()})
+    assert produce_app._service.peek() is srv.services.produce
+    srv.shutdown()
+    assert produce_app._service.peek() is None
+    assert consume_app._service.peek() is None
+    with pytest.raises(Exception, match="closed"):
+        srv.services.batcher.append_shared([])
+    with pytest.raises(urllib.error.URLError, match="refused"):
+        urllib.request.urlopen(srv.url + "/health", timeout=2)
+
+
+def test_missing_configuration_stops_the_command(monkeypatch, capsys):
+    monkeypatch.delenv("LLOG_OXIA_SERVICE_ADDRESS", raising=False)
+    monkeypatch.setenv("LLOG_S3_BUCKET", BUCKET)
+    assert main(["serve", "--port", "0"]) == 2
+    assert "LLOG_OXIA_SERVICE_ADDRESS" in capsys.readouterr().err
+
+
+def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root):
+    env = {**os.environ, **base_env(s3_config, root), **dead_oxia_env()}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llog.cli", "serve", "--port", "0"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        url = None
+        deadline = time.monotonic() + 30
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if "listening on" in line:
+                url = line.split("listening on ", 1)[1].split()[0]
+        assert url is not None, "llog serve did not start"
+        with urllib.request.urlopen(url + "/health", timeout=5) as resp:
+            assert json.loads(resp.read())["status"] == "ok"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        assert "shutting down" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
+# --- without Oxia: one server for the class -------------------------------------------------------
+
+
+@pytest.fixture(scope="class")
+def server(s3_config: S3Config) -> Iterator[LlogServer]:
+    """One server with Oxia unreachable for the tests of a class (they compare counters by deltas).
+
+    Handlers are process-wide, so one server runs at a time: it stops at the
+    end of the class, before the tests below start theirs.
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        srv = start_server(mp, {**base_env(s3_config, f"srv-{uuid.uuid4().hex[:12]}"), **dead_oxia_env()})
+        try:
+            yield srv
+        finally:
+            srv.shutdown()
+
+
+class TestWithoutOxia:
+    """Requests that need no Oxia, over real HTTP."""
+
+    def test_the_seed_produce_with_oxia_down_is_409_per_partition(self, server):
+        status, body = call_json(server, "POST", "/produce", SEED_PRODUCE)
+        assert status == 409
+        assert [(r["partition"], r["error_type"], r["retriable"]) for r in body["results"]] == [
+            (0, "OxiaUnavailable", True),
+            (1, "OxiaUnavailable", True),
+        ]
+
+
+    def test_the_seed_consume_with_oxia_down_reports_each_partition(self, server):
+        status, body = call_json(server, "POST", "/consume", SEED_CONSUME)
+        assert status == 200
+        assert [r["error_type"] for r in body["results"]] == ["OxiaUnavailable", "OxiaUnavailable"]
+
+
+    def test_topics_with_oxia_down_is_503(self, server):
+        status, headers, raw = call(server, "GET", "/topics")
+        assert status == 503
+        assert headers["Retry-After"] == "1"
+        assert json.loads(raw)["error_type"] == "OxiaUnavailable"
+
+
+    @pytest.mark.parametrize(
+        ("method", "path", "body", "status", "error_type"),
+        [
+            ("POST", "/produce", '{"topic_partitions": [', 400, "InvalidRequest"),
+            ("POST", "/produce", '{"topic_partitions": []}', 400, "InvalidRequest"),
+            ("POST", "/produce", '{"topic_partitions": [{"topic": "orders", "partition": -1, "records": ["a"]}]}', 400,
+             "InvalidRequest"),
+            ("POST", "/produce", '{"topic_partitions": [{"topic": "o", "partition": 0, "records": [{"base64": "%"}]}]}',
+             400, "InvalidRequest"),
+            ("POST", "/produce", None, 400, "InvalidRequest"),
+            ("POST", "/produce", b"\xff\xfe not utf-8", 400, "InvalidRequest"),
+            ("POST", "/consume", '{"topic_partitions": [{"topic": "a/b", "partition": 0, "fetch_offset": 1}]}', 400,
+             "InvalidTopicName"),
+            ("GET", "/nope", None, 404, "NotFound"),
+            ("GET", "/topics/orders/partitions/x", None, 400, "InvalidPartition"),
+            ("DELETE", "/produce", None, 405, "MethodNotAllowed"),
+            ("GET", "/consume", None, 405, "MethodNotAllowed"),
+            ("POST", "/metrics/other", "{}", 404, "NotFound"),
+        ],
+    )
+    def test_rejections_over_http(self, server, method, path, body, status, error_type):
+        before = storage_calls(server)
+        got_status, got = call_json(server, method, path, body)
+        assert got_status == status
+        assert got["error_type"] == error_type
+        assert got["retriable"] is False
+        assert storage_calls(server) == before, "a rejected request reached no store"
+
+
+    def test_405_names_the_allowed_methods(self, server):
+        status, headers, _ = call(server, "PUT", "/topics/orders/partitions/0/fence")
+        assert status == 405
+        assert headers["Allow"] == "POST"
+
+
+    def test_head_is_get_without_a_body(self, server):
+        status, headers, raw = call(server, "HEAD", "/health")
+        assert status == 200
+        assert raw == b""
+        assert int(headers["Content-Length"]) > 0
+
+
+    def test_a_body_over_the_limit_is_refused_from_its_content_length(self, server):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.putrequest("POST", "/produce")
+        conn.putheader("Content-Type", "application/json")
+        conn.putheader("Content-Length", str(6 * 1024 * 1024 + 1))
+        conn.endheaders()  # the body is never sent: the server answers from the header
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+        conn.close()
+        assert resp.status == 413
+        assert body["error_type"] == "PayloadTooLarge"
+        assert "LLOG_MAX_REQUEST_BYTES" in body["error"]
+
+
+    def test_a_chunked_body_is_411(self, server):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("POST", "/produce", body=iter([b"{}"]), headers={"Transfer-Encoding": "chunked"})
+        resp = conn.getresponse()
+        assert resp.status == 411
+        assert json.loads(resp.read())["error_type"] == "LengthRequired"
+        conn.close()
+
+
+    def test_keep_alive_serves_several_requests_on_one_connection(self, server):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        for _ in range(3):
+            conn.request("GET", "/health")
+            resp = conn.getresponse()
+            assert resp.status == 200
+            resp.read()
+        conn.close()
+
+
+    def test_a_body_on_any_route_is_consumed_so_keep_alive_stays_in_step(self, server):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        for method, path, expected in [("GET", "/metrics", 200), ("GET", "/health", 200), ("POST", "/nope", 404)]:
+            conn.request(method, path, body=b'{"ignored": true}', headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            assert resp.status == expected
+            json.loads(resp.read())
+        conn.close()
+
+    def test_metrics_json(self, server):
+        before = request_counts(server)
+        call(server, "POST", "/produce", SEED_PRODUCE)
+        call(server, "POST", "/produce", "{")
+        call(server, "GET", "/nope")
+        status, doc = call_json(server, "GET", "/metrics")
+
+        assert status == 200
+        requests = {(r["method"], r["route"], r["status"]): r["count"] for r in doc["http"]["requests"]}
+        for key in [("POST", "/produce", 409), ("POST", "/produce", 400), ("GET", "/{proxy+}", 404)]:
+            assert requests[key] == before.get(key, 0) + 1
+        assert doc["oxia"]["put"]["errors"] >= 1
+        batcher_fields = {"flushes", "rejected", "buffered_bytes", "max_bytes", "max_delay_ms", "max_buffer_bytes"}
+        assert set(doc["batcher"]) == batcher_fields
+        assert doc["batcher"]["max_delay_ms"] == 20
+        assert set(doc["tail_cache"]) == {"enabled", "hits", "misses", "bytes", "max_bytes"}
+        assert doc["tail_cache"]["max_bytes"] == 512 * 1024 * 1024
+        assert doc["server"]["port"] == server.port
+
+
+    def test_metrics_prometheus(self, server):
+        call(server, "POST", "/produce", SEED_PRODUCE)
+        status, headers, raw = call(server, "GET", "/metrics/prometheus")
+        text = raw.decode()
+        assert status == 200
+        assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        assert re.search(r'^llog_http_requests_total\{method="POST",route="/produce",status="409"\} [1-9]', text, re.M)
+        assert 'llog_storage_operation_errors_total{store="oxia",op="put"}' in text
+        assert "# TYPE llog_batcher_flushes_total counter" in text
+        assert "llog_tail_cache_max_bytes 536870912" in text
+        for line in text.splitlines():
+            assert line.startswith("#") or len(line.rsplit(" ", 1)) == 2
+            if not line.startswith("#"):
+                float(line.rsplit(" ", 1)[1])
+
+    def test_one_server_per_process(self, server):
+        with pytest.raises(RuntimeError, match="already runs"):
+            LlogServer("127.0.0.1", 0)
+
+    def test_openapi_document(self, server):
+        status, headers, raw = call(server, "GET", "/openapi.json")
+        assert status == 200
+        assert json.loads(raw) == json.loads((ROOT / "docs" / "openapi.json").read_text())
+
+
+    def test_concurrent_requests_each_get_their_own_answer(self, server):
+        failures: list[str] = []
+
+        def worker(i: int) -> None:
+            body = json.dumps({"topic_partitions": [{"topic": f"bad/{i}", "partition": 0, "records": ["a"]}]})
+            for _ in range(5):
+                status, doc = call_json(server, "POST", "/produce", body)
+                if status != 400 or f"'bad/{i}'" not in doc["error"]:
+                    failures.append(f"{i}: {status} {doc}")
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert failures == []
+
+
+# --- with Oxia --------------------------------------------------------------------------------------
+
+
+@pytest.mark.oxia
+def test_the_seed_curl_requests(live_server):
+    status, produced = call_json(live_server, "POST", "/produce", SEED_PRODUCE)
+    assert status == 200, produced
+    assert [(r["start_offset"], r["end_offset"]) for r in produced["results"]] == [(1, 2), (1, 1)]
+
+    status, consumed = call_json(live_server, "POST", "/consume", SEED_CONSUME)
+    assert status == 200
+    p0, p1 = consumed["results"]
+    assert [r["value"] for r in p0["records"]] == ["alpha", "beta"]
+    assert [r["value"] for r in p1["records"]] == [{"base64": "AAE="}]
+    assert (p0["next_fetch_offset"], p1["next_fetch_offset"]) == (3, 2)
+
+    metrics = call_json(live_server, "GET", "/metrics")[1]
+    assert metrics["tail_cache"]["hits"] >= 2, "the consume was served from what this process produced"
+    assert metrics["batcher"]["flushes"] == 1
+    assert metrics["s3"]["put"]["calls"] == 1
+
+
+@pytest.mark.oxia
+def test_concurrent_produce_requests_share_wal_blobs(live_server):
+    n = 16
+    barrier = threading.Barrier(n)
+    results: list[Any] = []
+
+    def produce(i: int) -> None:
+        barrier.wait()
+        body = json.dumps({"topic_partitions": [{"topic": "orders", "partition": i % 2, "records": [f"m{i}"]}]})
+        results.append(call_json(live_server, "POST", "/produce", body))
+
+    threads = [threading.Thread(target=produce, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert all(status == 200 for status, _ in results)
+    offsets = sorted((doc["results"][0]["partition"], doc["results"][0]["start_offset"]) for _, doc in results)
+    assert offsets == sorted((p, o) for p in (0, 1) for o in range(1, n // 2 + 1))
+    metrics = call_json(live_server, "GET", "/metrics")[1]
+    assert metrics["batcher"]["flushes"] < n
+    assert metrics["s3"]["put"]["calls"] == metrics["batcher"]["flushes"]
+
+
+@pytest.mark.oxia
+def test_a_long_poll_wakes_on_a_produce_in_the_same_process(live_server):
+    assert call_json(live_server, "POST", "/produce", SEED_PRODUCE)[0] == 200
+    body = json.dumps(
+        {"topic_partitions": [{"topic": "orders", "partition": 0, "fetch_offset": 3}], "max_wait_ms": 10_000}
+    )
+    timer = threading.Timer(0.3, call, args=(live_server, "POST", "/produce", SEED_PRODUCE))
+    start = time.monotonic()
+    timer.start()
+    status, doc = call_json(live_server, "POST", "/consume", body)
+    elapsed = time.monotonic() - start
+    timer.join()
+    assert status == 200
+    assert [r["value"] for r in doc["results"][0]["records"]] == ["alpha", "beta"]
+    assert elapsed < 3
+
+
+@pytest.mark.oxia
+def test_fence_over_http(live_server):
+    call_json(live_server, "POST", "/produce", SEED_PRODUCE)
+    assert call_json(live_server, "POST", "/topics/orders/partitions/1/fence")[1]["log_state"] == "FENCED"
+    status, doc = call_json(live_server, "POST", "/produce", SEED_PRODUCE)
+    assert status == 409
+    assert [r["ok"] for r in doc["results"]] == [True, False]
+    assert doc["results"][1]["error_type"] == "LogFenced"
+    assert call_json(live_server, "GET", "/topics")[1] == {"topics": [{"topic": "orders", "partitions": [0, 1]}]}
+
+
+@pytest.mark.oxia
+def test_shutdown_lets_a_long_poll_finish(live_server):
+    call_json(live_server, "POST", "/produce", SEED_PRODUCE)
+    body = json.dumps(
+        {"topic_partitions": [{"topic": "orders", "partition": 0, "fetch_offset": 3}], "max_wait_ms": 1000}
+    )
+    out: list[Any] = []
+    poll = threading.Thread(target=lambda: out.append(call_json(live_server, "POST", "/consume", body)))
+    poll.start()
+    time.sleep(0.2)
+    live_server.shutdown()
+    poll.join(10)
+    assert out
+    assert out[0][0] == 200

@@ -1,0 +1,298 @@
+"""Unit tests of ``BatchingProducer`` (llog/batching.py): coalescing, ordering, fan-out, flush triggers,
+back-pressure, validation, close.
+
+The batcher only needs its writer's ``root`` and ``append_shared(groups)``.
+``RecordingWriter`` below provides exactly that: it records every call and
+numbers each partition's records from 1, as the log would. It stands in for
+the writer's interface only (no Oxia, no S3 behaviour is imitated); the same
+batcher on a real writer and Oxia is exercised in
+tests/integration/test_consume.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, cast
+
+import pytest
+
+from llog.batching import BackPressureRejected, BatchingConfig, BatchingProducer
+from llog.codec import Record
+from llog.errors import InvalidArgument, InvalidTopicName, LlogError, LogFenced
+from llog.writer import AppendResult, LogWriter, SharedAppendGroup
+
+
+class RecordingWriter:
+    root = "llog"
+
+    def __init__(self, *, gate: threading.Event | None = None, fail: dict[tuple[str, int], LlogError] | None = None):
+        self.calls: list[list[SharedAppendGroup]] = []
+        self.next_offset: dict[tuple[str, int], int] = {}
+        self.gate = gate
+        self.fail = fail or {}
+        self.raise_exc: BaseException | None = None
+        self.entered = threading.Event()
+
+    def append_shared(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]:
+        self.entered.set()
+        if self.gate is not None:
+            assert self.gate.wait(10), "test gate never opened"
+        self.calls.append(list(groups))
+        if self.raise_exc is not None:
+            raise self.raise_exc
+        results = []
+        for g in groups:
+            pid = (g.topic, g.partition)
+            if pid in self.fail:
+                results.append(AppendResult(g.topic, g.partition, len(g.records), error=self.fail[pid]))
+                continue
+            start = self.next_offset.get(pid, 1)
+            end = start + len(g.records) - 1
+            self.next_offset[pid] = end + 1
+            results.append(
+                AppendResult(
+                    g.topic, g.partition, len(g.records), start, end,
+                    f"llog/{g.topic}/partitions/{g.partition}/index/{end:020d}", "s3://bucket/llog/wal-shared/x",
+                )
+            )
+        return results
+
+    def records_of(self, topic: str, partition: int) -> list[Any]:
+        """Every record the writer received for a partition, in offset order."""
+        pid = (topic, partition)
+        return [r for call in self.calls for g in call if (g.topic, g.partition) == pid for r in g.records]
+
+
+def producer(writer: RecordingWriter, **config: int) -> BatchingProducer:
+    return BatchingProducer(cast(LogWriter, writer), BatchingConfig(**config))
+
+
+def run_in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+
+    def target() -> None:
+        try:
+            out.append(fn(*args))
+        except BaseException as exc:
+            out.append(exc)
+
+    t = threading.Thread(target=target)
+    t.start()
+    return t, out
+
+
+def wait_until(predicate: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.002)
+
+
+@pytest.fixture
+def writer() -> RecordingWriter:
+    return RecordingWriter()
+
+
+def test_a_single_call_is_one_flush_with_its_offsets(writer):
+    batcher = producer(writer, max_delay_ms=0)
+    try:
+        (result,) = batcher.append_shared([SharedAppendGroup("orders", 0, [b"a", b"b"])])
+    finally:
+        batcher.close()
+    assert (result.ok, result.start_offset, result.end_offset, result.count) == (True, 1, 2, 2)
+    assert result.index_key == "llog/orders/partitions/0/index/00000000000000000002"
+    assert batcher.flushes == 1
+    assert len(writer.calls) == 1
+
+
+def test_concurrent_calls_coalesce_into_one_append_and_each_gets_its_own_offsets(writer):
+    batcher = producer(writer, max_delay_ms=300, max_bytes=1 << 20)
+    n = 12
+    barrier = threading.Barrier(n)
+
+    def call(i: int) -> list[AppendResult]:
+        barrier.wait()
+        groups = [SharedAppendGroup("orders", i % 3, [f"{i}-{j}".encode() for j in range(i % 4 + 1)])]
+        if i % 2:
+            groups.append(SharedAppendGroup("audit", 0, [f"audit-{i}".encode()]))
+        return batcher.append_shared(groups)
+
+    threads = [run_in_thread(call, i) for i in range(n)]
+    for t, _ in threads:
+        t.join(10)
+    batcher.close()
+
+    assert len(writer.calls) == 1, "all calls arrived within max_delay_ms: one shared append"
+    assert batcher.flushes == 1
+    (call_groups,) = writer.calls
+    # One merged group per partition.
+    merged = sorted((g.topic, g.partition) for g in call_groups)
+    assert merged == [("audit", 0), ("orders", 0), ("orders", 1), ("orders", 2)]
+    for i, (_, out) in enumerate(threads):
+        (results,) = out
+        assert all(r.ok for r in results)
+        # Fan-out: each caller's offsets point at exactly its own records.
+        for r in results:
+            received = writer.records_of(r.topic, r.partition)[r.start_offset - 1 : r.end_offset]
+            if r.topic == "orders":
+                assert received == [f"{i}-{j}".encode() for j in range(i % 4 + 1)]
+            else:
+                assert received == [f"audit-{i}".encode()]
+    # Offsets of one partition are disjoint and contiguous from 1.
+    for pid in [("orders", 0), ("orders", 1), ("orders", 2), ("audit", 0)]:
+        spans = sorted(
+            (r.start_offset, r.end_offset) for _, out in threads for r in out[0] if (r.topic, r.partition) == pid
+        )
+        assert spans[0][0] == 1
+        assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans))
+
+
+def test_records_keep_arrival_order_across_callers(writer):
+    batcher = producer(writer, max_delay_ms=200)
+    first, first_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"first"])])
+    wait_until(lambda: batcher.buffered_bytes > 0)
+    second = batcher.append_shared([SharedAppendGroup("orders", 0, [b"second", b"third"])])
+    first.join(5)
+    batcher.close()
+    assert len(writer.calls) == 1
+    assert writer.records_of("orders", 0) == [b"first", b"second", b"third"]
+    assert (first_out[0][0].start_offset, second[0].start_offset, second[0].end_offset) == (1, 2, 3)
+
+
+def test_a_caller_repeating_a_partition_gets_consecutive_slices(writer):
+    batcher = producer(writer, max_delay_ms=0)
+    results = batcher.append_shared(
+        [SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("orders", 0, [b"b", b"c"])]
+    )
+    batcher.close()
+    assert [(r.start_offset, r.end_offset) for r in results] == [(1, 1), (2, 3)]
+
+
+def test_sequential_calls_get_increasing_offsets(writer):
+    batcher = producer(writer, max_delay_ms=0)
+    spans = [batcher.append_shared([SharedAppendGroup("orders", 0, [b"x"] * k)])[0] for k in (1, 3, 2)]
+    batcher.close()
+    assert [(r.start_offset, r.end_offset) for r in spans] == [(1, 1), (2, 4), (5, 6)]
+
+
+def test_flushes_as_soon_as_max_bytes_is_buffered(writer):
+    batcher = producer(writer, max_bytes=10, max_delay_ms=60_000)
+    start = time.monotonic()
+    (result,) = batcher.append_shared([SharedAppendGroup("orders", 0, [b"x" * 10])])
+    elapsed = time.monotonic() - start
+    batcher.close()
+    assert result.ok
+    assert elapsed < 5, "a full batch must not wait for max_delay_ms"
+
+
+def test_flushes_after_max_delay_when_under_max_bytes(writer):
+    batcher = producer(writer, max_bytes=1 << 20, max_delay_ms=150)
+    start = time.monotonic()
+    (result,) = batcher.append_shared([SharedAppendGroup("orders", 0, [b"x"])])
+    elapsed = time.monotonic() - start
+    batcher.close()
+    assert result.ok
+    assert 0.14 <= elapsed < 5
+
+
+def test_a_full_buffer_rejects_with_back_pressure_and_writes_nothing_for_it():
+    gate = threading.Event()
+    writer = RecordingWriter(gate=gate)
+    batcher = producer(writer, max_bytes=1, max_delay_ms=0, max_buffer_bytes=10)
+    blocked, blocked_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"12345"])])
+    assert writer.entered.wait(5)  # the flusher is busy writing the first call
+    queued, queued_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"12345678"])])
+    wait_until(lambda: batcher.buffered_bytes == 8)
+
+    refused = batcher.append_shared([SharedAppendGroup("orders", 0, [b"abc"]), SharedAppendGroup("audit", 1, [b"d"])])
+
+    assert [r.error_type for r in refused] == ["BackPressureRejected", "BackPressureRejected"]
+    assert all(isinstance(r.error, BackPressureRejected) and r.error.retriable for r in refused)
+    assert "LLOG_BATCH_MAX_BUFFER_BYTES" in str(refused[0].error)
+    assert [(r.topic, r.partition, r.count) for r in refused] == [("orders", 0, 1), ("audit", 1, 1)]
+    assert batcher.rejected == 1
+    gate.set()
+    blocked.join(5)
+    queued.join(5)
+    batcher.close()
+    assert blocked_out[0][0].ok
+    assert queued_out[0][0].ok
+    assert writer.records_of("orders", 0) == [b"12345", b"12345678"]  # never b"abc"
+    assert writer.records_of("audit", 1) == []
+
+
+@pytest.mark.parametrize(
+    ("groups", "error"),
+    [
+        ([SharedAppendGroup("bad/topic", 0, [b"x"])], InvalidTopicName),
+        ([SharedAppendGroup("orders", -1, [b"x"])], InvalidArgument),
+        ([SharedAppendGroup("orders", 0, [])], InvalidArgument),
+        ([SharedAppendGroup("orders", 0, [Record(b"x", timestamp_ms=2**63)])], InvalidArgument),
+        ([SharedAppendGroup("orders", 0, [b"ok"]), SharedAppendGroup("..", 0, [b"x"])], InvalidTopicName),
+    ],
+)
+def test_invalid_input_raises_before_it_is_enqueued(writer, groups, error):
+    batcher = producer(writer, max_delay_ms=0)
+    with pytest.raises(error):
+        batcher.append_shared(groups)
+    assert batcher.buffered_bytes == 0
+    batcher.close()
+    assert writer.calls == []  # not even the valid group of a rejected call
+
+
+def test_close_flushes_what_is_buffered_then_refuses(writer):
+    batcher = producer(writer, max_bytes=1 << 20, max_delay_ms=60_000)
+    t, out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"late"])])
+    wait_until(lambda: batcher.buffered_bytes > 0)
+    start = time.monotonic()
+    batcher.close()
+    t.join(5)
+    assert time.monotonic() - start < 5
+    assert out[0][0].ok
+    assert writer.records_of("orders", 0) == [b"late"]
+    with pytest.raises(LlogError, match="closed"):
+        batcher.append_shared([SharedAppendGroup("orders", 0, [b"after"])])
+
+
+def test_per_partition_failures_fan_out_to_every_caller_of_that_partition():
+    writer = RecordingWriter(fail={("orders", 1): LogFenced("orders", 1)})
+    batcher = producer(writer, max_delay_ms=200)
+    a, a_out = run_in_thread(
+        batcher.append_shared, [SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("orders", 1, [b"b"])]
+    )
+    wait_until(lambda: batcher.buffered_bytes > 0)
+    b = batcher.append_shared([SharedAppendGroup("orders", 1, [b"c", b"d"])])
+    a.join(5)
+    batcher.close()
+    (ok0, fenced_a), (fenced_b,) = a_out[0], b
+    assert ok0.ok
+    assert (fenced_a.error_type, fenced_a.count) == ("LogFenced", 1)
+    assert (fenced_b.error_type, fenced_b.count) == ("LogFenced", 2)
+    assert fenced_b.start_offset is None
+
+
+def test_a_writer_exception_reaches_every_waiting_caller(writer):
+    writer.raise_exc = RuntimeError("boom")
+    batcher = producer(writer, max_delay_ms=100)
+    a, a_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"a"])])
+    b, b_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 1, [b"b"])])
+    a.join(5)
+    b.join(5)
+    assert isinstance(a_out[0], RuntimeError)
+    assert isinstance(b_out[0], RuntimeError)
+    assert batcher.flushes == 0
+    writer.raise_exc = None
+    assert batcher.append_shared([SharedAppendGroup("orders", 0, [b"again"])])[0].ok  # the flusher survived
+    batcher.close()
+
+
+def test_batching_config_from_env():
+    assert BatchingConfig.from_env({}) == BatchingConfig(8 * 1024 * 1024, 500, 64 * 1024 * 1024)
+    assert BatchingConfig.from_env(
+        {"LLOG_BATCH_MAX_BYTES": "10", "LLOG_BATCH_MAX_DELAY_MS": "0", "LLOG_BATCH_MAX_BUFFER_BYTES": "20"}
+    ) == BatchingConfig(10, 0, 20)
+    with pytest.raises(LlogError, match="LLOG_BATCH_MAX_BYTES"):
+        BatchingConfig.from_env({"LLOG_BATCH_MAX_BYTES": "0"})

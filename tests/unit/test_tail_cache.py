@@ -1,0 +1,223 @@
+"""Unit tests of the in-process tail cache (llog/tail_cache.py).
+
+Batches are real ``bytes-batch-v1`` batches (``encode_batch``), as the writer
+hands them to ``on_commit``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import cast
+
+import pytest
+
+from llog.codec import Record, RecordBatch, decode_batch, encode_batch
+from llog.consume import ConsumeService
+from llog.produce import DEFAULT_TAIL_CACHE_BYTES, tail_cache_from_env
+from llog.reader import LogReader
+from llog.tail_cache import TailCache
+
+
+def batch(*values: bytes) -> RecordBatch:
+    return decode_batch(encode_batch(list(values), now_ms=1))
+
+
+def size_of(n_records: int = 1, value_size: int = 1) -> int:
+    return batch(*[b"x" * value_size] * n_records).nbytes
+
+
+def test_contiguous_batches_are_looked_up_by_offset():
+    cache = TailCache(1 << 20)
+    cache.add("orders", 0, 1, batch(b"a", b"b"))
+    cache.add("orders", 0, 3, batch(b"c"))
+    cache.add("orders", 0, 4, batch(b"d", b"e", b"f"))
+
+    for offset, (start, first_value) in {1: (1, b"a"), 2: (1, b"a"), 3: (3, b"c"), 4: (4, b"d"), 6: (4, b"d")}.items():
+        hit = cache.lookup("orders", 0, offset)
+        assert hit is not None
+        assert hit[0] == start
+        assert hit[1].value(0) == first_value
+    assert cache.lookup("orders", 0, 7) is None
+    assert cache.lookup("orders", 0, 0) is None
+    assert cache.lookup("orders", 1, 1) is None
+    assert cache.cached_high_watermark("orders", 0) == 6
+    assert cache.cached_high_watermark("orders", 1) is None
+    assert (cache.hits, cache.misses) == (5, 3)
+
+
+def test_a_gap_starts_the_partition_over():
+    cache = TailCache(1 << 20)
+    cache.add("orders", 0, 1, batch(b"a"))
+    cache.add("orders", 0, 5, batch(b"e"))  # offsets 2-4 unknown: not contiguous
+    assert cache.lookup("orders", 0, 1) is None
+    assert cache.lookup("orders", 0, 5) is not None
+    assert cache.cached_high_watermark("orders", 0) == 5
+    assert cache.size_bytes == batch(b"e").nbytes
+
+
+def test_re_adding_cached_offsets_changes_nothing():
+    cache = TailCache(1 << 20)
+    cache.add("orders", 0, 1, batch(b"a", b"b"))
+    before = cache.size_bytes
+    cache.add("orders", 0, 2, batch(b"other"))
+    cache.add("orders", 0, 1, batch(b"a", b"b"))
+    assert cache.size_bytes == before
+    hit = cache.lookup("orders", 0, 2)
+    assert hit is not None
+    assert hit[1].value(1) == b"b"
+
+
+def test_partitions_are_independent():
+    cache = TailCache(1 << 20)
+    cache.add("orders", 0, 1, batch(b"a"))
+    cache.add("orders", 1, 1, batch(b"b"))
+    cache.add("audit", 0, 7, batch(b"c"))
+    assert cache.lookup("orders", 1, 1)[1].value(0) == b"b"  # type: ignore[index]
+    assert cache.cached_high_watermark("audit", 0) == 7
+
+
+def test_eviction_by_bytes_drops_the_oldest_batches_first_across_partitions():
+    one = size_of()
+    cache = TailCache(3 * one)
+    cache.add("orders", 0, 1, batch(b"a"))
+    cache.add("orders", 1, 1, batch(b"b"))
+    cache.add("orders", 0, 2, batch(b"c"))
+    assert cache.size_bytes == 3 * one
+    cache.add("orders", 1, 2, batch(b"d"))  # over capacity: orders/0 offset 1 (the oldest) goes
+
+    assert cache.size_bytes == 3 * one
+    assert cache.lookup("orders", 0, 1) is None
+    assert cache.lookup("orders", 0, 2) is not None
+    assert cache.lookup("orders", 1, 1) is not None
+    cache.add("orders", 0, 3, batch(b"e"))  # next oldest: orders/1 offset 1
+    assert cache.lookup("orders", 1, 1) is None
+    assert cache.lookup("orders", 1, 2) is not None
+    assert cache.cached_high_watermark("orders", 0) == 3
+
+
+def test_evicting_a_partitions_last_batch_forgets_the_partition():
+    one = size_of()
+    cache = TailCache(one)
+    cache.add("orders", 0, 1, batch(b"a"))
+    cache.add("orders", 1, 1, batch(b"b"))
+    assert cache.cached_high_watermark("orders", 0) is None
+    assert cache.cached_high_watermark("orders", 1) == 1
+
+
+def test_a_batch_larger_than_the_cache_is_not_kept():
+    cache = TailCache(size_of(1, 10))
+    big = encode_batch([b"x" * 1000], now_ms=1)
+    cache.on_commit("orders", 0, 1, big)
+    assert cache.cached_high_watermark("orders", 0) is None
+    cache.add("orders", 0, 1, decode_batch(big))
+    assert cache.cached_high_watermark("orders", 0) is None
+    assert cache.size_bytes == 0
+
+
+def test_on_commit_decodes_a_real_encoded_batch():
+    cache = TailCache(1 << 20)
+    records: list[Record | bytes] = [Record(b"v1", b"k1", (("h", b"\x00"),), 17), Record(b"\xff\xfe"), b"plain"]
+    cache.on_commit("orders", 0, 41, encode_batch(records, now_ms=99))
+    hit = cache.lookup("orders", 0, 42)
+    assert hit is not None
+    start, cached = hit
+    assert start == 41
+    assert len(cached) == 3
+    assert cached.record(0) == Record(b"v1", b"k1", (("h", b"\x00"),), 17)
+    assert cached.record(1) == Record(b"\xff\xfe", None, (), 99)
+    assert cached.value(2) == b"plain"
+    assert cache.cached_high_watermark("orders", 0) == 43
+
+
+def test_wait_beyond_returns_at_once_when_already_beyond():
+    cache = TailCache(1 << 20)
+    cache.add("orders", 0, 1, batch(b"a", b"b"))
+    start = time.monotonic()
+    assert cache.wait_beyond([("orders", 0)], [2], 5) is True
+    assert time.monotonic() - start < 1
+
+
+def test_wait_beyond_wakes_when_a_batch_is_added():
+    cache = TailCache(1 << 20)
+    cache.add("orders", 0, 1, batch(b"a"))
+    timer = threading.Timer(0.1, cache.add, args=("orders", 0, 2, batch(b"b")))
+    start = time.monotonic()
+    timer.start()
+    woke = cache.wait_beyond([("audit", 0), ("orders", 0)], [1, 2], 10)
+    elapsed = time.monotonic() - start
+    timer.join()
+    assert woke is True
+    assert 0.05 < elapsed < 5
+
+
+def test_wait_beyond_ignores_adds_that_do_not_reach_the_offset_and_times_out():
+    cache = TailCache(1 << 20)
+    timer = threading.Timer(0.05, cache.add, args=("orders", 0, 1, batch(b"a")))
+    timer.start()
+    start = time.monotonic()
+    assert cache.wait_beyond([("orders", 0)], [5], 0.3) is False
+    elapsed = time.monotonic() - start
+    timer.join()
+    assert 0.25 < elapsed < 5
+
+
+def test_wait_beyond_with_a_non_positive_timeout_does_not_block():
+    cache = TailCache(1 << 20)
+    start = time.monotonic()
+    assert cache.wait_beyond([("orders", 0)], [1], -1) is False
+    assert time.monotonic() - start < 0.5
+
+
+def test_zero_bytes_disables_the_cache():
+    cache = TailCache(0)
+    assert not cache.enabled
+    cache.add("orders", 0, 1, batch(b"a"))
+    cache.on_commit("orders", 0, 2, encode_batch([b"b"]))
+    assert cache.lookup("orders", 0, 1) is None
+    assert cache.cached_high_watermark("orders", 0) is None
+    assert cache.size_bytes == 0
+    # The consume service does not consult a disabled cache at all.
+    assert ConsumeService(cast(LogReader, object()), tail_cache=cache).tail_cache is None
+    assert ConsumeService(cast(LogReader, object()), tail_cache=TailCache(1)).tail_cache is not None
+
+
+def test_tail_cache_from_env(monkeypatch):
+    monkeypatch.delenv("LLOG_TAIL_CACHE_MAX_BYTES", raising=False)
+    assert tail_cache_from_env().max_bytes == DEFAULT_TAIL_CACHE_BYTES == 512 * 1024 * 1024
+    monkeypatch.setenv("LLOG_TAIL_CACHE_MAX_BYTES", "0")
+    assert not tail_cache_from_env().enabled
+    monkeypatch.setenv("LLOG_TAIL_CACHE_MAX_BYTES", "-1")
+    with pytest.raises(Exception, match="LLOG_TAIL_CACHE_MAX_BYTES"):
+        tail_cache_from_env()
+
+
+def test_concurrent_adds_and_lookups_stay_consistent():
+    cache = TailCache(40 * size_of())
+    errors: list[BaseException] = []
+
+    def writer(partition: int) -> None:
+        for offset in range(1, 201):
+            cache.add("orders", partition, offset, batch(b"x"))
+
+    def reader(partition: int) -> None:
+        try:
+            for _ in range(400):
+                hw = cache.cached_high_watermark("orders", partition)
+                hit = cache.lookup("orders", partition, hw or 1)
+                if hit is not None:
+                    assert hit[1].value(0) == b"x"
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=f, args=(p,)) for p in range(3) for f in (writer, reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert errors == []
+    assert cache.size_bytes <= 40 * size_of()
+    # Eviction is global and oldest-first: a partition keeps its newest batches or nothing.
+    tails = [cache.cached_high_watermark("orders", p) for p in range(3)]
+    assert set(tails) <= {200, None}
+    assert 200 in tails
