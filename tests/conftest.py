@@ -115,3 +115,17 @@ def reader(oxia_store: OxiaStore, blob_store: BlobStore) -> LogReader:
 def topic() -> str:
     """A fresh topic per test: tests share one Oxia server and never see each other's data."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Skips grouped by reason: one line each, so a missing Oxia server is said once, plainly."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if reasons:
+        terminalreporter.section("skipped tests (not run, not passed)")
+        for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{count} skipped: {reason}")

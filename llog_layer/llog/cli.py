@@ -16,6 +16,13 @@
     Run one handler on an event file (``events/*.json``) and print its
     response (``functions/invoke.py``).
 
+``llog compact --topic T --partition P [--budget-s S]``
+    Compact one partition until caught up, as the compaction worker does,
+    printing one JSON line per ``compact_once``.
+
+``llog gc``
+    One garbage collection pass (docs/GC.md), printing its report as JSON.
+
 The handlers live in the repository's ``functions`` package, not in ``llog``:
 these commands put the checkout containing this module on ``sys.path`` (or
 ``--functions-dir``). Only these commands import ``functions`` (and with it
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import json
 import logging
@@ -44,9 +52,11 @@ from urllib.parse import urlsplit
 
 from llog.batching import BatchingConfig, BatchingProducer
 from llog.blob_store import BlobStore
+from llog.compactor import Compactor, compact_until_caught_up
 from llog.config import OxiaConfig, S3Config, WriterConfig, root_prefix_from_env
 from llog.consume import ConsumeService
 from llog.errors import LlogError
+from llog.gc import GarbageCollector
 from llog.http_contract import Limits, error_body
 from llog.metrics import OperationCounters
 from llog.oxia_store import OxiaStore
@@ -540,6 +550,35 @@ def _invoke(args: argparse.Namespace) -> int:
     return result
 
 
+def _compact(args: argparse.Namespace) -> int:
+    """One partition by hand: compact until caught up (or the budget is spent), print what was done."""
+    compactor = Compactor.from_env()
+    try:
+        results = compact_until_caught_up(compactor, args.topic, args.partition, budget_s=args.budget_s)
+    except LlogError as exc:
+        print(f"llog compact: {exc.error_type}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        compactor.close()
+    for result in results:
+        print(json.dumps(dataclasses.asdict(result)))
+    return 0
+
+
+def _gc(args: argparse.Namespace) -> int:
+    """One garbage collection pass (docs/GC.md), printing its report."""
+    collector = GarbageCollector.from_env()
+    try:
+        report = collector.collect()
+    except LlogError as exc:
+        print(f"llog gc: {exc.error_type}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        collector.close()
+    print(json.dumps(dataclasses.asdict(report)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llog", description="llog: a diskless, leaderless log on Oxia and S3")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -553,8 +592,15 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--functions-dir", default=None, help="the functions/ package to load (default: this checkout's)"
         )
+    compact = sub.add_parser("compact", help="compact one partition now (what the compaction worker does)")
+    compact.add_argument("--topic", required=True)
+    compact.add_argument("--partition", type=int, required=True)
+    compact.add_argument("--budget-s", type=float, default=300.0, help="stop after this many seconds (default 300)")
+    gc = sub.add_parser("gc", help="delete S3 objects nothing references any more (docs/GC.md)")
     serve.set_defaults(run=_serve)
     invoke.set_defaults(run=_invoke)
+    compact.set_defaults(run=_compact)
+    gc.set_defaults(run=_gc)
     return parser
 
 
