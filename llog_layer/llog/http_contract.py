@@ -196,11 +196,7 @@ def _record(raw: Any, where: str) -> Record:
     return Record(decode_bytes(raw["value"], f"{where}.value"), key, headers, timestamp)
 
 
-# --- produce -------------------------------------------------------------------------
-
-
-def parse_produce_request(doc: Any, limits: Limits) -> list[SharedAppendGroup]:
-    body = _object(doc, "the request body")
+def _topic_partitions(body: Mapping[str, Any], limits: Limits) -> list[Any]:
     items = _non_empty_list(body.get("topic_partitions"), "topic_partitions")
     if len(items) > limits.max_partitions_per_request:
         raise RequestRejected(
@@ -208,6 +204,15 @@ def parse_produce_request(doc: Any, limits: Limits) -> list[SharedAppendGroup]:
             f"{limits.max_partitions_per_request} (LLOG_MAX_PARTITIONS_PER_REQUEST)",
             error_type="LimitExceeded",
         )
+    return items
+
+
+# --- produce -------------------------------------------------------------------------
+
+
+def parse_produce_request(doc: Any, limits: Limits) -> list[SharedAppendGroup]:
+    body = _object(doc, "the request body")
+    items = _topic_partitions(body, limits)
     groups = []
     total = 0
     for i, raw in enumerate(items):
@@ -261,13 +266,7 @@ def produce_response(results: Sequence[AppendResult]) -> tuple[int, dict[str, An
 
 def parse_consume_request(doc: Any, limits: Limits) -> ConsumeRequest:
     body = _object(doc, "the request body")
-    items = _non_empty_list(body.get("topic_partitions"), "topic_partitions")
-    if len(items) > limits.max_partitions_per_request:
-        raise RequestRejected(
-            f"topic_partitions has {len(items)} entries; the limit is "
-            f"{limits.max_partitions_per_request} (LLOG_MAX_PARTITIONS_PER_REQUEST)",
-            error_type="LimitExceeded",
-        )
+    items = _topic_partitions(body, limits)
     partitions = []
     seen = set()
     for i, raw in enumerate(items):
