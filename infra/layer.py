@@ -150,5 +150,5 @@ class LlogLayer(Construct):
             code=code,
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[self.architecture],
-            description=f"llog library and the Oxia client for {RUNTIME.name} on {architecture}",
+            description=f"llog, the Oxia client and Powertools for {RUNTIME.name} on {architecture}",
         )

@@ -1,18 +1,21 @@
 """The CloudWatch dashboard and alarms, built from what exists.
 
-Today: the data bucket (request rates, errors, latency, size) and the Oxia processes (running
-task count, CPU, memory). Later passes hand their parts in with :meth:`add_functions` (produce,
-consume, compaction, GC: invocations, errors, throttles, latency) and
-:meth:`add_dead_letter_queues`; each call adds a dashboard row and its alarms. Alarms have no
+The data bucket (request rates, errors, latency, size) and the Oxia processes (running task
+count, CPU, memory) are built in; LlogStack hands in the rest: :meth:`add_functions` (the six
+functions: invocations, errors, throttles, duration p99; an error alarm each),
+:meth:`add_dead_letter_queues` (depth; alarm at one message), :meth:`add_api` (requests,
+4xx/5xx, latency; 5xx alarm) and :meth:`add_llog_metrics` (the functions' EMF metrics in
+namespace ``llog``; compaction-lag alarm). Alarms have no
 action until :meth:`add_alarm_action` gives them one (for example an SNS topic); actions given
 earlier also apply to alarms added later.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import Aws, Duration
+from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
@@ -77,29 +80,38 @@ class Observability(Construct):
         for alarm in self.alarms:
             alarm.add_alarm_action(action)
 
-    def add_functions(self, title: str, functions: Sequence[lambda_.IFunction]) -> None:
-        """A dashboard row for ``functions`` and an error alarm for each."""
-        fns = list(functions)
+    def add_functions(
+        self, title: str, functions: Sequence[lambda_.IFunction] | Mapping[str, lambda_.IFunction]
+    ) -> None:
+        """A dashboard row for ``functions`` (a list, or a mapping from a name) and an error alarm for each."""
+        named = dict(functions) if isinstance(functions, Mapping) else {f.node.id: f for f in functions}
+        items = list(named.items())
         self.dashboard.add_widgets(
             cw.GraphWidget(
-                title=f"{title}: invocations", left=[f.metric_invocations(period=PERIOD) for f in fns], width=6
+                title=f"{title}: invocations",
+                left=[f.metric_invocations(period=PERIOD, label=n) for n, f in items],
+                width=6,
             ),
-            cw.GraphWidget(title=f"{title}: errors", left=[f.metric_errors(period=PERIOD) for f in fns], width=6),
             cw.GraphWidget(
-                title=f"{title}: throttles", left=[f.metric_throttles(period=PERIOD) for f in fns], width=6
+                title=f"{title}: errors", left=[f.metric_errors(period=PERIOD, label=n) for n, f in items], width=6
+            ),
+            cw.GraphWidget(
+                title=f"{title}: throttles",
+                left=[f.metric_throttles(period=PERIOD, label=n) for n, f in items],
+                width=6,
             ),
             cw.GraphWidget(
                 title=f"{title}: duration p99",
-                left=[f.metric_duration(period=PERIOD, statistic="p99") for f in fns],
+                left=[f.metric_duration(period=PERIOD, statistic="p99", label=n) for n, f in items],
                 width=6,
             ),
         )
-        for f in fns:
+        for name, f in items:
             self._alarm(
-                f"Errors-{f.node.id}",
+                f"Errors-{name}",
                 f.metric_errors(period=Duration.minutes(5)),
                 threshold=1,
-                description=f"llog {self.stage}: {f.node.id} reported errors",
+                description=f"llog {self.stage}: function {name} reported errors",
             )
 
     def add_dead_letter_queues(self, queues: Sequence[sqs.IQueue]) -> None:
@@ -119,6 +131,74 @@ class Observability(Construct):
                 threshold=1,
                 description=f"llog {self.stage}: messages in dead-letter queue {q.node.id}",
             )
+
+    def add_api(self, api: apigw.RestApi) -> None:
+        """A dashboard row for the REST API (requests, 4xx/5xx, latency) and an alarm on 5xx answers."""
+        stage = api.deployment_stage.stage_name
+
+        def metric(name: str, statistic: str = "Sum") -> cw.Metric:
+            return cw.Metric(
+                namespace="AWS/ApiGateway",
+                metric_name=name,
+                dimensions_map={"ApiName": api.rest_api_name, "Stage": stage},
+                statistic=statistic,
+                period=PERIOD,
+            )
+
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="API: requests", left=[metric("Count")], width=6),
+            cw.GraphWidget(title="API: 4xx / 5xx", left=[metric("4XXError"), metric("5XXError")], width=6),
+            cw.GraphWidget(
+                title="API: latency p99 (ms)",
+                left=[metric("Latency", "p99"), metric("IntegrationLatency", "p99")],
+                width=12,
+            ),
+        )
+        self._alarm(
+            "Api5xx",
+            metric("5XXError").with_(period=Duration.minutes(5)),
+            threshold=5,
+            description=f"llog {self.stage}: the API answered with server errors",
+        )
+
+    def add_llog_metrics(self, *, compaction_lag_threshold: int) -> None:
+        """The functions' EMF metrics (namespace ``llog``) and an alarm on the compaction lag."""
+
+        def metric(name: str, service: str, statistic: str = "Sum") -> cw.Metric:
+            return cw.Metric(
+                namespace="llog",
+                metric_name=name,
+                dimensions_map={"service": service},
+                statistic=statistic,
+                period=PERIOD,
+            )
+
+        lag = metric("MaxCompactionLag", "compaction_planner", "Maximum")
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="llog: records produced / consumed",
+                left=[metric("RecordsProduced", "produce"), metric("RecordsConsumed", "consume")],
+                width=6,
+            ),
+            cw.GraphWidget(
+                title="llog: bytes produced / consumed",
+                left=[metric("BytesProduced", "produce"), metric("BytesConsumed", "consume")],
+                width=6,
+            ),
+            cw.GraphWidget(title="llog: max compaction lag (offsets)", left=[lag], width=6),
+            cw.GraphWidget(
+                title="llog: records compacted", left=[metric("RecordsCompacted", "compaction_worker")], width=6
+            ),
+        )
+        self._alarm(
+            "CompactionLag",
+            lag.with_(period=Duration.minutes(5)),
+            threshold=compaction_lag_threshold,
+            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=3,
+            description=f"llog {self.stage}: a partition is more than {compaction_lag_threshold} offsets "
+            "behind compaction for 15 minutes",
+        )
 
     # -- what exists today ------------------------------------------------------------------
 

@@ -163,6 +163,10 @@ class LlogSettings:
     log_retention_days: int
     access_log_retention_days: int
     api_auth: ApiAuth
+    api_throttle_rate: int = 100
+    api_throttle_burst: int = 200
+    compaction_max_concurrency: int = 10
+    compaction_lag_alarm_threshold: int = 100_000
 
     @property
     def stack_name(self) -> str:
@@ -224,4 +228,8 @@ class LlogSettings:
             log_retention_days=log_retention,
             access_log_retention_days=access_log_retention,
             api_auth=api_auth,
+            api_throttle_rate=r.integer("apiThrottleRateLimit", 100, 1, 10_000),
+            api_throttle_burst=r.integer("apiThrottleBurstLimit", 200, 1, 5_000),
+            compaction_max_concurrency=r.integer("compactionMaxConcurrency", 10, 2, 1000),
+            compaction_lag_alarm_threshold=r.integer("compactionLagAlarmThreshold", 100_000, 1, 10**12),
         )

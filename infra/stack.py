@@ -1,9 +1,10 @@
 """LlogStack: the whole llog deployment of one stage, one construct per concern.
 
-Later passes add the API, the functions, compaction scheduling and Glue as further constructs
-here: they join ``oxia.client_security_group`` in ``network.private_subnets``, take
-``layer.layer`` and :meth:`LlogStack.function_environment`, and hand their functions and
-dead-letter queues to ``observability``.
+Constructs: ``network``, ``storage``, ``oxia``, ``layer``, ``functions`` (the six Lambda
+functions, in ``network.private_subnets`` with ``oxia.client_security_group``), ``compaction``
+(task queue, dead-letter queue, worker event source, planner and GC schedules), ``api`` (the
+REST API) and ``observability`` (dashboard and alarms of all of them). Glue comes later and
+joins the same subnets and security group with :meth:`LlogStack.function_environment`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.api import Api
+from infra.compaction import Compaction
+from infra.functions import COMPACTION_PLANNER, COMPACTION_WORKER, GC, SPECS, Functions
 from infra.layer import LlogLayer
 from infra.network import Network
 from infra.observability import Observability
@@ -75,9 +79,54 @@ class LlogStack(Stack):
             removal_policy=removal,
         )
         self.layer = LlogLayer(self, "LlogLayer")
+        self.functions = Functions(
+            self,
+            "Functions",
+            stage=settings.stage,
+            layer=self.layer.layer,
+            vpc=self.network.vpc,
+            subnets=self.network.private_subnets,
+            security_group=self.oxia.client_security_group,
+            environment=self.function_environment(),
+            extra_environment={GC: {"LLOG_GC_GRACE_MS": str(settings.gc_grace_period_hours * 3_600_000)}},
+            bucket=self.storage.bucket,
+            root_prefix=settings.root_prefix,
+            log_retention=retention,
+            removal_policy=removal,
+        )
+        self.compaction = Compaction(
+            self,
+            "Compaction",
+            stage=settings.stage,
+            planner=self.functions[COMPACTION_PLANNER],
+            worker=self.functions[COMPACTION_WORKER],
+            gc=self.functions[GC],
+            worker_timeout=SPECS[COMPACTION_WORKER].timeout,
+            max_concurrency=settings.compaction_max_concurrency,
+            compaction_schedule=settings.compaction_schedule,
+            gc_schedule=settings.gc_schedule,
+            removal_policy=removal,
+        )
+        self.functions[COMPACTION_PLANNER].add_environment("LLOG_COMPACTION_QUEUE_URL", self.compaction.queue.queue_url)
+        self.functions[COMPACTION_PLANNER].add_environment("LLOG_COMPACTION_SCHEDULE", settings.compaction_schedule)
+        self.api = Api(
+            self,
+            "Api",
+            stage=settings.stage,
+            functions=self.functions.by_name,
+            auth=settings.api_auth,
+            throttle_rate=settings.api_throttle_rate,
+            throttle_burst=settings.api_throttle_burst,
+            log_retention=retention,
+            removal_policy=removal,
+        )
         self.observability = Observability(
             self, "Observability", stage=settings.stage, bucket=self.storage.bucket, oxia=self.oxia
         )
+        self.observability.add_functions("Functions", self.functions.by_name)
+        self.observability.add_dead_letter_queues([self.compaction.dead_letter_queue])
+        self.observability.add_api(self.api.api)
+        self.observability.add_llog_metrics(compaction_lag_threshold=settings.compaction_lag_alarm_threshold)
 
         CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name, description="WAL and compacted objects")
         CfnOutput(
@@ -93,6 +142,15 @@ class LlogStack(Stack):
             description="Security group that Oxia admits on its public port (functions, Glue)",
         )
         CfnOutput(self, "LlogLayerArn", value=self.layer.layer.layer_version_arn, description="llog Lambda layer")
+        CfnOutput(self, "ApiUrl", value=self.api.url, description="llog REST API (append /produce, /consume, ...)")
+        CfnOutput(self, "CompactionQueueUrl", value=self.compaction.queue.queue_url, description="compaction tasks")
+        if self.api.api_key is not None:
+            CfnOutput(
+                self,
+                "ApiKeyId",
+                value=self.api.api_key.key_id,
+                description="aws apigateway get-api-key --include-value --api-key <id>",
+            )
         CfnOutput(self, "DashboardUrl", value=self.observability.dashboard_url, description="CloudWatch dashboard")
 
     def function_environment(self) -> dict[str, str]:

@@ -32,3 +32,13 @@ def dev_template(dev_stack: LlogStack) -> Template:
 @pytest.fixture(scope="session")
 def prod_template(prod_stack: LlogStack) -> Template:
     return Template.from_stack(prod_stack)
+
+
+@pytest.fixture(scope="session")
+def api_key_stack() -> LlogStack:
+    return make_stack({"llog:stage": "keys", "llog:apiAuth": "api_key"})
+
+
+@pytest.fixture(scope="session")
+def api_key_template(api_key_stack: LlogStack) -> Template:
+    return Template.from_stack(api_key_stack)

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.bundling
 
 EM_AARCH64 = 183  # ELF e_machine of ARM64
 MAX_LAYER_BYTES = 60 * 1024 * 1024
-NATIVE = ("grpcio", "xxhash", "google_crc32c")
+NATIVE = ("grpcio", "xxhash", "google_crc32c", "wrapt")
 
 
 def wheel_tags(site: Path) -> dict[str, list[str]]:
@@ -62,7 +62,8 @@ def test_bundle_holds_llog_and_oxia(bundle: Path) -> None:
     assert (site / "llog" / "__init__.py").is_file()
     assert (site / "llog" / "py.typed").is_file()
     assert (site / "oxia" / "__init__.py").is_file()
-    for module in ("grpc", "betterproto2", "xxhash", "google_crc32c", "dateutil"):
+    for module in ("grpc", "betterproto2", "xxhash", "google_crc32c", "dateutil", "aws_lambda_powertools",
+                   "aws_xray_sdk", "wrapt"):
         assert (site / module).is_dir(), module
     assert not list(site.rglob("__pycache__"))
     assert not (site / "bin").exists()
@@ -76,7 +77,7 @@ def test_no_code_generator_or_ruff(bundle: Path) -> None:
 
 def test_wheels_are_for_cp313_manylinux_aarch64_or_pure_python(bundle: Path) -> None:
     tags = wheel_tags(bundle / "python")
-    assert len(tags) == 8, sorted(tags)
+    assert len(tags) == 11, sorted(tags)
     for dist, dist_tags in tags.items():
         assert dist_tags, dist
         for tag in dist_tags:
@@ -135,7 +136,8 @@ def test_same_pins_import_on_cpython_313(tmp_path: Path) -> None:
     )  # fmt: skip
     code = (
         "import sys; sys.path[:0] = sys.argv[1:]\n"
-        "import llog, oxia, grpc, google_crc32c, xxhash, betterproto2\n"
+        "import llog, oxia, grpc, google_crc32c, xxhash, betterproto2, wrapt, aws_xray_sdk\n"
+        "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
         "from llog.oxia_store import OxiaStore\n"
         "from llog.codec import Record, encode_batch, decode_batch\n"
         "assert llog.__file__.startswith(sys.argv[1]), llog.__file__\n"

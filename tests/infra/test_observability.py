@@ -79,9 +79,8 @@ def cw_action(topic: sns.ITopic) -> cw.IAlarmAction:
 
 def test_outputs(dev_stack: LlogStack, dev_template: Template) -> None:
     outputs = dev_template.find_outputs("*")
-    assert {"BucketName", "OxiaServiceAddress", "DashboardUrl", "LlogLayerArn", "OxiaClientSecurityGroupId"} <= set(
-        outputs
-    )
+    assert {"BucketName", "OxiaServiceAddress", "DashboardUrl", "LlogLayerArn", "OxiaClientSecurityGroupId",
+            "ApiUrl", "CompactionQueueUrl"} <= set(outputs)  # fmt: skip
     bucket_id = dev_stack.get_logical_id(dev_stack.storage.bucket.node.default_child)  # type: ignore[arg-type]
     assert outputs["BucketName"]["Value"] == {"Ref": bucket_id}
     url = json.dumps(outputs["DashboardUrl"]["Value"])
@@ -95,3 +94,41 @@ def test_function_environment_names_the_shared_resources(dev_stack: LlogStack) -
     assert env["LLOG_OXIA_NAMESPACE"] == "default"
     assert env["LLOG_ROOT_PREFIX"] == "llog"
     assert cdk.Token.is_unresolved(env["LLOG_S3_BUCKET"])
+
+
+def test_dashboard_shows_functions_api_queue_and_llog_metrics(dev_template: Template) -> None:
+    body = dashboard_body(dev_template)
+    for text in ("Functions: errors", "Functions: throttles", "Functions: duration p99", "p99",
+                 "API: 4xx / 5xx", "4XXError", "5XXError", "AWS/ApiGateway", "Latency",
+                 "Dead-letter queues: messages", "ApproximateNumberOfMessagesVisible",
+                 "RecordsProduced", "BytesProduced", "RecordsConsumed", "BytesConsumed",
+                 "MaxCompactionLag", "compaction_planner", "RecordsCompacted"):  # fmt: skip
+        assert text in body, text
+    plain = body.replace("\\", "")
+    for name in ("RecordsProduced", "BytesConsumed", "MaxCompactionLag", "RecordsCompacted"):
+        assert f'["llog","{name}"' in plain, name  # the EMF namespace
+
+
+def test_alarms_on_function_errors_dlq_and_compaction_lag(dev_stack: LlogStack, dev_template: Template) -> None:
+    found = alarms(dev_template)
+    function_errors = [a for a in found if a["MetricName"] == "Errors" and a["Namespace"] == "AWS/Lambda"]
+    assert len(function_errors) == 6
+    named = {json.dumps(a["Dimensions"]) for a in function_errors}
+    for fn in dev_stack.functions.functions:
+        assert dev_stack.get_logical_id(fn.node.default_child) in json.dumps(sorted(named))  # type: ignore[arg-type]
+    (dlq,) = [a for a in found if a["MetricName"] == "ApproximateNumberOfMessagesVisible"]
+    assert dlq["Threshold"] == 1
+    assert dlq["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    (lag,) = [a for a in found if a["MetricName"] == "MaxCompactionLag"]
+    assert lag["Namespace"] == "llog"
+    assert lag["Dimensions"] == [{"Name": "service", "Value": "compaction_planner"}]
+    assert lag["Threshold"] == 100_000
+    assert lag["ComparisonOperator"] == "GreaterThanThreshold"
+    (api,) = [a for a in found if a["MetricName"] == "5XXError"]
+    assert api["Namespace"] == "AWS/ApiGateway"
+
+
+def test_compaction_lag_threshold_is_a_setting() -> None:
+    stack = make_stack({"llog:stage": "lag", "llog:compactionLagAlarmThreshold": 5000})
+    (lag,) = [a for a in alarms(Template.from_stack(stack)) if a["MetricName"] == "MaxCompactionLag"]
+    assert lag["Threshold"] == 5000

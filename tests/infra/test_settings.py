@@ -31,6 +31,22 @@ def test_development_defaults() -> None:
     assert s.log_retention_days == 14
     assert s.access_log_retention_days == 30
     assert s.api_auth == "iam"
+    assert (s.api_throttle_rate, s.api_throttle_burst) == (100, 200)
+    assert s.compaction_max_concurrency == 10
+    assert s.compaction_lag_alarm_threshold == 100_000
+
+
+def test_new_settings_are_read_and_checked() -> None:
+    s = settings(apiThrottleRateLimit="50", apiThrottleBurstLimit=75, compactionMaxConcurrency="40",
+                 compactionLagAlarmThreshold=10)  # fmt: skip
+    assert (s.api_throttle_rate, s.api_throttle_burst) == (50, 75)
+    assert s.compaction_max_concurrency == 40
+    assert s.compaction_lag_alarm_threshold == 10
+    for key, value in (("compactionMaxConcurrency", 1), ("compactionMaxConcurrency", 1001),
+                       ("apiThrottleRateLimit", 0), ("apiThrottleBurstLimit", 5001),
+                       ("compactionLagAlarmThreshold", 0)):  # fmt: skip
+        with pytest.raises(SettingsError, match=f"llog:{key}"):
+            settings(**{key: value})
 
 
 def test_production_defaults() -> None:

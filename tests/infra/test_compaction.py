@@ -1,0 +1,103 @@
+"""Compaction queue, dead-letter queue, the worker's event source, and the planner and GC schedules."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk.assertions import Template
+
+from infra.compaction import MAX_RECEIVE_COUNT, SCHEDULE_RETRY_ATTEMPTS
+from infra.functions import WORKER_TIMEOUT
+from infra.stack import LlogStack
+from tests.infra.helpers import make_stack, resources
+
+
+def queues(stack: LlogStack, template: Template) -> tuple[dict[str, Any], dict[str, Any]]:
+    found = resources(template, "AWS::SQS::Queue")
+    queue = found[stack.get_logical_id(stack.compaction.queue.node.default_child)]  # type: ignore[arg-type]
+    dlq = found[stack.get_logical_id(stack.compaction.dead_letter_queue.node.default_child)]  # type: ignore[arg-type]
+    return queue["Properties"], dlq["Properties"]
+
+
+def test_queue_has_a_dead_letter_queue_and_long_visibility(dev_stack: LlogStack, dev_template: Template) -> None:
+    queue, dlq = queues(dev_stack, dev_template)
+    dlq_id = dev_stack.get_logical_id(dev_stack.compaction.dead_letter_queue.node.default_child)  # type: ignore[arg-type]
+    assert queue["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+        "maxReceiveCount": MAX_RECEIVE_COUNT,
+    }
+    assert queue["VisibilityTimeout"] >= 6 * WORKER_TIMEOUT.to_seconds()
+    for props in (queue, dlq):
+        assert props["SqsManagedSseEnabled"] is True
+
+
+def test_queues_enforce_tls(dev_template: Template) -> None:
+    policies = resources(dev_template, "AWS::SQS::QueuePolicy")
+    assert len(policies) == 2
+    for policy in policies.values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert any(
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+        )
+
+
+def test_worker_consumes_with_bounded_concurrency(dev_stack: LlogStack, dev_template: Template) -> None:
+    (mapping,) = resources(dev_template, "AWS::Lambda::EventSourceMapping").values()
+    props = mapping["Properties"]
+    worker = dev_stack.get_logical_id(dev_stack.functions["compaction_worker"].node.default_child)  # type: ignore[arg-type]
+    queue = dev_stack.get_logical_id(dev_stack.compaction.queue.node.default_child)  # type: ignore[arg-type]
+    assert props["FunctionName"] == {"Ref": worker}
+    assert props["EventSourceArn"] == {"Fn::GetAtt": [queue, "Arn"]}
+    assert props["BatchSize"] == 1
+    assert props["ScalingConfig"] == {"MaximumConcurrency": 10}
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_max_concurrency_is_a_setting() -> None:
+    stack = make_stack({"llog:stage": "conc", "llog:compactionMaxConcurrency": "25"})
+    (mapping,) = resources(Template.from_stack(stack), "AWS::Lambda::EventSourceMapping").values()
+    assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 25}
+
+
+def schedules(template: Template) -> dict[str, dict[str, Any]]:
+    return {s["Properties"]["ScheduleExpression"]: s["Properties"] for s in
+            resources(template, "AWS::Scheduler::Schedule").values()}  # fmt: skip
+
+
+def test_planner_and_gc_schedules(dev_stack: LlogStack, dev_template: Template) -> None:
+    found = schedules(dev_template)
+    assert set(found) == {"rate(1 minute)", "rate(1 hour)"}
+    for expression, name in (("rate(1 minute)", "compaction_planner"), ("rate(1 hour)", "gc")):
+        target = found[expression]["Target"]
+        fn = dev_stack.get_logical_id(dev_stack.functions[name].node.default_child)  # type: ignore[arg-type]
+        assert target["Arn"] == {"Fn::GetAtt": [fn, "Arn"]}
+        assert target["RetryPolicy"]["MaximumRetryAttempts"] == SCHEDULE_RETRY_ATTEMPTS
+        assert found[expression]["State"] == "ENABLED"
+        assert found[expression]["FlexibleTimeWindow"] == {"Mode": "OFF"}
+
+
+def test_schedules_follow_the_settings() -> None:
+    stack = make_stack({"llog:stage": "sched", "llog:compactionSchedule": "rate(5 minutes)",
+                        "llog:gcSchedule": "cron(0 3 * * ? *)", "llog:gcGracePeriodHours": 48})  # fmt: skip
+    template = Template.from_stack(stack)
+    assert set(schedules(template)) == {"rate(5 minutes)", "cron(0 3 * * ? *)"}
+    gc = stack.get_logical_id(stack.functions["gc"].node.default_child)  # type: ignore[arg-type]
+    env = resources(template, "AWS::Lambda::Function")[gc]["Properties"]["Environment"]["Variables"]
+    assert env["LLOG_GC_GRACE_MS"] == str(48 * 3_600_000)
+
+
+def test_scheduler_role_may_invoke_only_the_planner_and_gc(dev_stack: LlogStack, dev_template: Template) -> None:
+    role = dev_stack.get_logical_id(dev_stack.compaction.scheduler_role.node.default_child)  # type: ignore[arg-type]
+    statements = []
+    for policy in resources(dev_template, "AWS::IAM::Policy").values():
+        if {"Ref": role} in policy["Properties"]["Roles"]:
+            statements += policy["Properties"]["PolicyDocument"]["Statement"]
+    text = json.dumps(statements)
+    for name in ("compaction_planner", "gc"):
+        assert dev_stack.get_logical_id(dev_stack.functions[name].node.default_child) in text  # type: ignore[arg-type]
+    for name in ("produce", "consume", "admin", "compaction_worker"):
+        assert dev_stack.get_logical_id(dev_stack.functions[name].node.default_child) not in text  # type: ignore[arg-type]
+    assert {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])} == {
+        "lambda:InvokeFunction"
+    }
