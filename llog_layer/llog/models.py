@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from llog.codec import ENCODING
 from llog.errors import CorruptMetadata
 
 INITIAL_OFFSET = 1
+
+E = TypeVar("E", bound=Enum)
 
 
 class LogState(str, Enum):
@@ -38,11 +40,20 @@ def _load(raw: bytes, what: str) -> dict[str, Any]:
     return doc
 
 
-def _entry_type(value: Any, what: str) -> EntryType:
+def _enum(kind: type[E], value: Any, what: str, name: str) -> E:
     try:
-        return EntryType(value)
+        return kind(value)
     except ValueError:
-        raise CorruptMetadata(f"{what} has an unknown type {value!r}") from None
+        raise CorruptMetadata(f"{what} has an unknown {name} {value!r}") from None
+
+
+def _data_ref(doc: dict[str, Any], what: str) -> DataRef:
+    return DataRef(
+        data_key=_str(doc, "data_key", what),
+        encoding=_str(doc, "encoding", what),
+        byte_offset=_int(doc, "byte_offset", what, optional=True),
+        byte_length=_int(doc, "byte_length", what, optional=True),
+    )
 
 
 def _dump(doc: dict[str, Any]) -> bytes:
@@ -117,14 +128,9 @@ class PendingAppend:
             start_offset=_int(doc, "start_offset", what),
             end_offset=_int(doc, "end_offset", what),
             msg_count=_int(doc, "msg_count", what),
-            ref=DataRef(
-                data_key=_str(doc, "data_key", what),
-                encoding=_str(doc, "encoding", what),
-                byte_offset=_int(doc, "byte_offset", what, optional=True),
-                byte_length=_int(doc, "byte_length", what, optional=True),
-            ),
+            ref=_data_ref(doc, what),
             created_at_ms=_int(doc, "created_at_ms", what),
-            entry_type=_entry_type("WAL" if doc.get("entry_type") is None else doc["entry_type"], what),
+            entry_type=_enum(EntryType, "WAL" if doc.get("entry_type") is None else doc["entry_type"], what, "type"),
         )
         if pending.msg_count < 1 or pending.end_offset - pending.start_offset + 1 != pending.msg_count:
             raise CorruptMetadata(
@@ -165,10 +171,7 @@ class ControlRecord:
     def decode(cls, raw: bytes) -> ControlRecord:
         what = "meta/control"
         doc = _load(raw, what)
-        try:
-            state = LogState(doc.get("log_state"))
-        except ValueError:
-            raise CorruptMetadata(f"{what} has an unknown log_state {doc.get('log_state')!r}") from None
+        state = _enum(LogState, doc.get("log_state"), what, "log_state")
         counter = _int(doc, "sequence_counter", what)
         if counter < INITIAL_OFFSET:
             raise CorruptMetadata(f"{what} sequence_counter {counter} is below {INITIAL_OFFSET}")
@@ -208,19 +211,14 @@ class IndexEntry:
     def decode(cls, raw: bytes) -> IndexEntry:
         what = "index entry"
         doc = _load(raw, what)
-        entry_type = _entry_type(doc.get("type"), what)
+        entry_type = _enum(EntryType, doc.get("type"), what, "type")
         msg_count = _int(doc, "msg_count", what)
         if msg_count < 1:
             raise CorruptMetadata(f"{what} has msg_count {msg_count}")
         return cls(
             type=entry_type,
             msg_count=msg_count,
-            ref=DataRef(
-                data_key=_str(doc, "data_key", what),
-                encoding=_str(doc, "encoding", what),
-                byte_offset=_int(doc, "byte_offset", what, optional=True),
-                byte_length=_int(doc, "byte_length", what, optional=True),
-            ),
+            ref=_data_ref(doc, what),
             created_at_ms=_int(doc, "created_at_ms", what),
             append_id=_str(doc, "append_id", what, optional=True),
         )
@@ -302,10 +300,7 @@ class CompactionRecord:
     def decode(cls, raw: bytes) -> CompactionRecord:
         what = "meta/compaction"
         doc = _load(raw, what)
-        try:
-            state = CompactionState(doc.get("state"))
-        except ValueError:
-            raise CorruptMetadata(f"{what} has an unknown state {doc.get('state')!r}") from None
+        state = _enum(CompactionState, doc.get("state"), what, "state")
         return cls(
             compaction_id=_str(doc, "compaction_id", what),
             state=state,
