@@ -60,8 +60,14 @@ class CompactorClaims:
                 expected_version_id=CREATE_ONLY,
                 ephemeral=True,
             )
-        except VersionConflict:
-            return None
+        except VersionConflict as conflict:
+            if not conflict.ambiguous:
+                return None
+            # An earlier attempt may have created it: if the claim is ours, keep it.
+            found = self.oxia.get(keys.compactor_claim, partition_key=keys.partition_key)
+            if found is None or json.loads(found.value).get("compactor_id") != self.compactor_id:
+                return None
+            version = found.version_id
         return Claim(topic, partition, self.compactor_id, version)
 
     def held(self, claim: Claim) -> bool:

@@ -199,6 +199,11 @@ class Compactor:
             created_at_ms=int(self._clock() * 1000),
             last_source_start_offset=run[-1].start_offset,
         )
+        if meta.cursor().offset != start:
+            # Another compactor committed a range while we were reading and writing.
+            return CompactionResult(
+                topic, partition, "nothing_to_do", recovered_pending=recovered, stage_seconds=stages.seconds
+            )
         if time.monotonic() > commit_deadline:
             raise CommitDeadlineExceeded(
                 f"{self.config.max_commit_delay_ms} ms passed since the compacted object was written; "
@@ -281,6 +286,14 @@ class Compactor:
             record, version = CompactionRecord.decode(found.value), found.version_id
             try:
                 if record.state is CompactionState.WRITING_COMPACTED_INDEX:
+                    if meta.cursor().offset != record.start_offset:
+                        # Created by a compactor that selected its run before another
+                        # compaction moved the cursor: its range is no longer the next
+                        # one. While a record exists no compaction can finish, so this
+                        # cursor read is authoritative. Drop it; GC takes the object.
+                        self.oxia.delete(keys.compaction, partition_key=keys.partition_key, expected_version_id=version)
+                        stages.mark("abandon_stale_record")
+                        continue
                     self._write_end_key(meta, record)
                     stages.mark("end_key")
                     self._fault(AFTER_END_KEY)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from llog.blob_store import BlobStore
 from llog.codec import RecordBatch, decode_batch
-from llog.errors import LlogError, OffsetOutOfRange
+from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange
 from llog.keys import S3Location
 from llog.models import INITIAL_OFFSET, DataRef, IndexedBatch
 from llog.reader import LogReader, LogRecord, record_at
@@ -253,12 +253,7 @@ class ConsumeService:
         try:
             sources: list[tuple[int, RecordBatch]] = list(plan.cached)
             for batch in plan.batches:
-                sources.append(
-                    (
-                        batch.start_offset,
-                        decode_batch(fetcher.get(batch.entry.ref), expected_count=batch.entry.msg_count),
-                    )
-                )
+                sources.append(self._decode(req, batch, fetcher))
                 if self.tail_cache is not None:
                     self.tail_cache.add(req.topic, req.partition, batch.start_offset, sources[-1][1])
             offset = req.fetch_offset
@@ -277,6 +272,15 @@ class ConsumeService:
             if not records:
                 return PartitionFetch(req.topic, req.partition, req.fetch_offset, [], plan.high_watermark, error=exc)
         return self._result(plan, records, plan.error)
+
+    def _decode(self, req: FetchPartition, batch: IndexedBatch, fetcher: BlobFetcher) -> tuple[int, RecordBatch]:
+        try:
+            return batch.start_offset, decode_batch(fetcher.get(batch.entry.ref), expected_count=batch.entry.msg_count)
+        except BlobNotFound:
+            # Compaction replaced the entry and GC removed its object after we
+            # planned: look the batch up again (it now resolves to the compacted one).
+            fresh = self.reader.resolve(req.topic, req.partition, batch.start_offset)
+            return fresh.start_offset, self.reader.fetch(fresh)
 
     @staticmethod
     def _result(plan: _Plan, records: list[LogRecord], error: LlogError | None = None) -> PartitionFetch:

@@ -141,7 +141,7 @@ class GarbageCollector:
                 if any(location.uri in self._references(pid, references) for pid in partitions):
                     report.referenced_kept += 1
                     continue
-            except CorruptData as exc:
+            except (CorruptData, BlobNotFound) as exc:
                 # Unreadable headers are kept for an operator: never delete what we cannot judge.
                 report.errors.append(f"{obj.key}: {exc}")
                 continue
@@ -154,6 +154,8 @@ class GarbageCollector:
 
     def _blob_partitions(self, location: S3Location, size: int) -> set[PartitionId]:
         """The partitions a blob's LLS1 header names, read with one (rarely two) range GETs."""
+        if size < PREAMBLE.size:
+            raise CorruptData(f"{location.uri} is {size} bytes, too short for an LLS1 blob")
         probe = self.blobs.get_range(location, 0, min(HEADER_PROBE_BYTES, size))
         needed = header_length(probe[: PREAMBLE.size])
         if needed > len(probe):

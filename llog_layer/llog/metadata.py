@@ -103,12 +103,20 @@ class PartitionMetadata:
         return [b for b in batches if b is not None]
 
     def create_index_entry(self, end_offset: int, entry: IndexEntry) -> int | None:
-        """Write the entry only if its key is absent; the new version, or None if it existed."""
+        """Write the entry only if its key is absent; the new version, or None if it existed.
+
+        A conflict after a retried attempt may be our own earlier write: then
+        the entry found carries our ``append_id`` and counts as created.
+        """
         try:
             return self.oxia.put(
                 self.keys.index(end_offset), entry.encode(), partition_key=self._pk, expected_version_id=CREATE_ONLY
             )
-        except VersionConflict:
+        except VersionConflict as conflict:
+            if conflict.ambiguous and entry.append_id is not None:
+                found = self.index_entry(end_offset)
+                if found is not None and found[0].entry.append_id == entry.append_id:
+                    return found[1]
             return None
 
     def delete_index_entry(self, end_offset: int, *, expected_version_id: int) -> bool:

@@ -282,7 +282,9 @@ class OxiaStore:
             except Exception as exc:
                 self.counters.record(op, time.perf_counter() - start, error=True)
                 if not _is_transient(exc):
-                    raise
+                    # Anything else the client raises (a non-transient gRPC status, an
+                    # unknown Oxia status) still reaches callers as a typed error.
+                    raise OxiaUnavailable(f"{op} failed: {_describe(exc)}") from exc
                 if attempt + 1 >= attempts:
                     raise OxiaUnavailable(f"{op} failed after {attempts} attempts: {_describe(exc)}") from exc
             else:

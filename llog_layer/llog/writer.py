@@ -35,7 +35,6 @@ from llog.errors import (
     InvalidArgument,
     LlogError,
     LogFenced,
-    OxiaUnavailable,
     StorageUnavailable,
     VersionConflict,
 )
@@ -174,7 +173,8 @@ class LogWriter:
 
     def _set_state(self, topic: str, partition: int, state: LogState) -> ControlRecord:
         meta = self._metadata(topic, partition)
-        while True:
+        backoff_ms = float(self.config.cas_backoff_initial_ms)
+        for _ in range(self.config.max_cas_attempts):
             current = meta.control()
             if current.record.pending is not None:
                 self._materialize(meta, current.record.pending, current)
@@ -185,8 +185,14 @@ class LogWriter:
             try:
                 meta.replace_control(updated, current.version_id)
             except VersionConflict:
+                time.sleep(backoff_ms * (0.5 + random.random()) / 1000)
+                backoff_ms = min(backoff_ms * 2, self.config.cas_backoff_max_ms)
                 continue
             return updated
+        raise AppendConflict(
+            f"gave up setting {topic}/{partition} to {state.value} after {self.config.max_cas_attempts} "
+            "compare-and-set conflicts with concurrent appends"
+        )
 
     def recover_pending(self, topic: str, partition: int) -> bool:
         """Finish a pending append left by a crashed writer; True if there was one."""
@@ -244,7 +250,10 @@ class LogWriter:
                     AppendResult(s.topic, s.partition, s.msg_count, start, end, meta.keys.index(end), location.uri)
                 )
                 if self._commit_listener is not None:
-                    self._commit_listener(s.topic, s.partition, start, body.body)
+                    try:
+                        self._commit_listener(s.topic, s.partition, start, body.body)
+                    except Exception:  # a cache must never fail a committed append
+                        log.exception("commit listener failed for %s/%s", s.topic, s.partition)
         return results
 
     def _commit(
@@ -284,13 +293,13 @@ class LogWriter:
                 self._fault(AFTER_RESERVE)
                 try:
                     self._materialize(meta, pending, VersionedControl(reserved, version))
-                except StorageUnavailable as exc:
+                except Exception as exc:  # nothing after the commit point may undo it
                     # The reservation is the commit point: the records are readable
                     # through meta/control.pending and the next writer or compactor
                     # materializes them. Reporting failure would invite a duplicate.
                     log.warning("append %s committed but not materialized yet: %s", append_id, exc)
                 return start, pending.end_offset
-        except OxiaUnavailable as exc:
+        except StorageUnavailable as exc:
             if not reservation_sent:
                 raise
             raise AppendOutcomeUnknown(
@@ -325,7 +334,7 @@ class LogWriter:
 
     def _materialize(self, meta: PartitionMetadata, pending: PendingAppend, control: VersionedControl) -> None:
         """Create ``pending``'s index entry (if absent) and clear it from ``meta/control``."""
-        created = meta.create_index_entry(pending.end_offset, pending.index_entry()) is not None
+        meta.create_index_entry(pending.end_offset, pending.index_entry())
         self._fault(AFTER_INDEX_WRITE)
         while True:
             try:
@@ -335,10 +344,10 @@ class LogWriter:
                 control = meta.control()
                 if control.record.pending is None or control.record.pending.append_id != pending.append_id:
                     break  # someone else finished this append
-        # Someone else finished it: if the entry is ours, it could be a late
-        # duplicate of one that compaction has since removed.
-        if created:
-            self._remove_if_stale(meta, pending)
+        # Someone else finished it. The entry at its end offset (ours, or a
+        # stalled recoverer's) could be a late duplicate of one compaction has
+        # since removed; checking costs reads only on this contended path.
+        self._remove_if_stale(meta, pending)
 
     def _remove_if_stale(self, meta: PartitionMetadata, pending: PendingAppend) -> None:
         found = meta.index_entry(pending.end_offset)

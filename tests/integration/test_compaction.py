@@ -21,7 +21,7 @@ from llog.compactor import (
 from llog.faults import SimulatedCrash, crash_at
 from llog.keys import PartitionKeys
 from llog.metadata import PartitionMetadata
-from llog.models import EntryType
+from llog.models import CompactionRecord, CompactionState, EntryType
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
 from llog.writer import AFTER_RESERVE, LogWriter, SharedAppendGroup
@@ -182,3 +182,50 @@ def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
 
     assert [(e, t) for e, t, _ in index_types(oxia_store, topic)] == [(3, EntryType.COMPACTED.value)]
     assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"a", b"b", b"c"]
+
+
+def test_a_compactor_that_stalled_past_another_compaction_does_not_commit_its_stale_range(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
+    topic: str
+) -> None:
+    fill(writer, topic)
+    before = snapshot(reader, topic)
+    selected, release = threading.Event(), threading.Event()
+
+    def stall(point: str) -> None:
+        if point == AFTER_BLOB_PUT:
+            selected.set()
+            assert release.wait(30)
+
+    stalled = Compactor(oxia_store, blob_store, bucket=BUCKET, fault_hook=stall)
+    outcome: list[str] = []
+    thread = threading.Thread(target=lambda: outcome.append(stalled.compact_once(topic, 0).outcome))
+    thread.start()
+    assert selected.wait(30)
+    assert compactor.compact_once(topic, 0).outcome == "compacted"  # the same range, first
+    writer.append(topic, 0, [b"later"])
+    release.set()
+    thread.join(30)
+
+    assert outcome == ["nothing_to_do"]
+    assert index_types(oxia_store, topic)[0] == (15, "COMPACTED", 15)
+    assert snapshot(reader, topic)[:15] == before
+
+
+def test_a_stale_compaction_record_is_abandoned_not_applied(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str
+) -> None:
+    fill(writer, topic)
+    compactor.compact_once(topic, 0)  # cursor now 16
+    writer.append(topic, 0, [b"x", b"y"])
+    keys = PartitionKeys(topic, 0)
+    stale = CompactionRecord("stale", CompactionState.WRITING_COMPACTED_INDEX, 1, 17, 17,
+                             f"s3://{BUCKET}/{keys.compacted_object_key()}", 0, last_source_start_offset=16)
+    oxia_store.put(keys.compaction, stale.encode(), partition_key=keys.partition_key)
+
+    result = compactor.compact_once(topic, 0)
+
+    assert result.outcome == "resumed"
+    assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0)).compaction() is None
+    assert [r[1] for r in snapshot(reader, topic)][-2:] == [b"x", b"y"]
+    assert index_types(oxia_store, topic) == [(15, "COMPACTED", 15), (17, "WAL", 2)]

@@ -7,6 +7,7 @@ client meets a real refused connection.
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -15,6 +16,8 @@ from llog.codec import Record
 from llog.config import OxiaConfig, S3Config
 from llog.devstack import free_port
 from llog.errors import ConfigurationError, InvalidArgument, InvalidPartition, InvalidTopicName, OxiaUnavailable
+from llog.gc import GarbageCollector, GcConfig, GcReport
+from llog.keys import S3Location, new_object_id, shared_wal_prefix
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
 from llog.writer import LogWriter, SharedAppendGroup
@@ -109,3 +112,18 @@ def test_rejected_input_writes_nothing(
         writer.append_shared(groups)
     assert blob_store.counters.total_calls() == 0
     assert dead_oxia.counters.total_calls() == 0
+
+
+def test_gc_keeps_and_reports_a_wal_object_it_cannot_read(dead_oxia: OxiaStore, blob_store: BlobStore) -> None:
+    root = f"gc-{uuid.uuid4().hex[:8]}"
+    blob_store.put(S3Location(BUCKET, f"{shared_wal_prefix(root)}{new_object_id()}"), b"")
+    collector = GarbageCollector(dead_oxia, blob_store, bucket=BUCKET, root=root, config=GcConfig(grace_ms=1),
+                                 clock=lambda: time.time() + 60)
+    report = GcReport()
+
+    collector.collect_wal(report)
+
+    assert report.wal_blobs_deleted == 0
+    assert len(report.errors) == 1
+    assert "too short for an LLS1 blob" in report.errors[0]
+    assert len(list(blob_store.list(BUCKET, shared_wal_prefix(root)))) == 1
