@@ -53,7 +53,7 @@ from urllib.parse import urlsplit
 from llog.batching import BatchingConfig, BatchingProducer
 from llog.blob_store import BlobStore
 from llog.compactor import Compactor, compact_until_caught_up
-from llog.config import OxiaConfig, S3Config, WriterConfig, root_prefix_from_env
+from llog.config import WriterConfig
 from llog.consume import ConsumeService
 from llog.errors import LlogError
 from llog.gc import GarbageCollector
@@ -62,6 +62,7 @@ from llog.metrics import OperationCounters
 from llog.oxia_store import OxiaStore
 from llog.produce import ProduceService, tail_cache_from_env
 from llog.reader import LogReader
+from llog.storage import Storage
 from llog.tail_cache import TailCache
 from llog.writer import LogWriter
 
@@ -120,16 +121,13 @@ class ServeServices:
     @classmethod
     def from_env(cls) -> ServeServices:
         """Build everything from ``LLOG_*``; touches no network (Oxia connects on first use)."""
-        s3 = S3Config.from_env()
-        bucket = s3.require_bucket()
-        root = root_prefix_from_env()
-        oxia = OxiaStore(OxiaConfig.from_env())
-        blobs = BlobStore(s3)
+        storage = Storage.from_env()
+        oxia, blobs, root = storage.oxia, storage.blobs, storage.root
         cache = tail_cache_from_env()
         writer = LogWriter(
             oxia,
             blobs,
-            bucket=bucket,
+            bucket=storage.bucket,
             root=root,
             config=WriterConfig.from_env(),
             commit_listener=cache.on_commit if cache.enabled else None,

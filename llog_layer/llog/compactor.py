@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from llog.blob_store import BlobStore
 from llog.codec import ENCODING, Record, decode_batch, encode_batch
-from llog.config import Environ, OxiaConfig, S3Config, env_int, root_prefix_from_env
+from llog.config import Environ, env_int
 from llog.consume import BlobFetcher
 from llog.errors import CommitDeadlineExceeded, InconsistentReadState, VersionConflict
 from llog.faults import FaultHook
@@ -46,6 +46,7 @@ from llog.models import (
     IndexEntry,
 )
 from llog.oxia_store import CREATE_ONLY, OxiaStore
+from llog.storage import Storage
 from llog.writer import LogWriter
 
 log = logging.getLogger(__name__)
@@ -135,13 +136,9 @@ class Compactor:
 
     @classmethod
     def from_env(cls) -> Compactor:
-        s3 = S3Config.from_env()
+        storage = Storage.from_env()
         return cls(
-            OxiaStore(OxiaConfig.from_env()),
-            BlobStore(s3),
-            bucket=s3.require_bucket(),
-            root=root_prefix_from_env(),
-            config=CompactorConfig.from_env(),
+            storage.oxia, storage.blobs, bucket=storage.bucket, root=storage.root, config=CompactorConfig.from_env()
         )
 
     def close(self) -> None:

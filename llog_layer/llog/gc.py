@@ -33,12 +33,13 @@ from dataclasses import dataclass, field
 from llog.admin import LogCatalog
 from llog.blob_store import BlobStore, ObjectInfo
 from llog.compactor import END_OFFSET_METADATA
-from llog.config import Environ, OxiaConfig, S3Config, env_int, root_prefix_from_env
+from llog.config import Environ, env_int
 from llog.errors import BlobNotFound, ConfigurationError, CorruptData, LlogError, PartitionNotInitialized
 from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, object_id_time_ms, shared_wal_prefix
 from llog.metadata import PartitionMetadata
 from llog.models import EntryType
 from llog.oxia_store import OxiaStore
+from llog.storage import Storage
 from llog.wal import PREAMBLE, header_length, parse_shared_blob_header
 
 log = logging.getLogger(__name__)
@@ -107,9 +108,8 @@ class GarbageCollector:
 
     @classmethod
     def from_env(cls) -> GarbageCollector:
-        s3 = S3Config.from_env()
-        return cls(OxiaStore(OxiaConfig.from_env()), BlobStore(s3), bucket=s3.require_bucket(),
-                   root=root_prefix_from_env(), config=GcConfig.from_env())
+        storage = Storage.from_env()
+        return cls(storage.oxia, storage.blobs, bucket=storage.bucket, root=storage.root, config=GcConfig.from_env())
 
     def close(self) -> None:
         self.oxia.close()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from llog.blob_store import BlobStore
 from llog.codec import Record, check_record, encode_batch
-from llog.config import OxiaConfig, S3Config, WriterConfig, root_prefix_from_env
+from llog.config import WriterConfig
 from llog.errors import (
     AppendConflict,
     AppendOutcomeUnknown,
@@ -43,6 +43,7 @@ from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal
 from llog.metadata import PartitionMetadata, VersionedControl
 from llog.models import ControlRecord, DataRef, EntryType, LogState, PendingAppend
 from llog.oxia_store import OxiaStore
+from llog.storage import Storage
 from llog.wal import PartitionBody, build_shared_blob
 
 log = logging.getLogger(__name__)
@@ -125,12 +126,12 @@ class LogWriter:
 
     @classmethod
     def from_env(cls, *, commit_listener: CommitListener | None = None) -> LogWriter:
-        s3 = S3Config.from_env()
+        storage = Storage.from_env()
         return cls(
-            OxiaStore(OxiaConfig.from_env()),
-            BlobStore(s3),
-            bucket=s3.require_bucket(),
-            root=root_prefix_from_env(),
+            storage.oxia,
+            storage.blobs,
+            bucket=storage.bucket,
+            root=storage.root,
             config=WriterConfig.from_env(),
             commit_listener=commit_listener,
         )
