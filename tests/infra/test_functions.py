@@ -92,8 +92,12 @@ def asset_files(stack: LlogStack, template: Template, name: str) -> list[str]:
     fn = llog_functions(template)[name]
     key: str = fn["Code"]["S3Key"]
     outdir = Path(cdk.Stage.of(stack).outdir)  # type: ignore[union-attr]
-    asset = outdir / ("asset." + key.removesuffix(".zip"))
-    assert asset.is_dir(), sorted(p.name for p in outdir.iterdir())
+    # CDK appends the source directory's extension to the staged name, so a
+    # checkout at a path like /tmp/tmp.AbC stages "asset.<hash>.AbC".
+    stem = "asset." + key.removesuffix(".zip")
+    staged = [p for p in outdir.iterdir() if p.is_dir() and (p.name == stem or p.name.startswith(stem + "."))]
+    assert len(staged) == 1, sorted(p.name for p in outdir.iterdir())
+    asset = staged[0]
     return sorted(p.relative_to(asset).as_posix() for p in asset.rglob("*") if p.is_file())
 
 
