@@ -394,8 +394,9 @@ class LlogServer:
             with self._inflight_cond:
                 self._inflight -= 1
                 self._inflight_cond.notify_all()
-        self._write(request, status, headers, payload)
+        # Counted before the reply goes out, so a client that reads /metrics next sees its own request.
         self.http.record(method, route, status, time.perf_counter() - start)
+        self._write(request, status, headers, payload)
 
     def _serve_own(self, path: str) -> tuple[int, list[tuple[str, str]], bytes]:
         if path == "/metrics":
