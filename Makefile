@@ -8,17 +8,19 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia test lint typecheck pytest synth dev serve invoke bench clean
+.PHONY: help setup oxia iceberg test lint typecheck pytest synth dev serve invoke glue-local glue-sql bench clean
 
 help:
 	@echo "make setup   - virtualenv, pinned dependencies and the Oxia server (idempotent)"
 	@echo "make test    - setup, then ruff, mypy and the whole pytest suite"
 	@echo "make dev     - setup, then run the whole system locally (Oxia, S3, HTTP API on :8080, compaction)"
 	@echo "make invoke FN=<function> EVENT=<file> - run one Lambda handler on an event against the environment"
+	@echo "make glue-local - export the make dev stack's compacted ranges to .dev/tables/records (Spark, local)"
+	@echo "make glue-sql SQL='SELECT ...' - Spark SQL over that table (the view is called records)"
 	@echo "make bench   - setup, then the benchmarks; results go to docs/PERFORMANCE.md"
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
 
-setup: $(STAMP) oxia
+setup: $(STAMP) oxia iceberg
 
 $(STAMP):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -33,6 +35,10 @@ $(STAMP):
 # reported as skipped with the reason. LLOG_REQUIRE_OXIA=1 makes it an error.
 oxia:
 	@scripts/install-oxia.sh || [ -z "$${LLOG_REQUIRE_OXIA:-}" ] || exit 1
+
+# Iceberg's Spark runtime for the Iceberg export tests; without it they are reported as skipped.
+iceberg:
+	@scripts/fetch-iceberg.sh || [ -z "$${LLOG_REQUIRE_ICEBERG:-}" ] || exit 1
 
 $(NPM_STAMP): package-lock.json
 	@command -v npm >/dev/null || { echo "Node.js and npm are required for the CDK app (make synth)"; exit 1; }
@@ -66,6 +72,23 @@ serve: setup
 invoke: setup
 	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=<function> EVENT=<event file>"; exit 2; }
 	$(VENV)/bin/llog invoke $(FN) $(EVENT)
+
+# The Glue export job run locally against `make dev` (same entry point and arguments as on Glue).
+# TABLE_FORMAT=iceberg writes an Iceberg table (warehouse .dev/tables/iceberg, table glue_catalog.llog_dev.records).
+TABLE_FORMAT ?= parquet
+GLUE_OUTPUT = $(if $(filter iceberg,$(TABLE_FORMAT)),.dev/tables/iceberg,.dev/tables/records)
+glue-local: setup
+	LLOG_S3_ENDPOINT_URL=$${LLOG_S3_ENDPOINT_URL:-http://127.0.0.1:$${LLOG_DEV_S3_PORT:-4566}} \
+	LLOG_S3_REGION_NAME=$${LLOG_S3_REGION_NAME:-us-east-1} \
+	LLOG_S3_ACCESS_KEY_ID=$${LLOG_S3_ACCESS_KEY_ID:-testing} LLOG_S3_SECRET_ACCESS_KEY=$${LLOG_S3_SECRET_ACCESS_KEY:-testing} \
+	LLOG_ICEBERG_JAR=.tools/jars/iceberg-spark-runtime-4.1_2.13-1.11.0.jar \
+	$(PY) glue_jobs/export_job.py --JOB_NAME llog-export-local --llog_bucket $${LLOG_S3_BUCKET:-leaderless-log-wal} \
+	  --llog_root_prefix $${LLOG_ROOT_PREFIX:-llog} --output_path $(GLUE_OUTPUT) --table_format $(TABLE_FORMAT) \
+	  $(if $(filter iceberg,$(TABLE_FORMAT)),--database llog_dev --table records) $(GLUE_ARGS)
+
+glue-sql: setup
+	@test -n "$(SQL)" || { echo "usage: make glue-sql SQL='SELECT topic, date, count(*) FROM records GROUP BY 1, 2'"; exit 2; }
+	$(PY) scripts/spark_sql.py "$(SQL)"
 
 bench: setup
 	$(PY) bench/run.py

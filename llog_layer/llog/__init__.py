@@ -11,6 +11,9 @@ Public API::
     reader.read_offset("orders", 0, 1).value
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from llog.codec import ENCODING, Record, RecordBatch, decode_batch, encode_batch
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import (
@@ -38,8 +41,29 @@ from llog.errors import (
     VersionConflict,
 )
 from llog.keys import PartitionKeys, S3Location
-from llog.reader import LogReader, LogRecord, PartitionInfo
-from llog.writer import AppendResult, LogWriter, SharedAppendGroup
+
+if TYPE_CHECKING:
+    from llog.reader import LogReader, LogRecord, PartitionInfo
+    from llog.writer import AppendResult, LogWriter, SharedAppendGroup
+
+# The reader and writer need the Oxia client; importing them lazily keeps the codec,
+# keys and S3 parts usable where it is not installed (the Glue export job).
+_LAZY = {
+    "LogReader": "llog.reader",
+    "LogRecord": "llog.reader",
+    "PartitionInfo": "llog.reader",
+    "AppendResult": "llog.writer",
+    "LogWriter": "llog.writer",
+    "SharedAppendGroup": "llog.writer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llog' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "ENCODING",

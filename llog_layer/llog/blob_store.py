@@ -146,11 +146,20 @@ class BlobStore:
 
     def list(self, bucket: str, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
         """Every object under ``prefix`` (after ``start_after``, if given) in key order, page by page."""
+        for page in self._pages(bucket, prefix, {"StartAfter": start_after} if start_after else {}):
+            for obj in page.get("Contents", []):
+                yield ObjectInfo(obj["Key"], int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000))
+
+    def list_prefixes(self, bucket: str, prefix: str) -> Iterator[str]:
+        """The next ``/``-level below ``prefix``: each distinct ``prefix + name + "/"``, in key order."""
+        for page in self._pages(bucket, prefix, {"Delimiter": "/"}):
+            for common in page.get("CommonPrefixes", []):
+                yield common["Prefix"]
+
+    def _pages(self, bucket: str, prefix: str, options: dict[str, Any]) -> Iterator[Any]:
         token: str | None = None
         while True:
-            kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
-            if start_after:
-                kwargs["StartAfter"] = start_after
+            kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, **options}
             if token:
                 kwargs["ContinuationToken"] = token
             with self.counters.timed("list"):
@@ -158,8 +167,7 @@ class BlobStore:
                     page = self._client.list_objects_v2(**kwargs)
                 except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
                     raise self._fail("list", f"s3://{bucket}/{prefix}", exc) from exc
-            for obj in page.get("Contents", []):
-                yield ObjectInfo(obj["Key"], int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000))
+            yield page
             token = page.get("NextContinuationToken")
             if not page.get("IsTruncated") or not token:
                 return

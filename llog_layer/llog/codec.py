@@ -224,6 +224,30 @@ class _Column:
         return bytes(self.data[start:end])
 
 
+@dataclass(frozen=True, slots=True)
+class BinaryColumn:
+    """An Arrow ``binary`` layout: ``count + 1`` int32 offsets into ``data``, optional LSB validity bitmap."""
+
+    offsets: Sequence[int]
+    data: memoryview
+    validity: memoryview | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BatchColumns:
+    """The raw sections of a batch, for building columnar (Arrow) arrays without copying.
+
+    ``timestamps`` holds ``count`` int64 milliseconds. ``headers``, when present,
+    holds each record's headers encoded as by :func:`encode_headers`.
+    """
+
+    count: int
+    timestamps: Sequence[int]
+    values: BinaryColumn
+    keys: BinaryColumn | None
+    headers: BinaryColumn | None
+
+
 class RecordBatch:
     """A decoded batch: validated once, records served by index without copying the batch."""
 
@@ -315,6 +339,25 @@ class RecordBatch:
     @property
     def nbytes(self) -> int:
         return len(self._raw)
+
+    def columns(self) -> BatchColumns:
+        """The sections as checked when the batch was opened (header, CRC, section bounds).
+
+        Each column's first offset is 0 and its last is its data length; that the
+        offsets between never decrease is left to the consumer, which checks it in
+        bulk (Arrow: ``Array.validate(full=True)``) instead of per record here.
+        """
+
+        def binary(column: _Column, validity: memoryview | None = None) -> BinaryColumn:
+            return BinaryColumn(column.offsets, column.data, validity)
+
+        return BatchColumns(
+            self._count,
+            self._timestamps,
+            binary(self._values),
+            None if self._keys is None else binary(self._keys, self._key_validity),
+            None if self._headers is None else binary(self._headers),
+        )
 
 
 def decode_batch(data: bytes | bytearray | memoryview, *, expected_count: int | None = None) -> RecordBatch:

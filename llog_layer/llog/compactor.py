@@ -11,7 +11,8 @@ starting exactly at ``meta/compaction-cursor``, into one partition-local
 4. read the slices, write ``{base}/data/compacted/{uuid}``;
 5. create ``meta/compaction`` (state ``WRITING_COMPACTED_INDEX``);
 6. CAS the range's end key to one COMPACTED entry; state ``DELETING_OLD``;
-7. ``delete_range`` the lower keys; state ``UPDATING_CURSOR``;
+7. publish the range's manifest (docs/FORMAT.md), ``delete_range`` the lower
+   keys; state ``UPDATING_CURSOR``;
 8. advance the cursor to ``end + 1``; delete ``meta/compaction``.
 
 Every step is idempotent and ``meta/compaction`` records where a run stands,
@@ -35,8 +36,10 @@ from llog.consume import BlobFetcher
 from llog.errors import CommitDeadlineExceeded, InconsistentReadState, VersionConflict
 from llog.faults import FaultHook
 from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
+from llog.manifest import ManifestStore
 from llog.metadata import PartitionMetadata
 from llog.models import (
+    CompactedRange,
     CompactionCursor,
     CompactionRecord,
     CompactionState,
@@ -54,6 +57,7 @@ log = logging.getLogger(__name__)
 AFTER_BLOB_PUT = "compactor.after_blob_put"
 AFTER_RECORD = "compactor.after_record"
 AFTER_END_KEY = "compactor.after_end_key"
+AFTER_MANIFEST = "compactor.after_manifest"
 AFTER_DELETE = "compactor.after_delete"
 AFTER_CURSOR = "compactor.after_cursor"
 
@@ -131,6 +135,7 @@ class Compactor:
         self.config = config or CompactorConfig()
         self._fault_hook = fault_hook
         self._clock = clock
+        self.manifests = ManifestStore(blobs, bucket=bucket, root=root)
         # Pending-append recovery is the writer's protocol; reuse it, never copy it.
         self._writer = LogWriter(oxia, blobs, bucket=bucket, root=root)
 
@@ -296,6 +301,10 @@ class Compactor:
                     self._fault(AFTER_END_KEY)
                     self._set_state(meta, record, version, CompactionState.DELETING_OLD)
                 elif record.state is CompactionState.DELETING_OLD:
+                    # After the commit point (the end key), so no manifest names an orphan.
+                    self.manifests.publish(CompactedRange.of(keys.topic, keys.partition, record))
+                    stages.mark("manifest")
+                    self._fault(AFTER_MANIFEST)
                     self.oxia.delete_range(
                         keys.index(record.start_offset), keys.index(record.end_offset), partition_key=keys.partition_key
                     )

@@ -9,6 +9,7 @@ Layout (seed 000, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``)::
     {root}/{topic}/partitions/{partition}/index/{end_offset:020d}
     {root}/wal-shared/{uuid}                                   (S3)
     {root}/{topic}/partitions/{partition}/data/compacted/{uuid} (S3)
+    {root}/{topic}/partitions/{partition}/manifests/{start_offset:020d}.json (S3)
 
 Every Oxia record of a topic-partition uses ``partition_key = "{topic}:{partition}"``
 so that one partition lives on one Oxia shard.
@@ -148,6 +149,22 @@ class PartitionKeys:
 
     def compacted_object_key(self, object_id: str | None = None) -> str:
         return f"{self.compacted_prefix}{object_id or new_object_id()}"
+
+    @property
+    def manifest_prefix(self) -> str:
+        return f"{self.base}/manifests/"
+
+    def manifest_key(self, start_offset: int) -> str:
+        """S3 key of the manifest of the compacted range starting at ``start_offset`` (sorts by offset)."""
+        return f"{self.manifest_prefix}{format_offset(start_offset)}.json"
+
+    def parse_manifest_key(self, key: str) -> int | None:
+        """The start offset named by a manifest key of this partition, else ``None``."""
+        name = key[len(self.manifest_prefix) :] if key.startswith(self.manifest_prefix) else ""
+        digits = name.removesuffix(".json")
+        if len(digits) != OFFSET_WIDTH or name == digits or not (digits.isascii() and digits.isdigit()):
+            return None
+        return int(digits)
 
 
 def shared_wal_prefix(root: str = DEFAULT_ROOT_PREFIX) -> str:

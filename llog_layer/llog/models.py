@@ -1,4 +1,5 @@
-"""The JSON documents stored in Oxia (seed 000, "Metadata Keys" and "Index Keys").
+"""The JSON documents llog stores: in Oxia (seed 000, "Metadata Keys" and "Index Keys") and the
+compacted-range manifests in S3 (docs/FORMAT.md, "Manifests").
 
 Each type parses strictly: a record that does not hold the promised shape
 raises ``CorruptMetadata`` instead of being half-understood. Unknown extra
@@ -312,3 +313,80 @@ class CompactionRecord:
             encoding=_str(doc, "encoding", what),
             last_source_start_offset=_int(doc, "last_source_start_offset", what, optional=True),
         )
+
+
+MANIFEST_FORMAT = "llog-compacted-range-v1"
+
+
+@dataclass(frozen=True)
+class CompactedRange:
+    """A manifest: one committed compacted object and the offsets it holds.
+
+    Compaction publishes it only after the range's COMPACTED index entry is
+    written (the commit point), so a manifest never names an orphaned object.
+    """
+
+    topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    data_key: str
+    compaction_id: str
+    created_at_ms: int
+    encoding: str = ENCODING
+
+    def __post_init__(self) -> None:
+        if not 0 < self.start_offset <= self.end_offset:
+            raise CorruptMetadata(f"manifest range [{self.start_offset}, {self.end_offset}] is invalid")
+
+    @property
+    def record_count(self) -> int:
+        return self.end_offset - self.start_offset + 1
+
+    @classmethod
+    def of(cls, topic: str, partition: int, record: CompactionRecord) -> CompactedRange:
+        return cls(
+            topic,
+            partition,
+            record.start_offset,
+            record.end_offset,
+            record.data_key,
+            record.compaction_id,
+            record.created_at_ms,
+            record.encoding,
+        )
+
+    def encode(self) -> bytes:
+        return _dump(
+            {
+                "format": MANIFEST_FORMAT,
+                "topic": self.topic,
+                "partition": self.partition,
+                "start_offset": self.start_offset,
+                "end_offset": self.end_offset,
+                "record_count": self.record_count,
+                "data_key": self.data_key,
+                "encoding": self.encoding,
+                "compaction_id": self.compaction_id,
+                "created_at_ms": self.created_at_ms,
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes, what: str = "manifest") -> CompactedRange:
+        doc = _load(raw, what)
+        if doc.get("format") != MANIFEST_FORMAT:
+            raise CorruptMetadata(f"{what} has an unknown format {doc.get('format')!r}")
+        decoded = cls(
+            topic=_str(doc, "topic", what),
+            partition=_int(doc, "partition", what),
+            start_offset=_int(doc, "start_offset", what),
+            end_offset=_int(doc, "end_offset", what),
+            data_key=_str(doc, "data_key", what),
+            compaction_id=_str(doc, "compaction_id", what),
+            created_at_ms=_int(doc, "created_at_ms", what),
+            encoding=_str(doc, "encoding", what),
+        )
+        if _int(doc, "record_count", what) != decoded.record_count:
+            raise CorruptMetadata(f"{what} record_count disagrees with its offsets")
+        return decoded

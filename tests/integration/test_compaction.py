@@ -13,6 +13,7 @@ from llog.compactor import (
     AFTER_CURSOR,
     AFTER_DELETE,
     AFTER_END_KEY,
+    AFTER_MANIFEST,
     AFTER_RECORD,
     Compactor,
     CompactorConfig,
@@ -20,6 +21,7 @@ from llog.compactor import (
 )
 from llog.faults import SimulatedCrash, crash_at
 from llog.keys import PartitionKeys
+from llog.manifest import ManifestStore
 from llog.metadata import PartitionMetadata
 from llog.models import CompactionRecord, CompactionState, EntryType
 from llog.oxia_store import OxiaStore
@@ -42,6 +44,11 @@ def index_types(oxia: OxiaStore, topic: str, partition: int = 0) -> list[tuple[i
 @pytest.fixture
 def compactor(oxia_store: OxiaStore, blob_store: BlobStore) -> Compactor:
     return Compactor(oxia_store, blob_store, bucket=BUCKET)
+
+
+def manifest_chain(blob_store: BlobStore, topic: str, partition: int = 0) -> list[tuple[int, int, int]]:
+    store = ManifestStore(blob_store, bucket=BUCKET, root="llog")
+    return [(m.start_offset, m.end_offset, m.record_count) for m in store.ranges(topic, partition)]
 
 
 def fill(writer: LogWriter, topic: str) -> None:
@@ -91,9 +98,12 @@ def test_limits_split_runs(writer: LogWriter, reader: LogReader, oxia_store: Oxi
     ]
     assert [t for _, t, _ in index_types(oxia_store, topic)] == ["COMPACTED"] * 4
     assert len(snapshot(reader, topic)) == 15
+    assert manifest_chain(blob_store, topic) == [(1, 3, 3), (4, 6, 3), (7, 10, 4), (11, 15, 5)]
 
 
-@pytest.mark.parametrize("point", [AFTER_BLOB_PUT, AFTER_RECORD, AFTER_END_KEY, AFTER_DELETE, AFTER_CURSOR])
+@pytest.mark.parametrize(
+    "point", [AFTER_BLOB_PUT, AFTER_RECORD, AFTER_END_KEY, AFTER_MANIFEST, AFTER_DELETE, AFTER_CURSOR]
+)
 def test_a_crash_at_any_step_is_finished_by_another_compactor(
     writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
     topic: str, point: str
@@ -105,6 +115,9 @@ def test_a_crash_at_any_step_is_finished_by_another_compactor(
         doomed.compact_once(topic, 0)
 
     assert snapshot(reader, topic) == before  # readers are right in every intermediate state
+    # a manifest exists only once the range is committed (never for an orphaned object)
+    committed = point not in (AFTER_BLOB_PUT, AFTER_RECORD, AFTER_END_KEY)
+    assert manifest_chain(blob_store, topic) == ([(1, 15, 15)] if committed else [])
 
     result = compactor.compact_once(topic, 0)
     assert result.outcome == ("compacted" if point == AFTER_BLOB_PUT else "resumed")
@@ -112,6 +125,7 @@ def test_a_crash_at_any_step_is_finished_by_another_compactor(
     assert index_types(oxia_store, topic) == [(15, "COMPACTED", 15)]
     assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0)).compaction() is None
     assert snapshot(reader, topic) == before
+    assert manifest_chain(blob_store, topic) == [(1, 15, 15)]
 
 
 def test_compactor_finishes_a_pending_append_first(

@@ -742,3 +742,35 @@ def test_invalid_headers_are_invalid_argument(headers):
     # escape as TypeError / AttributeError / UnicodeEncodeError.
     with pytest.raises(InvalidArgument):
         encode_batch([Record(b"v", headers=headers)])
+
+
+def test_columns_expose_the_arrow_layout_of_each_section():
+    batch = decode_batch(encode_batch([
+        Record(b"ab", key=b"k", headers=(("h", b"1"),), timestamp_ms=5),
+        Record(b"", timestamp_ms=6),
+        Record(b"cde", key=b"", timestamp_ms=7),
+    ]))
+    columns = batch.columns()
+    assert columns.count == 3
+    assert list(columns.timestamps) == [5, 6, 7]
+    assert (list(columns.values.offsets), bytes(columns.values.data)) == ([0, 2, 2, 5], b"abcde")
+    assert columns.keys is not None
+    assert columns.keys.validity is not None
+    assert bytes(columns.keys.validity) == bytes([0b101])  # LSB first, as in Arrow
+    assert columns.headers is not None
+    assert columns.headers.offsets[0] == 0
+    plain = decode_batch(encode_batch([b"x"])).columns()
+    assert (plain.keys, plain.headers) == (None, None)
+
+
+def test_importing_llog_does_not_need_the_oxia_client():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, llog; from llog.codec import decode_batch; "
+        "assert 'oxia' not in sys.modules; print(llog.LogWriter)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "llog.writer.LogWriter" in done.stdout

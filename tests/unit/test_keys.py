@@ -321,3 +321,13 @@ def test_s3_location_rejects_other_schemes(uri):
 def test_s3_location_needs_bucket_and_key(uri):
     with pytest.raises(InvalidArgument, match="needs a bucket and a key"):
         S3Location.parse(uri)
+
+
+def test_manifest_keys_sort_by_start_offset_and_parse_back():
+    keys = PartitionKeys("orders", 3, "llog")
+    assert keys.manifest_key(7) == "llog/orders/partitions/3/manifests/00000000000000000007.json"
+    assert sorted([keys.manifest_key(10), keys.manifest_key(9)]) == [keys.manifest_key(9), keys.manifest_key(10)]
+    assert keys.parse_manifest_key(keys.manifest_key(42)) == 42
+    for stray in [keys.manifest_prefix + "00000000000000000007", keys.manifest_prefix + "7.json",
+                  keys.manifest_prefix + "notes.txt", PartitionKeys("orders", 4).manifest_key(7)]:
+        assert keys.parse_manifest_key(stray) is None

@@ -441,3 +441,18 @@ def test_unknown_pending_entry_type_is_corrupt_metadata(entry_type):
 def test_hostile_json_is_corrupt_metadata(decode, raw):
     with pytest.raises(CorruptMetadata):
         decode(raw)
+
+
+def test_a_compacted_range_manifest_round_trips_and_rejects_what_it_cannot_trust():
+    from llog.models import CompactedRange, CompactionRecord, CompactionState
+
+    record = CompactionRecord("c1", CompactionState.DELETING_OLD, 11, 20, 10, "s3://b/k", 123)
+    manifest = CompactedRange.of("orders", 2, record)
+    assert (manifest.start_offset, manifest.end_offset, manifest.record_count) == (11, 20, 10)
+    assert CompactedRange.decode(manifest.encode()) == manifest
+    doc = json.loads(manifest.encode())
+    for field, value in [("format", "v0"), ("record_count", 9), ("start_offset", -1), ("data_key", "")]:
+        with pytest.raises(CorruptMetadata):
+            CompactedRange.decode(json.dumps({**doc, field: value}).encode())
+    with pytest.raises(CorruptMetadata):
+        CompactedRange("orders", 2, 0, 5, "s3://b/k", "c", 1)  # offsets start at 1

@@ -1,0 +1,290 @@
+"""The export: committed compacted ranges in, Parquet table partitions out, exactly once.
+
+An export run plans on the driver (manifests after each partition's cursor),
+decodes on the executors (one task reads and decodes whole compacted objects
+with ``mapInArrow``), writes Parquet to a staging folder and commits with the
+protocol of :mod:`llog_export.state`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyspark.accumulators import Accumulator
+from pyspark.sql import DataFrame, SparkSession
+
+from llog.blob_store import BlobStore
+from llog.codec import decode_batch
+from llog.config import S3Config
+from llog.errors import CorruptMetadata
+from llog.faults import FaultHook
+from llog.keys import S3Location
+from llog.manifest import ManifestStore
+from llog.models import CompactedRange
+from llog_export.arrow import SPARK_SCHEMA, batch_to_arrow
+from llog_export.catalog import TableCatalog
+from llog_export.hadoop_fs import HadoopFileSystem
+from llog_export.state import (
+    STAGING_DIR,
+    Cursors,
+    ExportState,
+    FileSystem,
+    Move,
+    PendingAttempt,
+    StateStore,
+    merge_cursors,
+)
+
+log = logging.getLogger("llog_export")
+
+AFTER_STAGING = "export.after_staging"
+AFTER_PENDING = "export.after_pending"
+AFTER_MOVES = "export.after_moves"
+
+WORK_SCHEMA = "topic STRING, partition INT, start_offset BIGINT, end_offset BIGINT, data_key STRING"
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    llog_bucket: str
+    output_path: str
+    llog_root_prefix: str = "llog"
+    topics: tuple[str, ...] = ()  # empty: every topic found in the bucket
+    database: str | None = None  # register the table in this catalog database
+    table: str = "records"
+    s3: S3Config = field(default_factory=S3Config)
+    max_ranges_per_run: int = 100_000  # bounds one run's work; the next run continues
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    attempt_id: str | None
+    ranges: int
+    rows: int
+    bytes_read: int
+    files: int
+    partitions: int  # topic-partitions with new rows
+    recovered_attempt: str | None
+    seconds: dict[str, float]
+
+    def describe(self) -> str:
+        total = sum(self.seconds.values())
+        rate = self.rows / total if total else 0.0
+        return (
+            f"exported {self.rows} rows ({self.bytes_read} bytes) from {self.ranges} compacted ranges of "
+            f"{self.partitions} partitions into {self.files} files in {total:.1f} s ({rate:,.0f} rows/s)"
+        )
+
+
+def plan_ranges(manifests: ManifestStore, cursors: Cursors, options: ExportOptions) -> list[CompactedRange]:
+    """Every committed range after each partition's cursor, up to ``max_ranges_per_run``."""
+    planned: list[CompactedRange] = []
+    for topic in options.topics or tuple(manifests.topics()):
+        for partition in manifests.partitions(topic):
+            cursor = cursors.get(topic, {}).get(partition, 1)
+            found = 0
+            for manifest in manifests.ranges(topic, partition, cursor):
+                if len(planned) >= options.max_ranges_per_run:
+                    log.info("plan: reached max_ranges_per_run=%d; the next run continues", options.max_ranges_per_run)
+                    return planned
+                planned.append(manifest)
+                found += 1
+            if found:
+                log.info("plan: %s/%d: %d ranges from offset %d", topic, partition, found, cursor)
+    return planned
+
+
+def cursors_after(ranges: list[CompactedRange]) -> Cursors:
+    cursors: Cursors = {}
+    for r in ranges:
+        parts = cursors.setdefault(r.topic, {})
+        parts[r.partition] = max(parts.get(r.partition, 1), r.end_offset + 1)
+    return cursors
+
+
+def decode_ranges(s3: S3Config) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executor side: rows of work (one compacted object each) in, table rows out."""
+
+    def decode(work: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        blobs = BlobStore(s3)  # per task: clients do not survive pickling
+        for chunk in work:
+            for item in chunk.to_pylist():
+                data = blobs.get(S3Location.parse(item["data_key"]))
+                batch = decode_batch(data, expected_count=item["end_offset"] - item["start_offset"] + 1)
+                yield batch_to_arrow(
+                    batch, topic=item["topic"], partition=item["partition"], first_offset=item["start_offset"]
+                )
+
+    return decode
+
+
+def _table_partition(relative_dir: str) -> tuple[str, str]:
+    """``topic=orders/date=2026-11-21`` -> ``("orders", "2026-11-21")``."""
+    values = dict(part.split("=", 1) for part in relative_dir.split("/"))
+    return values["topic"], values["date"]
+
+
+class Export(ABC):
+    """One run against one table: plan from the committed cursors, decode, then the sink's commit."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        options: ExportOptions,
+        *,
+        blobs: BlobStore | None = None,
+        fault_hook: FaultHook | None = None,
+    ) -> None:
+        self.spark = spark
+        self.options = options
+        self.manifests = ManifestStore(
+            blobs or BlobStore(options.s3), bucket=options.llog_bucket, root=options.llog_root_prefix
+        )
+        self._fault_hook = fault_hook
+        self._seconds: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def _fault(self, point: str) -> None:
+        if self._fault_hook is not None:
+            self._fault_hook(point)
+
+    def _stage(self, name: str) -> None:
+        now = time.perf_counter()
+        self._seconds[name] = self._seconds.get(name, 0.0) + now - self._last
+        self._last = now
+        log.info("stage %s done in %.2f s", name, self._seconds[name])
+
+    @abstractmethod
+    def committed_cursors(self) -> tuple[Cursors, str | None]:
+        """The cursors of the last commit (finishing an interrupted one first) and that attempt's id, if any."""
+
+    @abstractmethod
+    def commit(self, rows: DataFrame, attempt: str, cursors: Cursors) -> int:
+        """Write ``rows`` and the new ``cursors`` so that both or neither become visible; returns files written."""
+
+    def run(self) -> ExportSummary:
+        cursors, recovered = self.committed_cursors()
+        self._stage("recover")
+        ranges = plan_ranges(self.manifests, cursors, self.options)
+        self._stage("plan")
+        if not ranges:
+            log.info("nothing to export: every partition is at its last committed compacted range")
+            return ExportSummary(None, 0, 0, 0, 0, 0, recovered, self._seconds)
+
+        attempt = uuid.uuid4().hex
+        rows = sum(r.record_count for r in ranges)
+        log.info("attempt %s: exporting %d ranges (%d rows)", attempt, len(ranges), rows)
+        frame, bytes_read = self._decoded(ranges)
+        files = self.commit(frame, attempt, merge_cursors(cursors, cursors_after(ranges)))
+        summary = ExportSummary(
+            attempt,
+            len(ranges),
+            rows,
+            int(bytes_read.value),
+            files,
+            len({(r.topic, r.partition) for r in ranges}),
+            recovered,
+            self._seconds,
+        )
+        log.info("%s", summary.describe())
+        return summary
+
+    def _decoded(self, ranges: list[CompactedRange]) -> tuple[DataFrame, Accumulator[int]]:
+        """The table rows of ``ranges``, decoded on the executors when the frame is written."""
+        work = [(r.topic, r.partition, r.start_offset, r.end_offset, r.data_key) for r in ranges]
+        tasks = max(1, min(len(work), self.spark.sparkContext.defaultParallelism * 4))
+        bytes_read = self.spark.sparkContext.accumulator(0)
+        decode = decode_ranges(self.options.s3)
+
+        def counted(chunks: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in decode(chunks):
+                bytes_read.add(batch.get_total_buffer_size())
+                yield batch
+
+        frame = self.spark.createDataFrame(work, WORK_SCHEMA).repartition(tasks)
+        return frame.mapInArrow(counted, SPARK_SCHEMA), bytes_read
+
+
+class ParquetExport(Export):
+    """A Parquet table at ``output_path``, committed with the protocol of :mod:`llog_export.state`."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        options: ExportOptions,
+        *,
+        blobs: BlobStore | None = None,
+        fs: FileSystem | None = None,
+        fault_hook: FaultHook | None = None,
+    ) -> None:
+        super().__init__(spark, options, blobs=blobs, fault_hook=fault_hook)
+        hadoop = HadoopFileSystem(spark, options.output_path)
+        self.output = hadoop.qualify(options.output_path).rstrip("/")
+        self.fs: FileSystem = fs or hadoop
+        self.states = StateStore(self.fs, self.output)
+        self.catalog = TableCatalog(spark, options.database, options.table, self.output) if options.database else None
+        self._state = ExportState()
+
+    def committed_cursors(self) -> tuple[Cursors, str | None]:
+        state = self.states.load()
+        recovered = None
+        if state.pending is not None:
+            recovered = state.pending.attempt_id
+            log.info("recovering attempt %s: finishing its commit", recovered)
+            state = self._finish(state, state.pending)
+        else:
+            # Anything staged belongs to an attempt that died before its pending state: never visible, drop it.
+            self.fs.delete(f"{self.output}/{STAGING_DIR}")
+        self._state = state
+        return state.cursors, recovered
+
+    def commit(self, rows: DataFrame, attempt: str, cursors: Cursors) -> int:
+        staging = self.states.staging(attempt)
+        rows.write.mode("errorifexists").partitionBy("topic", "date").parquet(staging)
+        self._stage("decode_and_write")
+        self._fault(AFTER_STAGING)
+
+        moves, table_partitions = self._plan_moves(staging, attempt)
+        pending = PendingAttempt(attempt, tuple(moves), cursors, tuple(table_partitions))
+        state = self.states.advance(self._state, cursors=self._state.cursors, pending=pending)
+        self._fault(AFTER_PENDING)
+        self._state = self._finish(state, pending)
+        return len(moves)
+
+    def _plan_moves(self, staging: str, attempt: str) -> tuple[list[Move], list[tuple[str, str]]]:
+        moves = []
+        partitions = set()
+        for staged in sorted(self.fs.list_files(staging)):
+            relative = staged[len(staging) + 1 :]
+            directory, _, name = relative.rpartition("/")
+            if not name.endswith(".parquet") or not directory:
+                continue  # _SUCCESS and checksum files stay behind
+            partitions.add(_table_partition(directory))
+            moves.append(Move(staged, f"{self.output}/{directory}/{attempt}-{name}"))
+        return moves, sorted(partitions)
+
+    def _finish(self, state: ExportState, pending: PendingAttempt) -> ExportState:
+        for move in pending.moves:
+            staged, final = self.fs.exists(move.staged), self.fs.exists(move.final)
+            if staged and final:
+                self.fs.delete(move.staged)  # an object-store rename (copy, delete) died between its steps
+            elif staged:
+                if not self.fs.rename(move.staged, move.final):
+                    raise OSError(f"could not move {move.staged} to {move.final}")
+            elif not final:
+                raise CorruptMetadata(f"{move.staged} of attempt {pending.attempt_id} vanished before it was moved")
+        self._fault(AFTER_MOVES)
+        self._stage("move")
+        if self.catalog is not None:
+            self.catalog.register(pending.table_partitions)
+            self._stage("catalog")
+        state = self.states.advance(state, cursors=pending.cursors, pending=None)
+        self.fs.delete(f"{self.output}/{STAGING_DIR}")  # one attempt at a time: all of it was this one's
+        self._stage("commit")
+        return state

@@ -1,0 +1,63 @@
+"""ManifestStore on moto S3: the chain of committed ranges, gaps, discovery."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from llog.blob_store import BlobStore
+from llog.errors import CorruptMetadata
+from llog.keys import PartitionKeys, S3Location
+from llog.manifest import ManifestStore
+from llog.models import CompactedRange
+from tests.conftest import BUCKET
+
+
+@pytest.fixture
+def store(blob_store: BlobStore) -> ManifestStore:
+    return ManifestStore(blob_store, bucket=BUCKET, root=f"m-{uuid.uuid4().hex[:10]}")
+
+
+def publish(store: ManifestStore, topic: str, partition: int, start: int, end: int) -> CompactedRange:
+    manifest = CompactedRange(topic, partition, start, end, f"s3://{BUCKET}/obj-{start}", "c", 1)
+    store.publish(manifest)
+    return manifest
+
+
+def spans(store: ManifestStore, topic: str, partition: int, start: int = 1) -> list[tuple[int, int]]:
+    return [(m.start_offset, m.end_offset) for m in store.ranges(topic, partition, start)]
+
+
+def test_ranges_follow_the_chain_from_a_cursor_and_stop_at_a_gap(store: ManifestStore) -> None:
+    for start, end in [(1, 4), (5, 9), (10, 10), (15, 20)]:  # 11-14 not published yet
+        publish(store, "orders", 0, start, end)
+    assert spans(store, "orders", 0) == [(1, 4), (5, 9), (10, 10)]
+    assert spans(store, "orders", 0, 5) == [(5, 9), (10, 10)]
+    assert spans(store, "orders", 0, 11) == []
+    publish(store, "orders", 0, 11, 14)
+    assert spans(store, "orders", 0, 10) == [(10, 10), (11, 14), (15, 20)]
+    publish(store, "orders", 0, 5, 9)  # a resumed compaction republishes: same bytes, same chain
+    assert len(spans(store, "orders", 0)) == 5
+
+
+def test_stray_objects_are_ignored_and_a_manifest_under_the_wrong_key_is_an_error(
+    store: ManifestStore, blob_store: BlobStore
+) -> None:
+    keys = PartitionKeys("orders", 1, store.root)
+    publish(store, "orders", 1, 1, 3)
+    blob_store.put(S3Location(BUCKET, keys.manifest_prefix + "README.txt"), b"operator notes")
+    assert spans(store, "orders", 1) == [(1, 3)]
+    wrong = CompactedRange("orders", 2, 4, 6, "s3://b/k", "c", 1).encode()
+    blob_store.put(S3Location(BUCKET, keys.manifest_key(4)), wrong)
+    with pytest.raises(CorruptMetadata, match="describes"):
+        spans(store, "orders", 1)
+
+
+def test_topics_and_partitions_are_discovered_from_s3(store: ManifestStore, blob_store: BlobStore) -> None:
+    for topic, partition in [("orders", 0), ("orders", 10), ("orders", 2), ("payments", 0)]:
+        publish(store, topic, partition, 1, 1)
+    blob_store.put(S3Location(BUCKET, f"{store.root}/wal-shared/x"), b"wal")
+    assert store.topics() == ["orders", "payments"]
+    assert store.partitions("orders") == [0, 2, 10]
+    assert store.partitions("absent") == []
