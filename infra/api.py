@@ -117,9 +117,7 @@ class Api(Construct):
                     title=title,
                     type=apigw.JsonSchemaType.OBJECT,
                     required=["topic_partitions"],
-                    properties={
-                        "topic_partitions": apigw.JsonSchema(type=apigw.JsonSchemaType.ARRAY, min_items=1)
-                    },
+                    properties={"topic_partitions": apigw.JsonSchema(type=apigw.JsonSchemaType.ARRAY, min_items=1)},
                 ),
             )
 

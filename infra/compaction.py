@@ -96,7 +96,9 @@ class Compaction(Construct):
             description=f"llog {stage}: compaction planner",
             schedule=scheduler.ScheduleExpression.expression(compaction_schedule),
             target=targets.LambdaInvoke(
-                planner, retry_attempts=SCHEDULE_RETRY_ATTEMPTS, max_event_age=PLANNER_MAX_EVENT_AGE,
+                planner,
+                retry_attempts=SCHEDULE_RETRY_ATTEMPTS,
+                max_event_age=PLANNER_MAX_EVENT_AGE,
                 role=self.scheduler_role,
             ),
         )

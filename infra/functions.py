@@ -61,12 +61,16 @@ SPECS: Mapping[str, FunctionSpec] = {
     for s in (
         FunctionSpec(PRODUCE, "POST /produce: append records", 1024, API_TIMEOUT),
         # Long-polls stay below the function timeout (and so below API Gateway's 29 s).
-        FunctionSpec(CONSUME, "POST /consume: fetch records", 1024, API_TIMEOUT,
-                     {"LLOG_CONSUME_MAX_WAIT_MS": "20000"}),  # fmt: skip
+        FunctionSpec(CONSUME, "POST /consume: fetch records", 1024, API_TIMEOUT, {"LLOG_CONSUME_MAX_WAIT_MS": "20000"}),
         FunctionSpec(ADMIN, "health, topics, partition status, fence/unfence, unknown paths", 512, API_TIMEOUT),
         FunctionSpec(COMPACTION_PLANNER, "scheduled: enqueue partitions that need compaction", 512, PLANNER_TIMEOUT),
-        FunctionSpec(COMPACTION_WORKER, "SQS: compact one partition", 2048, WORKER_TIMEOUT,
-                     {"LLOG_COMPACTION_BUDGET_MS": str(COMPACTION_BUDGET_MS)}),  # fmt: skip
+        FunctionSpec(
+            COMPACTION_WORKER,
+            "SQS: compact one partition",
+            2048,
+            WORKER_TIMEOUT,
+            {"LLOG_COMPACTION_BUDGET_MS": str(COMPACTION_BUDGET_MS)},
+        ),
         FunctionSpec(GC, "scheduled: delete S3 objects nothing references", 1024, GC_TIMEOUT),
     )
 }

@@ -31,9 +31,7 @@ class Network(Construct):
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.flow_log_group = logs.LogGroup(
-            self, "FlowLogs", retention=log_retention, removal_policy=removal_policy
-        )
+        self.flow_log_group = logs.LogGroup(self, "FlowLogs", retention=log_retention, removal_policy=removal_policy)
         self.vpc = ec2.Vpc(
             self,
             "Vpc",

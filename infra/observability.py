@@ -4,8 +4,9 @@ The data bucket (request rates, errors, latency, size) and the Oxia processes (r
 count, CPU, memory) are built in; LlogStack hands in the rest: :meth:`add_functions` (the six
 functions: invocations, errors, throttles, duration p99; an error alarm each),
 :meth:`add_dead_letter_queues` (depth; alarm at one message), :meth:`add_api` (requests,
-4xx/5xx, latency; 5xx alarm) and :meth:`add_llog_metrics` (the functions' EMF metrics in
-namespace ``llog``; compaction-lag alarm). Alarms have no
+4xx/5xx, latency; 5xx alarm), :meth:`add_llog_metrics` (the functions' EMF metrics in
+namespace ``llog``; compaction-lag alarm) and :meth:`add_glue_job` (a Glue job's runs: failed
+runs, records and bytes; an alarm on every failed run). Alarms have no
 action until :meth:`add_alarm_action` gives them one (for example an SNS topic); actions given
 earlier also apply to alarms added later.
 """
@@ -17,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from aws_cdk import Aws, Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_events as events
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
@@ -200,6 +202,55 @@ class Observability(Construct):
             "behind compaction for 15 minutes",
         )
 
+    def add_glue_job(self, job_name: str, failures: events.IRule) -> None:
+        """A dashboard row for Glue job ``job_name`` and an alarm as soon as ``failures`` matches an event.
+
+        ``failures`` is an EventBridge rule on the job's "Glue Job State Change" events for failed
+        states; Glue publishes no metric for a failed or timed-out run, the rule's
+        ``TriggeredRules`` count is that metric. The job metrics (``--enable-metrics``, namespace
+        ``Glue``, ``JobRunId=ALL``) show what the runs read and wrote.
+        """
+        failed = cw.Metric(
+            namespace="AWS/Events",
+            metric_name="TriggeredRules",
+            dimensions_map={"RuleName": failures.rule_name},
+            statistic="Sum",
+            period=Duration.minutes(5),
+        )
+
+        def job(name: str, label: str) -> cw.Metric:
+            return cw.Metric(
+                namespace="Glue",
+                metric_name=name,
+                dimensions_map={"JobName": job_name, "JobRunId": "ALL", "Type": "count"},
+                statistic="Sum",
+                period=Duration.minutes(5),
+                label=label,
+            )
+
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title=f"Glue {job_name}: failed runs", left=[failed.with_(label="failed runs")], width=8),
+            cw.GraphWidget(
+                title=f"Glue {job_name}: records read",
+                left=[job("glue.driver.aggregate.recordsRead", "records read")],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title=f"Glue {job_name}: S3 bytes read / written",
+                left=[
+                    job("glue.ALL.s3.filesystem.read_bytes", "read"),
+                    job("glue.ALL.s3.filesystem.write_bytes", "written"),
+                ],
+                width=8,
+            ),
+        )
+        self._alarm(
+            f"GlueJobFailed-{job_name}",
+            failed,
+            threshold=1,
+            description=f"llog {self.stage}: a run of Glue job {job_name} failed, timed out or ended in error",
+        )
+
     # -- what exists today ------------------------------------------------------------------
 
     def _add_bucket(self, bucket: s3.IBucket) -> None:
@@ -223,9 +274,10 @@ class Observability(Construct):
 
         self.dashboard.add_widgets(
             cw.GraphWidget(
-                title="S3: requests", left=[request("PutRequests"), request("GetRequests"), request("DeleteRequests")],
+                title="S3: requests",
+                left=[request("PutRequests"), request("GetRequests"), request("DeleteRequests")],
                 width=6,
-            ),  # fmt: skip
+            ),
             cw.GraphWidget(title="S3: errors", left=[request("4xxErrors"), request("5xxErrors")], width=6),
             cw.GraphWidget(
                 title="S3: latency p99 (ms)",

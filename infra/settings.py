@@ -21,10 +21,16 @@ PREFIX = "llog:"
 OxiaMode = Literal["standalone", "replicated"]
 ApiAuth = Literal["iam", "api_key"]
 BucketEncryption = Literal["s3_managed", "kms"]
+ExportTableFormat = Literal["parquet", "iceberg"]
 
 OXIA_MODES: tuple[OxiaMode, ...] = ("standalone", "replicated")
 API_AUTH_MODES: tuple[ApiAuth, ...] = ("iam", "api_key")
 BUCKET_ENCRYPTIONS: tuple[BucketEncryption, ...] = ("s3_managed", "kms")
+EXPORT_TABLE_FORMATS: tuple[ExportTableFormat, ...] = ("parquet", "iceberg")
+# Glue worker types the export job may run on (G.1X: 4 vCPU, 16 GB ... G.8X: 32 vCPU, 128 GB).
+GLUE_WORKER_TYPES: tuple[str, ...] = ("G.1X", "G.2X", "G.4X", "G.8X")
+# "*": every topic under the root prefix.
+ALL_TOPICS = "*"
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,11 @@ _RATE_RE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
 _CRON_RE = re.compile(r"^cron\((\S+ ){5}\S+\)$")
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _NAMESPACE_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+# llog's topic names (llog.keys) and the names its key layout reserves.
+_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_RESERVED_TOPICS = frozenset({".", "..", "wal-shared"})
+# Glue database names that Athena accepts without quoting rules: lowercase, digits, underscore.
+_DATABASE_RE = re.compile(r"^[a-z0-9_]{1,255}$")
 
 
 class SettingsError(ValueError):
@@ -72,7 +83,7 @@ class SettingsError(ValueError):
 def _fail(key: str, expected: str, value: object) -> SettingsError:
     return SettingsError(
         f"context {PREFIX}{key}: expected {expected}, got {value!r} "
-        f"(set it in cdk.json under \"context\" or with -c {PREFIX}{key}=VALUE)"
+        f'(set it in cdk.json under "context" or with -c {PREFIX}{key}=VALUE)'
     )
 
 
@@ -143,6 +154,32 @@ def _schedule(reader: _Reader, key: str, default: str) -> str:
                 'or "cron(0/15 * * * ? *)"', value)  # fmt: skip
 
 
+def _cron(reader: _Reader, key: str, default: str) -> str:
+    """A Glue trigger schedule: Glue accepts only ``cron(...)`` (six fields), not ``rate(...)``."""
+    value = reader.string(key, default)
+    if not _CRON_RE.match(value):
+        raise _fail(key, 'a Glue cron expression with six fields such as "cron(15 * * * ? *)"', value)
+    return value
+
+
+def _topics(reader: _Reader, key: str) -> tuple[str, ...]:
+    topics = reader.string_list(key, (ALL_TOPICS,))
+    if topics == (ALL_TOPICS,):
+        return topics
+    for topic in topics:
+        if not _TOPIC_RE.match(topic) or topic in _RESERVED_TOPICS:
+            raise _fail(key, '"*" (every topic) or a list of llog topic names (1-249 characters from '
+                        '[A-Za-z0-9._-], not ".", ".." or "wal-shared")', topic)  # fmt: skip
+    if len(set(topics)) != len(topics):
+        raise _fail(key, "a list of distinct topic names", list(topics))
+    return topics
+
+
+def default_glue_database(stage: str) -> str:
+    """``llog_<stage>`` with every character Glue/Athena database names do not allow replaced by ``_``."""
+    return re.sub(r"[^a-z0-9_]", "_", f"llog_{stage}".lower())
+
+
 @dataclass(frozen=True)
 class LlogSettings:
     """The validated settings of one deployment (one stage)."""
@@ -167,6 +204,15 @@ class LlogSettings:
     api_throttle_burst: int = 200
     compaction_max_concurrency: int = 10
     compaction_lag_alarm_threshold: int = 100_000
+    # The Glue export (infra/analytics.py): topics ("*" = all), Glue trigger cron, table format,
+    # worker type and count, Glue database (default llog_<stage>), run timeout.
+    export_topics: tuple[str, ...] = (ALL_TOPICS,)
+    export_schedule: str = "cron(15 * * * ? *)"
+    export_table_format: ExportTableFormat = "parquet"
+    glue_worker_type: str = "G.1X"
+    glue_workers: int = 2
+    glue_database: str = "llog_dev"
+    export_timeout_minutes: int = 60
 
     @property
     def stack_name(self) -> str:
@@ -211,6 +257,10 @@ class LlogSettings:
         access_log_retention = r.integer("accessLogRetentionDays", 365 if production else 30, 1, 3653)
 
         api_auth = cast(ApiAuth, r.choice("apiAuth", API_AUTH_MODES, "iam"))
+        glue_database = r.string("glueDatabase", default_glue_database(stage))
+        if not _DATABASE_RE.match(glue_database):
+            raise _fail("glueDatabase", "1-255 characters from [a-z0-9_] (a Glue database name Athena accepts)",
+                        glue_database)  # fmt: skip
         return cls(
             stage=stage,
             production=production,
@@ -232,4 +282,11 @@ class LlogSettings:
             api_throttle_burst=r.integer("apiThrottleBurstLimit", 200, 1, 5_000),
             compaction_max_concurrency=r.integer("compactionMaxConcurrency", 10, 2, 1000),
             compaction_lag_alarm_threshold=r.integer("compactionLagAlarmThreshold", 100_000, 1, 10**12),
+            export_topics=_topics(r, "exportTopics"),
+            export_schedule=_cron(r, "exportSchedule", "cron(15 * * * ? *)"),
+            export_table_format=cast(ExportTableFormat, r.choice("exportTableFormat", EXPORT_TABLE_FORMATS, "parquet")),
+            glue_worker_type=r.choice("glueWorkerType", GLUE_WORKER_TYPES, "G.1X"),
+            glue_workers=r.integer("glueWorkers", 2, 2, 1000),
+            glue_database=glue_database,
+            export_timeout_minutes=r.integer("exportTimeoutMinutes", 60, 1, 2880),
         )

@@ -3,8 +3,9 @@
 Constructs: ``network``, ``storage``, ``oxia``, ``layer``, ``functions`` (the six Lambda
 functions, in ``network.private_subnets`` with ``oxia.client_security_group``), ``compaction``
 (task queue, dead-letter queue, worker event source, planner and GC schedules), ``api`` (the
-REST API) and ``observability`` (dashboard and alarms of all of them). Glue comes later and
-joins the same subnets and security group with :meth:`LlogStack.function_environment`.
+REST API), ``observability`` (dashboard and alarms of all of them) and ``analytics`` (the Glue
+export job, its bucket, database and schedule). Glue is outside the VPC: it reads S3 only,
+through the manifests compaction publishes after each commit, never Oxia.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from infra.analytics import Analytics
 from infra.api import Api
 from infra.compaction import Compaction
 from infra.functions import COMPACTION_PLANNER, COMPACTION_WORKER, GC, SPECS, Functions
@@ -127,6 +129,23 @@ class LlogStack(Stack):
         self.observability.add_dead_letter_queues([self.compaction.dead_letter_queue])
         self.observability.add_api(self.api.api)
         self.observability.add_llog_metrics(compaction_lag_threshold=settings.compaction_lag_alarm_threshold)
+        self.analytics = Analytics(
+            self,
+            "Analytics",
+            stage=settings.stage,
+            production=settings.production,
+            data_bucket=self.storage.bucket,
+            access_log_bucket=self.storage.access_log_bucket,
+            root_prefix=settings.root_prefix,
+            topics=settings.export_topics,
+            schedule=settings.export_schedule,
+            table_format=settings.export_table_format,
+            worker_type=settings.glue_worker_type,
+            workers=settings.glue_workers,
+            timeout_minutes=settings.export_timeout_minutes,
+            database_name=settings.glue_database,
+        )
+        self.observability.add_glue_job(self.analytics.job_name, self.analytics.failure_rule)
 
         CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name, description="WAL and compacted objects")
         CfnOutput(
@@ -139,7 +158,7 @@ class LlogStack(Stack):
             self,
             "OxiaClientSecurityGroupId",
             value=self.oxia.client_security_group.security_group_id,
-            description="Security group that Oxia admits on its public port (functions, Glue)",
+            description="Security group that Oxia admits on its public port (the functions)",
         )
         CfnOutput(self, "LlogLayerArn", value=self.layer.layer.layer_version_arn, description="llog Lambda layer")
         CfnOutput(self, "ApiUrl", value=self.api.url, description="llog REST API (append /produce, /consume, ...)")
@@ -152,9 +171,27 @@ class LlogStack(Stack):
                 description="aws apigateway get-api-key --include-value --api-key <id>",
             )
         CfnOutput(self, "DashboardUrl", value=self.observability.dashboard_url, description="CloudWatch dashboard")
+        CfnOutput(
+            self,
+            "AnalyticsBucketName",
+            value=self.analytics.bucket.bucket_name,
+            description="exported tables (tables/<table>/) and the export's state",
+        )
+        CfnOutput(
+            self,
+            "ExportJobName",
+            value=self.analytics.job.ref,
+            description="aws glue start-job-run --job-name <this> (runs on its schedule too)",
+        )
+        CfnOutput(
+            self,
+            "GlueDatabaseName",
+            value=self.analytics.database.ref,
+            description="Glue/Athena database of the exported table(s)",
+        )
 
     def function_environment(self) -> dict[str, str]:
-        """The ``LLOG_*`` environment every llog function and Glue job in this stack gets."""
+        """The ``LLOG_*`` environment every llog function in this stack gets."""
         return {
             "LLOG_OXIA_SERVICE_ADDRESS": self.oxia.service_address,
             "LLOG_OXIA_NAMESPACE": self.settings.oxia_namespace,

@@ -3,19 +3,28 @@
 The codec's value and key sections already have Arrow's binary layout (int32
 offsets from 0, LSB validity bitmap), so they are wrapped, not copied; Arrow
 then validates every offset in C++ (``validate(full=True)``). Only headers, an
-optional per-record encoding, are parsed record by record.
+optional per-record encoding, are parsed record by record. Timestamps are any
+int64 milliseconds; one outside the years 1-9999 (a producer's mistake) exports
+as ``NULL`` in the ``unknown`` date partition rather than stopping the export.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from llog.codec import BinaryColumn, RecordBatch, decode_headers
 from llog.errors import CorruptBatch
+
+MS_PER_DAY = 86_400_000
+EPOCH = dt.date(1970, 1, 1)
+MIN_TIMESTAMP_MS = int(dt.datetime(1, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
+MAX_TIMESTAMP_MS = int(dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.UTC).timestamp() * 1000)
+UNKNOWN_DATE = "unknown"  # the date partition of records whose timestamp no calendar date can hold
+_UNKNOWN_DAY = np.iinfo(np.int64).min
 
 HEADER_TYPE = pa.struct([pa.field("name", pa.string(), nullable=False), pa.field("value", pa.binary(), nullable=False)])
 
@@ -24,7 +33,7 @@ SCHEMA = pa.schema(
     [
         pa.field("partition", pa.int32(), nullable=False),
         pa.field("offset", pa.int64(), nullable=False),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),  # NULL when outside years 1-9999
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary(), nullable=False),
         pa.field("headers", pa.list_(HEADER_TYPE), nullable=False),
@@ -62,12 +71,25 @@ def _headers(column: BinaryColumn | None, count: int) -> pa.Array:
     return pa.array(rows, pa.list_(HEADER_TYPE))
 
 
+def _timestamps_and_dates(millis: np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """Microsecond UTC timestamps and ``yyyy-MM-dd`` dates; ``NULL`` and ``unknown`` outside years 1-9999."""
+    valid = (millis >= MIN_TIMESTAMP_MS) & (millis <= MAX_TIMESTAMP_MS)
+    all_valid = bool(valid.all())
+    micros = millis * 1000 if all_valid else np.where(valid, millis, 0) * 1000
+    timestamps = pa.array(micros, pa.timestamp("us", tz="UTC"), mask=None if all_valid else ~valid)
+    # A batch spans few days: format each distinct day once, then gather (strftime per row is ~50x slower).
+    days = millis // MS_PER_DAY if all_valid else np.where(valid, millis // MS_PER_DAY, _UNKNOWN_DAY)
+    distinct, positions = np.unique(days, return_inverse=True)
+    names = [UNKNOWN_DATE if d == _UNKNOWN_DAY else (EPOCH + dt.timedelta(days=int(d))).isoformat() for d in distinct]
+    dates = pa.array(names, pa.string()).take(pa.array(positions.astype(np.int32)))
+    return timestamps, dates
+
+
 def batch_to_arrow(batch: RecordBatch, *, topic: str, partition: int, first_offset: int) -> pa.RecordBatch:
     """The rows of one decoded batch whose first record has offset ``first_offset``."""
     columns = batch.columns()
     count = columns.count
-    millis = pa.Array.from_buffers(pa.int64(), count, [None, pa.py_buffer(columns.timestamps)])
-    timestamps = millis.cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC"))
+    timestamps, dates = _timestamps_and_dates(np.asarray(columns.timestamps, dtype=np.int64))
     keys = pa.nulls(count, pa.binary()) if columns.keys is None else _binary(columns.keys, count)
     return pa.RecordBatch.from_arrays(
         [
@@ -78,7 +100,7 @@ def batch_to_arrow(batch: RecordBatch, *, topic: str, partition: int, first_offs
             _binary(columns.values, count),
             _headers(columns.headers, count),
             pa.repeat(pa.scalar(topic, pa.string()), count),
-            pc.strftime(timestamps, format="%Y-%m-%d"),
+            dates,
         ],
         schema=SCHEMA,
     )

@@ -1,4 +1,5 @@
-"""Builds the real layer with local bundling (pip from PyPI, no Docker) and inspects what Lambda would get.
+"""Builds the real layer with local bundling (pip from PyPI, no Docker) and inspects what Lambda would get;
+builds the Glue export's packages zip the same way.
 
 Marked ``bundling``: it downloads wheels (or takes them from pip's cache). Deselect with
 ``-m 'not bundling'``.
@@ -6,17 +7,21 @@ Marked ``bundling``: it downloads wheels (or takes them from pip's cache). Desel
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
+from infra.analytics import Analytics
 from infra.layer import LlogLayer, PipLayerBundler
+from infra.storage import Storage
 from tests.infra.helpers import make_app
 
 pytestmark = pytest.mark.bundling
@@ -62,8 +67,16 @@ def test_bundle_holds_llog_and_oxia(bundle: Path) -> None:
     assert (site / "llog" / "__init__.py").is_file()
     assert (site / "llog" / "py.typed").is_file()
     assert (site / "oxia" / "__init__.py").is_file()
-    for module in ("grpc", "betterproto2", "xxhash", "google_crc32c", "dateutil", "aws_lambda_powertools",
-                   "aws_xray_sdk", "wrapt"):
+    for module in (
+        "grpc",
+        "betterproto2",
+        "xxhash",
+        "google_crc32c",
+        "dateutil",
+        "aws_lambda_powertools",
+        "aws_xray_sdk",
+        "wrapt",
+    ):
         assert (site / module).is_dir(), module
     assert not list(site.rglob("__pycache__"))
     assert not (site / "bin").exists()
@@ -149,3 +162,53 @@ def test_same_pins_import_on_cpython_313(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("ok (3, 13)")
+
+
+@pytest.fixture(scope="module")
+def glue_packages(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The staged directory of ``--extra-py-files`` (CDK zips it on upload) and its asset manifest entry."""
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    app = make_app(bundling=True, outdir=str(outdir))
+    stack = cdk.Stack(app, "AnalyticsOnly")
+    storage = Storage(stack, "Storage", production=False, encryption="s3_managed", access_log_retention_days=30)
+    Analytics(stack, "Analytics", stage="bundle", production=False, data_bucket=storage.bucket,
+              access_log_bucket=storage.access_log_bucket, root_prefix="llog", schedule="cron(15 * * * ? *)",
+              table_format="parquet", worker_type="G.1X", workers=2, timeout_minutes=60,
+              database_name="llog_bundle")  # fmt: skip
+    assembly = app.synth()
+    (job,) = Template.from_stack(stack).find_resources("AWS::Glue::Job").values()
+    url: str = job["Properties"]["DefaultArguments"]["--extra-py-files"]["Fn::Sub"]
+    key = url.rsplit("/", 1)[1]
+    assert key.endswith(".zip"), key  # Glue takes a .zip in --extra-py-files
+    asset_hash = key.removesuffix(".zip")
+    manifest = json.loads((Path(assembly.directory) / "AnalyticsOnly.assets.json").read_text())
+    entry = manifest["files"][asset_hash]
+    asset = outdir / entry["source"]["path"]
+    assert asset.is_dir(), sorted(p.name for p in outdir.iterdir())
+    return asset, entry
+
+
+def test_glue_packages_zip_holds_llog_and_llog_export(glue_packages: tuple[Path, dict[str, Any]]) -> None:
+    asset, entry = glue_packages
+    assert entry["source"] == {"path": asset.name, "packaging": "zip"}
+    assert sorted(p.name for p in asset.iterdir()) == ["llog", "llog_export"]
+    assert (asset / "llog" / "codec.py").is_file()
+    assert (asset / "llog" / "__init__.py").is_file()
+    assert (asset / "llog_export" / "__init__.py").is_file()
+    assert not list(asset.rglob("__pycache__"))
+    assert not list(asset.rglob("*.pyc"))
+
+
+def test_glue_packages_import_from_the_zip(glue_packages: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    """Glue puts the --extra-py-files zip on sys.path; zipimport finds both packages in it."""
+    asset, _ = glue_packages
+    archive = Path(shutil.make_archive(str(tmp_path / "packages"), "zip", root_dir=asset))
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import llog_export, llog.errors\n"
+        "assert llog_export.__file__.startswith(sys.argv[1]), llog_export.__file__\n"
+        "assert llog.errors.__file__.startswith(sys.argv[1]), llog.errors.__file__\n"
+    )
+    result = subprocess.run([sys.executable, "-I", "-c", code, str(archive)], capture_output=True, text=True,
+                            check=False)  # fmt: skip
+    assert result.returncode == 0, result.stderr

@@ -227,9 +227,7 @@ def _check_security_groups(stack: LlogStack, template: Template) -> None:
     server = logical_id(stack, oxia.server_security_group)
     coordinator = logical_id(stack, oxia.coordinator_security_group) if oxia.coordinator_security_group else server
     node_sgs = {n.name: (coordinator if n.role == "coordinator" else server) for n in oxia.nodes}
-    efs_sgs = {
-        n.name: logical_id(stack, n.file_system.connections.security_groups[0]) for n in oxia.nodes
-    }
+    efs_sgs = {n.name: logical_id(stack, n.file_system.connections.security_groups[0]) for n in oxia.nodes}
     rules = ingress_rules(template)
     assert rules
     for rule in rules:
@@ -291,10 +289,7 @@ def test_with_three_known_azs_each_data_server_is_pinned_to_its_own_az() -> None
         removal_policy=cdk.RemovalPolicy.DESTROY,
     )
     template = Template.from_stack(stack)
-    subnet_az = {
-        k: s["Properties"]["AvailabilityZone"]
-        for k, s in resources(template, "AWS::EC2::Subnet").items()
-    }
+    subnet_az = {k: s["Properties"]["AvailabilityZone"] for k, s in resources(template, "AWS::EC2::Subnet").items()}
     services = resources(template, "AWS::ECS::Service")
     placed = []
     for node in oxia.nodes:

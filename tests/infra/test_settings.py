@@ -34,6 +34,27 @@ def test_development_defaults() -> None:
     assert (s.api_throttle_rate, s.api_throttle_burst) == (100, 200)
     assert s.compaction_max_concurrency == 10
     assert s.compaction_lag_alarm_threshold == 100_000
+    assert s.export_topics == ("*",)
+    assert s.export_schedule == "cron(15 * * * ? *)"
+    assert s.export_table_format == "parquet"
+    assert (s.glue_worker_type, s.glue_workers) == ("G.1X", 2)
+    assert s.glue_database == "llog_dev"
+    assert s.export_timeout_minutes == 60
+
+
+def test_export_settings_are_read() -> None:
+    s = settings(stage="eu-1", exportTopics="orders, payments", exportSchedule="cron(0 3 * * ? *)",
+                 exportTableFormat="iceberg", glueWorkerType="G.4X", glueWorkers="10",
+                 exportTimeoutMinutes="180")  # fmt: skip
+    assert s.export_topics == ("orders", "payments")
+    assert s.export_schedule == "cron(0 3 * * ? *)"
+    assert s.export_table_format == "iceberg"
+    assert (s.glue_worker_type, s.glue_workers) == ("G.4X", 10)
+    assert s.glue_database == "llog_eu_1"  # '-' is not allowed in a Glue/Athena database name
+    assert s.export_timeout_minutes == 180
+    assert settings(exportTopics=["a.b", "c_d"], glueDatabase="analytics").export_topics == ("a.b", "c_d")
+    assert settings(glueDatabase="analytics").glue_database == "analytics"
+    assert settings(exportTopics="auto").export_topics == ("*",)
 
 
 def test_new_settings_are_read_and_checked() -> None:
@@ -106,7 +127,7 @@ def test_json_values_and_auto_are_accepted() -> None:
         ({"oxiaShards": "two"}, "llog:oxiaShards: expected an integer in [1, 64]"),
         ({"oxiaShards": 0}, "llog:oxiaShards"),
         ({"oxiaShards": True}, "llog:oxiaShards"),
-        ({"oxiaNamespace": "orders"}, "llog:oxiaNamespace: expected \"default\": an Oxia standalone server"),
+        ({"oxiaNamespace": "orders"}, 'llog:oxiaNamespace: expected "default": an Oxia standalone server'),
         ({"oxiaNamespace": "a/b", "oxiaMode": "replicated"}, "llog:oxiaNamespace"),
         ({"natGateways": 0}, "llog:natGateways: expected at least 1"),
         ({"natGateways": 3}, "llog:natGateways: expected at most llog:maxAzs (2)"),
@@ -122,6 +143,20 @@ def test_json_values_and_auto_are_accepted() -> None:
         ({"apiAuth": "cognito"}, "llog:apiAuth: expected one of iam, api_key"),
         ({"productionStages": [1]}, "llog:productionStages: expected a list of strings"),
         ({"productionStages": "prod,,x"}, "llog:productionStages"),
+        ({"exportTopics": "*,orders"}, 'llog:exportTopics: expected "*" (every topic) or a list of llog topic'),
+        ({"exportTopics": "orders/eu"}, "llog:exportTopics"),
+        ({"exportTopics": "wal-shared"}, "llog:exportTopics"),
+        ({"exportTopics": "a,a"}, "llog:exportTopics: expected a list of distinct topic names"),
+        ({"exportTopics": 3}, "llog:exportTopics: expected a list of strings"),
+        ({"exportSchedule": "rate(1 hour)"}, "llog:exportSchedule: expected a Glue cron expression"),
+        ({"exportSchedule": "cron(15 * * * ?)"}, "llog:exportSchedule"),
+        ({"exportTableFormat": "delta"}, "llog:exportTableFormat: expected one of parquet, iceberg"),
+        ({"glueWorkerType": "G.025X"}, "llog:glueWorkerType: expected one of G.1X, G.2X, G.4X, G.8X"),
+        ({"glueWorkers": 1}, "llog:glueWorkers: expected an integer in [2, 1000]"),
+        ({"glueWorkers": "two"}, "llog:glueWorkers"),
+        ({"glueDatabase": "Llog-Dev"}, "llog:glueDatabase: expected 1-255 characters from [a-z0-9_]"),
+        ({"exportTimeoutMinutes": 0}, "llog:exportTimeoutMinutes: expected an integer in [1, 2880]"),
+        ({"exportTimeoutMinutes": 2881}, "llog:exportTimeoutMinutes"),
     ],
 )
 def test_invalid_values_name_the_key_and_the_fix(context: dict[str, Any], message: str) -> None:

@@ -23,8 +23,11 @@ def access_log_bucket(template: Template) -> tuple[str, dict[str, Any]]:
     return next(iter(buckets.items()))
 
 
-def test_two_buckets_only(dev_template: Template) -> None:
-    dev_template.resource_count_is("AWS::S3::Bucket", 2)
+def test_two_storage_buckets_and_the_analytics_bucket(dev_template: Template) -> None:
+    buckets = resources(dev_template, "AWS::S3::Bucket")
+    assert len(buckets) == 3
+    assert len([k for k in buckets if k.startswith("Storage")]) == 2
+    assert len([k for k in buckets if k.startswith("Analytics")]) == 1
 
 
 def test_data_bucket_is_encrypted_with_s3_managed_keys(dev_template: Template) -> None:
@@ -57,7 +60,7 @@ def test_all_public_access_is_blocked(dev_template: Template) -> None:
 
 def test_bucket_policies_deny_requests_without_tls(dev_template: Template) -> None:
     policies = resources(dev_template, "AWS::S3::BucketPolicy")
-    assert len(policies) == 2
+    assert len(policies) == 3  # data, access logs, analytics
     for policy in policies.values():
         statements = policy["Properties"]["PolicyDocument"]["Statement"]
         without_resource = [{k: v for k, v in s.items() if k != "Resource"} for s in statements]
@@ -118,6 +121,6 @@ def test_production_buckets_are_retained(prod_template: Template) -> None:
 def test_development_buckets_are_destroyed_with_their_objects(dev_template: Template) -> None:
     for _, bucket in (data_bucket(dev_template), access_log_bucket(dev_template)):
         assert bucket["DeletionPolicy"] == "Delete"
-    dev_template.resource_count_is("Custom::S3AutoDeleteObjects", 2)
+    dev_template.resource_count_is("Custom::S3AutoDeleteObjects", 3)  # with the analytics bucket
     for fs in resources(dev_template, "AWS::EFS::FileSystem").values():
         assert fs["DeletionPolicy"] == "Delete"

@@ -48,7 +48,7 @@ def dependency_cycle(template: dict[str, Any]) -> list[str] | None:
         path.append(node)
         for nxt in graph[node]:
             if state.get(nxt) == 1:
-                return [*path[path.index(nxt):], nxt]
+                return [*path[path.index(nxt) :], nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
