@@ -87,8 +87,9 @@ glue-local: setup
 	  $(if $(filter iceberg,$(TABLE_FORMAT)),--database llog_dev --table records) $(GLUE_ARGS)
 
 glue-sql: setup
-	@test -n "$(SQL)" || { echo "usage: make glue-sql SQL='SELECT topic, date, count(*) FROM records GROUP BY 1, 2'"; exit 2; }
-	$(PY) scripts/spark_sql.py "$(SQL)"
+	@test -n "$${SQL:-}" || { echo "usage: make glue-sql SQL='SELECT topic, date, count(*) FROM records GROUP BY 1, 2'"; exit 2; }
+	@# through the environment: quotes and backticks in the query reach Spark untouched
+	$(PY) scripts/spark_sql.py "$$SQL"
 
 bench: setup
 	$(PY) bench/run.py

@@ -2,8 +2,9 @@
 
 The codec's value and key sections already have Arrow's binary layout (int32
 offsets from 0, LSB validity bitmap), so they are wrapped, not copied; Arrow
-then validates every offset in C++ (``validate(full=True)``). Only headers, an
-optional per-record encoding, are parsed record by record. Timestamps are any
+then validates every offset in C++ (``validate(full=True)``). Headers, an
+optional per-record encoding, are parsed with array operations, one round
+per header position rather than a loop per record. Timestamps are any
 int64 milliseconds; one outside the years 1-9999 (a producer's mistake) exports
 as ``NULL`` in the ``unknown`` date partition rather than stopping the export.
 """
@@ -11,12 +12,12 @@ as ``NULL`` in the ``unknown`` date partition rather than stopping the export.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
-from llog.codec import BinaryColumn, RecordBatch, decode_headers
+from llog.codec import BinaryColumn, RecordBatch
 from llog.errors import CorruptBatch
 
 MS_PER_DAY = 86_400_000
@@ -61,14 +62,83 @@ def _binary(column: BinaryColumn, count: int) -> pa.Array:
     return array
 
 
+Int64s = npt.NDArray[np.int64]
+
+
+def _u16(data: npt.NDArray[np.uint8], at: Int64s) -> Int64s:
+    """Little-endian uint16 at each position of ``at``."""
+    value: Int64s = data[at].astype(np.int64) | (data[at + 1].astype(np.int64) << 8)
+    return value
+
+
+def _u32(data: npt.NDArray[np.uint8], at: Int64s) -> Int64s:
+    value: Int64s = _u16(data, at) | (_u16(data, at + 2) << 16)
+    return value
+
+
+def _gather(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[pa.Buffer, pa.Buffer]:
+    """Arrow offsets and bytes of the slices ``data[starts[i] : starts[i] + lengths[i]]``, concatenated."""
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    picks = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
+    return pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data[picks])
+
+
 def _headers(column: BinaryColumn | None, count: int) -> pa.Array:
+    """Each record's headers as a list of structs, parsed with array operations.
+
+    Instead of a loop per record, one round per header position: round ``j``
+    reads the ``j``-th header of every record that has more than ``j``, so a
+    batch costs as many rounds as its longest header list. Every length is
+    checked against its record's end.
+    """
     if column is None:
         return pa.ListArray.from_arrays(pa.array(np.zeros(count + 1, dtype=np.int32)), pa.array([], HEADER_TYPE))
-    encoded = _binary(column, count)
-    rows: list[Any] = [
-        [{"name": name, "value": value} for name, value in decode_headers(raw.as_py())] for raw in encoded
-    ]
-    return pa.array(rows, pa.list_(HEADER_TYPE))
+    _binary(column, count)  # offsets are valid: every record slice lies inside the section
+    data = np.frombuffer(column.data, dtype=np.uint8)
+    offsets = np.asarray(column.offsets, dtype=np.int64)
+    starts, ends = offsets[:-1], offsets[1:]
+    if np.any(ends - starts < 2):
+        raise CorruptBatch("record headers are truncated")
+    counts = _u16(data, starts)
+    cursor = starts + 2
+    rounds: list[tuple[np.ndarray, ...]] = []
+    active = np.flatnonzero(counts)
+    while active.size:
+        at, end = cursor[active], ends[active]
+        if np.any(at + 6 > end):
+            raise CorruptBatch("a record header entry is truncated")
+        name_lengths, value_lengths = _u16(data, at), _u32(data, at + 2)
+        value_starts = at + 6 + name_lengths
+        cursor[active] = value_starts + value_lengths
+        if np.any(cursor[active] > end):
+            raise CorruptBatch("a record header overruns its record")
+        rounds.append((active, at + 6, name_lengths, value_starts, value_lengths))
+        active = active[counts[active] > len(rounds)]
+    if np.any(cursor != ends):
+        raise CorruptBatch("record headers have trailing bytes")
+    if rounds:
+        records, name_starts, name_lengths, value_starts, value_lengths = (
+            np.concatenate(c) for c in zip(*rounds, strict=True)
+        )
+        positions = np.concatenate([np.full(len(r[0]), j) for j, r in enumerate(rounds)])
+        order = np.lexsort((positions, records))  # record by record, headers in their order
+        name_starts, name_lengths = name_starts[order], name_lengths[order]
+        value_starts, value_lengths = value_starts[order], value_lengths[order]
+    else:
+        name_starts = name_lengths = value_starts = value_lengths = np.zeros(0, dtype=np.int64)
+    entries = len(name_starts)
+    names = pa.Array.from_buffers(pa.string(), entries, [None, *_gather(data, name_starts, name_lengths)])
+    values = pa.Array.from_buffers(pa.binary(), entries, [None, *_gather(data, value_starts, value_lengths)])
+    try:
+        names.validate(full=True)  # UTF-8
+    except pa.ArrowInvalid as exc:
+        raise CorruptBatch(f"a record header name is not UTF-8: {exc}") from None
+    list_offsets = np.zeros(count + 1, dtype=np.int32)
+    np.cumsum(counts, out=list_offsets[1:])
+    return pa.ListArray.from_arrays(
+        pa.array(list_offsets), pa.StructArray.from_arrays([names, values], fields=list(HEADER_TYPE))
+    )
 
 
 def _timestamps_and_dates(millis: np.ndarray) -> tuple[pa.Array, pa.Array]:

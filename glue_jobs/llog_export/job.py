@@ -108,14 +108,21 @@ def cursors_after(ranges: list[CompactedRange]) -> Cursors:
     return cursors
 
 
-def decode_ranges(s3: S3Config) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The executor side: rows of work (one compacted object each) in, table rows out."""
+def decode_ranges(
+    s3: S3Config, on_object: Callable[[int], None] | None = None
+) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The executor side: rows of work (one compacted object each) in, table rows out.
+
+    ``on_object`` is told the size of every object read (a Spark accumulator's ``add``).
+    """
 
     def decode(work: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         blobs = BlobStore(s3)  # per task: clients do not survive pickling
         for chunk in work:
             for item in chunk.to_pylist():
                 data = blobs.get(S3Location.parse(item["data_key"]))
+                if on_object is not None:
+                    on_object(len(data))
                 batch = decode_batch(data, expected_count=item["end_offset"] - item["start_offset"] + 1)
                 yield batch_to_arrow(
                     batch, topic=item["topic"], partition=item["partition"], first_offset=item["start_offset"]
@@ -201,15 +208,8 @@ class Export(ABC):
         # One task per core: each task streams many objects, and a task costs ~0.1 s to start (measured).
         tasks = max(1, min(len(work), self.spark.sparkContext.defaultParallelism))
         bytes_read = self.spark.sparkContext.accumulator(0)
-        decode = decode_ranges(self.options.s3)
-
-        def counted(chunks: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for batch in decode(chunks):
-                bytes_read.add(batch.get_total_buffer_size())
-                yield batch
-
         frame = self.spark.createDataFrame(work, WORK_SCHEMA).repartition(tasks)
-        return frame.mapInArrow(counted, SPARK_SCHEMA), bytes_read
+        return frame.mapInArrow(decode_ranges(self.options.s3, bytes_read.add), SPARK_SCHEMA), bytes_read
 
 
 class ParquetExport(Export):

@@ -6,6 +6,8 @@ import struct
 
 import google_crc32c
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llog.codec import CRC_POSITION, HEADER_SIZE, Record, decode_batch, encode_batch
 from llog.errors import CorruptBatch
@@ -56,8 +58,52 @@ def test_offsets_that_go_backwards_are_a_corrupt_batch_not_garbage_rows() -> Non
     raw = bytearray(encode_batch([b"abc", b"de", b"f"]))
     value_offsets = HEADER_SIZE + 8 * 3  # after three int64 timestamps
     struct.pack_into("<ii", raw, value_offsets + 4, 5, 2)  # 0, 5, 2, 6: ends right, but decreases
-    # re-seal the checksum, as a buggy writer would have: only the offsets are wrong
+    # re-sealed, as a buggy writer would have: only the offsets are wrong
+    with pytest.raises(CorruptBatch, match="binary array"):
+        batch_to_arrow(decode_batch(reseal(raw)), topic="t", partition=0, first_offset=1)
+
+
+header_lists = st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=12)).map(tuple), max_size=4).map(tuple)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(header_lists, min_size=1, max_size=20))
+def test_vectorised_header_parsing_agrees_with_the_codec(headers: list[tuple[tuple[str, bytes], ...]]) -> None:
+    batch = decode_batch(encode_batch([Record(b"v", headers=h, timestamp_ms=1) for h in headers]))
+    rows = batch_to_arrow(batch, topic="t", partition=0, first_offset=1).to_pylist()
+    assert [[(e["name"], e["value"]) for e in r["headers"]] for r in rows] == [
+        list(batch.headers(i)) for i in range(len(batch))
+    ]
+
+
+def reseal(raw: bytearray) -> bytes:
     crc = google_crc32c.extend(google_crc32c.value(bytes(raw[:CRC_POSITION])), bytes(raw[HEADER_SIZE:]))
     struct.pack_into("<I", raw, CRC_POSITION, crc)
-    with pytest.raises(CorruptBatch, match="binary array"):
-        batch_to_arrow(decode_batch(bytes(raw)), topic="t", partition=0, first_offset=1)
+    return bytes(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(header_lists, min_size=1, max_size=6), st.data())
+def test_damaged_header_bytes_are_a_corrupt_batch_or_parse_exactly_as_the_codec_does(
+    headers: list[tuple[tuple[str, bytes], ...]], data: st.DataObject
+) -> None:
+    headers = [(("x", b"1"),), *headers]  # at least one header, so the section exists
+    raw = bytearray(encode_batch([Record(b"v", headers=h, timestamp_ms=1) for h in headers]))
+    columns = decode_batch(bytes(raw)).columns()
+    assert columns.headers is not None
+    section = columns.headers.data
+    start = len(raw) - len(section) - (-len(section) % 8)  # the header bytes are the last section
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(section) - 1))
+        raw[start + i] = data.draw(st.integers(0, 255))
+    batch = decode_batch(reseal(raw))
+    try:
+        expected = [list(batch.headers(i)) for i in range(len(batch))]
+    except CorruptBatch:
+        expected = None
+    try:
+        rows = batch_to_arrow(batch, topic="t", partition=0, first_offset=1).to_pylist()
+    except CorruptBatch:
+        assert expected is None
+        return
+    assert [[(e["name"], e["value"]) for e in r["headers"]] for r in rows] == expected

@@ -144,3 +144,13 @@ def test_the_state_records_each_partitions_cursor(
     assert state.cursors == {"orders": {0: 5, 3: 3}}
     assert state.pending is None
     assert any(p.name.startswith("state-") for p in (Path(output) / STATE_DIR).iterdir())
+
+
+def test_the_summary_counts_the_compacted_bytes_read(
+    spark: SparkSession, log: CompactedLog, options: ExportOptions
+) -> None:
+    first = log.compact("orders", 0, [record(i, DAY1) for i in range(4)])
+    size = len(log.blobs.get(S3Location.parse(first.data_key)))
+    summary = run_export(spark, options)
+    assert (summary.bytes_read, summary.files) == (size, 1)
+    assert "exported 4 rows" in summary.describe()
