@@ -28,7 +28,6 @@ import hashlib
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
 
 import jsii
 from aws_cdk import ArnFormat, AssetHashType, Aws, BundlingOptions, Duration, ILocalBundling, RemovalPolicy, Stack
@@ -41,8 +40,9 @@ from aws_cdk import aws_s3_assets as s3_assets
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct
 
-from infra.layer import LLOG_SOURCE_DIR, ROOT, RUNTIME
+from infra.layer import LLOG_SOURCE_DIR, ROOT, bundling_options
 from infra.settings import ALL_TOPICS, ExportTableFormat
+from infra.storage import private_bucket
 
 GLUE_JOBS_DIR = ROOT / "glue_jobs"
 SCRIPT = GLUE_JOBS_DIR / "export_job.py"
@@ -152,15 +152,9 @@ class Analytics(Construct):
 
         # Versioning off: the export rewrites its state file and deletes its staging objects;
         # versions would keep all of that. Temporary files of Glue expire.
-        self.bucket = s3.Bucket(
+        self.bucket = private_bucket(
             self,
             "Bucket",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            enforce_ssl=True,
-            minimum_tls_version=1.2,
-            versioned=False,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="abort-incomplete-multipart-uploads",
@@ -171,7 +165,6 @@ class Analytics(Construct):
             server_access_logs_bucket=access_log_bucket,
             server_access_logs_prefix="analytics-bucket/",
             removal_policy=removal,
-            auto_delete_objects=not production,
         )
         self.output_path = f"s3://{self.bucket.bucket_name}/{TABLES_PREFIX}{table_name}/"
         self.temp_dir = f"s3://{self.bucket.bucket_name}/{TEMP_PREFIX}"
@@ -185,11 +178,7 @@ class Analytics(Construct):
             path=str(ROOT),
             asset_hash_type=AssetHashType.CUSTOM,
             asset_hash=self.bundler.fingerprint(),
-            bundling=BundlingOptions(
-                image=RUNTIME.bundling_image,
-                command=self.bundler.docker_command(),
-                local=cast(ILocalBundling, self.bundler),
-            ),
+            bundling=bundling_options(self.bundler),
         )
 
         self.database = glue.CfnDatabase(

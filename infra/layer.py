@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal, Protocol, cast
 
 import jsii
 from aws_cdk import AssetHashType, BundlingOptions, ILocalBundling
@@ -127,6 +127,19 @@ class PipLayerBundler:
         return digest.hexdigest()
 
 
+class LocalBundler(Protocol):
+    """A local bundler with the Docker command CDK falls back to."""
+
+    def docker_command(self) -> list[str]: ...
+
+
+def bundling_options(bundler: LocalBundler) -> BundlingOptions:
+    """Bundle with ``bundler`` on this machine; Docker (the Lambda build image) only if it declines."""
+    return BundlingOptions(
+        image=RUNTIME.bundling_image, command=bundler.docker_command(), local=cast(ILocalBundling, bundler)
+    )
+
+
 class LlogLayer(Construct):
     """``layer``: the llog library and its run-time dependencies for python3.13 on ``architecture``."""
 
@@ -138,11 +151,7 @@ class LlogLayer(Construct):
             str(LLOG_SOURCE_DIR),
             asset_hash_type=AssetHashType.CUSTOM,
             asset_hash=self.bundler.fingerprint(),
-            bundling=BundlingOptions(
-                image=RUNTIME.bundling_image,
-                command=self.bundler.docker_command(),
-                local=cast(ILocalBundling, self.bundler),
-            ),
+            bundling=bundling_options(self.bundler),
         )
         self.layer = lambda_.LayerVersion(
             self,

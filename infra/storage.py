@@ -22,6 +22,41 @@ from constructs import Construct
 
 from infra.settings import BucketEncryption
 
+
+def private_bucket(
+    scope: Construct,
+    construct_id: str,
+    *,
+    lifecycle_rules: list[s3.LifecycleRule],
+    removal_policy: RemovalPolicy,
+    encryption_key: kms.IKey | None = None,
+    server_access_logs_bucket: s3.IBucket | None = None,
+    server_access_logs_prefix: str | None = None,
+    metrics: list[s3.BucketMetrics] | None = None,
+) -> s3.Bucket:
+    """A bucket with what every llog bucket shares: encrypted (SSE-S3, or SSE-KMS with
+    ``encryption_key``), no public access, ACLs off, TLS 1.2+ only, unversioned, and
+    emptied on deletion in stages that do not retain data."""
+    return s3.Bucket(
+        scope,
+        construct_id,
+        encryption=s3.BucketEncryption.KMS if encryption_key else s3.BucketEncryption.S3_MANAGED,
+        encryption_key=encryption_key,
+        bucket_key_enabled=True if encryption_key else None,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        enforce_ssl=True,
+        minimum_tls_version=1.2,
+        versioned=False,
+        lifecycle_rules=lifecycle_rules,
+        metrics=metrics,
+        server_access_logs_bucket=server_access_logs_bucket,
+        server_access_logs_prefix=server_access_logs_prefix,
+        removal_policy=removal_policy,
+        auto_delete_objects=removal_policy is RemovalPolicy.DESTROY,
+    )
+
+
 # Request metrics filter over the whole bucket (AllRequests, 4xx/5xx, latency in CloudWatch).
 REQUEST_METRICS_ID = "EntireBucket"
 
@@ -40,19 +75,12 @@ class Storage(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         removal = RemovalPolicy.RETAIN if production else RemovalPolicy.DESTROY
-        auto_delete = not production
 
         # Server access logs must go to an SSE-S3 bucket. The log bucket itself has no access log
         # (cdk-nag's S1 accepts a bucket that is a log destination).
-        self.access_log_bucket = s3.Bucket(
+        self.access_log_bucket = private_bucket(
             self,
             "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            enforce_ssl=True,
-            minimum_tls_version=1.2,
-            versioned=False,
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="expire-access-logs",
@@ -61,7 +89,6 @@ class Storage(Construct):
                 )
             ],
             removal_policy=removal,
-            auto_delete_objects=auto_delete,
         )
         self.key: kms.Key | None = None
         if encryption == "kms":
@@ -73,17 +100,10 @@ class Storage(Construct):
                 removal_policy=removal,
             )
 
-        self.bucket = s3.Bucket(
+        self.bucket = private_bucket(
             self,
             "Data",
-            encryption=s3.BucketEncryption.KMS if self.key else s3.BucketEncryption.S3_MANAGED,
             encryption_key=self.key,
-            bucket_key_enabled=True if self.key else None,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            enforce_ssl=True,
-            minimum_tls_version=1.2,
-            versioned=False,
             lifecycle_rules=[
                 # The only rule: parts of an abandoned multipart upload are invisible to llog and
                 # to garbage collection. No expiration or transition of WAL/compacted objects.
@@ -96,5 +116,4 @@ class Storage(Construct):
             server_access_logs_bucket=self.access_log_bucket,
             server_access_logs_prefix="data-bucket/",
             removal_policy=removal,
-            auto_delete_objects=auto_delete,
         )
