@@ -56,3 +56,22 @@ def test_arguments_are_validated_with_messages_that_name_them() -> None:
         parse_arguments([*base, "--max_ranges_per_run", "0"], env={})
     with pytest.raises(SystemExit):
         parse_arguments(["job", "--output_path", "/tmp/x"], env={})  # --llog_bucket is required
+
+
+def test_the_job_imports_without_the_packages_glue_does_not_have() -> None:
+    """Glue gets llog, llog_export and google-crc32c only: no Oxia client, gRPC or Powertools."""
+    code = """
+import importlib.abc, sys
+class Missing(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"oxia", "grpc", "betterproto2", "aws_lambda_powertools", "moto"}:
+            raise ImportError(f"{name} is not installed on Glue")
+        return None
+sys.meta_path.insert(0, Missing())
+import llog_export.runner, llog_export.iceberg
+print("ok")
+"""
+    env = {**os.environ, "PYTHONPATH": str(JOB.parent)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
