@@ -25,8 +25,7 @@ from llog.config import S3Config
 from llog.errors import CorruptMetadata
 from llog.faults import FaultHook
 from llog.keys import S3Location
-from llog.manifest import ManifestStore
-from llog.models import CompactedRange
+from llog.manifest import ManifestSpan, ManifestStore
 from llog_export.arrow import SPARK_SCHEMA, batch_to_arrow
 from llog_export.catalog import TableCatalog
 from llog_export.hadoop_fs import HadoopFileSystem
@@ -47,7 +46,7 @@ AFTER_STAGING = "export.after_staging"
 AFTER_PENDING = "export.after_pending"
 AFTER_MOVES = "export.after_moves"
 
-WORK_SCHEMA = "topic STRING, partition INT, start_offset BIGINT, end_offset BIGINT, data_key STRING"
+WORK_SCHEMA = "topic STRING, partition INT, start_offset BIGINT, end_offset BIGINT, manifest_key STRING"
 
 
 @dataclass(frozen=True)
@@ -82,25 +81,40 @@ class ExportSummary:
         )
 
 
-def plan_ranges(manifests: ManifestStore, cursors: Cursors, options: ExportOptions) -> list[CompactedRange]:
-    """Every committed range after each partition's cursor, up to ``max_ranges_per_run``."""
-    planned: list[CompactedRange] = []
+@dataclass(frozen=True)
+class PlannedRange:
+    topic: str
+    partition: int
+    span: ManifestSpan
+
+    @property
+    def end_offset(self) -> int:
+        return self.span.end_offset
+
+    @property
+    def record_count(self) -> int:
+        return self.span.record_count
+
+
+def plan_ranges(manifests: ManifestStore, cursors: Cursors, options: ExportOptions) -> list[PlannedRange]:
+    """Every committed range after each partition's cursor, up to ``max_ranges_per_run``, from listings alone."""
+    planned: list[PlannedRange] = []
     for topic in options.topics or tuple(manifests.topics()):
         for partition in manifests.partitions(topic):
             cursor = cursors.get(topic, {}).get(partition, 1)
             found = 0
-            for manifest in manifests.ranges(topic, partition, cursor):
+            for span in manifests.spans(topic, partition, cursor):
                 if len(planned) >= options.max_ranges_per_run:
                     log.info("plan: reached max_ranges_per_run=%d; the next run continues", options.max_ranges_per_run)
                     return planned
-                planned.append(manifest)
+                planned.append(PlannedRange(topic, partition, span))
                 found += 1
             if found:
                 log.info("plan: %s/%d: %d ranges from offset %d", topic, partition, found, cursor)
     return planned
 
 
-def cursors_after(ranges: list[CompactedRange]) -> Cursors:
+def cursors_after(ranges: list[PlannedRange]) -> Cursors:
     cursors: Cursors = {}
     for r in ranges:
         parts = cursors.setdefault(r.topic, {})
@@ -109,23 +123,28 @@ def cursors_after(ranges: list[CompactedRange]) -> Cursors:
 
 
 def decode_ranges(
-    s3: S3Config, on_object: Callable[[int], None] | None = None
+    s3: S3Config, bucket: str, root: str, on_object: Callable[[int], None] | None = None
 ) -> Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The executor side: rows of work (one compacted object each) in, table rows out.
+    """The executor side: rows of work (one manifest each) in, table rows out.
 
-    ``on_object`` is told the size of every object read (a Spark accumulator's ``add``).
+    Each task reads the manifests it was given, then the compacted objects they
+    name; ``on_object`` is told the size of every object (a Spark accumulator's ``add``).
     """
 
     def decode(work: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         blobs = BlobStore(s3)  # per task: clients do not survive pickling
+        manifests = ManifestStore(blobs, bucket=bucket, root=root)
         for chunk in work:
             for item in chunk.to_pylist():
-                data = blobs.get(S3Location.parse(item["data_key"]))
+                manifest = manifests.read(item["topic"], item["partition"], item["manifest_key"])
+                data = blobs.get(S3Location.parse(manifest.data_key))
                 if on_object is not None:
                     on_object(len(data))
-                batch = decode_batch(data, expected_count=item["end_offset"] - item["start_offset"] + 1)
                 yield batch_to_arrow(
-                    batch, topic=item["topic"], partition=item["partition"], first_offset=item["start_offset"]
+                    decode_batch(data, expected_count=manifest.record_count),
+                    topic=manifest.topic,
+                    partition=manifest.partition,
+                    first_offset=manifest.start_offset,
                 )
 
     return decode
@@ -202,14 +221,15 @@ class Export(ABC):
         log.info("%s", summary.describe())
         return summary
 
-    def _decoded(self, ranges: list[CompactedRange]) -> tuple[DataFrame, Accumulator[int]]:
+    def _decoded(self, ranges: list[PlannedRange]) -> tuple[DataFrame, Accumulator[int]]:
         """The table rows of ``ranges``, decoded on the executors when the frame is written."""
-        work = [(r.topic, r.partition, r.start_offset, r.end_offset, r.data_key) for r in ranges]
+        work = [(r.topic, r.partition, r.span.start_offset, r.end_offset, r.span.key) for r in ranges]
         # One task per core: each task streams many objects, and a task costs ~0.1 s to start (measured).
         tasks = max(1, min(len(work), self.spark.sparkContext.defaultParallelism))
         bytes_read = self.spark.sparkContext.accumulator(0)
         frame = self.spark.createDataFrame(work, WORK_SCHEMA).repartition(tasks)
-        return frame.mapInArrow(decode_ranges(self.options.s3, bytes_read.add), SPARK_SCHEMA), bytes_read
+        decode = decode_ranges(self.options.s3, self.options.llog_bucket, self.options.llog_root_prefix, bytes_read.add)
+        return frame.mapInArrow(decode, SPARK_SCHEMA), bytes_read
 
 
 class ParquetExport(Export):

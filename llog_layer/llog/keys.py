@@ -9,7 +9,7 @@ Layout (seed 000, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``)::
     {root}/{topic}/partitions/{partition}/index/{end_offset:020d}
     {root}/wal-shared/{uuid}                                   (S3)
     {root}/{topic}/partitions/{partition}/data/compacted/{uuid} (S3)
-    {root}/{topic}/partitions/{partition}/manifests/{start_offset:020d}.json (S3)
+    {root}/{topic}/partitions/{partition}/manifests/{start:020d}-{end:020d}.json (S3)
 
 Every Oxia record of a topic-partition uses ``partition_key = "{topic}:{partition}"``
 so that one partition lives on one Oxia shard.
@@ -154,17 +154,23 @@ class PartitionKeys:
     def manifest_prefix(self) -> str:
         return f"{self.base}/manifests/"
 
-    def manifest_key(self, start_offset: int) -> str:
-        """S3 key of the manifest of the compacted range starting at ``start_offset`` (sorts by offset)."""
-        return f"{self.manifest_prefix}{format_offset(start_offset)}.json"
+    def manifest_key(self, start_offset: int, end_offset: int) -> str:
+        """S3 key of a compacted range's manifest: named by its range, sorting by start offset.
 
-    def parse_manifest_key(self, key: str) -> int | None:
-        """The start offset named by a manifest key of this partition, else ``None``."""
+        The range in the name lets a reader follow the chain of ranges from a
+        listing alone, without reading each manifest.
+        """
+        return f"{self.manifest_prefix}{format_offset(start_offset)}-{format_offset(end_offset)}.json"
+
+    def parse_manifest_key(self, key: str) -> tuple[int, int] | None:
+        """The ``(start, end)`` range named by a manifest key of this partition, else ``None``."""
         name = key[len(self.manifest_prefix) :] if key.startswith(self.manifest_prefix) else ""
-        digits = name.removesuffix(".json")
-        if len(digits) != OFFSET_WIDTH or name == digits or not (digits.isascii() and digits.isdigit()):
+        if len(name) != 2 * OFFSET_WIDTH + 6 or name[OFFSET_WIDTH] != "-" or not name.endswith(".json"):
             return None
-        return int(digits)
+        start, end = name[:OFFSET_WIDTH], name[OFFSET_WIDTH + 1 : 2 * OFFSET_WIDTH + 1]
+        if not (start.isascii() and start.isdigit() and end.isascii() and end.isdigit()):
+            return None
+        return (int(start), int(end)) if 0 < int(start) <= int(end) else None
 
 
 def shared_wal_prefix(root: str = DEFAULT_ROOT_PREFIX) -> str:

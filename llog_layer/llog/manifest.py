@@ -1,6 +1,6 @@
 """Compacted-range manifests: the committed compacted data, readable from S3 alone.
 
-Compaction publishes ``{base}/manifests/{start_offset:020d}.json`` (a
+Compaction publishes ``{base}/manifests/{start:020d}-{end:020d}.json`` (a
 :class:`~llog.models.CompactedRange`) after the range's COMPACTED index entry is
 written and before any lower index key is deleted, and a resumed compaction
 publishes it again (same bytes). So every committed compacted range has a
@@ -9,18 +9,33 @@ manifest once its compaction finishes, and no manifest names an orphaned object
 and are never rewritten, so the manifests of a partition, in key order, form a
 chain ``[1, a], [a+1, b], ...``; a consumer that follows the chain from its own
 cursor and stops at the first gap (a range whose compaction is still finishing)
-reads every committed record exactly once. Analytics jobs use this instead of
-Oxia, so they need no network path to the metadata store.
+reads every committed record exactly once. The keys name their ranges, so the
+chain is followed with listings alone (1,000 ranges per request). Analytics
+jobs use this instead of Oxia, so they need no network path to the metadata store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from llog.blob_store import BlobStore
 from llog.errors import CorruptMetadata, InvalidTopicName
-from llog.keys import PartitionKeys, S3Location, validate_root_prefix, validate_topic
+from llog.keys import PartitionKeys, S3Location, format_offset, validate_root_prefix, validate_topic
 from llog.models import CompactedRange
+
+
+@dataclass(frozen=True)
+class ManifestSpan:
+    """A manifest as named in a listing: its key and the range the key names."""
+
+    key: str
+    start_offset: int
+    end_offset: int
+
+    @property
+    def record_count(self) -> int:
+        return self.end_offset - self.start_offset + 1
 
 
 class ManifestStore:
@@ -34,30 +49,45 @@ class ManifestStore:
 
     def publish(self, manifest: CompactedRange) -> None:
         """Write (or rewrite, with the same bytes) the manifest of a committed range."""
-        key = self.keys(manifest.topic, manifest.partition).manifest_key(manifest.start_offset)
+        keys = self.keys(manifest.topic, manifest.partition)
+        key = keys.manifest_key(manifest.start_offset, manifest.end_offset)
         self.blobs.put(S3Location(self.bucket, key), manifest.encode())
 
-    def ranges(self, topic: str, partition: int, from_offset: int = 1) -> Iterator[CompactedRange]:
-        """The chain of committed ranges from ``from_offset``, stopping at the first gap.
+    def spans(self, topic: str, partition: int, from_offset: int = 1) -> Iterator[ManifestSpan]:
+        """The chain of committed ranges from ``from_offset``, from listings alone; stops at the first gap.
 
         ``from_offset`` must be where a range starts (1, or one past a range's
         end): a consumer's cursor always is.
         """
         keys = self.keys(topic, partition)
-        start_after = keys.manifest_key(from_offset - 1) if from_offset > 1 else None
+        # Keys of ranges starting at from_offset sort right after this (a prefix sorts first).
+        start_after = f"{keys.manifest_prefix}{format_offset(from_offset)}" if from_offset > 1 else None
         expected = from_offset
         for info in self.blobs.list(self.bucket, keys.manifest_prefix, start_after=start_after):
-            start = keys.parse_manifest_key(info.key)
-            if start is None:
+            span = keys.parse_manifest_key(info.key)
+            if span is None:
                 continue  # not a manifest (an operator's stray file): never a reason to fail
-            if start != expected:
+            if span[0] != expected:
                 return  # a gap: the range at ``expected`` is not committed or not yet published
-            manifest = CompactedRange.decode(self.blobs.get(S3Location(self.bucket, info.key)), info.key)
-            if (manifest.topic, manifest.partition, manifest.start_offset) != (topic, partition, start):
-                raise CorruptMetadata(f"manifest {info.key} describes {manifest}")
-            yield manifest
-            expected = manifest.end_offset + 1
+            yield ManifestSpan(info.key, *span)
+            expected = span[1] + 1
 
+    def read(self, topic: str, partition: int, key: str) -> CompactedRange:
+        """The manifest at ``key``, checked against the partition and range its key names."""
+        manifest = CompactedRange.decode(self.blobs.get(S3Location(self.bucket, key)), key)
+        named = self.keys(topic, partition).parse_manifest_key(key)
+        if named is None or (manifest.topic, manifest.partition, manifest.start_offset, manifest.end_offset) != (
+            topic,
+            partition,
+            *named,
+        ):
+            raise CorruptMetadata(f"manifest {key} describes {manifest}")
+        return manifest
+
+    def ranges(self, topic: str, partition: int, from_offset: int = 1) -> Iterator[CompactedRange]:
+        """:meth:`spans` with each manifest read."""
+        for span in self.spans(topic, partition, from_offset):
+            yield self.read(topic, partition, span.key)
     def topics(self) -> list[str]:
         """Topics with at least one partition directory in S3, in key order."""
         found = []

@@ -26,7 +26,10 @@ def publish(store: ManifestStore, topic: str, partition: int, start: int, end: i
 
 
 def spans(store: ManifestStore, topic: str, partition: int, start: int = 1) -> list[tuple[int, int]]:
-    return [(m.start_offset, m.end_offset) for m in store.ranges(topic, partition, start)]
+    listed = [(s.start_offset, s.end_offset) for s in store.spans(topic, partition, start)]
+    read = [(m.start_offset, m.end_offset) for m in store.ranges(topic, partition, start)]
+    assert listed == read
+    return listed
 
 
 def test_ranges_follow_the_chain_from_a_cursor_and_stop_at_a_gap(store: ManifestStore) -> None:
@@ -49,9 +52,10 @@ def test_stray_objects_are_ignored_and_a_manifest_under_the_wrong_key_is_an_erro
     blob_store.put(S3Location(BUCKET, keys.manifest_prefix + "README.txt"), b"operator notes")
     assert spans(store, "orders", 1) == [(1, 3)]
     wrong = CompactedRange("orders", 2, 4, 6, "s3://b/k", "c", 1).encode()
-    blob_store.put(S3Location(BUCKET, keys.manifest_key(4)), wrong)
+    blob_store.put(S3Location(BUCKET, keys.manifest_key(4, 6)), wrong)
+    assert [(s.start_offset, s.end_offset) for s in store.spans("orders", 1)] == [(1, 3), (4, 6)]
     with pytest.raises(CorruptMetadata, match="describes"):
-        spans(store, "orders", 1)
+        list(store.ranges("orders", 1))
 
 
 def test_topics_and_partitions_are_discovered_from_s3(store: ManifestStore, blob_store: BlobStore) -> None:

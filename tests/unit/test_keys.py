@@ -323,11 +323,23 @@ def test_s3_location_needs_bucket_and_key(uri):
         S3Location.parse(uri)
 
 
-def test_manifest_keys_sort_by_start_offset_and_parse_back():
+def test_manifest_keys_name_their_range_sort_by_start_and_parse_back():
     keys = PartitionKeys("orders", 3, "llog")
-    assert keys.manifest_key(7) == "llog/orders/partitions/3/manifests/00000000000000000007.json"
-    assert sorted([keys.manifest_key(10), keys.manifest_key(9)]) == [keys.manifest_key(9), keys.manifest_key(10)]
-    assert keys.parse_manifest_key(keys.manifest_key(42)) == 42
-    for stray in [keys.manifest_prefix + "00000000000000000007", keys.manifest_prefix + "7.json",
-                  keys.manifest_prefix + "notes.txt", PartitionKeys("orders", 4).manifest_key(7)]:
+    assert keys.manifest_key(7, 9) == (
+        "llog/orders/partitions/3/manifests/00000000000000000007-00000000000000000009.json"
+    )
+    assert sorted([keys.manifest_key(10, 10), keys.manifest_key(9, 9)]) == [
+        keys.manifest_key(9, 9),
+        keys.manifest_key(10, 10),
+    ]
+    assert keys.parse_manifest_key(keys.manifest_key(42, 50)) == (42, 50)
+    for stray in [
+        keys.manifest_prefix + "00000000000000000007.json",
+        keys.manifest_prefix + "00000000000000000007-00000000000000000009",
+        keys.manifest_prefix + "00000000000000000009-00000000000000000007.json",  # end before start
+        keys.manifest_prefix + "00000000000000000000-00000000000000000001.json",  # offsets start at 1
+        keys.manifest_prefix + "0000000000000000000x-00000000000000000009.json",
+        keys.manifest_prefix + "notes.txt",
+        PartitionKeys("orders", 4).manifest_key(7, 9),
+    ]:
         assert keys.parse_manifest_key(stray) is None
