@@ -6,15 +6,20 @@ strings, values from ``cdk.json`` as JSON values; both are accepted. Settings ma
 default differently for production stages (``llog:productionStages``) and the others.
 docs/DEPLOY.md has the same table.
 
-This module imports nothing from aws_cdk so that it can be tested (and reused) on its own.
+This module imports nothing from aws_cdk so that it can be tested (and reused) on its own; it
+checks per-topic retention with llog's own parser, so the deployed function cannot reject it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, cast
+
+from llog.errors import ConfigurationError
+from llog.retention import RetentionConfig
 
 PREFIX = "llog:"
 
@@ -175,6 +180,19 @@ def _topics(reader: _Reader, key: str) -> tuple[str, ...]:
     return topics
 
 
+def _retention_topics(reader: _Reader, key: str) -> str:
+    """Per-topic retention as the JSON the GC function reads (``LLOG_RETENTION_TOPICS``), checked by llog's parser."""
+    value = reader.raw(key)
+    if value is None:
+        return "{}"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    try:
+        RetentionConfig.from_env({"LLOG_RETENTION_TOPICS": text})
+    except ConfigurationError as exc:
+        raise _fail(key, 'a JSON object {"topic": {"ms": <int>, "bytes": <int>}}' + f" ({exc})", value) from None
+    return text
+
+
 def default_glue_database(stage: str) -> str:
     """``llog_<stage>`` with every character Glue/Athena database names do not allow replaced by ``_``."""
     return re.sub(r"[^a-z0-9_]", "_", f"llog_{stage}".lower())
@@ -213,10 +231,23 @@ class LlogSettings:
     glue_workers: int = 2
     glue_database: str = "llog_dev"
     export_timeout_minutes: int = 60
+    # Retention (docs/RETENTION.md), applied by the GC function: defaults for every topic
+    # (0 = no limit) and per-topic overrides {"topic": {"ms": …, "bytes": …}} as JSON.
+    retention_hours: int = 0
+    retention_bytes: int = 0
+    retention_topics: str = "{}"
 
     @property
     def stack_name(self) -> str:
         return f"llog-{self.stage}"
+
+    def retention_environment(self) -> dict[str, str]:
+        """The ``LLOG_RETENTION_*`` variables of the GC function (which applies retention)."""
+        return {
+            "LLOG_RETENTION_MS": str(self.retention_hours * 3_600_000),
+            "LLOG_RETENTION_BYTES": str(self.retention_bytes),
+            "LLOG_RETENTION_TOPICS": self.retention_topics,
+        }
 
     @classmethod
     def from_context(cls, get: Callable[[str], object]) -> LlogSettings:
@@ -289,4 +320,7 @@ class LlogSettings:
             glue_workers=r.integer("glueWorkers", 2, 2, 1000),
             glue_database=glue_database,
             export_timeout_minutes=r.integer("exportTimeoutMinutes", 60, 1, 2880),
+            retention_hours=r.integer("retentionHours", 0, 0, 24 * 365 * 100),
+            retention_bytes=r.integer("retentionBytes", 0, 0, 2**62),
+            retention_topics=_retention_topics(r, "retentionTopics"),
         )

@@ -90,7 +90,12 @@ class LlogStack(Stack):
             subnets=self.network.private_subnets,
             security_group=self.oxia.client_security_group,
             environment=self.function_environment(),
-            extra_environment={GC: {"LLOG_GC_GRACE_MS": str(settings.gc_grace_period_hours * 3_600_000)}},
+            extra_environment={
+                GC: {
+                    "LLOG_GC_GRACE_MS": str(settings.gc_grace_period_hours * 3_600_000),
+                    **settings.retention_environment(),
+                },
+            },
             bucket=self.storage.bucket,
             root_prefix=settings.root_prefix,
             log_retention=retention,

@@ -1,4 +1,4 @@
-"""Scheduled garbage collection of S3 objects nothing references (docs/GC.md)."""
+"""Scheduled retention (docs/RETENTION.md) and garbage collection of S3 objects nothing references (docs/GC.md)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="CompactedObjectsDeleted", unit=MetricUnit.Count, value=report.compacted_deleted)
     metrics.add_metric(name="BytesDeleted", unit=MetricUnit.Bytes,
                        value=report.wal_bytes_deleted + report.compacted_bytes_deleted)
+    metrics.add_metric(name="RetentionPartitionsTruncated", unit=MetricUnit.Count,
+                       value=report.retention_partitions_truncated)
+    metrics.add_metric(name="RetentionRangesRemoved", unit=MetricUnit.Count, value=report.retention_ranges_removed)
+    metrics.add_metric(name="RetentionBytesDeleted", unit=MetricUnit.Bytes, value=report.retention_bytes_deleted)
     metrics.add_metric(name="GcErrors", unit=MetricUnit.Count, value=len(report.errors))
     logger.info("garbage collected", extra=asdict(report))
     return asdict(report)

@@ -8,6 +8,7 @@ protocol of :mod:`llog_export.state`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import uuid
@@ -102,8 +103,17 @@ def plan_ranges(manifests: ManifestStore, cursors: Cursors, options: ExportOptio
     for topic in options.topics or tuple(manifests.topics()):
         for partition in manifests.partitions(topic):
             cursor = cursors.get(topic, {}).get(partition, 1)
+            spans = manifests.spans(topic, partition, cursor)
+            first = next(spans, None)
+            if first is None and (log_start := manifests.log_start(topic, partition)) > cursor:
+                # Retention removed [cursor, log_start) before it was exported: continue after it.
+                log.warning("plan: %s/%d: offsets %d-%d expired before export", topic, partition, cursor, log_start - 1)
+                cursor = log_start
+                spans = manifests.spans(topic, partition, cursor)
+            elif first is not None:
+                spans = itertools.chain([first], spans)
             found = 0
-            for span in manifests.spans(topic, partition, cursor):
+            for span in spans:
                 if len(planned) >= options.max_ranges_per_run:
                     log.info("plan: reached max_ranges_per_run=%d; the next run continues", options.max_ranges_per_run)
                     return planned

@@ -74,7 +74,7 @@ class LogCatalog:
             topic=topic,
             partition=partition,
             log_state=control.log_state.value,
-            log_start_offset=1,
+            log_start_offset=control.log_start_offset,
             high_watermark=control.high_watermark,
             next_offset=control.sequence_counter,
             compaction_cursor=meta.cursor().offset,

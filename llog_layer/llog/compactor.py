@@ -200,6 +200,7 @@ class Compactor:
             data_key=location.uri,
             created_at_ms=int(self._clock() * 1000),
             last_source_start_offset=run[-1].start_offset,
+            data_bytes=len(body),
         )
         if meta.cursor().offset != start:
             # Another compactor committed a range while we were reading and writing.
@@ -342,7 +343,11 @@ class Compactor:
                 f"the end key of compaction {record.compaction_id} holds an unexpected entry: {batch}"
             )
         entry = IndexEntry(
-            EntryType.COMPACTED, record.msg_count, DataRef(record.data_key, ENCODING), record.created_at_ms
+            EntryType.COMPACTED,
+            record.msg_count,
+            DataRef(record.data_key, ENCODING),
+            record.created_at_ms,
+            data_bytes=record.data_bytes,
         )
         self.oxia.put(
             meta.keys.index(record.end_offset),

@@ -83,6 +83,7 @@ class PartitionFetch:
 class _Plan:
     request: FetchPartition
     high_watermark: int | None = None
+    log_start_offset: int = INITIAL_OFFSET
     batches: list[IndexedBatch] = field(default_factory=list)
     cached: list[tuple[int, RecordBatch]] = field(default_factory=list)  # (start_offset, batch)
     error: LlogError | None = None
@@ -165,6 +166,9 @@ class ConsumeService:
         self.tail_cache = tail_cache if tail_cache is not None and tail_cache.enabled else None
         self._clock = clock
         self._sleep = sleep
+        # Last log start read from meta/control per partition: a round served from the
+        # tail cache reads no control record but still reports it.
+        self._log_starts: dict[tuple[str, int], int] = {}
 
     @classmethod
     def from_env(cls, *, tail_cache: TailCache | None = None) -> ConsumeService:
@@ -211,7 +215,7 @@ class ConsumeService:
         return results
 
     def _plan(self, req: FetchPartition, trust_cached_tail: bool) -> _Plan:
-        plan = _Plan(req)
+        plan = _Plan(req, log_start_offset=self._log_starts.get((req.topic, req.partition), INITIAL_OFFSET))
         cache = self.tail_cache
         if cache is not None:
             cached_hw = cache.cached_high_watermark(req.topic, req.partition)
@@ -228,11 +232,12 @@ class ConsumeService:
         try:
             control = self.reader.partition_info(req.topic, req.partition).control
             plan.high_watermark = control.high_watermark
+            plan.log_start_offset = self._log_starts[(req.topic, req.partition)] = control.log_start_offset
             if req.fetch_offset == control.high_watermark + 1:
                 return plan
-            if not INITIAL_OFFSET <= req.fetch_offset <= control.high_watermark:
+            if not control.log_start_offset <= req.fetch_offset <= control.high_watermark:
                 raise OffsetOutOfRange(
-                    req.topic, req.partition, req.fetch_offset, INITIAL_OFFSET, control.high_watermark
+                    req.topic, req.partition, req.fetch_offset, control.log_start_offset, control.high_watermark
                 )
             estimate = 0
             for batch in self.reader.batches(req.topic, req.partition, req.fetch_offset, control):
@@ -270,7 +275,9 @@ class ConsumeService:
                     offset += 1
         except LlogError as exc:
             if not records:
-                return PartitionFetch(req.topic, req.partition, req.fetch_offset, [], plan.high_watermark, error=exc)
+                return PartitionFetch(
+                    req.topic, req.partition, req.fetch_offset, [], plan.high_watermark, plan.log_start_offset, exc
+                )
         return self._result(plan, records, plan.error)
 
     def _decode(self, req: FetchPartition, batch: IndexedBatch, fetcher: BlobFetcher) -> tuple[int, RecordBatch]:
@@ -285,4 +292,6 @@ class ConsumeService:
     @staticmethod
     def _result(plan: _Plan, records: list[LogRecord], error: LlogError | None = None) -> PartitionFetch:
         req = plan.request
-        return PartitionFetch(req.topic, req.partition, req.fetch_offset, records, plan.high_watermark, error=error)
+        return PartitionFetch(
+            req.topic, req.partition, req.fetch_offset, records, plan.high_watermark, plan.log_start_offset, error
+        )

@@ -10,6 +10,9 @@ Two kinds of garbage:
   references: left by a compaction that died before recording itself, or
   that lost a race.
 
+Each run first applies retention (``llog.retention``, docs/RETENTION.md),
+which deletes the compacted objects of the ranges it removes itself.
+
 Safety rests on one bound: nothing starts referencing an object more than
 ``max_commit_delay`` after its PUT began (writers and compactors check it
 before their first reference, ``CommitDeadlineExceeded``). GC only deletes
@@ -39,6 +42,7 @@ from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, object_id_
 from llog.metadata import PartitionMetadata
 from llog.models import EntryType
 from llog.oxia_store import OxiaStore
+from llog.retention import Retention, RetentionConfig
 from llog.storage import Storage
 from llog.wal import PREAMBLE, header_length, parse_shared_blob_header
 
@@ -52,6 +56,7 @@ PartitionId = tuple[str, int]
 class GcConfig:
     grace_ms: int = 24 * 3600 * 1000
     max_deletes_per_run: int = 10_000
+    retention: RetentionConfig = field(default_factory=RetentionConfig)
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> GcConfig:
@@ -59,6 +64,7 @@ class GcConfig:
         config = cls(
             grace_ms=env_int(env, "LLOG_GC_GRACE_MS", cls.grace_ms, minimum=1),
             max_deletes_per_run=env_int(env, "LLOG_GC_MAX_DELETES_PER_RUN", cls.max_deletes_per_run, minimum=1),
+            retention=RetentionConfig.from_env(env),
         )
         commit_delay = max(env_int(env, "LLOG_WRITER_MAX_COMMIT_DELAY_MS", 60_000),
                            env_int(env, "LLOG_COMPACTOR_MAX_COMMIT_DELAY_MS", 60_000))
@@ -80,11 +86,15 @@ class GcReport:
     compacted_bytes_deleted: int = 0
     young_skipped: int = 0
     referenced_kept: int = 0
+    retention_partitions_truncated: int = 0
+    retention_ranges_removed: int = 0
+    retention_objects_deleted: int = 0
+    retention_bytes_deleted: int = 0
     errors: list[str] = field(default_factory=list)
 
     @property
     def deleted(self) -> int:
-        return self.wal_blobs_deleted + self.compacted_deleted
+        return self.wal_blobs_deleted + self.compacted_deleted + self.retention_objects_deleted
 
 
 class GarbageCollector:
@@ -105,6 +115,7 @@ class GarbageCollector:
         self.config = config or GcConfig()
         self._clock = clock
         self._catalog = LogCatalog(oxia, root=root)
+        self.retention = Retention(oxia, blobs, bucket=bucket, root=root, config=self.config.retention, clock=clock)
 
     @classmethod
     def from_env(cls) -> GarbageCollector:
@@ -119,10 +130,31 @@ class GarbageCollector:
 
     def collect(self) -> GcReport:
         report = GcReport()
+        # Retention first: the WAL blobs of the ranges it removes become garbage in the same run.
+        self.enforce_retention(report)
         self.collect_wal(report)
         self.collect_compacted(report)
         log.info("gc: %s", report)
         return report
+
+    # --- retention -----------------------------------------------------------------
+
+    def enforce_retention(self, report: GcReport) -> None:
+        """Every partition: apply its topic's retention and finish truncations a crash left behind."""
+        for topic, partitions in self._catalog.partitions().items():
+            for partition in partitions:
+                try:
+                    result = self.retention.enforce(topic, partition)
+                except LlogError as exc:
+                    report.errors.append(f"retention {topic}/{partition}: {exc}")
+                    continue
+                if result.log_start_after > result.log_start_before:
+                    report.retention_partitions_truncated += 1
+                    log.info("retention: %s/%d log start %d -> %d", topic, partition,
+                             result.log_start_before, result.log_start_after)  # fmt: skip
+                report.retention_ranges_removed += result.ranges_removed
+                report.retention_objects_deleted += result.objects_deleted
+                report.retention_bytes_deleted += result.bytes_deleted
 
     # --- shared WAL blobs --------------------------------------------------------
 

@@ -12,17 +12,24 @@ cursor and stops at the first gap (a range whose compaction is still finishing)
 reads every committed record exactly once. The keys name their ranges, so the
 chain is followed with listings alone (1,000 ranges per request). Analytics
 jobs use this instead of Oxia, so they need no network path to the metadata store.
+
+Retention removes whole ranges from the front of the chain. It publishes the
+new log start first (``manifests/log-start.json``), then deletes the manifests;
+a reader whose cursor fell below it continues from there (:meth:`log_start`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from llog.blob_store import BlobStore
-from llog.errors import CorruptMetadata, InvalidTopicName
+from llog.errors import BlobNotFound, CorruptMetadata, InvalidTopicName
 from llog.keys import PartitionKeys, S3Location, format_offset, validate_root_prefix, validate_topic
-from llog.models import CompactedRange
+from llog.models import INITIAL_OFFSET, CompactedRange
+
+LOG_START_NAME = "log-start.json"  # next to the manifests; not a manifest name, so chains skip it
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,31 @@ class ManifestStore:
         """:meth:`spans` with each manifest read."""
         for span in self.spans(topic, partition, from_offset):
             yield self.read(topic, partition, span.key)
+
+    def delete(self, topic: str, partition: int, spans: Sequence[tuple[int, int]]) -> None:
+        """Delete the manifests of ``(start, end)`` ranges (retention)."""
+        keys = self.keys(topic, partition)
+        self.blobs.delete(self.bucket, [keys.manifest_key(start, end) for start, end in spans])
+
+    def publish_log_start(self, topic: str, partition: int, offset: int) -> None:
+        """Record the partition's log start where manifest readers look when the chain has a gap."""
+        location = S3Location(self.bucket, self.keys(topic, partition).manifest_prefix + LOG_START_NAME)
+        self.blobs.put(location, json.dumps({"log_start_offset": offset}).encode())
+
+    def log_start(self, topic: str, partition: int) -> int:
+        """The log start retention last published (1 if it never truncated the partition)."""
+        key = self.keys(topic, partition).manifest_prefix + LOG_START_NAME
+        try:
+            doc = json.loads(self.blobs.get(S3Location(self.bucket, key)))
+            offset = doc["log_start_offset"]
+        except BlobNotFound:
+            return INITIAL_OFFSET
+        except (ValueError, KeyError, TypeError):
+            raise CorruptMetadata(f"{key} is not a log start document") from None
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < INITIAL_OFFSET:
+            raise CorruptMetadata(f"{key} holds an invalid log start {offset!r}")
+        return offset
+
     def topics(self) -> list[str]:
         """Topics with at least one partition directory in S3, in key order."""
         found = []

@@ -153,6 +153,8 @@ class ControlRecord:
     log_state: LogState = LogState.OPEN
     sequence_counter: int = INITIAL_OFFSET
     pending: PendingAppend | None = None
+    # The first readable offset: retention moves it forward (docs/RETENTION.md), nothing moves it back.
+    log_start_offset: int = INITIAL_OFFSET
 
     @property
     def high_watermark(self) -> int:
@@ -160,13 +162,14 @@ class ControlRecord:
         return self.sequence_counter - 1
 
     def encode(self) -> bytes:
-        return _dump(
-            {
-                "log_state": self.log_state.value,
-                "sequence_counter": self.sequence_counter,
-                "pending": None if self.pending is None else self.pending.to_json(),
-            }
-        )
+        doc: dict[str, Any] = {
+            "log_state": self.log_state.value,
+            "sequence_counter": self.sequence_counter,
+            "pending": None if self.pending is None else self.pending.to_json(),
+        }
+        if self.log_start_offset != INITIAL_OFFSET:
+            doc["log_start_offset"] = self.log_start_offset
+        return _dump(doc)
 
     @classmethod
     def decode(cls, raw: bytes) -> ControlRecord:
@@ -177,7 +180,10 @@ class ControlRecord:
         if counter < INITIAL_OFFSET:
             raise CorruptMetadata(f"{what} sequence_counter {counter} is below {INITIAL_OFFSET}")
         pending = None if doc.get("pending") is None else PendingAppend.from_json(doc["pending"])
-        return cls(state, counter, pending)
+        log_start = _int(doc, "log_start_offset", what, optional=True) or INITIAL_OFFSET
+        if not INITIAL_OFFSET <= log_start <= counter:
+            raise CorruptMetadata(f"{what} log_start_offset {log_start} is outside [1, {counter}]")
+        return cls(state, counter, pending, log_start)
 
     def with_changes(self, **changes: Any) -> ControlRecord:
         return replace(self, **changes)
@@ -192,6 +198,7 @@ class IndexEntry:
     ref: DataRef
     created_at_ms: int
     append_id: str | None = None
+    data_bytes: int | None = None  # COMPACTED: the object's size, for size-based retention
 
     def encode(self) -> bytes:
         doc: dict[str, Any] = {
@@ -206,6 +213,8 @@ class IndexEntry:
             doc["byte_length"] = self.ref.byte_length
         if self.append_id is not None:
             doc["append_id"] = self.append_id
+        if self.data_bytes is not None:
+            doc["data_bytes"] = self.data_bytes
         return _dump(doc)
 
     @classmethod
@@ -222,6 +231,7 @@ class IndexEntry:
             ref=_data_ref(doc, what),
             created_at_ms=_int(doc, "created_at_ms", what),
             append_id=_str(doc, "append_id", what, optional=True),
+            data_bytes=_int(doc, "data_bytes", what, optional=True),
         )
 
 
@@ -273,6 +283,7 @@ class CompactionRecord:
     created_at_ms: int
     encoding: str = ENCODING
     last_source_start_offset: int | None = None
+    data_bytes: int | None = None
 
     @property
     def index_deletions_started(self) -> bool:
@@ -295,6 +306,8 @@ class CompactionRecord:
         }
         if self.last_source_start_offset is not None:
             doc["last_source_start_offset"] = self.last_source_start_offset
+        if self.data_bytes is not None:
+            doc["data_bytes"] = self.data_bytes
         return _dump(doc)
 
     @classmethod
@@ -312,6 +325,7 @@ class CompactionRecord:
             created_at_ms=_int(doc, "created_at_ms", what),
             encoding=_str(doc, "encoding", what),
             last_source_start_offset=_int(doc, "last_source_start_offset", what, optional=True),
+            data_bytes=_int(doc, "data_bytes", what, optional=True),
         )
 
 

@@ -22,7 +22,7 @@ from llog.config import OxiaConfig, S3Config, root_prefix_from_env
 from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange
 from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
 from llog.metadata import PartitionMetadata
-from llog.models import INITIAL_OFFSET, ControlRecord, DataRef, IndexedBatch
+from llog.models import ControlRecord, DataRef, IndexedBatch
 from llog.oxia_store import OxiaStore
 
 SCAN_PAGE = 256
@@ -76,7 +76,7 @@ class LogReader:
 
     def partition_info(self, topic: str, partition: int) -> PartitionInfo:
         control = self._metadata(topic, partition).control().record
-        return PartitionInfo(topic, partition, INITIAL_OFFSET, control.high_watermark, control)
+        return PartitionInfo(topic, partition, control.log_start_offset, control.high_watermark, control)
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The last committed offset; 0 for an empty partition."""
@@ -110,8 +110,10 @@ class LogReader:
     def _check_range(keys: PartitionKeys, offset: int, control: ControlRecord) -> None:
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise InvalidArgument(f"offset must be an integer, got {offset!r}")
-        if not INITIAL_OFFSET <= offset <= control.high_watermark:
-            raise OffsetOutOfRange(keys.topic, keys.partition, offset, INITIAL_OFFSET, control.high_watermark)
+        if not control.log_start_offset <= offset <= control.high_watermark:
+            raise OffsetOutOfRange(
+                keys.topic, keys.partition, offset, control.log_start_offset, control.high_watermark
+            )
 
     def fetch(self, batch: IndexedBatch) -> RecordBatch:
         """Download and decode the batch: a range GET for shared-blob slices, else a whole GET."""

@@ -154,3 +154,20 @@ def test_the_summary_counts_the_compacted_bytes_read(
     summary = run_export(spark, options)
     assert (summary.bytes_read, summary.files) == (size, 1)
     assert "exported 4 rows" in summary.describe()
+
+
+def test_ranges_retention_removed_before_export_are_skipped_with_a_warning(
+    spark: SparkSession, log: CompactedLog, options: ExportOptions, caplog: pytest.LogCaptureFixture
+) -> None:
+    expired = log.compact("orders", 0, [record(i, DAY1) for i in range(4)])
+    log.compact("orders", 0, [record(i, DAY2) for i in range(4, 6)])
+    # what retention does: publish the new log start, then delete the removed range's manifest
+    log.manifests.publish_log_start("orders", 0, expired.end_offset + 1)
+    log.manifests.delete("orders", 0, [(expired.start_offset, expired.end_offset)])
+
+    with caplog.at_level("WARNING", logger="llog_export"):
+        summary = run_export(spark, options)
+
+    assert (summary.ranges, summary.rows) == (1, 2)
+    assert "offsets 1-4 expired before export" in caplog.text
+    assert [row[2] for row in table_rows(spark, options.output_path)] == [5, 6]

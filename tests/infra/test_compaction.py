@@ -79,12 +79,16 @@ def test_planner_and_gc_schedules(dev_stack: LlogStack, dev_template: Template) 
 
 def test_schedules_follow_the_settings() -> None:
     stack = make_stack({"llog:stage": "sched", "llog:compactionSchedule": "rate(5 minutes)",
-                        "llog:gcSchedule": "cron(0 3 * * ? *)", "llog:gcGracePeriodHours": 48})  # fmt: skip
+                        "llog:gcSchedule": "cron(0 3 * * ? *)", "llog:gcGracePeriodHours": 48,
+                        "llog:retentionHours": 168, "llog:retentionTopics": {"audit": {}}})  # fmt: skip
     template = Template.from_stack(stack)
     assert set(schedules(template)) == {"rate(5 minutes)", "cron(0 3 * * ? *)"}
     gc = stack.get_logical_id(stack.functions["gc"].node.default_child)  # type: ignore[arg-type]
     env = resources(template, "AWS::Lambda::Function")[gc]["Properties"]["Environment"]["Variables"]
     assert env["LLOG_GC_GRACE_MS"] == str(48 * 3_600_000)
+    # the GC function applies retention: a week by default, the audit topic kept forever
+    assert env["LLOG_RETENTION_MS"] == str(168 * 3_600_000)
+    assert (env["LLOG_RETENTION_BYTES"], env["LLOG_RETENTION_TOPICS"]) == ("0", '{"audit": {}}')
 
 
 def test_scheduler_role_may_invoke_only_the_planner_and_gc(dev_stack: LlogStack, dev_template: Template) -> None:

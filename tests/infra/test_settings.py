@@ -165,3 +165,22 @@ def test_invalid_values_name_the_key_and_the_fix(context: dict[str, Any], messag
     text = str(info.value)
     assert message in text
     assert "-c llog:" in text
+
+
+def test_retention_defaults_keep_everything_and_overrides_are_checked_by_llog() -> None:
+    assert settings().retention_environment() == {
+        "LLOG_RETENTION_MS": "0",
+        "LLOG_RETENTION_BYTES": "0",
+        "LLOG_RETENTION_TOPICS": "{}",
+    }
+    chosen = settings(retentionHours="24", retentionBytes=10**9, retentionTopics='{"clicks": {"bytes": 1000}}')
+    assert chosen.retention_environment() == {
+        "LLOG_RETENTION_MS": str(86_400_000),
+        "LLOG_RETENTION_BYTES": str(10**9),
+        "LLOG_RETENTION_TOPICS": '{"clicks": {"bytes": 1000}}',
+    }
+    for bad in ('{"a/b": {"ms": 1}}', '{"t": {"days": 1}}', "[1]", "{"):
+        with pytest.raises(SettingsError, match="retentionTopics"):
+            settings(retentionTopics=bad)
+    with pytest.raises(SettingsError, match="retentionHours"):
+        settings(retentionHours=-1)

@@ -65,3 +65,20 @@ def test_topics_and_partitions_are_discovered_from_s3(store: ManifestStore, blob
     assert store.topics() == ["orders", "payments"]
     assert store.partitions("orders") == [0, 2, 10]
     assert store.partitions("absent") == []
+
+
+def test_retention_publishes_the_log_start_and_deletes_manifests(store: ManifestStore, blob_store: BlobStore) -> None:
+    for start, end in [(1, 4), (5, 9), (10, 12)]:
+        publish(store, "orders", 0, start, end)
+    assert store.log_start("orders", 0) == 1  # never truncated
+
+    store.publish_log_start("orders", 0, 10)
+    store.delete("orders", 0, [(1, 4), (5, 9)])
+
+    assert store.log_start("orders", 0) == 10
+    assert spans(store, "orders", 0) == []  # the chain from 1 now starts with a gap
+    assert spans(store, "orders", 0, 10) == [(10, 12)]
+    keys = PartitionKeys("orders", 0, store.root)
+    blob_store.put(S3Location(BUCKET, keys.manifest_prefix + "log-start.json"), b'{"log_start_offset": 0}')
+    with pytest.raises(CorruptMetadata, match="log start"):
+        store.log_start("orders", 0)

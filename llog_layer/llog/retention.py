@@ -1,0 +1,246 @@
+"""Retention: per-topic limits by age and by size (docs/RETENTION.md). Default: keep everything.
+
+Truncation moves a partition's log start (``meta/control.log_start_offset``)
+forward past whole compacted ranges, then removes what lies below it:
+
+1. CAS ``meta/control`` to the new log start (only forward). From here reads
+   below it are ``OffsetOutOfRange`` and consume reports the new start.
+2. Publish the log start next to the manifests (``manifests/log-start.json``)
+   and delete the removed ranges' manifests, so manifest readers (the export)
+   jump instead of waiting at a gap.
+3. ``delete_range`` the index keys below the log start.
+4. Delete the removed ranges' compacted objects. Shared WAL blobs are left to
+   garbage collection, which deletes them once nothing references them.
+
+Only COMPACTED ranges wholly below the compaction cursor are removed, never
+the partition's last index entry (the counter must not move back), and never
+a WAL entry (those belong to compaction). Each step is idempotent and driven
+by the log start in ``meta/control``, so a run that dies part-way is finished
+by the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llog.blob_store import BlobStore
+from llog.config import Environ, env_int
+from llog.errors import BlobNotFound, ConfigurationError, VersionConflict
+from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, format_offset, validate_topic
+from llog.manifest import ManifestStore
+from llog.metadata import PartitionMetadata
+from llog.models import INITIAL_OFFSET, EntryType, IndexedBatch
+from llog.oxia_store import OxiaStore
+
+SCAN_PAGE = 1024
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """Limits of one topic's partitions; ``None`` means no limit."""
+
+    max_age_ms: int | None = None  # a compacted range older than this (since it was compacted) goes
+    max_bytes: int | None = None  # per partition: the oldest ranges go while the partition is larger
+
+    @property
+    def keeps_everything(self) -> bool:
+        return self.max_age_ms is None and self.max_bytes is None
+
+
+def _limit(value: Any, what: str) -> int | None:
+    """A positive integer limit; 0, negative or null means none (Kafka's -1 works too)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{what} must be an integer, got {value!r}")
+    return value if value > 0 else None
+
+
+@dataclass(frozen=True)
+class RetentionConfig:
+    default: RetentionPolicy = field(default_factory=RetentionPolicy)
+    topics: Mapping[str, RetentionPolicy] = field(default_factory=dict)
+
+    def policy(self, topic: str) -> RetentionPolicy:
+        return self.topics.get(topic, self.default)
+
+    @property
+    def keeps_everything(self) -> bool:
+        return self.default.keeps_everything and all(p.keeps_everything for p in self.topics.values())
+
+    @classmethod
+    def from_env(cls, env: Environ | None = None) -> RetentionConfig:
+        """``LLOG_RETENTION_MS`` and ``LLOG_RETENTION_BYTES`` (0 or unset: no limit) for every topic;
+        ``LLOG_RETENTION_TOPICS``, a JSON object ``{"topic": {"ms": …, "bytes": …}}``, per topic
+        (a key left out of a topic's object means no limit)."""
+        env = os.environ if env is None else env
+        default = RetentionPolicy(
+            _limit(env_int(env, "LLOG_RETENTION_MS", 0, minimum=-1), "LLOG_RETENTION_MS"),
+            _limit(env_int(env, "LLOG_RETENTION_BYTES", 0, minimum=-1), "LLOG_RETENTION_BYTES"),
+        )
+        raw = env.get("LLOG_RETENTION_TOPICS") or "{}"
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            raise ConfigurationError(f"LLOG_RETENTION_TOPICS is not JSON: {raw!r}") from None
+        if not isinstance(doc, dict):
+            raise ConfigurationError('LLOG_RETENTION_TOPICS must be a JSON object {"topic": {"ms": …, "bytes": …}}')
+        topics = {}
+        for topic, limits in doc.items():
+            what = f"LLOG_RETENTION_TOPICS[{topic!r}]"
+            try:
+                validate_topic(topic)
+            except ValueError as exc:
+                raise ConfigurationError(f"{what}: {exc}") from None
+            if not isinstance(limits, dict) or set(limits) - {"ms", "bytes"}:
+                raise ConfigurationError(f'{what} must be an object with "ms" and/or "bytes"')
+            topics[topic] = RetentionPolicy(
+                _limit(limits.get("ms"), f"{what}.ms"), _limit(limits.get("bytes"), f"{what}.bytes")
+            )
+        return cls(default, topics)
+
+
+def plan_log_start(
+    entries: Sequence[IndexedBatch],
+    *,
+    cursor: int,
+    policy: RetentionPolicy,
+    now_ms: int,
+    size_of: Callable[[IndexedBatch], int],
+) -> int | None:
+    """The log start ``policy`` asks for, or ``None`` to leave the partition as it is.
+
+    ``entries`` are the partition's index entries from its log start, in
+    offset order; ``cursor`` its compaction cursor. The answer is always one
+    past a removable range: a COMPACTED entry wholly below the cursor that is
+    not the partition's last entry.
+    """
+    candidates: list[IndexedBatch] = []
+    for batch in entries:
+        if batch.entry.type is not EntryType.COMPACTED or batch.end_offset >= cursor:
+            break
+        candidates.append(batch)
+    if candidates and candidates[-1] is entries[-1]:
+        candidates.pop()  # the last entry stays: the counter must never move back
+    remove = 0
+    if policy.max_age_ms is not None:
+        cutoff = now_ms - policy.max_age_ms
+        while remove < len(candidates) and candidates[remove].entry.created_at_ms < cutoff:
+            remove += 1
+    if policy.max_bytes is not None:
+        excess = sum(size_of(b) for b in entries) - policy.max_bytes
+        dropped = 0
+        while dropped < len(candidates) and excess > 0:
+            excess -= size_of(candidates[dropped])
+            dropped += 1
+        remove = max(remove, dropped)
+    return candidates[remove - 1].end_offset + 1 if remove else None
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    topic: str
+    partition: int
+    log_start_before: int
+    log_start_after: int
+    ranges_removed: int = 0
+    objects_deleted: int = 0
+    bytes_deleted: int = 0
+
+
+class Retention:
+    def __init__(
+        self,
+        oxia: OxiaStore,
+        blobs: BlobStore,
+        *,
+        bucket: str,
+        root: str = DEFAULT_ROOT_PREFIX,
+        config: RetentionConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.oxia = oxia
+        self.blobs = blobs
+        self.bucket = bucket
+        self.root = root
+        self.config = config or RetentionConfig()
+        self.manifests = ManifestStore(blobs, bucket=bucket, root=root)
+        self._clock = clock
+
+    def enforce(self, topic: str, partition: int) -> RetentionResult:
+        """Apply the topic's policy to one partition, and finish any earlier truncation.
+
+        A partition that keeps everything and was never truncated costs one read
+        of ``meta/control``; otherwise the index is scanned from its first key
+        (keys below the log start are a crashed run's leftovers).
+        """
+        meta = PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
+        before = meta.control().record.log_start_offset
+        policy = self.config.policy(topic)
+        if policy.keeps_everything and before == INITIAL_OFFSET:
+            return RetentionResult(topic, partition, before, before)
+        entries = list(self._scan(meta))
+        target = None
+        if not policy.keeps_everything:
+            target = plan_log_start(
+                [b for b in entries if b.end_offset >= before],
+                cursor=meta.cursor().offset,
+                policy=policy,
+                now_ms=int(self._clock() * 1000),
+                size_of=self._size_of,
+            )
+        after = self._advance(meta, target) if target is not None else before
+        doomed = [b for b in entries if b.end_offset < after]
+        if not doomed:
+            return RetentionResult(topic, partition, before, after)
+        deleted, nbytes = self._remove(meta, after, doomed)
+        return RetentionResult(topic, partition, before, after, len(doomed), deleted, nbytes)
+
+    @staticmethod
+    def _scan(meta: PartitionMetadata) -> Iterator[IndexedBatch]:
+        """The whole index, page by page."""
+        next_offset = INITIAL_OFFSET
+        while page := meta.scan_index(next_offset, limit=SCAN_PAGE):
+            yield from page
+            next_offset = page[-1].end_offset + 1
+
+    def _size_of(self, batch: IndexedBatch) -> int:
+        entry = batch.entry
+        if entry.data_bytes is not None:
+            return entry.data_bytes
+        if entry.ref.byte_length is not None:
+            return entry.ref.byte_length  # a slice of a shared WAL blob
+        try:  # a compacted entry written before entries recorded their size
+            return self.blobs.head(S3Location.parse(entry.ref.data_key)).size
+        except BlobNotFound:
+            return 0
+
+    def _advance(self, meta: PartitionMetadata, offset: int) -> int:
+        """CAS the log start forward to ``offset``; returns the log start now in force."""
+        while True:
+            current = meta.control()
+            if current.record.log_start_offset >= offset:
+                return current.record.log_start_offset
+            try:
+                meta.replace_control(current.record.with_changes(log_start_offset=offset), current.version_id)
+                return offset
+            except VersionConflict:
+                continue  # a writer appended in between: re-read, the log start is ours alone
+
+    def _remove(self, meta: PartitionMetadata, log_start: int, doomed: list[IndexedBatch]) -> tuple[int, int]:
+        keys = meta.keys
+        compacted = [b for b in doomed if b.entry.type is EntryType.COMPACTED]
+        self.manifests.publish_log_start(keys.topic, keys.partition, log_start)
+        self.manifests.delete(keys.topic, keys.partition, [(b.start_offset, b.end_offset) for b in compacted])
+        self.oxia.delete_range(
+            f"{keys.index_prefix}{format_offset(0)}", keys.index(log_start), partition_key=keys.partition_key
+        )
+        objects = [S3Location.parse(b.entry.ref.data_key) for b in compacted]
+        nbytes = sum(self._size_of(b) for b in compacted)
+        self.blobs.delete(self.bucket, [o.key for o in objects if o.bucket == self.bucket])
+        return len(objects), nbytes

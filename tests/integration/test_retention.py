@@ -1,0 +1,141 @@
+"""Retention on a real Oxia server and moto S3: truncation by age and size, reads, consume, crashes, GC."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from llog.blob_store import BlobStore
+from llog.compactor import Compactor, CompactorConfig, compact_until_caught_up
+from llog.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
+from llog.errors import BlobNotFound, OffsetOutOfRange
+from llog.gc import GarbageCollector, GcConfig
+from llog.keys import PartitionKeys, S3Location
+from llog.manifest import ManifestStore
+from llog.metadata import PartitionMetadata
+from llog.oxia_store import OxiaStore
+from llog.reader import LogReader
+from llog.retention import Retention, RetentionConfig, RetentionPolicy
+from llog.writer import LogWriter
+from tests.conftest import BUCKET
+
+pytestmark = pytest.mark.oxia
+
+DAY_MS = 86_400_000
+
+
+def compacted_log(writer: LogWriter, oxia: OxiaStore, blobs: BlobStore, topic: str, ranges: int = 4) -> list[str]:
+    """``ranges`` compacted ranges of 5 records each (offsets 1-5, 6-10, ...), plus a WAL tail of 1; their objects."""
+    writer.initialize_partition(topic, 0)
+    compactor = Compactor(oxia, blobs, bucket=BUCKET, config=CompactorConfig(max_offsets_per_run=5))
+    for i in range(ranges * 5):
+        writer.append(topic, 0, [f"r{i + 1}".encode()])
+    results = compact_until_caught_up(compactor, topic, 0, budget_s=60)
+    writer.append(topic, 0, [b"tail"])
+    meta = PartitionMetadata(oxia, PartitionKeys(topic, 0))
+    assert [b.end_offset for b in meta.scan_index(1)][:ranges] == [5 * (i + 1) for i in range(ranges)]
+    assert len([r for r in results if r.outcome == "compacted"]) == ranges
+    return [b.entry.ref.data_key for b in meta.scan_index(1)[:ranges]]
+
+
+def retention(
+    oxia: OxiaStore, blobs: BlobStore, topic: str, policy: RetentionPolicy, *, ahead_ms: int = 0
+) -> Retention:
+    config = RetentionConfig(topics={topic: policy})
+    return Retention(oxia, blobs, bucket=BUCKET, config=config, clock=lambda: time.time() + ahead_ms / 1000)
+
+
+def test_age_truncates_whole_compacted_ranges_and_reads_below_the_start_fail_clearly(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    objects = compacted_log(writer, oxia_store, blob_store, topic)
+    assert (
+        retention(oxia_store, blob_store, topic, RetentionPolicy(max_age_ms=DAY_MS)).enforce(topic, 0).ranges_removed
+        == 0
+    )
+
+    result = retention(oxia_store, blob_store, topic, RetentionPolicy(max_age_ms=DAY_MS), ahead_ms=2 * DAY_MS).enforce(
+        topic, 0
+    )
+
+    # every compacted range is old, but [16, 20] is the last compacted one before the WAL tail: the tail
+    # entry is last, so ranges up to 20 may go
+    assert (result.log_start_before, result.log_start_after, result.ranges_removed) == (1, 21, 4)
+    assert reader.partition_info(topic, 0).log_start == 21
+    with pytest.raises(OffsetOutOfRange, match=r"readable offsets are \[21, 21\]"):
+        reader.read_offset(topic, 0, 20)
+    assert [r.value for r in reader.iter_from(topic, 0, 21)] == [b"tail"]
+    for key in objects:
+        with pytest.raises(BlobNotFound):
+            blob_store.head(S3Location.parse(key))
+    manifests = ManifestStore(blob_store, bucket=BUCKET, root="llog")
+    assert manifests.log_start(topic, 0) == 21
+    assert list(manifests.spans(topic, 0)) == []
+
+
+def test_size_keeps_the_newest_ranges_within_the_budget_and_consume_reports_the_log_start(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    compacted_log(writer, oxia_store, blob_store, topic)
+    meta = PartitionMetadata(oxia_store, PartitionKeys(topic, 0))
+    sizes = [b.entry.data_bytes or b.entry.ref.byte_length or 0 for b in meta.scan_index(1)]
+    budget = sum(sizes[-3:])  # the last two compacted ranges and the WAL tail fit
+
+    result = retention(oxia_store, blob_store, topic, RetentionPolicy(max_bytes=budget)).enforce(topic, 0)
+
+    assert result.log_start_after == 11
+    consume = ConsumeService(reader)
+
+    def fetch_from(offset: int) -> PartitionFetch:
+        request = ConsumeRequest([FetchPartition(topic, 0, offset, 1 << 20)], max_wait_ms=0, min_bytes=1,
+                                 max_bytes=1 << 20)  # fmt: skip
+        [result] = consume.consume(request)
+        return result
+
+    fetch = fetch_from(11)
+    assert (fetch.log_start_offset, fetch.records[0].value) == (11, b"r11")
+    below = fetch_from(3)
+    assert isinstance(below.error, OffsetOutOfRange)
+    assert below.log_start_offset == 11
+
+
+def test_a_truncation_that_died_after_moving_the_log_start_is_finished_by_the_next_run(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    objects = compacted_log(writer, oxia_store, blob_store, topic, ranges=2)
+    meta = PartitionMetadata(oxia_store, PartitionKeys(topic, 0))
+    control = meta.control()
+    meta.replace_control(control.record.with_changes(log_start_offset=6), control.version_id)  # step 1 only
+
+    result = retention(oxia_store, blob_store, topic, RetentionPolicy()).enforce(topic, 0)
+
+    assert (result.log_start_after, result.ranges_removed, result.objects_deleted) == (6, 1, 1)
+    assert [b.end_offset for b in meta.scan_index(1)] == [10, 11]
+    with pytest.raises(BlobNotFound):
+        blob_store.head(S3Location.parse(objects[0]))
+    assert next(reader.iter_from(topic, 0, 6)).value == b"r6"
+
+
+def test_writers_keep_appending_and_the_log_start_survives_their_updates(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    compacted_log(writer, oxia_store, blob_store, topic, ranges=2)
+    retention(oxia_store, blob_store, topic, RetentionPolicy(max_age_ms=1), ahead_ms=1000).enforce(topic, 0)
+    assert reader.partition_info(topic, 0).log_start == 11
+    writer.append(topic, 0, [b"later"])
+    info = reader.partition_info(topic, 0)
+    assert (info.log_start, info.high_watermark) == (11, 12)
+
+
+def test_garbage_collection_applies_retention_from_its_configuration(
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    compacted_log(writer, oxia_store, blob_store, topic, ranges=2)
+    config = GcConfig(grace_ms=3_600_000, retention=RetentionConfig(topics={topic: RetentionPolicy(max_age_ms=1)}))
+    gc = GarbageCollector(oxia_store, blob_store, bucket=BUCKET, config=config, clock=lambda: time.time() + 10)
+
+    report = gc.collect()
+
+    assert report.retention_partitions_truncated >= 1
+    assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0)).control().record.log_start_offset == 11
