@@ -180,7 +180,8 @@ class ControlRecord:
         if counter < INITIAL_OFFSET:
             raise CorruptMetadata(f"{what} sequence_counter {counter} is below {INITIAL_OFFSET}")
         pending = None if doc.get("pending") is None else PendingAppend.from_json(doc["pending"])
-        log_start = _int(doc, "log_start_offset", what, optional=True) or INITIAL_OFFSET
+        log_start = _int(doc, "log_start_offset", what, optional=True)
+        log_start = INITIAL_OFFSET if log_start is None else log_start
         if not INITIAL_OFFSET <= log_start <= counter:
             raise CorruptMetadata(f"{what} log_start_offset {log_start} is outside [1, {counter}]")
         return cls(state, counter, pending, log_start)

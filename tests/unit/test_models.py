@@ -456,3 +456,30 @@ def test_a_compacted_range_manifest_round_trips_and_rejects_what_it_cannot_trust
             CompactedRange.decode(json.dumps({**doc, field: value}).encode())
     with pytest.raises(CorruptMetadata):
         CompactedRange("orders", 2, 0, 5, "s3://b/k", "c", 1)  # offsets start at 1
+
+
+def test_control_carries_the_log_start_and_writers_keep_it():
+    from llog.models import ControlRecord
+
+    plain = ControlRecord(sequence_counter=5)
+    assert b"log_start_offset" not in plain.encode()  # absent means 1: records written before retention read the same
+    assert ControlRecord.decode(plain.encode()).log_start_offset == 1
+    truncated = ControlRecord(sequence_counter=50, log_start_offset=21)
+    assert ControlRecord.decode(truncated.encode()) == truncated
+    assert truncated.with_changes(sequence_counter=60).log_start_offset == 21  # what a writer's CAS writes
+    for start in (0, 51):
+        with pytest.raises(CorruptMetadata, match="log_start_offset"):
+            ControlRecord.decode(
+                json.dumps(
+                    {"log_state": "OPEN", "sequence_counter": 50, "pending": None, "log_start_offset": start}
+                ).encode()
+            )
+
+
+def test_compacted_entries_and_records_carry_the_object_size():
+    from llog.models import CompactionRecord, CompactionState, DataRef, EntryType, IndexEntry
+
+    entry = IndexEntry(EntryType.COMPACTED, 3, DataRef("s3://b/k"), 1, data_bytes=4096)
+    assert IndexEntry.decode(entry.encode()) == entry
+    record = CompactionRecord("c", CompactionState.WRITING_COMPACTED_INDEX, 1, 3, 3, "s3://b/k", 1, data_bytes=4096)
+    assert CompactionRecord.decode(record.encode()) == record
