@@ -102,16 +102,7 @@ def plan_ranges(manifests: ManifestStore, cursors: Cursors, options: ExportOptio
     planned: list[PlannedRange] = []
     for topic in options.topics or tuple(manifests.topics()):
         for partition in manifests.partitions(topic):
-            cursor = cursors.get(topic, {}).get(partition, 1)
-            spans = manifests.spans(topic, partition, cursor)
-            first = next(spans, None)
-            if first is None and (log_start := manifests.log_start(topic, partition)) > cursor:
-                # Retention removed [cursor, log_start) before it was exported: continue after it.
-                log.warning("plan: %s/%d: offsets %d-%d expired before export", topic, partition, cursor, log_start - 1)
-                cursor = log_start
-                spans = manifests.spans(topic, partition, cursor)
-            elif first is not None:
-                spans = itertools.chain([first], spans)
+            cursor, spans = _chain(manifests, topic, partition, cursors.get(topic, {}).get(partition, 1))
             found = 0
             for span in spans:
                 if len(planned) >= options.max_ranges_per_run:
@@ -122,6 +113,19 @@ def plan_ranges(manifests: ManifestStore, cursors: Cursors, options: ExportOptio
             if found:
                 log.info("plan: %s/%d: %d ranges from offset %d", topic, partition, found, cursor)
     return planned
+
+
+def _chain(manifests: ManifestStore, topic: str, partition: int, cursor: int) -> tuple[int, Iterator[ManifestSpan]]:
+    """The chain of ranges from ``cursor``, or from the log start if retention removed the ranges at it."""
+    spans = manifests.spans(topic, partition, cursor)
+    first = next(spans, None)
+    if first is not None:
+        return cursor, itertools.chain([first], spans)
+    log_start = manifests.log_start(topic, partition)  # one GET, only for a partition with nothing new
+    if log_start <= cursor:
+        return cursor, iter(())
+    log.warning("plan: %s/%d: offsets %d-%d expired before export", topic, partition, cursor, log_start - 1)
+    return log_start, manifests.spans(topic, partition, log_start)
 
 
 def cursors_after(ranges: list[PlannedRange]) -> Cursors:

@@ -177,14 +177,16 @@ class Retention:
 
         A partition that keeps everything and was never truncated costs one read
         of ``meta/control``; otherwise the index is scanned from its first key
-        (keys below the log start are a crashed run's leftovers).
+        (keys below the log start are a crashed run's leftovers), and without a
+        policy only up to the log start.
         """
         meta = PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
         before = meta.control().record.log_start_offset
         policy = self.config.policy(topic)
         if policy.keeps_everything and before == INITIAL_OFFSET:
             return RetentionResult(topic, partition, before, before)
-        entries = list(self._scan(meta))
+        # Without a policy only a crashed run's leftovers (keys below the log start) matter.
+        entries = list(self._scan(meta, below=before if policy.keeps_everything else None))
         target = None
         if not policy.keeps_everything:
             target = plan_log_start(
@@ -202,11 +204,14 @@ class Retention:
         return RetentionResult(topic, partition, before, after, len(doomed), deleted, nbytes)
 
     @staticmethod
-    def _scan(meta: PartitionMetadata) -> Iterator[IndexedBatch]:
-        """The whole index, page by page."""
+    def _scan(meta: PartitionMetadata, *, below: int | None = None) -> Iterator[IndexedBatch]:
+        """The index from its first key, page by page (only entries ending before ``below``, if given)."""
         next_offset = INITIAL_OFFSET
         while page := meta.scan_index(next_offset, limit=SCAN_PAGE):
-            yield from page
+            for batch in page:
+                if below is not None and batch.end_offset >= below:
+                    return
+                yield batch
             next_offset = page[-1].end_offset + 1
 
     def _size_of(self, batch: IndexedBatch) -> int:
