@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import append, codec, export  # noqa: E402
+from bench import append, codec, cold_start, export  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
 COMMAND = "make bench"
@@ -62,6 +62,15 @@ def main() -> int:
         "manifests and `ParquetExport` runs on local Spark with both cores (`local[2]`), from planning to the "
         "committed state, JVM already warm. MB/s counts compacted object bytes.\n\n"
         + export.run(),
+    ))
+
+    print("cold start benchmark ...", flush=True)
+    sections.append((
+        "Cold start: handler init",
+        "bench/cold_start.py",
+        "Each Lambda handler module imported in fresh interpreters (its clients are created on the first "
+        "request, so this is the init phase the code controls), next to its heaviest dependencies imported "
+        "alone. Local CPython 3.11 on this machine, not Lambda's arm64 3.13.\n\n" + cold_start.table(),
     ))
 
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
