@@ -173,6 +173,7 @@ class StateStore:
         if not self.fs.rename(temporary, target):
             self.fs.delete(temporary)
             raise ConcurrentExport(f"could not rename {temporary} to {target}")
-        for _, old in self._numbered()[:-KEEP_STATES]:
-            self.fs.delete(old)
+        # Each advance adds one state: dropping the one KEEP_STATES back keeps the folder bounded.
+        if new.sequence > KEEP_STATES:
+            self.fs.delete(f"{self.directory}/state-{new.sequence - KEEP_STATES:020d}.json")
         return new

@@ -7,6 +7,7 @@ live in one place.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata, PartitionNotInitialized, VersionConflict
@@ -101,6 +102,12 @@ class PartitionMetadata:
         )
         batches = (self._batch(r.key, r.value) for r in records)
         return [b for b in batches if b is not None]
+
+    def iter_index(self, from_offset: int, *, page: int = 1024) -> Iterator[IndexedBatch]:
+        """Every index entry with end offset >= ``from_offset``, fetched ``page`` at a time."""
+        while batches := self.scan_index(from_offset, limit=page):
+            yield from batches
+            from_offset = batches[-1].end_offset + 1
 
     def create_index_entry(self, end_offset: int, entry: IndexEntry) -> int | None:
         """Write the entry only if its key is absent; the new version, or None if it existed.

@@ -37,8 +37,6 @@ from llog.metadata import PartitionMetadata
 from llog.models import INITIAL_OFFSET, EntryType, IndexedBatch
 from llog.oxia_store import OxiaStore
 
-SCAN_PAGE = 1024
-
 
 @dataclass(frozen=True)
 class RetentionPolicy:
@@ -205,14 +203,11 @@ class Retention:
 
     @staticmethod
     def _scan(meta: PartitionMetadata, *, below: int | None = None) -> Iterator[IndexedBatch]:
-        """The index from its first key, page by page (only entries ending before ``below``, if given)."""
-        next_offset = INITIAL_OFFSET
-        while page := meta.scan_index(next_offset, limit=SCAN_PAGE):
-            for batch in page:
-                if below is not None and batch.end_offset >= below:
-                    return
-                yield batch
-            next_offset = page[-1].end_offset + 1
+        """The index from its first key (only entries ending before ``below``, if given)."""
+        for batch in meta.iter_index(INITIAL_OFFSET):
+            if below is not None and batch.end_offset >= below:
+                return
+            yield batch
 
     def _size_of(self, batch: IndexedBatch) -> int:
         entry = batch.entry

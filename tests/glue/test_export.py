@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from pathlib import Path
 
@@ -116,7 +117,7 @@ def test_the_table_is_registered_and_queryable_with_spark_sql(
     log.compact("orders", 0, [record(i, DAY1) for i in range(3)])
     log.compact("orders", 0, [record(i, DAY2) for i in range(3, 5)])
     database = f"llog_{uuid.uuid4().hex[:8]}"
-    catalogued = ExportOptions(**{**options.__dict__, "database": database, "table": "records"})
+    catalogued = dataclasses.replace(options, database=database, table="records")
 
     run_export(spark, catalogued)
 
