@@ -10,8 +10,10 @@
   (Powertools' pydantic validation is not used: requests are parsed by
   ``llog.http_contract``, whose rejections are the seed's 400/413).
 
-Resolvers keep the current request on themselves, so there is one per thread
-(``PerThread``): ``llog serve`` runs handlers on many threads at once.
+``llog serve`` runs handlers on many threads at once, so there is one resolver
+per thread (``PerThread``), and each keeps its request on itself
+(``ThreadOwnResolver``): Powertools stores the current event on ``BaseRouter``,
+the class, which every resolver of the process shares.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
@@ -67,9 +69,26 @@ def request_id(event: APIGatewayProxyEvent) -> str | None:
         return None
 
 
+class ThreadOwnResolver(APIGatewayRestResolver):
+    """A resolver whose current event and context are its own, not the class-wide ones.
+
+    Powertools assigns ``BaseRouter.current_event`` and reads ``self.current_event``;
+    an instance attribute set first shadows the shared class attribute, so a
+    resolver used by one thread only never sees another thread's request.
+    """
+
+    def _to_proxy_event(self, event: dict[str, Any]) -> APIGatewayProxyEvent:
+        self.current_event = cast(APIGatewayProxyEvent, super()._to_proxy_event(event))
+        return self.current_event
+
+    def resolve(self, event: Mapping[str, Any], context: LambdaContext) -> dict[str, Any]:
+        self.lambda_context = context
+        return super().resolve(event, context)
+
+
 def create_resolver(telemetry: Telemetry, function: str) -> APIGatewayRestResolver:
     """A resolver with llog's error, 404 and 405 answers; the caller adds its routes."""
-    app = APIGatewayRestResolver()
+    app = ThreadOwnResolver()
     logger = telemetry.logger
 
     def on_error(exc: Exception) -> Response[str]:

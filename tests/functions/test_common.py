@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+import json
 import threading
 
 import pytest
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 from functions.common import events, routes
 from functions.common.errors import error_answer, error_document, status_for
@@ -236,3 +238,43 @@ def test_per_thread_objects():
     t.start()
     t.join(5)
     assert other[0] is not mine
+
+
+def test_a_resolver_sees_its_own_request_while_another_thread_resolves() -> None:
+    """Powertools keeps the current event on its base class; llog serve runs handlers on many threads."""
+    from functions.common.http import create_resolver, json_response, resolver_handler
+    from functions.common.telemetry import LocalContext, Telemetry
+    from tests.functions.conftest import load_event
+
+    telemetry = Telemetry("thread-test")
+    first_inside, second_done = threading.Event(), threading.Event()
+
+    def create_app() -> APIGatewayRestResolver:
+        app = create_resolver(telemetry, routes.PRODUCE)
+
+        @app.post("/produce")
+        def produce() -> Response[str]:
+            seen = app.current_event.body
+            if seen == "first":
+                first_inside.set()
+                second_done.wait(10)  # the other thread resolves its own request meanwhile
+            return json_response(200, {"seen": seen, "seen_last": app.current_event.body})
+
+        return app
+
+    handler = resolver_handler(telemetry, create_app)
+    answers: dict[str, dict[str, str]] = {}
+
+    def call(body: str) -> None:
+        event = load_event("produce", raw_body=body)
+        answers[body] = json.loads(handler(event, LocalContext("thread-test"))["body"])
+
+    first = threading.Thread(target=call, args=("first",))
+    first.start()
+    assert first_inside.wait(10)
+    call("second")
+    second_done.set()
+    first.join(10)
+
+    assert answers == {"first": {"seen": "first", "seen_last": "first"},
+                       "second": {"seen": "second", "seen_last": "second"}}  # fmt: skip
