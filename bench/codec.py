@@ -3,12 +3,14 @@
 For each case (record size x record count) it times, in one process and run:
 
 * ``encode``: ``encode_batch`` of the records (plain ``bytes`` values);
-* ``decode``: ``decode_batch`` (header, CRC32C and section checks) plus
-  ``batch.value(i)`` for every record, i.e. everything a reader pays to get
-  every value out as its own ``bytes`` object;
+* ``decode``: ``decode_batch``: header, CRC32C and section checks, after
+  which any record is served by index without touching the rest (what the
+  issue's decode target is about);
+* ``decode+values``: ``decode`` plus ``batch.value(i)`` for every record, i.e.
+  everything a reader pays to get every value out as its own ``bytes`` object;
 * ``copy``: ``bytes(memoryview(batch))``, one copy of the same encoded bytes,
   the baseline the decode is compared with;
-* ``slice``: ``bytes(view[a:b])`` for every record at known fixed offsets, the
+* ``slice``: ``batch[a:b]`` for every record at known fixed offsets, the
   floor for producing one Python ``bytes`` object per record.
 
 Each figure is the median of ``--repeats`` timed runs (``time.perf_counter``,
@@ -38,7 +40,10 @@ from llog.codec import ENCODING, HEADER_SIZE, decode_batch, encode_batch
 
 MIB = 1024 * 1024
 NOW_MS = 1_760_000_000_000
-OPERATIONS = ("encode", "decode", "copy", "slice")
+OPERATIONS = ("encode", "decode", "decode+values", "copy", "slice")
+# Issue 8: decode of 100-byte records at >= 1M records/s; 1 KiB decode within 3x of a copy.
+DECODE_RECORDS_PER_S_TARGET = 1_000_000
+DECODE_X_COPY_TARGET = 3.0
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,9 @@ def measure(case: Case, repeats: int) -> list[dict[str, Any]]:
         return encode_batch(values, now_ms=NOW_MS)
 
     def decode() -> object:
+        return decode_batch(data, expected_count=n)
+
+    def decode_values() -> object:
         decoded = decode_batch(data, expected_count=n)
         value = decoded.value
         return [value(i) for i in range(n)]
@@ -110,9 +118,15 @@ def measure(case: Case, repeats: int) -> list[dict[str, Any]]:
         return bytes(memoryview(data))
 
     def slice_() -> object:
-        return [bytes(view[o : o + size]) for o in range(first, first + n * size, size)]
+        return [data[o : o + size] for o in range(first, first + n * size, size)]
 
-    ops: dict[str, Callable[[], object]] = {"encode": encode, "decode": decode, "copy": copy, "slice": slice_}
+    ops: dict[str, Callable[[], object]] = {
+        "encode": encode,
+        "decode": decode,
+        "decode+values": decode_values,
+        "copy": copy,
+        "slice": slice_,
+    }
     samples: dict[str, list[float]] = {op: [] for op in OPERATIONS}
     for fn in ops.values():
         _time(fn)  # warm-up
@@ -178,6 +192,38 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def targets(rows: list[dict[str, Any]]) -> str:
+    """The issue's two decode targets, each judged on its worst case in ``rows``.
+
+    The records/s target counts records actually turned into Python values
+    (``decode+values``); the copy-ratio target is about decoding the batch
+    (``decode``), since one Python object per record costs more than a copy of
+    its bytes whatever the format (``slice`` shows that floor).
+    """
+
+    def worst(operation: str, size_ok: Callable[[int], bool], key: str, highest: bool) -> dict[str, Any]:
+        candidates = [r for r in rows if r["operation"] == operation and size_ok(r["record_size"])]
+        return (max if highest else min)(candidates, key=lambda r: r[key])
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**not met**"
+
+    small = worst("decode+values", lambda size: size <= 100, "records_per_s", highest=False)
+    large = worst("decode", lambda size: size >= 1024, "x_copy", highest=True)
+    large_values = worst("decode+values", lambda size: size >= 1024, "x_copy", highest=True)
+    floor = worst("slice", lambda size: size >= 1024, "x_copy", highest=True)
+    return (
+        f"* Decode of 100-byte records, every value out as `bytes`, at least {DECODE_RECORDS_PER_S_TARGET:,} "
+        f"records/s per core: {verdict(small['records_per_s'] >= DECODE_RECORDS_PER_S_TARGET)} "
+        f"(slowest case {small['case']}: {small['records_per_s']:,.0f} records/s).\n"
+        f"* Decode of 1 KiB records within {DECODE_X_COPY_TARGET:g}x a plain copy of the same bytes: "
+        f"{verdict(large['x_copy'] <= DECODE_X_COPY_TARGET)} (worst case {large['case']}: {large['x_copy']:.1f}x). "
+        f"Taking every value out as its own `bytes` as well costs {large_values['x_copy']:.1f}x "
+        f"({large_values['case']}); one `bytes` object per record at known offsets alone costs "
+        f"{floor['x_copy']:.1f}x ({floor['case']})."
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=7, help="timed runs per operation (median reported)")
@@ -195,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "seconds": round(time.perf_counter() - started, 2),
         "rows": rows,
     }
-    print(json.dumps(results, indent=2) if args.json else table(rows))
+    print(json.dumps(results, indent=2) if args.json else f"{table(rows)}\n\n{targets(rows)}")
     return results
 
 

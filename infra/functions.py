@@ -177,7 +177,7 @@ class LlogFunction(Construct):
                 NagPackSuppression(
                     id="AwsSolutions-L1",
                     reason="python3.13 on purpose: the llog layer is built from cp313 wheels (grpcio, xxhash, "
-                    "google-crc32c) and the suite runs on 3.13; move runtime and layer together.",
+                    "crc32c) and the suite runs on 3.13; move runtime and layer together.",
                 )
             ],
         )

@@ -59,12 +59,12 @@ def test_arguments_are_validated_with_messages_that_name_them() -> None:
 
 
 def test_the_job_imports_without_the_packages_glue_does_not_have() -> None:
-    """Glue gets llog, llog_export and google-crc32c only: no Oxia client, gRPC or Powertools."""
+    """Glue gets llog, llog_export and crc32c only: no Oxia client, gRPC or Powertools."""
     code = """
 import importlib.abc, sys
 class Missing(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {"oxia", "grpc", "betterproto2", "aws_lambda_powertools", "moto"}:
+        if name.split(".")[0] in {"oxia", "grpc", "betterproto2", "aws_lambda_powertools", "moto", "google_crc32c"}:
             raise ImportError(f"{name} is not installed on Glue")
         return None
 sys.meta_path.insert(0, Missing())

@@ -130,7 +130,7 @@ def test_default_arguments(dev_stack: LlogStack, dev_template: Template) -> None
         "--database": "llog_dev",
         "--table": "records",
         "--table_format": "parquet",
-        "--additional-python-modules": "google-crc32c==1.9.0",
+        "--additional-python-modules": "crc32c==2.8",
         "--enable-glue-datacatalog": "true",
         "--enable-metrics": "true",
         "--enable-continuous-cloudwatch-log": "true",
@@ -143,7 +143,7 @@ def test_default_arguments(dev_stack: LlogStack, dev_template: Template) -> None
     assert url.startswith("s3://cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}/")
     assert url.endswith(".zip")
     assert dev_stack.analytics.packages.asset_hash in url
-    assert ADDITIONAL_PYTHON_MODULES == "google-crc32c==1.9.0"
+    assert ADDITIONAL_PYTHON_MODULES == "crc32c==2.8"
 
 
 def test_output_path_is_on_the_analytics_bucket(dev_stack: LlogStack) -> None:

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.bundling
 
 EM_AARCH64 = 183  # ELF e_machine of ARM64
 MAX_LAYER_BYTES = 60 * 1024 * 1024
-NATIVE = ("grpcio", "xxhash", "google_crc32c", "wrapt")
+NATIVE = ("grpcio", "xxhash", "crc32c", "wrapt")
 
 
 def wheel_tags(site: Path) -> dict[str, list[str]]:
@@ -71,7 +71,7 @@ def test_bundle_holds_llog_and_oxia(bundle: Path) -> None:
         "grpc",
         "betterproto2",
         "xxhash",
-        "google_crc32c",
+        "crc32c",
         "dateutil",
         "aws_lambda_powertools",
         "aws_xray_sdk",
@@ -149,7 +149,7 @@ def test_same_pins_import_on_cpython_313(tmp_path: Path) -> None:
     )  # fmt: skip
     code = (
         "import sys; sys.path[:0] = sys.argv[1:]\n"
-        "import llog, oxia, grpc, google_crc32c, xxhash, betterproto2, wrapt, aws_xray_sdk\n"
+        "import llog, oxia, grpc, crc32c, xxhash, betterproto2, wrapt, aws_xray_sdk\n"
         "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
         "from llog.oxia_store import OxiaStore\n"
         "from llog.codec import Record, encode_batch, decode_batch\n"
