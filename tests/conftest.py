@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+from hypothesis import settings
 
 from llog.blob_store import BlobStore
 from llog.config import OxiaConfig, S3Config
@@ -30,6 +31,16 @@ ROOT = Path(__file__).resolve().parents[1]
 TOOLS_BIN = ROOT / ".tools" / "bin"
 UNAVAILABLE_REASON = ROOT / ".tools" / "oxia-unavailable"
 BUCKET = "llog-test"
+
+# `make soak` multiplies the examples of every property and fuzz test (docs/RELIABILITY.md).
+FUZZ_SCALE = max(1, int(os.environ.get("LLOG_FUZZ_SCALE", "1")))
+settings.register_profile("llog", max_examples=100 * FUZZ_SCALE)
+settings.load_profile("llog")
+
+
+def fuzz_examples(n: int) -> int:
+    """``n`` examples in ``make test``, ``LLOG_FUZZ_SCALE`` times as many in ``make soak``."""
+    return n * FUZZ_SCALE
 
 
 def _oxia_unavailable(reason: str) -> NoReturn:

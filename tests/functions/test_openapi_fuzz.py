@@ -24,7 +24,7 @@ from llog.blob_store import BlobStore
 from llog.cli import LlogServer
 from llog.config import S3Config
 from llog.devstack import free_port
-from tests.conftest import BUCKET
+from tests.conftest import BUCKET, fuzz_examples
 
 schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed (requirements-dev.txt)")
 core_checks = pytest.importorskip("schemathesis.checks")
@@ -32,7 +32,7 @@ openapi_checks = pytest.importorskip("schemathesis.specs.openapi.checks")
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = ROOT / "docs" / "openapi.json"
-MAX_EXAMPLES = 40
+MAX_EXAMPLES = fuzz_examples(40)
 
 schema = schemathesis.openapi.from_path(DOCUMENT)
 

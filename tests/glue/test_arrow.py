@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from llog.codec import CRC_POSITION, HEADER_SIZE, Record, decode_batch, encode_batch
 from llog.errors import CorruptBatch
 from llog_export.arrow import SCHEMA, UNKNOWN_DATE, batch_to_arrow
+from tests.conftest import fuzz_examples
 
 
 def test_rows_carry_every_field_and_the_offsets_of_the_range() -> None:
@@ -66,7 +67,7 @@ def test_offsets_that_go_backwards_are_a_corrupt_batch_not_garbage_rows() -> Non
 header_lists = st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=12)).map(tuple), max_size=4).map(tuple)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=fuzz_examples(150), deadline=None)
 @given(st.lists(header_lists, min_size=1, max_size=20))
 def test_vectorised_header_parsing_agrees_with_the_codec(headers: list[tuple[tuple[str, bytes], ...]]) -> None:
     batch = decode_batch(encode_batch([Record(b"v", headers=h, timestamp_ms=1) for h in headers]))
@@ -82,7 +83,7 @@ def reseal(raw: bytearray) -> bytes:
     return bytes(raw)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=fuzz_examples(300), deadline=None)
 @given(st.lists(header_lists, min_size=1, max_size=6), st.data())
 def test_damaged_header_bytes_are_a_corrupt_batch_or_parse_exactly_as_the_codec_does(
     headers: list[tuple[tuple[str, bytes], ...]], data: st.DataObject

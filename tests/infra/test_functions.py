@@ -208,3 +208,41 @@ def test_kms_bucket_key_is_granted_to_the_s3_users() -> None:
     for name, expected in (("produce", True), ("consume", True), ("admin", False), ("gc", True)):
         actions = {a for s in role_statements(stack, template, name) for a in as_list(s["Action"])}
         assert ("kms:Decrypt" in actions) is expected, name
+
+
+# Every function: its network interfaces in the VPC, its log stream and X-Ray traces.
+COMMON_ACTIONS = {
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:CreateNetworkInterface",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSubnets",
+    "ec2:UnassignPrivateIpAddresses",
+    "logs:CreateLogStream",
+    "logs:PutLogEvents",
+    "xray:PutTelemetryRecords",
+    "xray:PutTraceSegments",
+}
+QUEUE_CONSUMER = {"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl",
+                  "sqs:ReceiveMessage"}  # fmt: skip
+OWN_ACTIONS = {
+    "produce": {"s3:PutObject"},
+    "consume": {"s3:GetObject"},
+    "admin": set(),
+    "compaction_planner": {"sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"},
+    "compaction_worker": {"s3:GetObject", "s3:PutObject"} | QUEUE_CONSUMER,
+    "gc": {"s3:DeleteObject", "s3:GetObject", "s3:ListBucket"},
+}
+
+
+def test_each_function_is_granted_exactly_what_it_needs(dev_stack: LlogStack, dev_template: Template) -> None:
+    """The whole action list per role, so a new grant (or a broader one) fails here until it is reviewed."""
+    assert set(dev_stack.functions.constructs) == set(OWN_ACTIONS)
+    for name, own in OWN_ACTIONS.items():
+        statements = role_statements(dev_stack, dev_template, name)
+        actions = {a for s in statements for a in as_list(s["Action"])}
+        assert actions == COMMON_ACTIONS | own, name
+        assert all(s["Effect"] == "Allow" and "NotAction" not in s and "NotResource" not in s for s in statements)
+        role = dev_stack.functions.constructs[name].role
+        role_id = dev_stack.get_logical_id(role.node.default_child)  # type: ignore[arg-type]
+        assert "ManagedPolicyArns" not in resources(dev_template, "AWS::IAM::Role")[role_id]["Properties"], name

@@ -36,6 +36,7 @@ from llog.codec import (
     encode_headers,
 )
 from llog.errors import BatchTooLarge, CorruptBatch, CorruptData, InvalidArgument, LlogError
+from tests.conftest import fuzz_examples
 
 NOW = 1_700_000_000_123
 INT64_MIN = -(2**63)
@@ -46,7 +47,7 @@ HEADER = struct.Struct("<4sHHIIQII")  # magic, version, flags, count, body_lengt
 HEADER_FIELDS = ("magic", "version", "flags", "count", "body_length", "reserved", "reserved2", "crc")
 SPEC_HEADER_SIZE, SPEC_CRC_AT = 32, 28
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=fuzz_examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # --- helpers -------------------------------------------------------------------

@@ -43,6 +43,7 @@ from llog.http_contract import (
 )
 from llog.reader import LogRecord
 from llog.writer import AppendResult
+from tests.conftest import fuzz_examples
 
 LIMITS = Limits()
 
@@ -292,7 +293,7 @@ def test_encode_bytes_prefers_utf8_text():
     assert encode_bytes(b"\xff") == {"base64": "/w=="}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=fuzz_examples(200), deadline=None)
 @given(st.binary(max_size=64))
 def test_encode_decode_property(data):
     assert decode_bytes(json.loads(json.dumps(encode_bytes(data))), "x") == data

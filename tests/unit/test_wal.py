@@ -7,11 +7,14 @@ import struct
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llog import wal
 from llog.codec import ENCODING, Record, decode_batch, encode_batch
 from llog.errors import CorruptData, CorruptSharedBlob, InvalidArgument
 from llog.wal import MAGIC, BlobSlice, PartitionBody, build_shared_blob, parse_shared_blob_header
+from tests.conftest import fuzz_examples
 
 NOW = 1_760_000_000_000
 PREAMBLE = struct.Struct(">4sI")  # docs/FORMAT.md: magic, header length (u32 big-endian)
@@ -352,3 +355,66 @@ def test_hostile_json_header_is_corrupt(header):
 def test_version_must_be_the_integer_1(version):
     with pytest.raises(CorruptSharedBlob, match="unsupported shape or version"):
         parse_shared_blob_header(crafted_blob([entry()], version=version))
+
+
+# --- fuzzing: whatever the bytes, a clear error or slices inside the blob -----
+
+
+def slices_or_corrupt(blob: bytes) -> list[BlobSlice] | None:
+    """Parse; ``None`` for a ``CorruptSharedBlob``. Any other exception fails the test."""
+    try:
+        slices = parse_shared_blob_header(blob)
+    except CorruptSharedBlob:
+        return None
+    body_start = wal.header_length(blob)
+    for s in slices:
+        assert body_start <= s.byte_offset <= s.byte_offset + s.byte_length <= len(blob)
+        assert s.msg_count >= 1
+    return slices
+
+
+def read_slices(blob: bytes, slices: list[BlobSlice]) -> None:
+    """What a reader does next: each slice is a batch, or the batch codec says it is corrupt."""
+    for s in slices:
+        try:
+            batch = decode_batch(memoryview(blob)[s.byte_offset : s.byte_offset + s.byte_length],
+                                 expected_count=s.msg_count)  # fmt: skip
+        except CorruptData:
+            continue
+        assert len(batch) == s.msg_count
+
+
+@settings(max_examples=fuzz_examples(300), deadline=None)
+@given(st.binary(max_size=512))
+def test_arbitrary_bytes_are_a_blob_or_corrupt(blob):
+    slices = slices_or_corrupt(blob)
+    if slices is not None:
+        read_slices(blob, slices)
+
+
+@settings(max_examples=fuzz_examples(300), deadline=None)
+@given(st.data())
+def test_damaged_blobs_are_detected_or_stay_inside_the_blob(data):
+    blob = bytearray(build_shared_blob([body_for(0, 2), body_for(1, 3, size=9)], now_ms=NOW)[0])
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(blob) - 1))
+        blob[at] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(blob)))
+    damaged = bytes(blob[:cut])
+    slices = slices_or_corrupt(damaged)
+    if slices is not None:
+        read_slices(damaged, slices)
+
+
+@settings(max_examples=fuzz_examples(200), deadline=None)
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=6),
+        max_leaves=30,
+    )
+)
+def test_hostile_json_headers_are_corrupt_or_valid(doc):
+    slices = slices_or_corrupt(craft({"version": 1, "partitions": [doc]}, b"x" * 64))
+    for s in slices or []:
+        assert s.encoding

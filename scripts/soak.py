@@ -1,0 +1,103 @@
+"""`make soak`: the reliability harness at length, with a summary (docs/RELIABILITY.md).
+
+Runs the property, fuzz, fault and model tests with ``LLOG_FUZZ_SCALE`` times
+their ``make test`` examples and a longer model run, then prints (and writes
+to ``.soak/report.json``) what ran: examples fuzzed per test, the model's
+operations and crashes, and the pytest outcome. Records lost or invented would
+fail the model test, so a passing run means zero of each.
+
+    .venv/bin/python scripts/soak.py [--scale 20] [--model-examples 200] [--model-steps 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / ".soak"
+TESTS = (
+    "tests/unit/test_codec.py",
+    "tests/unit/test_wal.py",
+    "tests/unit/test_http_contract.py",
+    "tests/glue/test_arrow.py",
+    "tests/functions/test_openapi_fuzz.py",
+    "tests/functions/test_handlers_without_oxia.py",
+    "tests/integration/test_failures_without_oxia.py",
+    "tests/integration/test_s3_faults.py",
+    "tests/integration/test_crash_recovery.py",
+    "tests/integration/test_concurrent_appends.py",
+    "tests/integration/test_oxia_restart.py",
+    "tests/integration/test_model.py",
+)
+# Hypothesis statistics: "- 200 passing, 0 failing, and 22 invalid test cases" (or "examples").
+PASSING = re.compile(r"- (\d+) passing, (\d+) failing")
+TEST_HEADER = re.compile(r"^(tests/\S+::\S+):$")
+OUTCOME = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
+
+
+def fuzzed_per_test(output: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    test = None
+    for line in output.splitlines():
+        header = TEST_HEADER.match(line.strip())
+        if header:
+            test = header.group(1)
+        found = PASSING.search(line)
+        if found and test is not None:
+            counts[test] = counts.get(test, 0) + int(found.group(1)) + int(found.group(2))
+    return counts
+
+
+def outcome(output: str) -> dict[str, int]:
+    tail = output.strip().splitlines()[-1] if output.strip() else ""
+    return {kind: int(n) for n, kind in OUTCOME.findall(tail)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scale", type=int, default=20, help="multiplier of every fuzz test's examples")
+    parser.add_argument("--model-examples", type=int, default=200, help="state machine runs")
+    parser.add_argument("--model-steps", type=int, default=60, help="steps per state machine run")
+    args = parser.parse_args(argv)
+    OUT.mkdir(exist_ok=True)
+    model_report = OUT / "model.json"
+    model_report.unlink(missing_ok=True)
+    env = {
+        **os.environ,
+        "LLOG_FUZZ_SCALE": str(args.scale),
+        "LLOG_MODEL_EXAMPLES": str(args.model_examples),
+        "LLOG_MODEL_STEPS": str(args.model_steps),
+        "LLOG_MODEL_REPORT": str(model_report),
+    }
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "timeout=0",
+               "--hypothesis-show-statistics", *TESTS]  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    (OUT / "pytest.log").write_text(done.stdout + done.stderr)
+    fuzzed = fuzzed_per_test(done.stdout)
+    report: dict[str, Any] = {
+        "command": " ".join(["make soak", f"(scale {args.scale}, model {args.model_examples}x{args.model_steps})"]),
+        "seconds": round(time.monotonic() - started, 1),
+        "pytest_exit_code": done.returncode,
+        "tests": outcome(done.stdout),
+        "inputs_fuzzed": sum(fuzzed.values()),
+        "inputs_fuzzed_per_test": fuzzed,
+        "model": json.loads(model_report.read_text()) if model_report.exists() else None,
+        "skipped": sorted(set(re.findall(r"SKIPPED \[\d+\] (\S+?):\d+: (.*)", done.stdout))),
+    }
+    (OUT / "report.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps({k: v for k, v in report.items() if k != "inputs_fuzzed_per_test"}, indent=2))
+    print(f"full output: {(OUT / 'pytest.log').relative_to(ROOT)}; report: {(OUT / 'report.json').relative_to(ROOT)}")
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,398 @@
+"""Model-based test of the whole protocol on a real Oxia server and moto S3 (docs/RELIABILITY.md).
+
+A Hypothesis state machine interleaves appends from two writers to three
+partitions (single and shared multi-partition appends), reads, compaction
+steps, crashes at every named crash point of the writer and the compactor
+(the crashed component's remaining steps never run; a different writer or
+compactor recovers), fence and unfence, garbage collection and retention,
+with a clock that jumps forward. After every step it checks the stored state
+against a model of what was acknowledged:
+
+* every acknowledged record reads back at its offset with its exact value,
+  key, headers and timestamp, until retention moves the log start past it;
+* offsets are unique and contiguous from the log start to the high watermark,
+  every one of them covered by exactly one index entry (or the pending append),
+  and no two entries overlap (except the sources of an unfinished compaction
+  under its COMPACTED end key);
+* the compaction cursor never passes the next offset, the log start never
+  passes the cursor and never moves back; a fenced partition accepts no append;
+* nothing is readable that was never acknowledged or left pending by a crash,
+  and an append rejected as fenced or crashed before its reservation never
+  appears;
+* garbage collection never deletes an object that an index entry, a pending
+  append or an unfinished compaction references.
+
+``make test`` runs a bounded number of examples; ``make soak`` raises them with
+``LLOG_MODEL_EXAMPLES`` and ``LLOG_MODEL_STEPS``. A failing example prints a
+``@reproduce_failure`` blob; keep it as a regression test below the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from llog import compactor as compactor_points
+from llog import writer as writer_points
+from llog.blob_store import BlobStore
+from llog.codec import Record
+from llog.compactor import Compactor
+from llog.errors import LogFenced
+from llog.faults import FaultHook, SimulatedCrash, crash_at
+from llog.gc import GarbageCollector, GcConfig
+from llog.keys import PartitionKeys, S3Location
+from llog.metadata import PartitionMetadata
+from llog.models import EntryType, IndexedBatch, LogState
+from llog.oxia_store import OxiaStore
+from llog.reader import LogReader, LogRecord
+from llog.retention import RetentionConfig, RetentionPolicy
+from llog.writer import LogWriter, SharedAppendGroup
+from tests.conftest import BUCKET
+
+pytestmark = pytest.mark.oxia
+
+EXAMPLES = int(os.environ.get("LLOG_MODEL_EXAMPLES", "8"))
+STEPS = int(os.environ.get("LLOG_MODEL_STEPS", "30"))
+PARTITIONS = (0, 1, 2)
+WRITERS = 2
+GRACE_MS = 60 * 60 * 1000
+WRITER_CRASH_POINTS = (writer_points.AFTER_BLOB_PUT, writer_points.AFTER_RESERVE, writer_points.AFTER_INDEX_WRITE)
+COMPACTOR_CRASH_POINTS = (
+    compactor_points.AFTER_BLOB_PUT,
+    compactor_points.AFTER_RECORD,
+    compactor_points.AFTER_END_KEY,
+    compactor_points.AFTER_MANIFEST,
+    compactor_points.AFTER_DELETE,
+    compactor_points.AFTER_CURSOR,
+)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A record as the model knows it; values are unique, so a value names its record."""
+
+    value: bytes
+    key: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp_ms: int
+
+
+@dataclass
+class Model:
+    acked: dict[int, dict[int, Expected]] = field(default_factory=lambda: {p: {} for p in PARTITIONS})
+    # Crashed after the reservation may have committed: readable later or never, but only once.
+    maybe: dict[bytes, tuple[int, Expected]] = field(default_factory=dict)
+    # Rejected (fenced) or crashed before any reservation: must never be readable.
+    never: set[bytes] = field(default_factory=set)
+    fenced: set[int] = field(default_factory=set)
+    log_start: dict[int, int] = field(default_factory=lambda: dict.fromkeys(PARTITIONS, 1))
+
+
+@dataclass
+class Counts:
+    """What a run did, for the soak report."""
+
+    steps: int = 0
+    appends: int = 0
+    records: int = 0
+    crashes: int = 0
+    compactions: int = 0
+    gc_runs: int = 0
+    reads: int = 0
+
+
+COUNTS = Counts()
+
+DrawnRecord = tuple[bytes, bytes | None, list[tuple[str, bytes]], int | None]
+DrawnGroup = tuple[int, list[DrawnRecord]]
+
+records_strategy = st.lists(
+    st.tuples(
+        st.binary(max_size=64),
+        st.none() | st.binary(max_size=16),
+        st.lists(st.tuples(st.sampled_from(["h", "trace", "é"]), st.binary(max_size=8)), max_size=2),
+        st.none() | st.integers(min_value=0, max_value=2**40),
+    ),
+    min_size=1,
+    max_size=5,
+)
+groups_strategy = st.lists(
+    st.tuples(st.sampled_from(PARTITIONS), records_strategy), min_size=1, max_size=3, unique_by=lambda g: g[0]
+)
+
+
+class LogMachine(RuleBasedStateMachine):
+    def __init__(self, oxia: OxiaStore, blobs: BlobStore) -> None:
+        super().__init__()
+        self.oxia = oxia
+        self.blobs = blobs
+        # A root of its own: the collector and retention see only this example's objects.
+        self.root = f"model-{uuid.uuid4().hex[:12]}"
+        self.topic = "t"
+        self.now = time.time()
+        self.serial = 0
+        self.model = Model()
+        self.writers = [self._writer() for _ in range(WRITERS)]
+        self.reader = LogReader(oxia, blobs, root=self.root)
+
+    def _clock(self) -> float:
+        return self.now
+
+    def _writer(self, hook: FaultHook | None = None) -> LogWriter:
+        return LogWriter(self.oxia, self.blobs, bucket=BUCKET, root=self.root, fault_hook=hook, clock=self._clock)
+
+    def _compactor(self, hook: FaultHook | None = None) -> Compactor:
+        return Compactor(self.oxia, self.blobs, bucket=BUCKET, root=self.root, fault_hook=hook, clock=self._clock)
+
+    def _meta(self, partition: int) -> PartitionMetadata:
+        return PartitionMetadata(self.oxia, PartitionKeys(self.topic, partition, self.root))
+
+    def _records(self, drawn: list[DrawnRecord]) -> list[Record]:
+        records = []
+        for value, key, headers, timestamp in drawn:
+            self.serial += 1
+            # A unique prefix makes every value name its record.
+            records.append(Record(b"%d:" % self.serial + value, key, tuple(headers), timestamp))
+        return records
+
+    def _expected(self, record: Record) -> Expected:
+        timestamp = int(self.now * 1000) if record.timestamp_ms is None else record.timestamp_ms
+        return Expected(record.value, record.key, tuple(record.headers), timestamp)
+
+    # --- rules -----------------------------------------------------------------
+
+    @initialize()
+    def create_partitions(self) -> None:
+        for partition in PARTITIONS:
+            assert self.writers[0].initialize_partition(self.topic, partition)
+
+    @rule(writer=st.integers(0, WRITERS - 1), groups=groups_strategy)
+    def append(self, writer: int, groups: list[DrawnGroup]) -> None:
+        batches = [(p, self._records(drawn)) for p, drawn in groups]
+        results = self.writers[writer].append_shared([SharedAppendGroup(self.topic, p, recs) for p, recs in batches])
+        COUNTS.appends += 1
+        for (partition, records), result in zip(batches, results, strict=True):
+            COUNTS.records += len(records)
+            if partition in self.model.fenced:
+                assert isinstance(result.error, LogFenced), f"a fenced partition accepted an append: {result}"
+                self.model.never.update(r.value for r in records)
+                continue
+            assert result.ok, f"append to open partition {partition} failed: {result.error!r}"
+            assert result.start_offset is not None
+            assert result.end_offset is not None
+            assert result.end_offset - result.start_offset + 1 == len(records)
+            acked = self.model.acked[partition]
+            for offset, record in enumerate(records, start=result.start_offset):
+                assert offset not in acked, f"offset {offset} of partition {partition} acknowledged twice"
+                acked[offset] = self._expected(record)
+
+    @rule(point=st.sampled_from(WRITER_CRASH_POINTS), groups=groups_strategy)
+    def crash_during_append(self, point: str, groups: list[DrawnGroup]) -> None:
+        batches = [(p, self._records(drawn)) for p, drawn in groups]
+        doomed = self._writer(crash_at(point))
+        try:
+            doomed.append_shared([SharedAppendGroup(self.topic, p, recs) for p, recs in batches])
+        except SimulatedCrash:
+            COUNTS.crashes += 1
+        for partition, records in batches:
+            fate_unknown = point != writer_points.AFTER_BLOB_PUT and partition not in self.model.fenced
+            for record in records:
+                if fate_unknown:
+                    self.model.maybe[record.value] = (partition, self._expected(record))
+                else:
+                    self.model.never.add(record.value)
+
+    @rule(partition=st.sampled_from(PARTITIONS))
+    def compact(self, partition: int) -> None:
+        self._compactor().compact_once(self.topic, partition)
+        COUNTS.compactions += 1
+
+    @rule(partition=st.sampled_from(PARTITIONS), point=st.sampled_from(COMPACTOR_CRASH_POINTS))
+    def crash_during_compaction(self, partition: int, point: str) -> None:
+        try:
+            self._compactor(crash_at(point)).compact_once(self.topic, partition)
+        except SimulatedCrash:
+            COUNTS.crashes += 1
+
+    @rule(partition=st.sampled_from(PARTITIONS), writer=st.integers(0, WRITERS - 1))
+    def fence(self, partition: int, writer: int) -> None:
+        assert self.writers[writer].fence(self.topic, partition).log_state is LogState.FENCED
+        self.model.fenced.add(partition)
+
+    @precondition(lambda self: bool(self.model.fenced))
+    @rule(data=st.data())
+    def unfence(self, data: st.DataObject) -> None:
+        partition = data.draw(st.sampled_from(sorted(self.model.fenced)))
+        assert self.writers[0].unfence(self.topic, partition).log_state is LogState.OPEN
+        self.model.fenced.discard(partition)
+
+    @rule(ms=st.integers(1, 2 * GRACE_MS))
+    def advance_clock(self, ms: int) -> None:
+        self.now += ms / 1000
+
+    @rule(max_bytes=st.none() | st.integers(1, 4096))
+    def collect_garbage(self, max_bytes: int | None) -> None:
+        retention = RetentionConfig(topics={self.topic: RetentionPolicy(max_bytes=max_bytes)})
+        # The collector's clock is ahead by more than the grace: every unreferenced object looks old.
+        ahead = self.now + 2 * GRACE_MS / 1000
+        collector = GarbageCollector(
+            self.oxia,
+            self.blobs,
+            bucket=BUCKET,
+            root=self.root,
+            config=GcConfig(grace_ms=GRACE_MS, retention=retention),
+            clock=lambda: ahead,
+        )
+        report = collector.collect()
+        COUNTS.gc_runs += 1
+        assert not report.errors, report.errors
+        for partition in PARTITIONS:
+            start = self._meta(partition).control().record.log_start_offset
+            assert start >= self.model.log_start[partition], "the log start moved back"
+            self.model.log_start[partition] = start
+            for offset in [o for o in self.model.acked[partition] if o < start]:
+                del self.model.acked[partition][offset]
+        self._check_references()
+
+    @rule(partition=st.sampled_from(PARTITIONS))
+    def read_everything(self, partition: int) -> None:
+        self._check_reads(partition)
+
+    @rule(partition=st.sampled_from(PARTITIONS), data=st.data())
+    def read_one(self, partition: int, data: st.DataObject) -> None:
+        acked = self.model.acked[partition]
+        if not acked:
+            return
+        offset = data.draw(st.sampled_from(sorted(acked)))
+        record = self.reader.read_offset(self.topic, partition, offset)
+        COUNTS.reads += 1
+        assert (record.offset, self._as_expected(record)) == (offset, acked[offset])
+
+    # --- checks ----------------------------------------------------------------
+
+    @staticmethod
+    def _as_expected(record: LogRecord) -> Expected:
+        return Expected(record.value, record.key, tuple(record.headers), record.timestamp_ms)
+
+    def _check_reads(self, partition: int) -> None:
+        control = self._meta(partition).control().record
+        start, high = control.log_start_offset, control.sequence_counter - 1
+        acked = self.model.acked[partition]
+        assert not acked or max(acked) <= high, "an acknowledged offset is above the high watermark"
+        records = list(self.reader.iter_from(self.topic, partition, start)) if high >= start else []
+        COUNTS.reads += 1
+        assert [r.offset for r in records] == list(range(start, high + 1))
+        for record in records:
+            got = self._as_expected(record)
+            assert got.value not in self.model.never, f"never-acknowledged record read at {record.offset}"
+            if record.offset in acked:
+                assert got == acked[record.offset], f"offset {record.offset} of partition {partition} changed"
+                continue
+            # Not acknowledged: it must be a crashed append's record, seen here for the first time.
+            assert got.value in self.model.maybe, f"invented record at offset {record.offset}: {got.value!r}"
+            owner, expected = self.model.maybe.pop(got.value)
+            assert (owner, got) == (partition, expected)
+            acked[record.offset] = got
+
+    def _referenced_locations(self, partition: int) -> list[str]:
+        meta = self._meta(partition)
+        uris = [b.entry.ref.data_key for b in meta.scan_index(1)]
+        pending = meta.control().record.pending
+        if pending is not None:
+            uris.append(pending.ref.data_key)
+        compaction = meta.compaction()
+        if compaction is not None:
+            uris.append(compaction.data_key)
+        return uris
+
+    def _check_references(self) -> None:
+        for partition in PARTITIONS:
+            for uri in self._referenced_locations(partition):
+                location = S3Location.parse(uri) if uri.startswith("s3://") else S3Location(BUCKET, uri)
+                self.blobs.head(location)  # raises if the collector deleted a referenced object
+
+    @invariant()
+    def index_is_consistent(self) -> None:
+        COUNTS.steps += 1
+        for partition in PARTITIONS:
+            meta = self._meta(partition)
+            control = meta.control().record
+            cursor = meta.cursor().offset
+            assert control.log_start_offset <= cursor <= control.sequence_counter, (
+                f"log start {control.log_start_offset}, cursor {cursor}, next offset {control.sequence_counter}"
+            )
+            assert (control.log_state is LogState.FENCED) == (partition in self.model.fenced)
+            entries = _live_entries(meta.scan_index(1), meta, control.log_start_offset)
+            ranges = [(b.start_offset, b.end_offset) for b in entries]
+            pending = control.pending
+            if pending is not None and (pending.start_offset, pending.end_offset) not in ranges:
+                ranges.append((pending.start_offset, pending.end_offset))
+            ranges.sort()
+            # Retention truncates at range boundaries, so the first live range starts at the log start.
+            expected_next = control.log_start_offset
+            for start, end in ranges:
+                assert start == expected_next, (
+                    f"partition {partition}: range {start}..{end} after offset {expected_next - 1} "
+                    + ("leaves a gap" if start > expected_next else "overlaps")
+                )
+                expected_next = end + 1
+            assert expected_next == control.sequence_counter, (
+                f"partition {partition}: the index ends at {expected_next - 1}, "
+                f"the high watermark is {control.sequence_counter - 1}"
+            )
+
+    def teardown(self) -> None:
+        # Whatever was left pending must be readable after recovery, like everything acknowledged.
+        for partition in PARTITIONS:
+            self._check_reads(partition)
+
+
+def _live_entries(entries: list[IndexedBatch], meta: PartitionMetadata, log_start: int) -> list[IndexedBatch]:
+    """Entries that must not overlap: an unfinished compaction's sources under its end key are allowed."""
+    compaction = meta.compaction()
+    by_end = {b.end_offset: b for b in entries}
+    if compaction is not None:
+        end = by_end.get(compaction.end_offset)
+        if end is not None and end.entry.type is EntryType.COMPACTED:
+            entries = [
+                b
+                for b in entries
+                if b is end or not (compaction.start_offset <= b.start_offset and b.end_offset < compaction.end_offset)
+            ]
+    return [b for b in entries if b.end_offset >= log_start]
+
+
+def test_the_protocol_keeps_every_acknowledged_record(oxia_store: OxiaStore, blob_store: BlobStore) -> None:
+    class OnTheseStores(LogMachine):
+        def __init__(self) -> None:
+            super().__init__(oxia_store, blob_store)
+
+    run_state_machine_as_test(
+        OnTheseStores,
+        settings=settings(
+            max_examples=EXAMPLES,
+            stateful_step_count=STEPS,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            print_blob=True,
+        ),
+    )
+    report = os.environ.get("LLOG_MODEL_REPORT")  # make soak's summary
+    if report:
+        Path(report).write_text(json.dumps(asdict(COUNTS)))
