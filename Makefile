@@ -8,7 +8,7 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia iceberg test lint typecheck pytest synth dev serve invoke glue-local glue-sql bench clean
+.PHONY: help setup oxia iceberg test lint typecheck pytest synth dev serve invoke glue-local glue-sql bench load soak clean
 
 help:
 	@echo "make setup   - virtualenv, pinned dependencies and the Oxia server (idempotent)"
@@ -18,6 +18,8 @@ help:
 	@echo "make glue-local - export the make dev stack's compacted ranges to .dev/tables/records (Spark, local)"
 	@echo "make glue-sql SQL='SELECT ...' - Spark SQL over that table (the view is called records)"
 	@echo "make bench   - setup, then the benchmarks; results go to docs/PERFORMANCE.md"
+	@echo "make soak [SOAK_ARGS='--scale 20 --model-examples 200'] - the reliability harness at length (docs/RELIABILITY.md)"
+	@echo "make load LOAD_ARGS='--rate 500 --duration 30' - load test of the HTTP API (make dev's :8080), then reconcile"
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
 
 setup: $(STAMP) oxia iceberg
@@ -94,5 +96,13 @@ glue-sql: setup
 bench: setup
 	$(PY) bench/run.py
 
+# Fuzz and model tests with many more examples than make test; summary in .soak/report.json.
+soak: setup
+	$(PY) scripts/soak.py $(SOAK_ARGS)
+
+# Against `make dev` (or any API: LOAD_ARGS="--url https://... --auth sigv4"); docs/LOAD_TEST.md.
+load: $(STAMP)
+	$(PY) bench/load.py $(LOAD_ARGS)
+
 clean:
-	rm -rf $(VENV) .tools .dev .pytest_cache .mypy_cache .ruff_cache llog_layer/*.egg-info cdk.out node_modules
+	rm -rf $(VENV) .tools .dev .soak .pytest_cache .mypy_cache .ruff_cache llog_layer/*.egg-info cdk.out node_modules

@@ -232,6 +232,13 @@ def test_the_request_limit_follows_its_variable(dead_oxia_env: Env, monkeypatch)
         ({"topic_partitions": [{"topic": "t", "partition": 0, "records": [{"value": "a", "timestamp_ms": 2**64}]}]},
          "InvalidRequest"),
         ([1, 2], "InvalidRequest"),
+        ({"topic_partitions": [{"topic": "or\x00ders", "partition": 0, "records": ["a"]}]}, "InvalidTopicName"),
+        ({"topic_partitions": [{"topic": "or\nders", "partition": 0, "records": ["a"]}]}, "InvalidTopicName"),
+        ({"topic_partitions": [{"topic": "a/b", "partition": 0, "records": ["a"]}]}, "InvalidTopicName"),
+        ({"topic_partitions": [{"topic": "x" * 250, "partition": 0, "records": ["a"]}]}, "InvalidTopicName"),
+        ({"topic_partitions": [{"topic": "orders", "partition": -1, "records": ["a"]}]}, "InvalidRequest"),
+        ({"topic_partitions": [{"topic": "orders", "partition": 1.5, "records": ["a"]}]}, "InvalidRequest"),
+        ({"topic_partitions": [{"topic": "orders", "partition": 0, "records": []}]}, "InvalidRequest"),
     ],
 )
 def test_produce_validation_rules_through_the_handler(dead_oxia_env: Env, body, error_type):
@@ -274,6 +281,11 @@ def test_a_header_name_that_is_not_unicode_is_400_and_writes_nothing(dead_oxia_e
          "InvalidRequest"),
         ({"topic_partitions": []}, "InvalidRequest"),
         ({"topic_partitions": [{"topic": "a/b", "partition": 0, "fetch_offset": 1}]}, "InvalidTopicName"),
+        ({"topic_partitions": [{"topic": "\x1b[31m", "partition": 0, "fetch_offset": 1}]}, "InvalidTopicName"),
+        ({"topic_partitions": [{"topic": "orders", "partition": -1, "fetch_offset": 1}]}, "InvalidRequest"),
+        ({"topic_partitions": [{"topic": "orders", "partition": 0, "fetch_offset": -1}]}, "InvalidRequest"),
+        ({"topic_partitions": [{"topic": "orders", "partition": 0, "fetch_offset": 2**64}]}, "InvalidRequest"),
+        ({"topic_partitions": [{"topic": "orders", "partition": 0, "fetch_offset": "1"}]}, "InvalidRequest"),
     ],
 )
 def test_consume_validation_rules_through_the_handler(dead_oxia_env: Env, body, error_type):
