@@ -8,7 +8,8 @@
     shares one Oxia store, one S3 client, a ``BatchingProducer`` (concurrent
     produce requests become one shared WAL blob) and a ``TailCache``
     (``LLOG_TAIL_CACHE_MAX_BYTES``, 0 disables it) between produce and
-    consume. It also serves ``GET /metrics`` (JSON), ``GET /metrics/prometheus``
+    consume. It also serves ``GET /metrics`` (JSON; ``s3.billing`` holds the
+    S3 billing estimate of ``llog.billing``), ``GET /metrics/prometheus``
     and ``GET /openapi.json``. SIGTERM/SIGINT stop it gracefully: no new
     requests, in-flight ones finish, the batcher flushes, Oxia closes.
 
@@ -51,6 +52,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from llog.batching import BatchingConfig, BatchingProducer
+from llog.billing import BillingConfig, S3Billing
 from llog.blob_store import BlobStore
 from llog.compactor import Compactor, compact_until_caught_up
 from llog.config import WriterConfig
@@ -117,6 +119,7 @@ class ServeServices:
     produce: ProduceService
     consume: ConsumeService
     root: str
+    billing: S3Billing
 
     @classmethod
     def from_env(cls) -> ServeServices:
@@ -142,6 +145,7 @@ class ServeServices:
             produce=ProduceService(writer, batcher=batcher),
             consume=ConsumeService(LogReader(oxia, blobs, root=root), tail_cache=cache),
             root=root,
+            billing=S3Billing.for_root(blobs, storage.bucket, root, BillingConfig.from_env()),
         )
 
     def close(self) -> None:
@@ -180,8 +184,70 @@ def _ops_json(counters: OperationCounters) -> dict[str, dict[str, float]]:
     }
 
 
+BILLING = "billing"  # the key of the billing estimate inside the "s3" section, next to the operations
+
+
 def _label(value: object) -> str:
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+Family = Callable[[str, str, str, Iterable[tuple[dict[str, object], float]]], None]
+
+
+def _billing_families(family: Family, billing: dict[str, Any]) -> None:
+    """``s3.billing`` as Prometheus families: request cost sums across processes, the footprint does not."""
+    a = billing["assumptions"]
+    prices = [
+        ("storage_gb_month", a["storage_usd_per_gb_month"]),
+        ("put_copy_post_list_request", a["put_copy_post_list_usd_per_1000"] / 1_000),
+        ("get_and_other_request", a["get_and_other_usd_per_10000"] / 10_000),
+    ]
+    family(
+        "llog_s3_billing_price_usd",
+        "gauge",
+        "Price assumed by the S3 billing estimate (list price, USD), by item.",
+        [({"item": item, "region": a["region"], "storage_class": a["storage_class"]}, usd) for item, usd in prices],
+    )
+    family(
+        "llog_s3_billing_requests_total",
+        "counter",
+        "S3 requests of this process by billing class (failed calls included); sum across processes.",
+        [({"class": cls}, n) for cls, n in billing["requests"].items()],
+    )
+    family(
+        "llog_s3_billing_request_cost_usd_total",
+        "counter",
+        "Estimated S3 request cost of this process (USD); sum across processes.",
+        [({}, billing["request_cost_usd"])],
+    )
+    storage = billing["storage"]
+    shared = "describes the shared bucket prefix: aggregate with max across processes, not sum."
+    if storage["objects"] is not None:
+        for name, key, what in (
+            ("llog_s3_billing_stored_objects", "objects", "Objects under the root prefix at the last scan"),
+            ("llog_s3_billing_stored_bytes", "bytes", "Bytes under the root prefix at the last scan"),
+            (
+                "llog_s3_billing_storage_monthly_cost_usd",
+                "monthly_cost_usd",
+                "Estimated monthly S3 Standard storage cost of the last scanned footprint (USD)",
+            ),
+        ):
+            family(name, "gauge", f"{what}; {shared}", [({}, storage[key])])
+        family(
+            "llog_s3_billing_scan_timestamp_seconds",
+            "gauge",
+            "Time of the last successful footprint scan (Unix seconds).",
+            [({}, storage["scanned_at_ms"] / 1000)],
+        )
+    family("llog_s3_billing_scans_total", "counter", "Successful footprint scans.", [({}, storage["scans"])])
+    failures = storage["scan_failures"]
+    family("llog_s3_billing_scan_failures_total", "counter", "Failed footprint scans.", [({}, failures)])
+    family(
+        "llog_s3_billing_scan_failing",
+        "gauge",
+        "1 while the latest footprint scan has failed (the last footprint is kept).",
+        [({}, 0 if storage["last_error"] is None else 1)],
+    )
 
 
 def prometheus_text(doc: dict[str, Any]) -> str:
@@ -221,9 +287,14 @@ def prometheus_text(doc: dict[str, Any]) -> str:
         ("seconds", "llog_storage_operation_seconds_total", "Time spent in storage calls."),
     ):
         samples = [
-            ({"store": store, "op": op}, stats[field]) for store in ("oxia", "s3") for op, stats in doc[store].items()
+            ({"store": store, "op": op}, stats[field])
+            for store in ("oxia", "s3")
+            for op, stats in doc[store].items()
+            if op != BILLING
         ]
         family(name, "counter", help_text, samples)
+    if BILLING in doc["s3"]:
+        _billing_families(family, doc["s3"][BILLING])
     b = doc["batcher"]
     family("llog_batcher_flushes_total", "counter", "Shared WAL blobs written by the batcher.", [({}, b["flushes"])])
     family("llog_batcher_rejected_total", "counter", "Produce calls refused (back-pressure).", [({}, b["rejected"])])
@@ -482,7 +553,7 @@ class LlogServer:
             "server": {"host": self.host, "port": self.port, "started_at_ms": self.started_at_ms, "root": s.root},
             "http": {"requests": self.http.snapshot()},
             "oxia": _ops_json(s.oxia.counters),
-            "s3": _ops_json(s.blobs.counters),
+            "s3": {**_ops_json(s.blobs.counters), BILLING: s.billing.report()},
             "batcher": {
                 "flushes": s.batcher.flushes,
                 "rejected": s.batcher.rejected,

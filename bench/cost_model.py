@@ -1,0 +1,796 @@
+"""Cost model of the deployed llog stack next to Kinesis Data Streams (docs/COST.md).
+
+    .venv/bin/python bench/cost_model.py [--json] [--consumers N] [--partitions N] [--retention-hours H]
+                                         [--peak-factor F] [--latency-factor F] [--efs-batching F]
+
+Arithmetic on stated inputs only, standard library only:
+
+* ``Prices``: us-east-1 list prices, transcribed by hand (``PRICES_AS_OF``);
+  they are assumptions, not read from AWS.
+* ``Code``: constants of llog and of the CDK app that the operation counts
+  follow from (function memory, compaction and consume limits, schedules).
+  ``tests/unit/test_cost_model.py`` checks them against the source.
+* The operation counts per request (``produce_part`` ... ``gc_part``): the S3
+  counts of produce, consume and compaction reads are measured with moto by
+  ``tests/integration/test_cost_model_counts.py``; the Oxia counts and the GC
+  and compaction writes are derived from the code (an Oxia server cannot run
+  where this was written; ``bench/append.py`` measures the produce path's
+  Oxia operations once one can).
+* ``Latency``: assumed latencies inside a Lambda function, from which billed
+  durations are built (nothing was deployed, so none is measured); the
+  sensitivity table scales them.
+
+Every table of docs/COST.md is printed by this script; ``--json`` gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+KIB = 1 << 10
+MIB = 1 << 20
+GIB = 1 << 30  # AWS bills "GB" as 2^30 bytes
+HOURS_PER_MONTH = 730
+SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
+PRICES_AS_OF = "2025-06"
+REQUEST_SIZES = (1_000, 64_000, 1_000_000)  # bytes of payload per produce request ("1 KB", "64 KB", "1 MB")
+THROUGHPUTS_MB_S = (0.1, 1.0, 10.0, 100.0)  # MB = 10^6 bytes
+LATENCY_FACTORS = (0.5, 1.0, 2.0, 4.0)
+EFS_BATCHING = (1.0, 4.0, 16.0)
+RETENTIONS_H = (24.0, 168.0, 720.0)
+
+
+@dataclass(frozen=True)
+class Prices:
+    """us-east-1 list prices in USD (first tier unless a tier is named), as of ``PRICES_AS_OF``."""
+
+    # API Gateway REST API, per million requests: (cumulative monthly requests up to which, price);
+    # the first 333M, the next 667M, the next 19B, beyond. (Payload limit: 10 MB; Lambda's is 6 MB.)
+    apigw_rest_tiers: tuple[tuple[float, float], ...] = ((333e6, 3.50), (1e9, 2.80), (20e9, 2.38), (math.inf, 1.51))
+    lambda_arm_gb_second: float = 0.0000133334
+    lambda_per_million: float = 0.20
+    s3_storage_gb_month: float = 0.023
+    s3_put_per_1000: float = 0.005  # PUT, COPY, POST, LIST
+    s3_get_per_10000: float = 0.004  # GET and all other requests; DELETE is free
+    fargate_arm_vcpu_hour: float = 0.03238
+    fargate_arm_gb_hour: float = 0.00356
+    efs_standard_gb_month: float = 0.30
+    efs_elastic_write_per_gb: float = 0.06
+    nat_gateway_hour: float = 0.045
+    sqs_per_million: float = 0.40
+    cloudwatch_logs_ingest_gb: float = 0.50
+    xray_per_million_traces: float = 5.00
+    cloudwatch_dashboard_month: float = 3.00
+    cloudwatch_alarm_month: float = 0.10
+    kinesis_od_stream_hour: float = 0.04
+    kinesis_od_ingest_gb: float = 0.08  # each record rounded up to 1 KiB
+    kinesis_od_retrieval_gb: float = 0.04
+    kinesis_od_extended_retention_gb_month: float = 0.10  # 24 h .. 7 days
+    kinesis_shard_hour: float = 0.015
+    kinesis_put_unit_per_million: float = 0.014  # one unit per 25 KiB of a record
+    kinesis_extended_retention_shard_hour: float = 0.02  # 24 h .. 7 days
+    kinesis_long_term_retention_gb_month: float = 0.023  # beyond 7 days, both modes
+
+    @property
+    def apigw_first_tier_per_million(self) -> float:
+        return self.apigw_rest_tiers[0][1]
+
+
+@dataclass(frozen=True)
+class Code:
+    """Constants of llog and of the CDK app (infra/) the counts follow from."""
+
+    produce_memory_mb: int = 1024  # infra/functions.py SPECS
+    consume_memory_mb: int = 1024
+    worker_memory_mb: int = 2048
+    planner_memory_mb: int = 512
+    gc_memory_mb: int = 1024
+    consume_max_wait_s: float = 20.0  # LLOG_CONSUME_MAX_WAIT_MS of the consume function
+    wal_overhead_bytes: int = 256  # LLS1 header + batch header of a one-record, one-partition blob (upper bound)
+    batch_overhead_bytes: int = 64  # bytes-batch-v1 header and columns of one record (upper bound)
+    manifest_bytes: int = 512  # one manifest per compacted range (upper bound)
+    compaction_max_bytes: int = 8 * MIB  # CompactorConfig.max_bytes_per_run
+    compaction_max_entries: int = 1024  # one index page in Compactor._select
+    consume_max_batches: int = 64  # consume.MAX_BATCHES_PER_PARTITION
+    consume_fetch_threads: int = 8  # consume.FETCH_THREADS
+    consume_fetch_bytes: int = MIB  # LLOG_CONSUME_DEFAULT_PARTITION_MAX_BYTES
+    planner_interval_s: int = 60  # llog:compactionSchedule
+    gc_interval_s: int = 3600  # llog:gcSchedule
+    gc_grace_s: int = 86_400  # llog:gcGracePeriodHours
+    list_page: int = 1000  # list_objects_v2 keys per page
+    alarms_besides_oxia: int = 11  # infra/observability.py: 6 functions, DLQ, API, lag, S3, Glue; + 1 per Oxia task
+    # Oxia operations (derived from the code, not measured: no Oxia server here).
+    produce_oxia_reads: int = 1  # writer._commit: read meta/control
+    produce_oxia_writes: int = 3  # CAS control (reserve), create index entry, CAS control (clear pending)
+    consume_oxia_reads: int = 2  # reader.partition_info (control), one index range scan
+    compaction_oxia_reads: int = 12  # compact_once: 11 gets and the index scan of _select
+    compaction_oxia_writes: int = 7  # record, end key, 2 state changes, delete_range, cursor, delete record
+    worker_oxia_reads: int = 6  # per invocation: claim checks and the final "nothing to do" pass
+    worker_oxia_writes: int = 4  # per invocation: session, claim, release, session close
+    planner_oxia_reads_per_partition: int = 3  # catalog listing share, control, cursor
+    gc_oxia_reads_per_partition: int = 6  # per run: catalog, retention (control, index, cursor), references, watermark
+    gc_oxia_writes_per_partition: int = 3  # per run: GC watermark; retention's log start and index delete_range
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Assumed latencies (ms) seen from a Lambda function in the VPC. Not measured: nothing was deployed."""
+
+    handler_overhead_ms: float = 5.0  # event parsing, Powertools, response
+    s3_put_ms: float = 30.0  # one PUT, before transferring the body
+    s3_get_ms: float = 15.0  # one GET to first byte
+    s3_ms_per_mib: float = 12.5  # transfer on one S3 connection (80 MiB/s)
+    oxia_read_ms: float = 2.0
+    oxia_write_ms: float = 10.0  # an fsync'd WAL write on EFS (NFS round trips, docs/DEPLOY.md)
+    sqs_send_ms: float = 10.0
+    cpu_ms_per_mib_at_1024mb: float = 40.0  # JSON, base64, CRC32C, encode/decode at 1024 MB (~0.6 vCPU)
+
+    def scaled(self, factor: float) -> Latency:
+        return Latency(**{f.name: getattr(self, f.name) * factor for f in fields(self)})
+
+
+@dataclass(frozen=True)
+class OxiaShape:
+    """Oxia as infra/oxia.py deploys it: Fargate ARM64 tasks, each with its own EFS volume."""
+
+    name: str
+    tasks: tuple[tuple[float, float], ...]  # (vCPU, GB memory) per task
+    wal_copies: int  # EFS volumes every Oxia write lands on (the replicas)
+
+
+DEV = OxiaShape("dev", ((0.5, 1.0),), 1)  # standalone, llog:oxiaSize=small
+PROD = OxiaShape("prod", ((1.0, 2.0),) * 3 + ((0.25, 0.5),), 3)  # 3 medium data servers + coordinator
+SHAPES = (DEV, PROD)
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    prices: Prices = field(default_factory=Prices)
+    code: Code = field(default_factory=Code)
+    latency: Latency = field(default_factory=Latency)
+    consumers: int = 1  # consumer groups, each reading every record once, at the tail
+    partitions: int = 10  # active partitions (each compacted every planner tick)
+    retention_hours: float = 24.0
+    peak_factor: float = 2.0  # provisioned Kinesis shards are sized for peak / average throughput
+    efs_kib_per_write: float = 36.0  # metered per WAL write: >= 32 KiB data op + 4 KiB metadata op
+    efs_batching: float = 1.0  # Oxia writes sharing one WAL write (1: uncontended, the worst case)
+    efs_gb_per_volume: float = 1.0
+    log_bytes_per_invocation: float = 1_000.0  # Lambda platform lines and the EMF document
+    log_bytes_per_api_request: float = 500.0  # API Gateway access log line
+    xray_sampled: float = 0.05  # X-Ray default sampling beyond the 1/s reservoir
+
+
+# --- operations per produce request -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """What one produce request causes in one part of the system, amortized."""
+
+    api_requests: float = 0.0
+    invocations: float = 0.0
+    gb_seconds: float = 0.0
+    s3_put_class: float = 0.0
+    s3_get_class: float = 0.0
+    s3_gb_months: float = 0.0
+    oxia_reads: float = 0.0
+    oxia_writes: float = 0.0
+    log_bytes: float = 0.0
+    traces: float = 0.0
+
+    def __add__(self, other: Part) -> Part:
+        return Part(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def times(self, k: float) -> Part:
+        return Part(**{f.name: getattr(self, f.name) * k for f in fields(self)})
+
+
+def total(parts: Iterable[Part]) -> Part:
+    result = Part()
+    for part in parts:
+        result = result + part
+    return result
+
+
+def billed_gb_seconds(ms: float, memory_mb: int) -> float:
+    """Lambda bills each invocation's duration rounded up to the millisecond."""
+    return math.ceil(ms) / 1000 * memory_mb / 1024
+
+
+def cpu_ms(nbytes: float, memory_mb: int, lat: Latency) -> float:
+    return nbytes / MIB * lat.cpu_ms_per_mib_at_1024mb * 1024 / memory_mb
+
+
+def transfer_ms(nbytes: float, lat: Latency, streams: int = 1) -> float:
+    return nbytes / MIB * lat.s3_ms_per_mib / max(streams, 1)
+
+
+def gb_months(nbytes: float, hours: float) -> float:
+    return nbytes / GIB * hours / HOURS_PER_MONTH
+
+
+def wal_blob_bytes(size: int, a: Assumptions) -> int:
+    return size + a.code.wal_overhead_bytes
+
+
+def produce_part(size: int, a: Assumptions) -> Part:
+    """One API request, one invocation, one S3 PUT of a WAL blob (stored until GC's grace has passed)."""
+    c, lat = a.code, a.latency
+    blob = wal_blob_bytes(size, a)
+    ms = (lat.handler_overhead_ms + lat.s3_put_ms + transfer_ms(blob, lat) + c.produce_oxia_reads * lat.oxia_read_ms
+          + c.produce_oxia_writes * lat.oxia_write_ms + cpu_ms(size, c.produce_memory_mb, lat))  # fmt: skip
+    return Part(
+        api_requests=1,
+        invocations=1,
+        gb_seconds=billed_gb_seconds(ms, c.produce_memory_mb),
+        s3_put_class=1,
+        s3_gb_months=gb_months(blob, (c.gc_grace_s + c.gc_interval_s / 2) / 3600),
+        oxia_reads=c.produce_oxia_reads,
+        oxia_writes=c.produce_oxia_writes,
+        log_bytes=a.log_bytes_per_invocation + a.log_bytes_per_api_request,
+        traces=a.xray_sampled,
+    )
+
+
+def batches_per_consume(size: int, a: Assumptions) -> int:
+    """WAL batches one consume request returns to a consumer at the tail (one per produce request)."""
+    c = a.code
+    return max(1, min(c.consume_max_batches, c.consume_fetch_bytes // (size + c.batch_overhead_bytes)))
+
+
+def consume_part(size: int, a: Assumptions) -> Part:
+    """Each consumer group reads each batch once: one range GET per WAL blob, ``batches_per_consume`` per request."""
+    c, lat = a.code, a.latency
+    b = batches_per_consume(size, a)
+    nbytes = b * size
+    streams = min(b, c.consume_fetch_threads)
+    ms = (lat.handler_overhead_ms + c.consume_oxia_reads * lat.oxia_read_ms + math.ceil(b / streams) * lat.s3_get_ms
+          + transfer_ms(nbytes, lat, streams) + cpu_ms(nbytes, c.consume_memory_mb, lat))  # fmt: skip
+    per_request = Part(
+        api_requests=1,
+        invocations=1,
+        gb_seconds=billed_gb_seconds(ms, c.consume_memory_mb),
+        s3_get_class=b,
+        oxia_reads=c.consume_oxia_reads,
+        log_bytes=a.log_bytes_per_invocation + a.log_bytes_per_api_request,
+        traces=a.xray_sampled,
+    )
+    return per_request.times(a.consumers / b)
+
+
+def entries_per_compaction(size: int, a: Assumptions) -> int:
+    """WAL entries (produce requests) one compacted object holds when the partition keeps it full."""
+    c = a.code
+    return max(1, min(c.compaction_max_entries, c.compaction_max_bytes // (size + c.batch_overhead_bytes)))
+
+
+def compaction_part(size: int, a: Assumptions) -> Part:
+    """Per compacted object: n range GETs, the object's and the manifest's PUTs, the index swap; shared by n."""
+    c, lat = a.code, a.latency
+    n = entries_per_compaction(size, a)
+    body = n * (size + c.batch_overhead_bytes)
+    streams = min(n, c.consume_fetch_threads)
+    ms = (lat.handler_overhead_ms + c.compaction_oxia_reads * lat.oxia_read_ms
+          + c.compaction_oxia_writes * lat.oxia_write_ms + math.ceil(n / streams) * lat.s3_get_ms
+          + transfer_ms(body, lat, streams) + 2 * lat.s3_put_ms + transfer_ms(body, lat)
+          + cpu_ms(2 * body, c.worker_memory_mb, lat))  # fmt: skip
+    stored_h = a.retention_hours + c.gc_interval_s / 2 / 3600
+    per_object = Part(
+        gb_seconds=billed_gb_seconds(ms, c.worker_memory_mb),
+        s3_put_class=2,
+        s3_get_class=n,
+        s3_gb_months=gb_months(body + c.manifest_bytes, stored_h),
+        oxia_reads=c.compaction_oxia_reads,
+        oxia_writes=c.compaction_oxia_writes,
+    )
+    return per_object.times(1 / n)
+
+
+def gc_part(size: int, a: Assumptions) -> Part:
+    """GC lists each WAL blob every run until it is past the grace, probes its header once, deletes it (free);
+    each compacted object gets one HEAD when first judged. Retention deletes (free) are per range."""
+    c, lat = a.code, a.latency
+    listings = (c.gc_grace_s + c.gc_interval_s / 2) / c.gc_interval_s
+    probe_ms = lat.s3_get_ms + transfer_ms(min(64 * KIB, wal_blob_bytes(size, a)), lat)  # sequential, one a blob
+    n = entries_per_compaction(size, a)
+    return Part(
+        gb_seconds=probe_ms / 1000 * c.gc_memory_mb / 1024,
+        s3_put_class=listings / c.list_page,
+        s3_get_class=1 + 1 / n,
+        oxia_reads=1 / n,
+    )
+
+
+def parts(size: int, a: Assumptions) -> dict[str, Part]:
+    return {
+        "produce": produce_part(size, a),
+        "consume": consume_part(size, a),
+        "compaction": compaction_part(size, a),
+        "gc": gc_part(size, a),
+    }
+
+
+@functools.cache
+def per_request(size: int, a: Assumptions) -> Part:
+    """Everything one produce request causes (cached: the break-even search asks often)."""
+    return total(parts(size, a).values())
+
+
+# --- money ------------------------------------------------------------------------------------------
+
+
+def oxia_efs_usd(writes: float, shape: OxiaShape, a: Assumptions) -> float:
+    metered = writes / a.efs_batching * shape.wal_copies * a.efs_kib_per_write * KIB
+    return metered / GIB * a.prices.efs_elastic_write_per_gb
+
+
+def line_items(part: Part, shape: OxiaShape, a: Assumptions) -> dict[str, float]:
+    """USD of ``part`` by bill line, API Gateway at its first tier."""
+    p = a.prices
+    return {
+        "API Gateway (REST)": part.api_requests * p.apigw_first_tier_per_million / 1e6,
+        "Lambda requests": part.invocations * p.lambda_per_million / 1e6,
+        "Lambda GB-seconds": part.gb_seconds * p.lambda_arm_gb_second,
+        "S3 requests": part.s3_put_class * p.s3_put_per_1000 / 1e3 + part.s3_get_class * p.s3_get_per_10000 / 1e4,
+        "S3 storage": part.s3_gb_months * p.s3_storage_gb_month,
+        "Oxia EFS writes": oxia_efs_usd(part.oxia_writes, shape, a),
+        "Logs and traces": part.log_bytes / GIB * p.cloudwatch_logs_ingest_gb
+        + part.traces * p.xray_per_million_traces / 1e6,
+    }
+
+
+def per_million(size: int, shape: OxiaShape, a: Assumptions) -> dict[str, float]:
+    """Variable cost of one million produce requests, by bill line."""
+    return {k: v * 1e6 for k, v in line_items(per_request(size, a), shape, a).items()}
+
+
+def apigw_monthly(requests: float, p: Prices) -> float:
+    usd, floor = 0.0, 0.0
+    for ceiling, rate in p.apigw_rest_tiers:
+        usd += max(0.0, min(requests, ceiling) - floor) * rate / 1e6
+        floor = ceiling
+        if requests <= ceiling:
+            break
+    return usd
+
+
+@functools.cache
+def _fixed_monthly(shape: OxiaShape, a: Assumptions) -> tuple[tuple[str, float], ...]:
+    return tuple(fixed_monthly(shape, a).items())
+
+
+def fixed_monthly(shape: OxiaShape, a: Assumptions) -> dict[str, float]:
+    """What the stack costs each month with no traffic beyond ``a.partitions`` partitions being compacted."""
+    p, c, lat = a.prices, a.code, a.latency
+    ticks = SECONDS_PER_MONTH / c.planner_interval_s
+    gc_runs = SECONDS_PER_MONTH / c.gc_interval_s
+    planner_ms = lat.handler_overhead_ms + a.partitions * (c.planner_oxia_reads_per_partition * lat.oxia_read_ms
+                                                           + lat.sqs_send_ms)  # fmt: skip
+    worker_ms = (lat.handler_overhead_ms + c.worker_oxia_reads * lat.oxia_read_ms
+                 + c.worker_oxia_writes * lat.oxia_write_ms)  # fmt: skip
+    worker = Part(invocations=1, gb_seconds=billed_gb_seconds(worker_ms, c.worker_memory_mb),
+                  oxia_reads=c.worker_oxia_reads, oxia_writes=c.worker_oxia_writes,
+                  log_bytes=a.log_bytes_per_invocation)  # fmt: skip
+    # Per partition and GC run: the compacted prefix's LIST and retention's log start PUT.
+    gc = Part(s3_put_class=2, oxia_reads=c.gc_oxia_reads_per_partition, oxia_writes=c.gc_oxia_writes_per_partition)
+    per_partition = worker.times(ticks) + gc.times(gc_runs)
+    planner = Part(invocations=1, gb_seconds=billed_gb_seconds(planner_ms, c.planner_memory_mb),
+                   log_bytes=a.log_bytes_per_invocation).times(ticks)  # fmt: skip
+    gc_ms = lat.handler_overhead_ms + a.partitions * (c.gc_oxia_reads_per_partition * lat.oxia_read_ms + lat.s3_get_ms
+                                                      + c.gc_oxia_writes_per_partition * lat.oxia_write_ms)  # fmt: skip
+    gc_runs_part = Part(invocations=1, gb_seconds=billed_gb_seconds(gc_ms, c.gc_memory_mb),
+                        log_bytes=a.log_bytes_per_invocation).times(gc_runs)  # fmt: skip
+    sqs = a.partitions * ticks * 3 * p.sqs_per_million / 1e6  # send, receive, delete
+    schedules = per_partition.times(a.partitions) + planner + gc_runs_part
+    scheduled = sum(line_items(schedules, shape, a).values()) + sqs
+    return {
+        "Oxia Fargate tasks": sum(v * p.fargate_arm_vcpu_hour + g * p.fargate_arm_gb_hour for v, g in shape.tasks)
+        * HOURS_PER_MONTH,
+        "Oxia EFS storage": len(shape.tasks) * a.efs_gb_per_volume * p.efs_standard_gb_month,
+        "NAT gateway": p.nat_gateway_hour * HOURS_PER_MONTH,
+        "Compaction and GC schedules": scheduled,
+        "Dashboard, alarms, X-Ray reservoir": p.cloudwatch_dashboard_month
+        + (c.alarms_besides_oxia + len(shape.tasks)) * p.cloudwatch_alarm_month
+        + SECONDS_PER_MONTH * p.xray_per_million_traces / 1e6,  # the reservoir samples one request a second
+    }
+
+
+def llog_monthly(size: int, bytes_per_s: float, shape: OxiaShape, a: Assumptions) -> dict[str, float]:
+    """Fixed plus variable monthly cost at a steady ``bytes_per_s`` of payload, API Gateway tiered."""
+    requests = bytes_per_s / size * SECONDS_PER_MONTH
+    one = per_request(size, a)
+    variable = line_items(one.times(requests), shape, a)
+    variable["API Gateway (REST)"] = apigw_monthly(one.api_requests * requests, a.prices)
+    return {**dict(_fixed_monthly(shape, a)), **variable}
+
+
+# --- Kinesis Data Streams -------------------------------------------------------------------------
+
+
+def kinesis_billed_kib(size: int) -> int:
+    """On-demand ingest rounds each record up to a whole KiB."""
+    return math.ceil(size / KIB)
+
+
+def kinesis_put_units(size: int) -> int:
+    return math.ceil(size / (25 * KIB))
+
+
+def kinesis_retention_split(hours: float) -> tuple[float, float]:
+    """(hours kept between 24 h and 7 days, hours kept beyond 7 days): the two priced retention tiers."""
+    return min(max(hours - 24, 0.0), 144.0), max(hours - 168, 0.0)
+
+
+def kinesis_retention_gb_months(bytes_per_month: float, a: Assumptions) -> tuple[float, float]:
+    """GB-months of a month's ingest kept in each priced retention tier."""
+    extended_h, long_h = kinesis_retention_split(a.retention_hours)
+    return gb_months(bytes_per_month, extended_h), gb_months(bytes_per_month, long_h)
+
+
+def kinesis_on_demand_monthly(size: int, bytes_per_s: float, a: Assumptions) -> dict[str, float]:
+    p = a.prices
+    records = bytes_per_s / size * SECONDS_PER_MONTH
+    monthly_bytes = bytes_per_s * SECONDS_PER_MONTH
+    extended, long_term = kinesis_retention_gb_months(monthly_bytes, a)
+    return {
+        "stream-hours": p.kinesis_od_stream_hour * HOURS_PER_MONTH,
+        "data in": records * kinesis_billed_kib(size) * KIB / GIB * p.kinesis_od_ingest_gb,
+        "data out": a.consumers * monthly_bytes / GIB * p.kinesis_od_retrieval_gb,
+        "retention beyond 24 h": extended * p.kinesis_od_extended_retention_gb_month
+        + long_term * p.kinesis_long_term_retention_gb_month,
+    }
+
+
+def kinesis_shards(size: int, bytes_per_s: float, a: Assumptions) -> int:
+    """Shards for peak traffic: 1 MiB/s and 1,000 records/s in, 2 MiB/s out (shared by the consumers)."""
+    peak = bytes_per_s * a.peak_factor
+    return max(1, math.ceil(peak / MIB), math.ceil(peak / size / 1000), math.ceil(peak * a.consumers / (2 * MIB)))
+
+
+def kinesis_provisioned_monthly(size: int, bytes_per_s: float, a: Assumptions) -> dict[str, float]:
+    p = a.prices
+    shards = kinesis_shards(size, bytes_per_s, a)
+    records = bytes_per_s / size * SECONDS_PER_MONTH
+    _, long_term = kinesis_retention_gb_months(bytes_per_s * SECONDS_PER_MONTH, a)
+    extended = p.kinesis_extended_retention_shard_hour if a.retention_hours > 24 else 0.0
+    return {
+        "shard-hours": shards * p.kinesis_shard_hour * HOURS_PER_MONTH,
+        "PUT payload units": records * kinesis_put_units(size) * p.kinesis_put_unit_per_million / 1e6,
+        "retention beyond 24 h": shards * extended * HOURS_PER_MONTH
+        + long_term * p.kinesis_long_term_retention_gb_month,
+    }
+
+
+AT_SCALE = 1e9  # bytes/s: where per-stream charges and the rounding of shard counts no longer matter
+
+
+def kinesis_per_million(size: int, a: Assumptions) -> dict[str, dict[str, float]]:
+    """USD per million requests (one record each) at scale, by bill line, without the per-stream charge."""
+    millions = AT_SCALE / size * SECONDS_PER_MONTH / 1e6
+    on_demand = kinesis_on_demand_monthly(size, AT_SCALE, a)
+    on_demand.pop("stream-hours")
+    provisioned = kinesis_provisioned_monthly(size, AT_SCALE, a)
+    return {
+        "kinesis on-demand": {k: v / millions for k, v in on_demand.items()},
+        "kinesis provisioned": {k: v / millions for k, v in provisioned.items()},
+    }
+
+
+def per_gb(usd_per_million: float, size: int) -> float:
+    return usd_per_million / (1e6 * size / GIB)
+
+
+# --- comparisons ------------------------------------------------------------------------------------
+
+Monthly = Callable[[float], float]
+
+
+def lasting_win(points: Sequence[float], cheaper: Sequence[bool]) -> float | None:
+    """The first point from which llog stays cheaper through the last one; None if it is dearer at the last."""
+    if not cheaper[-1]:
+        return None
+    last_dearer = max((i for i, c in enumerate(cheaper) if not c), default=-1)
+    return points[last_dearer + 1]
+
+
+def break_even(llog: Monthly, other: Monthly, lo: float = 1e3, hi: float = 1e9, steps: int = 600) -> float | None:
+    """The throughput (bytes/s) above which llog stays cheaper up to ``hi``; 0 if it always is, None if never."""
+    grid = [lo * (hi / lo) ** (i / steps) for i in range(steps + 1)]
+    cheaper = [llog(t) < other(t) for t in grid]
+    return 0.0 if all(cheaper) else lasting_win(grid, cheaper)
+
+
+def break_even_size(shape: OxiaShape, a: Assumptions, lo: int = 1_000, hi: int = 1_000_000) -> int | None:
+    """The request size from which llog's variable cost per GB stays below Kinesis on-demand's (None: never).
+
+    ``hi`` is 1 MB because a Kinesis record holds at most 1 MiB.
+    """
+    steps = 400
+    sizes = sorted({int(lo * (hi / lo) ** (i / steps) + 0.5) for i in range(steps + 1)})
+
+    def cheaper(size: int) -> bool:
+        llog = per_gb(sum(per_million(size, shape, a).values()), size)
+        return llog < per_gb(sum(kinesis_per_million(size, a)["kinesis on-demand"].values()), size)
+
+    found = lasting_win(sizes, [cheaper(size) for size in sizes])
+    return None if found is None else int(found)
+
+
+def one_more_topic(a: Assumptions) -> dict[str, float]:
+    """Monthly cost of one more low-traffic topic with one partition (its fixed part only)."""
+    more = dataclasses.replace(a, partitions=a.partitions + 1)
+    key = "Compaction and GC schedules"
+    p = a.prices
+    return {
+        **{f"llog {s.name}": fixed_monthly(s, more)[key] - fixed_monthly(s, a)[key] for s in SHAPES},
+        "kinesis on-demand": p.kinesis_od_stream_hour * HOURS_PER_MONTH,
+        "kinesis provisioned": p.kinesis_shard_hour * HOURS_PER_MONTH,
+    }
+
+
+def idle_long_poll_monthly(a: Assumptions) -> float:
+    """One consumer long-polling an empty partition: each poll holds a consume function for the whole wait."""
+    p, c = a.prices, a.code
+    polls = SECONDS_PER_MONTH / c.consume_max_wait_s
+    wait = billed_gb_seconds(c.consume_max_wait_s * 1000, c.consume_memory_mb) * p.lambda_arm_gb_second
+    per_poll = (p.apigw_first_tier_per_million + p.lambda_per_million) / 1e6 + wait
+    return polls * per_poll
+
+
+def retention_per_gb(a: Assumptions, hours: float) -> dict[str, float]:
+    """USD to keep one GB of payload for ``hours``: storage and retention charges only.
+
+    Kinesis includes 24 h. Provisioned Kinesis charges extended retention per
+    shard-hour; per GB that assumes shards filled to 1 MiB/s over ``peak_factor``.
+    """
+    c, p = a.code, a.prices
+    wal_h = (c.gc_grace_s + c.gc_interval_s / 2) / 3600  # WAL blobs wait out GC's grace whatever the retention
+    compacted_h = hours + c.gc_interval_s / 2 / 3600
+    extended_h, long_h = kinesis_retention_split(hours)
+    shard_gb_month = MIB / a.peak_factor * SECONDS_PER_MONTH / GIB
+    extended_shard = p.kinesis_extended_retention_shard_hour * HOURS_PER_MONTH if hours > 24 else 0.0
+    long_term = gb_months(GIB, long_h) * p.kinesis_long_term_retention_gb_month
+    return {
+        "llog (S3 Standard)": gb_months(GIB, wal_h + compacted_h) * p.s3_storage_gb_month,
+        "Kinesis on-demand": gb_months(GIB, extended_h) * p.kinesis_od_extended_retention_gb_month + long_term,
+        "Kinesis provisioned": extended_shard / shard_gb_month + long_term,
+    }
+
+
+# --- the report -----------------------------------------------------------------------------------
+
+
+def label(size: int) -> str:
+    return f"{size // 1_000_000} MB" if size >= 1_000_000 else f"{size // 1_000} KB"
+
+
+def usd(x: float, digits: int = 2) -> str:
+    return f"${x:,.{digits}f}"
+
+
+def md_table(headers: Sequence[str], rows: Iterable[Sequence[object]], *, text_columns: int = 1) -> str:
+    """A Markdown table: the first ``text_columns`` left-aligned, numbers right-aligned."""
+    rule = "|" + "|".join("---" if i < text_columns else "---:" for i in range(len(headers))) + "|"
+    lines = ["| " + " | ".join(headers) + " |", rule]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def counts_report(a: Assumptions) -> dict[str, dict[str, dict[str, float]]]:
+    return {label(s): {name: dataclasses.asdict(part) for name, part in parts(s, a).items()} for s in REQUEST_SIZES}
+
+
+def build(a: Assumptions) -> dict[str, Any]:
+    """Every number of the report, as data."""
+    doc: dict[str, Any] = {"prices_as_of": PRICES_AS_OF, "assumptions": _assumptions_json(a)}
+    doc["operations_per_request"] = counts_report(a)
+    doc["per_million_requests"] = {
+        label(s): {**{f"llog {shape.name}": per_million(s, shape, a) for shape in SHAPES}, **kinesis_per_million(s, a)}
+        for s in REQUEST_SIZES
+    }
+    doc["per_gb"] = {
+        label(s): {name: per_gb(sum(v.values()), s) for name, v in doc["per_million_requests"][label(s)].items()}
+        for s in REQUEST_SIZES
+    }
+    doc["fixed_monthly"] = {shape.name: fixed_monthly(shape, a) for shape in SHAPES}
+    doc["monthly"] = {
+        label(s): {
+            str(mb): {
+                **{f"llog {shape.name}": llog_monthly(s, mb * 1e6, shape, a) for shape in SHAPES},
+                "kinesis on-demand": kinesis_on_demand_monthly(s, mb * 1e6, a),
+                "kinesis provisioned": kinesis_provisioned_monthly(s, mb * 1e6, a),
+            }
+            for mb in THROUGHPUTS_MB_S
+        }
+        for s in REQUEST_SIZES
+    }
+    kinesis = {"on-demand": kinesis_on_demand_monthly, "provisioned": kinesis_provisioned_monthly}
+    doc["break_even_mb_s"] = {
+        label(s): {
+            f"llog {shape.name} vs Kinesis {name}": _mb(break_even(_llog_total(s, shape, a), _total(monthly, s, a)))
+            for shape in SHAPES
+            for name, monthly in kinesis.items()
+        }
+        for s in REQUEST_SIZES
+    }
+    doc["break_even_request_bytes_vs_on_demand"] = {f"llog {shape.name}": break_even_size(shape, a) for shape in SHAPES}
+    doc["one_more_topic_monthly"] = one_more_topic(a)
+    doc["latency_sensitivity"] = {
+        label(s): {str(f): sum(per_million(s, PROD, dataclasses.replace(a, latency=a.latency.scaled(f))).values())
+                   for f in LATENCY_FACTORS}
+        for s in REQUEST_SIZES
+    }  # fmt: skip
+    doc["efs_batching_sensitivity"] = {
+        label(s): {str(b): sum(per_million(s, PROD, dataclasses.replace(a, efs_batching=b)).values())
+                   for b in EFS_BATCHING}
+        for s in REQUEST_SIZES
+    }  # fmt: skip
+    doc["retention_per_gb"] = {str(h): retention_per_gb(a, h) for h in RETENTIONS_H}
+    doc["idle_long_poll_consumer_monthly"] = idle_long_poll_monthly(a)
+    return doc
+
+
+def _llog_total(size: int, shape: OxiaShape, a: Assumptions) -> Monthly:
+    return lambda bytes_per_s: sum(llog_monthly(size, bytes_per_s, shape, a).values())
+
+
+def _total(monthly: Callable[[int, float, Assumptions], dict[str, float]], size: int, a: Assumptions) -> Monthly:
+    return lambda bytes_per_s: sum(monthly(size, bytes_per_s, a).values())
+
+
+def _mb(bytes_per_s: float | None) -> float | None:
+    return None if bytes_per_s is None else bytes_per_s / 1e6
+
+
+def _assumptions_json(a: Assumptions) -> dict[str, Any]:
+    doc = dataclasses.asdict(a)
+    doc["prices"]["apigw_rest_tiers"] = [[None if math.isinf(c) else c, r] for c, r in a.prices.apigw_rest_tiers]
+    doc["shapes"] = {s.name: {"tasks": [list(t) for t in s.tasks], "wal_copies": s.wal_copies} for s in SHAPES}
+    return doc
+
+
+def render(doc: Mapping[str, Any], a: Assumptions) -> str:
+    sections = [
+        _render_counts(doc),
+        _render_per_million(doc),
+        _render_per_gb(doc),
+        _render_fixed(doc),
+        _render_monthly(doc),
+        _render_break_even(doc),
+        _render_sensitivity(doc),
+        _render_retention(doc),
+        f"### Idle long-polling consumer\n\nOne consumer long-polling an empty partition "
+        f"({a.code.consume_max_wait_s:.0f} s waits at {a.code.consume_memory_mb} MB): "
+        f"{usd(doc['idle_long_poll_consumer_monthly'])} a month.",
+    ]
+    return "\n\n".join(sections) + "\n"
+
+
+def _sizes() -> list[str]:
+    return [label(s) for s in REQUEST_SIZES]
+
+
+def _render_counts(doc: Mapping[str, Any]) -> str:
+    rows = []
+    keys = [("api_requests", "API Gateway requests", 3), ("invocations", "Lambda invocations", 3),
+            ("gb_seconds", "Lambda GB-seconds", 4), ("s3_put_class", "S3 PUT/LIST requests", 4),
+            ("s3_get_class", "S3 GET/HEAD requests", 4), ("oxia_reads", "Oxia reads", 3),
+            ("oxia_writes", "Oxia writes", 3)]  # fmt: skip
+    for key, name, digits in keys:
+        for part in ("produce", "consume", "compaction", "gc"):
+            values = [doc["operations_per_request"][s][part][key] for s in _sizes()]
+            if any(values):
+                rows.append([f"{name}: {part}", *(f"{v:.{digits}f}" for v in values)])
+    return "### Operations per produce request\n\n" + md_table(["per produce request", *_sizes()], rows)
+
+
+def _render_per_million(doc: Mapping[str, Any]) -> str:
+    per = doc["per_million_requests"]
+    items = list(per[_sizes()[0]]["llog prod"])
+    rows = [[item, *(usd(per[s]["llog prod"][item]) for s in _sizes())] for item in items]
+    rows.append(["**llog, prod shape**", *(f"**{usd(sum(per[s]['llog prod'].values()))}**" for s in _sizes())])
+    for name, key in (("llog, dev shape (standalone Oxia)", "llog dev"), ("Kinesis on-demand (data in + out)",
+                      "kinesis on-demand"), ("Kinesis provisioned (at scale)", "kinesis provisioned")):  # fmt: skip
+        rows.append([name, *(usd(sum(per[s][key].values())) for s in _sizes())])
+    return "### Variable cost per million produce requests\n\n" + md_table(["USD per 1M requests", *_sizes()], rows)
+
+
+def _render_per_gb(doc: Mapping[str, Any]) -> str:
+    names = {"llog prod": "llog, prod shape", "llog dev": "llog, dev shape", "kinesis on-demand": "Kinesis on-demand",
+             "kinesis provisioned": "Kinesis provisioned (at scale)"}  # fmt: skip
+    rows = [[name, *(usd(doc["per_gb"][s][key], 3) for s in _sizes())] for key, name in names.items()]
+    return "### Variable cost per GB ingested\n\n" + md_table(["USD per GB (2^30 B) of payload", *_sizes()], rows)
+
+
+def _render_fixed(doc: Mapping[str, Any]) -> str:
+    fixed = doc["fixed_monthly"]
+    rows = [[item, usd(fixed["dev"][item]), usd(fixed["prod"][item])] for item in fixed["dev"]]
+    rows.append(["**total**", *(f"**{usd(sum(fixed[s].values()))}**" for s in ("dev", "prod"))])
+    topic = doc["one_more_topic_monthly"]
+    more = md_table(["one more low-traffic topic", "USD per month"], [[k, usd(v)] for k, v in topic.items()])
+    table = md_table(["USD per month", "dev (standalone)", "prod (replicated)"], rows)
+    return f"### Fixed monthly cost\n\n{table}\n\n{more}"
+
+
+def _render_monthly(doc: Mapping[str, Any]) -> str:
+    rows = []
+    columns = ("llog dev", "llog prod", "kinesis on-demand", "kinesis provisioned")
+    for size in REQUEST_SIZES:
+        for mb, cols in doc["monthly"][label(size)].items():
+            rate = f"{float(mb) * 1e6 / size:,.1f}"
+            rows.append([label(size), mb, rate, *(usd(sum(cols[k].values()), 0) for k in columns)])
+    headers = ["request", "MB/s", "requests/s", "llog dev", "llog prod", "Kinesis on-demand", "Kinesis provisioned"]
+    return "### Monthly total at steady throughput\n\n" + md_table(headers, rows)
+
+
+def _render_break_even(doc: Mapping[str, Any]) -> str:
+    rows = []
+    for s in _sizes():
+        for pair, mb in doc["break_even_mb_s"][s].items():
+            text = "never (up to 1,000 MB/s)" if mb is None else "always" if mb == 0 else f"above {mb:,.2f} MB/s"
+            rows.append([s, pair, text])
+    sizes = doc["break_even_request_bytes_vs_on_demand"]
+    by_size = "\n".join(
+        f"* llog {shape} vs Kinesis on-demand, variable cost per GB: "
+        + ("never below 1 MB" if size is None else f"llog is cheaper from requests of {size / 1000:,.0f} KB")
+        for shape, size in ((k.removeprefix("llog "), v) for k, v in sizes.items())
+    )
+    table = md_table(["request", "comparison", "llog is cheaper"], rows, text_columns=3)
+    return f"### Break-even throughput\n\n{table}\n\nBreak-even request size:\n\n{by_size}"
+
+
+def _render_sensitivity(doc: Mapping[str, Any]) -> str:
+    lat = doc["latency_sensitivity"]
+    rows = [[f"latencies x{f}", *(usd(lat[s][str(f)]) for s in _sizes())] for f in LATENCY_FACTORS]
+    efs = doc["efs_batching_sensitivity"]
+    rows += [[f"Oxia writes per EFS write: {b:g}", *(usd(efs[s][str(b)]) for s in _sizes())] for b in EFS_BATCHING]
+    return "### Sensitivity (llog prod, USD per 1M requests)\n\n" + md_table(["assumption", *_sizes()], rows)
+
+
+def _render_retention(doc: Mapping[str, Any]) -> str:
+    ret = doc["retention_per_gb"]
+    names = list(ret[str(RETENTIONS_H[0])])
+    rows = [[f"{h:g} h ({h / 24:g} d)", *(usd(ret[str(h)][n], 4) for n in names)] for h in RETENTIONS_H]
+    return "### Storage per GB kept, by retention\n\n" + md_table(["retention", *names], rows)
+
+
+def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Assumptions]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON instead of tables")
+    defaults = Assumptions()
+    parser.add_argument("--consumers", type=int, default=defaults.consumers, help="consumer groups reading everything")
+    parser.add_argument("--partitions", type=int, default=defaults.partitions, help="active partitions")
+    parser.add_argument("--retention-hours", type=float, default=defaults.retention_hours)
+    parser.add_argument("--peak-factor", type=float, default=defaults.peak_factor, help="peak/average (Kinesis shards)")
+    parser.add_argument("--latency-factor", type=float, default=1.0, help="scale every assumed latency")
+    parser.add_argument("--efs-batching", type=float, default=defaults.efs_batching, help="Oxia writes per EFS write")
+    args = parser.parse_args(argv)
+    a = dataclasses.replace(
+        defaults,
+        consumers=args.consumers,
+        partitions=args.partitions,
+        retention_hours=args.retention_hours,
+        peak_factor=args.peak_factor,
+        latency=defaults.latency.scaled(args.latency_factor),
+        efs_batching=args.efs_batching,
+    )
+    return args, a
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, a = parse_args(argv)
+    doc = build(a)
+    print(json.dumps(doc, indent=2) if args.json else render(doc, a), end="" if not args.json else "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

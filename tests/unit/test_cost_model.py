@@ -1,0 +1,228 @@
+"""bench/cost_model.py: it runs, its numbers add up and scale, and its constants match the code and the CDK app."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import cost_model as cm
+from infra import functions as fns
+from infra.oxia import COORDINATOR_SIZE, DATA_SERVERS
+from infra.settings import LlogSettings
+from llog import consume
+from llog.compactor import CompactorConfig
+from llog.gc import GcConfig
+from llog.http_contract import Limits
+
+ROOT = Path(__file__).resolve().parents[2]
+A = cm.Assumptions()
+SIZES = cm.REQUEST_SIZES
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict[str, Any]:
+    return cm.build(A)
+
+
+def test_the_calculator_prints_every_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cm.main([]) == 0
+    text = capsys.readouterr().out
+    headings = [
+        "Operations per produce request", "Variable cost per million produce requests", "Variable cost per GB ingested",
+        "Fixed monthly cost", "Monthly total at steady throughput", "Break-even throughput", "Sensitivity",
+        "Storage per GB kept", "Idle long-polling consumer",
+    ]  # fmt: skip
+    for heading in headings:
+        assert f"### {heading}" in text
+    assert cm.main(["--json", "--consumers", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["prices_as_of"] == cm.PRICES_AS_OF
+    assert doc["assumptions"]["consumers"] == 2
+    assert set(doc["per_million_requests"]) == {"1 KB", "64 KB", "1 MB"}
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("shape", cm.SHAPES)
+def test_the_total_per_million_is_the_sum_of_its_parts(size: int, shape: cm.OxiaShape) -> None:
+    by_part = sum(sum(cm.line_items(part, shape, A).values()) for part in cm.parts(size, A).values())
+    by_line = sum(cm.per_million(size, shape, A).values())
+    assert by_line == pytest.approx(by_part * 1e6, rel=1e-12)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_monthly_total_is_fixed_plus_requests_times_the_variable_cost(size: int) -> None:
+    bytes_per_s = 100_000.0  # well inside API Gateway's first tier
+    requests = bytes_per_s / size * cm.SECONDS_PER_MONTH
+    for shape in cm.SHAPES:
+        monthly = sum(cm.llog_monthly(size, bytes_per_s, shape, A).values())
+        variable = sum(cm.per_million(size, shape, A).values()) * requests / 1e6
+        expected = sum(cm.fixed_monthly(shape, A).values()) + variable
+        assert monthly == pytest.approx(expected, rel=1e-9)
+
+
+def test_variable_costs_scale_with_throughput_and_fixed_ones_do_not() -> None:
+    size = 64_000
+    fixed = sum(cm.fixed_monthly(cm.PROD, A).values())
+    one, two = (sum(cm.llog_monthly(size, t, cm.PROD, A).values()) - fixed for t in (50_000.0, 100_000.0))
+    assert two == pytest.approx(2 * one)
+    od1, od2 = (cm.kinesis_on_demand_monthly(size, t, A) for t in (50_000.0, 100_000.0))
+    assert od2["stream-hours"] == od1["stream-hours"]
+    assert od2["data in"] == pytest.approx(2 * od1["data in"])
+    assert od2["data out"] == pytest.approx(2 * od1["data out"])
+
+
+def test_per_gb_is_per_million_over_the_gigabytes_of_a_million_requests(doc: dict[str, Any]) -> None:
+    per_million, per_gb = doc["per_million_requests"], doc["per_gb"]
+    for size in SIZES:
+        label = cm.label(size)
+        for name, items in per_million[label].items():
+            assert per_gb[label][name] * (1e6 * size / cm.GIB) == pytest.approx(sum(items.values()))
+
+
+def test_per_gb_numbers_scale_as_the_pricing_models_say() -> None:
+    # Kinesis on-demand charges per byte: per GB it hardly depends on the request size (KiB rounding aside).
+    od = [cm.per_gb(sum(cm.kinesis_per_million(s, A)["kinesis on-demand"].values()), s) for s in SIZES]
+    assert od[1] == pytest.approx(od[2], rel=0.02)
+    # llog's produce path is billed per request: its API Gateway cost per GB falls as 1 / request size.
+    api = [cm.line_items(cm.produce_part(s, A), cm.PROD, A)["API Gateway (REST)"] * 1e6 for s in SIZES]
+    api_per_gb = [cm.per_gb(x, s) for x, s in zip(api, SIZES, strict=True)]
+    assert api_per_gb[0] / api_per_gb[2] == pytest.approx(1_000_000 / 1_000)
+    assert api_per_gb[1] / api_per_gb[2] == pytest.approx(1_000_000 / 64_000)
+    # Hence llog's total per GB falls as requests grow.
+    llog = [cm.per_gb(sum(cm.per_million(s, cm.PROD, A).values()), s) for s in SIZES]
+    assert llog[0] > llog[1] > llog[2]
+    # Storage per request grows with its bytes.
+    storage = [cm.per_million(s, cm.PROD, A)["S3 storage"] for s in SIZES]
+    assert storage[2] / storage[1] == pytest.approx(1_000_000 / 64_000, rel=0.05)
+
+
+def test_more_consumers_cost_more_consume_requests_and_gets() -> None:
+    two = dataclasses.replace(A, consumers=2)
+    for size in SIZES:
+        one_c, two_c = cm.consume_part(size, A), cm.consume_part(size, two)
+        assert two_c.api_requests == pytest.approx(2 * one_c.api_requests)
+        assert two_c.s3_get_class == pytest.approx(2 * one_c.s3_get_class)
+        assert cm.produce_part(size, two) == cm.produce_part(size, A)
+
+
+def test_api_gateway_tiers() -> None:
+    p = A.prices
+    assert cm.apigw_monthly(1e6, p) == pytest.approx(3.50)
+    assert cm.apigw_monthly(333e6, p) == pytest.approx(333 * 3.50)
+    assert cm.apigw_monthly(1e9, p) == pytest.approx(333 * 3.50 + 667 * 2.80)
+    assert cm.apigw_monthly(21e9, p) == pytest.approx(333 * 3.50 + 667 * 2.80 + 19_000 * 2.38 + 1_000 * 1.51)
+
+
+def test_kinesis_billing_units() -> None:
+    assert [cm.kinesis_billed_kib(s) for s in SIZES] == [1, 63, 977]
+    assert [cm.kinesis_put_units(s) for s in SIZES] == [1, 3, 40]
+    # 1 MB/s of 1 KB records at peak factor 2: 2 MB/s and 2,000 records/s in -> 2 shards.
+    assert cm.kinesis_shards(1_000, 1e6, A) == 2
+    assert cm.kinesis_shards(1_000_000, 1.0, A) == 1
+
+
+def test_fixed_costs_follow_the_deployed_shapes() -> None:
+    p = A.prices
+    dev, prod = cm.fixed_monthly(cm.DEV, A), cm.fixed_monthly(cm.PROD, A)
+    assert dev["Oxia Fargate tasks"] == pytest.approx((0.5 * p.fargate_arm_vcpu_hour + 1 * p.fargate_arm_gb_hour) * 730)
+    assert prod["Oxia Fargate tasks"] > 6 * dev["Oxia Fargate tasks"]
+    assert dev["NAT gateway"] == prod["NAT gateway"] == pytest.approx(0.045 * 730)
+    more = dataclasses.replace(A, partitions=A.partitions + 5)
+    assert cm.fixed_monthly(cm.PROD, more)["Compaction and GC schedules"] > prod["Compaction and GC schedules"]
+
+
+def test_break_even_finds_the_crossing_of_two_lines() -> None:
+    crossing = cm.break_even(lambda t: 100 + t, lambda t: 2 * t, lo=1, hi=1_000, steps=3_000)
+    assert crossing == pytest.approx(100, rel=0.01)
+    assert cm.break_even(lambda t: 2 * t, lambda t: t, lo=1, hi=1_000) is None
+    assert cm.break_even(lambda t: t, lambda t: 2 * t, lo=1, hi=1_000) == 0.0
+
+
+def test_break_even_results_are_where_the_totals_cross(doc: dict[str, Any]) -> None:
+    mb = doc["break_even_mb_s"]["1 MB"]["llog prod vs Kinesis on-demand"]
+    assert mb is not None
+    llog = cm._llog_total(1_000_000, cm.PROD, A)
+    kinesis = cm._total(cm.kinesis_on_demand_monthly, 1_000_000, A)
+    assert llog(mb * 1e6 * 1.05) < kinesis(mb * 1e6 * 1.05)
+    assert llog(mb * 1e6 * 0.95) > kinesis(mb * 1e6 * 0.95)
+
+
+def test_efs_batching_and_latency_move_only_their_own_lines() -> None:
+    batched = dataclasses.replace(A, efs_batching=4.0)
+    base, lines = cm.per_million(64_000, cm.PROD, A), cm.per_million(64_000, cm.PROD, batched)
+    assert lines["Oxia EFS writes"] == pytest.approx(base["Oxia EFS writes"] / 4)
+    assert {k: v for k, v in lines.items() if k != "Oxia EFS writes"} == {
+        k: v for k, v in base.items() if k != "Oxia EFS writes"
+    }
+    slow = cm.per_million(64_000, cm.PROD, dataclasses.replace(A, latency=A.latency.scaled(2)))
+    assert slow["Lambda GB-seconds"] > base["Lambda GB-seconds"]
+    assert slow["S3 requests"] == base["S3 requests"]
+
+
+# --- the constants against the code and the CDK app -----------------------------------------------
+
+
+def test_function_memory_and_consume_wait_match_infra() -> None:
+    c = cm.Code()
+    specs = fns.SPECS
+    assert specs[fns.PRODUCE].memory_mib == c.produce_memory_mb
+    assert specs[fns.CONSUME].memory_mib == c.consume_memory_mb
+    assert specs[fns.COMPACTION_WORKER].memory_mib == c.worker_memory_mb
+    assert specs[fns.COMPACTION_PLANNER].memory_mib == c.planner_memory_mb
+    assert specs[fns.GC].memory_mib == c.gc_memory_mb
+    assert int(specs[fns.CONSUME].environment["LLOG_CONSUME_MAX_WAIT_MS"]) == c.consume_max_wait_s * 1000
+
+
+def test_oxia_shapes_match_infra() -> None:
+    for stage, shape in (("dev", cm.DEV), ("prod", cm.PROD)):
+        settings = LlogSettings.from_context({"llog:stage": stage}.get)
+        size = settings.oxia_size
+        server = (size.cpu / 1024, size.memory_mib / 1024)
+        if settings.oxia_mode == "standalone":
+            assert shape.tasks == (server,)
+            assert shape.wal_copies == 1
+        else:
+            coordinator = (COORDINATOR_SIZE.cpu / 1024, COORDINATOR_SIZE.memory_mib / 1024)
+            assert shape.tasks == (server,) * DATA_SERVERS + (coordinator,)
+            assert shape.wal_copies == DATA_SERVERS
+        assert settings.nat_gateways == 1
+        assert settings.compaction_schedule == "rate(1 minute)"
+        assert cm.Code().planner_interval_s == 60
+        assert settings.gc_schedule == "rate(1 hour)"
+        assert cm.Code().gc_interval_s == 3600
+        assert settings.gc_grace_period_hours * 3600 == cm.Code().gc_grace_s
+
+
+def test_protocol_limits_match_llog() -> None:
+    c = cm.Code()
+    assert CompactorConfig().max_bytes_per_run == c.compaction_max_bytes
+    compactor = (ROOT / "llog_layer/llog/compactor.py").read_text()
+    # Compactor._select reads one page of the index from the cursor: at most this many WAL entries a run.
+    assert re.search(rf"\.scan(_index)?\(cursor, limit={c.compaction_max_entries}\)", compactor)
+    assert c.consume_max_batches == consume.MAX_BATCHES_PER_PARTITION
+    assert c.consume_fetch_threads == consume.FETCH_THREADS
+    assert Limits().default_partition_max_bytes == c.consume_fetch_bytes
+    assert GcConfig().grace_ms == c.gc_grace_s * 1000
+
+
+def test_prices_are_stated_and_positive() -> None:
+    assert re.fullmatch(r"\d{4}-\d{2}", cm.PRICES_AS_OF)
+    for f in dataclasses.fields(cm.Prices):
+        value = getattr(A.prices, f.name)
+        if isinstance(value, float):
+            assert value > 0, f.name
+            assert math.isfinite(value), f.name
+
+
+def test_cost_md_holds_exactly_what_the_script_prints() -> None:
+    text = (ROOT / "docs/COST.md").read_text()
+    begin, end = "<!-- generated by bench/cost_model.py: begin -->\n", "<!-- generated by bench/cost_model.py: end -->"
+    generated = text[text.index(begin) + len(begin) : text.index(end)]
+    assert generated == cm.render(cm.build(A), A), "docs/COST.md is stale: paste the output of bench/cost_model.py"
+    assert ".venv/bin/python bench/cost_model.py" in text
