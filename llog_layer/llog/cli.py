@@ -319,6 +319,9 @@ class _HTTPServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: with Nagle on, a keep-alive
+    # client's delayed ACK held every reply ~40 ms.
+    disable_nagle_algorithm = True
     timeout = IDLE_CONNECTION_TIMEOUT_S
     server_version = "llog"
 
