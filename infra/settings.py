@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, cast
 
 from llog.errors import ConfigurationError
+from llog.models import AppendProtocol
 from llog.retention import RetentionConfig
 
 PREFIX = "llog:"
@@ -32,6 +33,8 @@ OXIA_MODES: tuple[OxiaMode, ...] = ("standalone", "replicated")
 API_AUTH_MODES: tuple[ApiAuth, ...] = ("iam", "api_key")
 BUCKET_ENCRYPTIONS: tuple[BucketEncryption, ...] = ("s3_managed", "kms")
 EXPORT_TABLE_FORMATS: tuple[ExportTableFormat, ...] = ("parquet", "iceberg")
+# LLOG_APPEND_PROTOCOL of the functions: the protocol of partitions they create (docs/SEQUENTIAL_APPEND.md).
+APPEND_PROTOCOLS: tuple[str, ...] = tuple(p.value for p in AppendProtocol)
 # Glue worker types the export job may run on (G.1X: 4 vCPU, 16 GB ... G.8X: 32 vCPU, 128 GB).
 GLUE_WORKER_TYPES: tuple[str, ...] = ("G.1X", "G.2X", "G.4X", "G.8X")
 # "*": every topic under the root prefix.
@@ -236,6 +239,8 @@ class LlogSettings:
     retention_hours: int = 0
     retention_bytes: int = 0
     retention_topics: str = "{}"
+    # The append protocol of new partitions (LLOG_APPEND_PROTOCOL); existing ones keep theirs.
+    append_protocol: str = AppendProtocol.SEED.value
 
     @property
     def stack_name(self) -> str:
@@ -323,4 +328,5 @@ class LlogSettings:
             retention_hours=r.integer("retentionHours", 0, 0, 24 * 365 * 100),
             retention_bytes=r.integer("retentionBytes", 0, 0, 2**62),
             retention_topics=_retention_topics(r, "retentionTopics"),
+            append_protocol=r.choice("appendProtocol", APPEND_PROTOCOLS, AppendProtocol.SEED.value),
         )

@@ -202,4 +202,5 @@ class LlogStack(Stack):
             "LLOG_OXIA_NAMESPACE": self.settings.oxia_namespace,
             "LLOG_ROOT_PREFIX": self.settings.root_prefix,
             "LLOG_S3_BUCKET": self.storage.bucket.bucket_name,
+            "LLOG_APPEND_PROTOCOL": self.settings.append_protocol,
         }

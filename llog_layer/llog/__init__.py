@@ -41,6 +41,7 @@ from llog.errors import (
     VersionConflict,
 )
 from llog.keys import PartitionKeys, S3Location
+from llog.models import AppendProtocol
 
 if TYPE_CHECKING:
     from llog.reader import LogReader, LogRecord, PartitionInfo
@@ -69,6 +70,7 @@ __all__ = [
     "ENCODING",
     "AppendConflict",
     "AppendOutcomeUnknown",
+    "AppendProtocol",
     "AppendResult",
     "BatchTooLarge",
     "BlobNotFound",

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from llog.index import PartitionIndex
 from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys
 from llog.metadata import PartitionMetadata
 from llog.oxia_store import OxiaStore
@@ -68,15 +69,17 @@ class LogCatalog:
 
     def status(self, topic: str, partition: int) -> PartitionStatus:
         meta = PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
-        control = meta.control().record
+        index = PartitionIndex.load(meta)
+        control = index.control
+        high_watermark = index.high_watermark()
         compaction = meta.compaction()
         return PartitionStatus(
             topic=topic,
             partition=partition,
             log_state=control.log_state.value,
             log_start_offset=control.log_start_offset,
-            high_watermark=control.high_watermark,
-            next_offset=control.sequence_counter,
+            high_watermark=high_watermark,
+            next_offset=high_watermark + 1,
             compaction_cursor=meta.cursor().offset,
             pending=None if control.pending is None else control.pending.to_json(),
             compaction=None

@@ -638,6 +638,20 @@ def _compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    """Switch one partition to the sequential append protocol, one way (docs/SEQUENTIAL_APPEND.md)."""
+    writer = LogWriter.from_env()
+    try:
+        control = writer.migrate_to_sequential(args.topic, args.partition)
+    except LlogError as exc:
+        print(f"llog migrate: {exc.error_type}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        writer.close()
+    print(json.dumps({"topic": args.topic, "partition": args.partition, "control": json.loads(control.encode())}))
+    return 0
+
+
 def _gc(args: argparse.Namespace) -> int:
     """One garbage collection pass (docs/GC.md), printing its report."""
     collector = GarbageCollector.from_env()
@@ -666,14 +680,19 @@ def build_parser() -> argparse.ArgumentParser:
             "--functions-dir", default=None, help="the functions/ package to load (default: this checkout's)"
         )
     compact = sub.add_parser("compact", help="compact one partition now (what the compaction worker does)")
-    compact.add_argument("--topic", required=True)
-    compact.add_argument("--partition", type=int, required=True)
     compact.add_argument("--budget-s", type=float, default=300.0, help="stop after this many seconds (default 300)")
     gc = sub.add_parser("gc", help="delete S3 objects nothing references any more (docs/GC.md)")
+    migrate = sub.add_parser(
+        "migrate", help="switch a partition to the sequential append protocol, one way (docs/SEQUENTIAL_APPEND.md)"
+    )
+    for command in (compact, migrate):
+        command.add_argument("--topic", required=True)
+        command.add_argument("--partition", type=int, required=True)
     serve.set_defaults(run=_serve)
     invoke.set_defaults(run=_invoke)
     compact.set_defaults(run=_compact)
     gc.set_defaults(run=_gc)
+    migrate.set_defaults(run=_migrate)
     return parser
 
 

@@ -18,6 +18,11 @@ starting exactly at ``meta/compaction-cursor``, into one partition-local
 Every step is idempotent and ``meta/compaction`` records where a run stands,
 so any compactor can finish another's work. Readers see the same records at
 every step: the end key covers the whole range before any lower key goes.
+
+Sequential partitions (docs/SEQUENTIAL_APPEND.md) are compacted the same way
+through ``llog.index.PartitionIndex``: a run never crosses a generation, the
+end key is rewritten in place (never deleted: a sequence's highest key is its
+counter) and only keys below it are deleted.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from llog.config import Environ, env_int
 from llog.consume import BlobFetcher
 from llog.errors import CommitDeadlineExceeded, InconsistentReadState, VersionConflict
 from llog.faults import FaultHook
+from llog.index import PartitionIndex
 from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
 from llog.manifest import ManifestStore
 from llog.metadata import PartitionMetadata
@@ -247,9 +253,11 @@ class Compactor:
         run: list[IndexedBatch] = []
         offsets = size = 0
         expected = cursor
-        for batch in meta.scan_index(cursor, limit=1024):
+        for batch in PartitionIndex.load(meta).scan(cursor, limit=1024):
             if batch.entry.type is not EntryType.WAL or batch.start_offset != expected:
                 break  # a COMPACTED entry, a gap, or (first entry) not starting at the cursor
+            if run and batch.generation != run[0].generation:
+                break  # a compacted range stays within one generation (one key space)
             length = batch.entry.ref.byte_length or 0
             if run and (
                 offsets + batch.entry.msg_count > self.config.max_offsets_per_run
@@ -282,6 +290,10 @@ class Compactor:
         it on) simply continues from wherever it now stands.
         """
         keys = meta.keys
+        # One read of meta/control per record: read after the record exists, it knows the generation of its
+        # range (which never changes). Not reused for another record: its range may be in a newer generation,
+        # and deleting keys by a stale generation table could hit a sequence's highest key.
+        indexes: dict[str, PartitionIndex] = {}
         while True:
             found = self.oxia.get(keys.compaction, partition_key=keys.partition_key)
             if found is None:
@@ -297,7 +309,7 @@ class Compactor:
                         self.oxia.delete(keys.compaction, partition_key=keys.partition_key, expected_version_id=version)
                         stages.mark("abandon_stale_record")
                         continue
-                    self._write_end_key(meta, record)
+                    self._write_end_key(self._index_for(meta, record, indexes), record)
                     stages.mark("end_key")
                     self._fault(AFTER_END_KEY)
                     self._set_state(meta, record, version, CompactionState.DELETING_OLD)
@@ -306,9 +318,7 @@ class Compactor:
                     self.manifests.publish(CompactedRange.of(keys.topic, keys.partition, record))
                     stages.mark("manifest")
                     self._fault(AFTER_MANIFEST)
-                    self.oxia.delete_range(
-                        keys.index(record.start_offset), keys.index(record.end_offset), partition_key=keys.partition_key
-                    )
+                    self._index_for(meta, record, indexes).delete_entries(record.start_offset, record.end_offset)
                     stages.mark("delete_old")
                     self._fault(AFTER_DELETE)
                     self._set_state(meta, record, version, CompactionState.UPDATING_CURSOR)
@@ -321,6 +331,15 @@ class Compactor:
             except VersionConflict:
                 continue
 
+    @staticmethod
+    def _index_for(
+        meta: PartitionMetadata, record: CompactionRecord, cache: dict[str, PartitionIndex]
+    ) -> PartitionIndex:
+        index = cache.get(record.compaction_id)
+        if index is None:
+            index = cache[record.compaction_id] = PartitionIndex.load(meta)
+        return index
+
     def _set_state(
         self, meta: PartitionMetadata, record: CompactionRecord, version: int, state: CompactionState
     ) -> None:
@@ -331,11 +350,12 @@ class Compactor:
             expected_version_id=version,
         )
 
-    def _write_end_key(self, meta: PartitionMetadata, record: CompactionRecord) -> None:
-        found = meta.index_entry(record.end_offset)
+    def _write_end_key(self, index: PartitionIndex, record: CompactionRecord) -> None:
+        meta = index.meta
+        found = index.locate(record.end_offset)
         if found is None:
             raise InconsistentReadState(f"the end key of compaction {record.compaction_id} is missing")
-        batch, version = found
+        batch, version = found.batch, found.version_id
         if batch.entry.type is EntryType.COMPACTED and batch.entry.ref.data_key == record.data_key:
             return  # a previous attempt already swapped it
         if batch.entry.type is not EntryType.WAL or batch.start_offset != record.last_source_start_offset:
@@ -349,12 +369,9 @@ class Compactor:
             record.created_at_ms,
             data_bytes=record.data_bytes,
         )
-        self.oxia.put(
-            meta.keys.index(record.end_offset),
-            entry.encode(),
-            partition_key=meta.keys.partition_key,
-            expected_version_id=version,
-        )
+        # A compare-and-set on the existing key: it never creates a key, so in a
+        # sequence it never moves the counter.
+        self.oxia.put(found.key, entry.encode(), partition_key=meta.keys.partition_key, expected_version_id=version)
 
     def _advance_cursor(self, meta: PartitionMetadata, offset: int) -> None:
         keys = meta.keys

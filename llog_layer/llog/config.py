@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from llog.errors import ConfigurationError, InvalidArgument
 from llog.keys import DEFAULT_ROOT_PREFIX, validate_root_prefix
+from llog.models import AppendProtocol
 
 Environ = Mapping[str, str]
 
@@ -111,6 +112,19 @@ class S3Config:
         return self.bucket
 
 
+def append_protocol_from_env(env: Environ | None = None) -> AppendProtocol:
+    """``LLOG_APPEND_PROTOCOL``: ``seed`` (default) or ``sequential`` (docs/SEQUENTIAL_APPEND.md)."""
+    env = os.environ if env is None else env
+    raw = env.get("LLOG_APPEND_PROTOCOL")
+    if raw is None or raw.strip() == "":
+        return AppendProtocol.SEED
+    try:
+        return AppendProtocol(raw.strip().lower())
+    except ValueError:
+        choices = ", ".join(p.value for p in AppendProtocol)
+        raise ConfigurationError(f"LLOG_APPEND_PROTOCOL={raw!r} is not one of {choices}") from None
+
+
 @dataclass(frozen=True)
 class WriterConfig:
     """Writer tuning: how hard to fight for ``meta/control`` under contention."""
@@ -121,6 +135,9 @@ class WriterConfig:
     # No reservation is attempted later than this after the WAL blob's PUT
     # began; garbage collection's grace period must exceed it (docs/GC.md).
     max_commit_delay_ms: int = 60_000
+    # The protocol of the partitions this writer *creates*; an existing
+    # partition keeps the one its meta/control names (docs/SEQUENTIAL_APPEND.md).
+    append_protocol: AppendProtocol = AppendProtocol.SEED
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> WriterConfig:
@@ -130,6 +147,7 @@ class WriterConfig:
             cas_backoff_initial_ms=env_int(env, "LLOG_WRITER_CAS_BACKOFF_INITIAL_MS", 2),
             cas_backoff_max_ms=env_int(env, "LLOG_WRITER_CAS_BACKOFF_MAX_MS", 200),
             max_commit_delay_ms=env_int(env, "LLOG_WRITER_MAX_COMMIT_DELAY_MS", 60_000, minimum=1),
+            append_protocol=append_protocol_from_env(env),
         )
 
 

@@ -230,17 +230,15 @@ class ConsumeService:
                 plan.high_watermark = cache.cached_high_watermark(req.topic, req.partition)
                 return plan
         try:
-            control = self.reader.partition_info(req.topic, req.partition).control
-            plan.high_watermark = control.high_watermark
-            plan.log_start_offset = self._log_starts[(req.topic, req.partition)] = control.log_start_offset
-            if req.fetch_offset == control.high_watermark + 1:
+            info = self.reader.partition_info(req.topic, req.partition)
+            plan.high_watermark = info.high_watermark
+            plan.log_start_offset = self._log_starts[(req.topic, req.partition)] = info.log_start
+            if req.fetch_offset == info.high_watermark + 1:
                 return plan
-            if not control.log_start_offset <= req.fetch_offset <= control.high_watermark:
-                raise OffsetOutOfRange(
-                    req.topic, req.partition, req.fetch_offset, control.log_start_offset, control.high_watermark
-                )
+            if not info.log_start <= req.fetch_offset <= info.high_watermark:
+                raise OffsetOutOfRange(req.topic, req.partition, req.fetch_offset, info.log_start, info.high_watermark)
             estimate = 0
-            for batch in self.reader.batches(req.topic, req.partition, req.fetch_offset, control):
+            for batch in self.reader.batches(info, req.fetch_offset):
                 plan.batches.append(batch)
                 length = batch.entry.ref.byte_length
                 estimate += length if length is not None else req.partition_max_bytes

@@ -38,6 +38,7 @@ from llog.blob_store import BlobStore, ObjectInfo
 from llog.compactor import END_OFFSET_METADATA
 from llog.config import Environ, env_int
 from llog.errors import BlobNotFound, ConfigurationError, CorruptData, LlogError, PartitionNotInitialized
+from llog.index import PartitionIndex
 from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, object_id_time_ms, shared_wal_prefix
 from llog.metadata import PartitionMetadata
 from llog.models import EntryType
@@ -199,16 +200,18 @@ class GarbageCollector:
         if pid not in cache:
             meta = PartitionMetadata(self.oxia, PartitionKeys(pid[0], pid[1], self.root))
             try:
-                control = meta.control().record
+                index = PartitionIndex.load(meta)
             except PartitionNotInitialized:
                 cache[pid] = set()
                 return cache[pid]
             # Read the cursor first: WAL entries below it are gone (or going) and
-            # can only be stale duplicates of compacted data.
+            # can only be stale duplicates of compacted data. In a sequential
+            # partition the scan yields valid entries only: void ones (past a
+            # fence) reference nothing.
             cursor = meta.cursor().offset
-            keys = {b.entry.ref.data_key for b in meta.scan_index(cursor) if b.entry.type is EntryType.WAL}
-            if control.pending is not None:
-                keys.add(control.pending.ref.data_key)
+            keys = {b.entry.ref.data_key for b in index.scan(cursor) if b.entry.type is EntryType.WAL}
+            if index.pending is not None:
+                keys.add(index.pending.ref.data_key)
             cache[pid] = keys
         return cache[pid]
 
@@ -227,6 +230,7 @@ class GarbageCollector:
 
     def _collect_partition(self, keys: PartitionKeys, cutoff: int, report: GcReport) -> None:
         meta = PartitionMetadata(self.oxia, keys)
+        index: PartitionIndex | None = None  # read once, and only if there is something to judge
         after = self._watermark(keys)
         judged: str | None = None
         garbage: list[ObjectInfo] = []
@@ -240,7 +244,8 @@ class GarbageCollector:
             location = S3Location(self.bucket, obj.key)
             if inflight is not None and inflight.data_key == location.uri:
                 break  # referenced by a running compaction: judge it on a later run
-            if self._compacted_referenced(meta, location):
+            index = index or PartitionIndex.load(meta)
+            if self._compacted_referenced(index, location):
                 report.referenced_kept += 1
             else:
                 garbage.append(obj)
@@ -259,12 +264,12 @@ class GarbageCollector:
             after = None  # unreadable: judge everything again, which is only slower
         return after if isinstance(after, str) and after.startswith(keys.compacted_prefix) else None
 
-    def _compacted_referenced(self, meta: PartitionMetadata, location: S3Location) -> bool:
+    def _compacted_referenced(self, index: PartitionIndex, location: S3Location) -> bool:
         try:
             end = int(self.blobs.head(location).metadata[END_OFFSET_METADATA])
         except BlobNotFound:
             return True  # already gone
         except (KeyError, ValueError):
             return True  # not written by this compactor: never delete what we cannot judge
-        found = meta.index_entry(end)
-        return found is not None and found[0].entry.ref.data_key == location.uri
+        found = index.locate(end)
+        return found is not None and found.batch.entry.ref.data_key == location.uri

@@ -7,6 +7,8 @@ Layout (seed 000, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``)::
     {root}/{topic}/partitions/{partition}/meta/compaction
     {root}/{topic}/partitions/{partition}/meta/compactor-claim
     {root}/{topic}/partitions/{partition}/index/{end_offset:020d}
+    {root}/{topic}/partitions/{partition}/seq/{generation:010d}/e-{position:020d}-{fences:020d}
+                                    (sequential partitions, docs/SEQUENTIAL_APPEND.md)
     {root}/wal-shared/{uuid}                                   (S3)
     {root}/{topic}/partitions/{partition}/data/compacted/{uuid} (S3)
     {root}/{topic}/partitions/{partition}/manifests/{start:020d}-{end:020d}.json (S3)
@@ -32,6 +34,14 @@ from llog.errors import InvalidArgument, InvalidPartition, InvalidTopicName
 DEFAULT_ROOT_PREFIX = "llog"
 MAX_PARTITION = 2**31 - 1
 OFFSET_WIDTH = 20
+
+# Sequential keys (docs/SEQUENTIAL_APPEND.md): Oxia appends "-%020d" per delta to the key it is given.
+SEQUENCE_WIDTH = 20
+SEQUENCE_SEPARATOR = "-"
+SEQUENCE_PARTS = 2  # (position, fences): every put into a sequence passes exactly two deltas
+MAX_SEQUENCE = 2**64 - 1  # the server searches below "{prefix}-{MAX_SEQUENCE:020d}"
+GENERATION_WIDTH = 10
+MAX_GENERATION = 10**GENERATION_WIDTH - 1
 
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _ROOT_SEGMENT_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -69,6 +79,46 @@ def format_offset(offset: int) -> str:
     if not 0 <= offset < 10**OFFSET_WIDTH:
         raise InvalidArgument(f"offset {offset} cannot be encoded in {OFFSET_WIDTH} digits")
     return f"{offset:0{OFFSET_WIDTH}d}"
+
+
+def format_sequence_part(value: int) -> str:
+    """One suffix part of a sequential key, as the Oxia server writes it (``%020d``)."""
+    if not 0 <= value <= MAX_SEQUENCE:
+        raise InvalidArgument(f"sequence value {value} is outside [0, 2**64-1]")
+    return f"{value:0{SEQUENCE_WIDTH}d}"
+
+
+def parse_sequence_suffix(suffix: str, parts: int = SEQUENCE_PARTS) -> tuple[int, ...] | None:
+    """``"-{a:020d}-{b:020d}"`` -> ``(a, b)``; None unless it is exactly ``parts`` such parts."""
+    pieces = suffix.split(SEQUENCE_SEPARATOR)
+    if len(pieces) != parts + 1 or pieces[0] != "":
+        return None
+    values = []
+    for piece in pieces[1:]:
+        if len(piece) != SEQUENCE_WIDTH or not (piece.isascii() and piece.isdigit()) or int(piece) > MAX_SEQUENCE:
+            return None
+        values.append(int(piece))
+    return tuple(values)
+
+
+@dataclass(frozen=True, order=True)
+class SequenceKey:
+    """A parsed sequential key of one partition.
+
+    ``position`` is the generation's offset counter after the put (an entry's
+    end offset is the generation's base plus its position); ``fences`` counts
+    the fence markers at or before this key: nonzero means past a fence.
+    """
+
+    generation: int
+    position: int
+    fences: int
+
+
+def validate_generation(generation: int) -> int:
+    if isinstance(generation, bool) or not isinstance(generation, int) or not 1 <= generation <= MAX_GENERATION:
+        raise InvalidArgument(f"invalid sequence generation {generation!r}")
+    return generation
 
 
 @dataclass(frozen=True)
@@ -142,6 +192,43 @@ class PartitionKeys:
         if len(digits) != OFFSET_WIDTH or not (digits.isascii() and digits.isdigit()):
             return None
         return int(digits)
+
+    # --- sequential partitions (docs/SEQUENTIAL_APPEND.md) ----------------------
+
+    def sequence_prefix(self, generation: int) -> str:
+        """The key a sequential put names; the server appends ``-{position:020d}-{fences:020d}``.
+
+        Each generation has a folder of its own, holding nothing but its
+        sequence, so the server's search for the highest key below
+        ``{prefix}-{2**64-1}`` can only find keys of this sequence.
+        """
+        return f"{self.base}/seq/{validate_generation(generation):0{GENERATION_WIDTH}d}/e"
+
+    def sequence_key(self, generation: int, position: int, fences: int = 0) -> str:
+        return (
+            f"{self.sequence_prefix(generation)}{SEQUENCE_SEPARATOR}{format_sequence_part(position)}"
+            f"{SEQUENCE_SEPARATOR}{format_sequence_part(fences)}"
+        )
+
+    def sequence_position(self, generation: int, position: int) -> str:
+        """Sorts just before every key at ``position`` (a prefix of them): a CEILING or scan start."""
+        return f"{self.sequence_prefix(generation)}{SEQUENCE_SEPARATOR}{format_sequence_part(position)}"
+
+    def sequence_scan_end(self, generation: int) -> str:
+        """Exclusive upper bound of a generation's keys (``~`` sorts after every digit)."""
+        return f"{self.sequence_prefix(generation)}{SEQUENCE_SEPARATOR}~"
+
+    def sequence_upper_bound(self, generation: int) -> str:
+        """The key the server looks below for a sequence's highest key; a LOWER lookup here finds the tail."""
+        return self.sequence_position(generation, MAX_SEQUENCE)
+
+    def parse_sequence_key(self, generation: int, key: str) -> SequenceKey | None:
+        """``key`` as a key of this generation's sequence, or None if it is anything else."""
+        prefix = self.sequence_prefix(generation)
+        if not key.startswith(prefix):
+            return None
+        parsed = parse_sequence_suffix(key[len(prefix) :])
+        return None if parsed is None else SequenceKey(generation, parsed[0], parsed[1])
 
     @property
     def compacted_prefix(self) -> str:

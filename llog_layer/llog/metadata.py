@@ -10,16 +10,50 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from llog.errors import CorruptMetadata, PartitionNotInitialized, VersionConflict
-from llog.keys import PartitionKeys
-from llog.models import CompactionCursor, CompactionRecord, ControlRecord, IndexedBatch, IndexEntry
-from llog.oxia_store import CREATE_ONLY, OxiaStore
+from llog.errors import CorruptMetadata, InvalidArgument, PartitionNotInitialized, VersionConflict
+from llog.keys import SEQUENCE_PARTS, PartitionKeys, SequenceKey
+from llog.models import (
+    AppendProtocol,
+    CompactionCursor,
+    CompactionRecord,
+    ControlRecord,
+    FenceMarker,
+    Generation,
+    IndexedBatch,
+    IndexEntry,
+    decode_sequence_value,
+)
+from llog.oxia_store import CREATE_ONLY, OxiaStore, Versioned
+
+APPEND_DELTAS_FENCES = 0  # an append leaves the fence count as it is
+FENCE_DELTAS = (1, 1)  # a fence marker takes one position and counts one more fence
 
 
 @dataclass(frozen=True)
 class VersionedControl:
     record: ControlRecord
     version_id: int
+
+
+@dataclass(frozen=True)
+class SequenceRecord:
+    """One key of a sequential partition's sequence, parsed: an entry or a fence marker."""
+
+    key: SequenceKey
+    raw_key: str
+    value: IndexEntry | FenceMarker
+    version_id: int
+
+    @property
+    def void(self) -> bool:
+        """Past a fence marker (or a marker itself): never part of the log."""
+        return self.key.fences > 0
+
+    def batch(self, base: int) -> IndexedBatch | None:
+        """The index entry as a batch at offsets ``base + position``; None for markers and void entries."""
+        if self.void or not isinstance(self.value, IndexEntry):
+            return None
+        return IndexedBatch(base + self.key.position, self.value, self.key.generation)
 
 
 class PartitionMetadata:
@@ -45,15 +79,20 @@ class PartitionMetadata:
             self.keys.control, record.encode(), partition_key=self._pk, expected_version_id=expected_version_id
         )
 
-    def create(self) -> bool:
+    def create(self, protocol: AppendProtocol = AppendProtocol.SEED) -> bool:
         """Create the cursor, then the control record, each only if absent.
 
         The control record is the partition's existence marker, so it comes
         last: a crash in between leaves a partition that is simply not
         initialized yet. Returns True if this call created ``meta/control``.
+        The protocol is fixed here (or by a later one-way migration): whoever
+        creates the record first decides it for every writer.
         """
         self._create(self.keys.compaction_cursor, CompactionCursor().encode())
-        return self._create(self.keys.control, ControlRecord().encode())
+        control = ControlRecord()
+        if protocol is AppendProtocol.SEQUENTIAL:
+            control = ControlRecord(protocol=protocol, generations=(Generation(1, 0),))
+        return self._create(self.keys.control, control.encode())
 
     def _create(self, key: str, value: bytes) -> bool:
         try:
@@ -134,3 +173,58 @@ class PartitionMetadata:
             )
         except VersionConflict:
             return False
+
+    # --- sequences (sequential partitions, docs/SEQUENTIAL_APPEND.md) -----------
+
+    def _sequence_record(self, generation: int, found: Versioned | None) -> SequenceRecord | None:
+        if found is None:
+            return None
+        key = self.keys.parse_sequence_key(generation, found.key)
+        if key is None:
+            return None  # a lookup past the sequence returns other keys of the shard
+        try:
+            value = decode_sequence_value(found.value)
+        except CorruptMetadata as exc:
+            raise CorruptMetadata(f"{found.key}: {exc}") from None
+        return SequenceRecord(key, found.key, value, found.version_id)
+
+    def append_to_sequence(self, generation: int, value: bytes, deltas: tuple[int, int]) -> SequenceKey:
+        """One sequential put into ``generation``: the server picks the key. The only write of an append.
+
+        Raises ``OxiaUnavailable`` when the answer is lost (the put may have landed).
+        """
+        if len(deltas) != SEQUENCE_PARTS:
+            raise InvalidArgument(f"a put into a sequence passes exactly {SEQUENCE_PARTS} deltas, not {deltas}")
+        written = self.oxia.put_sequential(
+            self.keys.sequence_prefix(generation), value, partition_key=self._pk, deltas=deltas
+        )
+        key = self.keys.parse_sequence_key(generation, written.key)
+        if key is None:
+            raise CorruptMetadata(f"Oxia named a sequential key {written.key!r} outside generation {generation}")
+        return key
+
+    def sequence_tail(self, generation: int) -> SequenceRecord | None:
+        """The highest key of the generation's sequence: its counter (None: nothing appended yet)."""
+        found = self.oxia.get_lower(self.keys.sequence_upper_bound(generation), partition_key=self._pk)
+        return self._sequence_record(generation, found)
+
+    def sequence_ceiling(self, generation: int, position: int) -> SequenceRecord | None:
+        """The first key of the generation at or after ``position``."""
+        found = self.oxia.get_ceiling(self.keys.sequence_position(generation, position), partition_key=self._pk)
+        return self._sequence_record(generation, found)
+
+    def scan_sequence(self, generation: int, from_position: int, *, limit: int | None = None) -> list[SequenceRecord]:
+        """Keys of the generation from ``from_position`` on, in order."""
+        found = self.oxia.range_scan(
+            self.keys.sequence_position(generation, from_position),
+            self.keys.sequence_scan_end(generation),
+            partition_key=self._pk,
+            limit=limit,
+        )
+        records = (self._sequence_record(generation, r) for r in found)
+        return [r for r in records if r is not None]
+
+    def sequence_entry(self, generation: int, position: int) -> SequenceRecord | None:
+        """The valid (fence count 0) key at ``position``, if there is one."""
+        found = self.oxia.get(self.keys.sequence_key(generation, position), partition_key=self._pk)
+        return self._sequence_record(generation, found)

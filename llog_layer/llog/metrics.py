@@ -22,6 +22,7 @@ class OperationStats:
     retries: int = 0
     bytes: int = 0
     seconds: float = 0.0
+    conflicts: int = 0  # conditional writes that found another version (compare-and-set lost)
 
 
 class OperationCounters:
@@ -37,7 +38,7 @@ class OperationCounters:
             stats = self._ops[op] = OperationStats()
         return stats
 
-    def record(self, op: str, seconds: float, *, nbytes: int = 0, error: bool = False) -> None:
+    def record(self, op: str, seconds: float, *, nbytes: int = 0, error: bool = False, conflict: bool = False) -> None:
         with self._lock:
             stats = self._stats(op)
             stats.calls += 1
@@ -45,6 +46,8 @@ class OperationCounters:
             stats.bytes += nbytes
             if error:
                 stats.errors += 1
+            if conflict:
+                stats.conflicts += 1
 
     def record_retry(self, op: str) -> None:
         with self._lock:

@@ -31,6 +31,85 @@ class EntryType(str, Enum):
     COMPACTED = "COMPACTED"
 
 
+class AppendProtocol(str, Enum):
+    """How a partition assigns offsets (docs/SEQUENTIAL_APPEND.md).
+
+    ``seed``: a compare-and-set on ``meta/control`` per append (docs/PROTOCOL.md).
+    ``sequential``: one Oxia sequential-key put per append, no CAS.
+    """
+
+    SEED = "seed"
+    SEQUENTIAL = "sequential"
+
+
+SEED_GENERATION = 0
+"""Generation 0 of a partition migrated to the sequential protocol: its seed-era ``index/`` entries."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One stretch of a sequential partition's offsets: ``base + 1 .. end``.
+
+    Generation ``g >= 1`` keeps its entries under its own sequence prefix,
+    where an entry's key position ``p`` is the end offset ``base + p``.
+    Generation 0 is the seed index of a migrated partition. ``end`` is set
+    when the generation is sealed (by a fence or the migration); only the
+    last generation may be open, and the next one starts where it ended.
+    """
+
+    number: int
+    base: int
+    end: int | None = None
+
+    @property
+    def sealed(self) -> bool:
+        return self.end is not None
+
+    def holds(self, offset: int) -> bool:
+        return self.base < offset and (self.end is None or offset <= self.end)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"generation": self.number, "base": self.base, "end": self.end}
+
+    @classmethod
+    def from_json(cls, doc: Any, what: str) -> Generation:
+        if not isinstance(doc, dict):
+            raise CorruptMetadata(f"{what} has a generation that is not an object: {doc!r}")
+        generation = cls(_int(doc, "generation", what), _int(doc, "base", what), _int(doc, "end", what, optional=True))
+        if generation.end is not None and generation.end < generation.base:
+            raise CorruptMetadata(f"{what} generation {generation.number} ends at {generation.end} before its base")
+        return generation
+
+
+def check_generations(generations: tuple[Generation, ...], what: str = "meta/control") -> None:
+    """A sequential partition's generations: numbered upwards, contiguous, only the last one open."""
+    if not generations:
+        raise CorruptMetadata(f"{what} of a sequential partition has no generation")
+    previous: Generation | None = None
+    for g in generations:
+        if previous is None:
+            if g.base != 0:
+                raise CorruptMetadata(f"{what}: the first generation must start at offset 1")
+            if g.number == SEED_GENERATION and g.end is None:
+                raise CorruptMetadata(f"{what}: the seed generation must be sealed")
+        else:
+            if g.number <= previous.number or g.number == SEED_GENERATION:
+                raise CorruptMetadata(f"{what}: generations {previous.number}, {g.number} are out of order")
+            if previous.end is None or g.base != previous.end:
+                raise CorruptMetadata(f"{what}: generation {g.number} does not start where {previous.number} ended")
+        previous = g
+    if generations[-1].number == SEED_GENERATION:
+        raise CorruptMetadata(f"{what}: a sequential partition needs a sequence generation after the seed one")
+
+
+def generation_of(generations: tuple[Generation, ...], offset: int) -> Generation | None:
+    """The generation whose offsets include ``offset`` (None: before the first or past a sealed last one)."""
+    for g in reversed(generations):
+        if g.base < offset:
+            return g if g.holds(offset) else None
+    return None
+
+
 def _load(raw: bytes, what: str) -> dict[str, Any]:
     try:
         doc = json.loads(raw)
@@ -148,18 +227,38 @@ class PendingAppend:
 
 @dataclass(frozen=True)
 class ControlRecord:
-    """``meta/control``: the log state, the next offset and the in-flight append."""
+    """``meta/control``: the log state, the next offset and the in-flight append.
+
+    A sequential partition (``protocol``) also lists its ``generations``; its
+    appends never touch this record, so there ``sequence_counter`` is the next
+    offset as of the last write of the record (initialisation, migration,
+    fence, unfence): a lower bound. ``llog.index.PartitionIndex`` gives the
+    live high watermark of either kind.
+    """
 
     log_state: LogState = LogState.OPEN
     sequence_counter: int = INITIAL_OFFSET
     pending: PendingAppend | None = None
     # The first readable offset: retention moves it forward (docs/RETENTION.md), nothing moves it back.
     log_start_offset: int = INITIAL_OFFSET
+    protocol: AppendProtocol = AppendProtocol.SEED
+    generations: tuple[Generation, ...] = ()
 
     @property
     def high_watermark(self) -> int:
-        """The last readable offset (0 when the log is empty)."""
+        """The last readable offset (0 when the log is empty); a lower bound for sequential partitions."""
         return self.sequence_counter - 1
+
+    @property
+    def sequential(self) -> bool:
+        return self.protocol is AppendProtocol.SEQUENTIAL
+
+    @property
+    def current_generation(self) -> Generation:
+        """The generation appends go to (sequential partitions only)."""
+        if not self.generations:
+            raise CorruptMetadata("meta/control of a seed partition has no generations")
+        return self.generations[-1]
 
     def encode(self) -> bytes:
         doc: dict[str, Any] = {
@@ -169,6 +268,9 @@ class ControlRecord:
         }
         if self.log_start_offset != INITIAL_OFFSET:
             doc["log_start_offset"] = self.log_start_offset
+        if self.protocol is not AppendProtocol.SEED:
+            doc["append_protocol"] = self.protocol.value
+            doc["generations"] = [g.to_json() for g in self.generations]
         return _dump(doc)
 
     @classmethod
@@ -182,9 +284,25 @@ class ControlRecord:
         pending = None if doc.get("pending") is None else PendingAppend.from_json(doc["pending"])
         log_start = _int(doc, "log_start_offset", what, optional=True)
         log_start = INITIAL_OFFSET if log_start is None else log_start
-        if not INITIAL_OFFSET <= log_start <= counter:
+        protocol = _enum(AppendProtocol, doc.get("append_protocol") or "seed", what, "append_protocol")
+        generations: tuple[Generation, ...] = ()
+        if protocol is AppendProtocol.SEQUENTIAL:
+            raw_generations = doc.get("generations")
+            if not isinstance(raw_generations, list):
+                raise CorruptMetadata(f"{what} of a sequential partition has no generations list")
+            generations = tuple(Generation.from_json(g, what) for g in raw_generations)
+            check_generations(generations, what)
+            if (state is LogState.FENCED) != generations[-1].sealed:
+                shape = "sealed" if generations[-1].sealed else "open"
+                raise CorruptMetadata(f"{what}: log_state {state.value} with a current generation that is {shape}")
+            if pending is not None:
+                raise CorruptMetadata(f"{what} of a sequential partition has a pending append")
+            # The counter lags the sequence here, so only the lower bound of the log start is checked.
+            if log_start < INITIAL_OFFSET:
+                raise CorruptMetadata(f"{what} log_start_offset {log_start} is below {INITIAL_OFFSET}")
+        elif not INITIAL_OFFSET <= log_start <= counter:
             raise CorruptMetadata(f"{what} log_start_offset {log_start} is outside [1, {counter}]")
-        return cls(state, counter, pending, log_start)
+        return cls(state, counter, pending, log_start, protocol, generations)
 
     def with_changes(self, **changes: Any) -> ControlRecord:
         return replace(self, **changes)
@@ -220,8 +338,11 @@ class IndexEntry:
 
     @classmethod
     def decode(cls, raw: bytes) -> IndexEntry:
+        return cls.from_doc(_load(raw, "index entry"))
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> IndexEntry:
         what = "index entry"
-        doc = _load(raw, what)
         entry_type = _enum(EntryType, doc.get("type"), what, "type")
         msg_count = _int(doc, "msg_count", what)
         if msg_count < 1:
@@ -236,12 +357,43 @@ class IndexEntry:
         )
 
 
+FENCE_MARKER = "FENCE"
+
+
+@dataclass(frozen=True)
+class FenceMarker:
+    """A fence marker in a sequential partition's sequence (docs/SEQUENTIAL_APPEND.md).
+
+    It takes no offset; every key after it carries a nonzero fence count,
+    which makes the entries there void.
+    """
+
+    fence_id: str
+    created_at_ms: int
+
+    def encode(self) -> bytes:
+        return _dump({"type": FENCE_MARKER, "fence_id": self.fence_id, "created_at_ms": self.created_at_ms})
+
+
+def decode_sequence_value(raw: bytes) -> IndexEntry | FenceMarker:
+    """The value of a sequence key: an index entry, or a fence marker."""
+    doc = _load(raw, "sequence entry")
+    if doc.get("type") == FENCE_MARKER:
+        what = "fence marker"
+        return FenceMarker(_str(doc, "fence_id", what), _int(doc, "created_at_ms", what))
+    return IndexEntry.from_doc(doc)
+
+
 @dataclass(frozen=True)
 class IndexedBatch:
-    """An index entry together with the offset range its key implies."""
+    """An index entry together with the offset range its key implies.
+
+    ``generation`` is the sequence generation holding it (None: the seed ``index/``).
+    """
 
     end_offset: int
     entry: IndexEntry
+    generation: int | None = None
 
     @property
     def start_offset(self) -> int:

@@ -38,7 +38,7 @@ from oxia.internal.service_discovery import ServiceDiscovery
 from oxia.internal.sessions import SessionManager
 
 from llog.config import OxiaConfig
-from llog.errors import OxiaUnavailable, SessionExpired, VersionConflict
+from llog.errors import InvalidArgument, OxiaUnavailable, SessionExpired, VersionConflict
 from llog.metrics import OperationCounters
 
 log = logging.getLogger(__name__)
@@ -262,15 +262,15 @@ class OxiaStore:
 
     # --- retry core -----------------------------------------------------------
 
-    def _call(self, op: str, fn: Callable[[_Client], T], *, nbytes: int = 0) -> T:
-        attempts = self.config.max_retries + 1
+    def _call(self, op: str, fn: Callable[[_Client], T], *, nbytes: int = 0, retry: bool = True) -> T:
+        attempts = self.config.max_retries + 1 if retry else 1
         delay = 0.05
         for attempt in range(attempts):
             start = time.perf_counter()
             try:
                 result = fn(self._get_client())
             except oxia.ex.UnexpectedVersionId:
-                self.counters.record(op, time.perf_counter() - start, nbytes=nbytes)
+                self.counters.record(op, time.perf_counter() - start, nbytes=nbytes, conflict=True)
                 raise VersionConflict(f"{op}: the record's version changed", ambiguous=attempt > 0) from None
             except oxia.ex.SessionNotFound:
                 self.counters.record(op, time.perf_counter() - start, error=True)
@@ -318,6 +318,41 @@ class OxiaStore:
             return Versioned(k, value, version.version_id())
 
         return self._call("get_ceiling", run)
+
+    def get_lower(self, key: str, *, partition_key: str) -> Versioned | None:
+        """Highest key < ``key`` on the partition's shard (may belong to another partition, or be internal)."""
+
+        def run(c: _Client) -> Versioned | None:
+            try:
+                k, value, version = c.get(key, partition_key=partition_key, comparison_type=oxia.ComparisonType.LOWER)
+            except oxia.ex.KeyNotFound:
+                return None
+            return Versioned(k, value, version.version_id())
+
+        return self._call("get_lower", run)
+
+    def put_sequential(
+        self, prefix_key: str, value: bytes, *, partition_key: str, deltas: tuple[int, ...]
+    ) -> Versioned:
+        """One Oxia sequential-key put: the server names the key (``prefix_key`` plus ``-%020d`` per delta).
+
+        Returns the key the server chose. Never retried: a put whose answer was
+        lost may have landed, and repeating it would write a second entry, so
+        a transport failure reaches the caller as ``OxiaUnavailable`` with the
+        outcome unknown. The first delta must be positive, and every put into
+        one sequence must pass as many deltas as the keys already there have
+        parts: otherwise the server fails the write *after* logging it
+        (v0.14.4 ``server/kv/db_sequences.go``), which it then cannot apply on
+        a replay either. Both are checked here, the part count by the caller.
+        """
+        if not deltas or deltas[0] < 1 or any(d < 0 for d in deltas):
+            raise InvalidArgument(f"sequence deltas must be non-negative with a positive first one: {deltas}")
+
+        def run(c: _Client) -> Versioned:
+            key, version = c.put(prefix_key, value, partition_key=partition_key, sequence_keys_deltas=list(deltas))
+            return Versioned(key, value, int(version.version_id()))
+
+        return self._call("put_sequential", run, nbytes=len(value), retry=False)
 
     def put(
         self,

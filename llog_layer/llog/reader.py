@@ -1,9 +1,12 @@
-"""The read path (seed 000, "Reader Architecture"; docs/PROTOCOL.md).
+"""The read path (seed 000, "Reader Architecture"; docs/PROTOCOL.md, docs/SEQUENTIAL_APPEND.md).
 
-1. read ``meta/control``: the partition exists, ``high_watermark = sequence_counter - 1``;
-2. resolve the batch holding an offset: Oxia CEILING on ``index/{offset}``
-   (the first batch ending at or after it), checked for our prefix and for
-   actually covering the offset; else ``meta/control.pending``;
+1. read ``meta/control``: the partition exists; a seed partition's high
+   watermark is ``sequence_counter - 1``, a sequential one's is read from its
+   sequence's highest key (``llog.index.PartitionIndex``);
+2. resolve the batch holding an offset: Oxia CEILING on the entry key of the
+   offset (``index/{offset}``, or the position in its generation's sequence),
+   checked for our prefix and for actually covering the offset; in a seed
+   partition else ``meta/control.pending``;
 3. fetch the batch (an S3 range GET for a slice of a shared blob);
 4. decode ``bytes-batch-v1``, checking the record count against the index.
 
@@ -20,6 +23,7 @@ from llog.blob_store import BlobStore
 from llog.codec import Headers, RecordBatch, decode_batch
 from llog.config import OxiaConfig, S3Config, root_prefix_from_env
 from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange
+from llog.index import PartitionIndex
 from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
 from llog.metadata import PartitionMetadata
 from llog.models import ControlRecord, DataRef, IndexedBatch
@@ -46,6 +50,7 @@ class PartitionInfo:
     log_start: int
     high_watermark: int
     control: ControlRecord
+    index: PartitionIndex
 
 
 class LogReader:
@@ -75,8 +80,9 @@ class LogReader:
     # --- state -----------------------------------------------------------------
 
     def partition_info(self, topic: str, partition: int) -> PartitionInfo:
-        control = self._metadata(topic, partition).control().record
-        return PartitionInfo(topic, partition, control.log_start_offset, control.high_watermark, control)
+        index = PartitionIndex.load(self._metadata(topic, partition))
+        control = index.control
+        return PartitionInfo(topic, partition, control.log_start_offset, index.high_watermark(), control, index)
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The last committed offset; 0 for an empty partition."""
@@ -86,34 +92,43 @@ class LogReader:
 
     def resolve(self, topic: str, partition: int, offset: int) -> IndexedBatch:
         """The batch (index entry or pending append) that holds ``offset``."""
-        meta = self._metadata(topic, partition)
-        return self._resolve(meta, offset, meta.control().record)
+        return self._resolve(PartitionIndex.load(self._metadata(topic, partition)), offset)
 
-    def _resolve(self, meta: PartitionMetadata, offset: int, control: ControlRecord) -> IndexedBatch:
-        self._check_range(meta.keys, offset, control)
+    def _resolve(self, index: PartitionIndex, offset: int, high_watermark: int | None = None) -> IndexedBatch:
+        """The batch holding ``offset``. A seed partition's range is checked first; a sequential one's
+        high watermark costs a read, so there it is read only when no entry covers the offset."""
+        self._check_range(index, offset, high_watermark)
         # Two rounds: the index can move between reading control and the lookup
         # (a pending append materialized, compaction replaced entries).
         for _ in range(2):
-            batch = meta.index_ceiling(offset)
-            if batch is not None and batch.covers(offset):
+            batch = index.covering(offset)
+            if batch is not None:
                 return batch
-            pending = control.pending
-            if pending is not None and pending.covers(offset):
-                return IndexedBatch(pending.end_offset, pending.index_entry())
-            control = meta.control().record
+            if index.sequential:
+                self._check_range(index, offset, index.high_watermark())
+            index = PartitionIndex.load(index.meta)
+        keys = index.meta.keys
         raise InconsistentReadState(
             f"no index entry or pending append covers offset {offset} of "
-            f"{meta.keys.topic}/{meta.keys.partition} (high watermark {control.high_watermark})"
+            f"{keys.topic}/{keys.partition} (high watermark {index.high_watermark()})"
         )
 
     @staticmethod
-    def _check_range(keys: PartitionKeys, offset: int, control: ControlRecord) -> None:
+    def _check_range(index: PartitionIndex, offset: int, high_watermark: int | None = None) -> None:
+        """``offset`` must be in ``[log start, high watermark]``.
+
+        Without ``high_watermark``, a seed partition's comes from ``meta/control``;
+        a sequential partition's costs a read, so only the log start is checked.
+        """
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise InvalidArgument(f"offset must be an integer, got {offset!r}")
-        if not control.log_start_offset <= offset <= control.high_watermark:
-            raise OffsetOutOfRange(
-                keys.topic, keys.partition, offset, control.log_start_offset, control.high_watermark
-            )
+        control = index.control
+        if high_watermark is None and not index.sequential:
+            high_watermark = control.high_watermark
+        if offset < control.log_start_offset or (high_watermark is not None and offset > high_watermark):
+            shown = index.high_watermark() if high_watermark is None else high_watermark
+            keys = index.meta.keys
+            raise OffsetOutOfRange(keys.topic, keys.partition, offset, control.log_start_offset, shown)
 
     def fetch(self, batch: IndexedBatch) -> RecordBatch:
         """Download and decode the batch: a range GET for shared-blob slices, else a whole GET."""
@@ -137,37 +152,33 @@ class LogReader:
         """Records ``start_offset`` through ``end_offset`` inclusive; both must be committed."""
         if end_offset < start_offset:
             raise InvalidArgument(f"end_offset {end_offset} is before start_offset {start_offset}")
-        meta = self._metadata(topic, partition)
-        control = meta.control().record
-        self._check_range(meta.keys, start_offset, control)
-        self._check_range(meta.keys, end_offset, control)
-        return list(self._scan(meta, start_offset, end_offset, control))
+        info = self.partition_info(topic, partition)
+        self._check_range(info.index, start_offset, info.high_watermark)
+        self._check_range(info.index, end_offset, info.high_watermark)
+        return list(self._scan(info.index, start_offset, end_offset))
 
     def iter_from(self, topic: str, partition: int, start_offset: int) -> Iterator[LogRecord]:
         """Records from ``start_offset`` up to the high watermark seen when the scan starts.
 
         Starting at ``high_watermark + 1`` (the tail) yields nothing.
         """
-        meta = self._metadata(topic, partition)
-        control = meta.control().record
-        if start_offset != control.high_watermark + 1:
-            self._check_range(meta.keys, start_offset, control)
-        return self._scan(meta, start_offset, control.high_watermark, control)
+        info = self.partition_info(topic, partition)
+        if start_offset != info.high_watermark + 1:
+            self._check_range(info.index, start_offset, info.high_watermark)
+        return self._scan(info.index, start_offset, info.high_watermark)
 
-    def batches(self, topic: str, partition: int, start_offset: int, control: ControlRecord) -> Iterator[IndexedBatch]:
-        """The batches holding ``start_offset`` .. ``control``'s high watermark, in order, resolved lazily."""
-        return self._iter_batches(self._metadata(topic, partition), start_offset, control.high_watermark, control)
+    def batches(self, info: PartitionInfo, start_offset: int) -> Iterator[IndexedBatch]:
+        """The batches holding ``start_offset`` .. ``info``'s high watermark, in order, resolved lazily."""
+        return self._iter_batches(info.index, start_offset, info.high_watermark)
 
-    def _iter_batches(
-        self, meta: PartitionMetadata, start: int, last: int, control: ControlRecord
-    ) -> Iterator[IndexedBatch]:
+    def _iter_batches(self, index: PartitionIndex, start: int, last: int) -> Iterator[IndexedBatch]:
         next_offset = start
         while next_offset <= last:
-            page = meta.scan_index(next_offset, limit=SCAN_PAGE)
+            page = index.scan(next_offset, limit=SCAN_PAGE)
             # The first entry must cover next_offset; otherwise the tail is a
             # pending append, or the index moved: resolve that offset directly.
             if not page or not page[0].covers(next_offset):
-                page = [self._resolve(meta, next_offset, control)]
+                page = [self._resolve(index, next_offset, last)]
             for batch in page:
                 if not batch.covers(next_offset):
                     break  # a gap further on: the next round re-resolves it
@@ -176,15 +187,15 @@ class LogReader:
                 if next_offset > last:
                     return
 
-    def _scan(self, meta: PartitionMetadata, start: int, last: int, control: ControlRecord) -> Iterator[LogRecord]:
+    def _scan(self, index: PartitionIndex, start: int, last: int) -> Iterator[LogRecord]:
         next_offset = start
-        for batch in self._iter_batches(meta, start, last, control):
+        for batch in self._iter_batches(index, start, last):
             if batch.end_offset < next_offset:
                 continue  # already served by a wider batch found on a re-resolve
             try:
                 records = self.fetch(batch)
             except BlobNotFound:  # see read_offset
-                batch = self._resolve(meta, next_offset, meta.control().record)
+                batch = self._resolve(PartitionIndex.load(index.meta), next_offset)
                 records = self.fetch(batch)
             stop = min(batch.end_offset, last)
             for offset in range(next_offset, stop + 1):

@@ -14,7 +14,9 @@ forward past whole compacted ranges, then removes what lies below it:
 
 Only COMPACTED ranges wholly below the compaction cursor are removed, never
 the partition's last index entry (the counter must not move back), and never
-a WAL entry (those belong to compaction). Each step is idempotent and driven
+a WAL entry (those belong to compaction). In a sequential partition
+(docs/SEQUENTIAL_APPEND.md) the index is read through ``PartitionIndex`` and
+a sealed generation keeps its fence marker, the counter of its sequence. Each step is idempotent and driven
 by the log start in ``meta/control``, so a run that dies part-way is finished
 by the next one.
 """
@@ -31,7 +33,8 @@ from typing import Any
 from llog.blob_store import BlobStore
 from llog.config import Environ, env_int
 from llog.errors import BlobNotFound, ConfigurationError, VersionConflict
-from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, format_offset, validate_topic
+from llog.index import PartitionIndex
+from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, validate_topic
 from llog.manifest import ManifestStore
 from llog.metadata import PartitionMetadata
 from llog.models import INITIAL_OFFSET, EntryType, IndexedBatch
@@ -179,12 +182,13 @@ class Retention:
         policy only up to the log start.
         """
         meta = PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
-        before = meta.control().record.log_start_offset
+        index = PartitionIndex.load(meta)
+        before = index.control.log_start_offset
         policy = self.config.policy(topic)
         if policy.keeps_everything and before == INITIAL_OFFSET:
             return RetentionResult(topic, partition, before, before)
         # Without a policy only a crashed run's leftovers (keys below the log start) matter.
-        entries = list(self._scan(meta, below=before if policy.keeps_everything else None))
+        entries = list(self._scan(index, below=before if policy.keeps_everything else None))
         target = None
         if not policy.keeps_everything:
             target = plan_log_start(
@@ -198,13 +202,13 @@ class Retention:
         doomed = [b for b in entries if b.end_offset < after]
         if not doomed:
             return RetentionResult(topic, partition, before, after)
-        deleted, nbytes = self._remove(meta, after, doomed)
+        deleted, nbytes = self._remove(index, after, doomed)
         return RetentionResult(topic, partition, before, after, len(doomed), deleted, nbytes)
 
     @staticmethod
-    def _scan(meta: PartitionMetadata, *, below: int | None = None) -> Iterator[IndexedBatch]:
+    def _scan(index: PartitionIndex, *, below: int | None = None) -> Iterator[IndexedBatch]:
         """The index from its first key (only entries ending before ``below``, if given)."""
-        for batch in meta.iter_index(INITIAL_OFFSET):
+        for batch in index.iter(INITIAL_OFFSET):
             if below is not None and batch.end_offset >= below:
                 return
             yield batch
@@ -232,14 +236,12 @@ class Retention:
             except VersionConflict:
                 continue  # a writer appended in between: re-read, the log start is ours alone
 
-    def _remove(self, meta: PartitionMetadata, log_start: int, doomed: list[IndexedBatch]) -> tuple[int, int]:
-        keys = meta.keys
+    def _remove(self, index: PartitionIndex, log_start: int, doomed: list[IndexedBatch]) -> tuple[int, int]:
+        keys = index.meta.keys
         compacted = [b for b in doomed if b.entry.type is EntryType.COMPACTED]
         self.manifests.publish_log_start(keys.topic, keys.partition, log_start)
         self.manifests.delete(keys.topic, keys.partition, [(b.start_offset, b.end_offset) for b in compacted])
-        self.oxia.delete_range(
-            f"{keys.index_prefix}{format_offset(0)}", keys.index(log_start), partition_key=keys.partition_key
-        )
+        index.delete_below(log_start)
         objects = [S3Location.parse(b.entry.ref.data_key) for b in compacted]
         nbytes = sum(self._size_of(b) for b in compacted)
         self.blobs.delete(self.bucket, [o.key for o in objects if o.bucket == self.bucket])

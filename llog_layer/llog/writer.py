@@ -1,7 +1,10 @@
 """The append path (seed 000, "Writer Architecture"; docs/PROTOCOL.md).
 
 ``append_shared(groups)`` writes one ``LLS1`` blob holding every group's
-batch, then commits each partition on its own:
+batch, then commits each partition on its own, by the protocol the
+partition's ``meta/control`` names: a sequential partition with one Oxia
+sequential put (``llog.sequential``, docs/SEQUENTIAL_APPEND.md), a seed
+partition as follows:
 
 1. read ``meta/control``; recover a pending append left by another writer;
 2. CAS ``meta/control``: advance ``sequence_counter`` and record ``pending``
@@ -43,6 +46,7 @@ from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal
 from llog.metadata import PartitionMetadata, VersionedControl
 from llog.models import ControlRecord, DataRef, EntryType, LogState, PendingAppend
 from llog.oxia_store import OxiaStore
+from llog.sequential import SequentialAppender, migrated_control
 from llog.storage import Storage
 from llog.wal import PartitionBody, build_shared_blob
 
@@ -60,6 +64,14 @@ class SharedAppendGroup:
     topic: str
     partition: int
     records: Sequence[Record | bytes]
+
+
+class _ProtocolChanged(Exception):
+    """A seed partition was migrated to the sequential protocol while we were working on it."""
+
+    def __init__(self, control: ControlRecord) -> None:
+        super().__init__("the partition now uses the sequential append protocol")
+        self.control = control
 
 
 CommitListener = Callable[[str, int, int, bytes], None]
@@ -123,6 +135,7 @@ class LogWriter:
         self._fault_hook = fault_hook
         self._clock = clock
         self._commit_listener = commit_listener
+        self._sequential = SequentialAppender(self.config, fault=self._fault, clock=clock)
 
     @classmethod
     def from_env(cls, *, commit_listener: CommitListener | None = None) -> LogWriter:
@@ -160,9 +173,10 @@ class LogWriter:
     def initialize_partition(self, topic: str, partition: int) -> bool:
         """Create the partition if absent (``sequence_counter=1``, cursor 1, ``OPEN``).
 
-        Idempotent; returns True if this call created it.
+        New partitions use ``config.append_protocol``; an existing one keeps
+        its own. Idempotent; returns True if this call created it.
         """
-        return self._metadata(topic, partition).create()
+        return self._metadata(topic, partition).create(self.config.append_protocol)
 
     def fence(self, topic: str, partition: int) -> ControlRecord:
         """Stop appends. Finishes a pending append first, so it stays readable."""
@@ -172,11 +186,44 @@ class LogWriter:
         """Reopen a fenced partition for appends."""
         return self._set_state(topic, partition, LogState.OPEN)
 
+    def migrate_to_sequential(self, topic: str, partition: int) -> ControlRecord:
+        """Switch a seed partition to the sequential protocol, one way (docs/SEQUENTIAL_APPEND.md).
+
+        Finishes a pending append, then compare-and-sets ``meta/control``: the
+        seed entries become generation 0 and appends continue in generation 1.
+        Every seed append after this fails its own compare-and-set and moves to
+        the sequential path. Idempotent. Needs every writer to run this version.
+        """
+        meta = self._metadata(topic, partition)
+        backoff_ms = float(self.config.cas_backoff_initial_ms)
+        for _ in range(self.config.max_cas_attempts):
+            current = meta.control()
+            if current.record.sequential:
+                return current.record
+            if current.record.pending is not None:
+                self._materialize(meta, current.record.pending, current)
+                continue
+            migrated = migrated_control(current.record)
+            try:
+                meta.replace_control(migrated, current.version_id)
+            except VersionConflict:
+                time.sleep(backoff_ms * (0.5 + random.random()) / 1000)
+                backoff_ms = min(backoff_ms * 2, self.config.cas_backoff_max_ms)
+                continue
+            self._sequential.remember(meta.keys, migrated)
+            return migrated
+        raise AppendConflict(
+            f"gave up migrating {topic}/{partition} after {self.config.max_cas_attempts} "
+            "compare-and-set conflicts with concurrent appends"
+        )
+
     def _set_state(self, topic: str, partition: int, state: LogState) -> ControlRecord:
         meta = self._metadata(topic, partition)
         backoff_ms = float(self.config.cas_backoff_initial_ms)
         for _ in range(self.config.max_cas_attempts):
             current = meta.control()
+            if current.record.sequential:
+                return self._sequential.set_state(meta, state, current)
             if current.record.pending is not None:
                 self._materialize(meta, current.record.pending, current)
                 continue
@@ -243,13 +290,11 @@ class LogWriter:
             ref = DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length)
             meta = self._metadata(s.topic, s.partition)
             try:
-                start, end = self._commit(meta, ref, s.msg_count, now, commit_deadline)
+                start, end, index_key = self._commit_group(meta, ref, s.msg_count, now, commit_deadline)
             except LlogError as exc:
                 results.append(AppendResult(s.topic, s.partition, s.msg_count, error=exc))
             else:
-                results.append(
-                    AppendResult(s.topic, s.partition, s.msg_count, start, end, meta.keys.index(end), location.uri)
-                )
+                results.append(AppendResult(s.topic, s.partition, s.msg_count, start, end, index_key, location.uri))
                 if self._commit_listener is not None:
                     try:
                         self._commit_listener(s.topic, s.partition, start, body.body)
@@ -257,16 +302,44 @@ class LogWriter:
                         log.exception("commit listener failed for %s/%s", s.topic, s.partition)
         return results
 
-    def _commit(
+    def _commit_group(
         self, meta: PartitionMetadata, ref: DataRef, count: int, now_ms: int, deadline: float
+    ) -> tuple[int, int, str]:
+        """Commit one partition's batch by the partition's protocol; ``(start, end, index_key)``.
+
+        A partition known to be sequential costs no read here; otherwise the
+        ``meta/control`` read that picks the protocol is the seed path's first read.
+        """
+        if self._sequential.knows(meta.keys):
+            return self._sequential.commit(meta, ref, count, now_ms, deadline)
+        current = meta.control()
+        control = current.record
+        try:
+            if not control.sequential:
+                start, end = self._commit(meta, ref, count, now_ms, deadline, current)
+                return start, end, meta.keys.index(end)
+        except _ProtocolChanged as changed:
+            control = changed.control
+        return self._sequential.commit(meta, ref, count, now_ms, deadline, control)
+
+    def _commit(
+        self,
+        meta: PartitionMetadata,
+        ref: DataRef,
+        count: int,
+        now_ms: int,
+        deadline: float,
+        current: VersionedControl,
     ) -> tuple[int, int]:
+        """The seed protocol: reserve by compare-and-set on ``meta/control``, then materialize."""
         append_id = uuid.uuid4().hex
         backoff_ms = float(self.config.cas_backoff_initial_ms)
         reservation_sent = False
         try:
-            current = meta.control()
             for _ in range(self.config.max_cas_attempts):
                 control = current.record
+                if control.sequential:
+                    raise _ProtocolChanged(control)
                 if control.log_state is LogState.FENCED:
                     raise LogFenced(meta.keys.topic, meta.keys.partition)
                 if control.pending is not None:

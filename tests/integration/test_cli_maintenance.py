@@ -1,4 +1,4 @@
-"""``llog compact`` and ``llog gc`` from the command line."""
+"""``llog compact``, ``llog gc`` and ``llog migrate`` from the command line."""
 
 from __future__ import annotations
 
@@ -21,7 +21,10 @@ def env(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config) -> None:
         monkeypatch.setenv(name, value)
 
 
-@pytest.mark.parametrize("argv", [["compact", "--topic", "orders", "--partition", "0"], ["gc"]])
+@pytest.mark.parametrize(
+    "argv",
+    [["compact", "--topic", "orders", "--partition", "0"], ["gc"], ["migrate", "--topic", "o", "--partition", "0"]],
+)
 def test_an_unreachable_oxia_is_a_clear_error_and_exit_status_1(
     env: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
@@ -44,3 +47,19 @@ def test_compact_prints_what_it_did(env: None, monkeypatch: pytest.MonkeyPatch, 
     assert [(r["outcome"], r["start_offset"], r["end_offset"]) for r in lines] == [
         ("compacted", 1, 2), ("nothing_to_do", None, None)
     ]
+
+
+@pytest.mark.oxia
+def test_migrate_switches_a_partition_once(env: None, monkeypatch: pytest.MonkeyPatch, oxia_config: OxiaConfig,
+                                           writer: LogWriter, topic: str, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("LLOG_OXIA_SERVICE_ADDRESS", oxia_config.service_address)
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a", b"b"])
+
+    assert main(["migrate", "--topic", topic, "--partition", "0"]) == 0
+    assert main(["migrate", "--topic", topic, "--partition", "0"]) == 0  # idempotent
+
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert first == second
+    assert first["control"]["append_protocol"] == "sequential"
+    assert writer.append(topic, 0, [b"c"]).start_offset == 3

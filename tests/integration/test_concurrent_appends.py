@@ -15,6 +15,7 @@ from llog.blob_store import BlobStore
 from llog.compactor import Compactor, CompactorConfig
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.gc import GarbageCollector, GcConfig
+from llog.models import AppendProtocol
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
 from llog.writer import LogWriter, SharedAppendGroup
@@ -70,8 +71,9 @@ def test_processes_each_with_their_own_writer(writer: LogWriter, reader: LogRead
     assert_unique_and_contiguous(results, reader, topic)
 
 
+@pytest.mark.parametrize("protocol", list(AppendProtocol), ids=[p.value for p in AppendProtocol])
 def test_appends_compaction_and_garbage_collection_all_at_once(
-    oxia_store: OxiaStore, blob_store: BlobStore, reader: LogReader, topic: str
+    oxia_store: OxiaStore, blob_store: BlobStore, reader: LogReader, topic: str, protocol: AppendProtocol
 ) -> None:
     """Writers, two compactors and the collector race on two partitions; every acknowledged record survives.
 
@@ -79,7 +81,8 @@ def test_appends_compaction_and_garbage_collection_all_at_once(
     (the rule docs/GC.md states), so the collector really does judge objects
     while appends and compactions are in flight.
     """
-    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, config=WriterConfig(max_commit_delay_ms=1_000))
+    config = WriterConfig(max_commit_delay_ms=1_000, append_protocol=protocol)  # docs/SEQUENTIAL_APPEND.md
+    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, config=config)
     compactors = [
         Compactor(oxia_store, blob_store, bucket=BUCKET, config=CompactorConfig(max_commit_delay_ms=1_000))
         for _ in range(2)

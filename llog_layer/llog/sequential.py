@@ -1,0 +1,318 @@
+"""The sequential append protocol (docs/SEQUENTIAL_APPEND.md): one Oxia write per partition-append.
+
+A sequential partition's ``meta/control`` names ``append_protocol:
+"sequential"`` and its generations. An append puts its index entry with
+Oxia's sequential keys into the current generation's sequence::
+
+    put("{base}/seq/{g}/e", entry, partition_key, sequence_keys_deltas=[count, 0])
+      -> "{base}/seq/{g}/e-{position:020d}-{fences:020d}"
+
+The server adds ``count`` to the position of the sequence's highest key and
+copies its fence count, atomically: the key names the entry's offsets
+(``base + position - count + 1 .. base + position``) and nobody else can get
+them. A fence puts a marker with deltas ``[1, 1]``: every key after it has a
+nonzero fence count, so the writer of an entry that lands past a fence sees it
+in the key it gets back (no read needed) and reports ``LogFenced``; such void
+entries are never read. Unfencing opens a new generation (a fresh sequence)
+whose offsets continue where the fenced one ended.
+
+``SequentialAppender`` holds the writer side (append, fence, unfence) and a
+per-writer cache of each partition's open generation, so the common path is
+one sequential put and no read. ``LogWriter`` routes each partition here or to
+the seed protocol by what its ``meta/control`` says.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from llog.config import WriterConfig
+from llog.errors import (
+    AppendConflict,
+    AppendOutcomeUnknown,
+    CommitDeadlineExceeded,
+    CorruptMetadata,
+    InvalidArgument,
+    LogFenced,
+    StorageUnavailable,
+    VersionConflict,
+)
+from llog.index import SequenceSegment
+from llog.keys import MAX_GENERATION, PartitionKeys
+from llog.metadata import APPEND_DELTAS_FENCES, FENCE_DELTAS, PartitionMetadata, VersionedControl
+from llog.models import (
+    AppendProtocol,
+    ControlRecord,
+    DataRef,
+    EntryType,
+    FenceMarker,
+    Generation,
+    IndexEntry,
+    LogState,
+)
+
+log = logging.getLogger(__name__)
+
+AFTER_SEQUENCE_PUT = "writer.after_sequence_put"
+AFTER_FENCE_MARKER = "writer.after_fence_marker"
+
+# An append re-targets only when an unfence opened a newer generation while it
+# was in flight; more hops than this means the partition is being fenced and
+# unfenced continuously.
+MAX_GENERATION_HOPS = 8
+
+
+# --- pure state transitions (unit-tested) ------------------------------------------
+
+
+def migrated_control(control: ControlRecord) -> ControlRecord:
+    """A seed partition's control record after the one-way switch to the sequential protocol.
+
+    Its seed entries become generation 0 (offsets ``1 .. sequence_counter - 1``,
+    still under ``index/``); generation 1 continues from there. A fenced
+    partition gets generation 1 sealed and empty (nobody can have appended to it).
+    """
+    if control.sequential:
+        return control
+    if control.pending is not None:
+        raise InvalidArgument("finish the pending append before migrating the partition")
+    last = control.high_watermark
+    generations: tuple[Generation, ...] = (Generation(0, 0, last),) if last > 0 else ()
+    fenced = control.log_state is LogState.FENCED
+    generations += (Generation(1, last, last if fenced else None),)
+    return replace(control, protocol=AppendProtocol.SEQUENTIAL, generations=generations)
+
+
+def sealed_control(control: ControlRecord, end: int) -> ControlRecord:
+    """FENCED, with the current generation sealed at ``end`` (its last valid offset)."""
+    current = control.current_generation
+    if end < current.base:
+        raise CorruptMetadata(f"generation {current.number} cannot end at {end}, before its base {current.base}")
+    return replace(
+        control,
+        log_state=LogState.FENCED,
+        generations=(*control.generations[:-1], replace(current, end=end)),
+        sequence_counter=end + 1,
+    )
+
+
+def reopened_control(control: ControlRecord) -> ControlRecord:
+    """OPEN, with a new empty generation starting where the sealed current one ended."""
+    current = control.current_generation
+    if current.end is None:
+        raise CorruptMetadata(f"generation {current.number} is not sealed; nothing to reopen")
+    if current.number >= MAX_GENERATION:
+        raise CorruptMetadata("no sequence generation numbers left")
+    return replace(
+        control,
+        log_state=LogState.OPEN,
+        generations=(*control.generations, Generation(current.number + 1, current.end)),
+        sequence_counter=current.end + 1,
+    )
+
+
+def entry_offsets(base: int, position: int, count: int) -> tuple[int, int]:
+    """The offsets of an entry of ``count`` records that got ``position`` in a generation starting after ``base``."""
+    end = base + position
+    return end - count + 1, end
+
+
+# --- the writer side ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The open generation a writer puts into, as it last read it."""
+
+    generation: int
+    base: int
+
+
+class SequentialAppender:
+    """Append, fence and unfence for sequential partitions; safe to share between threads."""
+
+    def __init__(
+        self,
+        config: WriterConfig,
+        *,
+        fault: Callable[[str], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.config = config
+        self._fault = fault
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._targets: dict[PartitionKeys, _Target] = {}
+
+    # --- the per-writer cache of open generations ----------------------------------
+
+    def knows(self, keys: PartitionKeys) -> bool:
+        with self._lock:
+            return keys in self._targets
+
+    def remember(self, keys: PartitionKeys, control: ControlRecord) -> None:
+        """Cache the open generation (a fenced partition is not cached: every append re-reads it)."""
+        with self._lock:
+            current = control.current_generation
+            if control.log_state is LogState.OPEN and current.end is None:
+                self._targets[keys] = _Target(current.number, current.base)
+            else:
+                self._targets.pop(keys, None)
+
+    def forget(self, keys: PartitionKeys) -> None:
+        with self._lock:
+            self._targets.pop(keys, None)
+
+    def _target(self, meta: PartitionMetadata, control: ControlRecord | None) -> _Target:
+        with self._lock:
+            cached = self._targets.get(meta.keys)
+        if cached is not None and control is None:
+            return cached
+        record = meta.control().record if control is None else control
+        self.remember(meta.keys, record)
+        current = record.current_generation
+        if record.log_state is LogState.FENCED or current.end is not None:
+            raise LogFenced(meta.keys.topic, meta.keys.partition)
+        return _Target(current.number, current.base)
+
+    # --- append -------------------------------------------------------------------
+
+    def commit(
+        self,
+        meta: PartitionMetadata,
+        ref: DataRef,
+        count: int,
+        now_ms: int,
+        deadline: float,
+        control: ControlRecord | None = None,
+    ) -> tuple[int, int, str]:
+        """Append one batch: one sequential put; returns ``(start, end, index_key)``.
+
+        ``control`` is a just-read ``meta/control`` (else the cached generation,
+        or one read). The put is the commit point; it is never repeated, so a
+        lost answer is ``AppendOutcomeUnknown``.
+        """
+        if count < 1:
+            raise InvalidArgument("an append needs at least one record")  # a zero delta would poison the shard
+        value = IndexEntry(EntryType.WAL, count, ref, now_ms, uuid.uuid4().hex).encode()
+        target = self._target(meta, control)
+        for _ in range(MAX_GENERATION_HOPS):
+            if time.monotonic() > deadline:
+                raise CommitDeadlineExceeded(
+                    f"{self.config.max_commit_delay_ms} ms passed since the WAL blob was written; "
+                    f"nothing was committed to {meta.keys.topic}/{meta.keys.partition}"
+                )
+            try:
+                key = meta.append_to_sequence(target.generation, value, (count, APPEND_DELTAS_FENCES))
+            except (StorageUnavailable, CorruptMetadata) as exc:  # sent, but no usable answer: it may have landed
+                raise AppendOutcomeUnknown(
+                    f"lost the answer to the sequential put into {meta.keys.topic}/{meta.keys.partition}; "
+                    f"the records may or may not have been committed: {exc}"
+                ) from exc
+            self._fault(AFTER_SEQUENCE_PUT)
+            if key.fences == 0:
+                start, end = entry_offsets(target.base, key.position, count)
+                return start, end, meta.keys.sequence_key(key.generation, key.position)
+            # Landed past a fence marker: the entry is void and never read.
+            target = self._after_fence(meta, target)
+        raise AppendConflict(
+            f"{meta.keys.topic}/{meta.keys.partition} was fenced and unfenced {MAX_GENERATION_HOPS} times "
+            "while this append was in flight"
+        )
+
+    def _after_fence(self, meta: PartitionMetadata, target: _Target) -> _Target:
+        """Our entry landed past a fence marker of ``target``: LogFenced, or the generation opened since."""
+        self.forget(meta.keys)
+        current = meta.control()
+        generation = current.record.current_generation
+        if generation.number == target.generation and generation.end is None:
+            # The marker's fence has not recorded itself yet (in flight, or its
+            # fencer died): finish it, so the log is fenced for everyone.
+            self.fence(meta, current)
+            raise LogFenced(meta.keys.topic, meta.keys.partition)
+        return self._target(meta, current.record)
+
+    # --- fence and unfence --------------------------------------------------------
+
+    def _backoff(self, attempt: int) -> None:
+        delay_ms = min(self.config.cas_backoff_initial_ms * 2**attempt, self.config.cas_backoff_max_ms)
+        time.sleep(delay_ms * (0.5 + random.random()) / 1000)
+
+    def fence(self, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
+        """Put a fence marker into the open generation (unless one is there), then seal it in ``meta/control``.
+
+        Idempotent, and safe to run concurrently or to resume after a crash:
+        an extra marker only adds void keys. Appends that got a key before the
+        first marker keep their offsets (they end at or before the sealed end);
+        every later one is void.
+        """
+        for attempt in range(self.config.max_cas_attempts):
+            record = current.record
+            generation = record.current_generation
+            if generation.end is not None:
+                self.forget(meta.keys)
+                return record
+            tail = meta.sequence_tail(generation.number)
+            if tail is None or not tail.void:
+                marker = FenceMarker(uuid.uuid4().hex, int(self._clock() * 1000))
+                key = meta.append_to_sequence(generation.number, marker.encode(), FENCE_DELTAS)
+                self._fault(AFTER_FENCE_MARKER)
+                if key.fences == 1:
+                    # The first marker: it went on top of the last valid key (or an empty sequence).
+                    last_valid = key.position - 1
+                else:  # another fence's marker came first
+                    last_valid = SequenceSegment(meta, generation).last_valid_position(
+                        0 if tail is None else tail.key.position
+                    )
+            else:  # a marker is there already (a fence in flight, or one that died before sealing)
+                last_valid = SequenceSegment(meta, generation).last_valid_position()
+            sealed = sealed_control(record, generation.base + last_valid)
+            try:
+                meta.replace_control(sealed, current.version_id)
+            except VersionConflict:
+                self._backoff(attempt)
+                current = meta.control()
+                continue
+            self.forget(meta.keys)
+            return sealed
+        raise AppendConflict(
+            f"gave up fencing {meta.keys.topic}/{meta.keys.partition} after "
+            f"{self.config.max_cas_attempts} compare-and-set conflicts"
+        )
+
+    def unfence(self, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
+        """Open a new generation after the sealed one. Idempotent; finishes a fence left half-done first."""
+        for attempt in range(self.config.max_cas_attempts):
+            record = current.record
+            generation = record.current_generation
+            if generation.end is None:
+                tail = meta.sequence_tail(generation.number)
+                if tail is None or not tail.void:
+                    # Already open. The stored counter lags the sequence: report the live one.
+                    last = generation.base + (0 if tail is None else tail.key.position)
+                    return replace(record, sequence_counter=last + 1)
+                self.fence(meta, current)  # a marker without its seal: finish that fence, then reopen
+                current = meta.control()
+                continue
+            reopened = reopened_control(record)
+            try:
+                meta.replace_control(reopened, current.version_id)
+            except VersionConflict:
+                self._backoff(attempt)
+                current = meta.control()
+                continue
+            self.remember(meta.keys, reopened)
+            return reopened
+        raise AppendConflict(
+            f"gave up unfencing {meta.keys.topic}/{meta.keys.partition} after "
+            f"{self.config.max_cas_attempts} compare-and-set conflicts"
+        )
+
+    def set_state(self, meta: PartitionMetadata, state: LogState, current: VersionedControl) -> ControlRecord:
+        return self.fence(meta, current) if state is LogState.FENCED else self.unfence(meta, current)

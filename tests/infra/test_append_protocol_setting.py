@@ -1,0 +1,35 @@
+"""``llog:appendProtocol``: the append protocol of the partitions the functions create (docs/SEQUENTIAL_APPEND.md)."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.settings import LlogSettings, SettingsError
+from infra.stack import LlogStack
+from llog.config import append_protocol_from_env
+from llog.models import AppendProtocol
+
+
+def settings(**context: str) -> LlogSettings:
+    return LlogSettings.from_context(lambda key: context.get(key.removeprefix("llog:")))
+
+
+def test_the_seed_protocol_is_the_default_until_sequential_has_run_on_real_oxia() -> None:
+    assert settings().append_protocol == "seed"
+    assert settings(stage="prod").append_protocol == "seed"
+    assert settings(appendProtocol="auto").append_protocol == "seed"
+
+
+def test_sequential_is_accepted_and_read_back_by_llogs_own_parser() -> None:
+    chosen = settings(appendProtocol="sequential").append_protocol
+    assert chosen == "sequential"
+    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": chosen}) is AppendProtocol.SEQUENTIAL
+
+
+def test_an_unknown_protocol_names_the_key() -> None:
+    with pytest.raises(SettingsError, match="llog:appendProtocol"):
+        settings(appendProtocol="cas")
+
+
+def test_every_function_gets_the_setting(dev_stack: LlogStack) -> None:
+    assert dev_stack.function_environment()["LLOG_APPEND_PROTOCOL"] == "seed"

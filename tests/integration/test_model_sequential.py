@@ -1,0 +1,155 @@
+"""The model-based reliability harness (tests/integration/test_model.py) on the sequential append protocol.
+
+Two machines reuse every rule and invariant of ``LogMachine``:
+
+* ``SequentialMachine``: partitions created sequential (docs/SEQUENTIAL_APPEND.md); writer crashes at the
+  sequential path's points (after the blob PUT, after the sequential put) and fences that die after placing
+  their marker, next to everything the seed machine does (shared appends, compaction and its crashes,
+  fence and unfence, garbage collection with retention, clock jumps, reads);
+* ``MigratingMachine``: seed partitions that a rule migrates, one way, at any point: seed and sequential
+  appends, crashes and recoveries on both sides of the switch.
+
+The harness reads the state through ``PartitionIndex``: the live high watermark (a sequential partition's
+``meta/control`` does not move on appends) and the valid entries of every generation. A fence is in force
+from its first marker on, so a partition whose open generation ends in a marker counts as fenced even before
+the fence (or whoever finishes it) seals the generation in ``meta/control``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import rule, run_state_machine_as_test
+
+from llog import sequential as sequential_points
+from llog import writer as writer_points
+from llog.blob_store import BlobStore
+from llog.config import WriterConfig
+from llog.faults import FaultHook, SimulatedCrash, crash_at
+from llog.index import PartitionIndex
+from llog.keys import PartitionKeys
+from llog.metadata import PartitionMetadata, VersionedControl
+from llog.models import AppendProtocol, IndexedBatch, LogState
+from llog.oxia_store import OxiaStore
+from llog.writer import LogWriter
+from tests.conftest import BUCKET
+from tests.integration.test_model import (
+    COUNTS,
+    EXAMPLES,
+    PARTITIONS,
+    STEPS,
+    WRITER_CRASH_POINTS,
+    WRITERS,
+    DrawnGroup,
+    LogMachine,
+    groups_strategy,
+)
+
+pytestmark = pytest.mark.oxia
+
+SEQUENTIAL_CRASH_POINTS = (writer_points.AFTER_BLOB_PUT, sequential_points.AFTER_SEQUENCE_PUT)
+
+
+class LiveView(PartitionMetadata):
+    """What the harness checks against, for partitions of either protocol.
+
+    ``control()`` reports the live next offset (``high watermark + 1``) and, in a sequential partition,
+    FENCED as soon as the open generation ends in a fence marker; ``scan_index`` yields the valid entries of
+    every generation.
+    """
+
+    def _index(self) -> PartitionIndex:
+        return PartitionIndex.load(PartitionMetadata(self.oxia, self.keys))
+
+    def control(self) -> VersionedControl:
+        current = super().control()
+        index = PartitionIndex(PartitionMetadata(self.oxia, self.keys), current.record)
+        record = replace(current.record, sequence_counter=index.high_watermark() + 1)
+        if record.sequential and record.current_generation.end is None:
+            tail = index.meta.sequence_tail(record.current_generation.number)
+            if tail is not None and tail.void:
+                record = replace(record, log_state=LogState.FENCED)
+        return VersionedControl(record, current.version_id)
+
+    def scan_index(self, from_offset: int, *, limit: int | None = None) -> list[IndexedBatch]:
+        return self._index().scan(from_offset, limit=limit)
+
+
+class SequentialMachine(LogMachine):
+    protocol = AppendProtocol.SEQUENTIAL
+
+    def _writer(self, hook: FaultHook | None = None) -> LogWriter:
+        config = WriterConfig(append_protocol=self.protocol)
+        return LogWriter(
+            self.oxia, self.blobs, bucket=BUCKET, root=self.root, config=config, fault_hook=hook, clock=self._clock
+        )
+
+    def _meta(self, partition: int) -> PartitionMetadata:
+        return LiveView(self.oxia, PartitionKeys(self.topic, partition, self.root))
+
+    @rule(point=st.sampled_from(SEQUENTIAL_CRASH_POINTS), groups=groups_strategy)
+    def crash_during_sequential_append(self, point: str, groups: list[DrawnGroup]) -> None:
+        LogMachine.crash_during_append(self, point, groups)
+
+    @rule(partition=st.sampled_from(PARTITIONS))
+    def crash_during_fence(self, partition: int) -> None:
+        """A fence that dies after its marker: the partition is fenced from the marker on."""
+        try:
+            self._writer(crash_at(sequential_points.AFTER_FENCE_MARKER)).fence(self.topic, partition)
+        except SimulatedCrash:
+            COUNTS.crashes += 1
+        self.model.fenced.add(partition)
+
+
+class MigratingMachine(SequentialMachine):
+    protocol = AppendProtocol.SEED
+
+    @rule(point=st.sampled_from(WRITER_CRASH_POINTS + SEQUENTIAL_CRASH_POINTS), groups=groups_strategy)
+    def crash_during_sequential_append(self, point: str, groups: list[DrawnGroup]) -> None:
+        LogMachine.crash_during_append(self, point, groups)
+
+    @rule(partition=st.sampled_from(PARTITIONS), writer=st.integers(0, WRITERS - 1))
+    def migrate(self, partition: int, writer: int) -> None:
+        migrated = self.writers[writer].migrate_to_sequential(self.topic, partition)
+        assert migrated.sequential
+
+
+def _run(machine: type[LogMachine], oxia: OxiaStore, blobs: BlobStore) -> None:
+    class OnTheseStores(machine):  # type: ignore[valid-type,misc]
+        def __init__(self) -> None:
+            super().__init__(oxia, blobs)
+
+    run_state_machine_as_test(
+        OnTheseStores,
+        settings=settings(
+            max_examples=EXAMPLES,
+            stateful_step_count=STEPS,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            print_blob=True,
+        ),
+    )
+    print(f"model run ({machine.__name__}): {COUNTS}")
+
+
+def test_the_sequential_protocol_keeps_every_acknowledged_record(oxia_store: OxiaStore, blob_store: BlobStore) -> None:
+    _run(SequentialMachine, oxia_store, blob_store)
+
+
+def test_migrating_partitions_keep_every_acknowledged_record(oxia_store: OxiaStore, blob_store: BlobStore) -> None:
+    _run(MigratingMachine, oxia_store, blob_store)
+
+
+def test_the_machines_have_the_harness_rules_and_their_own() -> None:
+    """Needs no Oxia: the subclasses keep every rule and invariant of the harness and add theirs."""
+    base = {r.function.__name__ for r in LogMachine.setup_state().rules}
+    for machine, extra in (
+        (SequentialMachine, {"crash_during_sequential_append", "crash_during_fence"}),
+        (MigratingMachine, {"crash_during_sequential_append", "crash_during_fence", "migrate"}),
+    ):
+        state = machine.setup_state()
+        assert {r.function.__name__ for r in state.rules} == base | extra
+        assert len(state.invariants) == len(LogMachine.setup_state().invariants)

@@ -1,0 +1,649 @@
+"""The sequential append protocol (docs/SEQUENTIAL_APPEND.md) on a real Oxia server and moto S3.
+
+Append and read, one Oxia write per partition-append, unique contiguous
+offsets under concurrent threads and processes, fencing (acknowledged before
+the fence stays readable, later appends are rejected, appends racing a
+fence), unfencing into a new generation, a crash at every named point,
+compaction, garbage collection and retention on sequential partitions, and
+the one-way migration of a seed partition.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from llog.admin import LogCatalog
+from llog.blob_store import BlobStore
+from llog.compactor import (
+    AFTER_BLOB_PUT as COMPACTOR_AFTER_BLOB_PUT,
+)
+from llog.compactor import (
+    AFTER_CURSOR,
+    AFTER_DELETE,
+    AFTER_END_KEY,
+    AFTER_MANIFEST,
+    AFTER_RECORD,
+    Compactor,
+    CompactorConfig,
+    compact_until_caught_up,
+)
+from llog.config import OxiaConfig, S3Config, WriterConfig
+from llog.consume import ConsumeRequest, ConsumeService, FetchPartition
+from llog.errors import LogFenced, OffsetOutOfRange
+from llog.faults import FaultHook, SimulatedCrash, crash_at
+from llog.gc import GarbageCollector, GcConfig
+from llog.index import PartitionIndex
+from llog.keys import PartitionKeys, S3Location, shared_wal_prefix
+from llog.metadata import PartitionMetadata, SequenceRecord
+from llog.metrics import OperationCounters
+from llog.models import AppendProtocol, EntryType, FenceMarker, Generation, IndexEntry, LogState
+from llog.oxia_store import OxiaStore
+from llog.reader import LogReader
+from llog.retention import Retention, RetentionConfig, RetentionPolicy
+from llog.sequential import AFTER_FENCE_MARKER, AFTER_SEQUENCE_PUT
+from llog.writer import AFTER_BLOB_PUT, AFTER_RESERVE, LogWriter, SharedAppendGroup
+from tests.conftest import BUCKET
+from tests.integration.test_append_and_read import control_of
+from tests.integration.test_concurrent_appends import assert_unique_and_contiguous
+
+pytestmark = pytest.mark.oxia
+
+SEQUENTIAL = WriterConfig(append_protocol=AppendProtocol.SEQUENTIAL)
+GRACE_MS = 60 * 60 * 1000
+
+
+def seq_writer(oxia: OxiaStore, blobs: BlobStore, hook: FaultHook | None = None) -> LogWriter:
+    return LogWriter(oxia, blobs, bucket=BUCKET, config=SEQUENTIAL, fault_hook=hook)
+
+
+@pytest.fixture
+def writer(oxia_store: OxiaStore, blob_store: BlobStore) -> LogWriter:
+    """A writer that creates sequential partitions (overrides the seed one of conftest)."""
+    return seq_writer(oxia_store, blob_store)
+
+
+@pytest.fixture
+def compactor(oxia_store: OxiaStore, blob_store: BlobStore) -> Compactor:
+    return Compactor(oxia_store, blob_store, bucket=BUCKET)
+
+
+def meta_of(oxia: OxiaStore, topic: str, partition: int = 0) -> PartitionMetadata:
+    return PartitionMetadata(oxia, PartitionKeys(topic, partition))
+
+
+def sequence(oxia: OxiaStore, topic: str, generation: int = 1, partition: int = 0) -> list[SequenceRecord]:
+    return meta_of(oxia, topic, partition).scan_sequence(generation, 0)
+
+
+def positions(oxia: OxiaStore, topic: str, generation: int = 1) -> list[tuple[int, int]]:
+    return [(r.key.position, r.key.fences) for r in sequence(oxia, topic, generation)]
+
+
+def seed_index_keys(oxia: OxiaStore, topic: str) -> list[str]:
+    keys = PartitionKeys(topic, 0)
+    return [r.key for r in oxia.range_scan(keys.index_prefix, keys.index_scan_end, partition_key=keys.partition_key)]
+
+
+def values(reader: LogReader, topic: str, partition: int = 0) -> list[bytes]:
+    info = reader.partition_info(topic, partition)
+    return [r.value for r in reader.iter_from(topic, partition, info.log_start)]
+
+
+def wal_keys(blobs: BlobStore) -> set[str]:
+    return {o.key for o in blobs.list(BUCKET, shared_wal_prefix())}
+
+
+def collector(oxia: OxiaStore, blobs: BlobStore, retention: RetentionConfig | None = None) -> GarbageCollector:
+    ahead = GRACE_MS / 1000 + 60
+    config = GcConfig(grace_ms=GRACE_MS, retention=retention or RetentionConfig())
+    return GarbageCollector(oxia, blobs, bucket=BUCKET, config=config, clock=lambda: time.time() + ahead)
+
+
+# --- append and read --------------------------------------------------------------------------
+
+
+def test_initialize_creates_a_sequential_partition_whoever_comes_first_decides(
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    assert writer.initialize_partition(topic, 0) is True
+    assert writer.initialize_partition(topic, 0) is False
+    control = control_of(oxia_store, topic, 0)
+    assert control.sequential
+    assert control.generations == (Generation(1, 0),)
+    # A seed-configured writer neither changes it nor appends the seed way.
+    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET)
+    assert seed.initialize_partition(topic, 0) is False
+    seed.append(topic, 0, [b"x"])
+    assert seed_index_keys(oxia_store, topic) == []
+    assert positions(oxia_store, topic) == [(1, 0)]
+
+
+def test_offsets_are_contiguous_and_every_record_reads_back(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    assert reader.high_watermark(topic, 0) == 0
+    results = [writer.append(topic, 0, [f"{n}-{i}".encode() for i in range(n)]) for n in (1, 3, 2, 5)]
+
+    assert [(r.start_offset, r.end_offset) for r in results] == [(1, 1), (2, 4), (5, 6), (7, 11)]
+    keys = PartitionKeys(topic, 0)
+    assert [r.index_key for r in results] == [keys.sequence_key(1, e) for e in (1, 4, 6, 11)]
+    assert positions(oxia_store, topic) == [(1, 0), (4, 0), (6, 0), (11, 0)]
+    assert seed_index_keys(oxia_store, topic) == []
+    assert reader.high_watermark(topic, 0) == 11
+    assert values(reader, topic) == [f"{n}-{i}".encode() for n in (1, 3, 2, 5) for i in range(n)]
+    assert reader.read_offset(topic, 0, 5).value == b"2-0"
+    assert [r.value for r in reader.read_range(topic, 0, 3, 8)] == [b"3-1", b"3-2", b"2-0", b"2-1", b"5-0", b"5-1"]
+    with pytest.raises(OffsetOutOfRange, match=r"\[1, 11\]"):
+        reader.read_offset(topic, 0, 12)
+    assert list(reader.iter_from(topic, 0, 12)) == []
+
+
+def test_an_append_is_one_oxia_write_and_no_read_and_control_is_never_written(
+    oxia_config: OxiaConfig, blob_store: BlobStore, topic: str
+) -> None:
+    counters = OperationCounters()
+    with OxiaStore(oxia_config, counters=counters) as oxia:
+        writer = seq_writer(oxia, blob_store)
+        writer.initialize_partition(topic, 0)
+        writer.append(topic, 0, [b"warm"])  # the first append reads meta/control once
+        version = oxia.get(PartitionKeys(topic, 0).control, partition_key=f"{topic}:0")
+        before = counters.snapshot()
+        for i in range(10):
+            writer.append_shared([SharedAppendGroup(topic, 0, [b"r%d" % i])])
+        after = counters.snapshot()
+        ops = {op: after[op].calls - (before[op].calls if op in before else 0) for op in after}
+        assert {op: n for op, n in ops.items() if n} == {"put_sequential": 10}
+        assert after["put_sequential"].conflicts == 0
+        assert oxia.get(PartitionKeys(topic, 0).control, partition_key=f"{topic}:0") == version
+
+
+def test_shared_appends_touch_each_partition_once(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str
+) -> None:
+    for p in (0, 1):
+        writer.initialize_partition(topic, p)
+    results = writer.append_shared([SharedAppendGroup(topic, 0, [b"a", b"b"]), SharedAppendGroup(topic, 1, [b"c"])])
+    assert [(r.partition, r.start_offset, r.end_offset) for r in results] == [(0, 1, 2), (1, 1, 1)]
+    assert results[0].wal_uri == results[1].wal_uri
+    assert values(reader, topic, 1) == [b"c"]
+
+
+def _append_many(oxia_config: OxiaConfig, s3_config: S3Config, topic: str, writer_id: int, appends: int
+                 ) -> list[tuple[int, int, bytes]]:
+    """Runs in a thread or a worker process: a fresh writer with its own Oxia client."""
+    with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, config=SEQUENTIAL) as writer:
+        out = []
+        for i in range(appends):
+            payload = f"w{writer_id}-{i}".encode()
+            result = writer.append(topic, 0, [payload, payload + b"+"])
+            assert result.start_offset is not None
+            assert result.end_offset is not None
+            out.append((result.start_offset, result.end_offset, payload))
+        return out
+
+
+def test_concurrent_threads_get_unique_contiguous_offsets(
+    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(_append_many, oxia_config, s3_config, topic, w, 10) for w in range(8)]
+        results = [r for f in futures for r in f.result()]
+    assert len(results) == 80
+    assert_unique_and_contiguous(results, reader, topic)
+
+
+def test_concurrent_processes_get_unique_contiguous_offsets(
+    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        chunks = pool.starmap(_append_many, [(oxia_config, s3_config, topic, w, 8) for w in range(4)])
+    results = [r for chunk in chunks for r in chunk]
+    assert len(results) == 32
+    assert_unique_and_contiguous(results, reader, topic)
+
+
+# --- fencing ---------------------------------------------------------------------------------
+
+
+def test_fence_keeps_what_was_acknowledged_and_rejects_everything_after(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a", b"b"])
+    writer.append(topic, 0, [b"c"])
+
+    fenced = seq_writer(oxia_store, blob_store).fence(topic, 0)
+    assert fenced.log_state is LogState.FENCED
+    assert fenced.generations == (Generation(1, 0, 3),)
+    assert control_of(oxia_store, topic, 0) == fenced
+    marker = sequence(oxia_store, topic)[-1]
+    assert (marker.key.position, marker.key.fences, type(marker.value)) == (4, 1, FenceMarker)
+
+    # The writer that cached the open generation puts its entry, sees the fence count in its key: rejected.
+    with pytest.raises(LogFenced):
+        writer.append(topic, 0, [b"late"])
+    assert positions(oxia_store, topic)[-1] == (5, 1)  # a void entry: never read
+    # A writer without the cache reads meta/control and writes nothing.
+    with pytest.raises(LogFenced):
+        seq_writer(oxia_store, blob_store).append(topic, 0, [b"later"])
+    with pytest.raises(LogFenced):
+        writer.append(topic, 0, [b"again"])  # the rejected writer now re-reads control first
+    assert len(sequence(oxia_store, topic)) == 4
+
+    assert reader.high_watermark(topic, 0) == 3
+    assert values(reader, topic) == [b"a", b"b", b"c"]
+    with pytest.raises(OffsetOutOfRange):
+        reader.read_offset(topic, 0, 4)
+    # Idempotent: a second fence adds no marker.
+    assert writer.fence(topic, 0) == fenced
+    assert len(sequence(oxia_store, topic)) == 4
+
+
+def test_unfence_opens_a_new_generation_and_offsets_continue(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    stale = seq_writer(oxia_store, blob_store)
+    stale.append(topic, 0, [b"a"])  # caches generation 1
+    admin = seq_writer(oxia_store, blob_store)
+    admin.fence(topic, 0)
+    reopened = admin.unfence(topic, 0)
+    assert reopened.log_state is LogState.OPEN
+    assert reopened.generations == (Generation(1, 0, 1), Generation(2, 1))
+    assert admin.unfence(topic, 0).generations == reopened.generations  # idempotent
+
+    # The stale writer lands past generation 1's marker, learns of generation 2 and puts its entry there.
+    result = stale.append(topic, 0, [b"b", b"c"])
+    assert (result.start_offset, result.end_offset) == (2, 3)
+    assert result.index_key == PartitionKeys(topic, 0).sequence_key(2, 2)
+    assert writer.append(topic, 0, [b"d"]).start_offset == 4
+    assert positions(oxia_store, topic, 2) == [(2, 0), (3, 0)]
+    assert reader.high_watermark(topic, 0) == 4
+    assert values(reader, topic) == [b"a", b"b", b"c", b"d"]
+    assert [reader.read_offset(topic, 0, o).value for o in (1, 2, 4)] == [b"a", b"b", b"d"]
+
+
+def test_appends_racing_a_fence_are_either_kept_or_rejected_never_both(
+    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    acked: list[tuple[int, int, bytes]] = []
+    rejected: list[bytes] = []
+    lock = threading.Lock()
+    started = threading.Barrier(5)
+
+    def hammer(i: int) -> None:
+        with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, config=SEQUENTIAL) as w:
+            started.wait()
+            for n in range(10_000):
+                payload = f"w{i}-{n}".encode()
+                try:
+                    r = w.append(topic, 0, [payload, payload + b"+"])
+                except LogFenced:
+                    with lock:
+                        rejected.append(payload)
+                    return
+                assert r.start_offset is not None
+                assert r.end_offset is not None
+                with lock:
+                    acked.append((r.start_offset, r.end_offset, payload))
+
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    deadline = time.monotonic() + 60
+    while len(acked) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    fenced = writer.fence(topic, 0)
+    for t in threads:
+        t.join(60)
+    end = fenced.current_generation.end
+    assert end is not None
+    assert len(rejected) == 4  # every hammer stopped on LogFenced
+    assert_unique_and_contiguous(acked, reader, topic)  # every acknowledged record, nothing else, up to the end
+    assert reader.high_watermark(topic, 0) == end == max(e for _, e, _ in acked)
+    readable = set(values(reader, topic))
+    assert not readable & set(rejected)
+
+
+# --- crashes at every named point --------------------------------------------------------------
+
+
+def test_crash_after_the_blob_put_commits_nothing(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    with pytest.raises(SimulatedCrash):
+        seq_writer(oxia_store, blob_store, crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"lost"])
+    assert reader.high_watermark(topic, 0) == 0
+    assert sequence(oxia_store, topic) == []
+    assert writer.append(topic, 0, [b"kept"]).start_offset == 1
+
+
+def test_crash_after_the_sequential_put_leaves_a_committed_readable_append(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a"])
+    with pytest.raises(SimulatedCrash):
+        seq_writer(oxia_store, blob_store, crash_at(AFTER_SEQUENCE_PUT)).append(topic, 0, [b"b", b"c"])
+    # No pending state and nothing to recover: the put was the whole commit.
+    assert reader.high_watermark(topic, 0) == 3
+    assert values(reader, topic) == [b"a", b"b", b"c"]
+    assert writer.append(topic, 0, [b"d"]).start_offset == 4
+    assert control_of(oxia_store, topic, 0).pending is None
+
+
+def test_crash_after_the_fence_marker_is_finished_by_whoever_meets_the_marker(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a", b"b"])
+    with pytest.raises(SimulatedCrash):
+        seq_writer(oxia_store, blob_store, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+    assert control_of(oxia_store, topic, 0).log_state is LogState.OPEN  # the seal never happened
+    assert reader.high_watermark(topic, 0) == 2  # readers find the last entry before the marker
+
+    # A writer that cached the open generation lands past the marker, finishes the fence and is rejected.
+    with pytest.raises(LogFenced):
+        writer.append(topic, 0, [b"late"])
+    control = control_of(oxia_store, topic, 0)
+    assert control.log_state is LogState.FENCED
+    assert control.generations == (Generation(1, 0, 2),)
+    assert values(reader, topic) == [b"a", b"b"]
+    assert positions(oxia_store, topic) == [(2, 0), (3, 1), (4, 1)]
+
+
+def test_unfence_after_a_crashed_fence_finishes_the_fence_then_reopens(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a"])
+    with pytest.raises(SimulatedCrash):
+        seq_writer(oxia_store, blob_store, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+    reopened = seq_writer(oxia_store, blob_store).unfence(topic, 0)
+    assert reopened.generations == (Generation(1, 0, 1), Generation(2, 1))
+    assert writer.append(topic, 0, [b"b"]).start_offset == 2
+    assert values(reader, topic) == [b"a", b"b"]
+
+
+# --- compaction ---------------------------------------------------------------------------------
+
+
+def test_compaction_rewrites_the_end_key_in_place_and_the_counter_never_rewinds(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    for n in (1, 2, 3):
+        writer.append(topic, 0, [f"{n}-{i}".encode() for i in range(n)])
+    before = values(reader, topic)
+
+    result = compactor.compact_once(topic, 0)
+    assert (result.outcome, result.start_offset, result.end_offset) == ("compacted", 1, 6)
+    # Only the end key is left, rewritten as COMPACTED: it is still the sequence's highest key.
+    (only,) = sequence(oxia_store, topic)
+    assert (only.key.position, only.key.fences) == (6, 0)
+    batch = only.batch(0)
+    assert batch is not None
+    assert (batch.entry.type, batch.entry.msg_count) == (EntryType.COMPACTED, 6)
+    assert values(reader, topic) == before
+    assert meta_of(oxia_store, topic).cursor().offset == 7
+
+    # The next put continues from the rewritten tail: offset 7, not 1.
+    assert writer.append(topic, 0, [b"next"]).start_offset == 7
+    assert compactor.compact_once(topic, 0).end_offset == 7
+    assert values(reader, topic) == [*before, b"next"]
+    assert [r.key.position for r in sequence(oxia_store, topic)] == [6, 7]
+
+
+@pytest.mark.parametrize(
+    "point", [COMPACTOR_AFTER_BLOB_PUT, AFTER_RECORD, AFTER_END_KEY, AFTER_MANIFEST, AFTER_DELETE, AFTER_CURSOR]
+)
+def test_a_crashed_compaction_of_a_sequential_partition_is_finished_by_another(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
+    topic: str, point: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    for i in range(4):
+        writer.append(topic, 0, [b"r%d" % i, b"s%d" % i])
+    before = values(reader, topic)
+    with pytest.raises(SimulatedCrash):
+        Compactor(oxia_store, blob_store, bucket=BUCKET, fault_hook=crash_at(point)).compact_once(topic, 0)
+    assert values(reader, topic) == before
+    writer.append(topic, 0, [b"during"])  # appends go on meanwhile
+    compact_until_caught_up(compactor, topic, 0, budget_s=30)
+    assert values(reader, topic) == [*before, b"during"]
+    assert meta_of(oxia_store, topic).compaction() is None
+    assert meta_of(oxia_store, topic).cursor().offset == 10
+    assert writer.append(topic, 0, [b"after"]).start_offset == 10
+
+
+def test_compaction_runs_never_cross_a_generation(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a", b"b"])
+    writer.fence(topic, 0)
+    writer.unfence(topic, 0)
+    writer.append(topic, 0, [b"c"])
+    writer.append(topic, 0, [b"d"])
+    results = compact_until_caught_up(compactor, topic, 0, budget_s=30)
+    assert [(r.start_offset, r.end_offset) for r in results if r.outcome == "compacted"] == [(1, 2), (3, 4)]
+    assert values(reader, topic) == [b"a", b"b", b"c", b"d"]
+    # Generation 1 keeps its end key and its fence marker; generation 2 its end key.
+    assert positions(oxia_store, topic, 1) == [(2, 0), (3, 1)]
+    assert positions(oxia_store, topic, 2) == [(2, 0)]
+
+
+def test_writers_appending_during_compaction_lose_nothing(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_config: OxiaConfig, s3_config: S3Config,
+    topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    stop = threading.Event()
+    results: list[tuple[int, int, bytes]] = []
+
+    def append() -> None:
+        results.extend(_append_many(oxia_config, s3_config, topic, 0, 30))
+        stop.set()
+
+    thread = threading.Thread(target=append)
+    thread.start()
+    while not stop.is_set():
+        compactor.compact_once(topic, 0)
+    thread.join()
+    compact_until_caught_up(compactor, topic, 0, budget_s=30)
+    assert_unique_and_contiguous(results, reader, topic)
+
+
+# --- garbage collection and retention ----------------------------------------------------------
+
+
+def test_gc_keeps_referenced_blobs_and_deletes_those_of_void_entries(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
+    topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    kept = writer.append(topic, 0, [b"kept"])
+    seq_writer(oxia_store, blob_store).fence(topic, 0)
+    with pytest.raises(LogFenced):
+        writer.append(topic, 0, [b"void"])  # a void entry in generation 1 names this blob
+    void = sequence(oxia_store, topic)[-1]
+    assert void.void
+    assert isinstance(void.value, IndexEntry)
+    void_blob = S3Location.parse(void.value.ref.data_key).key
+    assert kept.wal_uri is not None
+    kept_blob = S3Location.parse(kept.wal_uri).key
+
+    collector(oxia_store, blob_store).collect()
+    left = wal_keys(blob_store)
+    assert kept_blob in left  # referenced by a valid entry
+    assert void_blob not in left  # only a void entry names it: never read, garbage
+
+    compactor.compact_once(topic, 0)
+    collector(oxia_store, blob_store).collect()
+    assert kept_blob not in wal_keys(blob_store)
+    assert values(reader, topic) == [b"kept"]  # served by the compacted object the collector kept
+
+
+def test_retention_truncates_a_sequential_partition_and_keeps_every_counter(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    small = Compactor(oxia_store, blob_store, bucket=BUCKET, config=CompactorConfig(max_offsets_per_run=2))
+    stale = seq_writer(oxia_store, blob_store)
+    stale.append(topic, 0, [b"g1-0"])  # it keeps generation 1 cached
+    for i in range(1, 4):
+        writer.append(topic, 0, [b"g1-%d" % i])
+    writer.fence(topic, 0)
+    writer.unfence(topic, 0)
+    for i in range(4):
+        writer.append(topic, 0, [b"g2-%d" % i])
+    results = compact_until_caught_up(small, topic, 0, budget_s=30)
+    assert [(r.start_offset, r.end_offset) for r in results if r.outcome == "compacted"] == [
+        (1, 2), (3, 4), (5, 6), (7, 8)
+    ]
+    writer.append(topic, 0, [b"tail"])
+
+    config = RetentionConfig(topics={topic: RetentionPolicy(max_bytes=1)})
+    result = Retention(oxia_store, blob_store, bucket=BUCKET, config=config).enforce(topic, 0)
+    # Every compacted range may go but the last entry stays: the log starts at the WAL tail (offset 9).
+    assert (result.log_start_before, result.log_start_after, result.ranges_removed) == (1, 9, 4)
+    assert values(reader, topic) == [b"tail"]
+    with pytest.raises(OffsetOutOfRange):
+        reader.read_offset(topic, 0, 8)
+    # Generation 1 keeps only its fence marker (its counter); generation 2 its WAL tail.
+    assert positions(oxia_store, topic, 1) == [(5, 1)]
+    assert positions(oxia_store, topic, 2) == [(5, 0)]
+    # The writer still holding generation 1 lands past its marker and moves on to generation 2.
+    assert stale.append(topic, 0, [b"after"]).start_offset == 10
+    assert positions(oxia_store, topic, 1) == [(5, 1), (6, 1)]
+    assert values(reader, topic) == [b"tail", b"after"]
+
+
+def test_gc_applies_retention_to_sequential_partitions(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
+    topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    for i in range(3):
+        writer.append(topic, 0, [b"%d" % i])
+    compactor.compact_once(topic, 0)
+    writer.append(topic, 0, [b"tail"])
+    retention = RetentionConfig(topics={topic: RetentionPolicy(max_bytes=1)})
+    report = collector(oxia_store, blob_store, retention).collect()
+    assert not report.errors
+    assert reader.partition_info(topic, 0).log_start == 4
+    assert values(reader, topic) == [b"tail"]
+
+
+# --- migration from the seed protocol -----------------------------------------------------------
+
+
+def test_migration_keeps_the_seed_offsets_and_appends_continue_in_a_sequence(
+    reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET)
+    seed.initialize_partition(topic, 0)
+    seed.append(topic, 0, [b"a", b"b"])
+    seed.append(topic, 0, [b"c"])
+    compactor.compact_once(topic, 0)
+    seed.append(topic, 0, [b"d"])
+    with pytest.raises(SimulatedCrash):  # a pending append the migration must finish first
+        LogWriter(oxia_store, blob_store, bucket=BUCKET, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"e"])
+
+    migrated = seed.migrate_to_sequential(topic, 0)
+    assert migrated.sequential
+    assert migrated.generations == (Generation(0, 0, 5), Generation(1, 5))
+    assert migrated.pending is None
+    assert seed.migrate_to_sequential(topic, 0) == migrated  # idempotent
+
+    # Every writer, however configured, now appends with one sequential put.
+    assert seed.append(topic, 0, [b"f"]).start_offset == 6
+    assert seq_writer(oxia_store, blob_store).append(topic, 0, [b"g", b"h"]).end_offset == 8
+    assert positions(oxia_store, topic) == [(1, 0), (3, 0)]
+    assert values(reader, topic) == [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"]
+    assert [reader.read_offset(topic, 0, o).value for o in (1, 4, 5, 6, 8)] == [b"a", b"d", b"e", b"f", b"h"]
+
+    # Compaction finishes generation 0 (the seed index) and then compacts generation 1.
+    results = compact_until_caught_up(compactor, topic, 0, budget_s=30)
+    assert [(r.start_offset, r.end_offset) for r in results if r.outcome == "compacted"] == [(4, 5), (6, 8)]
+    assert values(reader, topic) == [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"]
+
+
+def test_seed_appends_racing_a_migration_keep_unique_contiguous_offsets(
+    reader: LogReader, oxia_store: OxiaStore, oxia_config: OxiaConfig, s3_config: S3Config, blob_store: BlobStore,
+    topic: str
+) -> None:
+    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET)
+    seed.initialize_partition(topic, 0)
+
+    def seed_appends(writer_id: int) -> list[tuple[int, int, bytes]]:
+        with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET) as w:
+            out = []
+            for i in range(15):
+                payload = f"s{writer_id}-{i}".encode()
+                r = w.append(topic, 0, [payload, payload + b"+"])
+                assert r.start_offset is not None
+                assert r.end_offset is not None
+                out.append((r.start_offset, r.end_offset, payload))
+            return out
+
+    patient = LogWriter(oxia_store, blob_store, bucket=BUCKET, config=WriterConfig(max_cas_attempts=10_000))
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(seed_appends, w) for w in range(4)]
+        time.sleep(0.05)
+        migrated = patient.migrate_to_sequential(topic, 0)
+        results = [r for f in futures for r in f.result()]
+    first = migrated.generations[0]
+    seed_end = first.end if first.number == 0 and first.end is not None else 0
+    assert_unique_and_contiguous(results, reader, topic)
+    batches = PartitionIndex.load(meta_of(oxia_store, topic)).scan(1)
+    assert all(b.end_offset <= seed_end for b in batches if b.generation is None)
+    assert all(b.end_offset > seed_end for b in batches if b.generation == 1)
+    # The seed appends before the switch stay where they were.
+    assert bool(seed_index_keys(oxia_store, topic)) == (seed_end > 0)
+
+
+def test_migrating_a_fenced_partition_keeps_it_fenced(
+    reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET)
+    seed.initialize_partition(topic, 0)
+    seed.append(topic, 0, [b"a"])
+    seed.fence(topic, 0)
+    migrated = seed.migrate_to_sequential(topic, 0)
+    assert migrated.log_state is LogState.FENCED
+    with pytest.raises(LogFenced):
+        seed.append(topic, 0, [b"no"])
+    reopened = seed.unfence(topic, 0)
+    assert reopened.generations == (Generation(0, 0, 1), Generation(1, 1, 1), Generation(2, 1))
+    assert seed.append(topic, 0, [b"b"]).start_offset == 2
+    assert values(reader, topic) == [b"a", b"b"]
+
+
+# --- the read side: consume and partition status ----------------------------------------------
+
+
+def test_consume_and_status_see_the_live_tail_of_a_sequential_partition(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a", b"b"])
+    writer.append(topic, 0, [b"c"])
+    service = ConsumeService(reader)
+    (result,) = service.consume(ConsumeRequest([FetchPartition(topic, 0, 2, 1 << 20)], 0, 1, 1 << 20))
+    assert (result.high_watermark, [r.value for r in result.records]) == (3, [b"b", b"c"])
+    (tail,) = service.consume(ConsumeRequest([FetchPartition(topic, 0, 4, 1 << 20)], 0, 1, 1 << 20))
+    assert (tail.error, tail.records, tail.high_watermark) == (None, [], 3)
+    status = LogCatalog(oxia_store).status(topic, 0)
+    assert (status.high_watermark, status.next_offset, status.compaction_lag) == (3, 4, 3)
