@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -16,7 +17,7 @@ from llog.codec import Record
 from llog.config import OxiaConfig, S3Config
 from llog.devstack import free_port
 from llog.errors import ConfigurationError, InvalidArgument, InvalidPartition, InvalidTopicName, OxiaUnavailable
-from llog.gc import GarbageCollector, GcConfig, GcReport
+from llog.gc import WAL_CHUNK, GarbageCollector, GcConfig, GcReport
 from llog.keys import S3Location, new_object_id, shared_wal_prefix
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
@@ -127,3 +128,19 @@ def test_gc_keeps_and_reports_a_wal_object_it_cannot_read(dead_oxia: OxiaStore, 
     assert len(report.errors) == 1
     assert "too short for an LLS1 blob" in report.errors[0]
     assert len(list(blob_store.list(BUCKET, shared_wal_prefix(root)))) == 1
+
+
+def test_gc_reads_headers_concurrently_across_listing_pages(dead_oxia: OxiaStore, blob_store: BlobStore) -> None:
+    """More old blobs than one round (WAL_CHUNK) through the reader pool: every one judged, none deleted."""
+    root = f"gc-{uuid.uuid4().hex[:8]}"
+    keys = [f"{shared_wal_prefix(root)}{new_object_id()}" for _ in range(WAL_CHUNK + 150)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda key: blob_store.put(S3Location(BUCKET, key), b"LLS1"), keys))
+    collector = GarbageCollector(dead_oxia, blob_store, bucket=BUCKET, root=root,
+                                 config=GcConfig(grace_ms=1, read_concurrency=4), clock=lambda: time.time() + 60)
+    report = GcReport()
+
+    collector.collect_wal(report)
+
+    assert (report.wal_blobs_seen, report.wal_blobs_deleted) == (len(keys), 0)
+    assert sorted(e.split(":")[0] for e in report.errors) == sorted(keys)
