@@ -25,7 +25,6 @@ import json
 import multiprocessing
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -36,21 +35,23 @@ from multiprocessing.synchronize import Barrier as ProcessBarrier
 from pathlib import Path
 from typing import Any
 
-from llog.blob_store import BlobStore
-from llog.config import OxiaConfig, S3Config, WriterConfig
-from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary
-from llog.keys import PartitionKeys
-from llog.metrics import OperationCounters, OperationStats
-from llog.models import AppendProtocol
-from llog.oxia_store import OxiaStore
-from llog.writer import LogWriter, SharedAppendGroup
-
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
+    sys.path.insert(0, str(ROOT))
+
+from bench.stack import READ_OPS as READ_OPS  # noqa: E402  (re-exported: tests and callers use append.READ_OPS)
+from bench.stack import WRITE_OPS as WRITE_OPS  # noqa: E402
+from bench.stack import local_stack, percentile, stats_diff  # noqa: E402
+from llog.blob_store import BlobStore  # noqa: E402
+from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
+from llog.keys import PartitionKeys  # noqa: E402
+from llog.metrics import OperationCounters, OperationStats  # noqa: E402
+from llog.models import AppendProtocol  # noqa: E402
+from llog.oxia_store import OxiaStore  # noqa: E402
+from llog.writer import LogWriter, SharedAppendGroup  # noqa: E402
 
 BUCKET = "llog-bench"
 PAYLOAD = b"x" * 100
-READ_OPS = frozenset({"get", "get_ceiling", "get_lower", "range_scan", "list"})
-WRITE_OPS = frozenset({"put", "put_sequential", "delete", "delete_range"})
 PROTOCOLS = ("seed", "sequential")
 KINDS = ("threads", "processes")
 TARGET_WRITERS = 32
@@ -76,17 +77,8 @@ class WorkerResult:
     ended: float = 0.0
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def _diff(before: dict[str, OperationStats], after: dict[str, OperationStats]) -> dict[str, tuple[int, int, int]]:
-    out = {}
-    for op, a in after.items():
-        b = before.get(op, OperationStats())
-        out[op] = (a.calls - b.calls, a.retries - b.retries, a.conflicts - b.conflicts)
-    return out
+    return {op: (s.calls, s.retries, s.conflicts) for op, s in stats_diff(before, after).items()}
 
 
 def _writer(address: str, s3_config: S3Config, protocol: str, oxia: OperationCounters, s3: OperationCounters
@@ -259,14 +251,6 @@ def scenarios(protocols: Sequence[str], writers: Sequence[int], kinds: Sequence[
     return [Scenario(p, w, k, n) for n in partitions for k in kinds for w in writers for p in protocols]
 
 
-def oxia_binary() -> str:
-    binary = find_oxia_binary([ROOT / ".tools" / "bin"])
-    if binary is None:
-        reason_file = ROOT / ".tools" / "oxia-unavailable"
-        raise RuntimeError(reason_file.read_text().strip() if reason_file.exists() else "no Oxia binary")
-    return binary
-
-
 def run(
     protocols: Sequence[str] = PROTOCOLS,
     writers: Sequence[int] = (1, 8, 32, 64),
@@ -277,22 +261,11 @@ def run(
     runs: int = 2,
 ) -> list[dict[str, Any]]:
     """Every scenario against one Oxia standalone and one moto server; raises if Oxia cannot be had."""
-    binary = oxia_binary()
-    with tempfile.TemporaryDirectory() as tmp:
-        oxia = OxiaProcess(binary, Path(tmp), fsync=True)
-        s3 = MotoS3()
-        oxia.start()
-        s3.start()
-        try:
-            s3.create_bucket(BUCKET)
-            s3_config = s3.config(BUCKET)
-            return [
-                _median_row([one_run(oxia.address, s3_config, sc, seconds) for _ in range(runs)])
-                for sc in scenarios(protocols, writers, kinds, partitions)
-            ]
-        finally:
-            s3.stop()
-            oxia.stop()
+    with local_stack(BUCKET) as (address, s3_config):
+        return [
+            _median_row([one_run(address, s3_config, sc, seconds) for _ in range(runs)])
+            for sc in scenarios(protocols, writers, kinds, partitions)
+        ]
 
 
 def table(rows: list[dict[str, Any]]) -> str:

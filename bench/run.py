@@ -10,12 +10,13 @@ import datetime
 import os
 import platform
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import append, codec, cold_start, export  # noqa: E402
+from bench import append, codec, cold_start, consume, export  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
 COMMAND = "make bench"
@@ -23,6 +24,14 @@ COMMAND = "make bench"
 
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"
+
+
+def measured(benchmark: Callable[[], str]) -> str:
+    """The benchmark's report, or why it could not be measured here (the Oxia server may be unavailable)."""
+    try:
+        return benchmark()
+    except Exception as exc:
+        return f"**Not measured here:** {exc}"
 
 
 def main() -> int:
@@ -40,10 +49,7 @@ def main() -> int:
     ))
 
     print("append benchmark ...", flush=True)
-    try:
-        append_table = append.report(append.run(seconds=3, runs=2))
-    except Exception as exc:  # the Oxia server may be unavailable on this machine
-        append_table = f"**Not measured here:** {exc}"
+    append_table = measured(lambda: append.report(append.run(seconds=3, runs=2)))
     sections.append((
         "Append: seed and sequential protocols side by side",
         "bench/append.py",
@@ -53,6 +59,24 @@ def main() -> int:
         "to one partition or round-robin over 16, against a local Oxia standalone (fsync on) and moto S3. "
         "Oxia reads and writes, S3 requests, compare-and-set conflicts and Oxia retries are counted per "
         "successful partition-append.\n\n" + append_table,
+    ))
+
+    print("consume benchmark ...", flush=True)
+    consume_table = measured(lambda: consume.report(consume.run(batches=320, records=100, runs=3)))
+    sections.append((
+        "Consume: a tail reader and a reader of compacted history",
+        "bench/consume.py",
+        "A fresh partition gets 320 appends of 100 records of 1 KiB (31 MiB) through `LogWriter`, against a local "
+        "Oxia standalone (fsync on) and moto S3. *Tail*: right after each append, each reader reads that batch. "
+        "*Compacted*: the partition is then compacted (the compactor's default 8 MiB objects) and each reader "
+        "reads it all from offset 1. Readers: `lambda` is `ConsumeService` without a tail cache, as the consume "
+        "Lambda runs it; `serve` is `ConsumeService` with the tail cache that `llog serve`'s writer feeds (for "
+        "the compacted history a new, empty cache: a process that did not write the data); `iter_from` is one "
+        "`LogReader.iter_from` scan. Consume requests use the HTTP defaults (`partition_max_bytes` 1 MiB, "
+        "`max_wait_ms` 0) from `next_fetch_offset` until every record is read. Each reader has its own Oxia "
+        "and S3 clients; its requests are counted per consumed MB of values (10^6 bytes), with the bytes its "
+        "GETs returned per value byte. Records/s and MB/s count only the time inside the read calls; "
+        "p50 is per request (one consume call, or one whole `iter_from` scan).\n\n" + consume_table,
     ))
 
     print("export benchmark ...", flush=True)

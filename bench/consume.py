@@ -1,0 +1,410 @@
+"""Consume benchmark: a tail reader and a reader of compacted history, with their S3 and Oxia requests.
+
+Each run appends ``--batches`` batches of ``--records`` records of 1 KiB to a fresh partition
+through ``LogWriter`` (one append per batch), against a local Oxia standalone (fsync on) and a moto
+S3 server, and reads them back with three readers, each with its own Oxia and S3 clients (connections
+opened before the clock starts):
+
+* ``lambda``: ``ConsumeService`` without a tail cache, as the consume Lambda runs it (POST /consume);
+* ``serve``: ``ConsumeService`` with a ``TailCache`` that the writer feeds through its commit
+  listener, as ``llog serve`` wires them;
+* ``iter_from``: one ``LogReader.iter_from`` scan.
+
+Consume requests use the HTTP contract's defaults (``partition_max_bytes`` 1 MiB, ``max_bytes``
+4 MiB, ``min_bytes`` 1, ``max_wait_ms`` 0, which ``--max-wait-ms`` changes) and are repeated from
+``next_fetch_offset`` until the reader has every wanted record. Two phases:
+
+* ``tail``: right after each append, every reader reads that batch (readers take turns going first);
+* ``compacted``: the partition is then compacted (``compact_until_caught_up``, the compactor's
+  default 8 MiB objects) and every reader reads it all from offset 1. The ``serve`` reader gets a
+  new, empty tail cache first: it stands for a process that did not write the data.
+
+Reported per phase and reader (the median over ``--runs`` runs): records/s and MB/s (value bytes,
+10^6 bytes, over the time spent inside the read calls only), the median time of one request (one
+consume call, or one whole ``iter_from`` scan), S3 GETs (whole and range) per consumed MB, bytes
+the GETs returned per value byte consumed, and Oxia reads per consumed MB.
+
+    .venv/bin/python bench/consume.py [--batches 320] [--records 100] [--runs 3] [--protocol seed]
+        [--max-wait-ms 0] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
+    sys.path.insert(0, str(ROOT))
+
+from bench.stack import READ_OPS, S3_GET_OPS, local_stack, percentile, stats_diff  # noqa: E402
+from llog.blob_store import BlobStore  # noqa: E402
+from llog.compactor import Compactor, compact_until_caught_up  # noqa: E402
+from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
+from llog.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch  # noqa: E402
+from llog.http_contract import Limits  # noqa: E402
+from llog.keys import PartitionKeys  # noqa: E402
+from llog.metrics import OperationCounters, OperationStats  # noqa: E402
+from llog.models import INITIAL_OFFSET, AppendProtocol  # noqa: E402
+from llog.oxia_store import OxiaStore  # noqa: E402
+from llog.produce import DEFAULT_TAIL_CACHE_BYTES  # noqa: E402
+from llog.reader import LogReader, LogRecord  # noqa: E402
+from llog.tail_cache import TailCache  # noqa: E402
+from llog.writer import LogWriter  # noqa: E402
+
+BUCKET = "llog-bench"
+RECORD_SIZE = 1024
+MB = 1_000_000
+MIB = 1024 * 1024
+READERS = ("lambda", "serve", "iter_from")
+PHASES = ("tail", "compacted")
+PROTOCOLS = ("seed", "sequential")
+PARTITION_MAX_BYTES = Limits().default_partition_max_bytes
+MAX_RESPONSE_BYTES = Limits().max_response_bytes
+
+
+@dataclass
+class Tally:
+    """What one reader read in one phase of one run: records, value bytes, and each request's time."""
+
+    records: int = 0
+    value_bytes: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    def add(self, records: Iterable[LogRecord], seconds: float) -> int:
+        """Count one request's records; returns the last offset it got (0 if none)."""
+        last = 0
+        for record in records:
+            self.records += 1
+            self.value_bytes += len(record.value)
+            last = record.offset
+        self.latencies.append(seconds)
+        return last
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.latencies)
+
+
+def summarize(phase: str, reader: str, tally: Tally, oxia: dict[str, OperationStats],
+              s3: dict[str, OperationStats], data: str) -> dict[str, Any]:  # fmt: skip
+    """One row: rates from ``tally``, storage requests from the reader's own counter differences."""
+    mb = tally.value_bytes / MB
+    nan = float("nan")
+
+    def per_mb(n: int) -> float:
+        return n / mb if mb else nan
+
+    gets = sum(s.calls for op, s in s3.items() if op in S3_GET_OPS)
+    get_bytes = sum(s.bytes for op, s in s3.items() if op in S3_GET_OPS)
+    return {
+        "phase": phase,
+        "reader": reader,
+        "data": data,
+        "records": tally.records,
+        "requests": len(tally.latencies),
+        "records_per_s": tally.records / tally.seconds if tally.seconds > 0 else nan,
+        "mb_per_s": mb / tally.seconds if tally.seconds > 0 else nan,
+        "p50_ms": percentile(tally.latencies, 0.5) * 1000 if tally.latencies else nan,
+        "s3_gets_per_mb": per_mb(gets),
+        "s3_read_bytes_per_value_byte": get_bytes / tally.value_bytes if tally.value_bytes else nan,
+        "s3_other_requests": sum(s.calls for op, s in s3.items() if op not in S3_GET_OPS),
+        "oxia_reads_per_mb": per_mb(sum(s.calls for op, s in oxia.items() if op in READ_OPS)),
+        "oxia_writes": sum(s.calls for op, s in oxia.items() if op not in READ_OPS),
+    }
+
+
+MEDIAN_KEYS = (
+    "records_per_s",
+    "mb_per_s",
+    "p50_ms",
+    "s3_gets_per_mb",
+    "s3_read_bytes_per_value_byte",
+    "oxia_reads_per_mb",
+)
+
+
+def median_row(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each rate over the runs; counts and descriptions from the first run."""
+    row = dict(samples[0])
+    for key in MEDIAN_KEYS:
+        row[key] = statistics.median(s[key] for s in samples)
+    row["runs"] = len(samples)
+    return row
+
+
+def merge_runs(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One median row per (phase, reader), in the order of the first run."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for rows in runs:
+        for r in rows:
+            groups.setdefault((r["phase"], r["reader"]), []).append(r)
+    return [median_row(samples) for samples in groups.values()]
+
+
+def turn(readers: Sequence[str], i: int) -> list[str]:
+    """``readers`` rotated by ``i``: who goes first changes from one read to the next."""
+    k = i % len(readers) if readers else 0
+    return [*readers[k:], *readers[:k]]
+
+
+# --- readers -------------------------------------------------------------------------------------
+
+
+class _Reader:
+    """One reader with its own Oxia and S3 clients and counters."""
+
+    def __init__(self, address: str, s3_config: S3Config) -> None:
+        self.oxia_counters, self.s3_counters = OperationCounters(), OperationCounters()
+        self.log = LogReader(
+            OxiaStore(OxiaConfig(address), counters=self.oxia_counters),
+            BlobStore(s3_config, counters=self.s3_counters),
+        )
+
+    def warm_up(self, topic: str) -> None:
+        """Open the Oxia and S3 connections before the clock starts."""
+        keys = PartitionKeys(topic, 0)
+        self.log.oxia.get(keys.control, partition_key=keys.partition_key)
+        list(self.log.blobs.list(BUCKET, "warm-up/"))
+
+    def snapshot(self) -> tuple[dict[str, OperationStats], dict[str, OperationStats]]:
+        return self.oxia_counters.snapshot(), self.s3_counters.snapshot()
+
+    def read(self, topic: str, partition: int, start: int, end: int, tally: Tally) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.log.close()
+
+
+class ConsumeReader(_Reader):
+    """POST /consume's service, without a tail cache (Lambda) or with one (``llog serve``)."""
+
+    def __init__(self, address: str, s3_config: S3Config, *, max_wait_ms: int, cache: TailCache | None) -> None:
+        super().__init__(address, s3_config)
+        self.max_wait_ms = max_wait_ms
+        self.service = ConsumeService(self.log, tail_cache=cache)
+
+    def read(self, topic: str, partition: int, start: int, end: int, tally: Tally) -> None:
+        consume_range(self.service.consume, topic, partition, start, end, self.max_wait_ms, tally)
+
+
+def consume_range(consume: Callable[[ConsumeRequest], list[PartitionFetch]], topic: str, partition: int, start: int,
+                  end: int, max_wait_ms: int, tally: Tally) -> None:  # fmt: skip
+    """Consume requests from ``start``, each from the last one's ``next_fetch_offset``, until ``end`` is read."""
+    offset = start
+    while offset <= end:
+        request = ConsumeRequest(
+            [FetchPartition(topic, partition, offset, PARTITION_MAX_BYTES)],
+            max_wait_ms=max_wait_ms,
+            min_bytes=1,
+            max_bytes=MAX_RESPONSE_BYTES,
+        )
+        t0 = time.perf_counter()
+        (result,) = consume(request)
+        elapsed = time.perf_counter() - t0
+        if result.error is not None:
+            raise result.error
+        if not result.records:
+            raise RuntimeError(f"no records at {topic}/{partition} offset {offset} (hw {result.high_watermark})")
+        tally.add(result.records, elapsed)
+        offset = result.next_fetch_offset
+
+
+class ScanReader(_Reader):
+    """``LogReader.iter_from``: one scan up to the high watermark it sees when it starts."""
+
+    def read(self, topic: str, partition: int, start: int, end: int, tally: Tally) -> None:
+        t0 = time.perf_counter()
+        records = list(self.log.iter_from(topic, partition, start))
+        last = tally.add(records, time.perf_counter() - t0)
+        if last != end:
+            raise RuntimeError(f"iter_from({start}) of {topic}/{partition} ended at {last}, expected {end}")
+
+
+# --- one run -------------------------------------------------------------------------------------
+
+
+ReadFn = Callable[[str, int, int], None]  # read(reader name, first offset, last offset)
+
+
+def _measure(phase: str, readers: dict[str, _Reader], topic: str, data: str, work: Callable[[ReadFn], None]
+             ) -> list[dict[str, Any]]:  # fmt: skip
+    """Run ``work(read)``; one row per reader, from its own tally and counter differences."""
+    tallies = {name: Tally() for name in readers}
+    before = {name: r.snapshot() for name, r in readers.items()}
+
+    def read(name: str, start: int, end: int) -> None:
+        readers[name].read(topic, 0, start, end, tallies[name])
+
+    work(read)
+    rows = []
+    for name, r in readers.items():
+        (oxia_before, s3_before), (oxia_after, s3_after) = before[name], r.snapshot()
+        rows.append(summarize(phase, name, tallies[name], stats_diff(oxia_before, oxia_after),
+                              stats_diff(s3_before, s3_after), data))  # fmt: skip
+    return rows
+
+
+def one_run(address: str, s3_config: S3Config, *, batches: int, records: int, protocol: str, max_wait_ms: int,
+            phases: Sequence[str], index: int = 0) -> list[dict[str, Any]]:  # fmt: skip
+    topic = f"bench-consume-{uuid.uuid4().hex[:8]}"
+    cache = TailCache(DEFAULT_TAIL_CACHE_BYTES)
+    writer = LogWriter(
+        OxiaStore(OxiaConfig(address)),
+        BlobStore(s3_config),
+        bucket=BUCKET,
+        config=WriterConfig(append_protocol=AppendProtocol(protocol)),
+        commit_listener=cache.on_commit,  # as llog serve wires its writer to its tail cache
+    )
+    compactor = Compactor(OxiaStore(OxiaConfig(address)), BlobStore(s3_config), bucket=BUCKET)
+    serve = ConsumeReader(address, s3_config, max_wait_ms=max_wait_ms, cache=cache)
+    readers: dict[str, _Reader] = {
+        "lambda": ConsumeReader(address, s3_config, max_wait_ms=max_wait_ms, cache=None),
+        "serve": serve,
+        "iter_from": ScanReader(address, s3_config),
+    }
+    payload = [b"x" * RECORD_SIZE] * records
+    last = INITIAL_OFFSET + batches * records - 1
+    rows: list[dict[str, Any]] = []
+
+    def populate(read: ReadFn | None) -> None:
+        """Append every batch; with ``read``, every reader reads each batch right after its append."""
+        for i in range(batches):
+            appended = writer.append(topic, 0, payload)
+            if not appended.ok or appended.start_offset is None or appended.end_offset is None:
+                raise RuntimeError(f"append failed: {appended.error}")
+            if read is not None:
+                for name in turn(READERS, index + i):
+                    read(name, appended.start_offset, appended.end_offset)
+
+    def read_history(read: ReadFn) -> None:
+        for name in turn(READERS, index):
+            read(name, INITIAL_OFFSET, last)
+
+    try:
+        writer.initialize_partition(topic, 0)
+        for r in readers.values():
+            r.warm_up(topic)
+        if "tail" in phases:
+            rows.extend(_measure("tail", readers, topic, f"{records} x 1 KiB per append", populate))
+        else:
+            populate(None)
+        if "compacted" in phases:
+            done = [c for c in compact_until_caught_up(compactor, topic, 0, budget_s=600) if c.outcome == "compacted"]
+            if not done or done[-1].end_offset != last:
+                raise RuntimeError(f"compaction stopped short of offset {last}: {done[-1:]}")
+            sizes = [c.bytes_written / MIB for c in done]
+            data = f"{len(done)} objects, median {statistics.median(sizes):.1f} MiB"
+            # serve stands for a process that did not write the data: its tail cache starts empty.
+            serve.service = ConsumeService(serve.log, tail_cache=TailCache(DEFAULT_TAIL_CACHE_BYTES))
+            rows.extend(_measure("compacted", readers, topic, data, read_history))
+    finally:
+        for r in readers.values():
+            r.close()
+        writer.close()
+        compactor.close()
+    return rows
+
+
+def run(*, batches: int = 320, records: int = 100, runs: int = 3, protocol: str = "seed", max_wait_ms: int = 0,
+        phases: Sequence[str] = PHASES) -> list[dict[str, Any]]:  # fmt: skip
+    """Every run against one Oxia standalone and one moto server; raises if Oxia cannot be had."""
+    with local_stack(BUCKET) as (address, s3_config):
+        samples = []
+        for i in range(runs):
+            sample = one_run(
+                address, s3_config, batches=batches, records=records, protocol=protocol,
+                max_wait_ms=max_wait_ms, phases=phases, index=i,
+            )  # fmt: skip
+            samples.append(sample)
+        return merge_runs(samples)
+
+
+# --- report --------------------------------------------------------------------------------------
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| phase | data | reader | records | requests | records/s | MB/s | p50 ms / request | S3 GETs / MB "
+        "| S3 bytes read / value byte | Oxia reads / MB |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['phase']} | {r['data']} | {r['reader']} | {r['records']:,} | {r['requests']:,} "
+            f"| {r['records_per_s']:,.0f} | {r['mb_per_s']:.1f} | {r['p50_ms']:.2f} | {r['s3_gets_per_mb']:.2f} "
+            f"| {r['s3_read_bytes_per_value_byte']:.2f} | {r['oxia_reads_per_mb']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def _find(rows: list[dict[str, Any]], phase: str, reader: str) -> dict[str, Any] | None:
+    return next((r for r in rows if (r["phase"], r["reader"]) == (phase, reader)), None)
+
+
+def comparisons(rows: list[dict[str, Any]]) -> str:
+    """Ratios from rows of the same run: what the tail cache saves, and what whole-object GETs cost."""
+    lines = []
+    lam, serve = _find(rows, "tail", "lambda"), _find(rows, "tail", "serve")
+    if lam is not None and serve is not None and serve["p50_ms"] > 0:
+        lines.append(
+            f"* Tail: the tail cache (`serve`) answers in {serve['p50_ms']:.2f} ms at the median with "
+            f"{serve['s3_gets_per_mb']:.2f} S3 GETs and {serve['oxia_reads_per_mb']:.2f} Oxia reads per MB; "
+            f"without it (`lambda`) {lam['p50_ms']:.2f} ms ({lam['p50_ms'] / serve['p50_ms']:.0f}x), "
+            f"{lam['s3_gets_per_mb']:.2f} GETs and {lam['oxia_reads_per_mb']:.2f} Oxia reads per MB."
+        )
+    scan, lam = _find(rows, "compacted", "iter_from"), _find(rows, "compacted", "lambda")
+    if scan is not None and lam is not None and scan["s3_gets_per_mb"] > 0:
+        lines.append(
+            f"* Compacted history: a consume request serves at most `partition_max_bytes` "
+            f"({PARTITION_MAX_BYTES // MIB} MiB) but GETs the whole compacted object, so `lambda` makes "
+            f"{lam['s3_gets_per_mb'] / scan['s3_gets_per_mb']:.1f}x the GETs per MB of one `iter_from` scan and "
+            f"reads {lam['s3_read_bytes_per_value_byte']:.1f} bytes from S3 per value byte served "
+            f"(`iter_from`: {scan['s3_read_bytes_per_value_byte']:.2f})."
+        )
+    serve = _find(rows, "compacted", "serve")
+    if serve is not None and lam is not None and lam["s3_gets_per_mb"] > 0:
+        lines.append(
+            f"* `serve` keeps the decoded object in its tail cache and serves the following requests from it: "
+            f"{serve['s3_gets_per_mb']:.2f} GETs per MB, {serve['s3_read_bytes_per_value_byte']:.2f} bytes read "
+            f"per value byte."
+        )
+    return "\n".join(lines)
+
+
+def report(rows: list[dict[str, Any]]) -> str:
+    notes = comparisons(rows)
+    return table(rows) + (f"\n\nFrom the rows above:\n\n{notes}" if notes else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batches", type=int, default=320)
+    parser.add_argument("--records", type=int, default=100, help="records of 1 KiB per append")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="seed")
+    parser.add_argument("--max-wait-ms", type=int, default=0)
+    parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        rows = run(batches=args.batches, records=args.records, runs=args.runs, protocol=args.protocol,
+                   max_wait_ms=args.max_wait_ms, phases=args.phases)  # fmt: skip
+    except Exception as exc:  # no Oxia server on this machine: say so, as make bench does
+        print(f"Not measured here: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(rows, indent=2) if args.json else report(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""What the Oxia-backed benchmarks share (bench/append.py, bench/consume.py): the local services and op counting.
+
+``local_stack`` runs a local Oxia standalone and a moto S3 server for the
+length of a benchmark. When no Oxia server can be had it raises with the
+reason (``make setup`` records why in ``.tools/oxia-unavailable``) before
+starting anything; the benchmarks report that as "Not measured here: <reason>".
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from llog.config import S3Config
+from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary
+from llog.metrics import OperationStats
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Oxia operations (llog.oxia_store) that read, and that write.
+READ_OPS = frozenset({"get", "get_ceiling", "get_lower", "range_scan", "list"})
+WRITE_OPS = frozenset({"put", "put_sequential", "delete", "delete_range"})
+# S3 operations (llog.blob_store) that are GET requests: whole-object and range GETs.
+S3_GET_OPS = frozenset({"get", "range_get"})
+
+
+def oxia_binary() -> str:
+    """The Oxia server binary (``$OXIA_BIN``, PATH, ``.tools/bin``); raises with the reason if there is none."""
+    binary = find_oxia_binary([ROOT / ".tools" / "bin"])
+    if binary is None:
+        reason_file = ROOT / ".tools" / "oxia-unavailable"
+        raise RuntimeError(reason_file.read_text().strip() if reason_file.exists() else "no Oxia binary")
+    return binary
+
+
+@contextmanager
+def local_stack(bucket: str, *, fsync: bool = True) -> Iterator[tuple[str, S3Config]]:
+    """An Oxia standalone and a moto S3 server with ``bucket`` created: ``(oxia address, S3 config)``."""
+    binary = oxia_binary()
+    with tempfile.TemporaryDirectory() as tmp:
+        oxia = OxiaProcess(binary, Path(tmp), fsync=fsync)
+        s3 = MotoS3()
+        oxia.start()
+        try:
+            s3.start()
+            try:
+                yield oxia.address, s3.create_bucket(bucket)
+            finally:
+                s3.stop()
+        finally:
+            oxia.stop()
+
+
+def stats_diff(before: dict[str, OperationStats], after: dict[str, OperationStats]) -> dict[str, OperationStats]:
+    """Per operation, what happened between two ``OperationCounters.snapshot()`` calls."""
+    out = {}
+    for op, a in after.items():
+        b = before.get(op, OperationStats())
+        out[op] = OperationStats(
+            calls=a.calls - b.calls,
+            errors=a.errors - b.errors,
+            retries=a.retries - b.retries,
+            bytes=a.bytes - b.bytes,
+            seconds=a.seconds - b.seconds,
+            conflicts=a.conflicts - b.conflicts,
+        )
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
