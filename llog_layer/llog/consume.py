@@ -228,12 +228,16 @@ class ConsumeService:
                 offset = hit[0] + len(hit[1])
             if plan.cached:
                 plan.high_watermark = cache.cached_high_watermark(req.topic, req.partition)
-                return plan
+                if plan.high_watermark is not None:
+                    return plan
         try:
             info = self.reader.partition_info(req.topic, req.partition)
             plan.high_watermark = info.high_watermark
             plan.log_start_offset = self._log_starts[(req.topic, req.partition)] = info.log_start
-            if req.fetch_offset == info.high_watermark + 1:
+            if cache is not None:
+                cache.note_high_watermark(req.topic, req.partition, info.high_watermark)
+            # Cached batches of a reader catching up: serve them; the next request reads on.
+            if plan.cached or req.fetch_offset == info.high_watermark + 1:
                 return plan
             if not info.log_start <= req.fetch_offset <= info.high_watermark:
                 raise OffsetOutOfRange(req.topic, req.partition, req.fetch_offset, info.log_start, info.high_watermark)
@@ -245,7 +249,10 @@ class ConsumeService:
                 if estimate >= req.partition_max_bytes or len(plan.batches) >= MAX_BATCHES_PER_PARTITION:
                     break
         except LlogError as exc:
-            plan.error = exc
+            if plan.cached:  # Oxia is out of reach: serve what the cache holds, up to its end
+                plan.high_watermark = plan.cached[-1][0] + len(plan.cached[-1][1]) - 1
+            else:
+                plan.error = exc
         return plan
 
     def _assemble(self, plan: _Plan, fetcher: BlobFetcher, budget: int, *, first: bool) -> PartitionFetch:
@@ -258,7 +265,8 @@ class ConsumeService:
             for batch in plan.batches:
                 sources.append(self._decode(req, batch, fetcher))
                 if self.tail_cache is not None:
-                    self.tail_cache.add(req.topic, req.partition, batch.start_offset, sources[-1][1])
+                    at_end = plan.high_watermark is not None and batch.end_offset >= plan.high_watermark
+                    self.tail_cache.add(req.topic, req.partition, batch.start_offset, sources[-1][1], at_end=at_end)
             offset = req.fetch_offset
             for start, decoded in sources:
                 while offset < start + len(decoded):

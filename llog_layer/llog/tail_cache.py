@@ -9,7 +9,10 @@ It is opportunistic: it only knows what *this* process wrote or read. Records
 at an offset never change, so a hit is always correct; what the cache may
 not know is that another process appended since. Callers therefore treat a
 "nothing after the cached tail" answer as a reason to wait, and check Oxia
-before they finally answer "empty".
+before they finally answer "empty". Only a tail that was the partition's end
+when it was cached (this process's append, or a read that reached the high
+watermark) counts as one: batches a catching-up reader pulled from S3 are
+cached for the next request, but their end says nothing about the partition's.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ class _Tail:
     """Contiguous cached batches of one partition: ``batches[i]`` = (start, end, batch)."""
 
     batches: deque[tuple[int, int, RecordBatch]] = field(default_factory=deque)
+    at_end: bool = False  # the last batch ended at the partition's high watermark when it was added
 
     @property
     def first(self) -> int:
@@ -61,9 +65,10 @@ class TailCache:
     def on_commit(self, topic: str, partition: int, start_offset: int, batch: bytes) -> None:
         """``LogWriter`` commit listener: cache the batch and wake waiting consumers."""
         if self.enabled and len(batch) <= self.max_bytes:
-            self.add(topic, partition, start_offset, decode_batch(batch))
+            self.add(topic, partition, start_offset, decode_batch(batch), at_end=True)
 
-    def add(self, topic: str, partition: int, start_offset: int, batch: RecordBatch) -> None:
+    def add(self, topic: str, partition: int, start_offset: int, batch: RecordBatch, *, at_end: bool) -> None:
+        """Cache a batch; ``at_end`` if it ended at the partition's high watermark as of now."""
         if not self.enabled:
             return
         pid = (topic, partition)
@@ -71,11 +76,14 @@ class TailCache:
         with self._lock:
             tail = self._tails.get(pid)
             if tail is not None and tail.batches and start_offset <= tail.last:
+                if at_end and end == tail.last:
+                    tail.at_end = True
                 return  # already cached (a re-read of something we hold)
             if tail is None or not tail.batches or start_offset != tail.last + 1:
                 self._drop(pid)  # not contiguous with what we hold: start over at this batch
                 tail = self._tails[pid] = _Tail()
             tail.batches.append((start_offset, end, batch))
+            tail.at_end = at_end
             self._order[(pid, start_offset)] = batch.nbytes
             self._bytes += batch.nbytes
             self._evict()
@@ -113,10 +121,21 @@ class TailCache:
             return None
 
     def cached_high_watermark(self, topic: str, partition: int) -> int | None:
-        """The last offset this process knows of, or None if it holds nothing for the partition."""
+        """The partition's high watermark as this process last knew it, or None.
+
+        None when the cache holds nothing for the partition, or when its cached
+        batches did not reach the partition's end (a reader catching up).
+        """
         with self._lock:
             tail = self._tails.get((topic, partition))
-            return tail.last if tail is not None and tail.batches else None
+            return tail.last if tail is not None and tail.batches and tail.at_end else None
+
+    def note_high_watermark(self, topic: str, partition: int, high_watermark: int) -> None:
+        """A high watermark read from Oxia: a cached tail short of it is no longer the end."""
+        with self._lock:
+            tail = self._tails.get((topic, partition))
+            if tail is not None and tail.batches and tail.last < high_watermark:
+                tail.at_end = False
 
     def wait_beyond(self, partitions: list[PartitionId], offsets: list[int], timeout_s: float) -> bool:
         """Sleep until one partition's cached tail reaches its offset, or the timeout; True if one did."""

@@ -244,6 +244,25 @@ def test_a_cache_miss_falls_back_to_oxia_and_fills_the_cache(
     assert reader_oxia.counters.total_calls() == calls, "the second read is a cache hit"
 
 
+def test_a_reader_catching_up_through_the_cache_does_not_wait_at_what_it_read(
+    writer: LogWriter, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str
+) -> None:
+    """Batches read from S3 are cached, but their end is not the partition's: no long-poll wait there."""
+    writer.initialize_partition(topic, 0)
+    for value in (b"a", b"b", b"c"):
+        writer.append(topic, 0, [value])
+    service = ConsumeService(LogReader(reader_oxia, reader_blobs), tail_cache=TailCache(MB))
+
+    (first,) = service.consume(request(part(topic, max_bytes=1)))  # one record: the first batch only
+    start = time.monotonic()
+    (second,) = service.consume(request(part(topic, offset=2), max_wait_ms=5_000))
+
+    assert values(first) == [b"a"]
+    assert values(second) == [b"b", b"c"]
+    assert second.high_watermark == 3
+    assert time.monotonic() - start < 3, "answered from Oxia at once, not after max_wait_ms"
+
+
 def test_batching_producer_on_a_real_writer(writer: LogWriter, reader: LogReader, topic: str) -> None:
     writer.initialize_partition(topic, 0)
     writer.initialize_partition(topic, 1)

@@ -13,14 +13,16 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from llog.blob_store import BlobStore
-from llog.codec import Record
+from llog.codec import Record, decode_batch, encode_batch
 from llog.config import OxiaConfig, S3Config
+from llog.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.devstack import free_port
 from llog.errors import ConfigurationError, InvalidArgument, InvalidPartition, InvalidTopicName, OxiaUnavailable
 from llog.gc import WAL_CHUNK, GarbageCollector, GcConfig, GcReport
 from llog.keys import S3Location, new_object_id, shared_wal_prefix
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
+from llog.tail_cache import TailCache
 from llog.writer import LogWriter, SharedAppendGroup
 from tests.conftest import BUCKET
 
@@ -144,3 +146,35 @@ def test_gc_reads_headers_concurrently_across_listing_pages(dead_oxia: OxiaStore
 
     assert (report.wal_blobs_seen, report.wal_blobs_deleted) == (len(keys), 0)
     assert sorted(e.split(":")[0] for e in report.errors) == sorted(keys)
+
+
+def _catching_up_service(dead_oxia: OxiaStore, blob_store: BlobStore) -> ConsumeService:
+    """``llog serve``'s consume service whose cache holds offsets 1-2, read by a reader that had not reached the end."""
+    cache = TailCache(1 << 20)
+    cache.add("orders", 0, 1, decode_batch(encode_batch([b"a", b"b"], now_ms=1)), at_end=False)
+    return ConsumeService(LogReader(dead_oxia, blob_store), tail_cache=cache)
+
+
+def test_a_catching_up_reader_is_served_from_the_cache_when_oxia_is_out_of_reach(
+    dead_oxia: OxiaStore, blob_store: BlobStore
+) -> None:
+    service = _catching_up_service(dead_oxia, blob_store)
+    (result,) = service.consume(ConsumeRequest([FetchPartition("orders", 0, 1, 1 << 20)], 0, 1, 1 << 20))
+    assert result.error is None
+    assert [r.value for r in result.records] == [b"a", b"b"]
+    assert result.high_watermark == 2
+
+
+def test_a_catching_up_reader_does_not_wait_at_the_end_of_what_it_read(
+    dead_oxia: OxiaStore, blob_store: BlobStore
+) -> None:
+    """The cache's end is only where this reader stopped, not the partition's: ask Oxia at once.
+
+    Before the fix the request trusted the cached end as the tail, waited the whole
+    ``max_wait_ms`` and only then asked Oxia (here: an error, after 5 s).
+    """
+    service = _catching_up_service(dead_oxia, blob_store)
+    start = time.monotonic()
+    (result,) = service.consume(ConsumeRequest([FetchPartition("orders", 0, 3, 1 << 20)], 5_000, 1, 1 << 20))
+    assert isinstance(result.error, OxiaUnavailable)
+    assert time.monotonic() - start < 4

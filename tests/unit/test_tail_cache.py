@@ -29,9 +29,9 @@ def size_of(n_records: int = 1, value_size: int = 1) -> int:
 
 def test_contiguous_batches_are_looked_up_by_offset():
     cache = TailCache(1 << 20)
-    cache.add("orders", 0, 1, batch(b"a", b"b"))
-    cache.add("orders", 0, 3, batch(b"c"))
-    cache.add("orders", 0, 4, batch(b"d", b"e", b"f"))
+    cache.add("orders", 0, 1, batch(b"a", b"b"), at_end=True)
+    cache.add("orders", 0, 3, batch(b"c"), at_end=True)
+    cache.add("orders", 0, 4, batch(b"d", b"e", b"f"), at_end=True)
 
     for offset, (start, first_value) in {1: (1, b"a"), 2: (1, b"a"), 3: (3, b"c"), 4: (4, b"d"), 6: (4, b"d")}.items():
         hit = cache.lookup("orders", 0, offset)
@@ -48,8 +48,8 @@ def test_contiguous_batches_are_looked_up_by_offset():
 
 def test_a_gap_starts_the_partition_over():
     cache = TailCache(1 << 20)
-    cache.add("orders", 0, 1, batch(b"a"))
-    cache.add("orders", 0, 5, batch(b"e"))  # offsets 2-4 unknown: not contiguous
+    cache.add("orders", 0, 1, batch(b"a"), at_end=True)
+    cache.add("orders", 0, 5, batch(b"e"), at_end=True)  # offsets 2-4 unknown: not contiguous
     assert cache.lookup("orders", 0, 1) is None
     assert cache.lookup("orders", 0, 5) is not None
     assert cache.cached_high_watermark("orders", 0) == 5
@@ -58,10 +58,10 @@ def test_a_gap_starts_the_partition_over():
 
 def test_re_adding_cached_offsets_changes_nothing():
     cache = TailCache(1 << 20)
-    cache.add("orders", 0, 1, batch(b"a", b"b"))
+    cache.add("orders", 0, 1, batch(b"a", b"b"), at_end=True)
     before = cache.size_bytes
-    cache.add("orders", 0, 2, batch(b"other"))
-    cache.add("orders", 0, 1, batch(b"a", b"b"))
+    cache.add("orders", 0, 2, batch(b"other"), at_end=True)
+    cache.add("orders", 0, 1, batch(b"a", b"b"), at_end=True)
     assert cache.size_bytes == before
     hit = cache.lookup("orders", 0, 2)
     assert hit is not None
@@ -70,9 +70,9 @@ def test_re_adding_cached_offsets_changes_nothing():
 
 def test_partitions_are_independent():
     cache = TailCache(1 << 20)
-    cache.add("orders", 0, 1, batch(b"a"))
-    cache.add("orders", 1, 1, batch(b"b"))
-    cache.add("audit", 0, 7, batch(b"c"))
+    cache.add("orders", 0, 1, batch(b"a"), at_end=True)
+    cache.add("orders", 1, 1, batch(b"b"), at_end=True)
+    cache.add("audit", 0, 7, batch(b"c"), at_end=True)
     assert cache.lookup("orders", 1, 1)[1].value(0) == b"b"  # type: ignore[index]
     assert cache.cached_high_watermark("audit", 0) == 7
 
@@ -80,17 +80,17 @@ def test_partitions_are_independent():
 def test_eviction_by_bytes_drops_the_oldest_batches_first_across_partitions():
     one = size_of()
     cache = TailCache(3 * one)
-    cache.add("orders", 0, 1, batch(b"a"))
-    cache.add("orders", 1, 1, batch(b"b"))
-    cache.add("orders", 0, 2, batch(b"c"))
+    cache.add("orders", 0, 1, batch(b"a"), at_end=True)
+    cache.add("orders", 1, 1, batch(b"b"), at_end=True)
+    cache.add("orders", 0, 2, batch(b"c"), at_end=True)
     assert cache.size_bytes == 3 * one
-    cache.add("orders", 1, 2, batch(b"d"))  # over capacity: orders/0 offset 1 (the oldest) goes
+    cache.add("orders", 1, 2, batch(b"d"), at_end=True)  # over capacity: orders/0 offset 1 (the oldest) goes
 
     assert cache.size_bytes == 3 * one
     assert cache.lookup("orders", 0, 1) is None
     assert cache.lookup("orders", 0, 2) is not None
     assert cache.lookup("orders", 1, 1) is not None
-    cache.add("orders", 0, 3, batch(b"e"))  # next oldest: orders/1 offset 1
+    cache.add("orders", 0, 3, batch(b"e"), at_end=True)  # next oldest: orders/1 offset 1
     assert cache.lookup("orders", 1, 1) is None
     assert cache.lookup("orders", 1, 2) is not None
     assert cache.cached_high_watermark("orders", 0) == 3
@@ -99,8 +99,8 @@ def test_eviction_by_bytes_drops_the_oldest_batches_first_across_partitions():
 def test_evicting_a_partitions_last_batch_forgets_the_partition():
     one = size_of()
     cache = TailCache(one)
-    cache.add("orders", 0, 1, batch(b"a"))
-    cache.add("orders", 1, 1, batch(b"b"))
+    cache.add("orders", 0, 1, batch(b"a"), at_end=True)
+    cache.add("orders", 1, 1, batch(b"b"), at_end=True)
     assert cache.cached_high_watermark("orders", 0) is None
     assert cache.cached_high_watermark("orders", 1) == 1
 
@@ -110,7 +110,7 @@ def test_a_batch_larger_than_the_cache_is_not_kept():
     big = encode_batch([b"x" * 1000], now_ms=1)
     cache.on_commit("orders", 0, 1, big)
     assert cache.cached_high_watermark("orders", 0) is None
-    cache.add("orders", 0, 1, decode_batch(big))
+    cache.add("orders", 0, 1, decode_batch(big), at_end=True)
     assert cache.cached_high_watermark("orders", 0) is None
     assert cache.size_bytes == 0
 
@@ -132,7 +132,7 @@ def test_on_commit_decodes_a_real_encoded_batch():
 
 def test_wait_beyond_returns_at_once_when_already_beyond():
     cache = TailCache(1 << 20)
-    cache.add("orders", 0, 1, batch(b"a", b"b"))
+    cache.add("orders", 0, 1, batch(b"a", b"b"), at_end=True)
     start = time.monotonic()
     assert cache.wait_beyond([("orders", 0)], [2], 5) is True
     assert time.monotonic() - start < 1
@@ -140,8 +140,8 @@ def test_wait_beyond_returns_at_once_when_already_beyond():
 
 def test_wait_beyond_wakes_when_a_batch_is_added():
     cache = TailCache(1 << 20)
-    cache.add("orders", 0, 1, batch(b"a"))
-    timer = threading.Timer(0.1, cache.add, args=("orders", 0, 2, batch(b"b")))
+    cache.add("orders", 0, 1, batch(b"a"), at_end=True)
+    timer = threading.Timer(0.1, cache.add, args=("orders", 0, 2, batch(b"b")), kwargs={"at_end": True})
     start = time.monotonic()
     timer.start()
     woke = cache.wait_beyond([("audit", 0), ("orders", 0)], [1, 2], 10)
@@ -153,7 +153,7 @@ def test_wait_beyond_wakes_when_a_batch_is_added():
 
 def test_wait_beyond_ignores_adds_that_do_not_reach_the_offset_and_times_out():
     cache = TailCache(1 << 20)
-    timer = threading.Timer(0.05, cache.add, args=("orders", 0, 1, batch(b"a")))
+    timer = threading.Timer(0.05, cache.add, args=("orders", 0, 1, batch(b"a")), kwargs={"at_end": True})
     timer.start()
     start = time.monotonic()
     assert cache.wait_beyond([("orders", 0)], [5], 0.3) is False
@@ -172,7 +172,7 @@ def test_wait_beyond_with_a_non_positive_timeout_does_not_block():
 def test_zero_bytes_disables_the_cache():
     cache = TailCache(0)
     assert not cache.enabled
-    cache.add("orders", 0, 1, batch(b"a"))
+    cache.add("orders", 0, 1, batch(b"a"), at_end=True)
     cache.on_commit("orders", 0, 2, encode_batch([b"b"]))
     assert cache.lookup("orders", 0, 1) is None
     assert cache.cached_high_watermark("orders", 0) is None
@@ -198,7 +198,7 @@ def test_concurrent_adds_and_lookups_stay_consistent():
 
     def writer(partition: int) -> None:
         for offset in range(1, 201):
-            cache.add("orders", partition, offset, batch(b"x"))
+            cache.add("orders", partition, offset, batch(b"x"), at_end=True)
 
     def reader(partition: int) -> None:
         try:
@@ -221,3 +221,28 @@ def test_concurrent_adds_and_lookups_stay_consistent():
     tails = [cache.cached_high_watermark("orders", p) for p in range(3)]
     assert set(tails) <= {200, None}
     assert 200 in tails
+
+
+def test_a_tail_read_short_of_the_end_is_cached_but_not_taken_for_the_end():
+    """A reader catching up caches what it read, but must not wait at its end as if nothing followed."""
+    cache = TailCache(1 << 20)
+    cache.add("orders", 0, 1, batch(b"a", b"b"), at_end=False)
+    assert cache.lookup("orders", 0, 2) is not None
+    assert cache.cached_high_watermark("orders", 0) is None
+    cache.add("orders", 0, 3, batch(b"c"), at_end=True)  # a read that reached the high watermark
+    assert cache.cached_high_watermark("orders", 0) == 3
+    cache.add("orders", 0, 3, batch(b"c"), at_end=False)  # a re-read changes nothing
+    assert cache.cached_high_watermark("orders", 0) == 3
+
+
+def test_a_higher_watermark_from_oxia_ends_the_cached_tail_s_claim():
+    cache = TailCache(1 << 20)
+    cache.on_commit("orders", 0, 1, encode_batch([b"a"], now_ms=1))
+    assert cache.cached_high_watermark("orders", 0) == 1
+    cache.note_high_watermark("orders", 0, 1)  # still the end
+    assert cache.cached_high_watermark("orders", 0) == 1
+    cache.note_high_watermark("orders", 0, 4)  # another process appended
+    assert cache.cached_high_watermark("orders", 0) is None
+    assert cache.lookup("orders", 0, 1) is not None  # the records themselves stay
+    cache.on_commit("orders", 0, 5, encode_batch([b"e"], now_ms=1))  # this process appends again: the end
+    assert cache.cached_high_watermark("orders", 0) == 5
