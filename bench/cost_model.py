@@ -2,8 +2,12 @@
 
     .venv/bin/python bench/cost_model.py [--json] [--consumers N] [--partitions N] [--retention-hours H]
                                          [--peak-factor F] [--latency-factor F] [--efs-batching F]
+                                         [--first-append-share F]
 
-Arithmetic on stated inputs only, standard library only:
+Arithmetic on stated inputs only, standard library only. Every table is
+printed for both append protocols (``LLOG_APPEND_PROTOCOL``: ``seed``, the
+deployed default, and ``sequential``, docs/SEQUENTIAL_APPEND.md) wherever
+they differ:
 
 * ``Prices``: us-east-1 list prices, transcribed by hand (``PRICES_AS_OF``);
   they are assumptions, not read from AWS.
@@ -12,10 +16,12 @@ Arithmetic on stated inputs only, standard library only:
   ``tests/unit/test_cost_model.py`` checks them against the source.
 * The operation counts per request (``produce_part`` ... ``gc_part``): the S3
   counts of produce, consume and compaction reads are measured with moto by
-  ``tests/integration/test_cost_model_counts.py``; the Oxia counts and the GC
-  and compaction writes are derived from the code (an Oxia server cannot run
-  where this was written; ``bench/append.py`` measures the produce path's
-  Oxia operations once one can).
+  ``tests/integration/test_cost_model_counts.py``; the Oxia counts (``Code``
+  for what both protocols share, ``ProtocolOxia`` for what differs) and the
+  GC and compaction writes are derived from the code. An Oxia server cannot
+  run where this was written, so no Oxia count is measured;
+  ``bench/append.py`` measures the produce path's Oxia operations once a
+  server runs.
 * ``Latency``: assumed latencies inside a Lambda function, from which billed
   durations are built (nothing was deployed, so none is measured); the
   sensitivity table scales them.
@@ -107,17 +113,51 @@ class Code:
     gc_grace_s: int = 86_400  # llog:gcGracePeriodHours
     list_page: int = 1000  # list_objects_v2 keys per page
     alarms_besides_oxia: int = 11  # infra/observability.py: 6 functions, DLQ, API, lag, S3, Glue; + 1 per Oxia task
-    # Oxia operations (derived from the code, not measured: no Oxia server here).
-    produce_oxia_reads: int = 1  # writer._commit: read meta/control
-    produce_oxia_writes: int = 3  # CAS control (reserve), create index entry, CAS control (clear pending)
-    consume_oxia_reads: int = 2  # reader.partition_info (control), one index range scan
-    compaction_oxia_reads: int = 12  # compact_once: 11 gets and the index scan of _select
+    gc_read_concurrency: int = 16  # GcConfig.read_concurrency (LLOG_GC_READ_CONCURRENCY): WAL headers read at once
+    gc_max_deletes_per_run: int = 100_000  # GcConfig.max_deletes_per_run (LLOG_GC_MAX_DELETES_PER_RUN)
+    gc_timeout_s: int = 900  # infra/functions.py GC_TIMEOUT
+    header_probe_bytes: int = 64 * KIB  # gc.HEADER_PROBE_BYTES: one range GET per WAL blob header
+    index_page: int = 1024  # PartitionIndex.iter: retention reads the index in pages of this many entries
+    # Oxia operations both append protocols share, per uncontended call (derived from the code, not
+    # measured: no Oxia server here). Seed and sequential partitions (one generation) cost the same here.
+    compaction_oxia_reads: int = 15  # per compacted object: the claim check before compact_once, then its
+    # 14: control (recover_pending), meta/compaction, cursor, control + index scan (_select), cursor again;
+    # _finish: record, cursor, control (_index_for), the end entry; record; record, cursor (_advance); record
     compaction_oxia_writes: int = 7  # record, end key, 2 state changes, delete_range, cursor, delete record
-    worker_oxia_reads: int = 6  # per invocation: claim checks and the final "nothing to do" pass
-    worker_oxia_writes: int = 4  # per invocation: session, claim, release, session close
-    planner_oxia_reads_per_partition: int = 3  # catalog listing share, control, cursor
-    gc_oxia_reads_per_partition: int = 6  # per run: catalog, retention (control, index, cursor), references, watermark
-    gc_oxia_writes_per_partition: int = 3  # per run: GC watermark; retention's log start and index delete_range
+    worker_oxia_reads: int = 6  # per invocation: the claim check and the final "nothing to do" compact_once
+    # (control, meta/compaction, cursor, control and index scan of _select)
+    worker_oxia_writes: int = 4  # per invocation: the claim and its release, the session's creation and its
+    # close or expiry (the session's are the client's own calls, not OxiaStore operations)
+    planner_oxia_reads_per_tick: int = 1  # LogCatalog.partitions: one key listing
+    gc_oxia_reads_per_run: int = 2  # two catalog listings (retention, compacted objects)
+    gc_oxia_reads_per_partition: int = 11  # per run: retention 5 (control, an index page and the empty page
+    # that ends the scan, cursor, control before the log start's CAS), WAL references 3 (control, cursor,
+    # index scan), compacted objects 3 (GC watermark, meta/compaction, control); + 1 per compacted object
+    # judged (gc_part) and 1 per further page of 1,024 index entries retention reads
+    gc_oxia_writes_per_partition: int = 3  # per run: retention's log start CAS and index delete_range; GC watermark
+
+
+@dataclass(frozen=True)
+class ProtocolOxia:
+    """The Oxia operations that differ between the append protocols (derived from the code, not measured)."""
+
+    name: str
+    produce_reads: int  # per partition-append on a writer's common path
+    produce_first_reads: int  # more on a writer's first append to a partition (a cold Lambda environment)
+    produce_writes: int  # per partition-append, uncontended
+    consume_reads: int  # per consume request and partition: control, the sequence's tail (sequential), index scan
+    planner_reads_per_partition: int  # LogCatalog.status: control, tail (sequential), meta/compaction, cursor
+
+
+# writer._commit: read control; CAS control (reserve), create the index entry, CAS control (clear pending).
+# A lost compare-and-set adds a read and a write (and back-off): contention is not modelled.
+SEED = ProtocolOxia("seed", produce_reads=1, produce_first_reads=0, produce_writes=3, consume_reads=2,
+                    planner_reads_per_partition=3)  # fmt: skip
+# SequentialAppender.commit: one sequential put into the cached open generation; the first append of a
+# writer to a partition reads control first. The high watermark is read from the sequence's tail: + 1 read.
+SEQUENTIAL = ProtocolOxia("sequential", produce_reads=0, produce_first_reads=1, produce_writes=1, consume_reads=3,
+                          planner_reads_per_partition=4)  # fmt: skip
+PROTOCOLS = (SEED, SEQUENTIAL)
 
 
 @dataclass(frozen=True)
@@ -126,7 +166,8 @@ class Latency:
 
     handler_overhead_ms: float = 5.0  # event parsing, Powertools, response
     s3_put_ms: float = 30.0  # one PUT, before transferring the body
-    s3_get_ms: float = 15.0  # one GET to first byte
+    s3_get_ms: float = 15.0  # one GET (or HEAD) to first byte
+    s3_list_ms: float = 100.0  # one LIST page of up to 1,000 keys
     s3_ms_per_mib: float = 12.5  # transfer on one S3 connection (80 MiB/s)
     oxia_read_ms: float = 2.0
     oxia_write_ms: float = 10.0  # an fsync'd WAL write on EFS (NFS round trips, docs/DEPLOY.md)
@@ -156,6 +197,11 @@ class Assumptions:
     prices: Prices = field(default_factory=Prices)
     code: Code = field(default_factory=Code)
     latency: Latency = field(default_factory=Latency)
+    protocol: ProtocolOxia = SEED  # the append protocol of the partitions (build() prints both)
+    # Share of produce requests that are a writer's first append to their partition: in Lambda a cold
+    # environment's. Only the sequential protocol pays for it (one read). Assumed: an environment serving
+    # 1,000 requests over 10 partitions.
+    first_append_share: float = 0.01
     consumers: int = 1  # consumer groups, each reading every record once, at the tail
     partitions: int = 10  # active partitions (each compacted every planner tick)
     retention_hours: float = 24.0
@@ -221,20 +267,27 @@ def wal_blob_bytes(size: int, a: Assumptions) -> int:
     return size + a.code.wal_overhead_bytes
 
 
+def produce_oxia_reads(a: Assumptions) -> float:
+    """Oxia reads per produce request: the protocol's common path plus its first appends' share."""
+    return a.protocol.produce_reads + a.protocol.produce_first_reads * a.first_append_share
+
+
 def produce_part(size: int, a: Assumptions) -> Part:
-    """One API request, one invocation, one S3 PUT of a WAL blob (stored until GC's grace has passed)."""
-    c, lat = a.code, a.latency
+    """One API request, one invocation, one S3 PUT of a WAL blob (stored until GC's grace has passed),
+    then the Oxia operations of the append protocol, one after another."""
+    c, lat, pr = a.code, a.latency, a.protocol
     blob = wal_blob_bytes(size, a)
-    ms = (lat.handler_overhead_ms + lat.s3_put_ms + transfer_ms(blob, lat) + c.produce_oxia_reads * lat.oxia_read_ms
-          + c.produce_oxia_writes * lat.oxia_write_ms + cpu_ms(size, c.produce_memory_mb, lat))  # fmt: skip
+    reads = produce_oxia_reads(a)
+    ms = (lat.handler_overhead_ms + lat.s3_put_ms + transfer_ms(blob, lat) + reads * lat.oxia_read_ms
+          + pr.produce_writes * lat.oxia_write_ms + cpu_ms(size, c.produce_memory_mb, lat))  # fmt: skip
     return Part(
         api_requests=1,
         invocations=1,
         gb_seconds=billed_gb_seconds(ms, c.produce_memory_mb),
         s3_put_class=1,
         s3_gb_months=gb_months(blob, (c.gc_grace_s + c.gc_interval_s / 2) / 3600),
-        oxia_reads=c.produce_oxia_reads,
-        oxia_writes=c.produce_oxia_writes,
+        oxia_reads=reads,
+        oxia_writes=pr.produce_writes,
         log_bytes=a.log_bytes_per_invocation + a.log_bytes_per_api_request,
         traces=a.xray_sampled,
     )
@@ -252,14 +305,15 @@ def consume_part(size: int, a: Assumptions) -> Part:
     b = batches_per_consume(size, a)
     nbytes = b * size
     streams = min(b, c.consume_fetch_threads)
-    ms = (lat.handler_overhead_ms + c.consume_oxia_reads * lat.oxia_read_ms + math.ceil(b / streams) * lat.s3_get_ms
+    reads = a.protocol.consume_reads
+    ms = (lat.handler_overhead_ms + reads * lat.oxia_read_ms + math.ceil(b / streams) * lat.s3_get_ms
           + transfer_ms(nbytes, lat, streams) + cpu_ms(nbytes, c.consume_memory_mb, lat))  # fmt: skip
     per_request = Part(
         api_requests=1,
         invocations=1,
         gb_seconds=billed_gb_seconds(ms, c.consume_memory_mb),
         s3_get_class=b,
-        oxia_reads=c.consume_oxia_reads,
+        oxia_reads=reads,
         log_bytes=a.log_bytes_per_invocation + a.log_bytes_per_api_request,
         traces=a.xray_sampled,
     )
@@ -295,17 +349,22 @@ def compaction_part(size: int, a: Assumptions) -> Part:
 
 
 def gc_part(size: int, a: Assumptions) -> Part:
-    """GC lists each WAL blob every run until it is past the grace, probes its header once, deletes it (free);
-    each compacted object gets one HEAD when first judged. Retention deletes (free) are per range."""
+    """GC lists each WAL blob every run until it is past the grace, probes its header once (``gc_read_concurrency``
+    at a time), deletes it (free); each compacted object gets one HEAD and one Oxia read when first judged, and
+    retention reads its index entry every run while it is kept. Retention deletes (free) are per range."""
     c, lat = a.code, a.latency
     listings = (c.gc_grace_s + c.gc_interval_s / 2) / c.gc_interval_s
-    probe_ms = lat.s3_get_ms + transfer_ms(min(64 * KIB, wal_blob_bytes(size, a)), lat)  # sequential, one a blob
+    probe_ms = lat.s3_get_ms + transfer_ms(min(c.header_probe_bytes, wal_blob_bytes(size, a)), lat)
     n = entries_per_compaction(size, a)
+    retention_pages = a.retention_hours * 3600 / c.gc_interval_s / c.index_page  # per kept entry, over its life
+    oxia_reads = (1 + retention_pages) / n
+    ms = (listings / c.list_page * lat.s3_list_ms + probe_ms / c.gc_read_concurrency
+          + lat.s3_get_ms / n + oxia_reads * lat.oxia_read_ms)  # fmt: skip
     return Part(
-        gb_seconds=probe_ms / 1000 * c.gc_memory_mb / 1024,
+        gb_seconds=ms / 1000 * c.gc_memory_mb / 1024,
         s3_put_class=listings / c.list_page,
         s3_get_class=1 + 1 / n,
-        oxia_reads=1 / n,
+        oxia_reads=oxia_reads,
     )
 
 
@@ -369,25 +428,31 @@ def _fixed_monthly(shape: OxiaShape, a: Assumptions) -> tuple[tuple[str, float],
 
 def fixed_monthly(shape: OxiaShape, a: Assumptions) -> dict[str, float]:
     """What the stack costs each month with no traffic beyond ``a.partitions`` partitions being compacted."""
-    p, c, lat = a.prices, a.code, a.latency
+    p, c, lat, pr = a.prices, a.code, a.latency, a.protocol
     ticks = SECONDS_PER_MONTH / c.planner_interval_s
     gc_runs = SECONDS_PER_MONTH / c.gc_interval_s
-    planner_ms = lat.handler_overhead_ms + a.partitions * (c.planner_oxia_reads_per_partition * lat.oxia_read_ms
-                                                           + lat.sqs_send_ms)  # fmt: skip
+    planner_ms = (lat.handler_overhead_ms + c.planner_oxia_reads_per_tick * lat.oxia_read_ms
+                  + a.partitions * (pr.planner_reads_per_partition * lat.oxia_read_ms + lat.sqs_send_ms))  # fmt: skip
     worker_ms = (lat.handler_overhead_ms + c.worker_oxia_reads * lat.oxia_read_ms
                  + c.worker_oxia_writes * lat.oxia_write_ms)  # fmt: skip
     worker = Part(invocations=1, gb_seconds=billed_gb_seconds(worker_ms, c.worker_memory_mb),
                   oxia_reads=c.worker_oxia_reads, oxia_writes=c.worker_oxia_writes,
                   log_bytes=a.log_bytes_per_invocation)  # fmt: skip
-    # Per partition and GC run: the compacted prefix's LIST and retention's log start PUT.
+    # Per partition and GC run: the compacted prefix's LIST and retention's log start PUT (manifests/log-start.json).
     gc = Part(s3_put_class=2, oxia_reads=c.gc_oxia_reads_per_partition, oxia_writes=c.gc_oxia_writes_per_partition)
     per_partition = worker.times(ticks) + gc.times(gc_runs)
     planner = Part(invocations=1, gb_seconds=billed_gb_seconds(planner_ms, c.planner_memory_mb),
+                   oxia_reads=c.planner_oxia_reads_per_tick + a.partitions * pr.planner_reads_per_partition,
                    log_bytes=a.log_bytes_per_invocation).times(ticks)  # fmt: skip
-    gc_ms = lat.handler_overhead_ms + a.partitions * (c.gc_oxia_reads_per_partition * lat.oxia_read_ms + lat.s3_get_ms
-                                                      + c.gc_oxia_writes_per_partition * lat.oxia_write_ms)  # fmt: skip
-    gc_runs_part = Part(invocations=1, gb_seconds=billed_gb_seconds(gc_ms, c.gc_memory_mb),
-                        log_bytes=a.log_bytes_per_invocation).times(gc_runs)  # fmt: skip
+    gc_ms = (lat.handler_overhead_ms + c.gc_oxia_reads_per_run * lat.oxia_read_ms
+             + a.partitions * (c.gc_oxia_reads_per_partition * lat.oxia_read_ms + lat.s3_list_ms
+                               + c.gc_oxia_writes_per_partition * lat.oxia_write_ms))  # fmt: skip
+    gc_runs_part = Part(
+        invocations=1,
+        gb_seconds=billed_gb_seconds(gc_ms, c.gc_memory_mb),
+        oxia_reads=c.gc_oxia_reads_per_run,
+        log_bytes=a.log_bytes_per_invocation,
+    ).times(gc_runs)
     sqs = a.partitions * ticks * 3 * p.sqs_per_million / 1e6  # send, receive, delete
     schedules = per_partition.times(a.partitions) + planner + gc_runs_part
     scheduled = sum(line_items(schedules, shape, a).values()) + sqs
@@ -524,15 +589,58 @@ def break_even_size(shape: OxiaShape, a: Assumptions, lo: int = 1_000, hi: int =
     return None if found is None else int(found)
 
 
+def with_protocol(a: Assumptions, protocol: ProtocolOxia) -> Assumptions:
+    return dataclasses.replace(a, protocol=protocol)
+
+
+def llog_name(shape: OxiaShape, protocol: ProtocolOxia) -> str:
+    """``"llog prod seed"``: the key of one llog variant in the report's data."""
+    return f"llog {shape.name} {protocol.name}"
+
+
 def one_more_topic(a: Assumptions) -> dict[str, float]:
     """Monthly cost of one more low-traffic topic with one partition (its fixed part only)."""
-    more = dataclasses.replace(a, partitions=a.partitions + 1)
     key = "Compaction and GC schedules"
     p = a.prices
+    llog = {}
+    for shape in SHAPES:
+        for protocol in PROTOCOLS:
+            ap = with_protocol(a, protocol)
+            more = dataclasses.replace(ap, partitions=a.partitions + 1)
+            llog[llog_name(shape, protocol)] = fixed_monthly(shape, more)[key] - fixed_monthly(shape, ap)[key]
     return {
-        **{f"llog {s.name}": fixed_monthly(s, more)[key] - fixed_monthly(s, a)[key] for s in SHAPES},
+        **llog,
         "kinesis on-demand": p.kinesis_od_stream_hour * HOURS_PER_MONTH,
         "kinesis provisioned": p.kinesis_shard_hour * HOURS_PER_MONTH,
+    }
+
+
+def gc_capacity(a: Assumptions) -> dict[str, float]:
+    """The produce rate (requests/s) up to which GC keeps up in Lambda, where every request is one WAL blob.
+
+    Two bounds: the deletion cap (``LLOG_GC_MAX_DELETES_PER_RUN`` per scheduled run), and the function's
+    timeout, within which a run lists the whole WAL prefix (the grace period's blobs and the run's own,
+    one LIST page after another) and reads the header of every blob past the grace,
+    ``gc_read_concurrency`` at a time. The read and LIST latencies are assumptions (``Latency``).
+    """
+    c, lat = a.code, a.latency
+    read_ms = lat.s3_get_ms + transfer_ms(c.header_probe_bytes, lat)  # a full probe: the slowest header read
+    read_s_per_rate = c.gc_interval_s * read_ms / c.gc_read_concurrency / 1000  # run seconds per request/s
+    list_s_per_rate = (c.gc_grace_s + c.gc_interval_s) / c.list_page * lat.s3_list_ms / 1000
+    cap = c.gc_max_deletes_per_run / c.gc_interval_s
+    with_listing = c.gc_timeout_s / (read_s_per_rate + list_s_per_rate)
+    return {
+        "runs_per_hour": 3600 / c.gc_interval_s,
+        "max_deletes_per_run": c.gc_max_deletes_per_run,
+        "requests_per_s_by_deletion_cap": cap,
+        "header_read_ms": read_ms,
+        "read_concurrency": c.gc_read_concurrency,
+        "timeout_s": c.gc_timeout_s,
+        "header_reads_per_run_by_timeout": c.gc_timeout_s * 1000 / read_ms * c.gc_read_concurrency,
+        "requests_per_s_by_timeout_header_reads_alone": c.gc_timeout_s / read_s_per_rate,
+        "list_page_ms": lat.s3_list_ms,
+        "requests_per_s_by_timeout_with_listing": with_listing,
+        "requests_per_s_kept_up_with": min(cap, with_listing),
     }
 
 
@@ -589,22 +697,28 @@ def counts_report(a: Assumptions) -> dict[str, dict[str, dict[str, float]]]:
 
 
 def build(a: Assumptions) -> dict[str, Any]:
-    """Every number of the report, as data."""
+    """Every number of the report, as data, for both append protocols (llog keys: ``llog_name``)."""
     doc: dict[str, Any] = {"prices_as_of": PRICES_AS_OF, "assumptions": _assumptions_json(a)}
-    doc["operations_per_request"] = counts_report(a)
+    variants = [(shape, with_protocol(a, protocol)) for shape in SHAPES for protocol in PROTOCOLS]
+    doc["operations_per_request"] = {pr.name: counts_report(with_protocol(a, pr)) for pr in PROTOCOLS}
     doc["per_million_requests"] = {
-        label(s): {**{f"llog {shape.name}": per_million(s, shape, a) for shape in SHAPES}, **kinesis_per_million(s, a)}
+        label(s): {
+            **{llog_name(shape, ap.protocol): per_million(s, shape, ap) for shape, ap in variants},
+            **kinesis_per_million(s, a),
+        }
         for s in REQUEST_SIZES
     }
     doc["per_gb"] = {
         label(s): {name: per_gb(sum(v.values()), s) for name, v in doc["per_million_requests"][label(s)].items()}
         for s in REQUEST_SIZES
     }
-    doc["fixed_monthly"] = {shape.name: fixed_monthly(shape, a) for shape in SHAPES}
+    doc["fixed_monthly"] = {
+        shape.name: {pr.name: fixed_monthly(shape, with_protocol(a, pr)) for pr in PROTOCOLS} for shape in SHAPES
+    }
     doc["monthly"] = {
         label(s): {
             str(mb): {
-                **{f"llog {shape.name}": llog_monthly(s, mb * 1e6, shape, a) for shape in SHAPES},
+                **{llog_name(shape, ap.protocol): llog_monthly(s, mb * 1e6, shape, ap) for shape, ap in variants},
                 "kinesis on-demand": kinesis_on_demand_monthly(s, mb * 1e6, a),
                 "kinesis provisioned": kinesis_provisioned_monthly(s, mb * 1e6, a),
             }
@@ -615,26 +729,38 @@ def build(a: Assumptions) -> dict[str, Any]:
     kinesis = {"on-demand": kinesis_on_demand_monthly, "provisioned": kinesis_provisioned_monthly}
     doc["break_even_mb_s"] = {
         label(s): {
-            f"llog {shape.name} vs Kinesis {name}": _mb(break_even(_llog_total(s, shape, a), _total(monthly, s, a)))
-            for shape in SHAPES
+            f"{llog_name(shape, ap.protocol)} vs Kinesis {name}": _mb(
+                break_even(_llog_total(s, shape, ap), _total(monthly, s, a))
+            )
+            for shape, ap in variants
             for name, monthly in kinesis.items()
         }
         for s in REQUEST_SIZES
     }
-    doc["break_even_request_bytes_vs_on_demand"] = {f"llog {shape.name}": break_even_size(shape, a) for shape in SHAPES}
+    doc["break_even_request_bytes_vs_on_demand"] = {
+        llog_name(shape, ap.protocol): break_even_size(shape, ap) for shape, ap in variants
+    }
     doc["one_more_topic_monthly"] = one_more_topic(a)
     doc["latency_sensitivity"] = {
-        label(s): {str(f): sum(per_million(s, PROD, dataclasses.replace(a, latency=a.latency.scaled(f))).values())
-                   for f in LATENCY_FACTORS}
-        for s in REQUEST_SIZES
+        pr.name: {
+            label(s): {str(f): sum(per_million(s, PROD, dataclasses.replace(a, protocol=pr,
+                                                                           latency=a.latency.scaled(f))).values())
+                       for f in LATENCY_FACTORS}
+            for s in REQUEST_SIZES
+        }
+        for pr in PROTOCOLS
     }  # fmt: skip
     doc["efs_batching_sensitivity"] = {
-        label(s): {str(b): sum(per_million(s, PROD, dataclasses.replace(a, efs_batching=b)).values())
-                   for b in EFS_BATCHING}
-        for s in REQUEST_SIZES
+        pr.name: {
+            label(s): {str(b): sum(per_million(s, PROD, dataclasses.replace(a, protocol=pr, efs_batching=b)).values())
+                       for b in EFS_BATCHING}
+            for s in REQUEST_SIZES
+        }
+        for pr in PROTOCOLS
     }  # fmt: skip
     doc["retention_per_gb"] = {str(h): retention_per_gb(a, h) for h in RETENTIONS_H}
     doc["idle_long_poll_consumer_monthly"] = idle_long_poll_monthly(a)
+    doc["gc_capacity"] = gc_capacity(a)
     return doc
 
 
@@ -652,8 +778,10 @@ def _mb(bytes_per_s: float | None) -> float | None:
 
 def _assumptions_json(a: Assumptions) -> dict[str, Any]:
     doc = dataclasses.asdict(a)
+    doc.pop("protocol")  # the report covers both
     doc["prices"]["apigw_rest_tiers"] = [[None if math.isinf(c) else c, r] for c, r in a.prices.apigw_rest_tiers]
     doc["shapes"] = {s.name: {"tasks": [list(t) for t in s.tasks], "wal_copies": s.wal_copies} for s in SHAPES}
+    doc["protocols"] = {pr.name: dataclasses.asdict(pr) for pr in PROTOCOLS}
     return doc
 
 
@@ -670,6 +798,7 @@ def render(doc: Mapping[str, Any], a: Assumptions) -> str:
         f"### Idle long-polling consumer\n\nOne consumer long-polling an empty partition "
         f"({a.code.consume_max_wait_s:.0f} s waits at {a.code.consume_memory_mb} MB): "
         f"{usd(doc['idle_long_poll_consumer_monthly'])} a month.",
+        _render_gc_capacity(doc),
     ]
     return "\n\n".join(sections) + "\n"
 
@@ -678,7 +807,28 @@ def _sizes() -> list[str]:
     return [label(s) for s in REQUEST_SIZES]
 
 
+def _protocols() -> list[str]:
+    return [pr.name for pr in PROTOCOLS]
+
+
+def _by_protocol(name: str, cells: Mapping[str, list[str]]) -> list[list[str]]:
+    """One row if every protocol shows the same cells, else one row per protocol (``"name, seed"``)."""
+    first = cells[_protocols()[0]]
+    if all(cells[pr] == first for pr in _protocols()):
+        return [[name, *first]]
+    return [[f"{name}, {pr}", *cells[pr]] for pr in _protocols()]
+
+
+def _display(name: str) -> str:
+    """``"llog prod seed"`` -> ``"llog prod, seed"``; other names as they are."""
+    words = name.split(" ")
+    if words[0] == "llog" and len(words) == 3:
+        return f"llog {words[1]}, {words[2]}"
+    return name
+
+
 def _render_counts(doc: Mapping[str, Any]) -> str:
+    ops = doc["operations_per_request"]
     rows = []
     keys = [("api_requests", "API Gateway requests", 3), ("invocations", "Lambda invocations", 3),
             ("gb_seconds", "Lambda GB-seconds", 4), ("s3_put_class", "S3 PUT/LIST requests", 4),
@@ -686,73 +836,97 @@ def _render_counts(doc: Mapping[str, Any]) -> str:
             ("oxia_writes", "Oxia writes", 3)]  # fmt: skip
     for key, name, digits in keys:
         for part in ("produce", "consume", "compaction", "gc"):
-            values = [doc["operations_per_request"][s][part][key] for s in _sizes()]
-            if any(values):
-                rows.append([f"{name}: {part}", *(f"{v:.{digits}f}" for v in values)])
+            values = {pr: [ops[pr][s][part][key] for s in _sizes()] for pr in _protocols()}
+            if any(any(v) for v in values.values()):
+                cells = {pr: [f"{v:.{digits}f}" for v in values[pr]] for pr in _protocols()}
+                rows += _by_protocol(f"{name}: {part}", cells)
     return "### Operations per produce request\n\n" + md_table(["per produce request", *_sizes()], rows)
 
 
 def _render_per_million(doc: Mapping[str, Any]) -> str:
     per = doc["per_million_requests"]
-    items = list(per[_sizes()[0]]["llog prod"])
-    rows = [[item, *(usd(per[s]["llog prod"][item]) for s in _sizes())] for item in items]
-    rows.append(["**llog, prod shape**", *(f"**{usd(sum(per[s]['llog prod'].values()))}**" for s in _sizes())])
-    for name, key in (("llog, dev shape (standalone Oxia)", "llog dev"), ("Kinesis on-demand (data in + out)",
-                      "kinesis on-demand"), ("Kinesis provisioned (at scale)", "kinesis provisioned")):  # fmt: skip
+    prod = {pr: f"llog prod {pr}" for pr in _protocols()}
+    rows = []
+    for item in per[_sizes()[0]][prod["seed"]]:
+        rows += _by_protocol(item, {pr: [usd(per[s][key][item]) for s in _sizes()] for pr, key in prod.items()})
+    for pr, key in prod.items():
+        rows.append([f"**llog, prod shape, {pr}**", *(f"**{usd(sum(per[s][key].values()))}**" for s in _sizes())])
+    for pr in _protocols():
+        rows.append([f"llog, dev shape (standalone Oxia), {pr}",
+                     *(usd(sum(per[s][f"llog dev {pr}"].values())) for s in _sizes())])  # fmt: skip
+    for name, key in (("Kinesis on-demand (data in + out)", "kinesis on-demand"),
+                      ("Kinesis provisioned (at scale)", "kinesis provisioned")):  # fmt: skip
         rows.append([name, *(usd(sum(per[s][key].values())) for s in _sizes())])
     return "### Variable cost per million produce requests\n\n" + md_table(["USD per 1M requests", *_sizes()], rows)
 
 
 def _render_per_gb(doc: Mapping[str, Any]) -> str:
-    names = {"llog prod": "llog, prod shape", "llog dev": "llog, dev shape", "kinesis on-demand": "Kinesis on-demand",
-             "kinesis provisioned": "Kinesis provisioned (at scale)"}  # fmt: skip
+    names = {f"llog {shape} {pr}": f"llog, {shape} shape, {pr}" for shape in ("prod", "dev") for pr in _protocols()}
+    names |= {"kinesis on-demand": "Kinesis on-demand", "kinesis provisioned": "Kinesis provisioned (at scale)"}
     rows = [[name, *(usd(doc["per_gb"][s][key], 3) for s in _sizes())] for key, name in names.items()]
     return "### Variable cost per GB ingested\n\n" + md_table(["USD per GB (2^30 B) of payload", *_sizes()], rows)
 
 
 def _render_fixed(doc: Mapping[str, Any]) -> str:
     fixed = doc["fixed_monthly"]
-    rows = [[item, usd(fixed["dev"][item]), usd(fixed["prod"][item])] for item in fixed["dev"]]
-    rows.append(["**total**", *(f"**{usd(sum(fixed[s].values()))}**" for s in ("dev", "prod"))])
+    shapes = ("dev", "prod")
+    rows = []
+    for item in fixed["dev"]["seed"]:
+        rows += _by_protocol(item, {pr: [usd(fixed[shape][pr][item]) for shape in shapes] for pr in _protocols()})
+    totals = {pr: [f"**{usd(sum(fixed[shape][pr].values()))}**" for shape in shapes] for pr in _protocols()}
+    rows += [[f"**{name}**", *cells] for name, *cells in _by_protocol("total", totals)]
     topic = doc["one_more_topic_monthly"]
-    more = md_table(["one more low-traffic topic", "USD per month"], [[k, usd(v)] for k, v in topic.items()])
+    more = md_table(["one more low-traffic topic", "USD per month"], [[_display(k), usd(v)] for k, v in topic.items()])
     table = md_table(["USD per month", "dev (standalone)", "prod (replicated)"], rows)
     return f"### Fixed monthly cost\n\n{table}\n\n{more}"
 
 
 def _render_monthly(doc: Mapping[str, Any]) -> str:
     rows = []
-    columns = ("llog dev", "llog prod", "kinesis on-demand", "kinesis provisioned")
+    llog = [f"llog {shape} {pr}" for shape in ("dev", "prod") for pr in _protocols()]
+    columns = (*llog, "kinesis on-demand", "kinesis provisioned")
     for size in REQUEST_SIZES:
         for mb, cols in doc["monthly"][label(size)].items():
             rate = f"{float(mb) * 1e6 / size:,.1f}"
             rows.append([label(size), mb, rate, *(usd(sum(cols[k].values()), 0) for k in columns)])
-    headers = ["request", "MB/s", "requests/s", "llog dev", "llog prod", "Kinesis on-demand", "Kinesis provisioned"]
+    headers = ["request", "MB/s", "requests/s", *(_display(k) for k in llog), "Kinesis on-demand",
+               "Kinesis provisioned"]  # fmt: skip
     return "### Monthly total at steady throughput\n\n" + md_table(headers, rows)
+
+
+def _break_even_text(mb: float | None) -> str:
+    return "never (up to 1,000 MB/s)" if mb is None else "always" if mb == 0 else f"above {mb:,.2f} MB/s"
 
 
 def _render_break_even(doc: Mapping[str, Any]) -> str:
     rows = []
     for s in _sizes():
-        for pair, mb in doc["break_even_mb_s"][s].items():
-            text = "never (up to 1,000 MB/s)" if mb is None else "always" if mb == 0 else f"above {mb:,.2f} MB/s"
-            rows.append([s, pair, text])
+        found = doc["break_even_mb_s"][s]
+        for shape in ("dev", "prod"):
+            for kinesis in ("on-demand", "provisioned"):
+                texts = [_break_even_text(found[f"llog {shape} {pr} vs Kinesis {kinesis}"]) for pr in _protocols()]
+                rows.append([s, f"llog {shape} vs Kinesis {kinesis}", *texts])
     sizes = doc["break_even_request_bytes_vs_on_demand"]
     by_size = "\n".join(
-        f"* llog {shape} vs Kinesis on-demand, variable cost per GB: "
+        f"* {_display(name)} vs Kinesis on-demand, variable cost per GB: "
         + ("never below 1 MB" if size is None else f"llog is cheaper from requests of {size / 1000:,.0f} KB")
-        for shape, size in ((k.removeprefix("llog "), v) for k, v in sizes.items())
+        for name, size in sizes.items()
     )
-    table = md_table(["request", "comparison", "llog is cheaper"], rows, text_columns=3)
+    headers = ["request", "comparison", *(f"llog is cheaper, {pr}" for pr in _protocols())]
+    table = md_table(headers, rows, text_columns=len(headers))
     return f"### Break-even throughput\n\n{table}\n\nBreak-even request size:\n\n{by_size}"
 
 
 def _render_sensitivity(doc: Mapping[str, Any]) -> str:
-    lat = doc["latency_sensitivity"]
-    rows = [[f"latencies x{f}", *(usd(lat[s][str(f)]) for s in _sizes())] for f in LATENCY_FACTORS]
-    efs = doc["efs_batching_sensitivity"]
-    rows += [[f"Oxia writes per EFS write: {b:g}", *(usd(efs[s][str(b)]) for s in _sizes())] for b in EFS_BATCHING]
-    return "### Sensitivity (llog prod, USD per 1M requests)\n\n" + md_table(["assumption", *_sizes()], rows)
+    lat, efs = doc["latency_sensitivity"], doc["efs_batching_sensitivity"]
+    rows = []
+    for f in LATENCY_FACTORS:
+        rows += [[f"latencies x{f}", pr, *(usd(lat[pr][s][str(f)]) for s in _sizes())] for pr in _protocols()]
+    for b in EFS_BATCHING:
+        rows += [[f"Oxia writes per EFS write: {b:g}", pr, *(usd(efs[pr][s][str(b)]) for s in _sizes())]
+                 for pr in _protocols()]  # fmt: skip
+    table = md_table(["assumption", "protocol", *_sizes()], rows, text_columns=2)
+    return "### Sensitivity (llog prod, USD per 1M requests)\n\n" + table
 
 
 def _render_retention(doc: Mapping[str, Any]) -> str:
@@ -760,6 +934,25 @@ def _render_retention(doc: Mapping[str, Any]) -> str:
     names = list(ret[str(RETENTIONS_H[0])])
     rows = [[f"{h:g} h ({h / 24:g} d)", *(usd(ret[str(h)][n], 4) for n in names)] for h in RETENTIONS_H]
     return "### Storage per GB kept, by retention\n\n" + md_table(["retention", *names], rows)
+
+
+def _render_gc_capacity(doc: Mapping[str, Any]) -> str:
+    g = doc["gc_capacity"]
+    rows = [
+        ["GC runs an hour (`llog:gcSchedule`)", f"{g['runs_per_hour']:g}"],
+        ["objects deleted per run at most (`LLOG_GC_MAX_DELETES_PER_RUN`)", f"{g['max_deletes_per_run']:,}"],
+        ["produce requests/s the deletion cap keeps up with", f"{g['requests_per_s_by_deletion_cap']:,.1f}"],
+        ["one header read, assumed (GET to first byte and up to 64 KiB)", f"{g['header_read_ms']:.1f} ms"],
+        [f"header reads that fit in the {g['timeout_s']:g} s timeout, {g['read_concurrency']} at a time",
+         f"{g['header_reads_per_run_by_timeout']:,.0f}"],
+        ["produce requests/s the timeout allows, header reads alone",
+         f"{g['requests_per_s_by_timeout_header_reads_alone']:,.0f}"],
+        [f"... with listing the WAL prefix ({g['list_page_ms']:g} ms a page of 1,000 keys, assumed)",
+         f"{g['requests_per_s_by_timeout_with_listing']:,.0f}"],
+        ["**produce requests/s GC keeps up with**", f"**{g['requests_per_s_kept_up_with']:,.1f}**"],
+    ]  # fmt: skip
+    table = md_table(["garbage collection in Lambda, one WAL blob per produce request", "value"], rows)
+    return "### Garbage collection capacity\n\n" + table
 
 
 def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Assumptions]:
@@ -772,6 +965,12 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Assumpti
     parser.add_argument("--peak-factor", type=float, default=defaults.peak_factor, help="peak/average (Kinesis shards)")
     parser.add_argument("--latency-factor", type=float, default=1.0, help="scale every assumed latency")
     parser.add_argument("--efs-batching", type=float, default=defaults.efs_batching, help="Oxia writes per EFS write")
+    parser.add_argument(
+        "--first-append-share",
+        type=float,
+        default=defaults.first_append_share,
+        help="share of produce requests that are a writer's first to their partition (sequential)",
+    )
     args = parser.parse_args(argv)
     a = dataclasses.replace(
         defaults,
@@ -781,6 +980,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Assumpti
         peak_factor=args.peak_factor,
         latency=defaults.latency.scaled(args.latency_factor),
         efs_batching=args.efs_batching,
+        first_append_share=args.first_append_share,
     )
     return args, a
 

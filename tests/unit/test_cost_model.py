@@ -1,8 +1,12 @@
-"""bench/cost_model.py: it runs, its numbers add up and scale, and its constants match the code and the CDK app."""
+"""bench/cost_model.py: it runs, its numbers add up and scale, and its constants match the code and the CDK app.
+
+Every check of the totals runs for both append protocols (``cm.PROTOCOLS``: seed and sequential).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 import re
@@ -15,14 +19,17 @@ from bench import cost_model as cm
 from infra import functions as fns
 from infra.oxia import COORDINATOR_SIZE, DATA_SERVERS
 from infra.settings import LlogSettings
-from llog import consume
+from llog import consume, gc
 from llog.compactor import CompactorConfig
 from llog.gc import GcConfig
 from llog.http_contract import Limits
+from llog.index import PartitionIndex
+from llog.models import AppendProtocol
 
 ROOT = Path(__file__).resolve().parents[2]
 A = cm.Assumptions()
 SIZES = cm.REQUEST_SIZES
+PROTOCOLS = pytest.mark.parametrize("protocol", cm.PROTOCOLS, ids=[p.name for p in cm.PROTOCOLS])
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +43,7 @@ def test_the_calculator_prints_every_table_and_json(capsys: pytest.CaptureFixtur
     headings = [
         "Operations per produce request", "Variable cost per million produce requests", "Variable cost per GB ingested",
         "Fixed monthly cost", "Monthly total at steady throughput", "Break-even throughput", "Sensitivity",
-        "Storage per GB kept", "Idle long-polling consumer",
+        "Storage per GB kept", "Idle long-polling consumer", "Garbage collection capacity",
     ]  # fmt: skip
     for heading in headings:
         assert f"### {heading}" in text
@@ -45,25 +52,93 @@ def test_the_calculator_prints_every_table_and_json(capsys: pytest.CaptureFixtur
     assert doc["prices_as_of"] == cm.PRICES_AS_OF
     assert doc["assumptions"]["consumers"] == 2
     assert set(doc["per_million_requests"]) == {"1 KB", "64 KB", "1 MB"}
+    llog = {f"llog {shape} {protocol}" for shape in ("dev", "prod") for protocol in ("seed", "sequential")}
+    assert set(doc["per_million_requests"]["1 KB"]) == llog | {"kinesis on-demand", "kinesis provisioned"}
+    assert set(doc["operations_per_request"]) == {"seed", "sequential"}
+    assert set(doc["assumptions"]["protocols"]) == {"seed", "sequential"}
+    assert "protocol" not in doc["assumptions"]  # the report covers both
 
 
+def test_the_tables_show_both_protocols_where_they_differ_and_once_where_not() -> None:
+    text = cm.render(cm.build(A), A)
+    for row in ("| Oxia writes: produce, seed | 3.000 | 3.000 | 3.000 |",
+                "| Oxia writes: produce, sequential | 1.000 | 1.000 | 1.000 |",
+                "| API Gateway requests: produce | 1.000 | 1.000 | 1.000 |"):  # fmt: skip
+        assert row in text
+    for line in ("Oxia EFS writes", "Lambda GB-seconds", "**llog, prod shape", "llog, dev shape (standalone Oxia)"):
+        assert f"| {line}, seed |" in text or f"| {line}, seed** |" in text
+        assert f"| {line}, sequential |" in text or f"| {line}, sequential** |" in text
+    assert "| API Gateway (REST) |" in text  # the same in both protocols: one row
+    assert "| S3 requests |" in text
+
+
+@PROTOCOLS
 @pytest.mark.parametrize("size", SIZES)
 @pytest.mark.parametrize("shape", cm.SHAPES)
-def test_the_total_per_million_is_the_sum_of_its_parts(size: int, shape: cm.OxiaShape) -> None:
-    by_part = sum(sum(cm.line_items(part, shape, A).values()) for part in cm.parts(size, A).values())
-    by_line = sum(cm.per_million(size, shape, A).values())
+def test_the_total_per_million_is_the_sum_of_its_parts(
+    size: int, shape: cm.OxiaShape, protocol: cm.ProtocolOxia
+) -> None:
+    a = cm.with_protocol(A, protocol)
+    by_part = sum(sum(cm.line_items(part, shape, a).values()) for part in cm.parts(size, a).values())
+    by_line = sum(cm.per_million(size, shape, a).values())
     assert by_line == pytest.approx(by_part * 1e6, rel=1e-12)
+    # ... and the per-request counts are the sums of the parts' counts.
+    one = cm.per_request(size, a)
+    for f in dataclasses.fields(cm.Part):
+        assert getattr(one, f.name) == pytest.approx(sum(getattr(p, f.name) for p in cm.parts(size, a).values()))
 
 
+@PROTOCOLS
 @pytest.mark.parametrize("size", SIZES)
-def test_the_monthly_total_is_fixed_plus_requests_times_the_variable_cost(size: int) -> None:
+def test_the_monthly_total_is_fixed_plus_requests_times_the_variable_cost(size: int, protocol: cm.ProtocolOxia) -> None:
+    a = cm.with_protocol(A, protocol)
     bytes_per_s = 100_000.0  # well inside API Gateway's first tier
     requests = bytes_per_s / size * cm.SECONDS_PER_MONTH
     for shape in cm.SHAPES:
-        monthly = sum(cm.llog_monthly(size, bytes_per_s, shape, A).values())
-        variable = sum(cm.per_million(size, shape, A).values()) * requests / 1e6
-        expected = sum(cm.fixed_monthly(shape, A).values()) + variable
+        monthly = sum(cm.llog_monthly(size, bytes_per_s, shape, a).values())
+        variable = sum(cm.per_million(size, shape, a).values()) * requests / 1e6
+        expected = sum(cm.fixed_monthly(shape, a).values()) + variable
         assert monthly == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_sequential_append_is_one_oxia_write_and_a_seed_append_three(size: int) -> None:
+    seed, sequential = (cm.produce_part(size, cm.with_protocol(A, p)) for p in (cm.SEED, cm.SEQUENTIAL))
+    assert (seed.oxia_writes, sequential.oxia_writes) == (3, 1)
+    assert seed.oxia_reads == 1
+    assert sequential.oxia_reads == pytest.approx(A.first_append_share)  # only a writer's first append reads
+    assert cm.produce_part(size, dataclasses.replace(A, protocol=cm.SEQUENTIAL, first_append_share=1.0)).oxia_reads == 1
+    # Three sequential fsync'd writes become one: the produce function runs two Oxia writes shorter.
+    assert seed.gb_seconds - sequential.gb_seconds == pytest.approx(
+        cm.billed_gb_seconds(2 * A.latency.oxia_write_ms + A.latency.oxia_read_ms, A.code.produce_memory_mb), abs=1e-3
+    )
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_protocols_differ_only_in_oxia_and_in_the_time_it_takes(size: int) -> None:
+    seed, sequential = (cm.parts(size, cm.with_protocol(A, p)) for p in (cm.SEED, cm.SEQUENTIAL))
+    for name in seed:
+        a, b = dataclasses.asdict(seed[name]), dataclasses.asdict(sequential[name])
+        assert {k for k in a if a[k] != b[k]} <= {"oxia_reads", "oxia_writes", "gb_seconds"}, name
+    assert seed["compaction"] == sequential["compaction"]
+    assert seed["gc"] == sequential["gc"]
+    # The high watermark of a sequential partition costs a read more (its sequence's tail).
+    assert cm.SEQUENTIAL.consume_reads == cm.SEED.consume_reads + 1
+    assert cm.SEQUENTIAL.planner_reads_per_partition == cm.SEED.planner_reads_per_partition + 1
+    # Oxia's EFS line follows the writes: the produce path's share drops to a third.
+    efs = {p.name: cm.line_items(cm.produce_part(size, cm.with_protocol(A, p)), cm.PROD, A)["Oxia EFS writes"]
+           for p in cm.PROTOCOLS}  # fmt: skip
+    assert efs["sequential"] == pytest.approx(efs["seed"] / 3)
+    for shape in cm.SHAPES:
+        totals = [sum(cm.per_million(size, shape, cm.with_protocol(A, p)).values()) for p in (cm.SEED, cm.SEQUENTIAL)]
+        assert totals[1] < totals[0]
+
+
+def test_the_seed_protocol_is_the_deployed_default() -> None:
+    assert A.protocol is cm.SEED
+    no_context: dict[str, object] = {}
+    assert LlogSettings.from_context(no_context.get).append_protocol == AppendProtocol.SEED.value
+    assert [p.name for p in cm.PROTOCOLS] == [AppendProtocol.SEED.value, AppendProtocol.SEQUENTIAL.value]
 
 
 def test_variable_costs_scale_with_throughput_and_fixed_ones_do_not() -> None:
@@ -144,10 +219,11 @@ def test_break_even_finds_the_crossing_of_two_lines() -> None:
     assert cm.break_even(lambda t: t, lambda t: 2 * t, lo=1, hi=1_000) == 0.0
 
 
-def test_break_even_results_are_where_the_totals_cross(doc: dict[str, Any]) -> None:
-    mb = doc["break_even_mb_s"]["1 MB"]["llog prod vs Kinesis on-demand"]
+@PROTOCOLS
+def test_break_even_results_are_where_the_totals_cross(doc: dict[str, Any], protocol: cm.ProtocolOxia) -> None:
+    mb = doc["break_even_mb_s"]["1 MB"][f"llog prod {protocol.name} vs Kinesis on-demand"]
     assert mb is not None
-    llog = cm._llog_total(1_000_000, cm.PROD, A)
+    llog = cm._llog_total(1_000_000, cm.PROD, cm.with_protocol(A, protocol))
     kinesis = cm._total(cm.kinesis_on_demand_monthly, 1_000_000, A)
     assert llog(mb * 1e6 * 1.05) < kinesis(mb * 1e6 * 1.05)
     assert llog(mb * 1e6 * 0.95) > kinesis(mb * 1e6 * 0.95)
@@ -163,6 +239,26 @@ def test_efs_batching_and_latency_move_only_their_own_lines() -> None:
     slow = cm.per_million(64_000, cm.PROD, dataclasses.replace(A, latency=A.latency.scaled(2)))
     assert slow["Lambda GB-seconds"] > base["Lambda GB-seconds"]
     assert slow["S3 requests"] == base["S3 requests"]
+
+
+def test_gc_capacity_is_the_smaller_of_the_deletion_cap_and_the_timeout() -> None:
+    g = cm.gc_capacity(A)
+    c = A.code
+    # Hourly runs of at most 100,000 deletions, one WAL blob per produce request: 100,000 / 3,600 s.
+    assert g["runs_per_hour"] == 1
+    assert g["requests_per_s_by_deletion_cap"] == pytest.approx(100_000 / 3_600)
+    read_s = g["header_read_ms"] / 1000
+    assert g["header_reads_per_run_by_timeout"] == pytest.approx(c.gc_timeout_s / read_s * c.gc_read_concurrency)
+    assert g["requests_per_s_by_timeout_header_reads_alone"] == pytest.approx(
+        g["header_reads_per_run_by_timeout"] / c.gc_interval_s
+    )
+    assert g["requests_per_s_by_timeout_with_listing"] < g["requests_per_s_by_timeout_header_reads_alone"]
+    assert g["requests_per_s_kept_up_with"] == min(
+        g["requests_per_s_by_deletion_cap"], g["requests_per_s_by_timeout_with_listing"]
+    )
+    # Slower reads or one at a time: the timeout binds instead.
+    serial = cm.gc_capacity(dataclasses.replace(A, code=dataclasses.replace(c, gc_read_concurrency=1)))
+    assert serial["requests_per_s_kept_up_with"] == serial["requests_per_s_by_timeout_with_listing"] < 27
 
 
 # --- the constants against the code and the CDK app -----------------------------------------------
@@ -209,6 +305,12 @@ def test_protocol_limits_match_llog() -> None:
     assert c.consume_fetch_threads == consume.FETCH_THREADS
     assert Limits().default_partition_max_bytes == c.consume_fetch_bytes
     assert GcConfig().grace_ms == c.gc_grace_s * 1000
+    assert GcConfig().read_concurrency == c.gc_read_concurrency
+    assert GcConfig().max_deletes_per_run == c.gc_max_deletes_per_run
+    assert c.header_probe_bytes == gc.HEADER_PROBE_BYTES
+    assert c.list_page == gc.WAL_CHUNK  # a listing page of blobs per round of header reads
+    assert fns.SPECS[fns.GC].timeout.to_seconds() == c.gc_timeout_s
+    assert inspect.signature(PartitionIndex.iter).parameters["page"].default == c.index_page
 
 
 def test_prices_are_stated_and_positive() -> None:
