@@ -42,6 +42,7 @@ TESTS = (
 # Hypothesis statistics: "- 200 passing, 0 failing, and 22 invalid test cases" (or "examples").
 PASSING = re.compile(r"- (\d+) passing, (\d+) failing")
 TEST_HEADER = re.compile(r"^(tests/\S+::\S+):$")
+SKIPPED = re.compile(r"^(\d+) skipped: (.*)$", re.MULTILINE)
 OUTCOME = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
 
 
@@ -93,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         "inputs_fuzzed": sum(fuzzed.values()),
         "inputs_fuzzed_per_test": fuzzed,
         "model": json.loads(model_report.read_text()) if model_report.exists() else None,
-        "skipped": sorted(set(re.findall(r"SKIPPED \[\d+\] (\S+?):\d+: (.*)", done.stdout))),
+        # tests/conftest.py ends the run with one "N skipped: reason" line per reason.
+        "skipped": {reason: int(n) for n, reason in SKIPPED.findall(done.stdout)},
     }
     (OUT / "report.json").write_text(json.dumps(report, indent=2))
     print(json.dumps({k: v for k, v in report.items() if k != "inputs_fuzzed_per_test"}, indent=2))
