@@ -23,7 +23,6 @@ import argparse
 import itertools
 import json
 import multiprocessing
-import statistics
 import sys
 import threading
 import time
@@ -41,7 +40,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
 
 from bench.stack import READ_OPS as READ_OPS  # noqa: E402  (re-exported: tests and callers use append.READ_OPS)
 from bench.stack import WRITE_OPS as WRITE_OPS  # noqa: E402
-from bench.stack import local_stack, percentile, stats_diff  # noqa: E402
+from bench.stack import local_stack, median_of_runs, percentile, stats_diff  # noqa: E402
 from llog.blob_store import BlobStore  # noqa: E402
 from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
 from llog.keys import PartitionKeys  # noqa: E402
@@ -233,11 +232,8 @@ MEDIAN_KEYS = (
 
 
 def _median_row(samples: list[dict[str, Any]]) -> dict[str, Any]:
-    row = dict(samples[0])
-    for key in MEDIAN_KEYS:
-        row[key] = statistics.median(s[key] for s in samples)
+    row = median_of_runs(samples, MEDIAN_KEYS)
     row["appends"] = sum(s["appends"] for s in samples)
-    row["runs"] = len(samples)
     errors: Counter[str] = Counter()
     for s in samples:
         errors.update(s["errors"])

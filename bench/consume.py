@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
     sys.path.insert(0, str(ROOT))
 
-from bench.stack import READ_OPS, S3_GET_OPS, local_stack, percentile, stats_diff  # noqa: E402
+from bench.stack import READ_OPS, S3_GET_OPS, local_stack, median_of_runs, percentile, stats_diff  # noqa: E402
 from llog.blob_store import BlobStore  # noqa: E402
 from llog.compactor import Compactor, compact_until_caught_up  # noqa: E402
 from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
@@ -134,11 +134,7 @@ MEDIAN_KEYS = (
 
 def median_row(samples: list[dict[str, Any]]) -> dict[str, Any]:
     """The median of each rate over the runs; counts and descriptions from the first run."""
-    row = dict(samples[0])
-    for key in MEDIAN_KEYS:
-        row[key] = statistics.median(s[key] for s in samples)
-    row["runs"] = len(samples)
-    return row
+    return median_of_runs(samples, MEDIAN_KEYS)
 
 
 def merge_runs(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -8,10 +8,12 @@ starting anything; the benchmarks report that as "Not measured here: <reason>".
 
 from __future__ import annotations
 
+import statistics
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from llog.config import S3Config
 from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary
@@ -72,3 +74,12 @@ def stats_diff(before: dict[str, OperationStats], after: dict[str, OperationStat
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def median_of_runs(samples: list[dict[str, Any]], keys: Iterable[str]) -> dict[str, Any]:
+    """The median of each of ``keys`` over the runs; everything else from the first run."""
+    row = dict(samples[0])
+    for key in keys:
+        row[key] = statistics.median(s[key] for s in samples)
+    row["runs"] = len(samples)
+    return row

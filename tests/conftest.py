@@ -21,8 +21,9 @@ import pytest
 from hypothesis import settings
 
 from llog.blob_store import BlobStore
+from llog.cli import LlogServer
 from llog.config import OxiaConfig, S3Config
-from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary, wait_until_serving
+from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary, free_port, wait_until_serving
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
 from llog.writer import LogWriter
@@ -36,6 +37,38 @@ BUCKET = "llog-test"
 FUZZ_SCALE = max(1, int(os.environ.get("LLOG_FUZZ_SCALE", "1")))
 settings.register_profile("llog", max_examples=100 * FUZZ_SCALE)
 settings.load_profile("llog")
+
+
+def serve_env(s3_config: S3Config, root: str) -> dict[str, str]:
+    """The environment of an ``llog serve`` on the session's moto S3 under ``root``."""
+    assert s3_config.endpoint_url is not None
+    return {
+        "LLOG_S3_BUCKET": BUCKET,
+        "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url,
+        "LLOG_S3_REGION_NAME": "us-east-1",
+        "LLOG_S3_ACCESS_KEY_ID": "testing",
+        "LLOG_S3_SECRET_ACCESS_KEY": "testing",
+        "LLOG_ROOT_PREFIX": root,
+        "LLOG_BATCH_MAX_DELAY_MS": "20",
+    }
+
+
+def unreachable_oxia_env() -> dict[str, str]:
+    """An Oxia address nothing listens on, with short timeouts and no retries."""
+    return {
+        "LLOG_OXIA_SERVICE_ADDRESS": f"127.0.0.1:{free_port()}",
+        "LLOG_OXIA_CONNECT_TIMEOUT_MS": "300",
+        "LLOG_OXIA_REQUEST_TIMEOUT_MS": "500",
+        "LLOG_OXIA_CLOSE_TIMEOUT_MS": "500",
+        "LLOG_OXIA_MAX_RETRIES": "0",
+    }
+
+
+def start_server(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> LlogServer:
+    """``llog serve`` on a free loopback port, configured by ``env``."""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return LlogServer("127.0.0.1", 0).start()
 
 
 def fuzz_examples(n: int) -> int:

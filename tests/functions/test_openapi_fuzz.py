@@ -23,8 +23,7 @@ from functions.produce import app as produce_app
 from llog.blob_store import BlobStore
 from llog.cli import LlogServer
 from llog.config import S3Config
-from llog.devstack import free_port
-from tests.conftest import BUCKET, fuzz_examples
+from tests.conftest import BUCKET, fuzz_examples, serve_env, start_server, unreachable_oxia_env
 
 schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed (requirements-dev.txt)")
 core_checks = pytest.importorskip("schemathesis.checks")
@@ -45,27 +44,18 @@ def s3(s3_config: S3Config) -> BlobStore:
 @pytest.fixture(scope="module")
 def fuzz_server(s3_config: S3Config) -> Iterator[tuple[LlogServer, str]]:
     root = f"fuzz-{uuid.uuid4().hex[:12]}"
-    assert s3_config.endpoint_url is not None
     env = {
-        "LLOG_S3_BUCKET": BUCKET,
-        "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url,
-        "LLOG_S3_REGION_NAME": "us-east-1",
-        "LLOG_S3_ACCESS_KEY_ID": "testing",
-        "LLOG_S3_SECRET_ACCESS_KEY": "testing",
-        "LLOG_ROOT_PREFIX": root,
-        "LLOG_OXIA_SERVICE_ADDRESS": f"127.0.0.1:{free_port()}",
+        **serve_env(s3_config, root),
+        **unreachable_oxia_env(),
         "LLOG_OXIA_CONNECT_TIMEOUT_MS": "100",
         "LLOG_OXIA_REQUEST_TIMEOUT_MS": "300",
         "LLOG_OXIA_CLOSE_TIMEOUT_MS": "300",
-        "LLOG_OXIA_MAX_RETRIES": "0",
         "LLOG_BATCH_MAX_DELAY_MS": "0",
         # Keep generated long-polls short: max_wait_ms above this is a documented 400.
         "LLOG_CONSUME_MAX_WAIT_MS": "20000",
     }
     with pytest.MonkeyPatch.context() as mp:
-        for name, value in env.items():
-            mp.setenv(name, value)
-        server = LlogServer("127.0.0.1", 0).start()
+        server = start_server(mp, env)
         try:
             yield server, root
         finally:

@@ -21,9 +21,8 @@ from llog.billing import GB, FootprintScanner, S3Billing
 from llog.blob_store import BlobStore
 from llog.cli import LlogServer
 from llog.config import S3Config
-from llog.devstack import free_port
 from llog.keys import S3Location
-from tests.conftest import BUCKET
+from tests.conftest import BUCKET, serve_env, start_server, unreachable_oxia_env
 
 
 class Clock:
@@ -174,25 +173,9 @@ def test_the_report_prices_requests_and_footprint(store: BlobStore, root: str) -
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str) -> Iterator[LlogServer]:
-    assert s3_config.endpoint_url is not None
-    env = {
-        "LLOG_S3_BUCKET": BUCKET,
-        "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url,
-        "LLOG_S3_REGION_NAME": "us-east-1",
-        "LLOG_S3_ACCESS_KEY_ID": "testing",
-        "LLOG_S3_SECRET_ACCESS_KEY": "testing",
-        "LLOG_ROOT_PREFIX": root,
-        "LLOG_OXIA_SERVICE_ADDRESS": f"127.0.0.1:{free_port()}",
-        "LLOG_OXIA_CONNECT_TIMEOUT_MS": "300",
-        "LLOG_OXIA_REQUEST_TIMEOUT_MS": "500",
-        "LLOG_OXIA_CLOSE_TIMEOUT_MS": "500",
-        "LLOG_OXIA_MAX_RETRIES": "0",
-        "LLOG_S3_MAX_ATTEMPTS": "1",
-        "LLOG_BILLING_SCAN_INTERVAL_S": "3600",
-    }
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    srv = LlogServer("127.0.0.1", 0).start()
+    env = {**serve_env(s3_config, root), **unreachable_oxia_env(),
+           "LLOG_S3_MAX_ATTEMPTS": "1", "LLOG_BILLING_SCAN_INTERVAL_S": "3600"}  # fmt: skip
+    srv = start_server(monkeypatch, env)
     try:
         yield srv
     finally:

@@ -29,8 +29,7 @@ from functions.consume import app as consume_app
 from functions.produce import app as produce_app
 from llog.cli import LlogServer, main, prometheus_text
 from llog.config import S3Config
-from llog.devstack import free_port
-from tests.conftest import BUCKET, OxiaServer
+from tests.conftest import BUCKET, serve_env, start_server, unreachable_oxia_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,58 +68,12 @@ SEED_CONSUME = """{
   }"""
 
 
-def base_env(s3_config: S3Config, root: str) -> dict[str, str]:
-    assert s3_config.endpoint_url is not None
-    return {
-        "LLOG_S3_BUCKET": BUCKET,
-        "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url,
-        "LLOG_S3_REGION_NAME": "us-east-1",
-        "LLOG_S3_ACCESS_KEY_ID": "testing",
-        "LLOG_S3_SECRET_ACCESS_KEY": "testing",
-        "LLOG_ROOT_PREFIX": root,
-        "LLOG_BATCH_MAX_DELAY_MS": "20",
-    }
-
-
-def dead_oxia_env() -> dict[str, str]:
-    return {
-        "LLOG_OXIA_SERVICE_ADDRESS": f"127.0.0.1:{free_port()}",
-        "LLOG_OXIA_CONNECT_TIMEOUT_MS": "300",
-        "LLOG_OXIA_REQUEST_TIMEOUT_MS": "500",
-        "LLOG_OXIA_CLOSE_TIMEOUT_MS": "500",
-        "LLOG_OXIA_MAX_RETRIES": "0",
-    }
-
-
-def start_server(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> LlogServer:
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return LlogServer("127.0.0.1", 0).start()
-
-
-@pytest.fixture
-def root() -> str:
-    return f"srv-{uuid.uuid4().hex[:12]}"
-
-
-
 def storage_calls(srv: LlogServer) -> tuple[int, int]:
     return srv.services.oxia.counters.total_calls(), srv.services.blobs.counters.total_calls()
 
 
 def request_counts(srv: LlogServer) -> dict[tuple[str, str, int], int]:
     return {(r["method"], r["route"], r["status"]): r["count"] for r in srv.metrics()["http"]["requests"]}
-
-
-@pytest.fixture
-def live_server(
-    monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str, oxia_server: OxiaServer
-) -> Iterator[LlogServer]:
-    srv = start_server(monkeypatch, {**base_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address})
-    try:
-        yield srv
-    finally:
-        srv.shutdown()
 
 
 def call(
@@ -148,7 +101,7 @@ def call_json(srv: LlogServer, method: str, path: str, body: str | bytes | None 
 
 def test_the_server_starts_without_contacting_oxia(monkeypatch, s3_config, root):
     start = time.monotonic()
-    srv = start_server(monkeypatch, {**base_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": "203.0.113.1:6648"})
+    srv = start_server(monkeypatch, {**serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": "203.0.113.1:6648"})
     try:
         status, body = call_json(srv, "GET", "/health")
         assert time.monotonic() - start < 5
@@ -185,7 +138,7 @@ def test_prometheus_labels_are_escaped():
 
 
 def test_shutdown_closes_the_services_and_uninstalls_them(monkeypatch, s3_config, root):
-    srv = start_server(monkeypatch, {**base_env(s3_config, root), **dead_oxia_env()})
+    srv = start_server(monkeypatch, {**serve_env(s3_config, root), **unreachable_oxia_env()})
     assert produce_app._service.peek() is srv.services.produce
     srv.shutdown()
     assert produce_app._service.peek() is None
@@ -204,7 +157,7 @@ def test_missing_configuration_stops_the_command(monkeypatch, capsys):
 
 
 def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root):
-    env = {**os.environ, **base_env(s3_config, root), **dead_oxia_env()}
+    env = {**os.environ, **serve_env(s3_config, root), **unreachable_oxia_env()}
     proc = subprocess.Popen(
         [sys.executable, "-m", "llog.cli", "serve", "--port", "0"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -240,7 +193,7 @@ def server(s3_config: S3Config) -> Iterator[LlogServer]:
     end of the class, before the tests below start theirs.
     """
     with pytest.MonkeyPatch.context() as mp:
-        srv = start_server(mp, {**base_env(s3_config, f"srv-{uuid.uuid4().hex[:12]}"), **dead_oxia_env()})
+        srv = start_server(mp, {**serve_env(s3_config, f"srv-{uuid.uuid4().hex[:12]}"), **unreachable_oxia_env()})
         try:
             yield srv
         finally:

@@ -22,8 +22,8 @@ from bench import load
 from bench.reconcile import RecordId, make_value
 from llog.cli import LlogServer
 from llog.config import S3Config
-from tests.conftest import OxiaServer
-from tests.integration.test_http_server import base_env, call_json, dead_oxia_env, start_server
+from tests.conftest import serve_env, start_server, unreachable_oxia_env
+from tests.integration.test_http_server import call_json
 
 SUMMARY_FIELDS = {
     "run_id", "url", "auth", "topic", "config", "elapsed_s", "requests", "records", "throughput", "latency_ms",
@@ -37,24 +37,8 @@ RECONCILIATION_FIELDS = {
 
 
 @pytest.fixture
-def root() -> str:
-    return f"load-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
 def server_without_oxia(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str) -> Iterator[LlogServer]:
-    srv = start_server(monkeypatch, {**base_env(s3_config, root), **dead_oxia_env()})
-    try:
-        yield srv
-    finally:
-        srv.shutdown()
-
-
-@pytest.fixture
-def live_server(
-    monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str, oxia_server: OxiaServer
-) -> Iterator[LlogServer]:
-    srv = start_server(monkeypatch, {**base_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address})
+    srv = start_server(monkeypatch, {**serve_env(s3_config, root), **unreachable_oxia_env()})
     try:
         yield srv
     finally:

@@ -20,9 +20,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import rule, run_state_machine_as_test
+from hypothesis.stateful import rule
 
 from llog import sequential as sequential_points
 from llog import writer as writer_points
@@ -38,14 +37,13 @@ from llog.writer import LogWriter
 from tests.conftest import BUCKET
 from tests.integration.test_model import (
     COUNTS,
-    EXAMPLES,
     PARTITIONS,
-    STEPS,
     WRITER_CRASH_POINTS,
     WRITERS,
     DrawnGroup,
     LogMachine,
     groups_strategy,
+    run_machine,
 )
 
 pytestmark = pytest.mark.oxia
@@ -117,30 +115,12 @@ class MigratingMachine(SequentialMachine):
         assert migrated.sequential
 
 
-def _run(machine: type[LogMachine], oxia: OxiaStore, blobs: BlobStore) -> None:
-    class OnTheseStores(machine):  # type: ignore[valid-type,misc]
-        def __init__(self) -> None:
-            super().__init__(oxia, blobs)
-
-    run_state_machine_as_test(
-        OnTheseStores,
-        settings=settings(
-            max_examples=EXAMPLES,
-            stateful_step_count=STEPS,
-            deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-            print_blob=True,
-        ),
-    )
-    print(f"model run ({machine.__name__}): {COUNTS}")
-
-
 def test_the_sequential_protocol_keeps_every_acknowledged_record(oxia_store: OxiaStore, blob_store: BlobStore) -> None:
-    _run(SequentialMachine, oxia_store, blob_store)
+    run_machine(SequentialMachine, oxia_store, blob_store)
 
 
 def test_migrating_partitions_keep_every_acknowledged_record(oxia_store: OxiaStore, blob_store: BlobStore) -> None:
-    _run(MigratingMachine, oxia_store, blob_store)
+    run_machine(MigratingMachine, oxia_store, blob_store)
 
 
 def test_the_machines_have_the_harness_rules_and_their_own() -> None:
