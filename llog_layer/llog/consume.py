@@ -242,7 +242,7 @@ class ConsumeService:
             if not info.log_start <= req.fetch_offset <= info.high_watermark:
                 raise OffsetOutOfRange(req.topic, req.partition, req.fetch_offset, info.log_start, info.high_watermark)
             estimate = 0
-            for batch in self.reader.batches(info, req.fetch_offset):
+            for batch in self.reader.batches(info, req.fetch_offset, page=MAX_BATCHES_PER_PARTITION):
                 plan.batches.append(batch)
                 length = batch.entry.ref.byte_length
                 estimate += length if length is not None else req.partition_max_bytes

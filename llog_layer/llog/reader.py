@@ -167,14 +167,18 @@ class LogReader:
             self._check_range(info.index, start_offset, info.high_watermark)
         return self._scan(info.index, start_offset, info.high_watermark)
 
-    def batches(self, info: PartitionInfo, start_offset: int) -> Iterator[IndexedBatch]:
-        """The batches holding ``start_offset`` .. ``info``'s high watermark, in order, resolved lazily."""
-        return self._iter_batches(info.index, start_offset, info.high_watermark)
+    def batches(self, info: PartitionInfo, start_offset: int, *, page: int = SCAN_PAGE) -> Iterator[IndexedBatch]:
+        """The batches holding ``start_offset`` .. ``info``'s high watermark, in order, resolved lazily.
 
-    def _iter_batches(self, index: PartitionIndex, start: int, last: int) -> Iterator[IndexedBatch]:
+        ``page`` index entries are read at a time: a caller that stops early asks for fewer.
+        """
+        return self._iter_batches(info.index, start_offset, info.high_watermark, page)
+
+    def _iter_batches(self, index: PartitionIndex, start: int, last: int, page_size: int = SCAN_PAGE
+                      ) -> Iterator[IndexedBatch]:  # fmt: skip
         next_offset = start
         while next_offset <= last:
-            page = index.scan(next_offset, limit=SCAN_PAGE)
+            page = index.scan(next_offset, limit=page_size)
             # The first entry must cover next_offset; otherwise the tail is a
             # pending append, or the index moved: resolve that offset directly.
             if not page or not page[0].covers(next_offset):
