@@ -54,6 +54,7 @@ from llog.http_contract import Limits  # noqa: E402
 from llog.keys import PartitionKeys  # noqa: E402
 from llog.metrics import OperationCounters, OperationStats  # noqa: E402
 from llog.models import INITIAL_OFFSET, AppendProtocol  # noqa: E402
+from llog.object_cache import DEFAULT_OBJECT_CACHE_BYTES, ObjectCache  # noqa: E402
 from llog.oxia_store import OxiaStore  # noqa: E402
 from llog.produce import DEFAULT_TAIL_CACHE_BYTES  # noqa: E402
 from llog.reader import LogReader, LogRecord  # noqa: E402
@@ -182,12 +183,14 @@ class _Reader:
 
 
 class ConsumeReader(_Reader):
-    """POST /consume's service, without a tail cache (Lambda) or with one (``llog serve``)."""
+    """POST /consume's service: with a tail cache (``llog serve``), or without one and with the
+    consume Lambda's cache of compacted objects."""
 
     def __init__(self, address: str, s3_config: S3Config, *, max_wait_ms: int, cache: TailCache | None) -> None:
         super().__init__(address, s3_config)
         self.max_wait_ms = max_wait_ms
-        self.service = ConsumeService(self.log, tail_cache=cache)
+        objects = ObjectCache(DEFAULT_OBJECT_CACHE_BYTES) if cache is None else None
+        self.service = ConsumeService(self.log, tail_cache=cache, object_cache=objects)
 
     def read(self, topic: str, partition: int, start: int, end: int, tally: Tally) -> None:
         consume_range(self.service.consume, topic, partition, start, end, self.max_wait_ms, tally)

@@ -26,6 +26,7 @@ from llog.codec import RecordBatch, decode_batch
 from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange
 from llog.keys import S3Location
 from llog.models import INITIAL_OFFSET, DataRef, IndexedBatch
+from llog.object_cache import ObjectCache
 from llog.reader import LogReader, LogRecord, record_at
 from llog.tail_cache import TailCache
 
@@ -93,8 +94,9 @@ class _Plan:
 class BlobFetcher:
     """Fetches byte ranges for one request, each blob range at most once, in parallel."""
 
-    def __init__(self, blobs: BlobStore) -> None:
+    def __init__(self, blobs: BlobStore, objects: ObjectCache | None = None) -> None:
         self.blobs = blobs
+        self._objects = objects  # whole (compacted) objects, shared across requests
         self._spans: dict[str, list[tuple[int, bytes]]] = {}  # data_key -> [(offset, bytes)]
         self._whole: dict[str, bytes] = {}
 
@@ -122,7 +124,12 @@ class BlobFetcher:
             self._fetch_span(key, start, end)
 
     def _fetch_whole(self, key: str) -> None:
-        self._whole[key] = self.blobs.get(S3Location.parse(key))
+        data = None if self._objects is None else self._objects.get(key)
+        if data is None:
+            data = self.blobs.get(S3Location.parse(key))
+            if self._objects is not None:
+                self._objects.put(key, data)
+        self._whole[key] = data
 
     def _fetch_span(self, key: str, start: int, end: int) -> None:
         data = self.blobs.get_range(S3Location.parse(key), start, end - start)
@@ -159,11 +166,13 @@ class ConsumeService:
         reader: LogReader,
         *,
         tail_cache: TailCache | None = None,
+        object_cache: ObjectCache | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.reader = reader
         self.tail_cache = tail_cache if tail_cache is not None and tail_cache.enabled else None
+        self.object_cache = object_cache if object_cache is not None and object_cache.enabled else None
         self._clock = clock
         self._sleep = sleep
         # Last log start read from meta/control per partition: a round served from the
@@ -172,7 +181,8 @@ class ConsumeService:
 
     @classmethod
     def from_env(cls, *, tail_cache: TailCache | None = None) -> ConsumeService:
-        return cls(LogReader.from_env(), tail_cache=tail_cache)
+        """The consume Lambda's service: a cache of compacted objects (``LLOG_CONSUME_OBJECT_CACHE_BYTES``)."""
+        return cls(LogReader.from_env(), tail_cache=tail_cache, object_cache=ObjectCache.from_env())
 
     def close(self) -> None:
         self.reader.close()
@@ -201,7 +211,7 @@ class ConsumeService:
 
     def _fetch(self, request: ConsumeRequest, *, trust_cached_tail: bool) -> list[PartitionFetch]:
         plans = [self._plan(p, trust_cached_tail) for p in request.partitions]
-        fetcher = BlobFetcher(self.reader.blobs)
+        fetcher = BlobFetcher(self.reader.blobs, self.object_cache)
         # A failed prefetch is not fatal: each partition meets the error again
         # when it reads its own bytes, and reports it.
         with contextlib.suppress(LlogError):
