@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from llog.errors import CorruptMetadata
 from llog.keys import format_offset
 from llog.metadata import PartitionMetadata, SequenceRecord
 from llog.models import (
@@ -97,12 +98,12 @@ class SeedSegment:
         keys = self.meta.keys
         self.meta.oxia.delete_range(keys.index(start_offset), keys.index(end_offset), partition_key=keys.partition_key)
 
-    def delete_below(self, log_start: int) -> None:
+    def range_below(self, log_start: int, read_through: int) -> tuple[str, str] | None:
+        """The keys of the entries ending before ``log_start``; ``read_through`` does not bound them:
+        ``index/`` keys hold no counter (a seed partition's is ``meta/control``)."""
         keys = self.meta.keys
         upto = log_start if self.end is None else min(log_start, self.end + 1)
-        self.meta.oxia.delete_range(
-            f"{keys.index_prefix}{format_offset(0)}", keys.index(upto), partition_key=keys.partition_key
-        )
+        return f"{keys.index_prefix}{format_offset(0)}", keys.index(upto)
 
     def last_offset(self, control: ControlRecord) -> int:
         return control.high_watermark if self.end is None else self.end
@@ -151,20 +152,23 @@ class SequenceSegment:
             partition_key=keys.partition_key,
         )
 
-    def delete_below(self, log_start: int) -> None:
-        """Delete the entries ending before ``log_start``.
+    def range_below(self, log_start: int, read_through: int) -> tuple[str, str] | None:
+        """The keys of the entries ending before ``log_start`` (None: none), never the sequence's counter.
 
         In a sealed generation the fence marker (and whatever landed after it)
-        stays: it is the counter that keeps late puts void. In the open one the
-        caller never passes the last entry (retention keeps it).
+        stays: it is the counter that keeps late puts void. A generation the
+        table calls open is cleared no further than ``read_through``, the last
+        entry read below ``log_start``: valid keys, all below any fence marker.
+        The log start alone is no bound there: with a stale table, another
+        retention run may have moved it past the generation, fenced since, and
+        the range would take its marker (then a writer still holding the
+        generation would land at a valid key of an empty sequence).
         """
         keys = self.meta.keys
-        upto = log_start if self.end is None else min(log_start, self.end + 1)
-        self.meta.oxia.delete_range(
-            keys.sequence_position(self.number, 0),
-            keys.sequence_position(self.number, upto - self.base),
-            partition_key=keys.partition_key,
-        )
+        upto = min(log_start, read_through + 1) if self.end is None else min(log_start, self.end + 1)
+        if upto <= self.base + 1:
+            return None
+        return keys.sequence_position(self.number, 0), keys.sequence_position(self.number, upto - self.base)
 
     def last_valid_position(self, lo: int = 0) -> int:
         """The position of the generation's last valid key (0: none), read from its tail.
@@ -280,18 +284,35 @@ class PartitionIndex:
         """The key an entry ending at ``end_offset`` is stored under."""
         segment = self.segment_for(end_offset)
         if segment is None:
-            raise ValueError(f"offset {end_offset} is in no generation of {self.meta.keys.base}")
+            raise CorruptMetadata(f"offset {end_offset} is in no generation of {self.meta.keys.base}")
         return segment.key_of(end_offset)
 
     def delete_entries(self, start_offset: int, end_offset: int) -> None:
         """Delete the entries ending in ``[start_offset, end_offset)`` (one generation: a compacted range)."""
         segment = self.segment_for(end_offset)
         if segment is None or segment is not self.segment_for(start_offset):
-            raise ValueError(f"[{start_offset}, {end_offset}] is not within one generation of {self.meta.keys.base}")
+            raise CorruptMetadata(
+                f"[{start_offset}, {end_offset}] is not within one generation of {self.meta.keys.base}"
+            )
         segment.delete_entries(start_offset, end_offset)
 
-    def delete_below(self, log_start: int) -> None:
-        """Delete every entry ending before ``log_start`` (retention); never a generation's counter."""
+    def ranges_below(self, log_start: int, *, read_through: int) -> list[tuple[str, str]]:
+        """The key ranges ``[min, max)`` holding the entries ending before ``log_start``, per generation.
+
+        ``read_through`` is the end of the last entry below ``log_start`` the
+        caller read through this index. This generation table may be older
+        than the log start (set by another retention run through a newer one),
+        so a generation it calls open is cleared only up to ``read_through``.
+        """
+        ranges = []
         for segment in self.segments:
             if segment.base + 1 < log_start:
-                segment.delete_below(log_start)
+                found = segment.range_below(log_start, read_through)
+                if found is not None:
+                    ranges.append(found)
+        return ranges
+
+    def delete_below(self, log_start: int, *, read_through: int) -> None:
+        """Delete every entry ending before ``log_start`` (retention); never a generation's counter."""
+        for min_key, max_key in self.ranges_below(log_start, read_through=read_through):
+            self.meta.oxia.delete_range(min_key, max_key, partition_key=self.meta.keys.partition_key)

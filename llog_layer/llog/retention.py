@@ -241,7 +241,9 @@ class Retention:
         compacted = [b for b in doomed if b.entry.type is EntryType.COMPACTED]
         self.manifests.publish_log_start(keys.topic, keys.partition, log_start)
         self.manifests.delete(keys.topic, keys.partition, [(b.start_offset, b.end_offset) for b in compacted])
-        index.delete_below(log_start)
+        # The log start in force may come from another run that read a newer generation table:
+        # clear this table's open generation only as far as the entries read through it.
+        index.delete_below(log_start, read_through=max(b.end_offset for b in doomed))
         objects = [S3Location.parse(b.entry.ref.data_key) for b in compacted]
         nbytes = sum(self._size_of(b) for b in compacted)
         self.blobs.delete(self.bucket, [o.key for o in objects if o.bucket == self.bucket])

@@ -251,11 +251,20 @@ class SequentialAppender:
         an extra marker only adds void keys. Appends that got a key before the
         first marker keep their offsets (they end at or before the sealed end);
         every later one is void.
+
+        It fences the generation open in ``current`` and no other: once that
+        one is sealed (by us, another fencer, or an unfence finishing this
+        fence) it is done, even if an unfence has opened a newer generation
+        since (that unfence comes after this fence; the record returned is
+        then the open one). Writers and unfences call it to *finish* a fence
+        they met: moving on to the new generation would fence a log that was
+        just unfenced.
         """
+        fencing = current.record.current_generation.number
         for attempt in range(self.config.max_cas_attempts):
             record = current.record
             generation = record.current_generation
-            if generation.end is not None:
+            if generation.end is not None or generation.number != fencing:
                 self.forget(meta.keys)
                 return record
             tail = meta.sequence_tail(generation.number)

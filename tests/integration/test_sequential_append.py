@@ -39,13 +39,13 @@ from llog.faults import FaultHook, SimulatedCrash, crash_at
 from llog.gc import GarbageCollector, GcConfig
 from llog.index import PartitionIndex
 from llog.keys import PartitionKeys, S3Location, shared_wal_prefix
-from llog.metadata import PartitionMetadata, SequenceRecord
+from llog.metadata import PartitionMetadata, SequenceRecord, VersionedControl
 from llog.metrics import OperationCounters
-from llog.models import AppendProtocol, EntryType, FenceMarker, Generation, IndexEntry, LogState
+from llog.models import AppendProtocol, ControlRecord, EntryType, FenceMarker, Generation, IndexEntry, LogState
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
 from llog.retention import Retention, RetentionConfig, RetentionPolicy
-from llog.sequential import AFTER_FENCE_MARKER, AFTER_SEQUENCE_PUT
+from llog.sequential import AFTER_FENCE_MARKER, AFTER_SEQUENCE_PUT, SequentialAppender
 from llog.writer import AFTER_BLOB_PUT, AFTER_RESERVE, LogWriter, SharedAppendGroup
 from tests.conftest import BUCKET
 from tests.integration.test_append_and_read import control_of
@@ -376,6 +376,81 @@ def test_unfence_after_a_crashed_fence_finishes_the_fence_then_reopens(
     assert values(reader, topic) == [b"a", b"b"]
 
 
+def _unfence_first(monkeypatch: pytest.MonkeyPatch, finisher: LogWriter, unfencer: LogWriter, topic: str) -> None:
+    """The next fence ``finisher`` runs (to finish one it met) loses the race: ``unfencer`` first finishes that
+    fence and opens a new generation, between ``finisher``'s read of meta/control and its seal."""
+    finish = SequentialAppender.fence
+    done: list[bool] = []
+
+    def unfence_first(self: SequentialAppender, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
+        if self is finisher._sequential and not done:
+            done.append(True)
+            unfencer.unfence(topic, 0)
+        return finish(self, meta, current)
+
+    monkeypatch.setattr(SequentialAppender, "fence", unfence_first)
+
+
+def test_a_writer_finishing_a_fence_never_fences_the_generation_an_unfence_opened(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer.initialize_partition(topic, 0)
+    stale = seq_writer(oxia_store, blob_store)
+    stale.append(topic, 0, [b"a"])  # caches generation 1
+    with pytest.raises(SimulatedCrash):
+        seq_writer(oxia_store, blob_store, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+    _unfence_first(monkeypatch, stale, seq_writer(oxia_store, blob_store), topic)
+
+    # The stale writer lands past the marker and sets out to finish that fence; the unfence gets there first.
+    with pytest.raises(LogFenced):
+        stale.append(topic, 0, [b"late"])
+    control = control_of(oxia_store, topic, 0)
+    assert control.log_state is LogState.OPEN  # an append never fences the generation the unfence opened
+    assert control.generations == (Generation(1, 0, 1), Generation(2, 1))
+    assert positions(oxia_store, topic, 2) == []
+    assert writer.append(topic, 0, [b"b"]).start_offset == 2
+    assert values(reader, topic) == [b"a", b"b"]
+
+
+def test_concurrent_unfences_finishing_a_dead_fence_open_one_generation(
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a"])
+    with pytest.raises(SimulatedCrash):
+        seq_writer(oxia_store, blob_store, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+    first = seq_writer(oxia_store, blob_store)
+    _unfence_first(monkeypatch, first, seq_writer(oxia_store, blob_store), topic)
+
+    reopened = first.unfence(topic, 0)
+    assert reopened.log_state is LogState.OPEN
+    assert reopened.generations == (Generation(1, 0, 1), Generation(2, 1))
+    assert control_of(oxia_store, topic, 0).generations == reopened.generations
+    assert positions(oxia_store, topic, 2) == []  # no transient fence of generation 2
+    assert writer.append(topic, 0, [b"b"]).start_offset == 2
+
+
+def test_a_fence_whose_seal_loses_to_an_unfence_is_done(
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+) -> None:
+    """The unfence finishes the fence (its marker is in force) and reopens: the fence took effect before the
+    unfence and does not fence the new generation after it."""
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a"])
+    admin = seq_writer(oxia_store, blob_store)
+
+    def unfence_after_the_marker(point: str) -> None:
+        if point == AFTER_FENCE_MARKER:
+            admin.unfence(topic, 0)
+
+    result = seq_writer(oxia_store, blob_store, unfence_after_the_marker).fence(topic, 0)
+    assert result.log_state is LogState.OPEN
+    assert control_of(oxia_store, topic, 0).generations == (Generation(1, 0, 1), Generation(2, 1))
+    assert positions(oxia_store, topic, 2) == []
+    assert writer.append(topic, 0, [b"b"]).start_offset == 2
+
+
 # --- compaction ---------------------------------------------------------------------------------
 
 
@@ -527,6 +602,47 @@ def test_retention_truncates_a_sequential_partition_and_keeps_every_counter(
     # The writer still holding generation 1 lands past its marker and moves on to generation 2.
     assert stale.append(topic, 0, [b"after"]).start_offset == 10
     assert positions(oxia_store, topic, 1) == [(5, 1), (6, 1)]
+    assert values(reader, topic) == [b"tail", b"after"]
+
+
+def test_retention_racing_another_run_never_deletes_a_sealed_generations_marker(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run reads the generation table while generation 1 is open. Before it moves the log start, the partition
+    is fenced, unfenced and written, and another run (with the new table) moves the log start into generation 2.
+    The first run meets that log start: it must not clear generation 1 up to it, which would take the fence
+    marker, the counter that keeps a writer still holding generation 1 void."""
+    writer.initialize_partition(topic, 0)
+    small = Compactor(oxia_store, blob_store, bucket=BUCKET, config=CompactorConfig(max_offsets_per_run=2))
+    stale = seq_writer(oxia_store, blob_store)
+    stale.append(topic, 0, [b"g1-0"])  # it keeps generation 1 cached
+    writer.append(topic, 0, [b"g1-1"])
+    compact_until_caught_up(small, topic, 0, budget_s=30)  # [1, 2] COMPACTED at position 2
+    writer.append(topic, 0, [b"g1-2"])  # the WAL tail of generation 1, offset 3
+
+    config = RetentionConfig(topics={topic: RetentionPolicy(max_bytes=1)})
+    slow = Retention(oxia_store, blob_store, bucket=BUCKET, config=config)
+    fast = Retention(oxia_store, blob_store, bucket=BUCKET, config=config)
+    advance = Retention._advance
+
+    def meanwhile(self: Retention, meta: PartitionMetadata, offset: int) -> int:
+        if self is slow:
+            writer.fence(topic, 0)  # generation 1 sealed at 3, its marker at position 4
+            writer.unfence(topic, 0)
+            for i in range(2):
+                writer.append(topic, 0, [b"g2-%d" % i])
+            compact_until_caught_up(small, topic, 0, budget_s=30)  # [3, 3] in generation 1, [4, 5] in 2
+            writer.append(topic, 0, [b"tail"])
+            assert fast.enforce(topic, 0).log_start_after == 6
+        return advance(self, meta, offset)
+
+    monkeypatch.setattr(Retention, "_advance", meanwhile)
+    result = slow.enforce(topic, 0)
+    assert result.log_start_after == 6  # the other run's log start, past all of generation 1
+    assert positions(oxia_store, topic, 1) == [(4, 1)]  # the marker stays
+    # The writer still holding generation 1 lands past the marker and moves on, after the tail.
+    assert stale.append(topic, 0, [b"after"]).start_offset == 7
     assert values(reader, topic) == [b"tail", b"after"]
 
 

@@ -19,7 +19,7 @@ from oxia.internal.compare import compare_with_slash
 
 from llog.config import OxiaConfig, WriterConfig, append_protocol_from_env
 from llog.errors import ConfigurationError, CorruptMetadata, InvalidArgument
-from llog.index import last_valid_position
+from llog.index import PartitionIndex, last_valid_position
 from llog.keys import (
     MAX_GENERATION,
     MAX_SEQUENCE,
@@ -28,6 +28,7 @@ from llog.keys import (
     format_sequence_part,
     parse_sequence_suffix,
 )
+from llog.metadata import PartitionMetadata
 from llog.models import (
     AppendProtocol,
     ControlRecord,
@@ -341,6 +342,59 @@ def test_last_valid_position_is_logarithmic():
 
     assert last_valid_position(0, 100_000, probe) == 100_000
     assert len(calls) <= 20
+
+
+# --- retention's key ranges -------------------------------------------------------------------
+
+
+def _index(control: ControlRecord) -> PartitionIndex:
+    """An index whose key ranges are computed without contacting Oxia (the store connects lazily)."""
+    return PartitionIndex(PartitionMetadata(OxiaStore(OxiaConfig("127.0.0.1:1")), KEYS), control)
+
+
+def _inside(key: str, ranges: list[tuple[str, str]]) -> bool:
+    return any(oxia_order(lo) <= oxia_order(key) < oxia_order(hi) for lo, hi in ranges)
+
+
+def test_retention_ranges_keep_every_counter():
+    control = ControlRecord(
+        LogState.OPEN, 12, None, 1, AppendProtocol.SEQUENTIAL,
+        (Generation(0, 0, 2), Generation(1, 2, 5), Generation(2, 5)),
+    )  # fmt: skip
+    # Generation 1: entries at positions 1..3, its marker at 4, a void entry at 6. Generation 2: entries at 2, 4.
+    ranges = _index(control).ranges_below(10, read_through=9)
+    assert _inside(KEYS.index(2), ranges)
+    assert all(_inside(KEYS.sequence_key(1, p), ranges) for p in (1, 2, 3))
+    assert not _inside(KEYS.sequence_key(1, 4, 1), ranges)
+    assert not _inside(KEYS.sequence_key(1, 6, 1), ranges)
+    assert _inside(KEYS.sequence_key(2, 4), ranges)  # ends at 9
+    assert not _inside(KEYS.sequence_key(2, 5), ranges)  # ends at 10, the log start
+    assert not _inside(KEYS.sequence_key(3, 1), ranges)
+    assert _index(control).ranges_below(3, read_through=2) == [(f"{KEYS.index_prefix}{'0' * 20}", KEYS.index(3))]
+
+
+def test_retention_ranges_of_a_seed_partition_are_the_seed_ones():
+    assert _index(ControlRecord(LogState.OPEN, 20, None, 9)).ranges_below(9, read_through=5) == [
+        (f"{KEYS.index_prefix}{'0' * 20}", KEYS.index(9))
+    ]
+
+
+def test_retention_with_a_stale_generation_table_never_reaches_a_fence_marker():
+    """A run read the table while generation 1 was open and read entries ending at 2 and 3. Since then the
+    partition was fenced at 3 (marker at position 4, a late writer's void entry at 6), unfenced into generation
+    2, and another run, reading the new table, moved the log start to 9: the log start this run meets. Deleting
+    generation 1 up to the log start would take its marker, the sequence's counter: a writer still holding
+    generation 1 would then get position 1 with fence count 0, a valid key, and its acknowledged records would
+    be nowhere (generation 1 is sealed at 3, below the log start)."""
+    stale = ControlRecord(protocol=AppendProtocol.SEQUENTIAL, generations=(Generation(1, 0),))
+    ranges = _index(stale).ranges_below(9, read_through=3)
+    assert _inside(KEYS.sequence_key(1, 2), ranges)
+    assert _inside(KEYS.sequence_key(1, 3), ranges)
+    assert not _inside(KEYS.sequence_key(1, 4, 1), ranges)
+    assert not _inside(KEYS.sequence_key(1, 6, 1), ranges)
+    # Nothing read below the log start in the open generation: nothing of it is deleted.
+    later = ControlRecord(protocol=AppendProtocol.SEQUENTIAL, generations=(Generation(1, 0, 3), Generation(2, 3)))
+    assert not _inside(KEYS.sequence_key(2, 1), _index(later).ranges_below(9, read_through=3))
 
 
 # --- configuration and the adapter's guards ------------------------------------------------
