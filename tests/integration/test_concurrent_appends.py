@@ -24,10 +24,10 @@ from tests.conftest import BUCKET
 pytestmark = pytest.mark.oxia
 
 
-def _append_many(oxia_config: OxiaConfig, s3_config: S3Config, topic: str, writer_id: int, appends: int
-                 ) -> list[tuple[int, int, bytes]]:
-    """Runs in a worker process: a fresh writer (Oxia clients are not fork-safe)."""
-    with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET) as writer:
+def append_many(oxia_config: OxiaConfig, s3_config: S3Config, topic: str, writer_id: int, appends: int,
+                config: WriterConfig | None = None) -> list[tuple[int, int, bytes]]:
+    """Runs in a thread or a worker process: a fresh writer with its own Oxia client (not fork-safe)."""
+    with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, config=config) as writer:
         out = []
         for i in range(appends):
             payload = f"w{writer_id}-{i}".encode()
@@ -54,7 +54,7 @@ def test_threads_share_one_writer(writer: LogWriter, reader: LogReader, oxia_con
                                   s3_config: S3Config, topic: str) -> None:
     writer.initialize_partition(topic, 0)
     with ThreadPoolExecutor(8) as pool:
-        futures = [pool.submit(_append_many, oxia_config, s3_config, topic, w, 10) for w in range(8)]
+        futures = [pool.submit(append_many, oxia_config, s3_config, topic, w, 10) for w in range(8)]
         results = [r for f in futures for r in f.result()]
     assert len(results) == 80
     assert_unique_and_contiguous(results, reader, topic)
@@ -65,7 +65,7 @@ def test_processes_each_with_their_own_writer(writer: LogWriter, reader: LogRead
     writer.initialize_partition(topic, 0)
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(4) as pool:
-        chunks = pool.starmap(_append_many, [(oxia_config, s3_config, topic, w, 8) for w in range(4)])
+        chunks = pool.starmap(append_many, [(oxia_config, s3_config, topic, w, 8) for w in range(4)])
     results = [r for chunk in chunks for r in chunk]
     assert len(results) == 32
     assert_unique_and_contiguous(results, reader, topic)

@@ -49,7 +49,7 @@ from llog.sequential import AFTER_FENCE_MARKER, AFTER_SEQUENCE_PUT, SequentialAp
 from llog.writer import AFTER_BLOB_PUT, AFTER_RESERVE, LogWriter, SharedAppendGroup
 from tests.conftest import BUCKET
 from tests.integration.test_append_and_read import control_of
-from tests.integration.test_concurrent_appends import assert_unique_and_contiguous
+from tests.integration.test_concurrent_appends import append_many, assert_unique_and_contiguous
 
 pytestmark = pytest.mark.oxia
 
@@ -176,16 +176,7 @@ def test_shared_appends_touch_each_partition_once(
 
 def _append_many(oxia_config: OxiaConfig, s3_config: S3Config, topic: str, writer_id: int, appends: int
                  ) -> list[tuple[int, int, bytes]]:
-    """Runs in a thread or a worker process: a fresh writer with its own Oxia client."""
-    with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, config=SEQUENTIAL) as writer:
-        out = []
-        for i in range(appends):
-            payload = f"w{writer_id}-{i}".encode()
-            result = writer.append(topic, 0, [payload, payload + b"+"])
-            assert result.start_offset is not None
-            assert result.end_offset is not None
-            out.append((result.start_offset, result.end_offset, payload))
-        return out
+    return append_many(oxia_config, s3_config, topic, writer_id, appends, SEQUENTIAL)
 
 
 def test_concurrent_threads_get_unique_contiguous_offsets(
