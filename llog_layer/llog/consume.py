@@ -180,9 +180,9 @@ class ConsumeService:
         self._log_starts: dict[tuple[str, int], int] = {}
 
     @classmethod
-    def from_env(cls, *, tail_cache: TailCache | None = None) -> ConsumeService:
+    def from_env(cls) -> ConsumeService:
         """The consume Lambda's service: a cache of compacted objects (``LLOG_CONSUME_OBJECT_CACHE_BYTES``)."""
-        return cls(LogReader.from_env(), tail_cache=tail_cache, object_cache=ObjectCache.from_env())
+        return cls(LogReader.from_env(), object_cache=ObjectCache.from_env())
 
     def close(self) -> None:
         self.reader.close()

@@ -337,6 +337,16 @@ def test_services_are_created_once_per_environment(dead_oxia_env: Env):
     assert produce_app._service.peek() is service
 
 
+def test_the_consume_function_keeps_compacted_objects_and_no_tail(dead_oxia_env: Env, monkeypatch):
+    monkeypatch.setenv("LLOG_CONSUME_OBJECT_CACHE_BYTES", "1048576")
+    invoke("consume", load_event("consume"))
+    service = consume_app._service.peek()
+    assert service is not None
+    assert service.tail_cache is None  # it never sees the produce function's appends
+    assert service.object_cache is not None
+    assert service.object_cache.max_bytes == 1048576
+
+
 def test_an_injected_service_is_used_and_not_closed_by_reset(dead_oxia_env: Env):
     closed = []
 
