@@ -264,7 +264,8 @@ def one_run(address: str, s3_config: S3Config, *, batches: int, records: int, pr
         config=WriterConfig(append_protocol=AppendProtocol(protocol)),
         commit_listener=cache.on_commit,  # as llog serve wires its writer to its tail cache
     )
-    compactor = Compactor(OxiaStore(OxiaConfig(address)), BlobStore(s3_config), bucket=BUCKET)
+    compactor_oxia, compactor_blobs = OxiaStore(OxiaConfig(address)), BlobStore(s3_config)
+    compactor = Compactor(compactor_oxia, compactor_blobs, bucket=BUCKET)
     serve = ConsumeReader(address, s3_config, max_wait_ms=max_wait_ms, cache=cache)
     readers: dict[str, _Reader] = {
         "lambda": ConsumeReader(address, s3_config, max_wait_ms=max_wait_ms, cache=None),
@@ -298,11 +299,17 @@ def one_run(address: str, s3_config: S3Config, *, batches: int, records: int, pr
         else:
             populate(None)
         if "compacted" in phases:
+            before = compactor_oxia.counters.snapshot(), compactor_blobs.counters.snapshot()
             done = [c for c in compact_until_caught_up(compactor, topic, 0, budget_s=600) if c.outcome == "compacted"]
             if not done or done[-1].end_offset != last:
                 raise RuntimeError(f"compaction stopped short of offset {last}: {done[-1:]}")
             sizes = [c.bytes_written / MIB for c in done]
             data = f"{len(done)} objects, median {statistics.median(sizes):.1f} MiB"
+            compacted = Tally(records=last, value_bytes=last * RECORD_SIZE,
+                              latencies=[sum(c.stage_seconds.values()) for c in done])  # fmt: skip
+            oxia_diff = stats_diff(before[0], compactor_oxia.counters.snapshot())
+            s3_diff = stats_diff(before[1], compactor_blobs.counters.snapshot())
+            rows.append(summarize("compaction", "compactor", compacted, oxia_diff, s3_diff, data))
             # serve stands for a process that did not write the data: its tail cache starts empty.
             serve.service = ConsumeService(serve.log, tail_cache=TailCache(DEFAULT_TAIL_CACHE_BYTES))
             rows.extend(_measure("compacted", readers, topic, data, read_history))

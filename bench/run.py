@@ -64,7 +64,7 @@ def main() -> int:
     print("consume benchmark ...", flush=True)
     consume_table = measured(lambda: consume.report(consume.run(batches=320, records=100, runs=3)))
     sections.append((
-        "Consume: a tail reader and a reader of compacted history",
+        "Consume and compaction: a tail reader, the compactor and a reader of compacted history",
         "bench/consume.py",
         "A fresh partition gets 320 appends of 100 records of 1 KiB (31 MiB) through `LogWriter`, against a local "
         "Oxia standalone (fsync on) and moto S3. *Tail*: right after each append, each reader reads that batch. "
@@ -77,7 +77,9 @@ def main() -> int:
         "`max_wait_ms` 0) from `next_fetch_offset` until every record is read. Each reader has its own Oxia "
         "and S3 clients; its requests are counted per consumed MB of values (10^6 bytes), with the bytes its "
         "GETs returned per value byte. Records/s and MB/s count only the time inside the read calls; "
-        "p50 is per request (one consume call, or one whole `iter_from` scan).\n\n" + consume_table,
+        "p50 is per request (one consume call, or one whole `iter_from` scan). The `compaction` row is the "
+        "compactor between the two phases: each `compact_once` (one object) timed by its stages, with its own "
+        "S3 GETs and Oxia reads per MB compacted.\n\n" + consume_table,
     ))
 
     print("export benchmark ...", flush=True)
