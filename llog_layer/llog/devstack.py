@@ -21,9 +21,6 @@ from llog.config import OxiaConfig, S3Config
 from llog.errors import ConfigurationError, OxiaUnavailable
 from llog.oxia_store import OxiaStore
 
-OXIA_VERSION = "v0.14.4"
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -90,8 +87,9 @@ class OxiaProcess:
             "standalone",
             "--public-addr",
             self.address,
+            # Loopback, any free port: v0.17.1 reads an empty address as "all interfaces".
             "--metrics-addr",
-            "",
+            "127.0.0.1:0",
             "--data-dir",
             str(self.data_dir / "db"),
             "--wal-dir",

@@ -13,6 +13,7 @@ import base64
 import binascii
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -155,12 +156,24 @@ def decode_bytes(value: Any, where: str) -> bytes:
     raise RequestRejected(f'{where} must be a string or an object {{"base64": "..."}}')
 
 
+# C0 controls but tab, newline and carriage return, DEL, and the C1 controls.
+_CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
 def encode_bytes(data: bytes) -> str | dict[str, str]:
-    """A UTF-8 string when the bytes are valid UTF-8, else ``{"base64": ...}``."""
+    """Text as a JSON string, anything else as ``{"base64": ...}`` (docs/HTTP_API.md, "Values").
+
+    Text is valid UTF-8 without control characters other than tab, newline and
+    carriage return. Either form round-trips the exact bytes; the rule only
+    keeps binary data (such as ``00 01``) from reading as escaped text.
+    """
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
+        text = None
+    if text is None or _CONTROL_CHARACTERS.search(text):
         return {"base64": base64.b64encode(data).decode("ascii")}
+    return text
 
 
 def _header_name(name: str, where: str) -> str:

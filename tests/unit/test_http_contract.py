@@ -287,10 +287,19 @@ def test_decode_and_encode_bytes_round_trip_any_bytes():
         assert decode_bytes(encode_bytes(data), "x") == data
 
 
-def test_encode_bytes_prefers_utf8_text():
+def test_encode_bytes_renders_text_as_a_string():
     assert encode_bytes("é".encode()) == "é"
-    assert encode_bytes(b"\x00\x01") == "\x00\x01"  # valid UTF-8, even if unprintable
-    assert encode_bytes(b"\xff") == {"base64": "/w=="}
+    assert encode_bytes("日本".encode()) == "日本"
+    assert encode_bytes(b"") == ""
+    assert encode_bytes(b"line 1\n\tline 2\r\n") == "line 1\n\tline 2\r\n"
+
+
+def test_encode_bytes_renders_binary_as_base64():
+    assert encode_bytes(b"\x00\x01") == {"base64": "AAE="}  # valid UTF-8, but control characters
+    assert encode_bytes(b"\xff") == {"base64": "/w=="}  # not UTF-8
+    assert encode_bytes(b"a\x1bb") == {"base64": "YRti"}  # an escape sequence
+    assert encode_bytes(b"\x7f") == {"base64": "fw=="}  # DEL
+    assert encode_bytes("\x85".encode()) == {"base64": "woU="}  # a C1 control
 
 
 @settings(max_examples=fuzz_examples(200), deadline=None)
