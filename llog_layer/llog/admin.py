@@ -1,13 +1,12 @@
 """Read-only views of the log for operators (``GET /topics``, ``GET /topics/{t}/partitions/{p}``).
 
-Partitions are discovered from their ``meta/control`` records, the seed's
-discovery anchor: a key listing under the root prefix across every Oxia
-shard, filtered to ``{root}/{topic}/partitions/{p}/meta/control``.
+Partitions are discovered through the registry (``llog.registry``); a
+registered partition whose ``meta/control`` does not exist yet (a crash
+during its creation) raises ``PartitionNotInitialized`` from ``status``.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +14,7 @@ from llog.index import PartitionIndex
 from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys
 from llog.metadata import PartitionMetadata
 from llog.oxia_store import OxiaStore
+from llog.registry import PartitionRegistry
 
 
 @dataclass(frozen=True)
@@ -53,19 +53,11 @@ class LogCatalog:
     def __init__(self, oxia: OxiaStore, *, root: str = DEFAULT_ROOT_PREFIX) -> None:
         self.oxia = oxia
         self.root = root
-        self._control_key = re.compile(rf"{re.escape(root)}/([^/]+)/partitions/(\d+)/meta/control")
+        self._registry = PartitionRegistry(oxia, root=root)
 
     def partitions(self) -> dict[str, list[int]]:
-        """Every initialized partition, by topic, sorted."""
-        # [root/, root0/) holds every key whose first segments are the root:
-        # Oxia compares '/'-separated segments left to right.
-        keys = self.oxia.list_keys(f"{self.root}/", f"{self.root}0/")
-        found: dict[str, set[int]] = {}
-        for key in keys:
-            match = self._control_key.fullmatch(key)
-            if match:
-                found.setdefault(match.group(1), set()).add(int(match.group(2)))
-        return {topic: sorted(parts) for topic, parts in sorted(found.items())}
+        """Every registered partition, by topic, sorted."""
+        return self._registry.partitions()
 
     def status(self, topic: str, partition: int) -> PartitionStatus:
         meta = PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))

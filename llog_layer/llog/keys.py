@@ -9,15 +9,23 @@ Layout (seed 000, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``)::
     {root}/{topic}/partitions/{partition}/index/{end_offset:020d}
     {root}/{topic}/partitions/{partition}/seq/{generation:010d}/e-{position:020d}-{fences:020d}
                                     (sequential partitions, docs/SEQUENTIAL_APPEND.md)
+    {root}/__catalog/partitions/{topic}:{partition:010d}      (the registry, llog.registry)
     {root}/wal-shared/{uuid}                                   (S3)
     {root}/{topic}/partitions/{partition}/data/compacted/{uuid} (S3)
     {root}/{topic}/partitions/{partition}/manifests/{start:020d}-{end:020d}.json (S3)
 
 Every Oxia record of a topic-partition uses ``partition_key = "{topic}:{partition}"``
-so that one partition lives on one Oxia shard.
+so that one partition lives on one Oxia shard; the registry's records share
+``partition_key = "__catalog"``, so one ordered scan on one shard lists them.
 
-Oxia orders keys segment by segment (``/``-separated), so names are validated
-before they reach a key: a ``/`` in a topic would change the key's structure.
+Oxia (v0.17.1, hierarchical key sorting) orders keys by their number of
+``/`` first, then bytewise with ``/`` above every other byte. A scan or a
+FLOOR/CEILING/LOWER/HIGHER lookup therefore only ever stays within one key
+depth: every scan here is bounded by two keys of the depth it reads, and
+every key a lookup returns is checked against the expected prefix. Names
+are validated before they reach a key: a ``/`` in a topic would change the
+key's depth. Topics and partitions are found through the registry, never
+through a scan under the root.
 """
 
 from __future__ import annotations
@@ -45,8 +53,10 @@ MAX_GENERATION = 10**GENERATION_WIDTH - 1
 
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _ROOT_SEGMENT_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
-# "wal-shared" would put a topic's compacted objects under the shared WAL prefix.
-_RESERVED_TOPICS = frozenset({".", "..", "wal-shared"})
+# "wal-shared" would put a topic's compacted objects under the shared WAL prefix;
+# "__catalog" would read as the registry's folder.
+_RESERVED_TOPICS = frozenset({".", "..", "wal-shared", "__catalog"})
+PARTITION_WIDTH = 10  # digits of MAX_PARTITION: registry keys sort numerically within a topic
 
 
 def validate_topic(topic: object) -> str:
@@ -258,6 +268,52 @@ class PartitionKeys:
         if not (start.isascii() and start.isdigit() and end.isascii() and end.isdigit()):
             return None
         return (int(start), int(end)) if 0 < int(start) <= int(end) else None
+
+
+@dataclass(frozen=True)
+class RegistryKeys:
+    """Keys of the registry of partitions (``llog.registry``): one depth, one shard.
+
+    ``{root}/__catalog/partitions/{topic}:{partition:010d}``: a colon cannot
+    occur in a topic, so ``{topic}:`` bounds exactly one topic's partitions,
+    and zero padding sorts them numerically.
+    """
+
+    root: str = DEFAULT_ROOT_PREFIX
+    partition_key = "__catalog"  # not a field: every registry record on one shard
+
+    def __post_init__(self) -> None:
+        validate_root_prefix(self.root)
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.root}/__catalog/partitions/"
+
+    @property
+    def scan_end(self) -> str:
+        """Exclusive end of every registry key: ``~`` sorts after every topic character."""
+        return f"{self.prefix}~"
+
+    def topic_prefix(self, topic: str) -> str:
+        return f"{self.prefix}{validate_topic(topic)}:"
+
+    def topic_scan_end(self, topic: str) -> str:
+        return f"{self.topic_prefix(topic)}~"
+
+    def partition(self, topic: str, partition: int) -> str:
+        return f"{self.topic_prefix(topic)}{validate_partition(partition):0{PARTITION_WIDTH}d}"
+
+    def parse(self, key: str) -> tuple[str, int] | None:
+        """``(topic, partition)`` named by a registry key, or None if it is not one."""
+        if not key.startswith(self.prefix):
+            return None
+        topic, sep, digits = key[len(self.prefix) :].rpartition(":")
+        if not sep or len(digits) != PARTITION_WIDTH or not (digits.isascii() and digits.isdigit()):
+            return None
+        try:
+            return validate_topic(topic), validate_partition(int(digits))
+        except (InvalidTopicName, InvalidPartition):
+            return None
 
 
 def shared_wal_prefix(root: str = DEFAULT_ROOT_PREFIX) -> str:

@@ -24,6 +24,7 @@ from llog.models import (
     decode_sequence_value,
 )
 from llog.oxia_store import CREATE_ONLY, OxiaStore, Versioned
+from llog.registry import PartitionRegistry
 
 APPEND_DELTAS_FENCES = 0  # an append leaves the fence count as it is
 FENCE_DELTAS = (1, 1)  # a fence marker takes one position and counts one more fence
@@ -80,14 +81,17 @@ class PartitionMetadata:
         )
 
     def create(self, protocol: AppendProtocol = AppendProtocol.SEED) -> bool:
-        """Create the cursor, then the control record, each only if absent.
+        """Register the partition, then create the cursor, then the control record, each only if absent.
 
         The control record is the partition's existence marker, so it comes
-        last: a crash in between leaves a partition that is simply not
-        initialized yet. Returns True if this call created ``meta/control``.
-        The protocol is fixed here (or by a later one-way migration): whoever
-        creates the record first decides it for every writer.
+        last: a crash before it leaves a partition that is simply not
+        initialized yet, and registered, so discovery never misses an
+        initialized partition (``llog.registry``). Returns True if this call
+        created ``meta/control``. The protocol is fixed here (or by a later
+        one-way migration): whoever creates the record first decides it for
+        every writer.
         """
+        PartitionRegistry(self.oxia, root=self.keys.root).register(self.keys.topic, self.keys.partition)
         self._create(self.keys.compaction_cursor, CompactionCursor().encode())
         control = ControlRecord()
         if protocol is AppendProtocol.SEQUENTIAL:
