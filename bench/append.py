@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
 
 from bench.stack import READ_OPS as READ_OPS  # noqa: E402  (re-exported: tests and callers use append.READ_OPS)
 from bench.stack import WRITE_OPS as WRITE_OPS  # noqa: E402
-from bench.stack import local_stack, median_of_runs, percentile, stats_diff  # noqa: E402
+from bench.stack import local_stack, measure_floor, median_of_runs, percentile, stats_diff  # noqa: E402
 from llog.blob_store import BlobStore  # noqa: E402
 from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
 from llog.keys import PartitionKeys  # noqa: E402
@@ -256,12 +256,37 @@ def run(
     seconds: float = 3.0,
     runs: int = 2,
 ) -> list[dict[str, Any]]:
-    """Every scenario against one Oxia standalone and one moto server; raises if Oxia cannot be had."""
+    """Every scenario against one Oxia standalone and one moto server; raises if Oxia cannot be had.
+
+    The first row (``protocol == "floor"``) is the floor on the same servers (``measure_floor``).
+    """
     with local_stack(BUCKET) as (address, s3_config):
-        return [
+        floor = {"protocol": "floor", **measure_floor(address, s3_config, BUCKET)}
+        return [floor] + [
             _median_row([one_run(address, s3_config, sc, seconds) for _ in range(runs)])
             for sc in scenarios(protocols, writers, kinds, partitions)
         ]
+
+
+def floor_report(rows: list[dict[str, Any]]) -> str:
+    """The floor row, and each protocol's single-writer p50 as a multiple of it (same run)."""
+    floor = next((r for r in rows if r["protocol"] == "floor"), None)
+    if floor is None:
+        return ""
+    text = (
+        f"Floor on the same servers, same run (medians of 200 requests, one at a time): a 100-byte S3 PUT "
+        f"{floor['s3_put_p50_ms']:.2f} ms + an Oxia put {floor['oxia_put_p50_ms']:.2f} ms = "
+        f"**{floor['floor_ms']:.2f} ms**."
+    )
+    for kind in KINDS:
+        for protocol in PROTOCOLS:
+            single = _find(rows, protocol, 1, kind)
+            if single is not None:
+                text += (
+                    f" {protocol}, 1 writer ({kind}): p50 {single['p50_ms']:.2f} ms = "
+                    f"{single['p50_ms'] / floor['floor_ms']:.1f}x the floor."
+                )
+    return text
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -271,6 +296,8 @@ def table(rows: list[dict[str, Any]]) -> str:
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
+        if r["protocol"] == "floor":
+            continue
         lines.append(
             f"| {r['protocol']} | {r['writers']} | {r['kind']} | {r['partitions']} | {r['appends_per_s']:.0f} "
             f"| {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['oxia_reads_per_append']:.2f} "
@@ -282,6 +309,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def _find(rows: list[dict[str, Any]], protocol: str, writers: int, kind: str) -> dict[str, Any] | None:
     for r in rows:
+        if r["protocol"] == "floor":
+            continue
         if (r["protocol"], r["writers"], r["kind"], r["partitions"]) == (protocol, writers, kind, 1):
             return r
     return None
@@ -301,7 +330,8 @@ def targets(rows: list[dict[str, Any]]) -> str:
             continue
         speedup = seq["appends_per_s"] / seed["appends_per_s"] if seed["appends_per_s"] else float("inf")
         tail = seq["p99_ms"] / single["p50_ms"] if single["p50_ms"] else float("nan")
-        writes = max(r["oxia_writes_per_append"] for r in rows if r["protocol"] == "sequential" and r["kind"] == kind)
+        sequential = [r for r in rows if r["protocol"] == "sequential" and r["kind"] == kind]
+        writes = max(r["oxia_writes_per_append"] for r in sequential)
         lines.append(
             f"| {kind} | {speedup:.1f} ({'met' if speedup >= 10 else 'not met'}) "
             f"| {tail:.2f} ({'met' if tail <= 3 else 'not met'}) "
@@ -311,7 +341,13 @@ def targets(rows: list[dict[str, Any]]) -> str:
 
 
 def report(rows: list[dict[str, Any]]) -> str:
-    return table(rows) + "\n\nTargets (docs/SEQUENTIAL_APPEND.md), from the rows above:\n\n" + targets(rows)
+    floor = floor_report(rows)
+    return (
+        (floor + "\n\n" if floor else "")
+        + table(rows)
+        + "\n\nTargets (docs/SEQUENTIAL_APPEND.md), from the rows above:\n\n"
+        + targets(rows)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,16 +8,22 @@ starting anything; the benchmarks report that as "Not measured here: <reason>".
 
 from __future__ import annotations
 
+import logging
 import statistics
 import tempfile
+import time
+import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from llog.config import S3Config
+from llog.blob_store import BlobStore
+from llog.config import OxiaConfig, S3Config
 from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary
+from llog.keys import S3Location
 from llog.metrics import OperationStats
+from llog.oxia_store import OxiaStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,6 +47,8 @@ def oxia_binary() -> str:
 def local_stack(bucket: str, *, fsync: bool = True) -> Iterator[tuple[str, S3Config]]:
     """An Oxia standalone and a moto S3 server with ``bucket`` created: ``(oxia address, S3 config)``."""
     binary = oxia_binary()
+    # moto's server logs every request through werkzeug: thousands of lines per benchmark.
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         oxia = OxiaProcess(binary, Path(tmp), fsync=fsync)
         s3 = MotoS3()
@@ -83,3 +91,26 @@ def median_of_runs(samples: list[dict[str, Any]], keys: Iterable[str]) -> dict[s
         row[key] = statistics.median(s[key] for s in samples)
     row["runs"] = len(samples)
     return row
+
+
+def measure_floor(address: str, s3_config: S3Config, bucket: str, *, samples: int = 200) -> dict[str, float]:
+    """Medians of what one append cannot avoid, on the same servers: a 100-byte S3 PUT and an Oxia put.
+
+    One client each, warmed up, one request at a time: the physical floor an
+    idle single-record append is compared with.
+    """
+    blobs = BlobStore(s3_config)
+    s3_ms, oxia_ms = [], []
+    with OxiaStore(OxiaConfig(address)) as oxia:
+        prefix = f"floor-{uuid.uuid4().hex[:8]}"
+        for i in range(samples + 10):  # the first 10 warm the connections up
+            t0 = time.perf_counter()
+            blobs.put(S3Location(bucket, f"{prefix}/{i}"), b"x" * 100)
+            t1 = time.perf_counter()
+            oxia.put(f"{prefix}/{i}", b"x" * 100, partition_key=prefix)
+            t2 = time.perf_counter()
+            if i >= 10:
+                s3_ms.append((t1 - t0) * 1000)
+                oxia_ms.append((t2 - t1) * 1000)
+    s3_put, oxia_put = statistics.median(s3_ms), statistics.median(oxia_ms)
+    return {"s3_put_p50_ms": s3_put, "oxia_put_p50_ms": oxia_put, "floor_ms": s3_put + oxia_put}
