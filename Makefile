@@ -8,12 +8,14 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia iceberg test lint typecheck pytest synth dev serve invoke glue-local glue-sql bench load soak clean
+.PHONY: help setup oxia versitygw iceberg test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load soak clean
 
 help:
-	@echo "make setup   - virtualenv, pinned dependencies and the Oxia server (idempotent)"
+	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server and VersityGW (idempotent)"
 	@echo "make test    - setup, then ruff, mypy and the whole pytest suite"
-	@echo "make dev     - setup, then run the whole system locally (Oxia, S3, HTTP API on :8080, compaction)"
+	@echo "make dev     - setup, then run the whole system locally (Oxia, S3 (VersityGW), HTTP API on :8080, compaction);"
+	@echo "               its data (.dev/oxia, .dev/s3) is kept across restarts"
+	@echo "make dev-reset - delete make dev's data (.dev/oxia and .dev/s3 together); refused while make dev runs"
 	@echo "make invoke FN=<function> EVENT=<file> - run one Lambda handler on an event against the environment"
 	@echo "make glue-local - export the make dev stack's compacted ranges to .dev/tables/records (Spark, local)"
 	@echo "make glue-sql SQL='SELECT ...' - Spark SQL over that table (the view is called records)"
@@ -22,7 +24,7 @@ help:
 	@echo "make load LOAD_ARGS='--rate 500 --duration 30' - load test of the HTTP API (make dev's :8080), then reconcile"
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
 
-setup: $(STAMP) oxia iceberg
+setup: $(STAMP) oxia versitygw iceberg
 
 $(STAMP):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -37,6 +39,12 @@ $(STAMP):
 # reported as skipped with the reason. LLOG_REQUIRE_OXIA=1 makes it an error.
 oxia:
 	@scripts/install-oxia.sh || [ -z "$${LLOG_REQUIRE_OXIA:-}" ] || exit 1
+
+# VersityGW, the S3 server of make dev and of the S3-compatibility tests: go-installed
+# into .tools/bin once (about 2 minutes). Without it those tests are reported as
+# skipped and make dev says why; LLOG_REQUIRE_VERSITYGW=1 makes it an error.
+versitygw:
+	@scripts/install-versitygw.sh || [ -z "$${LLOG_REQUIRE_VERSITYGW:-}" ] || exit 1
 
 # Iceberg's Spark runtime for the Iceberg export tests; without it they are reported as skipped.
 iceberg:
@@ -65,6 +73,14 @@ test: setup lint typecheck pytest synth
 
 dev: setup
 	$(PY) scripts/dev.py
+
+# Oxia's index and the S3 objects it points to go together: both or neither.
+DEV_DIR := $(or $(LLOG_DEV_DIR),.dev)
+dev-reset:
+	@pid=$$(cat "$(DEV_DIR)/dev.pid" 2>/dev/null); \
+	if [ -n "$$pid" ] && ps -p "$$pid" -o args= 2>/dev/null | grep -q 'scripts/dev.py'; then \
+	  echo "make dev is running (pid $$pid): stop it (Ctrl-C) before make dev-reset"; exit 1; fi
+	rm -rf "$(DEV_DIR)/oxia" "$(DEV_DIR)/s3" "$(DEV_DIR)/dev.pid"
 
 # Against a running stack (make dev), or any LLOG_* environment.
 serve: setup

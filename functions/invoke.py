@@ -6,7 +6,7 @@
 
 The handler runs in this process, as Lambda would run it, against the
 ``LLOG_*`` environment; variables left unset default to the ``make dev``
-stack (Oxia on 127.0.0.1:6648, moto S3 on 127.0.0.1:4566, bucket
+stack (Oxia on 127.0.0.1:6648, VersityGW S3 on 127.0.0.1:4566, bucket
 ``leaderless-log-wal``). Prints ``{"statusCode", "headers", "body"}`` with a
 JSON body decoded (other handlers' results as they are). Exit status 0 when
 the handler answered (whatever the HTTP status), 1 when it raised, 2 for bad

@@ -1,12 +1,19 @@
-"""`make dev`: the whole system on this machine.
+"""`make dev`: the whole system on this machine, its data kept across restarts.
 
-* Oxia standalone on 127.0.0.1:6648, data under .dev/oxia (kept across restarts);
-* moto's S3 (and SQS) server on 127.0.0.1:4566, in memory (moto has no disk
-  persistence, so objects are gone when this process stops);
+* Oxia standalone on 127.0.0.1:6648, data under .dev/oxia;
+* VersityGW (a real S3-compatible server, POSIX backend) on 127.0.0.1:4566,
+  objects under .dev/s3 (bucket leaderless-log-wal, credentials testing/testing);
 * the HTTP API (`llog serve`: produce, consume, admin) on 127.0.0.1:8080;
 * scheduled compaction (planner + worker, the Lambdas' code paths, run
   in-process every LLOG_DEV_COMPACTION_INTERVAL_S, default 60 s) and garbage
   collection (every LLOG_DEV_GC_INTERVAL_S, default 3600 s).
+
+Oxia's index points at S3 objects, so the two data directories go together:
+both kept, or both deleted by `make dev-reset`. If only one of them exists,
+this refuses to start rather than serve a log whose records are missing.
+
+Overrides: LLOG_DEV_DIR (default .dev), LLOG_DEV_OXIA_PORT, LLOG_DEV_S3_PORT,
+LLOG_DEV_HTTP_PORT, LLOG_S3_BUCKET.
 """
 
 from __future__ import annotations
@@ -16,9 +23,11 @@ import os
 import signal
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from llog.admin import LogCatalog
 from llog.claims import CompactorClaims
@@ -26,17 +35,31 @@ from llog.cli import LlogServer
 from llog.compaction_service import plan_compaction, run_compaction_task
 from llog.compactor import Compactor
 from llog.config import env_int
-from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary
+from llog.devstack import OxiaProcess, VersityGW, find_oxia_binary, find_versitygw_binary
 from llog.errors import LlogError
 from llog.gc import GarbageCollector
 
 ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ROOT / ".tools"
+DEV_DIR = Path(os.environ.get("LLOG_DEV_DIR") or ROOT / ".dev").resolve()
+OXIA_DIR = DEV_DIR / "oxia"
+S3_DIR = DEV_DIR / "s3"
+PID_FILE = DEV_DIR / "dev.pid"
 OXIA_PORT = env_int(os.environ, "LLOG_DEV_OXIA_PORT", 6648)
 S3_PORT = env_int(os.environ, "LLOG_DEV_S3_PORT", 4566)
 HTTP_PORT = env_int(os.environ, "LLOG_DEV_HTTP_PORT", 8080)
 BUCKET = os.environ.get("LLOG_S3_BUCKET", "leaderless-log-wal")
+ACCESS_KEY_ID = SECRET_ACCESS_KEY = "testing"
 
 log = logging.getLogger("llog.dev")
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the checkout when it is inside it (as the README names it)."""
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def every(seconds: int, stop: threading.Event, job: Callable[[], None], name: str) -> threading.Thread:
@@ -62,70 +85,155 @@ def compaction_pass(compactor: Compactor, claims: CompactorClaims) -> None:
                      outcome.records)
 
 
+def unavailable_reason(name: str) -> str:
+    """Why ``name`` could not be installed, as make setup recorded it."""
+    reason_file = TOOLS / f"{name}-unavailable"
+    return reason_file.read_text().strip() if reason_file.exists() else "run make setup"
+
+
+def running_pid() -> int | None:
+    """The pid of a ``make dev`` already running on DEV_DIR, if any (a stale pid file is ignored)."""
+    try:
+        pid = int(PID_FILE.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return pid  # no /proc: trust the pid file
+    return pid if b"dev.py" in cmdline else None
+
+
+def inconsistent_data() -> str | None:
+    """Why the data directories cannot be served together, or None.
+
+    Oxia's index names S3 objects: an index without its objects reads as
+    BlobNotFound, objects without an index are an empty log plus garbage.
+    """
+    has_oxia, has_s3 = OXIA_DIR.exists(), S3_DIR.exists()
+    if has_oxia == has_s3:
+        return None
+    present, absent = (OXIA_DIR, S3_DIR) if has_oxia else (S3_DIR, OXIA_DIR)
+    what = (
+        "Oxia's index would point at S3 objects that are not there (left by a make dev that kept S3 in memory?)"
+        if has_oxia
+        else "the S3 objects have no index to find them by"
+    )
+    return f"{shown(present)} exists but {shown(absent)} does not: {what}."
+
+
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    binary = find_oxia_binary([ROOT / ".tools" / "bin"])
-    if binary is None:
-        reason_file = ROOT / ".tools" / "oxia-unavailable"
-        reason = reason_file.read_text().strip() if reason_file.exists() else "run make setup"
-        print(f"make dev needs the Oxia server: {reason}", file=sys.stderr)
+    oxia_bin, vgw_bin = find_oxia_binary([TOOLS / "bin"]), find_versitygw_binary([TOOLS / "bin"])
+    if oxia_bin is None:
+        print(f"make dev needs the Oxia server: {unavailable_reason('oxia')}", file=sys.stderr)
         return 1
-
-    oxia = OxiaProcess(binary, ROOT / ".dev" / "oxia", port=OXIA_PORT, fsync=True)
-    s3 = MotoS3(port=S3_PORT)
-    try:
-        oxia.start()
-        s3.start()
-        s3.create_bucket(BUCKET)
-    except LlogError as exc:
-        print(f"could not start the local stack: {exc}", file=sys.stderr)
-        oxia.stop()
+    if vgw_bin is None:
+        print(f"make dev needs VersityGW, its S3 server: {unavailable_reason('versitygw')}", file=sys.stderr)
         return 1
-    env = {
-        "LLOG_OXIA_SERVICE_ADDRESS": oxia.address,
-        "LLOG_S3_BUCKET": BUCKET,
-        "LLOG_S3_ENDPOINT_URL": s3.endpoint_url,
-        "LLOG_S3_REGION_NAME": s3.region,
-        "LLOG_S3_ACCESS_KEY_ID": "testing",
-        "LLOG_S3_SECRET_ACCESS_KEY": "testing",
-    }
-    os.environ.update(env)
+    other = running_pid()
+    if other is not None:
+        print(f"make dev already runs on {shown(DEV_DIR)} (pid {other}); stop it first (Ctrl-C)", file=sys.stderr)
+        return 1
+    problem = inconsistent_data()
+    if problem is not None:
+        print(f"make dev will not serve a broken log: {problem}\n"
+              f"Run `make dev-reset` to delete both and start from an empty log.", file=sys.stderr)
+        return 1
+    first_start = not OXIA_DIR.exists()
+    # Both directories before anything writes in one of them: an interrupted first start stays consistent.
+    OXIA_DIR.mkdir(parents=True, exist_ok=True)
+    S3_DIR.mkdir(parents=True, exist_ok=True)
+    PID_FILE.write_text(f"{os.getpid()}\n")
 
     stop = threading.Event()
-    compactor = Compactor.from_env()
-    claims = CompactorClaims(compactor.oxia, f"dev-{uuid.uuid4().hex[:8]}")
-    collector = GarbageCollector.from_env()
-    server = LlogServer("127.0.0.1", HTTP_PORT).start()
-    every(env_int(os.environ, "LLOG_DEV_COMPACTION_INTERVAL_S", 60, minimum=1), stop,
-          lambda: compaction_pass(compactor, claims), "dev-compaction")
-    every(env_int(os.environ, "LLOG_DEV_GC_INTERVAL_S", 3600, minimum=1), stop,
-          lambda: log.info("gc: %s", collector.collect()), "dev-gc")
+    signalled: list[str] = []
 
-    exports = "\n".join(f"  export {k}={v}" for k, v in env.items())
-    print(f"""
+    def request_stop(signum: int, _frame: Any) -> None:
+        signalled.append(signal.Signals(signum).name)  # only this: the main loop below acts on it
+
+    # Ctrl-C reaches only this process (the servers run in sessions of their own): it stops them in order.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, request_stop)
+
+    oxia = OxiaProcess(oxia_bin, OXIA_DIR, port=OXIA_PORT, fsync=True, new_session=True)
+    s3 = VersityGW(vgw_bin, S3_DIR, port=S3_PORT, access_key_id=ACCESS_KEY_ID, secret_access_key=SECRET_ACCESS_KEY,
+                   new_session=True)
+    server: LlogServer | None = None
+    threads: list[threading.Thread] = []
+    closers: list[Callable[[], None]] = []
+    try:
+        try:
+            oxia_log = logging.getLogger("oxia")
+            oxia_log.setLevel(logging.ERROR)  # not every refused readiness probe while Oxia starts
+            try:
+                oxia.start()
+            finally:
+                oxia_log.setLevel(logging.NOTSET)
+            s3.start()
+            s3.create_bucket(BUCKET)
+        except LlogError as exc:
+            print(f"could not start the local stack: {exc}", file=sys.stderr)
+            return 1
+        env = {
+            "LLOG_OXIA_SERVICE_ADDRESS": oxia.address,
+            "LLOG_S3_BUCKET": BUCKET,
+            "LLOG_S3_ENDPOINT_URL": s3.endpoint_url,
+            "LLOG_S3_REGION_NAME": s3.region,
+            "LLOG_S3_ACCESS_KEY_ID": ACCESS_KEY_ID,
+            "LLOG_S3_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY,
+        }
+        os.environ.update(env)
+
+        compactor = Compactor.from_env()
+        closers.append(compactor.close)
+        claims = CompactorClaims(compactor.oxia, f"dev-{uuid.uuid4().hex[:8]}")
+        collector = GarbageCollector.from_env()
+        closers.append(collector.close)
+        try:
+            server = LlogServer("127.0.0.1", HTTP_PORT).start()
+        except OSError as exc:
+            print(f"could not serve the HTTP API on 127.0.0.1:{HTTP_PORT}: {exc} (LLOG_DEV_HTTP_PORT moves it)",
+                  file=sys.stderr)
+            return 1
+        compaction_s = env_int(os.environ, "LLOG_DEV_COMPACTION_INTERVAL_S", 60, minimum=1)
+        gc_s = env_int(os.environ, "LLOG_DEV_GC_INTERVAL_S", 3600, minimum=1)
+        threads.append(every(compaction_s, stop, lambda: compaction_pass(compactor, claims), "dev-compaction"))
+        threads.append(every(gc_s, stop, lambda: log.info("gc: %s", collector.collect()), "dev-gc"))
+
+        exports = "\n".join(f"  export {k}={v}" for k, v in env.items())
+        state = "new, empty" if first_start else "kept from the last run"
+        print(f"""
 llog is up.
   HTTP API         {server.url}   (POST /produce, POST /consume, GET /topics, GET /health, /metrics)
-  Oxia standalone  {oxia.address}   (data: .dev/oxia, log: {oxia.log_path})
-  S3 (moto)        {s3.endpoint_url}   bucket {BUCKET} (in memory)
-  compaction       in-process every {os.environ.get("LLOG_DEV_COMPACTION_INTERVAL_S", "60")} s
+  Oxia standalone  {oxia.address}   data {shown(OXIA_DIR)}, log {shown(oxia.log_path)}
+  S3 (VersityGW)   {s3.endpoint_url}   bucket {BUCKET}: objects in {shown(s3.root_dir / BUCKET)}, \
+log {shown(s3.log_path)}
+  compaction       in-process every {compaction_s} s; garbage collection every {gc_s} s
 
+Data ({state}) lives in {shown(DEV_DIR)} and survives restarts; `make dev-reset` deletes it.
 Try the curl examples in README.md. To use the library directly:
 {exports}
 
 Ctrl-C stops everything.
 """, flush=True)
-
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        stop.wait()
-    except KeyboardInterrupt:
-        stop.set()
+        while not signalled:
+            time.sleep(0.2)
+        log.info("%s: stopping", signalled[0])
     finally:
-        server.shutdown()
-        compactor.close()
-        collector.close()
+        stop.set()
+        if server is not None:
+            server.shutdown()  # requests in flight finish first
+        for thread in threads:
+            thread.join(35)  # a compaction task's budget is 30 s
+        for close in closers:
+            close()
         s3.stop()
         oxia.stop()
+        if PID_FILE.exists() and PID_FILE.read_text().strip() == str(os.getpid()):
+            PID_FILE.unlink()
+        log.info("stopped; data kept in %s", shown(DEV_DIR))
     return 0
 
 

@@ -25,9 +25,11 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 _NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
+# XAdminUserNotFound: VersityGW's answer to an unknown access key (AWS says InvalidAccessKeyId).
 _CONFIG_ERRORS = frozenset(
-    {"NoSuchBucket", "InvalidBucketName", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
-)
+    {"NoSuchBucket", "InvalidBucketName", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+     "XAdminUserNotFound"}
+)  # fmt: skip
 _DELETE_BATCH = 1000  # DeleteObjects limit
 
 
