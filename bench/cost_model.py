@@ -17,11 +17,12 @@ they differ:
 * The operation counts per request (``produce_part`` ... ``gc_part``): the S3
   counts of produce, consume and compaction reads are measured with moto by
   ``tests/integration/test_cost_model_counts.py``; the Oxia counts (``Code``
-  for what both protocols share, ``ProtocolOxia`` for what differs) and the
-  GC and compaction writes are derived from the code. An Oxia server cannot
-  run where this was written, so no Oxia count is measured;
-  ``bench/append.py`` measures the produce path's Oxia operations once a
-  server runs.
+  for what both protocols share, ``ProtocolOxia`` for what differs) are
+  measured on a real Oxia server by
+  ``tests/integration/test_cost_model_oxia_counts.py``, which runs the real
+  code for each and asserts that it issues exactly these counts (and that the
+  server logs one WAL write per Oxia write); the S3 writes of compaction and
+  GC are derived from the code.
 * ``Latency``: assumed latencies inside a Lambda function, from which billed
   durations are built (nothing was deployed, so none is measured); the
   sensitivity table scales them.
@@ -118,28 +119,38 @@ class Code:
     gc_timeout_s: int = 900  # infra/functions.py GC_TIMEOUT
     header_probe_bytes: int = 64 * KIB  # gc.HEADER_PROBE_BYTES: one range GET per WAL blob header
     index_page: int = 1024  # PartitionIndex.iter: retention reads the index in pages of this many entries
-    # Oxia operations both append protocols share, per uncontended call (derived from the code, not
-    # measured: no Oxia server here). Seed and sequential partitions (one generation) cost the same here.
+    # Oxia operations both append protocols share, per uncontended call, measured on a real Oxia server
+    # (tests/integration/test_cost_model_oxia_counts.py asserts each, for both protocols; they cost the same).
+    # A write is an OxiaStore write or, where named, a session's creation or close: one Oxia WAL write each.
+    produce_first_oxia_writes: int = 3  # a writer's first request to a partition (a cold Lambda environment):
+    # ProduceService initializes the partition, three create-only puts (registry entry, cursor, control) that
+    # find the records there; a failed conditional put is a WAL write all the same
     compaction_oxia_reads: int = 15  # per compacted object: the claim check before compact_once, then its
     # 14: control (recover_pending), meta/compaction, cursor, control + index scan (_select), cursor again;
     # _finish: record, cursor, control (_index_for), the end entry; record; record, cursor (_advance); record
     compaction_oxia_writes: int = 7  # record, end key, 2 state changes, delete_range, cursor, delete record
     worker_oxia_reads: int = 6  # per invocation: the claim check and the final "nothing to do" compact_once
     # (control, meta/compaction, cursor, control and index scan of _select)
-    worker_oxia_writes: int = 4  # per invocation: the claim and its release, the session's creation and its
-    # close or expiry (the session's are the client's own calls, not OxiaStore operations)
-    planner_oxia_reads_per_tick: int = 1  # LogCatalog.partitions: one key listing
-    gc_oxia_reads_per_run: int = 2  # two catalog listings (retention, compacted objects)
-    gc_oxia_reads_per_partition: int = 11  # per run: retention 5 (control, an index page and the empty page
-    # that ends the scan, cursor, control before the log start's CAS), WAL references 3 (control, cursor,
-    # index scan), compacted objects 3 (GC watermark, meta/compaction, control); + 1 per compacted object
-    # judged (gc_part) and 1 per further page of 1,024 index entries retention reads
+    worker_oxia_writes: int = 4  # per invocation: the claim and its release (OxiaStore), the session's creation
+    # and its close (the Oxia client's own calls, counted as the server's WAL writes; in Lambda a frozen
+    # environment's session expires instead of closing, which the test does not wait for)
+    planner_oxia_reads_per_tick: int = 1  # LogCatalog.partitions: one listing of the partition registry
+    gc_oxia_reads_per_run: int = 2  # two listings of the partition registry (retention, compacted objects)
+    gc_oxia_reads_per_partition: int = 12  # per run, with a retention policy: retention 6 (control, an index
+    # page and the empty page that ends the scan, cursor and meta/compaction (the bound it stays below),
+    # control before the log start's CAS), WAL references 3 (control, cursor, index scan), compacted objects 3
+    # (GC watermark, meta/compaction, control); + 1 per compacted object judged (gc_part) and 1 per further
+    # page of 1,024 index entries retention reads
     gc_oxia_writes_per_partition: int = 3  # per run: retention's log start CAS and index delete_range; GC watermark
+    # Without a retention policy (the stack's default; the tables assume --retention-hours) retention reads
+    # control only and writes nothing: 1 + 3 + 3 reads, the GC watermark's write.
+    gc_oxia_reads_per_partition_keeping_everything: int = 7
+    gc_oxia_writes_per_partition_keeping_everything: int = 1
 
 
 @dataclass(frozen=True)
 class ProtocolOxia:
-    """The Oxia operations that differ between the append protocols (derived from the code, not measured)."""
+    """The Oxia operations that differ between the append protocols (measured on a real Oxia server)."""
 
     name: str
     produce_reads: int  # per partition-append on a writer's common path
@@ -150,11 +161,13 @@ class ProtocolOxia:
 
 
 # writer._commit: read control; CAS control (reserve), create the index entry, CAS control (clear pending).
-# A lost compare-and-set adds a read and a write (and back-off): contention is not modelled.
+# A lost compare-and-set adds a read and a write (and back-off): contention is not modelled. A writer's first
+# append to a partition costs nothing more here (Code.produce_first_oxia_writes apart).
 SEED = ProtocolOxia("seed", produce_reads=1, produce_first_reads=0, produce_writes=3, consume_reads=2,
                     planner_reads_per_partition=3)  # fmt: skip
 # SequentialAppender.commit: one sequential put into the cached open generation; the first append of a
-# writer to a partition reads control first. The high watermark is read from the sequence's tail: + 1 read.
+# writer to a partition reads control first (and Code.produce_first_oxia_writes). The high watermark is read
+# from the sequence's tail: + 1 read.
 SEQUENTIAL = ProtocolOxia("sequential", produce_reads=0, produce_first_reads=1, produce_writes=1, consume_reads=3,
                           planner_reads_per_partition=4)  # fmt: skip
 PROTOCOLS = (SEED, SEQUENTIAL)
@@ -199,8 +212,8 @@ class Assumptions:
     latency: Latency = field(default_factory=Latency)
     protocol: ProtocolOxia = SEED  # the append protocol of the partitions (build() prints both)
     # Share of produce requests that are a writer's first append to their partition: in Lambda a cold
-    # environment's. Only the sequential protocol pays for it (one read). Assumed: an environment serving
-    # 1,000 requests over 10 partitions.
+    # environment's. Both protocols pay for it with three create-only puts (the partition's initialization),
+    # the sequential one with a read too. Assumed: an environment serving 1,000 requests over 10 partitions.
     first_append_share: float = 0.01
     consumers: int = 1  # consumer groups, each reading every record once, at the tail
     partitions: int = 10  # active partitions (each compacted every planner tick)
@@ -272,14 +285,19 @@ def produce_oxia_reads(a: Assumptions) -> float:
     return a.protocol.produce_reads + a.protocol.produce_first_reads * a.first_append_share
 
 
+def produce_oxia_writes(a: Assumptions) -> float:
+    """Oxia writes per produce request: the protocol's common path plus the first appends' initializations."""
+    return a.protocol.produce_writes + a.code.produce_first_oxia_writes * a.first_append_share
+
+
 def produce_part(size: int, a: Assumptions) -> Part:
     """One API request, one invocation, one S3 PUT of a WAL blob (stored until GC's grace has passed),
     then the Oxia operations of the append protocol, one after another."""
-    c, lat, pr = a.code, a.latency, a.protocol
+    c, lat = a.code, a.latency
     blob = wal_blob_bytes(size, a)
-    reads = produce_oxia_reads(a)
+    reads, writes = produce_oxia_reads(a), produce_oxia_writes(a)
     ms = (lat.handler_overhead_ms + lat.s3_put_ms + transfer_ms(blob, lat) + reads * lat.oxia_read_ms
-          + pr.produce_writes * lat.oxia_write_ms + cpu_ms(size, c.produce_memory_mb, lat))  # fmt: skip
+          + writes * lat.oxia_write_ms + cpu_ms(size, c.produce_memory_mb, lat))  # fmt: skip
     return Part(
         api_requests=1,
         invocations=1,
@@ -287,7 +305,7 @@ def produce_part(size: int, a: Assumptions) -> Part:
         s3_put_class=1,
         s3_gb_months=gb_months(blob, (c.gc_grace_s + c.gc_interval_s / 2) / 3600),
         oxia_reads=reads,
-        oxia_writes=pr.produce_writes,
+        oxia_writes=writes,
         log_bytes=a.log_bytes_per_invocation + a.log_bytes_per_api_request,
         traces=a.xray_sampled,
     )

@@ -4,8 +4,8 @@ What needs no Oxia is measured here through the BlobStore's counters: the
 produce path's PUT (the WAL blob is written before Oxia is contacted, so an
 unreachable Oxia server still lets it be counted), the bytes it stores, and
 the range GETs the consume path and compaction issue for the slices they read
-(``BlobFetcher``). The Oxia counts of the model are derived from the code;
-``bench/append.py`` measures them where an Oxia server runs.
+(``BlobFetcher``). The Oxia counts of the model are measured on a real Oxia
+server by ``test_cost_model_oxia_counts.py``.
 """
 
 from __future__ import annotations

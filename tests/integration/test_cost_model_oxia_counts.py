@@ -1,0 +1,428 @@
+"""The Oxia operation counts of bench/cost_model.py, measured on the real code against a real Oxia server.
+
+Each test runs one modelled unit of work, uncontended and in the steady
+state the model describes, and counts what it costs:
+
+* client side, the ``OxiaStore`` operations (``llog.metrics.OperationCounters``;
+  reads and writes as ``bench/stack.py`` classifies them). A conditional
+  write that finds another version (``conflicts``) is a write like any other;
+* server side, the WAL appends of the Oxia server (its Prometheus metric
+  ``oxia_server_wal_append_latency_milliseconds_count``) and the sessions it
+  created and closed. Every Oxia write is one WAL append, and so are a
+  failed compare-and-set, a session's creation and its close: that is what
+  the model's EFS line charges for. The counters are server-wide, so this
+  module runs an Oxia server of its own, where nothing else writes; with
+  ``LLOG_TEST_OXIA_ADDRESS`` (or no binary) it uses the session's server and
+  leaves the server-side checks out.
+
+Each figure is then compared with the model's constant (``cm.Code`` for what
+both append protocols share, ``cm.SEED`` / ``cm.SEQUENTIAL`` for what differs),
+for both protocols. docs/COST.md ("Operation counts and where they come from")
+names the test behind each figure.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from bench import cost_model as cm
+from bench.stack import READ_OPS, WRITE_OPS, stats_diff
+from llog.admin import LogCatalog
+from llog.blob_store import BlobStore
+from llog.claims import CompactorClaims
+from llog.compaction_service import CompactionTask, plan_compaction, run_compaction_task
+from llog.compactor import Compactor, CompactorConfig
+from llog.config import OxiaConfig, S3Config, WriterConfig
+from llog.consume import MAX_BATCHES_PER_PARTITION, ConsumeRequest, ConsumeService, FetchPartition
+from llog.devstack import OxiaProcess, find_oxia_binary
+from llog.gc import GarbageCollector, GcConfig
+from llog.metrics import OperationCounters
+from llog.models import AppendProtocol
+from llog.oxia_store import OxiaStore
+from llog.produce import ProduceService
+from llog.reader import LogReader
+from llog.retention import Retention, RetentionConfig, RetentionPolicy
+from llog.writer import LogWriter, SharedAppendGroup
+from tests.conftest import BUCKET, TOOLS_BIN
+
+pytestmark = pytest.mark.oxia
+
+C = cm.Code()
+PROTOCOLS = pytest.mark.parametrize("protocol", cm.PROTOCOLS, ids=[p.name for p in cm.PROTOCOLS])
+DAY_S = 86_400
+
+
+# --- counting -------------------------------------------------------------------------------------
+
+
+class ServerMetrics:
+    """The Prometheus metrics of one Oxia server, summed over shards."""
+
+    WAL_APPENDS = "oxia_server_wal_append_latency_milliseconds_count"
+    SESSIONS_CREATED = "oxia_server_sessions_created_count_total"
+    SESSIONS_CLOSED = "oxia_server_sessions_closed_count_total"
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    @classmethod
+    def from_log(cls, log_path: Path, timeout_s: float = 10.0) -> ServerMetrics:
+        """The server logs where it serves its metrics (its port is a free one)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            text = log_path.read_text(errors="replace") if log_path.exists() else ""
+            found = re.search(r"metrics at http://[^:/\s]+:(\d+)/metrics", text)
+            if found:
+                return cls(f"http://127.0.0.1:{found.group(1)}/metrics")  # bound to loopback (OxiaProcess)
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the Oxia server did not log its metrics address in {log_path}")
+            time.sleep(0.1)
+
+    def read(self) -> dict[str, float]:
+        with urllib.request.urlopen(self.url, timeout=5) as response:
+            text = response.read().decode()
+        totals: dict[str, float] = {}
+        for line in text.splitlines():
+            if not line or line.startswith("#"):
+                continue
+            name = re.split(r"[{ ]", line, maxsplit=1)[0]
+            if name in (self.WAL_APPENDS, self.SESSIONS_CREATED, self.SESSIONS_CLOSED):
+                totals[name] = totals.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+        return totals
+
+
+@dataclass(frozen=True)
+class Server:
+    config: OxiaConfig
+    metrics: ServerMetrics | None  # None: a shared server, whose counters others move too
+
+
+@dataclass
+class Count:
+    """What one block of work cost in Oxia."""
+
+    ops: dict[str, int] = field(default_factory=dict)  # OxiaStore operations by name
+    conflicts: int = 0  # conditional writes that found another version
+    wal_appends: int | None = None  # the server's WAL appends meanwhile (None: not measured)
+    sessions_created: int | None = None
+    sessions_closed: int | None = None
+
+    @property
+    def reads(self) -> int:
+        return sum(n for op, n in self.ops.items() if op in READ_OPS)
+
+    @property
+    def writes(self) -> int:
+        return sum(n for op, n in self.ops.items() if op in WRITE_OPS)
+
+    @property
+    def wal_writes_expected(self) -> int:
+        """One WAL append per write, per session created and per session closed."""
+        return self.writes + (self.sessions_created or 0) + (self.sessions_closed or 0)
+
+
+@contextmanager
+def counting(store: OxiaStore, server: Server) -> Iterator[Count]:
+    """Count ``store``'s operations (and the server's WAL appends) during the block."""
+    count = Count()
+    before = store.counters.snapshot()
+    server_before = server.metrics.read() if server.metrics else {}
+    yield count
+    diff = stats_diff(before, store.counters.snapshot())
+    assert all(s.errors == 0 and s.retries == 0 for s in diff.values()), diff  # uncontended, nothing failed
+    count.ops = {op: s.calls for op, s in diff.items() if s.calls}
+    assert set(count.ops) <= READ_OPS | WRITE_OPS, count.ops
+    count.conflicts = sum(s.conflicts for s in diff.values())
+    if server.metrics is not None:
+        _count_on_the_server(count, server.metrics, server_before)
+        assert count.wal_appends == count.wal_writes_expected, count
+
+
+def _count_on_the_server(count: Count, metrics: ServerMetrics, before: dict[str, float]) -> None:
+    """The server's WAL appends and sessions since ``before``, once it has reported at least the block's writes."""
+
+    def read() -> None:
+        now = metrics.read()
+        count.wal_appends, count.sessions_created, count.sessions_closed = (
+            int(now.get(name, 0) - before.get(name, 0))
+            for name in (metrics.WAL_APPENDS, metrics.SESSIONS_CREATED, metrics.SESSIONS_CLOSED)
+        )
+
+    deadline = time.monotonic() + 5
+    read()
+    while (count.wal_appends or 0) < count.wal_writes_expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+        read()
+    time.sleep(0.2)  # and anything the block caused that is still on its way
+    read()
+
+
+# --- fixtures -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """An Oxia server of this module's own, so that its WAL counters move only with what a test does."""
+
+    def config(address: str) -> OxiaConfig:
+        return OxiaConfig(address, request_timeout_ms=3_000, connect_timeout_ms=5_000, close_timeout_ms=3_000)
+
+    binary = find_oxia_binary([TOOLS_BIN])
+    if binary is None or os.environ.get("LLOG_TEST_OXIA_ADDRESS"):
+        shared = request.getfixturevalue("oxia_server")  # skips (or fails) as the suite does without Oxia
+        yield Server(config(shared.address), None)
+        return
+    process = OxiaProcess(binary, tmp_path_factory.mktemp("oxia-counts"))
+    process.start()
+    try:
+        yield Server(config(process.address), ServerMetrics.from_log(process.log_path))
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def store(server: Server) -> Iterator[OxiaStore]:
+    with OxiaStore(server.config, counters=OperationCounters()) as oxia:
+        yield oxia
+
+
+@pytest.fixture
+def blobs(s3_config: S3Config) -> BlobStore:
+    return BlobStore(s3_config)
+
+
+def new_writer(store: OxiaStore, blobs: BlobStore, root: str, protocol: cm.ProtocolOxia) -> LogWriter:
+    config = WriterConfig(append_protocol=AppendProtocol(protocol.name))
+    return LogWriter(store, blobs, bucket=BUCKET, root=root, config=config)
+
+
+def fill(writer: LogWriter, topic: str, partition: int, appends: int) -> None:
+    writer.initialize_partition(topic, partition)
+    for i in range(appends):
+        writer.append(topic, partition, [f"r{i}".encode()])
+
+
+def clock_at(offset_s: float) -> Callable[[], float]:
+    return lambda: time.time() + offset_s
+
+
+# --- produce --------------------------------------------------------------------------------------
+
+
+@PROTOCOLS
+def test_a_produce_request_after_the_writers_first_costs_the_protocols_operations(
+    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia
+) -> None:
+    service = ProduceService(new_writer(store, blobs, root, protocol))  # what the produce Lambda runs
+    group = SharedAppendGroup(topic, 0, [b"x" * 1_000])
+    service.produce([group])  # creates the partition; the writer's first append to it
+
+    with counting(store, server) as count:
+        (result,) = service.produce([group])
+    assert result.ok
+    assert result.start_offset == 2
+
+    assert (count.reads, count.writes, count.conflicts) == (protocol.produce_reads, protocol.produce_writes, 0)
+    if protocol is cm.SEED:  # read control; CAS control (reserve), create the index entry, CAS control (clear)
+        assert count.ops == {"get": 1, "put": 3}
+    else:  # one sequential put into the cached open generation
+        assert count.ops == {"put_sequential": 1}
+
+
+@PROTOCOLS
+def test_a_writers_first_produce_request_to_an_existing_partition_also_initializes_it(
+    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia
+) -> None:
+    group = SharedAppendGroup(topic, 0, [b"x" * 1_000])
+    ProduceService(new_writer(store, blobs, root, protocol)).produce([group])  # another environment created it
+    cold = ProduceService(new_writer(store, blobs, root, protocol))  # a cold Lambda environment's service
+
+    with counting(store, server) as count:
+        (result,) = cold.produce([group])
+    assert result.ok
+    assert result.start_offset == 2
+
+    # ProduceService initializes each partition on the first request it sees for it: three create-only puts
+    # (registry entry, cursor, control) that find the records there. Each is a WAL append all the same.
+    first = C.produce_first_oxia_writes
+    assert count.conflicts == first == 3
+    assert count.reads == protocol.produce_reads + protocol.produce_first_reads
+    assert count.writes == protocol.produce_writes + first
+    if protocol is cm.SEED:
+        assert count.ops == {"put": 3 + 3, "get": 1}
+    else:  # the first append reads control to find the open generation
+        assert count.ops == {"put": 3, "get": 1, "put_sequential": 1}
+
+
+# --- consume --------------------------------------------------------------------------------------
+
+
+@PROTOCOLS
+def test_a_consume_request_of_one_partition_reads_what_the_protocol_says(
+    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia
+) -> None:
+    fill(new_writer(store, blobs, root, protocol), topic, 0, MAX_BATCHES_PER_PARTITION + 1)
+    service = ConsumeService(LogReader(store, blobs, root=root))  # the consume Lambda's: no tail cache
+    request = ConsumeRequest([FetchPartition(topic, 0, 1, C.consume_fetch_bytes)], max_wait_ms=0, min_bytes=1,
+                             max_bytes=50 * C.consume_fetch_bytes)  # fmt: skip
+
+    with counting(store, server) as count:
+        (fetched,) = service.consume(request)
+    assert len(fetched.records) == C.consume_max_batches == 64  # a full request: one batch per produce request
+
+    assert (count.reads, count.writes) == (protocol.consume_reads, 0)
+    if protocol is cm.SEED:  # control (high watermark), one index page
+        assert count.ops == {"get": 1, "range_scan": 1}
+    else:  # control, the sequence's tail (high watermark), one page of the sequence
+        assert count.ops == {"get": 1, "get_lower": 1, "range_scan": 1}
+
+
+# --- compaction -----------------------------------------------------------------------------------
+
+
+@PROTOCOLS
+def test_a_worker_invocation_costs_its_own_operations_plus_those_of_each_compacted_object(
+    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia
+) -> None:
+    writer = new_writer(store, blobs, root, protocol)
+    fill(writer, topic, 0, 2)  # one object's worth (max_offsets_per_run=2 below)
+    fill(writer, topic, 1, 4)  # two objects' worth
+
+    def invocation(partition: int, objects: int) -> Count:
+        """One worker invocation in Lambda: an Oxia client (and session) of its own, gone at the end."""
+        with OxiaStore(server.config, counters=OperationCounters()) as oxia:
+            compactor = Compactor(oxia, blobs, bucket=BUCKET, root=root, config=CompactorConfig(max_offsets_per_run=2))
+            claims = CompactorClaims(oxia, f"worker-{uuid.uuid4().hex[:8]}", root=root)
+            with counting(oxia, server) as count:
+                outcome = run_compaction_task(CompactionTask(topic, partition, 2 * objects), compactor, claims,
+                                              budget_s=60)  # fmt: skip
+                oxia.close()  # the session ends with the invocation (closed here; in Lambda it expires)
+        assert outcome.outcome == "caught_up"
+        assert [r.outcome for r in outcome.runs] == ["compacted"] * objects + ["nothing_to_do"]
+        return count
+
+    one, two = invocation(0, 1), invocation(1, 2)
+
+    per_object = (two.reads - one.reads, two.writes - one.writes)
+    per_invocation = (one.reads - per_object[0], one.writes - per_object[1])
+    # A compacted object: the claim check, compact_once's 14 reads; 7 writes (record, end key, two state
+    # changes, delete_range, cursor, record deleted).
+    assert per_object == (C.compaction_oxia_reads, C.compaction_oxia_writes) == (15, 7)
+    # An invocation: the claim check and the last, empty pass (control, meta/compaction, cursor, control and
+    # an index scan) read; the claim and its release are OxiaStore writes, ...
+    assert per_invocation == (C.worker_oxia_reads, 2) == (6, 2)
+    # ... and the session the ephemeral claim needs is created and closed: two more WAL appends.
+    sessions = 2
+    for count in (one, two):
+        if count.wal_appends is not None:  # measured on the server (counting() checked the sum)
+            assert (count.sessions_created, count.sessions_closed) == (1, 1)
+            assert count.wal_appends == count.writes + sessions
+    assert per_invocation[1] + sessions == C.worker_oxia_writes == 4
+    # claim checks 2, compact_once 13 and an index scan, the empty pass 4 and a scan; the claim and 5 puts of
+    # the compaction; its record's and the claim's deletes
+    assert one.ops == {"get": 2 + 13 + 4, "range_scan": 2, "put": 1 + 5, "delete": 1 + 1, "delete_range": 1}
+
+
+# --- the planner ----------------------------------------------------------------------------------
+
+
+@PROTOCOLS
+def test_a_planner_tick_lists_the_registry_once_and_reads_each_partition(
+    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia
+) -> None:
+    partitions = 3
+    writer = new_writer(store, blobs, root, protocol)
+    for partition in range(partitions):
+        fill(writer, topic, partition, 1)
+
+    with counting(store, server) as count:
+        plan = plan_compaction(LogCatalog(store, root=root), min_lag=1)
+    assert (plan.partitions_seen, len(plan.tasks)) == (partitions, partitions)
+
+    assert count.ops["list"] == C.planner_oxia_reads_per_tick == 1
+    assert count.reads == C.planner_oxia_reads_per_tick + partitions * protocol.planner_reads_per_partition
+    assert count.writes == 0
+    # Per partition: control, meta/compaction, cursor; a sequential one's high watermark is its sequence's tail.
+    tails = partitions if protocol is cm.SEQUENTIAL else 0
+    assert count.ops == {"list": 1, "get": 3 * partitions} | ({"get_lower": tails} if tails else {})
+
+
+# --- garbage collection ---------------------------------------------------------------------------
+
+
+@PROTOCOLS
+@pytest.mark.parametrize("retention", [True, False], ids=["retention", "keep-everything"])
+def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
+    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia,
+    retention: bool,
+) -> None:  # fmt: skip
+    """The steady state of a partition GC visits every hour: an old compacted range for retention to remove
+    (compacted three days ago), a younger one, WAL entries not compacted yet, and WAL blobs and compacted
+    objects past the grace period (GC's clock runs 25 hours ahead) for it to judge."""
+    partitions = 3
+    writer = new_writer(store, blobs, root, protocol)
+    old = Compactor(store, blobs, bucket=BUCKET, root=root, clock=clock_at(-3 * DAY_S))
+    young = Compactor(store, blobs, bucket=BUCKET, root=root)
+    for partition in range(partitions):
+        fill(writer, topic, partition, 2)
+        assert old.compact_once(topic, partition).outcome == "compacted"  # offsets 1-2
+        for i in range(2):
+            writer.append(topic, partition, [f"s{i}".encode()])
+        assert young.compact_once(topic, partition).outcome == "compacted"  # offsets 3-4
+        for i in range(2):
+            writer.append(topic, partition, [f"t{i}".encode()])  # offsets 5-6: WAL entries
+    policy = RetentionPolicy(max_age_ms=2 * DAY_S * 1000) if retention else RetentionPolicy()
+    gc = GarbageCollector(store, blobs, bucket=BUCKET, root=root, config=GcConfig(retention=RetentionConfig(policy)),
+                          clock=clock_at(25 * 3600))  # fmt: skip
+
+    with counting(store, server) as count:
+        report = gc.collect()
+    assert report.errors == []
+    assert report.wal_blobs_deleted == 4 * partitions  # those of the compacted offsets 1-4
+    judged = 1 if retention else 2  # compacted objects judged per partition (retention deleted the old one)
+    assert report.compacted_seen == judged * partitions
+    assert report.compacted_deleted == 0
+    assert report.retention_partitions_truncated == (partitions if retention else 0)
+
+    if retention:
+        per_partition = (C.gc_oxia_reads_per_partition, C.gc_oxia_writes_per_partition)
+    else:
+        per_partition = (C.gc_oxia_reads_per_partition_keeping_everything,
+                         C.gc_oxia_writes_per_partition_keeping_everything)  # fmt: skip
+    assert count.ops["list"] == C.gc_oxia_reads_per_run == 2  # the registry, for retention and for objects
+    # + 1 read per compacted object judged (the index entry it should be named by)
+    assert count.reads == C.gc_oxia_reads_per_run + partitions * (per_partition[0] + judged)
+    assert count.writes == partitions * per_partition[1]
+
+
+def test_retention_reads_one_more_index_page_per_1024_entries(
+    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str
+) -> None:
+    entries = C.index_page + 1
+    writer = new_writer(store, blobs, root, cm.SEQUENTIAL)  # one Oxia write an entry: quick to fill
+    writer.initialize_partition(topic, 0)
+    results = writer.append_shared([SharedAppendGroup(topic, 0, [b"x"])] * entries)  # one blob, many entries
+    assert all(r.ok for r in results)
+    retention = Retention(store, blobs, bucket=BUCKET, root=root,
+                          config=RetentionConfig(RetentionPolicy(max_age_ms=DAY_S * 1000)))  # fmt: skip
+
+    with counting(store, server) as count:
+        result = retention.enforce(topic, 0)
+    assert result.log_start_after == result.log_start_before  # nothing compacted: nothing to remove
+
+    # control; the index page by page until an empty one; the cursor and meta/compaction (retention's bound)
+    pages = math.ceil(entries / C.index_page) + 1
+    assert pages == 3
+    assert count.ops == {"get": 3, "range_scan": pages}
+    assert count.writes == 0
