@@ -8,13 +8,16 @@ data again, so a task or AZ failure costs a restart, not the data. Each service 
 
 * ``standalone`` (development stages): one task ``oxia standalone``.
 * ``replicated`` (production): one ``oxia coordinator`` (its cluster status on its own EFS file
-  system) and three ``oxia server`` data servers. Each data server has a stable DNS name from
-  Cloud Map, ``oxia-N.<namespace>``, which the coordinator's cluster config advertises to
-  clients (public port 6648) and peers (internal port 6649).
+  system; its settings in a ``--sconfig`` file, since v0.17.1 deprecated ``--conf``) and three
+  ``oxia server`` data servers. Each data server has a stable DNS name from Cloud Map,
+  ``oxia-N.<namespace>``, which the coordinator's cluster config advertises to clients (public
+  port 6648) and peers (internal port 6649).
 
 Clients bootstrap through ``service_address`` (``oxia.<namespace>:6648``): the standalone
 server's name, or in replicated mode a weighted CNAME over the three data servers (any server
 hands out the shard assignments; a lookup that lands on a stopped server fails and is retried).
+The cluster config lists that name in ``allowExtraAuthorities``: v0.17.1 data servers refuse a
+client that dialled a name they do not know.
 
 Security groups: port 6648 admits only ``client_security_group`` (the functions and Glue join
 it); 6649 admits only the data servers and the coordinator; EFS (2049) admits only the Oxia
@@ -24,6 +27,7 @@ security groups, and each file system's policy admits only its own task's role.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -39,17 +43,161 @@ from constructs import Construct
 
 from infra.settings import OxiaMode, OxiaSize
 
-OXIA_IMAGE = "oxia/oxia:0.14.4"
+# Published by Oxia's release workflow (.github/workflows/ci-release.yaml: semver tags, linux/amd64
+# and linux/arm64). A data directory written by v0.17.1 cannot be opened by v0.14.4: no way back.
+OXIA_VERSION = "0.17.1"
+OXIA_IMAGE = f"oxia/oxia:{OXIA_VERSION}"
 PUBLIC_PORT = 6648
 INTERNAL_PORT = 6649
 METRICS_PORT = 8080
+# The coordinator's admin API (v0.15+, unauthenticated: create/delete namespaces and data servers).
+# Bound to loopback: nothing outside the task reaches it, as before the port existed.
+ADMIN_PORT = 6651
 DATA_SERVERS = 3
 DATA_DIR = "/data"
+# Written by the coordinator's container command at each start (JSON is YAML).
+CONFIG_DIR = "/tmp"
+CLUSTER_CONFIG_FILE = "oxia-cluster.yaml"
+COORDINATOR_CONFIG_FILE = "oxia-coordinator.yaml"
 # The access point's POSIX identity: every file operation on EFS happens as this user.
 OXIA_UID = "1000"
 COORDINATOR_SIZE = OxiaSize("coordinator", 256, 512)
 
 Role = Literal["standalone", "server", "coordinator"]
+
+
+# -- container commands ------------------------------------------------------------------------
+# Pure functions so the tests can run exactly these commands against a real Oxia binary, with only
+# the addresses and directories changed to loopback ports and temp dirs.
+
+
+def standalone_command(
+    *,
+    shards: int,
+    db_cache_mib: int,
+    data_dir: str = DATA_DIR,
+    public_addr: str = f"0.0.0.0:{PUBLIC_PORT}",
+    metrics_addr: str = f"0.0.0.0:{METRICS_PORT}",
+) -> list[str]:
+    return [
+        "oxia",
+        "standalone",
+        f"--public-addr={public_addr}",
+        f"--metrics-addr={metrics_addr}",
+        f"--data-dir={data_dir}/db",
+        f"--wal-dir={data_dir}/wal",
+        f"--shards={shards}",
+        f"--db-cache-size-mb={db_cache_mib}",
+        "--log-json",
+    ]
+
+
+def server_command(
+    *,
+    db_cache_mib: int,
+    data_dir: str = DATA_DIR,
+    public_addr: str = f"0.0.0.0:{PUBLIC_PORT}",
+    internal_addr: str = f"0.0.0.0:{INTERNAL_PORT}",
+    metrics_addr: str = f"0.0.0.0:{METRICS_PORT}",
+) -> list[str]:
+    return [
+        "oxia",
+        "server",
+        f"--public-addr={public_addr}",
+        f"--internal-addr={internal_addr}",
+        f"--metrics-addr={metrics_addr}",
+        f"--data-dir={data_dir}/db",
+        f"--wal-dir={data_dir}/wal",
+        f"--db-cache-size-mb={db_cache_mib}",
+        "--log-json",
+    ]
+
+
+def health_probe(port: int = INTERNAL_PORT) -> list[str]:
+    """The gRPC health probe (``oxia health`` dials localhost): internal port, or standalone's public."""
+    return ["oxia", "health", f"--port={port}"]
+
+
+def cluster_config(
+    namespace: str, shards: int, servers: Sequence[tuple[str, str, str]], *, bootstrap_addresses: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The coordinator's cluster config; ``servers`` are ``(name, public, internal)`` addresses.
+
+    Since v0.15 a data server rejects a client whose gRPC authority (the ``host:port`` it dialled)
+    is neither a server's address from this config nor in ``allowExtraAuthorities``
+    (``PERMISSION_DENIED: oxia: unexpected authority``). Clients bootstrap through a name of
+    their own (``bootstrap_addresses``), so it is listed there.
+    """
+    config: dict[str, Any] = {
+        "namespaces": [
+            {"name": namespace, "initialShardCount": shards, "replicationFactor": len(servers)},
+        ],
+        "servers": [{"name": n, "public": public, "internal": internal} for n, public, internal in servers],
+    }
+    if bootstrap_addresses:
+        config["allowExtraAuthorities"] = list(bootstrap_addresses)
+    return config
+
+
+def coordinator_config(
+    *,
+    cluster_config_path: str,
+    status_path: str,
+    internal_addr: str = f"0.0.0.0:{INTERNAL_PORT}",
+    admin_addr: str = f"127.0.0.1:{ADMIN_PORT}",
+    metrics_addr: str = f"0.0.0.0:{METRICS_PORT}",
+) -> dict[str, Any]:
+    """The coordinator's ``--sconfig`` file (v0.17.1 ``oxiad/coordinator/option``).
+
+    v0.14.4 took the same settings as flags: ``--conf`` (cluster config, deprecated in v0.17.1 in
+    favour of ``metadata.file.configName``, which has no flag), ``--metadata=file``,
+    ``--file-clusters-status-path``, ``--internal-addr`` and ``--metrics-addr``. With ``--sconfig``
+    the file is the whole configuration (a reload reads only the file), so it holds all of them.
+    """
+    return {
+        "server": {
+            "internal": {"bindAddress": internal_addr},
+            "public": {"bindAddress": admin_addr},
+        },
+        "metadata": {
+            "providerName": "file",
+            "file": {"statusName": status_path, "configName": cluster_config_path},
+        },
+        "observability": {"metric": {"bindAddress": metrics_addr}},
+    }
+
+
+def _json(value: dict[str, Any]) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def coordinator_command(
+    config: dict[str, Any],
+    *,
+    data_dir: str = DATA_DIR,
+    config_dir: str = CONFIG_DIR,
+    internal_addr: str = f"0.0.0.0:{INTERNAL_PORT}",
+    admin_addr: str = f"127.0.0.1:{ADMIN_PORT}",
+    metrics_addr: str = f"0.0.0.0:{METRICS_PORT}",
+) -> list[str]:
+    """Writes the cluster config and the coordinator's config, then execs ``oxia coordinator``."""
+    cluster_path = f"{config_dir}/{CLUSTER_CONFIG_FILE}"
+    coordinator_path = f"{config_dir}/{COORDINATOR_CONFIG_FILE}"
+    settings = coordinator_config(
+        cluster_config_path=cluster_path,
+        status_path=f"{data_dir}/cluster-status.json",
+        internal_addr=internal_addr,
+        admin_addr=admin_addr,
+        metrics_addr=metrics_addr,
+    )
+    q = shlex.quote
+    return [
+        "bash",
+        "-c",
+        f"printf '%s' {q(_json(config))} > {q(cluster_path)}"
+        f" && printf '%s' {q(_json(settings))} > {q(coordinator_path)}"
+        f" && exec oxia coordinator --sconfig={q(coordinator_path)} --log-json",
+    ]
 
 
 @dataclass(frozen=True)
@@ -133,19 +281,10 @@ class OxiaCluster(Construct):
                 "standalone",
                 size,
                 self.server_security_group,
-                command=[
-                    "oxia",
-                    "standalone",
-                    f"--public-addr=0.0.0.0:{PUBLIC_PORT}",
-                    f"--metrics-addr=0.0.0.0:{METRICS_PORT}",
-                    f"--data-dir={DATA_DIR}/db",
-                    f"--wal-dir={DATA_DIR}/wal",
-                    f"--shards={shards}",
-                    f"--db-cache-size-mb={size.db_cache_mib}",
-                    "--log-json",
-                ],
-                # Standalone has no internal port and so no gRPC health service: check the port.
-                health_command=["CMD", "bash", "-c", f"</dev/tcp/127.0.0.1/{PUBLIC_PORT}"],
+                command=standalone_command(shards=shards, db_cache_mib=size.db_cache_mib),
+                # Standalone has no internal port; v0.17.1 serves the gRPC health service on its
+                # public port (checked against the real binary; v0.14.4 was probed with a TCP connect).
+                health_command=["CMD", *health_probe(PUBLIC_PORT)],
                 ports=[PUBLIC_PORT],
                 register_dns=True,
                 subnets=subnets,
@@ -186,18 +325,8 @@ class OxiaCluster(Construct):
                 "server",
                 size,
                 self.server_security_group,
-                command=[
-                    "oxia",
-                    "server",
-                    f"--public-addr=0.0.0.0:{PUBLIC_PORT}",
-                    f"--internal-addr=0.0.0.0:{INTERNAL_PORT}",
-                    f"--metrics-addr=0.0.0.0:{METRICS_PORT}",
-                    f"--data-dir={DATA_DIR}/db",
-                    f"--wal-dir={DATA_DIR}/wal",
-                    f"--db-cache-size-mb={size.db_cache_mib}",
-                    "--log-json",
-                ],
-                health_command=["CMD", "oxia", "health", f"--port={INTERNAL_PORT}"],
+                command=server_command(db_cache_mib=size.db_cache_mib),
+                health_command=["CMD", *health_probe()],
                 ports=[PUBLIC_PORT, INTERNAL_PORT],
                 register_dns=True,
                 subnets=subnets,
@@ -208,34 +337,21 @@ class OxiaCluster(Construct):
                 node.service.node.add_dependency(servers[-1].service)
             servers.append(node)
 
-        self.cluster_config = {
-            "namespaces": [
-                {"name": namespace, "initialShardCount": shards, "replicationFactor": DATA_SERVERS},
-            ],
-            "servers": [
-                {
-                    "name": s.name,
-                    "public": f"{s.dns_name}:{PUBLIC_PORT}",
-                    "internal": f"{s.dns_name}:{INTERNAL_PORT}",
-                }
-                for s in servers
-            ],
-        }
-        config_path = "/tmp/oxia-cluster.yaml"  # JSON is YAML
-        config_json = json.dumps(self.cluster_config, separators=(",", ":"), sort_keys=True)
+        self.server_addresses = [f"{s.dns_name}:{PUBLIC_PORT}" for s in servers]
+        self.service_address = f"oxia.{self.dns_namespace.namespace_name}:{PUBLIC_PORT}"
+        self.cluster_config = cluster_config(
+            namespace,
+            shards,
+            [(s.name, f"{s.dns_name}:{PUBLIC_PORT}", f"{s.dns_name}:{INTERNAL_PORT}") for s in servers],
+            bootstrap_addresses=[self.service_address],
+        )
         coordinator = self._add_node(
             "oxia-coordinator",
             "coordinator",
             COORDINATOR_SIZE,
             self.coordinator_security_group,
-            command=[
-                "bash",
-                "-c",
-                f"printf '%s' '{config_json}' > {config_path} && exec oxia coordinator "
-                f"--conf={config_path} --metadata=file --file-clusters-status-path={DATA_DIR}/cluster-status.json "
-                f"--internal-addr=0.0.0.0:{INTERNAL_PORT} --metrics-addr=0.0.0.0:{METRICS_PORT} --log-json",
-            ],
-            health_command=["CMD", "oxia", "health", f"--port={INTERNAL_PORT}"],
+            command=coordinator_command(self.cluster_config),
+            health_command=["CMD", *health_probe()],
             ports=[INTERNAL_PORT],
             register_dns=False,
             subnets=self._subnets,
@@ -254,8 +370,6 @@ class OxiaCluster(Construct):
         for s in servers:
             assert s.dns_name is not None
             bootstrap.register_cname_instance(f"Cname-{s.name}", instance_cname=s.dns_name)
-        self.server_addresses = [f"{s.dns_name}:{PUBLIC_PORT}" for s in servers]
-        self.service_address = f"oxia.{self.dns_namespace.namespace_name}:{PUBLIC_PORT}"
 
     def _fixed_zones(self) -> list[str] | None:
         zones = Stack.of(self).availability_zones

@@ -341,9 +341,9 @@ class OxiaStore:
         a transport failure reaches the caller as ``OxiaUnavailable`` with the
         outcome unknown. The first delta must be positive, and every put into
         one sequence must pass as many deltas as the keys already there have
-        parts: otherwise the server fails the write *after* logging it
-        (v0.14.4 ``server/kv/db_sequences.go``), which it then cannot apply on
-        a replay either. Both are checked here, the part count by the caller.
+        parts: otherwise the server fails the write *after* logging it (in
+        v0.14.4 and v0.17.1 alike), which it then cannot apply on a replay
+        either. Both are checked here, the part count by the caller.
         """
         if not deltas or deltas[0] < 1 or any(d < 0 for d in deltas):
             raise InvalidArgument(f"sequence deltas must be non-negative with a positive first one: {deltas}")

@@ -4,21 +4,42 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import re
 import shlex
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
+import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Template
 
 from infra.network import Network
-from infra.oxia import OXIA_IMAGE, OxiaCluster
+from infra.oxia import (
+    OXIA_IMAGE,
+    OXIA_VERSION,
+    OxiaCluster,
+    cluster_config,
+    coordinator_command,
+    health_probe,
+    server_command,
+    standalone_command,
+)
 from infra.settings import OXIA_SIZES
 from infra.stack import LlogStack
+from llog.config import OxiaConfig
+from llog.devstack import find_oxia_binary, free_port, wait_until_serving
+from llog.oxia_store import OxiaStore
+from tests.conftest import TOOLS_BIN, UNAVAILABLE_REASON, _oxia_unavailable
 from tests.infra.helpers import make_app, resources
 
-IMAGE = "oxia/oxia:0.14.4"
+IMAGE = "oxia/oxia:0.17.1"
+HEALTH = ["CMD", "oxia", "health", "--port=6649"]
 
 
 def containers(template: Template) -> dict[str, dict[str, Any]]:
@@ -61,6 +82,16 @@ def logical_id(stack: cdk.Stack, construct: Any) -> str:
 
 def test_image_is_pinned() -> None:
     assert OXIA_IMAGE == IMAGE
+    assert OXIA_VERSION == "0.17.1"
+
+
+def coordinator_script_parts(script: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    """printf '%s' <cluster> > f1 && printf '%s' <settings> > f2 && exec oxia coordinator <args>."""
+    words = shlex.split(script)
+    assert words[:2] == ["printf", "%s"]
+    assert words[3:8] == [">", "/tmp/oxia-cluster.yaml", "&&", "printf", "%s"]
+    assert words[9:15] == [">", "/tmp/oxia-coordinator.yaml", "&&", "exec", "oxia", "coordinator"]
+    return json.loads(words[2]), json.loads(words[8]), words[15:]
 
 
 # -- standalone (development) ---------------------------------------------------------------
@@ -74,6 +105,9 @@ def test_standalone_runs_one_task_of_oxia_standalone(dev_template: Template) -> 
     assert "--data-dir=/data/db" in container["Command"]
     assert "--wal-dir=/data/wal" in container["Command"]
     assert "--shards=1" in container["Command"]
+    assert "--public-addr=0.0.0.0:6648" in container["Command"]
+    # v0.17.1 standalone serves the gRPC health service on its public port.
+    assert container["HealthCheck"]["Command"] == ["CMD", "oxia", "health", "--port=6648"]
     assert container["MountPoints"] == [{"ContainerPath": "/data", "ReadOnly": False, "SourceVolume": "data"}]
     assert container["PortMappings"] == [{"ContainerPort": 6648, "Protocol": "tcp"}]
     assert container["LogConfiguration"]["LogDriver"] == "awslogs"
@@ -126,10 +160,12 @@ def test_replicated_runs_a_coordinator_and_three_data_servers(prod_stack: LlogSt
     assert (len(servers), len(coordinators)) == (3, 1)
     for c in containers(prod_template).values():
         assert c["Image"] == IMAGE
+        assert c["HealthCheck"]["Command"] == HEALTH
     for command in servers:
         assert "--public-addr=0.0.0.0:6648" in command
         assert "--internal-addr=0.0.0.0:6649" in command
         assert "--data-dir=/data/db" in command
+        assert "--wal-dir=/data/wal" in command
     assert [n.name for n in prod_stack.oxia.nodes] == ["oxia-0", "oxia-1", "oxia-2", "oxia-coordinator"]
 
 
@@ -181,8 +217,7 @@ def test_data_servers_have_stable_names_in_the_coordinator_config(
     for i in range(3):
         assert names[f"oxia-{i}"]["DnsConfig"]["DnsRecords"] == [{"TTL": 10, "Type": "A"}]
     (coordinator,) = [c for c in containers(prod_template).values() if c["Command"][0] == "bash"]
-    script = coordinator["Command"][2]
-    config = json.loads(shlex.split(script)[2])  # printf '%s' '<config>' > file && exec oxia coordinator ...
+    config, _, _ = coordinator_script_parts(coordinator["Command"][2])
     assert config == {
         "namespaces": [{"name": "default", "initialShardCount": 3, "replicationFactor": 3}],
         "servers": [
@@ -193,9 +228,31 @@ def test_data_servers_have_stable_names_in_the_coordinator_config(
             }
             for i in range(3)
         ],
+        # v0.17.1 data servers refuse clients that dialled a name not in the config.
+        "allowExtraAuthorities": [prod_stack.oxia.service_address],
     }
     assert config == prod_stack.oxia.cluster_config
-    assert "--metadata=file --file-clusters-status-path=/data/cluster-status.json" in script
+
+
+def test_coordinator_takes_its_settings_from_a_config_file_not_deprecated_flags(prod_template: Template) -> None:
+    (coordinator,) = [c for c in containers(prod_template).values() if c["Command"][0] == "bash"]
+    _, settings, args = coordinator_script_parts(coordinator["Command"][2])
+    # v0.14.4: --conf=/tmp/oxia-cluster.yaml --metadata=file
+    # --file-clusters-status-path=/data/cluster-status.json --internal-addr=... --metrics-addr=...
+    assert args == ["--sconfig=/tmp/oxia-coordinator.yaml", "--log-json"]
+    assert settings == {
+        "metadata": {
+            "providerName": "file",
+            "file": {"statusName": "/data/cluster-status.json", "configName": "/tmp/oxia-cluster.yaml"},
+        },
+        "server": {
+            "internal": {"bindAddress": "0.0.0.0:6649"},
+            # v0.17.1's new admin API (default 0.0.0.0:6651) stays inside the task.
+            "public": {"bindAddress": "127.0.0.1:6651"},
+        },
+        "observability": {"metric": {"bindAddress": "0.0.0.0:8080"}},
+    }
+    assert coordinator["PortMappings"] == [{"ContainerPort": 6649, "Protocol": "tcp"}]
 
 
 def test_clients_bootstrap_through_a_name_over_all_data_servers(prod_stack: LlogStack, prod_template: Template) -> None:
@@ -298,3 +355,135 @@ def test_with_three_known_azs_each_data_server_is_pinned_to_its_own_az() -> None
         ]["Subnets"]
         placed.append(sorted(subnet_az[s["Ref"]] for s in subnets))
     assert placed == [["eu-west-1a"], ["eu-west-1b"], ["eu-west-1c"], azs]  # coordinator: anywhere
+
+
+# -- the commands against the real Oxia binary (no CDK synth) ---------------------------------
+# A whole coordinator + 3 data servers is checked by hand (docs/DEPLOY.md, "Oxia"), not here: a
+# v0.17.1 coordinator that pushes shard assignments before a data server's handshake retries only
+# after 5-15 s, so a fresh cluster takes up to ~15 s to serve every shard.
+
+
+@pytest.fixture(scope="module")
+def oxia_bin() -> str:
+    binary = find_oxia_binary([TOOLS_BIN])
+    if binary is None:
+        _oxia_unavailable(UNAVAILABLE_REASON.read_text().strip() if UNAVAILABLE_REASON.exists() else "run make setup")
+    assert binary is not None
+    return binary
+
+
+def _env(oxia_bin: str) -> dict[str, str]:
+    """The task definitions call ``oxia`` by name, as on the image's PATH."""
+    return {**os.environ, "PATH": f"{Path(oxia_bin).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+def _listed_flags(oxia_bin: str, subcommand: str) -> set[str]:
+    """The flags ``oxia <subcommand> --help`` lists (cobra hides deprecated ones)."""
+    out = subprocess.run([oxia_bin, subcommand, "--help"], capture_output=True, text=True, timeout=30, check=True)
+    return set(re.findall(r"^\s+(?:-\w, )?(--[a-z0-9-]+)", out.stdout, re.MULTILINE))
+
+
+def _flags(args: list[str]) -> list[str]:
+    return [a.split("=", 1)[0] for a in args if a.startswith("-")]
+
+
+@pytest.mark.oxia
+def test_every_flag_the_task_definitions_pass_is_a_current_one(oxia_bin: str) -> None:
+    config = cluster_config("default", 3, [(f"oxia-{i}", f"h{i}:6648", f"h{i}:6649") for i in range(3)])
+    _, _, coordinator_args = coordinator_script_parts(coordinator_command(config)[2])
+    commands = {
+        "standalone": standalone_command(shards=1, db_cache_mib=100)[2:],
+        "server": server_command(db_cache_mib=100)[2:],
+        "coordinator": coordinator_args,
+        "health": health_probe()[2:],
+    }
+    for subcommand, args in commands.items():
+        listed = _listed_flags(oxia_bin, subcommand)
+        assert listed, subcommand
+        assert set(_flags(args)) <= listed, (subcommand, set(_flags(args)) - listed)
+    assert "--conf" not in _listed_flags(oxia_bin, "coordinator")  # deprecated: hidden
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        yield started
+    finally:
+        for p in started:
+            p.terminate()
+        for p in started:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def _wait_healthy(oxia_bin: str, port: int, timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        probe = subprocess.run(
+            [*health_probe(port), "--timeout=1s"], env=_env(oxia_bin), capture_output=True, text=True, timeout=10
+        )
+        if probe.returncode == 0:
+            return
+        assert time.monotonic() < deadline, probe.stderr
+        time.sleep(0.1)
+
+
+@pytest.mark.oxia
+def test_standalone_command_serves_and_passes_its_health_probe(
+    oxia_bin: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    port = free_port()
+    command = standalone_command(
+        shards=1,
+        db_cache_mib=64,
+        data_dir=str(tmp_path),
+        public_addr=f"127.0.0.1:{port}",
+        metrics_addr=f"127.0.0.1:{free_port()}",
+    )
+    with (tmp_path / "oxia.log").open("wb") as log:
+        processes.append(subprocess.Popen(command, env=_env(oxia_bin), stdout=log, stderr=subprocess.STDOUT))
+    wait_until_serving(f"127.0.0.1:{port}")
+    _wait_healthy(oxia_bin, port, timeout_s=5)  # the task definition's probe, on the public port
+    with OxiaStore(OxiaConfig(f"127.0.0.1:{port}")) as store:
+        version = store.put("llog/t/probe", b"v", partition_key="t")
+        got = store.get("llog/t/probe", partition_key="t")
+    assert got is not None
+    assert (got.value, got.version_id) == (b"v", version)
+
+
+@pytest.mark.oxia
+def test_coordinator_command_starts_with_its_config_files(
+    oxia_bin: str, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+) -> None:
+    servers = [(f"oxia-{i}", f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}") for i in range(3)]
+    config = cluster_config("default", 3, servers, bootstrap_addresses=["localhost:6648"])
+    internal, admin = free_port(), free_port()
+    command = coordinator_command(
+        config,
+        data_dir=str(tmp_path / "data"),
+        config_dir=str(tmp_path),
+        internal_addr=f"127.0.0.1:{internal}",
+        admin_addr=f"127.0.0.1:{admin}",
+        metrics_addr=f"127.0.0.1:{free_port()}",
+    )
+    (tmp_path / "data").mkdir()
+    log_path = tmp_path / "coordinator.log"
+    with log_path.open("wb") as out:
+        processes.append(subprocess.Popen(command, env=_env(oxia_bin), stdout=out, stderr=subprocess.STDOUT))
+    _wait_healthy(oxia_bin, internal)  # the task definition's probe
+    assert json.loads((tmp_path / "oxia-cluster.yaml").read_text()) == config
+    log = log_path.read_text()
+    assert "deprecated" not in log.lower(), log
+    (started,) = [json.loads(line) for line in log.splitlines() if '"Starting Oxia coordinator"' in line]
+    options = started["options"]
+    assert options["metadata"]["providerName"] == "file"
+    assert options["metadata"]["file"] == {
+        "statusName": str(tmp_path / "data" / "cluster-status.json"),
+        "configName": str(tmp_path / "oxia-cluster.yaml"),
+    }
+    assert options["server"]["internal"]["bindAddress"] == f"127.0.0.1:{internal}"
+    assert options["server"]["public"]["bindAddress"] == f"127.0.0.1:{admin}"
