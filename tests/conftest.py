@@ -6,6 +6,10 @@ or ``PATH``; ``LLOG_TEST_OXIA_ADDRESS`` points the suite at a running server
 instead (tests that restart the server then skip). When no server can be had,
 the tests that need one are skipped with the reason ``make setup`` recorded;
 ``LLOG_REQUIRE_OXIA=1`` turns that into a failure.
+
+Tests share the bucket and the server, so each works under a root prefix of
+its own (the ``root`` fixture); the run fails if any S3 object was left under
+the default one (``fail_on_default_root_keys``).
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ from llog.blob_store import BlobStore
 from llog.cli import LlogServer
 from llog.config import OxiaConfig, S3Config
 from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary, free_port, wait_until_serving
+from llog.keys import DEFAULT_ROOT_PREFIX
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
+from llog.registry import PartitionRegistry
 from llog.writer import LogWriter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,6 +82,26 @@ def fuzz_examples(n: int) -> int:
     return n * FUZZ_SCALE
 
 
+def fail_on_default_root_keys(keys: list[str], what: str) -> None:
+    """The guard that keeps tests apart: none may write under the default root prefix.
+
+    Every test has a root of its own (the ``root`` fixture). Listings under a
+    root (shared WAL blobs, manifests, the billing scan, the registry of
+    partitions) see everything below it, so what a test left under the shared
+    default ``llog`` showed up in other tests (a foreign blob in GC's WAL
+    listing, say). Checked once per session: S3 objects when the moto server
+    stops (every append PUTs a WAL blob first), registered partitions when the
+    Oxia server stops (every created partition is registered first).
+    """
+    if keys:
+        shown = "\n  ".join(keys[:20]) + (f"\n  ... and {len(keys) - 20} more" if len(keys) > 20 else "")
+        pytest.fail(
+            f"tests wrote {len(keys)} {what} under the default root prefix {DEFAULT_ROOT_PREFIX!r}; every test "
+            f"must pass its own root (the `root` fixture, or LLOG_ROOT_PREFIX) to what it builds:\n  {shown}",
+            pytrace=False,
+        )
+
+
 def _oxia_unavailable(reason: str) -> NoReturn:
     if os.environ.get("LLOG_REQUIRE_OXIA"):
         pytest.fail(f"an Oxia server is required (LLOG_REQUIRE_OXIA is set): {reason}")
@@ -109,6 +135,9 @@ def oxia_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OxiaServer
     process.start()
     try:
         yield OxiaServer(process.address, process)
+        with OxiaStore(OxiaConfig(process.address, max_retries=2)) as store:
+            registered = PartitionRegistry(store).partitions()
+        fail_on_default_root_keys([f"{t}/{p}" for t, ps in registered.items() for p in ps], "partition(s)")
     finally:
         process.stop()
 
@@ -120,6 +149,8 @@ def moto_s3() -> Iterator[MotoS3]:
     server.create_bucket(BUCKET)
     try:
         yield server
+        leaked = [o.key for o in BlobStore(server.config(BUCKET)).list(BUCKET, f"{DEFAULT_ROOT_PREFIX}/")]
+        fail_on_default_root_keys(leaked, "S3 object(s)")
     finally:
         server.stop()
 
@@ -146,13 +177,19 @@ def blob_store(s3_config: S3Config) -> BlobStore:
 
 
 @pytest.fixture
-def writer(oxia_store: OxiaStore, blob_store: BlobStore) -> LogWriter:
-    return LogWriter(oxia_store, blob_store, bucket=BUCKET)
+def root() -> str:
+    """A root prefix of the test's own: listings (topics, WAL blobs, manifests) see only its data."""
+    return f"r-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture
-def reader(oxia_store: OxiaStore, blob_store: BlobStore) -> LogReader:
-    return LogReader(oxia_store, blob_store)
+def writer(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> LogWriter:
+    return LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
+
+
+@pytest.fixture
+def reader(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> LogReader:
+    return LogReader(oxia_store, blob_store, root=root)
 
 
 @pytest.fixture

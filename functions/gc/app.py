@@ -37,5 +37,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="RetentionRangesRemoved", unit=MetricUnit.Count, value=report.retention_ranges_removed)
     metrics.add_metric(name="RetentionBytesDeleted", unit=MetricUnit.Bytes, value=report.retention_bytes_deleted)
     metrics.add_metric(name="GcErrors", unit=MetricUnit.Count, value=len(report.errors))
+    # Foreign or damaged objects under wal-shared/, kept: a warning every run, not an error (docs/GC.md).
+    metrics.add_metric(name="WalUnreadableKept", unit=MetricUnit.Count, value=report.wal_unreadable_kept)
     logger.info("garbage collected", extra=asdict(report))
     return asdict(report)

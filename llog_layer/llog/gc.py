@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 HEADER_PROBE_BYTES = 64 * 1024
 WAL_CHUNK = 1000  # old WAL blobs judged per round (one S3 listing page)
+MAX_WARNINGS = 100  # a report (a Lambda's answer and log line) names at most this many; counters stay exact
 PartitionId = tuple[str, int]
 
 
@@ -98,7 +99,11 @@ class GcReport:
     retention_ranges_removed: int = 0
     retention_objects_deleted: int = 0
     retention_bytes_deleted: int = 0
+    # Old objects under wal-shared/ whose LLS1 header cannot be read (foreign or damaged): kept, never
+    # deleted, and reported as warnings, not errors: they recur every run and do not make it fail.
+    wal_unreadable_kept: int = 0
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def deleted(self) -> int:
@@ -153,6 +158,8 @@ class GarbageCollector:
             for partition in partitions:
                 try:
                     result = self.retention.enforce(topic, partition)
+                except PartitionNotInitialized:
+                    continue  # registered, not created yet (llog.registry): nothing to retain
                 except LlogError as exc:
                     report.errors.append(f"retention {topic}/{partition}: {exc}")
                     continue
@@ -179,9 +186,14 @@ class GarbageCollector:
                 if not chunk:
                     break
                 for obj, partitions in zip(chunk, pool.map(self._blob_partitions_or_error, chunk), strict=True):
-                    if isinstance(partitions, LlogError):
-                        # Unreadable headers are kept for an operator: never delete what we cannot judge.
-                        report.errors.append(f"{obj.key}: {partitions}")
+                    if isinstance(partitions, BlobNotFound):
+                        continue  # deleted since the listing: nothing to judge
+                    if isinstance(partitions, CorruptData):
+                        # Foreign, or a damaged blob an index may still reference: never delete
+                        # what we cannot judge. Kept for an operator, reported as a warning.
+                        report.wal_unreadable_kept += 1
+                        if len(report.warnings) < MAX_WARNINGS:
+                            report.warnings.append(f"{obj.key}: {partitions}")
                         continue
                     uri = S3Location(self.bucket, obj.key).uri
                     if any(uri in self._references(pid, references) for pid in partitions):
@@ -193,6 +205,10 @@ class GarbageCollector:
         self.blobs.delete(self.bucket, [o.key for o in garbage])
         report.wal_blobs_deleted += len(garbage)
         report.wal_bytes_deleted += sum(o.size for o in garbage)
+        if report.wal_unreadable_kept:
+            log.warning("gc: kept %d object(s) under %s that are not readable LLS1 blobs (foreign or damaged; "
+                        "never deleted, see docs/GC.md), e.g. %s", report.wal_unreadable_kept,
+                        shared_wal_prefix(self.root), "; ".join(report.warnings[:3]))  # fmt: skip
 
     def _old_wal_blobs(self, cutoff: int, report: GcReport) -> Iterator[ObjectInfo]:
         for obj in self.blobs.list(self.bucket, shared_wal_prefix(self.root)):
@@ -202,7 +218,7 @@ class GarbageCollector:
             else:
                 yield obj
 
-    def _blob_partitions_or_error(self, obj: ObjectInfo) -> set[PartitionId] | LlogError:
+    def _blob_partitions_or_error(self, obj: ObjectInfo) -> set[PartitionId] | CorruptData | BlobNotFound:
         try:
             return self._blob_partitions(S3Location(self.bucket, obj.key), obj.size)
         except (CorruptData, BlobNotFound) as exc:

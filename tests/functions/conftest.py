@@ -91,8 +91,7 @@ def _reset_handlers() -> Iterator[None]:
 
 
 @pytest.fixture
-def s3_env(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config) -> Env:
-    root = f"fn-{uuid.uuid4().hex[:12]}"
+def s3_env(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str) -> Env:
     assert s3_config.endpoint_url is not None
     for name, value in {
         "LLOG_S3_BUCKET": BUCKET,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,12 +34,6 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         yield session
     finally:
         session.stop()
-
-
-@pytest.fixture
-def root() -> str:
-    """A root prefix of its own per test, so topic discovery sees only that test's data."""
-    return f"export-{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from pyspark.sql import SparkSession
 from llog.blob_store import BlobStore
 from llog.codec import Record
 from llog.compactor import Compactor, CompactorConfig, compact_until_caught_up
-from llog.keys import DEFAULT_ROOT_PREFIX
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
 from llog.writer import LogWriter, SharedAppendGroup
@@ -37,6 +36,7 @@ def test_the_export_equals_what_consumers_read_for_the_same_offsets(
     blob_store: BlobStore,
     topic: str,
     options: ExportOptions,
+    root: str,
 ) -> None:
     topics = (topic, f"{topic}-b")
     for t in topics:
@@ -62,12 +62,14 @@ def test_the_export_equals_what_consumers_read_for_the_same_offsets(
                 if (i + p) % 2 == 0 or i > 6
             ]
         )
-    compactor = Compactor(oxia_store, blob_store, bucket=BUCKET, config=CompactorConfig(max_offsets_per_run=4))
+    compactor = Compactor(
+        oxia_store, blob_store, bucket=BUCKET, root=root, config=CompactorConfig(max_offsets_per_run=4)
+    )
     for t in topics:
         for p in (0, 1):
             compact_until_caught_up(compactor, t, p, budget_s=60)
 
-    exported = dataclasses.replace(options, llog_root_prefix=DEFAULT_ROOT_PREFIX, topics=topics)
+    exported = dataclasses.replace(options, topics=topics)
     summary = run_export(spark, exported)
 
     expected = in_order([row for t in topics for p in (0, 1) for row in read_back(reader, t, p)])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -10,12 +9,6 @@ import pytest
 from llog.cli import LlogServer
 from llog.config import S3Config
 from tests.conftest import OxiaServer, serve_env, start_server
-
-
-@pytest.fixture
-def root() -> str:
-    """A root prefix of the test's own."""
-    return f"srv-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture

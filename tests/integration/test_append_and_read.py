@@ -23,19 +23,19 @@ from llog.writer import LogWriter, SharedAppendGroup
 pytestmark = pytest.mark.oxia
 
 
-def control_of(oxia: OxiaStore, topic: str, partition: int) -> ControlRecord:
-    keys = PartitionKeys(topic, partition)
+def control_of(oxia: OxiaStore, root: str, topic: str, partition: int) -> ControlRecord:
+    keys = PartitionKeys(topic, partition, root)
     found = oxia.get(keys.control, partition_key=keys.partition_key)
     assert found is not None
     return ControlRecord.decode(found.value)
 
 
-def test_initialize_partition_is_idempotent(writer: LogWriter, oxia_store: OxiaStore, topic: str) -> None:
+def test_initialize_partition_is_idempotent(writer: LogWriter, oxia_store: OxiaStore, topic: str, root: str) -> None:
     assert writer.initialize_partition(topic, 0) is True
     assert writer.initialize_partition(topic, 0) is False
 
-    keys = PartitionKeys(topic, 0)
-    assert control_of(oxia_store, topic, 0) == ControlRecord(LogState.OPEN, 1, None)
+    keys = PartitionKeys(topic, 0, root)
+    assert control_of(oxia_store, root, topic, 0) == ControlRecord(LogState.OPEN, 1, None)
     cursor = oxia_store.get(keys.compaction_cursor, partition_key=keys.partition_key)
     assert cursor is not None
     assert CompactionCursor.decode(cursor.value) == CompactionCursor(1)
@@ -52,17 +52,19 @@ def test_offsets_start_at_one_and_are_contiguous(writer: LogWriter, reader: LogR
     assert reader.high_watermark(topic, 0) == 11
 
 
-def test_a_batch_of_n_ending_at_e_is_indexed_at_e(writer: LogWriter, oxia_store: OxiaStore, topic: str) -> None:
+def test_a_batch_of_n_ending_at_e_is_indexed_at_e(
+    writer: LogWriter, oxia_store: OxiaStore, topic: str, root: str
+) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
     result = writer.append(topic, 0, [b"c", b"d", b"e"])
 
-    keys = PartitionKeys(topic, 0)
-    assert result.index_key == f"llog/{topic}/partitions/0/index/00000000000000000005"
+    keys = PartitionKeys(topic, 0, root)
+    assert result.index_key == f"{root}/{topic}/partitions/0/index/00000000000000000005"
     assert (result.start_offset, result.end_offset, result.count) == (3, 5, 3)
     scanned = oxia_store.range_scan(keys.index_prefix, keys.index_scan_end, partition_key=keys.partition_key)
     assert [r.key for r in scanned] == [keys.index(2), keys.index(5)]
-    assert control_of(oxia_store, topic, 0).pending is None
+    assert control_of(oxia_store, root, topic, 0).pending is None
 
 
 def test_every_offset_reads_back_exact_bytes_keys_headers_timestamps(
@@ -88,7 +90,7 @@ def test_every_offset_reads_back_exact_bytes_keys_headers_timestamps(
 
 
 def test_one_shared_blob_serves_several_partitions_by_range_get(
-    writer: LogWriter, oxia_store: OxiaStore, s3_config, topic: str
+    writer: LogWriter, oxia_store: OxiaStore, s3_config, topic: str, root: str
 ) -> None:
     other = f"{topic}-b"
     for t, p in ((topic, 0), (topic, 1), (other, 0)):
@@ -103,7 +105,7 @@ def test_one_shared_blob_serves_several_partitions_by_range_get(
     assert results[0].wal_uri is not None
     assert "/wal-shared/" in results[0].wal_uri
 
-    reader = LogReader(oxia_store, BlobStore(s3_config))
+    reader = LogReader(oxia_store, BlobStore(s3_config), root=root)
     assert reader.read_offset(topic, 1, 1).value == b"p1-a"
     assert [r.value for r in reader.read_range(other, 0, 1, 3)] == [b"o-a", b"o-b", b"o-c"]
     assert reader.read_offset(topic, 0, 2).value == b"p0-b"
@@ -148,7 +150,7 @@ def test_scans(writer: LogWriter, reader: LogReader, topic: str) -> None:
 
 
 def test_fenced_log_rejects_appends_until_unfenced(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"before"])
@@ -158,7 +160,7 @@ def test_fenced_log_rejects_appends_until_unfenced(
     with pytest.raises(LogFenced):
         writer.append(topic, 0, [b"rejected"])
     assert reader.read_offset(topic, 0, 1).value == b"before"
-    assert control_of(oxia_store, topic, 0).sequence_counter == 2
+    assert control_of(oxia_store, root, topic, 0).sequence_counter == 2
 
     writer.unfence(topic, 0)
     assert writer.append(topic, 0, [b"after"]).start_offset == 2

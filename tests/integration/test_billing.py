@@ -50,11 +50,6 @@ def store(s3_config: S3Config) -> BlobStore:
     return BlobStore(S3Config(**{**s3_config.__dict__, "max_attempts": 1}))
 
 
-@pytest.fixture
-def root() -> str:
-    return f"bill-{uuid.uuid4().hex[:12]}"
-
-
 def put_objects(store: BlobStore, prefix: str, sizes: list[int]) -> None:
     for size in sizes:
         store.put(S3Location(BUCKET, f"{prefix}{uuid.uuid4()}"), b"x" * size)

@@ -16,8 +16,8 @@ from tests.conftest import BUCKET
 
 
 @pytest.fixture
-def location() -> S3Location:
-    return S3Location(BUCKET, f"llog/test/{uuid.uuid4()}")
+def location(root: str) -> S3Location:
+    return S3Location(BUCKET, f"{root}/test/{uuid.uuid4()}")
 
 
 def test_put_get_and_range_get_return_exact_bytes(blob_store: BlobStore, location: S3Location) -> None:
@@ -53,8 +53,8 @@ def test_missing_bucket_is_a_configuration_error(blob_store: BlobStore) -> None:
         blob_store.put(S3Location("no-such-bucket-llog", "k"), b"x")
 
 
-def test_list_and_delete(blob_store: BlobStore) -> None:
-    prefix = f"llog/list-{uuid.uuid4().hex}/"
+def test_list_and_delete(blob_store: BlobStore, root: str) -> None:
+    prefix = f"{root}/list-{uuid.uuid4().hex}/"
     keys = [f"{prefix}{i:03d}" for i in range(5)]
     for i, key in enumerate(keys):
         blob_store.put(S3Location(BUCKET, key), b"x" * i)

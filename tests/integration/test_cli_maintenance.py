@@ -14,10 +14,10 @@ from tests.conftest import BUCKET
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config) -> None:
+def env(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str) -> None:
     for name, value in {"LLOG_S3_BUCKET": BUCKET, "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url or "",
                         "LLOG_S3_REGION_NAME": "us-east-1", "LLOG_S3_ACCESS_KEY_ID": "testing",
-                        "LLOG_S3_SECRET_ACCESS_KEY": "testing"}.items():
+                        "LLOG_S3_SECRET_ACCESS_KEY": "testing", "LLOG_ROOT_PREFIX": root}.items():
         monkeypatch.setenv(name, value)
 
 

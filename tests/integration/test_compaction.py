@@ -36,18 +36,18 @@ def snapshot(reader: LogReader, topic: str, partition: int = 0) -> list[tuple[in
     return [(r.offset, r.value, r.key, r.timestamp_ms) for r in reader.iter_from(topic, partition, 1)]
 
 
-def index_types(oxia: OxiaStore, topic: str, partition: int = 0) -> list[tuple[int, str, int]]:
-    meta = PartitionMetadata(oxia, PartitionKeys(topic, partition))
+def index_types(oxia: OxiaStore, root: str, topic: str, partition: int = 0) -> list[tuple[int, str, int]]:
+    meta = PartitionMetadata(oxia, PartitionKeys(topic, partition, root))
     return [(b.end_offset, b.entry.type.value, b.entry.msg_count) for b in meta.scan_index(1)]
 
 
 @pytest.fixture
-def compactor(oxia_store: OxiaStore, blob_store: BlobStore) -> Compactor:
-    return Compactor(oxia_store, blob_store, bucket=BUCKET)
+def compactor(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> Compactor:
+    return Compactor(oxia_store, blob_store, bucket=BUCKET, root=root)
 
 
-def manifest_chain(blob_store: BlobStore, topic: str, partition: int = 0) -> list[tuple[int, int, int]]:
-    store = ManifestStore(blob_store, bucket=BUCKET, root="llog")
+def manifest_chain(blob_store: BlobStore, root: str, topic: str, partition: int = 0) -> list[tuple[int, int, int]]:
+    store = ManifestStore(blob_store, bucket=BUCKET, root=root)
     return [(m.start_offset, m.end_offset, m.record_count) for m in store.ranges(topic, partition)]
 
 
@@ -63,7 +63,7 @@ def fill(writer: LogWriter, topic: str) -> None:
 
 
 def test_compaction_rewrites_shared_wal_ranges_into_one_entry(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str
 ) -> None:
     fill(writer, topic)
     before = snapshot(reader, topic)
@@ -74,8 +74,8 @@ def test_compaction_rewrites_shared_wal_ranges_into_one_entry(
     assert (result.outcome, result.start_offset, result.end_offset, result.records) == ("compacted", 1, 15, 15)
     assert result.source_entries == 5
     assert set(result.stage_seconds) >= {"select", "read_and_encode", "write_object", "end_key", "delete_old"}
-    assert index_types(oxia_store, topic) == [(15, "COMPACTED", 15)]
-    assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0)).cursor().offset == 16
+    assert index_types(oxia_store, root, topic) == [(15, "COMPACTED", 15)]
+    assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0, root)).cursor().offset == 16
     assert snapshot(reader, topic) == before
     assert [reader.read_offset(topic, 0, o).value for o in (1, 7, 15)] == [b"a0-0", b"a3-0", b"a4-4"]
     # the other partition of the shared blobs is untouched
@@ -84,21 +84,21 @@ def test_compaction_rewrites_shared_wal_ranges_into_one_entry(
     assert compactor.compact_once(topic, 0).outcome == "nothing_to_do"
     writer.append(topic, 0, [b"new"])
     assert compactor.compact_once(topic, 0).end_offset == 16
-    assert index_types(oxia_store, topic) == [(15, "COMPACTED", 15), (16, "COMPACTED", 1)]
+    assert index_types(oxia_store, root, topic) == [(15, "COMPACTED", 15), (16, "COMPACTED", 1)]
     assert snapshot(reader, topic)[-1][1] == b"new"
 
 
 def test_limits_split_runs(writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore,
-                           topic: str) -> None:
+                           topic: str, root: str) -> None:
     fill(writer, topic)
-    small = Compactor(oxia_store, blob_store, bucket=BUCKET, config=CompactorConfig(max_offsets_per_run=4))
+    small = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, config=CompactorConfig(max_offsets_per_run=4))
     results = compact_until_caught_up(small, topic, 0, budget_s=30)
     assert [(r.start_offset, r.end_offset) for r in results if r.outcome == "compacted"] == [
         (1, 3), (4, 6), (7, 10), (11, 15)
     ]
-    assert [t for _, t, _ in index_types(oxia_store, topic)] == ["COMPACTED"] * 4
+    assert [t for _, t, _ in index_types(oxia_store, root, topic)] == ["COMPACTED"] * 4
     assert len(snapshot(reader, topic)) == 15
-    assert manifest_chain(blob_store, topic) == [(1, 3, 3), (4, 6, 3), (7, 10, 4), (11, 15, 5)]
+    assert manifest_chain(blob_store, root, topic) == [(1, 3, 3), (4, 6, 3), (7, 10, 4), (11, 15, 5)]
 
 
 @pytest.mark.parametrize(
@@ -106,36 +106,37 @@ def test_limits_split_runs(writer: LogWriter, reader: LogReader, oxia_store: Oxi
 )
 def test_a_crash_at_any_step_is_finished_by_another_compactor(
     writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str, point: str
+    topic: str, point: str, root: str
 ) -> None:
     fill(writer, topic)
     before = snapshot(reader, topic)
-    doomed = Compactor(oxia_store, blob_store, bucket=BUCKET, fault_hook=crash_at(point))
+    doomed = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(point))
     with pytest.raises(SimulatedCrash):
         doomed.compact_once(topic, 0)
 
     assert snapshot(reader, topic) == before  # readers are right in every intermediate state
     # a manifest exists only once the range is committed (never for an orphaned object)
     committed = point not in (AFTER_BLOB_PUT, AFTER_RECORD, AFTER_END_KEY)
-    assert manifest_chain(blob_store, topic) == ([(1, 15, 15)] if committed else [])
+    assert manifest_chain(blob_store, root, topic) == ([(1, 15, 15)] if committed else [])
 
     result = compactor.compact_once(topic, 0)
     assert result.outcome == ("compacted" if point == AFTER_BLOB_PUT else "resumed")
     assert (result.start_offset, result.end_offset) == (1, 15)
-    assert index_types(oxia_store, topic) == [(15, "COMPACTED", 15)]
-    assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0)).compaction() is None
+    assert index_types(oxia_store, root, topic) == [(15, "COMPACTED", 15)]
+    assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0, root)).compaction() is None
     assert snapshot(reader, topic) == before
-    assert manifest_chain(blob_store, topic) == [(1, 15, 15)]
+    assert manifest_chain(blob_store, root, topic) == [(1, 15, 15)]
 
 
 def test_compactor_finishes_a_pending_append_first(
     writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str
+    topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
     with pytest.raises(SimulatedCrash):
-        LogWriter(oxia_store, blob_store, bucket=BUCKET, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"b"])
+        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(AFTER_RESERVE)).append(
+            topic, 0, [b"b"])
 
     result = compactor.compact_once(topic, 0)
 
@@ -174,7 +175,7 @@ def test_writers_appending_during_compaction_lose_nothing(
 
 def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
     writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str
+    topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     reserved, release = threading.Event(), threading.Event()
@@ -184,7 +185,7 @@ def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
             reserved.set()
             assert release.wait(30)
 
-    stalled = LogWriter(oxia_store, blob_store, bucket=BUCKET, fault_hook=stall)
+    stalled = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=stall)
     thread = threading.Thread(target=stalled.append, args=(topic, 0, [b"a", b"b"]))
     thread.start()
     assert reserved.wait(30)
@@ -194,13 +195,13 @@ def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
     release.set()
     thread.join(30)
 
-    assert [(e, t) for e, t, _ in index_types(oxia_store, topic)] == [(3, EntryType.COMPACTED.value)]
+    assert [(e, t) for e, t, _ in index_types(oxia_store, root, topic)] == [(3, EntryType.COMPACTED.value)]
     assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"a", b"b", b"c"]
 
 
 def test_a_compactor_that_stalled_past_another_compaction_does_not_commit_its_stale_range(
     writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str
+    topic: str, root: str
 ) -> None:
     fill(writer, topic)
     before = snapshot(reader, topic)
@@ -211,7 +212,7 @@ def test_a_compactor_that_stalled_past_another_compaction_does_not_commit_its_st
             selected.set()
             assert release.wait(30)
 
-    stalled = Compactor(oxia_store, blob_store, bucket=BUCKET, fault_hook=stall)
+    stalled = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=stall)
     outcome: list[str] = []
     thread = threading.Thread(target=lambda: outcome.append(stalled.compact_once(topic, 0).outcome))
     thread.start()
@@ -222,17 +223,17 @@ def test_a_compactor_that_stalled_past_another_compaction_does_not_commit_its_st
     thread.join(30)
 
     assert outcome == ["nothing_to_do"]
-    assert index_types(oxia_store, topic)[0] == (15, "COMPACTED", 15)
+    assert index_types(oxia_store, root, topic)[0] == (15, "COMPACTED", 15)
     assert snapshot(reader, topic)[:15] == before
 
 
 def test_a_stale_compaction_record_is_abandoned_not_applied(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str
 ) -> None:
     fill(writer, topic)
     compactor.compact_once(topic, 0)  # cursor now 16
     writer.append(topic, 0, [b"x", b"y"])
-    keys = PartitionKeys(topic, 0)
+    keys = PartitionKeys(topic, 0, root)
     stale = CompactionRecord("stale", CompactionState.WRITING_COMPACTED_INDEX, 1, 17, 17,
                              f"s3://{BUCKET}/{keys.compacted_object_key()}", 0, last_source_start_offset=16)
     oxia_store.put(keys.compaction, stale.encode(), partition_key=keys.partition_key)
@@ -240,6 +241,6 @@ def test_a_stale_compaction_record_is_abandoned_not_applied(
     result = compactor.compact_once(topic, 0)
 
     assert result.outcome == "resumed"
-    assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0)).compaction() is None
+    assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0, root)).compaction() is None
     assert [r[1] for r in snapshot(reader, topic)][-2:] == [b"x", b"y"]
-    assert index_types(oxia_store, topic) == [(15, "COMPACTED", 15), (17, "WAL", 2)]
+    assert index_types(oxia_store, root, topic) == [(15, "COMPACTED", 15), (17, "WAL", 2)]

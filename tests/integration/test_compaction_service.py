@@ -18,13 +18,15 @@ from tests.conftest import BUCKET
 pytestmark = pytest.mark.oxia
 
 
-def test_planner_picks_partitions_with_enough_lag(writer: LogWriter, oxia_store: OxiaStore, topic: str) -> None:
+def test_planner_picks_partitions_with_enough_lag(
+    writer: LogWriter, oxia_store: OxiaStore, topic: str, root: str
+) -> None:
     for partition, appends in ((0, 5), (1, 1), (2, 0)):
         writer.initialize_partition(topic, partition)
         for _ in range(appends):
             writer.append(topic, partition, [b"x"])
 
-    plan = plan_compaction(LogCatalog(oxia_store), min_lag=3, rng=random.Random(1))
+    plan = plan_compaction(LogCatalog(oxia_store, root=root), min_lag=3, rng=random.Random(1))
 
     mine = {(t.topic, t.partition): t.lag for t in plan.tasks if t.topic == topic}
     assert mine == {(topic, 0): 5}
@@ -49,11 +51,12 @@ def test_worker_compacts_until_caught_up_and_releases_its_claim(
 
 
 def test_worker_skips_a_partition_claimed_elsewhere(
-    writer: LogWriter, compactor_and_claims: tuple[Compactor, CompactorClaims], oxia_store: OxiaStore, topic: str
+    writer: LogWriter, compactor_and_claims: tuple[Compactor, CompactorClaims], oxia_store: OxiaStore, topic: str,
+    root: str
 ) -> None:
     compactor, claims = compactor_and_claims
     writer.initialize_partition(topic, 0)
-    assert CompactorClaims(oxia_store, "someone-else").try_claim(topic, 0) is not None
+    assert CompactorClaims(oxia_store, "someone-else", root=root).try_claim(topic, 0) is not None
 
     outcome = run_compaction_task(CompactionTask(topic, 0, 1), compactor, claims, budget_s=30)
 
@@ -62,6 +65,6 @@ def test_worker_skips_a_partition_claimed_elsewhere(
 
 
 @pytest.fixture
-def compactor_and_claims(oxia_config, blob_store) -> Iterator[tuple[Compactor, CompactorClaims]]:
+def compactor_and_claims(oxia_config, blob_store, root: str) -> Iterator[tuple[Compactor, CompactorClaims]]:
     with OxiaStore(oxia_config) as store:
-        yield Compactor(store, blob_store, bucket=BUCKET), CompactorClaims(store, "worker-1")
+        yield Compactor(store, blob_store, bucket=BUCKET, root=root), CompactorClaims(store, "worker-1", root=root)

@@ -24,10 +24,10 @@ from tests.conftest import BUCKET
 pytestmark = pytest.mark.oxia
 
 
-def append_many(oxia_config: OxiaConfig, s3_config: S3Config, topic: str, writer_id: int, appends: int,
+def append_many(oxia_config: OxiaConfig, s3_config: S3Config, root: str, topic: str, writer_id: int, appends: int,
                 config: WriterConfig | None = None) -> list[tuple[int, int, bytes]]:
     """Runs in a thread or a worker process: a fresh writer with its own Oxia client (not fork-safe)."""
-    with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, config=config) as writer:
+    with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, root=root, config=config) as writer:
         out = []
         for i in range(appends):
             payload = f"w{writer_id}-{i}".encode()
@@ -51,21 +51,21 @@ def assert_unique_and_contiguous(results: list[tuple[int, int, bytes]], reader: 
 
 
 def test_threads_share_one_writer(writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig,
-                                  s3_config: S3Config, topic: str) -> None:
+                                  s3_config: S3Config, topic: str, root: str) -> None:
     writer.initialize_partition(topic, 0)
     with ThreadPoolExecutor(8) as pool:
-        futures = [pool.submit(append_many, oxia_config, s3_config, topic, w, 10) for w in range(8)]
+        futures = [pool.submit(append_many, oxia_config, s3_config, root, topic, w, 10) for w in range(8)]
         results = [r for f in futures for r in f.result()]
     assert len(results) == 80
     assert_unique_and_contiguous(results, reader, topic)
 
 
 def test_processes_each_with_their_own_writer(writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig,
-                                              s3_config: S3Config, topic: str) -> None:
+                                              s3_config: S3Config, topic: str, root: str) -> None:
     writer.initialize_partition(topic, 0)
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(4) as pool:
-        chunks = pool.starmap(append_many, [(oxia_config, s3_config, topic, w, 8) for w in range(4)])
+        chunks = pool.starmap(append_many, [(oxia_config, s3_config, root, topic, w, 8) for w in range(4)])
     results = [r for chunk in chunks for r in chunk]
     assert len(results) == 32
     assert_unique_and_contiguous(results, reader, topic)
@@ -73,7 +73,7 @@ def test_processes_each_with_their_own_writer(writer: LogWriter, reader: LogRead
 
 @pytest.mark.parametrize("protocol", list(AppendProtocol), ids=[p.value for p in AppendProtocol])
 def test_appends_compaction_and_garbage_collection_all_at_once(
-    oxia_store: OxiaStore, blob_store: BlobStore, reader: LogReader, topic: str, protocol: AppendProtocol
+    oxia_store: OxiaStore, blob_store: BlobStore, reader: LogReader, topic: str, protocol: AppendProtocol, root: str
 ) -> None:
     """Writers, two compactors and the collector race on two partitions; every acknowledged record survives.
 
@@ -82,12 +82,12 @@ def test_appends_compaction_and_garbage_collection_all_at_once(
     while appends and compactions are in flight.
     """
     config = WriterConfig(max_commit_delay_ms=1_000, append_protocol=protocol)  # docs/SEQUENTIAL_APPEND.md
-    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, config=config)
+    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, config=config)
     compactors = [
-        Compactor(oxia_store, blob_store, bucket=BUCKET, config=CompactorConfig(max_commit_delay_ms=1_000))
+        Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, config=CompactorConfig(max_commit_delay_ms=1_000))
         for _ in range(2)
     ]
-    collector = GarbageCollector(oxia_store, blob_store, bucket=BUCKET, config=GcConfig(grace_ms=2_500))
+    collector = GarbageCollector(oxia_store, blob_store, bucket=BUCKET, root=root, config=GcConfig(grace_ms=2_500))
     partitions = (0, 1)
     for partition in partitions:
         writer.initialize_partition(topic, partition)

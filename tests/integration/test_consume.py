@@ -58,8 +58,8 @@ def reader_blobs(s3_config: S3Config) -> BlobStore:
 
 
 @pytest.fixture
-def service(reader_oxia: OxiaStore, reader_blobs: BlobStore) -> ConsumeService:
-    return ConsumeService(LogReader(reader_oxia, reader_blobs))
+def service(reader_oxia: OxiaStore, reader_blobs: BlobStore, root: str) -> ConsumeService:
+    return ConsumeService(LogReader(reader_oxia, reader_blobs, root=root))
 
 
 def test_partitions_sharing_one_wal_blob_fetch_it_once(
@@ -146,13 +146,13 @@ def test_long_poll_returns_as_soon_as_data_arrives(writer: LogWriter, service: C
 
 
 def test_long_poll_with_a_tail_cache_wakes_on_the_local_append(
-    oxia_store: OxiaStore, blob_store: BlobStore, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str
+    oxia_store: OxiaStore, blob_store: BlobStore, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, root: str
 ) -> None:
     cache = TailCache(MB)
-    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, commit_listener=cache.on_commit)
+    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, commit_listener=cache.on_commit)
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"first"])
-    service = ConsumeService(LogReader(reader_oxia, reader_blobs), tail_cache=cache)
+    service = ConsumeService(LogReader(reader_oxia, reader_blobs, root=root), tail_cache=cache)
 
     timer = threading.Timer(0.3, writer.append, args=(topic, 0, [b"second"]))
     start = time.monotonic()
@@ -204,14 +204,14 @@ def test_offsets_out_of_range_are_reported_per_partition(
 
 
 def test_tail_cache_hits_avoid_oxia_and_s3(
-    oxia_store: OxiaStore, blob_store: BlobStore, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str
+    oxia_store: OxiaStore, blob_store: BlobStore, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, root: str
 ) -> None:
     cache = TailCache(MB)
-    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, commit_listener=cache.on_commit)
+    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, commit_listener=cache.on_commit)
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
     writer.append(topic, 0, [b"c"])
-    service = ConsumeService(LogReader(reader_oxia, reader_blobs), tail_cache=cache)
+    service = ConsumeService(LogReader(reader_oxia, reader_blobs, root=root), tail_cache=cache)
 
     (result,) = service.consume(request(part(topic)))
 
@@ -228,12 +228,12 @@ def test_tail_cache_hits_avoid_oxia_and_s3(
 
 
 def test_a_cache_miss_falls_back_to_oxia_and_fills_the_cache(
-    writer: LogWriter, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str
+    writer: LogWriter, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
     cache = TailCache(MB)
-    service = ConsumeService(LogReader(reader_oxia, reader_blobs), tail_cache=cache)
+    service = ConsumeService(LogReader(reader_oxia, reader_blobs, root=root), tail_cache=cache)
 
     (first,) = service.consume(request(part(topic)))
     calls = reader_oxia.counters.total_calls()
@@ -245,13 +245,13 @@ def test_a_cache_miss_falls_back_to_oxia_and_fills_the_cache(
 
 
 def test_a_reader_catching_up_through_the_cache_does_not_wait_at_what_it_read(
-    writer: LogWriter, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str
+    writer: LogWriter, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, root: str
 ) -> None:
     """Batches read from S3 are cached, but their end is not the partition's: no long-poll wait there."""
     writer.initialize_partition(topic, 0)
     for value in (b"a", b"b", b"c"):
         writer.append(topic, 0, [value])
-    service = ConsumeService(LogReader(reader_oxia, reader_blobs), tail_cache=TailCache(MB))
+    service = ConsumeService(LogReader(reader_oxia, reader_blobs, root=root), tail_cache=TailCache(MB))
 
     (first,) = service.consume(request(part(topic, max_bytes=1)))  # one record: the first batch only
     start = time.monotonic()
@@ -291,9 +291,9 @@ def test_batching_producer_on_a_real_writer(writer: LogWriter, reader: LogReader
 
 
 def test_produce_service_initializes_partitions_once(
-    oxia_store: OxiaStore, blob_store: BlobStore, reader: LogReader, topic: str
+    oxia_store: OxiaStore, blob_store: BlobStore, reader: LogReader, topic: str, root: str
 ) -> None:
-    produce = ProduceService(LogWriter(oxia_store, blob_store, bucket=BUCKET))
+    produce = ProduceService(LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root))
     first = produce.produce([SharedAppendGroup(topic, 0, [b"a"]), SharedAppendGroup(topic, 3, [b"b"])])
     creates = oxia_store.counters.snapshot()["put"].calls
     second = produce.produce([SharedAppendGroup(topic, 0, [b"c"])])

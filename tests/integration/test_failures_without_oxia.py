@@ -7,7 +7,6 @@ client meets a real refused connection.
 from __future__ import annotations
 
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -18,7 +17,7 @@ from llog.config import OxiaConfig, S3Config
 from llog.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.devstack import free_port
 from llog.errors import ConfigurationError, InvalidArgument, InvalidPartition, InvalidTopicName, OxiaUnavailable
-from llog.gc import WAL_CHUNK, GarbageCollector, GcConfig, GcReport
+from llog.gc import MAX_WARNINGS, WAL_CHUNK, GarbageCollector, GcConfig, GcReport
 from llog.keys import S3Location, new_object_id, shared_wal_prefix
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
@@ -64,8 +63,10 @@ def test_creating_a_store_touches_no_network() -> None:
     assert time.monotonic() - start < 0.5
 
 
-def test_append_with_oxia_down_reports_each_group_failed(dead_oxia: OxiaStore, blob_store: BlobStore) -> None:
-    writer = LogWriter(dead_oxia, blob_store, bucket=BUCKET)
+def test_append_with_oxia_down_reports_each_group_failed(
+    dead_oxia: OxiaStore, blob_store: BlobStore, root: str
+) -> None:
+    writer = LogWriter(dead_oxia, blob_store, bucket=BUCKET, root=root)
     results = writer.append_shared([SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("orders", 1, [b"b"])])
 
     assert [r.ok for r in results] == [False, False]
@@ -73,14 +74,14 @@ def test_append_with_oxia_down_reports_each_group_failed(dead_oxia: OxiaStore, b
     assert all(r.start_offset is None and r.wal_uri is None for r in results)
 
 
-def test_reader_with_oxia_down_raises_oxia_unavailable(dead_oxia: OxiaStore, blob_store: BlobStore) -> None:
+def test_reader_with_oxia_down_raises_oxia_unavailable(dead_oxia: OxiaStore, blob_store: BlobStore, root: str) -> None:
     with pytest.raises(OxiaUnavailable):
-        LogReader(dead_oxia, blob_store).read_offset("orders", 0, 1)
+        LogReader(dead_oxia, blob_store, root=root).read_offset("orders", 0, 1)
 
 
-def test_s3_failure_fails_every_group_and_touches_no_oxia(dead_oxia: OxiaStore, s3_config: S3Config) -> None:
+def test_s3_failure_fails_every_group_and_touches_no_oxia(dead_oxia: OxiaStore, s3_config: S3Config, root: str) -> None:
     missing_bucket = "llog-no-such-bucket"
-    writer = LogWriter(dead_oxia, BlobStore(s3_config), bucket=missing_bucket)
+    writer = LogWriter(dead_oxia, BlobStore(s3_config), bucket=missing_bucket, root=root)
 
     results = writer.append_shared([SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("audit", 3, [b"b"])])
 
@@ -108,17 +109,18 @@ def test_s3_failure_fails_every_group_and_touches_no_oxia(dead_oxia: OxiaStore, 
     ],
 )
 def test_rejected_input_writes_nothing(
-    dead_oxia: OxiaStore, blob_store: BlobStore, groups: list[SharedAppendGroup], error: type[Exception]
+    dead_oxia: OxiaStore, blob_store: BlobStore, groups: list[SharedAppendGroup], error: type[Exception], root: str
 ) -> None:
-    writer = LogWriter(dead_oxia, blob_store, bucket=BUCKET)
+    writer = LogWriter(dead_oxia, blob_store, bucket=BUCKET, root=root)
     with pytest.raises(error):
         writer.append_shared(groups)
     assert blob_store.counters.total_calls() == 0
     assert dead_oxia.counters.total_calls() == 0
 
 
-def test_gc_keeps_and_reports_a_wal_object_it_cannot_read(dead_oxia: OxiaStore, blob_store: BlobStore) -> None:
-    root = f"gc-{uuid.uuid4().hex[:8]}"
+def test_gc_keeps_and_reports_a_wal_object_it_cannot_read(
+    dead_oxia: OxiaStore, blob_store: BlobStore, root: str
+) -> None:
     blob_store.put(S3Location(BUCKET, f"{shared_wal_prefix(root)}{new_object_id()}"), b"")
     collector = GarbageCollector(dead_oxia, blob_store, bucket=BUCKET, root=root, config=GcConfig(grace_ms=1),
                                  clock=lambda: time.time() + 60)
@@ -127,14 +129,20 @@ def test_gc_keeps_and_reports_a_wal_object_it_cannot_read(dead_oxia: OxiaStore, 
     collector.collect_wal(report)
 
     assert report.wal_blobs_deleted == 0
-    assert len(report.errors) == 1
-    assert "too short for an LLS1 blob" in report.errors[0]
+    assert report.errors == []  # a warning: it would recur every run, and the run did its work
+    assert report.wal_unreadable_kept == 1
+    assert len(report.warnings) == 1
+    assert "too short for an LLS1 blob" in report.warnings[0]
     assert len(list(blob_store.list(BUCKET, shared_wal_prefix(root)))) == 1
 
 
-def test_gc_reads_headers_concurrently_across_listing_pages(dead_oxia: OxiaStore, blob_store: BlobStore) -> None:
-    """More old blobs than one round (WAL_CHUNK) through the reader pool: every one judged, none deleted."""
-    root = f"gc-{uuid.uuid4().hex[:8]}"
+def test_gc_reads_headers_concurrently_across_listing_pages(
+    dead_oxia: OxiaStore, blob_store: BlobStore, root: str
+) -> None:
+    """More old blobs than one round (WAL_CHUNK) through the reader pool: every one judged, none deleted.
+
+    Each is 4 bytes, too short for an LLS1 blob: counted, and the report names the first MAX_WARNINGS.
+    """
     keys = [f"{shared_wal_prefix(root)}{new_object_id()}" for _ in range(WAL_CHUNK + 150)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda key: blob_store.put(S3Location(BUCKET, key), b"LLS1"), keys))
@@ -144,21 +152,22 @@ def test_gc_reads_headers_concurrently_across_listing_pages(dead_oxia: OxiaStore
 
     collector.collect_wal(report)
 
-    assert (report.wal_blobs_seen, report.wal_blobs_deleted) == (len(keys), 0)
-    assert sorted(e.split(":")[0] for e in report.errors) == sorted(keys)
+    assert (report.wal_blobs_seen, report.wal_blobs_deleted, report.wal_unreadable_kept) == (len(keys), 0, len(keys))
+    assert report.errors == []
+    assert [w.split(":")[0] for w in report.warnings] == sorted(keys)[:MAX_WARNINGS]
 
 
-def _catching_up_service(dead_oxia: OxiaStore, blob_store: BlobStore) -> ConsumeService:
+def _catching_up_service(dead_oxia: OxiaStore, blob_store: BlobStore, root: str) -> ConsumeService:
     """``llog serve``'s consume service whose cache holds offsets 1-2, read by a reader that had not reached the end."""
     cache = TailCache(1 << 20)
     cache.add("orders", 0, 1, decode_batch(encode_batch([b"a", b"b"], now_ms=1)), at_end=False)
-    return ConsumeService(LogReader(dead_oxia, blob_store), tail_cache=cache)
+    return ConsumeService(LogReader(dead_oxia, blob_store, root=root), tail_cache=cache)
 
 
 def test_a_catching_up_reader_is_served_from_the_cache_when_oxia_is_out_of_reach(
-    dead_oxia: OxiaStore, blob_store: BlobStore
+    dead_oxia: OxiaStore, blob_store: BlobStore, root: str
 ) -> None:
-    service = _catching_up_service(dead_oxia, blob_store)
+    service = _catching_up_service(dead_oxia, blob_store, root)
     (result,) = service.consume(ConsumeRequest([FetchPartition("orders", 0, 1, 1 << 20)], 0, 1, 1 << 20))
     assert result.error is None
     assert [r.value for r in result.records] == [b"a", b"b"]
@@ -166,14 +175,14 @@ def test_a_catching_up_reader_is_served_from_the_cache_when_oxia_is_out_of_reach
 
 
 def test_a_catching_up_reader_does_not_wait_at_the_end_of_what_it_read(
-    dead_oxia: OxiaStore, blob_store: BlobStore
+    dead_oxia: OxiaStore, blob_store: BlobStore, root: str
 ) -> None:
     """The cache's end is only where this reader stopped, not the partition's: ask Oxia at once.
 
     Before the fix the request trusted the cached end as the tail, waited the whole
     ``max_wait_ms`` and only then asked Oxia (here: an error, after 5 s).
     """
-    service = _catching_up_service(dead_oxia, blob_store)
+    service = _catching_up_service(dead_oxia, blob_store, root)
     start = time.monotonic()
     (result,) = service.consume(ConsumeRequest([FetchPartition("orders", 0, 3, 1 << 20)], 5_000, 1, 1 << 20))
     assert isinstance(result.error, OxiaUnavailable)

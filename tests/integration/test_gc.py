@@ -7,6 +7,8 @@ period protecting young objects.
 
 from __future__ import annotations
 
+import logging
+import random
 import time
 from collections.abc import Callable
 
@@ -16,7 +18,7 @@ from llog.blob_store import BlobStore
 from llog.compactor import AFTER_BLOB_PUT, Compactor
 from llog.faults import SimulatedCrash, crash_at
 from llog.gc import GarbageCollector, GcConfig
-from llog.keys import PartitionKeys, S3Location, shared_wal_prefix
+from llog.keys import PartitionKeys, S3Location, new_object_id, shared_wal_prefix
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
 from llog.writer import AFTER_BLOB_PUT as WRITER_AFTER_BLOB_PUT
@@ -28,13 +30,13 @@ pytestmark = pytest.mark.oxia
 GRACE_MS = 60 * 60 * 1000
 
 
-def collector(oxia: OxiaStore, blobs: BlobStore, *, ahead_ms: int = GRACE_MS + 60_000) -> GarbageCollector:
+def collector(oxia: OxiaStore, blobs: BlobStore, root: str, *, ahead_ms: int = GRACE_MS + 60_000) -> GarbageCollector:
     clock: Callable[[], float] = lambda: time.time() + ahead_ms / 1000  # noqa: E731
-    return GarbageCollector(oxia, blobs, bucket=BUCKET, config=GcConfig(grace_ms=GRACE_MS), clock=clock)
+    return GarbageCollector(oxia, blobs, bucket=BUCKET, root=root, config=GcConfig(grace_ms=GRACE_MS), clock=clock)
 
 
-def wal_keys(blobs: BlobStore) -> set[str]:
-    return {o.key for o in blobs.list(BUCKET, shared_wal_prefix())}
+def wal_keys(blobs: BlobStore, root: str) -> set[str]:
+    return {o.key for o in blobs.list(BUCKET, shared_wal_prefix(root))}
 
 
 def uri_key(uri: str | None) -> str:
@@ -43,76 +45,149 @@ def uri_key(uri: str | None) -> str:
 
 
 def test_blobs_stay_while_referenced_and_go_once_compacted_everywhere(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     other = f"{topic}-b"
     for t in (topic, other):
         writer.initialize_partition(t, 0)
     shared = writer.append_shared([SharedAppendGroup(topic, 0, [b"a"]), SharedAppendGroup(other, 0, [b"b"])])
     blob = uri_key(shared[0].wal_uri)
-    compactor = Compactor(oxia_store, blob_store, bucket=BUCKET)
-    gc = collector(oxia_store, blob_store)
+    compactor = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root)
+    gc = collector(oxia_store, blob_store, root)
 
     gc.collect()
-    assert blob in wal_keys(blob_store)  # referenced by both partitions
+    assert blob in wal_keys(blob_store, root)  # referenced by both partitions
 
     compactor.compact_once(topic, 0)
     gc.collect()
-    assert blob in wal_keys(blob_store)  # still referenced by the other partition
+    assert blob in wal_keys(blob_store, root)  # still referenced by the other partition
 
     compactor.compact_once(other, 0)
     report = gc.collect()
-    assert blob not in wal_keys(blob_store)
+    assert blob not in wal_keys(blob_store, root)
     assert report.wal_blobs_deleted >= 1
     assert reader.read_offset(topic, 0, 1).value == b"a"  # served by the compacted object
     assert reader.read_offset(other, 0, 1).value == b"b"
 
 
 def test_an_orphaned_blob_goes_only_after_the_grace_period(
-    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
-    before = wal_keys(blob_store)
+    before = wal_keys(blob_store, root)
     with pytest.raises(SimulatedCrash):
-        LogWriter(oxia_store, blob_store, bucket=BUCKET, fault_hook=crash_at(WRITER_AFTER_BLOB_PUT)).append(
+        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(WRITER_AFTER_BLOB_PUT)).append(
             topic, 0, [b"never committed"])
-    (orphan,) = wal_keys(blob_store) - before
+    (orphan,) = wal_keys(blob_store, root) - before
 
-    collector(oxia_store, blob_store, ahead_ms=0).collect()
-    assert orphan in wal_keys(blob_store)  # young: a slow writer might still commit it
+    collector(oxia_store, blob_store, root, ahead_ms=0).collect()
+    assert orphan in wal_keys(blob_store, root)  # young: a slow writer might still commit it
 
-    collector(oxia_store, blob_store).collect()
-    assert orphan not in wal_keys(blob_store)
+    collector(oxia_store, blob_store, root).collect()
+    assert orphan not in wal_keys(blob_store, root)
 
 
 def test_a_pending_append_keeps_its_blob(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     with pytest.raises(SimulatedCrash):
-        LogWriter(oxia_store, blob_store, bucket=BUCKET, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"p"])
-    collector(oxia_store, blob_store).collect()
+        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(AFTER_RESERVE)).append(
+            topic, 0, [b"p"])
+    collector(oxia_store, blob_store, root).collect()
     assert reader.read_offset(topic, 0, 1).value == b"p"
 
 
 def test_orphaned_compacted_objects_go_and_referenced_ones_stay(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
-    keys = PartitionKeys(topic, 0)
+    keys = PartitionKeys(topic, 0, root)
     with pytest.raises(SimulatedCrash):
-        Compactor(oxia_store, blob_store, bucket=BUCKET, fault_hook=crash_at(AFTER_BLOB_PUT)).compact_once(topic, 0)
+        Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(AFTER_BLOB_PUT)).compact_once(
+            topic, 0)
     (orphan,) = [o.key for o in blob_store.list(BUCKET, keys.compacted_prefix)]
-    Compactor(oxia_store, blob_store, bucket=BUCKET).compact_once(topic, 0)
+    Compactor(oxia_store, blob_store, bucket=BUCKET, root=root).compact_once(topic, 0)
     live = {o.key for o in blob_store.list(BUCKET, keys.compacted_prefix)} - {orphan}
 
-    report = collector(oxia_store, blob_store).collect()
+    report = collector(oxia_store, blob_store, root).collect()
 
     remaining = {o.key for o in blob_store.list(BUCKET, keys.compacted_prefix)}
     assert remaining == live
     assert report.compacted_deleted >= 1
     assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"a", b"b"]
     # The watermark means a second run lists nothing already judged.
-    second = collector(oxia_store, blob_store).collect()
+    second = collector(oxia_store, blob_store, root).collect()
     assert second.compacted_deleted == 0
+
+
+def put_unreadable(blobs: BlobStore, root: str) -> dict[str, str]:
+    """Two objects under the root's wal-shared/ that are not LLS1 blobs, with the reason GC gives for each."""
+    noise = random.Random(7).randbytes(4096)
+    assert not noise.startswith(b"LLS1")
+    reasons = {}
+    for body, reason in ((b"1234567", "is 7 bytes, too short for an LLS1 blob"), (noise, "not an LLS1 shared blob")):
+        key = f"{shared_wal_prefix(root)}{new_object_id()}"
+        blobs.put(S3Location(BUCKET, key), body)
+        reasons[key] = reason
+    return reasons
+
+
+def test_unreadable_objects_under_wal_shared_are_kept_as_warnings_and_the_run_goes_on(
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str,
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    """A foreign or damaged object is never deleted (GC cannot judge it), and it is a warning, not an error:
+    it would recur every run. Real garbage next to it still goes in the same run."""
+    writer.initialize_partition(topic, 0)
+    kept = uri_key(writer.append(topic, 0, [b"kept"]).wal_uri)
+    before = wal_keys(blob_store, root)
+    with pytest.raises(SimulatedCrash):
+        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(WRITER_AFTER_BLOB_PUT)).append(
+            topic, 0, [b"never committed"])
+    (orphan,) = wal_keys(blob_store, root) - before
+    unreadable = put_unreadable(blob_store, root)
+
+    with caplog.at_level(logging.WARNING, logger="llog.gc"):
+        report = collector(oxia_store, blob_store, root).collect()
+
+    assert report.errors == []
+    assert (report.wal_blobs_deleted, report.referenced_kept, report.wal_unreadable_kept) == (1, 1, 2)
+    assert wal_keys(blob_store, root) == {kept, *unreadable}
+    assert orphan not in wal_keys(blob_store, root)
+    assert len(report.warnings) == 2
+    for warning in report.warnings:
+        key = warning.split(":")[0]
+        assert unreadable[key] in warning
+    logged = [r for r in caplog.records if "not readable LLS1 blobs" in r.getMessage()]
+    assert len(logged) == 1  # once per run, not once per object
+    assert logged[0].levelno == logging.WARNING
+    assert "kept 2 object(s)" in logged[0].getMessage()
+
+    again = collector(oxia_store, blob_store, root).collect()
+    assert (again.errors, again.wal_unreadable_kept, again.wal_blobs_deleted) == ([], 2, 0)
+    assert wal_keys(blob_store, root) == {kept, *unreadable}
+
+
+def test_a_wal_object_deleted_between_listing_and_reading_is_skipped(
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer.initialize_partition(topic, 0)
+    with pytest.raises(SimulatedCrash):
+        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(WRITER_AFTER_BLOB_PUT)).append(
+            topic, 0, [b"never committed"])
+    (orphan,) = wal_keys(blob_store, root)
+    read_header = GarbageCollector._blob_partitions
+
+    def deleted_first(self: GarbageCollector, location: S3Location, size: int) -> set[tuple[str, int]]:
+        blob_store.delete(BUCKET, [location.key])  # someone else (another GC run) got there first
+        return read_header(self, location, size)
+
+    monkeypatch.setattr(GarbageCollector, "_blob_partitions", deleted_first)
+    report = collector(oxia_store, blob_store, root).collect()
+
+    assert (report.errors, report.warnings) == ([], [])
+    assert (report.wal_blobs_seen, report.wal_blobs_deleted, report.wal_unreadable_kept) == (1, 0, 0)
+    assert orphan not in wal_keys(blob_store, root)

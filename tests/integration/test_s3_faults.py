@@ -65,8 +65,8 @@ def store(s3_config: S3Config) -> BlobStore:
 
 
 @pytest.fixture
-def location() -> S3Location:
-    return S3Location(BUCKET, f"llog/faults/{uuid.uuid4()}")
+def location(root: str) -> S3Location:
+    return S3Location(BUCKET, f"{root}/faults/{uuid.uuid4()}")
 
 
 @pytest.mark.parametrize(
@@ -104,10 +104,10 @@ def test_range_get_retries_then_returns_exact_bytes(store: BlobStore, location: 
     assert store.get_range(location, 10, 50) == bytes(range(10, 60))
 
 
-def test_an_append_whose_blob_never_became_durable_is_never_acknowledged(store: BlobStore) -> None:
+def test_an_append_whose_blob_never_became_durable_is_never_acknowledged(store: BlobStore, root: str) -> None:
     Faults(store, "PutObject", error_response(500, "InternalError"), times=100)
     oxia = OxiaStore(OxiaConfig(f"127.0.0.1:{free_port()}", connect_timeout_ms=500))
-    writer = LogWriter(oxia, store, bucket=BUCKET)
+    writer = LogWriter(oxia, store, bucket=BUCKET, root=root)
 
     results = writer.append_shared([SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("orders", 1, [b"b"])])
 

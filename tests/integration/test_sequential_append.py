@@ -57,35 +57,36 @@ SEQUENTIAL = WriterConfig(append_protocol=AppendProtocol.SEQUENTIAL)
 GRACE_MS = 60 * 60 * 1000
 
 
-def seq_writer(oxia: OxiaStore, blobs: BlobStore, hook: FaultHook | None = None) -> LogWriter:
-    return LogWriter(oxia, blobs, bucket=BUCKET, config=SEQUENTIAL, fault_hook=hook)
+def seq_writer(oxia: OxiaStore, blobs: BlobStore, root: str, hook: FaultHook | None = None) -> LogWriter:
+    return LogWriter(oxia, blobs, bucket=BUCKET, root=root, config=SEQUENTIAL, fault_hook=hook)
 
 
 @pytest.fixture
-def writer(oxia_store: OxiaStore, blob_store: BlobStore) -> LogWriter:
+def writer(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> LogWriter:
     """A writer that creates sequential partitions (overrides the seed one of conftest)."""
-    return seq_writer(oxia_store, blob_store)
+    return seq_writer(oxia_store, blob_store, root)
 
 
 @pytest.fixture
-def compactor(oxia_store: OxiaStore, blob_store: BlobStore) -> Compactor:
-    return Compactor(oxia_store, blob_store, bucket=BUCKET)
+def compactor(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> Compactor:
+    return Compactor(oxia_store, blob_store, bucket=BUCKET, root=root)
 
 
-def meta_of(oxia: OxiaStore, topic: str, partition: int = 0) -> PartitionMetadata:
-    return PartitionMetadata(oxia, PartitionKeys(topic, partition))
+def meta_of(oxia: OxiaStore, root: str, topic: str, partition: int = 0) -> PartitionMetadata:
+    return PartitionMetadata(oxia, PartitionKeys(topic, partition, root))
 
 
-def sequence(oxia: OxiaStore, topic: str, generation: int = 1, partition: int = 0) -> list[SequenceRecord]:
-    return meta_of(oxia, topic, partition).scan_sequence(generation, 0)
+def sequence(oxia: OxiaStore, root: str, topic: str, generation: int = 1, partition: int = 0
+             ) -> list[SequenceRecord]:
+    return meta_of(oxia, root, topic, partition).scan_sequence(generation, 0)
 
 
-def positions(oxia: OxiaStore, topic: str, generation: int = 1) -> list[tuple[int, int]]:
-    return [(r.key.position, r.key.fences) for r in sequence(oxia, topic, generation)]
+def positions(oxia: OxiaStore, root: str, topic: str, generation: int = 1) -> list[tuple[int, int]]:
+    return [(r.key.position, r.key.fences) for r in sequence(oxia, root, topic, generation)]
 
 
-def seed_index_keys(oxia: OxiaStore, topic: str) -> list[str]:
-    keys = PartitionKeys(topic, 0)
+def seed_index_keys(oxia: OxiaStore, root: str, topic: str) -> list[str]:
+    keys = PartitionKeys(topic, 0, root)
     return [r.key for r in oxia.range_scan(keys.index_prefix, keys.index_scan_end, partition_key=keys.partition_key)]
 
 
@@ -94,47 +95,48 @@ def values(reader: LogReader, topic: str, partition: int = 0) -> list[bytes]:
     return [r.value for r in reader.iter_from(topic, partition, info.log_start)]
 
 
-def wal_keys(blobs: BlobStore) -> set[str]:
-    return {o.key for o in blobs.list(BUCKET, shared_wal_prefix())}
+def wal_keys(blobs: BlobStore, root: str) -> set[str]:
+    return {o.key for o in blobs.list(BUCKET, shared_wal_prefix(root))}
 
 
-def collector(oxia: OxiaStore, blobs: BlobStore, retention: RetentionConfig | None = None) -> GarbageCollector:
+def collector(oxia: OxiaStore, blobs: BlobStore, root: str, retention: RetentionConfig | None = None
+              ) -> GarbageCollector:
     ahead = GRACE_MS / 1000 + 60
     config = GcConfig(grace_ms=GRACE_MS, retention=retention or RetentionConfig())
-    return GarbageCollector(oxia, blobs, bucket=BUCKET, config=config, clock=lambda: time.time() + ahead)
+    return GarbageCollector(oxia, blobs, bucket=BUCKET, root=root, config=config, clock=lambda: time.time() + ahead)
 
 
 # --- append and read --------------------------------------------------------------------------
 
 
 def test_initialize_creates_a_sequential_partition_whoever_comes_first_decides(
-    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     assert writer.initialize_partition(topic, 0) is True
     assert writer.initialize_partition(topic, 0) is False
-    control = control_of(oxia_store, topic, 0)
+    control = control_of(oxia_store, root, topic, 0)
     assert control.sequential
     assert control.generations == (Generation(1, 0),)
     # A seed-configured writer neither changes it nor appends the seed way.
-    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET)
+    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
     assert seed.initialize_partition(topic, 0) is False
     seed.append(topic, 0, [b"x"])
-    assert seed_index_keys(oxia_store, topic) == []
-    assert positions(oxia_store, topic) == [(1, 0)]
+    assert seed_index_keys(oxia_store, root, topic) == []
+    assert positions(oxia_store, root, topic) == [(1, 0)]
 
 
 def test_offsets_are_contiguous_and_every_record_reads_back(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     assert reader.high_watermark(topic, 0) == 0
     results = [writer.append(topic, 0, [f"{n}-{i}".encode() for i in range(n)]) for n in (1, 3, 2, 5)]
 
     assert [(r.start_offset, r.end_offset) for r in results] == [(1, 1), (2, 4), (5, 6), (7, 11)]
-    keys = PartitionKeys(topic, 0)
+    keys = PartitionKeys(topic, 0, root)
     assert [r.index_key for r in results] == [keys.sequence_key(1, e) for e in (1, 4, 6, 11)]
-    assert positions(oxia_store, topic) == [(1, 0), (4, 0), (6, 0), (11, 0)]
-    assert seed_index_keys(oxia_store, topic) == []
+    assert positions(oxia_store, root, topic) == [(1, 0), (4, 0), (6, 0), (11, 0)]
+    assert seed_index_keys(oxia_store, root, topic) == []
     assert reader.high_watermark(topic, 0) == 11
     assert values(reader, topic) == [f"{n}-{i}".encode() for n in (1, 3, 2, 5) for i in range(n)]
     assert reader.read_offset(topic, 0, 5).value == b"2-0"
@@ -145,14 +147,14 @@ def test_offsets_are_contiguous_and_every_record_reads_back(
 
 
 def test_an_append_is_one_oxia_write_and_no_read_and_control_is_never_written(
-    oxia_config: OxiaConfig, blob_store: BlobStore, topic: str
+    oxia_config: OxiaConfig, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     counters = OperationCounters()
     with OxiaStore(oxia_config, counters=counters) as oxia:
-        writer = seq_writer(oxia, blob_store)
+        writer = seq_writer(oxia, blob_store, root)
         writer.initialize_partition(topic, 0)
         writer.append(topic, 0, [b"warm"])  # the first append reads meta/control once
-        version = oxia.get(PartitionKeys(topic, 0).control, partition_key=f"{topic}:0")
+        version = oxia.get(PartitionKeys(topic, 0, root).control, partition_key=f"{topic}:0")
         before = counters.snapshot()
         for i in range(10):
             writer.append_shared([SharedAppendGroup(topic, 0, [b"r%d" % i])])
@@ -160,7 +162,7 @@ def test_an_append_is_one_oxia_write_and_no_read_and_control_is_never_written(
         ops = {op: after[op].calls - (before[op].calls if op in before else 0) for op in after}
         assert {op: n for op, n in ops.items() if n} == {"put_sequential": 10}
         assert after["put_sequential"].conflicts == 0
-        assert oxia.get(PartitionKeys(topic, 0).control, partition_key=f"{topic}:0") == version
+        assert oxia.get(PartitionKeys(topic, 0, root).control, partition_key=f"{topic}:0") == version
 
 
 def test_shared_appends_touch_each_partition_once(
@@ -174,28 +176,28 @@ def test_shared_appends_touch_each_partition_once(
     assert values(reader, topic, 1) == [b"c"]
 
 
-def _append_many(oxia_config: OxiaConfig, s3_config: S3Config, topic: str, writer_id: int, appends: int
+def _append_many(oxia_config: OxiaConfig, s3_config: S3Config, root: str, topic: str, writer_id: int, appends: int
                  ) -> list[tuple[int, int, bytes]]:
-    return append_many(oxia_config, s3_config, topic, writer_id, appends, SEQUENTIAL)
+    return append_many(oxia_config, s3_config, root, topic, writer_id, appends, SEQUENTIAL)
 
 
 def test_concurrent_threads_get_unique_contiguous_offsets(
-    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str
+    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     with ThreadPoolExecutor(8) as pool:
-        futures = [pool.submit(_append_many, oxia_config, s3_config, topic, w, 10) for w in range(8)]
+        futures = [pool.submit(_append_many, oxia_config, s3_config, root, topic, w, 10) for w in range(8)]
         results = [r for f in futures for r in f.result()]
     assert len(results) == 80
     assert_unique_and_contiguous(results, reader, topic)
 
 
 def test_concurrent_processes_get_unique_contiguous_offsets(
-    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str
+    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     with multiprocessing.get_context("spawn").Pool(4) as pool:
-        chunks = pool.starmap(_append_many, [(oxia_config, s3_config, topic, w, 8) for w in range(4)])
+        chunks = pool.starmap(_append_many, [(oxia_config, s3_config, root, topic, w, 8) for w in range(4)])
     results = [r for chunk in chunks for r in chunk]
     assert len(results) == 32
     assert_unique_and_contiguous(results, reader, topic)
@@ -205,29 +207,29 @@ def test_concurrent_processes_get_unique_contiguous_offsets(
 
 
 def test_fence_keeps_what_was_acknowledged_and_rejects_everything_after(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
     writer.append(topic, 0, [b"c"])
 
-    fenced = seq_writer(oxia_store, blob_store).fence(topic, 0)
+    fenced = seq_writer(oxia_store, blob_store, root).fence(topic, 0)
     assert fenced.log_state is LogState.FENCED
     assert fenced.generations == (Generation(1, 0, 3),)
-    assert control_of(oxia_store, topic, 0) == fenced
-    marker = sequence(oxia_store, topic)[-1]
+    assert control_of(oxia_store, root, topic, 0) == fenced
+    marker = sequence(oxia_store, root, topic)[-1]
     assert (marker.key.position, marker.key.fences, type(marker.value)) == (4, 1, FenceMarker)
 
     # The writer that cached the open generation puts its entry, sees the fence count in its key: rejected.
     with pytest.raises(LogFenced):
         writer.append(topic, 0, [b"late"])
-    assert positions(oxia_store, topic)[-1] == (5, 1)  # a void entry: never read
+    assert positions(oxia_store, root, topic)[-1] == (5, 1)  # a void entry: never read
     # A writer without the cache reads meta/control and writes nothing.
     with pytest.raises(LogFenced):
-        seq_writer(oxia_store, blob_store).append(topic, 0, [b"later"])
+        seq_writer(oxia_store, blob_store, root).append(topic, 0, [b"later"])
     with pytest.raises(LogFenced):
         writer.append(topic, 0, [b"again"])  # the rejected writer now re-reads control first
-    assert len(sequence(oxia_store, topic)) == 4
+    assert len(sequence(oxia_store, root, topic)) == 4
 
     assert reader.high_watermark(topic, 0) == 3
     assert values(reader, topic) == [b"a", b"b", b"c"]
@@ -235,16 +237,16 @@ def test_fence_keeps_what_was_acknowledged_and_rejects_everything_after(
         reader.read_offset(topic, 0, 4)
     # Idempotent: a second fence adds no marker.
     assert writer.fence(topic, 0) == fenced
-    assert len(sequence(oxia_store, topic)) == 4
+    assert len(sequence(oxia_store, root, topic)) == 4
 
 
 def test_unfence_opens_a_new_generation_and_offsets_continue(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
-    stale = seq_writer(oxia_store, blob_store)
+    stale = seq_writer(oxia_store, blob_store, root)
     stale.append(topic, 0, [b"a"])  # caches generation 1
-    admin = seq_writer(oxia_store, blob_store)
+    admin = seq_writer(oxia_store, blob_store, root)
     admin.fence(topic, 0)
     reopened = admin.unfence(topic, 0)
     assert reopened.log_state is LogState.OPEN
@@ -254,16 +256,16 @@ def test_unfence_opens_a_new_generation_and_offsets_continue(
     # The stale writer lands past generation 1's marker, learns of generation 2 and puts its entry there.
     result = stale.append(topic, 0, [b"b", b"c"])
     assert (result.start_offset, result.end_offset) == (2, 3)
-    assert result.index_key == PartitionKeys(topic, 0).sequence_key(2, 2)
+    assert result.index_key == PartitionKeys(topic, 0, root).sequence_key(2, 2)
     assert writer.append(topic, 0, [b"d"]).start_offset == 4
-    assert positions(oxia_store, topic, 2) == [(2, 0), (3, 0)]
+    assert positions(oxia_store, root, topic, 2) == [(2, 0), (3, 0)]
     assert reader.high_watermark(topic, 0) == 4
     assert values(reader, topic) == [b"a", b"b", b"c", b"d"]
     assert [reader.read_offset(topic, 0, o).value for o in (1, 2, 4)] == [b"a", b"b", b"d"]
 
 
 def test_appends_racing_a_fence_are_either_kept_or_rejected_never_both(
-    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str
+    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     acked: list[tuple[int, int, bytes]] = []
@@ -272,7 +274,7 @@ def test_appends_racing_a_fence_are_either_kept_or_rejected_never_both(
     started = threading.Barrier(5)
 
     def hammer(i: int) -> None:
-        with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, config=SEQUENTIAL) as w:
+        with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, root=root, config=SEQUENTIAL) as w:
             started.wait()
             for n in range(10_000):
                 payload = f"w{i}-{n}".encode()
@@ -310,58 +312,58 @@ def test_appends_racing_a_fence_are_either_kept_or_rejected_never_both(
 
 
 def test_crash_after_the_blob_put_commits_nothing(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"lost"])
+        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"lost"])
     assert reader.high_watermark(topic, 0) == 0
-    assert sequence(oxia_store, topic) == []
+    assert sequence(oxia_store, root, topic) == []
     assert writer.append(topic, 0, [b"kept"]).start_offset == 1
 
 
 def test_crash_after_the_sequential_put_leaves_a_committed_readable_append(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, crash_at(AFTER_SEQUENCE_PUT)).append(topic, 0, [b"b", b"c"])
+        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_SEQUENCE_PUT)).append(topic, 0, [b"b", b"c"])
     # No pending state and nothing to recover: the put was the whole commit.
     assert reader.high_watermark(topic, 0) == 3
     assert values(reader, topic) == [b"a", b"b", b"c"]
     assert writer.append(topic, 0, [b"d"]).start_offset == 4
-    assert control_of(oxia_store, topic, 0).pending is None
+    assert control_of(oxia_store, root, topic, 0).pending is None
 
 
 def test_crash_after_the_fence_marker_is_finished_by_whoever_meets_the_marker(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
-    assert control_of(oxia_store, topic, 0).log_state is LogState.OPEN  # the seal never happened
+        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+    assert control_of(oxia_store, root, topic, 0).log_state is LogState.OPEN  # the seal never happened
     assert reader.high_watermark(topic, 0) == 2  # readers find the last entry before the marker
 
     # A writer that cached the open generation lands past the marker, finishes the fence and is rejected.
     with pytest.raises(LogFenced):
         writer.append(topic, 0, [b"late"])
-    control = control_of(oxia_store, topic, 0)
+    control = control_of(oxia_store, root, topic, 0)
     assert control.log_state is LogState.FENCED
     assert control.generations == (Generation(1, 0, 2),)
     assert values(reader, topic) == [b"a", b"b"]
-    assert positions(oxia_store, topic) == [(2, 0), (3, 1), (4, 1)]
+    assert positions(oxia_store, root, topic) == [(2, 0), (3, 1), (4, 1)]
 
 
 def test_unfence_after_a_crashed_fence_finishes_the_fence_then_reopens(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
-    reopened = seq_writer(oxia_store, blob_store).unfence(topic, 0)
+        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+    reopened = seq_writer(oxia_store, blob_store, root).unfence(topic, 0)
     assert reopened.generations == (Generation(1, 0, 1), Generation(2, 1))
     assert writer.append(topic, 0, [b"b"]).start_offset == 2
     assert values(reader, topic) == [b"a", b"b"]
@@ -384,61 +386,62 @@ def _unfence_first(monkeypatch: pytest.MonkeyPatch, finisher: LogWriter, unfence
 
 def test_a_writer_finishing_a_fence_never_fences_the_generation_an_unfence_opened(
     writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str,
-    monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
-    stale = seq_writer(oxia_store, blob_store)
+    stale = seq_writer(oxia_store, blob_store, root)
     stale.append(topic, 0, [b"a"])  # caches generation 1
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
-    _unfence_first(monkeypatch, stale, seq_writer(oxia_store, blob_store), topic)
+        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+    _unfence_first(monkeypatch, stale, seq_writer(oxia_store, blob_store, root), topic)
 
     # The stale writer lands past the marker and sets out to finish that fence; the unfence gets there first.
     with pytest.raises(LogFenced):
         stale.append(topic, 0, [b"late"])
-    control = control_of(oxia_store, topic, 0)
+    control = control_of(oxia_store, root, topic, 0)
     assert control.log_state is LogState.OPEN  # an append never fences the generation the unfence opened
     assert control.generations == (Generation(1, 0, 1), Generation(2, 1))
-    assert positions(oxia_store, topic, 2) == []
+    assert positions(oxia_store, root, topic, 2) == []
     assert writer.append(topic, 0, [b"b"]).start_offset == 2
     assert values(reader, topic) == [b"a", b"b"]
 
 
 def test_concurrent_unfences_finishing_a_dead_fence_open_one_generation(
-    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, monkeypatch: pytest.MonkeyPatch
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, monkeypatch: pytest.MonkeyPatch,
+    root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
-    first = seq_writer(oxia_store, blob_store)
-    _unfence_first(monkeypatch, first, seq_writer(oxia_store, blob_store), topic)
+        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+    first = seq_writer(oxia_store, blob_store, root)
+    _unfence_first(monkeypatch, first, seq_writer(oxia_store, blob_store, root), topic)
 
     reopened = first.unfence(topic, 0)
     assert reopened.log_state is LogState.OPEN
     assert reopened.generations == (Generation(1, 0, 1), Generation(2, 1))
-    assert control_of(oxia_store, topic, 0).generations == reopened.generations
-    assert positions(oxia_store, topic, 2) == []  # no transient fence of generation 2
+    assert control_of(oxia_store, root, topic, 0).generations == reopened.generations
+    assert positions(oxia_store, root, topic, 2) == []  # no transient fence of generation 2
     assert writer.append(topic, 0, [b"b"]).start_offset == 2
 
 
 def test_a_fence_whose_seal_loses_to_an_unfence_is_done(
-    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     """The unfence finishes the fence (its marker is in force) and reopens: the fence took effect before the
     unfence and does not fence the new generation after it."""
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
-    admin = seq_writer(oxia_store, blob_store)
+    admin = seq_writer(oxia_store, blob_store, root)
 
     def unfence_after_the_marker(point: str) -> None:
         if point == AFTER_FENCE_MARKER:
             admin.unfence(topic, 0)
 
-    result = seq_writer(oxia_store, blob_store, unfence_after_the_marker).fence(topic, 0)
+    result = seq_writer(oxia_store, blob_store, root, unfence_after_the_marker).fence(topic, 0)
     assert result.log_state is LogState.OPEN
-    assert control_of(oxia_store, topic, 0).generations == (Generation(1, 0, 1), Generation(2, 1))
-    assert positions(oxia_store, topic, 2) == []
+    assert control_of(oxia_store, root, topic, 0).generations == (Generation(1, 0, 1), Generation(2, 1))
+    assert positions(oxia_store, root, topic, 2) == []
     assert writer.append(topic, 0, [b"b"]).start_offset == 2
 
 
@@ -446,7 +449,7 @@ def test_a_fence_whose_seal_loses_to_an_unfence_is_done(
 
 
 def test_compaction_rewrites_the_end_key_in_place_and_the_counter_never_rewinds(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     for n in (1, 2, 3):
@@ -456,19 +459,19 @@ def test_compaction_rewrites_the_end_key_in_place_and_the_counter_never_rewinds(
     result = compactor.compact_once(topic, 0)
     assert (result.outcome, result.start_offset, result.end_offset) == ("compacted", 1, 6)
     # Only the end key is left, rewritten as COMPACTED: it is still the sequence's highest key.
-    (only,) = sequence(oxia_store, topic)
+    (only,) = sequence(oxia_store, root, topic)
     assert (only.key.position, only.key.fences) == (6, 0)
     batch = only.batch(0)
     assert batch is not None
     assert (batch.entry.type, batch.entry.msg_count) == (EntryType.COMPACTED, 6)
     assert values(reader, topic) == before
-    assert meta_of(oxia_store, topic).cursor().offset == 7
+    assert meta_of(oxia_store, root, topic).cursor().offset == 7
 
     # The next put continues from the rewritten tail: offset 7, not 1.
     assert writer.append(topic, 0, [b"next"]).start_offset == 7
     assert compactor.compact_once(topic, 0).end_offset == 7
     assert values(reader, topic) == [*before, b"next"]
-    assert [r.key.position for r in sequence(oxia_store, topic)] == [6, 7]
+    assert [r.key.position for r in sequence(oxia_store, root, topic)] == [6, 7]
 
 
 @pytest.mark.parametrize(
@@ -476,25 +479,25 @@ def test_compaction_rewrites_the_end_key_in_place_and_the_counter_never_rewinds(
 )
 def test_a_crashed_compaction_of_a_sequential_partition_is_finished_by_another(
     writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str, point: str
+    topic: str, point: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     for i in range(4):
         writer.append(topic, 0, [b"r%d" % i, b"s%d" % i])
     before = values(reader, topic)
     with pytest.raises(SimulatedCrash):
-        Compactor(oxia_store, blob_store, bucket=BUCKET, fault_hook=crash_at(point)).compact_once(topic, 0)
+        Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(point)).compact_once(topic, 0)
     assert values(reader, topic) == before
     writer.append(topic, 0, [b"during"])  # appends go on meanwhile
     compact_until_caught_up(compactor, topic, 0, budget_s=30)
     assert values(reader, topic) == [*before, b"during"]
-    assert meta_of(oxia_store, topic).compaction() is None
-    assert meta_of(oxia_store, topic).cursor().offset == 10
+    assert meta_of(oxia_store, root, topic).compaction() is None
+    assert meta_of(oxia_store, root, topic).cursor().offset == 10
     assert writer.append(topic, 0, [b"after"]).start_offset == 10
 
 
 def test_compaction_runs_never_cross_a_generation(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
@@ -506,20 +509,20 @@ def test_compaction_runs_never_cross_a_generation(
     assert [(r.start_offset, r.end_offset) for r in results if r.outcome == "compacted"] == [(1, 2), (3, 4)]
     assert values(reader, topic) == [b"a", b"b", b"c", b"d"]
     # Generation 1 keeps its end key and its fence marker; generation 2 its end key.
-    assert positions(oxia_store, topic, 1) == [(2, 0), (3, 1)]
-    assert positions(oxia_store, topic, 2) == [(2, 0)]
+    assert positions(oxia_store, root, topic, 1) == [(2, 0), (3, 1)]
+    assert positions(oxia_store, root, topic, 2) == [(2, 0)]
 
 
 def test_writers_appending_during_compaction_lose_nothing(
     writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_config: OxiaConfig, s3_config: S3Config,
-    topic: str
+    topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     stop = threading.Event()
     results: list[tuple[int, int, bytes]] = []
 
     def append() -> None:
-        results.extend(_append_many(oxia_config, s3_config, topic, 0, 30))
+        results.extend(_append_many(oxia_config, s3_config, root, topic, 0, 30))
         stop.set()
 
     thread = threading.Thread(target=append)
@@ -536,37 +539,37 @@ def test_writers_appending_during_compaction_lose_nothing(
 
 def test_gc_keeps_referenced_blobs_and_deletes_those_of_void_entries(
     writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str
+    topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     kept = writer.append(topic, 0, [b"kept"])
-    seq_writer(oxia_store, blob_store).fence(topic, 0)
+    seq_writer(oxia_store, blob_store, root).fence(topic, 0)
     with pytest.raises(LogFenced):
         writer.append(topic, 0, [b"void"])  # a void entry in generation 1 names this blob
-    void = sequence(oxia_store, topic)[-1]
+    void = sequence(oxia_store, root, topic)[-1]
     assert void.void
     assert isinstance(void.value, IndexEntry)
     void_blob = S3Location.parse(void.value.ref.data_key).key
     assert kept.wal_uri is not None
     kept_blob = S3Location.parse(kept.wal_uri).key
 
-    collector(oxia_store, blob_store).collect()
-    left = wal_keys(blob_store)
+    collector(oxia_store, blob_store, root).collect()
+    left = wal_keys(blob_store, root)
     assert kept_blob in left  # referenced by a valid entry
     assert void_blob not in left  # only a void entry names it: never read, garbage
 
     compactor.compact_once(topic, 0)
-    collector(oxia_store, blob_store).collect()
-    assert kept_blob not in wal_keys(blob_store)
+    collector(oxia_store, blob_store, root).collect()
+    assert kept_blob not in wal_keys(blob_store, root)
     assert values(reader, topic) == [b"kept"]  # served by the compacted object the collector kept
 
 
 def test_retention_truncates_a_sequential_partition_and_keeps_every_counter(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
-    small = Compactor(oxia_store, blob_store, bucket=BUCKET, config=CompactorConfig(max_offsets_per_run=2))
-    stale = seq_writer(oxia_store, blob_store)
+    small = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, config=CompactorConfig(max_offsets_per_run=2))
+    stale = seq_writer(oxia_store, blob_store, root)
     stale.append(topic, 0, [b"g1-0"])  # it keeps generation 1 cached
     for i in range(1, 4):
         writer.append(topic, 0, [b"g1-%d" % i])
@@ -581,40 +584,40 @@ def test_retention_truncates_a_sequential_partition_and_keeps_every_counter(
     writer.append(topic, 0, [b"tail"])
 
     config = RetentionConfig(topics={topic: RetentionPolicy(max_bytes=1)})
-    result = Retention(oxia_store, blob_store, bucket=BUCKET, config=config).enforce(topic, 0)
+    result = Retention(oxia_store, blob_store, bucket=BUCKET, root=root, config=config).enforce(topic, 0)
     # Every compacted range may go but the last entry stays: the log starts at the WAL tail (offset 9).
     assert (result.log_start_before, result.log_start_after, result.ranges_removed) == (1, 9, 4)
     assert values(reader, topic) == [b"tail"]
     with pytest.raises(OffsetOutOfRange):
         reader.read_offset(topic, 0, 8)
     # Generation 1 keeps only its fence marker (its counter); generation 2 its WAL tail.
-    assert positions(oxia_store, topic, 1) == [(5, 1)]
-    assert positions(oxia_store, topic, 2) == [(5, 0)]
+    assert positions(oxia_store, root, topic, 1) == [(5, 1)]
+    assert positions(oxia_store, root, topic, 2) == [(5, 0)]
     # The writer still holding generation 1 lands past its marker and moves on to generation 2.
     assert stale.append(topic, 0, [b"after"]).start_offset == 10
-    assert positions(oxia_store, topic, 1) == [(5, 1), (6, 1)]
+    assert positions(oxia_store, root, topic, 1) == [(5, 1), (6, 1)]
     assert values(reader, topic) == [b"tail", b"after"]
 
 
 def test_retention_racing_another_run_never_deletes_a_sealed_generations_marker(
     writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str,
-    monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch, root: str
 ) -> None:
     """A run reads the generation table while generation 1 is open. Before it moves the log start, the partition
     is fenced, unfenced and written, and another run (with the new table) moves the log start into generation 2.
     The first run meets that log start: it must not clear generation 1 up to it, which would take the fence
     marker, the counter that keeps a writer still holding generation 1 void."""
     writer.initialize_partition(topic, 0)
-    small = Compactor(oxia_store, blob_store, bucket=BUCKET, config=CompactorConfig(max_offsets_per_run=2))
-    stale = seq_writer(oxia_store, blob_store)
+    small = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, config=CompactorConfig(max_offsets_per_run=2))
+    stale = seq_writer(oxia_store, blob_store, root)
     stale.append(topic, 0, [b"g1-0"])  # it keeps generation 1 cached
     writer.append(topic, 0, [b"g1-1"])
     compact_until_caught_up(small, topic, 0, budget_s=30)  # [1, 2] COMPACTED at position 2
     writer.append(topic, 0, [b"g1-2"])  # the WAL tail of generation 1, offset 3
 
     config = RetentionConfig(topics={topic: RetentionPolicy(max_bytes=1)})
-    slow = Retention(oxia_store, blob_store, bucket=BUCKET, config=config)
-    fast = Retention(oxia_store, blob_store, bucket=BUCKET, config=config)
+    slow = Retention(oxia_store, blob_store, bucket=BUCKET, root=root, config=config)
+    fast = Retention(oxia_store, blob_store, bucket=BUCKET, root=root, config=config)
     advance = Retention._advance
 
     def meanwhile(self: Retention, meta: PartitionMetadata, offset: int) -> int:
@@ -631,7 +634,7 @@ def test_retention_racing_another_run_never_deletes_a_sealed_generations_marker(
     monkeypatch.setattr(Retention, "_advance", meanwhile)
     result = slow.enforce(topic, 0)
     assert result.log_start_after == 6  # the other run's log start, past all of generation 1
-    assert positions(oxia_store, topic, 1) == [(4, 1)]  # the marker stays
+    assert positions(oxia_store, root, topic, 1) == [(4, 1)]  # the marker stays
     # The writer still holding generation 1 lands past the marker and moves on, after the tail.
     assert stale.append(topic, 0, [b"after"]).start_offset == 7
     assert values(reader, topic) == [b"tail", b"after"]
@@ -639,7 +642,7 @@ def test_retention_racing_another_run_never_deletes_a_sealed_generations_marker(
 
 def test_gc_applies_retention_to_sequential_partitions(
     writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str
+    topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     for i in range(3):
@@ -647,7 +650,7 @@ def test_gc_applies_retention_to_sequential_partitions(
     compactor.compact_once(topic, 0)
     writer.append(topic, 0, [b"tail"])
     retention = RetentionConfig(topics={topic: RetentionPolicy(max_bytes=1)})
-    report = collector(oxia_store, blob_store, retention).collect()
+    report = collector(oxia_store, blob_store, root, retention).collect()
     assert not report.errors
     assert reader.partition_info(topic, 0).log_start == 4
     assert values(reader, topic) == [b"tail"]
@@ -657,16 +660,17 @@ def test_gc_applies_retention_to_sequential_partitions(
 
 
 def test_migration_keeps_the_seed_offsets_and_appends_continue_in_a_sequence(
-    reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
-    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET)
+    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
     seed.initialize_partition(topic, 0)
     seed.append(topic, 0, [b"a", b"b"])
     seed.append(topic, 0, [b"c"])
     compactor.compact_once(topic, 0)
     seed.append(topic, 0, [b"d"])
     with pytest.raises(SimulatedCrash):  # a pending append the migration must finish first
-        LogWriter(oxia_store, blob_store, bucket=BUCKET, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"e"])
+        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(AFTER_RESERVE)).append(
+            topic, 0, [b"e"])
 
     migrated = seed.migrate_to_sequential(topic, 0)
     assert migrated.sequential
@@ -676,8 +680,8 @@ def test_migration_keeps_the_seed_offsets_and_appends_continue_in_a_sequence(
 
     # Every writer, however configured, now appends with one sequential put.
     assert seed.append(topic, 0, [b"f"]).start_offset == 6
-    assert seq_writer(oxia_store, blob_store).append(topic, 0, [b"g", b"h"]).end_offset == 8
-    assert positions(oxia_store, topic) == [(1, 0), (3, 0)]
+    assert seq_writer(oxia_store, blob_store, root).append(topic, 0, [b"g", b"h"]).end_offset == 8
+    assert positions(oxia_store, root, topic) == [(1, 0), (3, 0)]
     assert values(reader, topic) == [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"]
     assert [reader.read_offset(topic, 0, o).value for o in (1, 4, 5, 6, 8)] == [b"a", b"d", b"e", b"f", b"h"]
 
@@ -689,13 +693,13 @@ def test_migration_keeps_the_seed_offsets_and_appends_continue_in_a_sequence(
 
 def test_seed_appends_racing_a_migration_keep_unique_contiguous_offsets(
     reader: LogReader, oxia_store: OxiaStore, oxia_config: OxiaConfig, s3_config: S3Config, blob_store: BlobStore,
-    topic: str
+    topic: str, root: str
 ) -> None:
-    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET)
+    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
     seed.initialize_partition(topic, 0)
 
     def seed_appends(writer_id: int) -> list[tuple[int, int, bytes]]:
-        with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET) as w:
+        with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, root=root) as w:
             out = []
             for i in range(15):
                 payload = f"s{writer_id}-{i}".encode()
@@ -705,7 +709,7 @@ def test_seed_appends_racing_a_migration_keep_unique_contiguous_offsets(
                 out.append((r.start_offset, r.end_offset, payload))
             return out
 
-    patient = LogWriter(oxia_store, blob_store, bucket=BUCKET, config=WriterConfig(max_cas_attempts=10_000))
+    patient = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, config=WriterConfig(max_cas_attempts=10_000))
     with ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(seed_appends, w) for w in range(4)]
         time.sleep(0.05)
@@ -714,17 +718,17 @@ def test_seed_appends_racing_a_migration_keep_unique_contiguous_offsets(
     first = migrated.generations[0]
     seed_end = first.end if first.number == 0 and first.end is not None else 0
     assert_unique_and_contiguous(results, reader, topic)
-    batches = PartitionIndex.load(meta_of(oxia_store, topic)).scan(1)
+    batches = PartitionIndex.load(meta_of(oxia_store, root, topic)).scan(1)
     assert all(b.end_offset <= seed_end for b in batches if b.generation is None)
     assert all(b.end_offset > seed_end for b in batches if b.generation == 1)
     # The seed appends before the switch stay where they were.
-    assert bool(seed_index_keys(oxia_store, topic)) == (seed_end > 0)
+    assert bool(seed_index_keys(oxia_store, root, topic)) == (seed_end > 0)
 
 
 def test_migrating_a_fenced_partition_keeps_it_fenced(
-    reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str
+    reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
-    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET)
+    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
     seed.initialize_partition(topic, 0)
     seed.append(topic, 0, [b"a"])
     seed.fence(topic, 0)
@@ -742,7 +746,7 @@ def test_migrating_a_fenced_partition_keeps_it_fenced(
 
 
 def test_consume_and_status_see_the_live_tail_of_a_sequential_partition(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
@@ -752,5 +756,5 @@ def test_consume_and_status_see_the_live_tail_of_a_sequential_partition(
     assert (result.high_watermark, [r.value for r in result.records]) == (3, [b"b", b"c"])
     (tail,) = service.consume(ConsumeRequest([FetchPartition(topic, 0, 4, 1 << 20)], 0, 1, 1 << 20))
     assert (tail.error, tail.records, tail.high_watermark) == (None, [], 3)
-    status = LogCatalog(oxia_store).status(topic, 0)
+    status = LogCatalog(oxia_store, root=root).status(topic, 0)
     assert (status.high_watermark, status.next_offset, status.compaction_lag) == (3, 4, 3)
