@@ -12,9 +12,10 @@ forward past whole compacted ranges, then removes what lies below it:
 4. Delete the removed ranges' compacted objects. Shared WAL blobs are left to
    garbage collection, which deletes them once nothing references them.
 
-Only COMPACTED ranges wholly below the compaction cursor are removed, never
-the partition's last index entry (the counter must not move back), and never
-a WAL entry (those belong to compaction). In a sequential partition
+Only COMPACTED ranges wholly below the compaction cursor, and below the start
+of a running compaction's range (``meta/compaction``, read after the cursor),
+are removed, never the partition's last index entry (the counter must not move
+back), and never a WAL entry (those belong to compaction). In a sequential partition
 (docs/SEQUENTIAL_APPEND.md) the index is read through ``PartitionIndex`` and
 a sealed generation keeps its fence marker, the counter of its sequence. Each step is idempotent and driven
 by the log start in ``meta/control``, so a run that dies part-way is finished
@@ -117,9 +118,11 @@ def plan_log_start(
     """The log start ``policy`` asks for, or ``None`` to leave the partition as it is.
 
     ``entries`` are the partition's index entries from its log start, in
-    offset order; ``cursor`` its compaction cursor. The answer is always one
-    past a removable range: a COMPACTED entry wholly below the cursor that is
-    not the partition's last entry.
+    offset order; ``cursor`` the offset retention stays below: the compaction
+    cursor, or the start of a running compaction's range if that is lower
+    (``Retention._bound``). The answer is always one past a removable range:
+    a COMPACTED entry wholly below ``cursor`` that is not the partition's last
+    entry.
     """
     candidates: list[IndexedBatch] = []
     for batch in entries:
@@ -193,7 +196,7 @@ class Retention:
         if not policy.keeps_everything:
             target = plan_log_start(
                 [b for b in entries if b.end_offset >= before],
-                cursor=meta.cursor().offset,
+                cursor=self._bound(meta),
                 policy=policy,
                 now_ms=int(self._clock() * 1000),
                 size_of=self._size_of,
@@ -204,6 +207,23 @@ class Retention:
             return RetentionResult(topic, partition, before, after)
         deleted, nbytes = self._remove(index, after, doomed)
         return RetentionResult(topic, partition, before, after, len(doomed), deleted, nbytes)
+
+    @staticmethod
+    def _bound(meta: PartitionMetadata) -> int:
+        """The offset retention stays below: the compaction cursor, or a running compaction's start if lower.
+
+        ``meta/compaction`` is read after the cursor. A compaction that records
+        itself later starts at or above the cursor read here (or is stale: its
+        object is in no index entry, and ``_finish`` drops it), and one that
+        finished in between is complete, so every record retention does not see
+        names a range it leaves alone anyway. A record left in
+        ``UPDATING_CURSOR`` (cursor already past its range) keeps its range
+        until a compactor clears it: docs/GC.md's rule, "an object named by a
+        running ``meta/compaction`` is left for a later run" (docs/RETENTION.md).
+        """
+        cursor = meta.cursor().offset
+        inflight = meta.compaction()
+        return cursor if inflight is None else min(cursor, inflight.start_offset)
 
     @staticmethod
     def _scan(index: PartitionIndex, *, below: int | None = None) -> Iterator[IndexedBatch]:

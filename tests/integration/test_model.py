@@ -19,8 +19,10 @@ against a model of what was acknowledged:
 * nothing is readable that was never acknowledged or left pending by a crash,
   and an append rejected as fenced or crashed before its reservation never
   appears;
-* garbage collection never deletes an object that an index entry, a pending
-  append or an unfinished compaction references.
+* garbage collection never deletes an object that an index entry at or above
+  the log start, a pending append or an unfinished compaction that will write
+  or publish it references, and retention never removes a range (or deletes
+  the object) of a compaction whose ``meta/compaction`` record still exists.
 
 ``make test`` runs a bounded number of examples; ``make soak`` raises them with
 ``LLOG_MODEL_EXAMPLES`` and ``LLOG_MODEL_STEPS``. A failing example prints a
@@ -33,6 +35,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -58,7 +61,7 @@ from llog.faults import FaultHook, SimulatedCrash, crash_at
 from llog.gc import GarbageCollector, GcConfig
 from llog.keys import PartitionKeys, S3Location
 from llog.metadata import PartitionMetadata
-from llog.models import EntryType, IndexedBatch, LogState
+from llog.models import CompactionState, EntryType, IndexedBatch, LogState
 from llog.oxia_store import OxiaStore
 from llog.reader import LogReader, LogRecord
 from llog.retention import RetentionConfig, RetentionPolicy
@@ -311,21 +314,47 @@ class LogMachine(RuleBasedStateMachine):
             acked[record.offset] = got
 
     def _referenced_locations(self, partition: int) -> list[str]:
+        """The objects a reader, a compactor or the export can still be led to.
+
+        * every index entry from the log start (entries below it are unreadable leftovers);
+        * the pending append, which any writer or compactor materializes;
+        * the object of ``meta/compaction`` while finishing the record writes or publishes it: in
+          ``WRITING_COMPACTED_INDEX`` if its range starts at the cursor (resuming writes the end key; a
+          record that does not is dropped), and in ``DELETING_OLD`` (resuming republishes the manifest).
+          In ``UPDATING_CURSOR`` finishing only moves the cursor and deletes the record: the object is
+          reached through its end key, counted above while the range is at or above the log start.
+        """
         meta = self._meta(partition)
-        uris = [b.entry.ref.data_key for b in meta.scan_index(1)]
-        pending = meta.control().record.pending
-        if pending is not None:
-            uris.append(pending.ref.data_key)
+        control = meta.control().record
+        uris = [b.entry.ref.data_key for b in meta.scan_index(control.log_start_offset)]
+        if control.pending is not None:
+            uris.append(control.pending.ref.data_key)
         compaction = meta.compaction()
-        if compaction is not None:
+        if compaction is not None and (
+            compaction.state is CompactionState.DELETING_OLD
+            or (
+                compaction.state is CompactionState.WRITING_COMPACTED_INDEX
+                and compaction.start_offset == meta.cursor().offset
+            )
+        ):
             uris.append(compaction.data_key)
         return uris
 
     def _check_references(self) -> None:
         for partition in PARTITIONS:
             for uri in self._referenced_locations(partition):
-                location = S3Location.parse(uri) if uri.startswith("s3://") else S3Location(BUCKET, uri)
-                self.blobs.head(location)  # raises if the collector deleted a referenced object
+                self._head(uri)  # raises if the collector deleted a referenced object
+            # docs/GC.md and docs/RETENTION.md: neither GC nor retention touches a running compaction's
+            # range or object (in any state), until a compactor has finished or dropped the record.
+            meta = self._meta(partition)
+            compaction = meta.compaction()
+            if compaction is not None:
+                start = meta.control().record.log_start_offset
+                assert start <= compaction.start_offset, f"the log start {start} passed a running {compaction}"
+                self._head(compaction.data_key)
+
+    def _head(self, uri: str) -> None:
+        self.blobs.head(S3Location.parse(uri) if uri.startswith("s3://") else S3Location(BUCKET, uri))
 
     @invariant()
     def index_is_consistent(self) -> None:
@@ -402,3 +431,37 @@ def run_machine(machine: type[LogMachine], oxia: OxiaStore, blobs: BlobStore) ->
 
 def test_the_protocol_keeps_every_acknowledged_record(oxia_store: OxiaStore, blob_store: BlobStore) -> None:
     run_machine(LogMachine, oxia_store, blob_store)
+
+
+def replay_soak_2026_11_23(machine: LogMachine, between: Callable[[], None] | None = None) -> None:
+    """The first real-Oxia soak's failure, shrunk to five steps (tests/integration/test_retention_races.py).
+
+    A compactor dies at ``compactor.after_cursor`` (``meta/compaction`` stays in ``UPDATING_CURSOR``), a
+    later append makes its range not the last entry, and GC applies a size limit of one byte. ``between``
+    runs after the crash, before the later append (a migration, say).
+    """
+    machine.create_partitions()
+    machine.index_is_consistent()
+    machine.append(writer=0, groups=[(0, [(b"a", None, [], None), (b"b", None, [], None)])])
+    machine.index_is_consistent()
+    machine.crash_during_compaction(partition=0, point=compactor_points.AFTER_CURSOR)
+    machine.index_is_consistent()
+    if between is not None:
+        between()
+        machine.index_is_consistent()
+    machine.append(writer=0, groups=[(0, [(b"c", None, [], None)])])
+    machine.index_is_consistent()
+    machine.collect_garbage(max_bytes=1)
+    machine.index_is_consistent()
+    machine.compact(partition=0)  # finishes the record
+    machine.index_is_consistent()
+    machine.collect_garbage(max_bytes=1)  # now the range goes
+    machine.index_is_consistent()
+    assert machine.model.log_start[0] == 3
+    machine.teardown()
+
+
+def test_soak_2026_11_23_retention_next_to_an_unfinished_compaction(
+    oxia_store: OxiaStore, blob_store: BlobStore
+) -> None:
+    replay_soak_2026_11_23(LogMachine(oxia_store, blob_store))

@@ -43,6 +43,7 @@ from tests.integration.test_model import (
     DrawnGroup,
     LogMachine,
     groups_strategy,
+    replay_soak_2026_11_23,
     run_machine,
 )
 
@@ -121,6 +122,20 @@ def test_the_sequential_protocol_keeps_every_acknowledged_record(oxia_store: Oxi
 
 def test_migrating_partitions_keep_every_acknowledged_record(oxia_store: OxiaStore, blob_store: BlobStore) -> None:
     run_machine(MigratingMachine, oxia_store, blob_store)
+
+
+def test_soak_2026_11_23_retention_next_to_an_unfinished_compaction(
+    oxia_store: OxiaStore, blob_store: BlobStore
+) -> None:
+    replay_soak_2026_11_23(SequentialMachine(oxia_store, blob_store))
+
+
+def test_soak_2026_11_23_with_a_migration_after_the_compactor_died(
+    oxia_store: OxiaStore, blob_store: BlobStore
+) -> None:
+    """The compacted range stays in generation 0 (seed keys); the later append goes to generation 1."""
+    machine = MigratingMachine(oxia_store, blob_store)
+    replay_soak_2026_11_23(machine, between=lambda: machine.migrate(partition=0, writer=1))
 
 
 def test_the_machines_have_the_harness_rules_and_their_own() -> None:

@@ -1,0 +1,317 @@
+"""Retention next to an unfinished compaction, on a real Oxia server and moto S3 (docs/RETENTION.md, "Safety").
+
+The regression of the 2026-11-23 soak (``/work/shared/findings/soak-2026-11-23-sequential-gc.md``): a
+compactor dies at ``compactor.after_cursor``, so ``meta/compaction`` stays in ``UPDATING_CURSOR`` with the
+cursor already past its range; a later append makes that range no longer the partition's last entry; then
+garbage collection applies a size limit. Retention used to remove the range (log start, index keys, object)
+while ``meta/compaction`` still named its object, against docs/GC.md's rule ("an object named by a running
+``meta/compaction`` is left for a later run"). It now leaves every range from the record's start offset up
+until a compactor has finished the record.
+
+Every test checks what readers see: each acknowledged offset at or above the log start reads back byte for
+byte (``read_offset``, ``iter_from``, consume); offsets below it raise ``OffsetOutOfRange``; no manifest
+(the export's view) and no index entry at or above the log start names a missing object; and the compactor
+never works below the log start. Both append protocols, each test under a root prefix of its own.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from llog import compactor as compactor_points
+from llog.blob_store import BlobStore
+from llog.compactor import Compactor
+from llog.config import WriterConfig
+from llog.consume import ConsumeRequest, ConsumeService, FetchPartition
+from llog.errors import BlobNotFound, OffsetOutOfRange
+from llog.faults import FaultHook, SimulatedCrash, crash_at
+from llog.gc import GarbageCollector, GcConfig, GcReport
+from llog.index import PartitionIndex
+from llog.keys import PartitionKeys, S3Location
+from llog.manifest import ManifestStore
+from llog.metadata import PartitionMetadata
+from llog.models import AppendProtocol, CompactionState
+from llog.oxia_store import OxiaStore
+from llog.reader import LogReader
+from llog.retention import RetentionConfig, RetentionPolicy
+from llog.writer import LogWriter
+from tests.conftest import BUCKET
+
+pytestmark = pytest.mark.oxia
+
+GRACE_MS = 60 * 60 * 1000
+PROTOCOLS = pytest.mark.parametrize("protocol", [AppendProtocol.SEED, AppendProtocol.SEQUENTIAL], ids=str)
+COMPACTOR_CRASH_POINTS = (
+    compactor_points.AFTER_BLOB_PUT,
+    compactor_points.AFTER_RECORD,
+    compactor_points.AFTER_END_KEY,
+    compactor_points.AFTER_MANIFEST,
+    compactor_points.AFTER_DELETE,
+    compactor_points.AFTER_CURSOR,
+)
+
+
+@dataclass
+class Log:
+    """One partition of a fresh topic under the test's own root, and what was acknowledged in it."""
+
+    oxia: OxiaStore
+    blobs: BlobStore
+    root: str
+    protocol: AppendProtocol
+    topic: str = ""
+    partition: int = 0
+
+    def __post_init__(self) -> None:
+        self.topic = f"t-{uuid.uuid4().hex[:8]}"
+        self.acked: dict[int, bytes] = {}
+        self.writer = LogWriter(
+            self.oxia, self.blobs, bucket=BUCKET, root=self.root, config=WriterConfig(append_protocol=self.protocol)
+        )
+        self.reader = LogReader(self.oxia, self.blobs, root=self.root)
+        self.manifests = ManifestStore(self.blobs, bucket=BUCKET, root=self.root)
+        assert self.writer.initialize_partition(self.topic, self.partition)
+        assert self.meta.control().record.sequential is (self.protocol is AppendProtocol.SEQUENTIAL)
+
+    @property
+    def meta(self) -> PartitionMetadata:
+        return PartitionMetadata(self.oxia, PartitionKeys(self.topic, self.partition, self.root))
+
+    def append(self, *values: bytes) -> None:
+        result = self.writer.append(self.topic, self.partition, list(values))
+        assert result.start_offset is not None
+        for offset, value in enumerate(values, start=result.start_offset):
+            assert offset not in self.acked
+            self.acked[offset] = value
+
+    def compactor(self, hook: FaultHook | None = None) -> Compactor:
+        return Compactor(self.oxia, self.blobs, bucket=BUCKET, root=self.root, fault_hook=hook)
+
+    def crash_compaction_at(self, point: str) -> None:
+        with pytest.raises(SimulatedCrash):
+            self.compactor(crash_at(point)).compact_once(self.topic, self.partition)
+
+    def collector(self, max_bytes: int, *, ahead: bool = True) -> GarbageCollector:
+        """GC with a size limit; ``ahead``: its clock is past the grace, so every unreferenced object looks old."""
+        retention = RetentionConfig(topics={self.topic: RetentionPolicy(max_bytes=max_bytes)})
+        offset = 2 * GRACE_MS / 1000 if ahead else 0.0
+        clock: Callable[[], float] = lambda: time.time() + offset  # noqa: E731
+        return GarbageCollector(
+            self.oxia,
+            self.blobs,
+            bucket=BUCKET,
+            root=self.root,
+            config=GcConfig(grace_ms=GRACE_MS, retention=retention),
+            clock=clock,
+        )
+
+    def collect_garbage(self, max_bytes: int = 1, *, ahead: bool = True) -> GcReport:
+        report = self.collector(max_bytes, ahead=ahead).collect()
+        assert not report.errors, report.errors
+        return report
+
+    @property
+    def log_start(self) -> int:
+        return self.meta.control().record.log_start_offset
+
+    def exists(self, uri: str) -> bool:
+        try:
+            self.blobs.head(S3Location.parse(uri))
+        except BlobNotFound:
+            return False
+        return True
+
+    # --- what readers see ---------------------------------------------------------
+
+    def check_reads(self) -> None:
+        """Every acknowledged offset from the log start reads back exactly; nothing below it is followed."""
+        start = self.log_start
+        info = self.reader.partition_info(self.topic, self.partition)
+        assert info.log_start == start
+        live = {o: v for o, v in self.acked.items() if o >= start}
+        assert live, "the tests keep at least the last append"
+        assert info.high_watermark == max(self.acked)
+        for offset, value in live.items():
+            assert self.reader.read_offset(self.topic, self.partition, offset).value == value
+        assert [(r.offset, r.value) for r in self.reader.iter_from(self.topic, self.partition, start)] == sorted(
+            live.items()
+        )
+        assert self.consume_all(start) == sorted(live.items())
+        for offset in [o for o in self.acked if o < start]:
+            with pytest.raises(OffsetOutOfRange):
+                self.reader.read_offset(self.topic, self.partition, offset)
+            with pytest.raises(OffsetOutOfRange):
+                list(self.reader.iter_from(self.topic, self.partition, offset))
+            (below,) = ConsumeService(self.reader).consume(
+                ConsumeRequest([FetchPartition(self.topic, self.partition, offset, 1 << 20)], 0, 1, 1 << 20)
+            )
+            assert isinstance(below.error, OffsetOutOfRange)
+            assert not below.records
+
+    def consume_all(self, offset: int) -> list[tuple[int, bytes]]:
+        """Consume from ``offset`` to the high watermark, request after request, as a consumer does."""
+        service, got = ConsumeService(self.reader), []
+        while offset <= max(self.acked):
+            (fetch,) = service.consume(
+                ConsumeRequest([FetchPartition(self.topic, self.partition, offset, 1 << 20)], 0, 1, 1 << 20)
+            )
+            assert fetch.error is None, fetch
+            assert fetch.log_start_offset == self.log_start
+            assert fetch.records, fetch
+            got += [(r.offset, r.value) for r in fetch.records]
+            offset = fetch.next_fetch_offset
+        return got
+
+    def check_references(self) -> None:
+        """Nothing that can lead a reader, a compactor or the export to an object names a missing one.
+
+        And docs/GC.md's rule, which retention now follows too: an object named by ``meta/compaction`` (in
+        any state) exists while the record does, and the log start has not passed the record's range.
+        """
+        meta, start = self.meta, self.log_start
+        index = PartitionIndex.load(meta)
+        for batch in index.scan(start):
+            assert self.exists(batch.entry.ref.data_key), f"index entry {batch} names a missing object"
+        if index.pending is not None:
+            assert self.exists(index.pending.ref.data_key)
+        assert self.manifests.log_start(self.topic, self.partition) == start
+        keys = PartitionKeys(self.topic, self.partition, self.root)
+        for info in self.blobs.list(BUCKET, keys.manifest_prefix):
+            span = keys.parse_manifest_key(info.key)
+            if span is None:
+                continue  # log-start.json
+            assert span[0] >= start, f"manifest {info.key} below the log start {start}"
+            manifest = self.manifests.read(self.topic, self.partition, info.key)
+            assert self.exists(manifest.data_key), f"manifest {info.key} names a missing object"
+        record = meta.compaction()
+        if record is not None:
+            assert self.exists(record.data_key), f"{record.state.value} compaction's object was deleted"
+            assert start <= record.start_offset, f"the log start {start} passed a running compaction {record}"
+        assert start <= meta.cursor().offset
+
+    def compact_once_checked(self) -> None:
+        """The next compaction works at or above the log start, and everything still reads back."""
+        start = self.log_start
+        result = self.compactor().compact_once(self.topic, self.partition)
+        if result.start_offset is not None:
+            assert result.start_offset >= start
+        assert self.meta.compaction() is None
+        self.check_reads()
+        self.check_references()
+
+
+@pytest.fixture
+def make_log(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> Callable[[AppendProtocol], Log]:
+    return lambda protocol: Log(oxia_store, blob_store, root, protocol)
+
+
+@PROTOCOLS
+def test_retention_leaves_a_range_whose_compaction_died_before_clearing_its_record(
+    make_log: Callable[[AppendProtocol], Log], protocol: AppendProtocol
+) -> None:
+    """The soak's five steps: append; compactor dies at after_cursor; append; GC with a size limit of 1 byte."""
+    log = make_log(protocol)
+    log.append(b"first-1", b"first-2")  # offsets 1-2
+    log.crash_compaction_at(compactor_points.AFTER_CURSOR)
+    record = log.meta.compaction()
+    assert record is not None
+    assert record.state is CompactionState.UPDATING_CURSOR
+    assert (record.start_offset, record.end_offset, log.meta.cursor().offset) == (1, 2, 3)
+    log.append(b"second")  # offset 3: [1, 2] is no longer the last entry, so retention may consider it
+
+    log.collect_garbage(max_bytes=1)
+
+    # The range stays while meta/compaction names it (before the fix: log start 3 and the object deleted).
+    assert log.log_start == 1
+    assert log.exists(record.data_key)
+    log.check_reads()
+    log.check_references()
+
+    # The next compaction finishes the record; the following run removes the range.
+    result = log.compactor().compact_once(log.topic, log.partition)
+    assert (result.outcome, result.resumed_from) == ("resumed", CompactionState.UPDATING_CURSOR.value)
+    assert log.meta.compaction() is None
+    log.collect_garbage(max_bytes=1)
+    assert log.log_start == 3
+    assert not log.exists(record.data_key)
+    log.check_reads()
+    log.check_references()
+    log.compact_once_checked()
+
+
+@PROTOCOLS
+@pytest.mark.parametrize("point", COMPACTOR_CRASH_POINTS)
+def test_retention_after_a_compactor_died_at_any_point(
+    make_log: Callable[[AppendProtocol], Log], protocol: AppendProtocol, point: str
+) -> None:
+    """An older compacted range, then a compaction that dies at ``point``, a later append, and GC."""
+    log = make_log(protocol)
+    log.append(b"old-1", b"old-2")  # offsets 1-2, compacted and finished
+    assert log.compactor().compact_once(log.topic, log.partition).outcome == "compacted"
+    log.append(b"mid-1", b"mid-2", b"mid-3")  # offsets 3-5: the compaction that dies
+    log.crash_compaction_at(point)
+    log.append(b"late")  # offset 6
+    record = log.meta.compaction()
+
+    log.collect_garbage(max_bytes=1)
+
+    # [1, 2] is finished and not last: it goes. The dying compaction's range stays, whatever its state
+    # (before the fix, a record left in UPDATING_CURSOR did not stop retention: log start 6).
+    assert log.log_start == 3
+    log.check_reads()
+    log.check_references()
+    if record is not None:
+        assert log.exists(record.data_key)
+
+    log.compact_once_checked()  # resumes the record, or (none left) compacts [3, 6] afresh
+    log.collect_garbage(max_bytes=1)
+    # After a crash before the record, [3, 6] became one range, the last entry: it stays. Otherwise the
+    # resumed compaction finished [3, 5], which now goes, and offset 6 is the last entry.
+    assert log.log_start == (3 if point == compactor_points.AFTER_BLOB_PUT else 6)
+    log.check_reads()
+    log.check_references()
+    log.compact_once_checked()
+
+
+@PROTOCOLS
+@pytest.mark.parametrize("point", COMPACTOR_CRASH_POINTS)
+def test_retention_running_while_a_compactor_is_paused_between_its_steps(
+    make_log: Callable[[AppendProtocol], Log], protocol: AppendProtocol, point: str
+) -> None:
+    """A compactor that stalls at ``point`` (not dead) while GC runs, and then carries on.
+
+    GC runs on a real clock here: the stalled compactor's new object is young, as docs/GC.md's commit
+    deadline guarantees in production (a collector clock hours ahead would judge it before its record).
+    """
+    log = make_log(protocol)
+    log.append(b"old-1", b"old-2")
+    assert log.compactor().compact_once(log.topic, log.partition).outcome == "compacted"
+    log.append(b"mid-1", b"mid-2")
+    log.append(b"mid-3")  # [3, 5] is two WAL entries
+    seen: list[str] = []
+
+    def stall(reached: str) -> None:
+        if reached != point:
+            return
+        log.append(b"during")  # the stalled compaction's range is not last any more
+        log.collect_garbage(max_bytes=1, ahead=False)
+        log.check_reads()
+        log.check_references()
+        seen.append(reached)
+
+    result = log.compactor(stall).compact_once(log.topic, log.partition)
+    assert seen == [point]
+    assert (result.outcome, result.start_offset, result.end_offset) == ("compacted", 3, 5)
+    assert log.meta.compaction() is None
+    log.check_reads()
+    log.check_references()
+    log.collect_garbage(max_bytes=1, ahead=False)
+    assert log.log_start == 6  # [3, 5] is finished now; offset 6 is the last entry
+    log.check_reads()
+    log.check_references()
+    log.compact_once_checked()
