@@ -3,8 +3,9 @@
 Runs the property, fuzz, fault and model tests with ``LLOG_FUZZ_SCALE`` times
 their ``make test`` examples and a longer model run, then prints (and writes
 to ``.soak/report.json``) what ran: examples fuzzed per test, the model's
-operations and crashes, and the pytest outcome. Records lost or invented would
-fail the model test, so a passing run means zero of each.
+operations, crashes per crash point, Oxia restarts and S3 faults injected, and
+the pytest outcome. Records lost or invented would fail the model test, so a
+passing run means zero of each.
 
     .venv/bin/python scripts/soak.py [--scale 20] [--model-examples 200] [--model-steps 60]
 """
@@ -72,13 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     model_report = OUT / "model.json"
+    harness_report = OUT / "harness.json"
     model_report.unlink(missing_ok=True)
+    harness_report.unlink(missing_ok=True)
     env = {
         **os.environ,
         "LLOG_FUZZ_SCALE": str(args.scale),
         "LLOG_MODEL_EXAMPLES": str(args.model_examples),
         "LLOG_MODEL_STEPS": str(args.model_steps),
         "LLOG_MODEL_REPORT": str(model_report),
+        "LLOG_HARNESS_REPORT": str(harness_report),
     }
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "timeout=0",
                "--hypothesis-show-statistics", *TESTS]  # fmt: skip
@@ -94,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         "inputs_fuzzed": sum(fuzzed.values()),
         "inputs_fuzzed_per_test": fuzzed,
         "model": json.loads(model_report.read_text()) if model_report.exists() else None,
+        # Crashes per crash point, Oxia restarts and S3 faults, over every test of the run (tests/faults.py).
+        "harness": json.loads(harness_report.read_text()) if harness_report.exists() else None,
+        # Any acknowledged record lost, or record invented, fails a model, crash or restart test.
+        "records_lost_or_invented": 0 if done.returncode == 0 else "see the failures in .soak/pytest.log",
         # tests/conftest.py ends the run with one "N skipped: reason" line per reason.
         "skipped": {reason: int(n) for n, reason in SKIPPED.findall(done.stdout)},
     }

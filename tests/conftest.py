@@ -14,6 +14,7 @@ the default one (``fail_on_default_root_keys``).
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
 from llog.registry import PartitionRegistry
 from llog.writer import LogWriter
+from tests.faults import HARNESS
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS_BIN = ROOT / ".tools" / "bin"
@@ -113,10 +115,16 @@ class OxiaServer:
     address: str
     process: OxiaProcess | None
 
-    def restart(self) -> None:
+    def restart(self, *, kill: bool = False) -> None:
+        """Stop the server (SIGTERM, or SIGKILL as a crash would) and start it on the same data."""
         if self.process is None:
             pytest.skip("the Oxia server is external (LLOG_TEST_OXIA_ADDRESS); it cannot be restarted here")
-        self.process.restart()
+        if kill:
+            self.process.kill()
+            self.process.start()
+        else:
+            self.process.restart()
+        HARNESS["Oxia restarts after SIGKILL" if kill else "Oxia restarts after SIGTERM"] += 1
 
 
 @pytest.fixture(scope="session")
@@ -196,6 +204,13 @@ def reader(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> LogReader
 def topic() -> str:
     """A fresh topic per test: tests share one Oxia server and never see each other's data."""
     return f"t-{uuid.uuid4().hex[:12]}"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """``make soak``'s tally of crashes, restarts and faults (``tests/faults.py``), when it asks for one."""
+    report = os.environ.get("LLOG_HARNESS_REPORT")
+    if report:
+        Path(report).write_text(json.dumps(dict(sorted(HARNESS.items())), indent=2))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -10,12 +10,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from llog.codec import Record, encode_batch
-from llog.faults import SimulatedCrash, crash_at
 from llog.keys import PartitionKeys, S3Location
 from llog_export.job import AFTER_MOVES, AFTER_PENDING, AFTER_STAGING, ExportOptions, ParquetExport
 from llog_export.runner import run_export
 from llog_export.state import STATE_DIR
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash, crash_at
 from tests.glue.helpers import DAY1, DAY2, CompactedLog, Row, frame_rows, in_order, record
 
 

@@ -19,7 +19,6 @@ from llog.compactor import (
     CompactorConfig,
     compact_until_caught_up,
 )
-from llog.faults import SimulatedCrash, crash_at
 from llog.keys import PartitionKeys
 from llog.manifest import ManifestStore
 from llog.metadata import PartitionMetadata
@@ -28,6 +27,7 @@ from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
 from llog.writer import AFTER_RESERVE, LogWriter, SharedAppendGroup
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash, crash_at
 
 pytestmark = pytest.mark.oxia
 

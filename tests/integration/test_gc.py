@@ -16,7 +16,6 @@ import pytest
 
 from llog.blob_store import BlobStore
 from llog.compactor import AFTER_BLOB_PUT, Compactor
-from llog.faults import SimulatedCrash, crash_at
 from llog.gc import GarbageCollector, GcConfig
 from llog.keys import PartitionKeys, S3Location, new_object_id, shared_wal_prefix
 from llog.oxia_store import OxiaStore
@@ -24,6 +23,7 @@ from llog.reader import LogReader
 from llog.writer import AFTER_BLOB_PUT as WRITER_AFTER_BLOB_PUT
 from llog.writer import AFTER_RESERVE, LogWriter, SharedAppendGroup
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash, crash_at
 
 pytestmark = pytest.mark.oxia
 

@@ -57,7 +57,7 @@ from llog.blob_store import BlobStore
 from llog.codec import Record
 from llog.compactor import Compactor
 from llog.errors import LogFenced
-from llog.faults import FaultHook, SimulatedCrash, crash_at
+from llog.faults import FaultHook
 from llog.gc import GarbageCollector, GcConfig
 from llog.keys import PartitionKeys, S3Location
 from llog.metadata import PartitionMetadata
@@ -67,6 +67,7 @@ from llog.reader import LogReader, LogRecord
 from llog.retention import RetentionConfig, RetentionPolicy
 from llog.writer import LogWriter, SharedAppendGroup
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash, crash_at
 
 pytestmark = pytest.mark.oxia
 

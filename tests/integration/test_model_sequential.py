@@ -27,7 +27,7 @@ from llog import sequential as sequential_points
 from llog import writer as writer_points
 from llog.blob_store import BlobStore
 from llog.config import WriterConfig
-from llog.faults import FaultHook, SimulatedCrash, crash_at
+from llog.faults import FaultHook
 from llog.index import PartitionIndex
 from llog.keys import PartitionKeys
 from llog.metadata import PartitionMetadata, VersionedControl
@@ -35,6 +35,7 @@ from llog.models import AppendProtocol, IndexedBatch, LogState
 from llog.oxia_store import OxiaStore
 from llog.writer import LogWriter
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_model import (
     COUNTS,
     PARTITIONS,

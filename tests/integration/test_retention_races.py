@@ -29,7 +29,7 @@ from llog.compactor import Compactor
 from llog.config import WriterConfig
 from llog.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.errors import BlobNotFound, OffsetOutOfRange
-from llog.faults import FaultHook, SimulatedCrash, crash_at
+from llog.faults import FaultHook
 from llog.gc import GarbageCollector, GcConfig, GcReport
 from llog.index import PartitionIndex
 from llog.keys import PartitionKeys, S3Location
@@ -41,6 +41,7 @@ from llog.reader import LogReader
 from llog.retention import RetentionConfig, RetentionPolicy
 from llog.writer import LogWriter
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash, crash_at
 
 pytestmark = pytest.mark.oxia
 

@@ -23,6 +23,7 @@ from llog.keys import S3Location
 from llog.oxia_store import OxiaStore
 from llog.writer import LogWriter, SharedAppendGroup
 from tests.conftest import BUCKET
+from tests.faults import HARNESS
 
 
 class _Body:
@@ -56,7 +57,10 @@ class Faults:
 
     def __call__(self, request: Any, **kwargs: Any) -> Any:
         self.calls += 1
-        return self.fault(request, **kwargs) if self.calls <= self.times else None
+        if self.calls > self.times:
+            return None
+        HARNESS["S3 faults injected"] += 1
+        return self.fault(request, **kwargs)
 
 
 @pytest.fixture

@@ -33,7 +33,6 @@ from llog.codec import Record
 from llog.compactor import Compactor
 from llog.devstack import VersityGW, find_oxia_binary, find_versitygw_binary, free_port
 from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData
-from llog.faults import SimulatedCrash, crash_at
 from llog.gc import GarbageCollector, GcConfig
 from llog.keys import PartitionKeys, S3Location, shared_wal_prefix
 from llog.manifest import ManifestStore
@@ -41,6 +40,7 @@ from llog.oxia_store import OxiaStore
 from llog.reader import LogReader
 from llog.writer import AFTER_BLOB_PUT, LogWriter, SharedAppendGroup
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash, crash_at
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = ROOT / ".tools" / "bin"

@@ -35,7 +35,7 @@ from llog.compactor import (
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.errors import LogFenced, OffsetOutOfRange
-from llog.faults import FaultHook, SimulatedCrash, crash_at
+from llog.faults import FaultHook
 from llog.gc import GarbageCollector, GcConfig
 from llog.index import PartitionIndex
 from llog.keys import PartitionKeys, S3Location, shared_wal_prefix
@@ -48,6 +48,7 @@ from llog.retention import Retention, RetentionConfig, RetentionPolicy
 from llog.sequential import AFTER_FENCE_MARKER, AFTER_SEQUENCE_PUT, SequentialAppender
 from llog.writer import AFTER_BLOB_PUT, AFTER_RESERVE, LogWriter, SharedAppendGroup
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_append_and_read import control_of
 from tests.integration.test_concurrent_appends import append_many, assert_unique_and_contiguous
 

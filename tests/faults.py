@@ -1,0 +1,36 @@
+"""Crashes and faults for tests, and the tally ``make soak`` reports (docs/RELIABILITY.md).
+
+Components call their ``llog.faults.FaultHook`` between storage steps;
+``crash_at`` returns a hook that raises ``SimulatedCrash`` at a chosen point,
+so the component's remaining steps never run, as if its process had died
+there. Every crash, Oxia server restart and injected S3 fault is counted in
+``HARNESS``; ``tests/conftest.py`` writes the counts to ``LLOG_HARNESS_REPORT``
+when the session ends.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from llog.faults import FaultHook
+
+HARNESS: Counter[str] = Counter()
+
+
+class SimulatedCrash(BaseException):
+    """Raised by test hooks; a BaseException so that no ``except Exception`` swallows it."""
+
+    def __init__(self, point: str) -> None:
+        super().__init__(f"simulated crash at {point}")
+        self.point = point
+
+
+def crash_at(*points: str) -> FaultHook:
+    """A hook that crashes at the first of ``points`` reached."""
+
+    def hook(point: str) -> None:
+        if point in points:
+            HARNESS[f"crashes at {point}"] += 1
+            raise SimulatedCrash(point)
+
+    return hook
