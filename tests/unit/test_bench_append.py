@@ -71,3 +71,15 @@ def test_reads_and_writes_are_told_apart() -> None:
     assert {"get", "get_ceiling", "get_lower", "range_scan"} <= append.READ_OPS
     assert {"put", "put_sequential", "delete", "delete_range"} <= append.WRITE_OPS
     assert not append.READ_OPS & append.WRITE_OPS
+
+
+def test_the_floor_row_is_reported_apart_and_single_writer_p50s_are_multiples_of_it() -> None:
+    floor = {"protocol": "floor", "s3_put_p50_ms": 2.0, "oxia_put_p50_ms": 0.5, "floor_ms": 2.5}
+    rows = [floor, row("seed", 1, p50_ms=5.0), row("sequential", 1, p50_ms=3.0)]
+    text = append.floor_report(rows)
+    assert "**2.50 ms**" in text
+    assert "seed, 1 writer (threads): p50 5.00 ms = 2.0x the floor" in text
+    assert "sequential, 1 writer (threads): p50 3.00 ms = 1.2x the floor" in text
+    assert "floor" not in append.table(rows).split("\n", 2)[2]  # not a row of the table
+    assert append.report(rows).startswith("Floor on the same servers")
+    assert append.floor_report(rows[1:]) == ""
