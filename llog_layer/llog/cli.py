@@ -73,6 +73,10 @@ log = logging.getLogger("llog.serve")
 CHECKOUT = Path(__file__).resolve().parents[2]  # llog_layer/llog/cli.py -> the repository
 FUNCTION_NAMES = ("produce", "consume", "admin")
 IDLE_CONNECTION_TIMEOUT_S = 30
+# Connections the kernel may hold for the accept loop. The stdlib's default of 5 overflowed on a burst
+# of clients (16 concurrent produce requests were enough on a busy machine): the kernel dropped the
+# handshakes past it and clients saw resets and timeouts. The kernel caps it at net.core.somaxconn.
+LISTEN_BACKLOG = 1024
 SERVE_PATHS = ("/metrics", "/metrics/prometheus", "/openapi.json")  # served by llog serve itself
 DRAIN_MARGIN_S = 10
 
@@ -313,7 +317,30 @@ def prometheus_text(doc: dict[str, Any]) -> str:
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True  # idle keep-alive connections must not hold up shutdown; requests are drained
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
     llog: LlogServer
+
+    def accept_queued(self) -> int:
+        """Hand every connection waiting in the listen queue to a handler thread; return how many.
+
+        Called once the accept loop has stopped and before the listening socket
+        closes: closing it would reset those connections, whose clients have
+        sent their requests and wait; their handlers answer them (503 while
+        shutting down) instead.
+        """
+        self.socket.setblocking(False)
+        accepted = 0
+        while True:
+            try:
+                request, client_address = self.get_request()
+            except OSError:  # BlockingIOError: the queue is empty
+                return accepted
+            accepted += 1
+            try:
+                self.process_request(request, client_address)
+            except Exception:
+                self.handle_error(request, client_address)
+                self.shutdown_request(request)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -417,18 +444,40 @@ class LlogServer:
         self._thread.start()
         return self
 
+    @property
+    def inflight(self) -> int:
+        """Requests being served: admitted (before shutdown began) and their answers not written yet."""
+        with self._inflight_cond:
+            return self._inflight
+
+    @property
+    def closing(self) -> bool:
+        """True once ``shutdown`` has begun: every request from then on is refused (503)."""
+        return self._closing
+
     def shutdown(self) -> None:
-        """Stop accepting, let requests in flight finish, flush the batcher, close Oxia."""
-        if self._closed:
-            return
-        self._closed = True
-        self._closing = True
-        self.httpd.shutdown()
+        """Refuse new requests, let the requests being served finish, flush the batcher, close Oxia.
+
+        A request is being served from the moment its handler starts (the
+        decision and the in-flight count change under one lock): it gets its
+        normal answer, even if its body was still arriving when shutdown
+        began. Requests that start later, on a kept-alive connection or on one
+        the kernel had queued, are answered 503 ``ShuttingDown`` with
+        ``Connection: close``; new connections are refused once the listening
+        socket closes, which happens before the drain, not after it.
+        """
+        with self._inflight_cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._closing = True
+        self.httpd.shutdown()  # the accept loop stops
+        self.httpd.accept_queued()
+        self.httpd.server_close()
         drain_s = self.limits.max_wait_ms / 1000 + DRAIN_MARGIN_S
         with self._inflight_cond:
             if not self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout=drain_s):
                 log.warning("%d requests still running after %.0f s; closing anyway", self._inflight, drain_s)
-        self.httpd.server_close()
         for module in self.functions.values():
             module.set_service(None)
         self.functions["admin"].set_server_info(None, None)
@@ -447,30 +496,40 @@ class LlogServer:
         path = parts.path or "/"
         serve_route = method == "GET" and path in SERVE_PATHS
         route = path if serve_route else str(self._routes.match(path).resource)  # bounded label set
+        # Admitted or refused once, under the lock shutdown sets ``_closing`` with: a request admitted
+        # here is served to the end, even if shutdown begins while its body is still being read, and
+        # shutdown waits until its answer is written (a process that exits sooner loses it).
         with self._inflight_cond:
-            self._inflight += 1
+            admitted = not self._closing
+            if admitted:
+                self._inflight += 1
         try:
-            body, problem = self._read_body(request)  # always read: keep-alive needs the stream in step
-            if problem is not None:
-                status, headers, payload = problem
-            elif self._closing:
-                status, headers, payload = self._json(503, _error("the server is shutting down", "ShuttingDown", True))
-                headers.append(("Retry-After", "1"))
-                request.close_connection = True
-            elif serve_route:
-                status, headers, payload = self._serve_own(path)
-            else:
-                status, headers, payload = self._dispatch(request, method, path, parts.query, body)
-        except Exception:  # a bug here must not kill the connection thread silently
-            log.exception("llog serve failed on %s %s", method, path)
-            status, headers, payload = self._json(500, _error("internal error", "InternalError", False))
+            try:
+                body, problem = self._read_body(request)  # always read: keep-alive needs the stream in step
+                if problem is not None:
+                    status, headers, payload = problem
+                elif not admitted:
+                    status, headers, payload = self._json(
+                        503, _error("the server is shutting down", "ShuttingDown", True)
+                    )
+                    headers.append(("Retry-After", "1"))
+                elif serve_route:
+                    status, headers, payload = self._serve_own(path)
+                else:
+                    status, headers, payload = self._dispatch(request, method, path, parts.query, body)
+            except Exception:  # a bug here must not kill the connection thread silently
+                log.exception("llog serve failed on %s %s", method, path)
+                status, headers, payload = self._json(500, _error("internal error", "InternalError", False))
+            if self._closing:
+                request.close_connection = True  # no further request on this connection: the server stops
+            # Counted before the reply goes out, so a client that reads /metrics next sees its own request.
+            self.http.record(method, route, status, time.perf_counter() - start)
+            self._write(request, status, headers, payload)
         finally:
-            with self._inflight_cond:
-                self._inflight -= 1
-                self._inflight_cond.notify_all()
-        # Counted before the reply goes out, so a client that reads /metrics next sees its own request.
-        self.http.record(method, route, status, time.perf_counter() - start)
-        self._write(request, status, headers, payload)
+            if admitted:
+                with self._inflight_cond:
+                    self._inflight -= 1
+                    self._inflight_cond.notify_all()
 
     def _serve_own(self, path: str) -> tuple[int, list[tuple[str, str]], bytes]:
         if path == "/metrics":

@@ -7,11 +7,13 @@ request that needs no Oxia; the Oxia-backed tests use the real server.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,7 @@ import pytest
 
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
-from llog.cli import LlogServer, main, prometheus_text
+from llog.cli import LlogServer, _Handler, main, prometheus_text
 from llog.config import S3Config
 from tests.conftest import BUCKET, serve_env, start_server, unreachable_oxia_env
 
@@ -94,6 +96,51 @@ def call_json(srv: LlogServer, method: str, path: str, body: str | bytes | None 
     status, headers, raw = call(srv, method, path, body)
     assert headers["Content-Type"] == "application/json"
     return status, json.loads(raw)
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 10) -> None:
+    """Until ``condition()`` holds (a state of the server, not a guess at how long it takes)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.005)
+
+
+@contextlib.contextmanager
+def accept_loop_paused(srv: LlogServer) -> Iterator[None]:
+    """Hold the server's accept loop between two turns: new connections wait in the kernel's listen queue.
+
+    The loop calls ``service_actions`` after every turn (at least every
+    poll interval); it blocks there until the block ends.
+    """
+    paused, resume = threading.Event(), threading.Event()
+
+    def pause() -> None:
+        paused.set()
+        resume.wait(30)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(srv.httpd, "service_actions", pause)
+        try:
+            assert paused.wait(10), "the accept loop did not pause"
+            yield
+        finally:
+            mp.undo()
+            resume.set()
+
+
+def send_headers_only(conn: http.client.HTTPConnection, method: str, path: str, body_length: int) -> None:
+    """Start a request on ``conn``: its headers are sent, its body (``body_length`` bytes) not yet."""
+    conn.putrequest(method, path)
+    conn.putheader("Content-Type", "application/json")
+    conn.putheader("Content-Length", str(body_length))
+    conn.endheaders()
+
+
+def wait_until_serving_only_the_next_request(srv: LlogServer) -> None:
+    """Until the answers of earlier requests are written (a client has its answer slightly before the
+    server counts the request done), so that one request in flight is then the next one."""
+    wait_until(lambda: srv.inflight == 0, "the earlier requests are done")
 
 
 # --- without Oxia: servers of their own -------------------------------------------------------
@@ -180,6 +227,153 @@ def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root):
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+BURST = 256
+
+
+def test_a_burst_of_connections_waits_for_the_accept_loop_and_each_gets_its_answers(monkeypatch, s3_config, root):
+    """256 connections arrive while the accept loop is busy: the listen queue holds them all.
+
+    With the stdlib's listen backlog of 5 the kernel dropped the handshakes
+    past it (resets and timeouts under a burst); here the 7th connection could
+    not connect. Each connection then serves two requests (keep-alive) with
+    TCP_NODELAY set on the server's side.
+    """
+    nodelay: list[int] = []
+    setup = _Handler.setup
+
+    def recording_setup(handler: _Handler) -> None:
+        setup(handler)
+        nodelay.append(handler.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    monkeypatch.setattr(_Handler, "setup", recording_setup)
+    srv = start_server(monkeypatch, {**serve_env(s3_config, root), **unreachable_oxia_env()})
+    conns: list[http.client.HTTPConnection] = []
+    try:
+        with accept_loop_paused(srv):
+            for i in range(BURST):
+                conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
+                try:
+                    conn.connect()  # the kernel completes the handshake; nothing accepts it yet
+                except OSError as exc:
+                    pytest.fail(f"connection {i} of {BURST} could not connect while the accept loop was busy: {exc!r}")
+                conn.request("GET", "/health")
+                conns.append(conn)
+        for i, conn in enumerate(conns):
+            for n in range(2):
+                if n:
+                    conn.request("GET", "/health")
+                resp = conn.getresponse()
+                assert (i, resp.status, resp.getheader("Connection")) == (i, 200, None)
+                assert json.loads(resp.read())["status"] == "ok"
+    finally:
+        for conn in conns:
+            conn.close()
+        srv.shutdown()
+    assert len(nodelay) == BURST, "one server connection per client: keep-alive held"
+    assert all(nodelay)
+
+
+def test_a_request_whose_body_is_arriving_when_shutdown_begins_is_served(monkeypatch, s3_config, root):
+    """The decision to serve a request and its in-flight count are one step.
+
+    The server had counted this request in flight (shutdown waited for it) but
+    decided whether to serve it only after reading its body, so a shutdown
+    beginning in between refused it with 503.
+    """
+    srv = start_server(monkeypatch, {**serve_env(s3_config, root), **unreachable_oxia_env()})
+    stopper = threading.Thread(target=srv.shutdown)
+    idle = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)  # kept alive across the shutdown
+    served = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        idle.request("GET", "/health")
+        assert idle.getresponse().read()
+        wait_until_serving_only_the_next_request(srv)
+        send_headers_only(served, "GET", "/health", 2)
+        wait_until(lambda: srv.inflight == 1, "the server reads the request's body")
+        stopper.start()
+        wait_until(lambda: srv.closing, "shutdown began")
+
+        idle.request("GET", "/health")  # a request that starts now is refused, and its connection closed
+        resp = idle.getresponse()
+        assert (resp.status, resp.getheader("Retry-After"), resp.getheader("Connection")) == (503, "1", "close")
+        assert json.loads(resp.read())["error_type"] == "ShuttingDown"
+        wait_until(lambda: srv.httpd.socket.fileno() == -1, "the listening socket closed")
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+        assert stopper.is_alive(), "shutdown waits for the request being served"
+
+        served.send(b"{}")
+        resp = served.getresponse()
+        assert (resp.status, resp.getheader("Connection")) == (200, "close")
+        assert json.loads(resp.read())["status"] == "ok"
+        stopper.join(10)
+        assert not stopper.is_alive()
+    finally:
+        idle.close()
+        served.close()  # on a failure, shutdown stops waiting for it
+        if stopper.is_alive():
+            stopper.join(30)
+        srv.shutdown()
+
+
+def test_shutdown_returns_once_the_answers_of_the_requests_it_drained_are_written(monkeypatch, s3_config, root):
+    """A request left the in-flight count before its answer was written: ``llog serve`` could exit without it."""
+    srv = start_server(monkeypatch, {**serve_env(s3_config, root), **unreachable_oxia_env()})
+    writing, release = threading.Event(), threading.Event()
+    write = LlogServer._write
+
+    def held_write(request: _Handler, status: int, headers: Any, body: bytes) -> None:
+        if request.path == "/health?held":
+            writing.set()
+            release.wait(30)
+        write(request, status, headers, body)
+
+    monkeypatch.setattr(LlogServer, "_write", staticmethod(held_write))
+    out: list[Any] = []
+    client = threading.Thread(target=lambda: out.append(call(srv, "GET", "/health?held")))
+    stopper = threading.Thread(target=srv.shutdown)
+    try:
+        client.start()
+        assert writing.wait(10), "the request did not reach its answer"
+        stopper.start()
+        wait_until(lambda: srv.closing, "shutdown began")
+        stopper.join(1)
+        assert stopper.is_alive(), "shutdown returned before the answer of a request it drained was written"
+        release.set()
+        stopper.join(10)
+        client.join(10)
+        assert not stopper.is_alive()
+        assert out
+        assert (out[0][0], out[0][1]["Connection"]) == (200, "close")
+    finally:
+        release.set()
+        if stopper.is_alive():
+            stopper.join(30)
+        srv.shutdown()
+
+
+def test_a_connection_waiting_in_the_listen_queue_at_shutdown_is_answered_not_reset(monkeypatch, s3_config, root):
+    """Closing the listening socket reset the connections queued on it, after their clients had sent a request."""
+    srv = start_server(monkeypatch, {**serve_env(s3_config, root), **unreachable_oxia_env()})
+    stopper = threading.Thread(target=srv.shutdown)
+    conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    try:
+        with accept_loop_paused(srv):
+            conn.request("POST", "/produce", SEED_PRODUCE, {"Content-Type": "application/json"})
+            stopper.start()
+            wait_until(lambda: srv.closing, "shutdown began")
+        resp = conn.getresponse()
+        assert (resp.status, resp.getheader("Retry-After"), resp.getheader("Connection")) == (503, "1", "close")
+        assert json.loads(resp.read())["error_type"] == "ShuttingDown"
+        stopper.join(10)
+        assert not stopper.is_alive()
+    finally:
+        conn.close()
+        if stopper.is_alive():
+            stopper.join(30)
+        srv.shutdown()
 
 
 # --- without Oxia: one server for the class -------------------------------------------------------
@@ -371,6 +565,36 @@ class TestWithoutOxia:
             t.join(30)
         assert failures == []
 
+    def test_a_burst_of_keep_alive_clients_connecting_at_once_is_answered_on_every_connection(self, server):
+        barrier = threading.Barrier(BURST)
+        answers: dict[int, list[int]] = {}
+        failures: dict[int, str] = {}
+
+        def client(i: int) -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            try:
+                barrier.wait(30)
+                statuses = []
+                for _ in range(2):
+                    conn.request("GET", "/health")
+                    resp = conn.getresponse()
+                    resp.read()
+                    statuses.append(resp.status)
+                answers[i] = statuses
+            except Exception as exc:
+                failures[i] = repr(exc)
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(BURST)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert [i for i, t in enumerate(threads) if t.is_alive()] == []
+        assert failures == {}
+        assert answers == {i: [200, 200] for i in range(BURST)}
+
 
 # --- with Oxia --------------------------------------------------------------------------------------
 
@@ -398,20 +622,26 @@ def test_the_seed_curl_requests(live_server):
 def test_concurrent_produce_requests_share_wal_blobs(live_server):
     n = 16
     barrier = threading.Barrier(n)
-    results: list[Any] = []
+    results: dict[int, tuple[int, Any]] = {}
+    failures: dict[int, str] = {}
 
     def produce(i: int) -> None:
-        barrier.wait()
-        body = json.dumps({"topic_partitions": [{"topic": "orders", "partition": i % 2, "records": [f"m{i}"]}]})
-        results.append(call_json(live_server, "POST", "/produce", body))
+        try:
+            barrier.wait(30)
+            body = json.dumps({"topic_partitions": [{"topic": "orders", "partition": i % 2, "records": [f"m{i}"]}]})
+            results[i] = call_json(live_server, "POST", "/produce", body)
+        except Exception as exc:  # reported below, by request
+            failures[i] = repr(exc)
 
     threads = [threading.Thread(target=produce, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
-    assert all(status == 200 for status, _ in results)
-    offsets = sorted((doc["results"][0]["partition"], doc["results"][0]["start_offset"]) for _, doc in results)
+        t.join(60)
+    assert [i for i, t in enumerate(threads) if t.is_alive()] == [], "requests still without an answer"
+    assert failures == {}, "requests that got no answer"
+    assert {i: r for i, r in results.items() if r[0] != 200} == {}
+    offsets = sorted((doc["results"][0]["partition"], doc["results"][0]["start_offset"]) for _, doc in results.values())
     assert offsets == sorted((p, o) for p in (0, 1) for o in range(1, n // 2 + 1))
     metrics = call_json(live_server, "GET", "/metrics")[1]
     assert metrics["batcher"]["flushes"] < n
@@ -448,15 +678,44 @@ def test_fence_over_http(live_server):
 
 @pytest.mark.oxia
 def test_shutdown_lets_a_long_poll_finish(live_server):
-    call_json(live_server, "POST", "/produce", SEED_PRODUCE)
+    assert call_json(live_server, "POST", "/produce", SEED_PRODUCE)[0] == 200
     body = json.dumps(
         {"topic_partitions": [{"topic": "orders", "partition": 0, "fetch_offset": 3}], "max_wait_ms": 1000}
     )
     out: list[Any] = []
     poll = threading.Thread(target=lambda: out.append(call_json(live_server, "POST", "/consume", body)))
+    wait_until_serving_only_the_next_request(live_server)
     poll.start()
-    time.sleep(0.2)
+    wait_until(lambda: live_server.inflight == 1, "the server serves the long poll")
     live_server.shutdown()
     poll.join(10)
     assert out
-    assert out[0][0] == 200
+    status, doc = out[0]
+    assert status == 200, doc
+    assert doc["results"][0]["records"] == []
+    assert doc["results"][0]["next_fetch_offset"] == 3
+
+
+@pytest.mark.oxia
+def test_shutdown_lets_a_long_poll_whose_body_is_arriving_finish(live_server):
+    assert call_json(live_server, "POST", "/produce", SEED_PRODUCE)[0] == 200
+    body = json.dumps(
+        {"topic_partitions": [{"topic": "orders", "partition": 0, "fetch_offset": 3}], "max_wait_ms": 1000}
+    ).encode()
+    poll = http.client.HTTPConnection("127.0.0.1", live_server.port, timeout=30)
+    stopper = threading.Thread(target=live_server.shutdown)
+    try:
+        wait_until_serving_only_the_next_request(live_server)
+        send_headers_only(poll, "POST", "/consume", len(body))
+        wait_until(lambda: live_server.inflight == 1, "the server reads the long poll's body")
+        stopper.start()
+        wait_until(lambda: live_server.closing, "shutdown began")
+        poll.send(body)
+        resp = poll.getresponse()
+        doc = json.loads(resp.read())
+        stopper.join(10)
+    finally:
+        poll.close()
+    assert resp.status == 200, doc
+    assert [(r["records"], r["next_fetch_offset"]) for r in doc["results"]] == [([], 3)]
+    assert not stopper.is_alive()
