@@ -42,19 +42,11 @@ from llog.retention import RetentionConfig, RetentionPolicy
 from llog.writer import LogWriter
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
+from tests.integration.test_model import COMPACTOR_CRASH_POINTS, GRACE_MS
 
 pytestmark = pytest.mark.oxia
 
-GRACE_MS = 60 * 60 * 1000
 PROTOCOLS = pytest.mark.parametrize("protocol", [AppendProtocol.SEED, AppendProtocol.SEQUENTIAL], ids=str)
-COMPACTOR_CRASH_POINTS = (
-    compactor_points.AFTER_BLOB_PUT,
-    compactor_points.AFTER_RECORD,
-    compactor_points.AFTER_END_KEY,
-    compactor_points.AFTER_MANIFEST,
-    compactor_points.AFTER_DELETE,
-    compactor_points.AFTER_CURSOR,
-)
 
 
 @dataclass
