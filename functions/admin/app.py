@@ -1,6 +1,6 @@
 """Operator routes: health, partition catalog and status, fence and unfence.
 
-* ``GET /health``: this instance (seed 000 shape; answers without touching Oxia);
+* ``GET /health``: this instance (docs/HTTP_API.md; answers without touching Oxia);
 * ``GET /topics``: every registered partition, from ``LogCatalog.partitions()``;
 * ``GET /topics/{topic}/partitions/{partition}``: ``LogCatalog.status`` (404 if
   the partition is not initialized);

@@ -1,4 +1,4 @@
-"""``POST /consume``: parse with ``llog.http_contract``, fetch with ``ConsumeService``, answer per seed 000.
+"""``POST /consume``: parse with ``llog.http_contract``, fetch with ``ConsumeService``, answer per docs/HTTP_API.md.
 
 200 with one result per requested partition (records, ``high_watermark``,
 ``next_fetch_offset``; failures such as ``OffsetOutOfRange`` or

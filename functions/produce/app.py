@@ -1,4 +1,4 @@
-"""``POST /produce``: parse with ``llog.http_contract``, append with ``ProduceService``, answer per seed 000.
+"""``POST /produce``: parse with ``llog.http_contract``, append with ``ProduceService``, answer per docs/HTTP_API.md.
 
 200 when every partition's batch was appended, 409 for partial or other
 failures (each result says ``ok``, ``error_type``, ``error``, ``retriable``),

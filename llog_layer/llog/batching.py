@@ -1,4 +1,4 @@
-"""``BatchingProducer`` (seed 000): coalesce concurrent produce calls into one shared WAL blob.
+"""``BatchingProducer`` (docs/ARCHITECTURE.md): coalesce concurrent produce calls into one shared WAL blob.
 
 Callers on many threads submit groups; one flusher thread writes everything
 buffered as a single ``append_shared`` (one S3 PUT, one commit per partition)

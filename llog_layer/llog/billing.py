@@ -1,4 +1,4 @@
-"""The S3 billing estimate that ``llog serve`` exports under ``s3.billing`` (seed 003).
+"""The S3 billing estimate that ``llog serve`` exports under ``s3.billing`` (docs/COST.md).
 
 Two halves, aggregated differently across processes:
 

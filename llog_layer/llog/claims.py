@@ -1,4 +1,4 @@
-"""Compactor claims: an ephemeral ``meta/compactor-claim`` record per partition (seed 000).
+"""Compactor claims: an ephemeral ``meta/compactor-claim`` record per partition (docs/PROTOCOL.md, Compaction).
 
 A worker compacts a partition only while it holds the claim. The record is
 tied to the worker's Oxia session, so a worker that dies (or a Lambda that is

@@ -1,6 +1,6 @@
 """Scheduling compaction: which partitions need it (planner), and one worker's turn on a partition.
 
-The serverless shape (seed 000's compactor service, split in two): a scheduled
+The serverless shape (a compactor service split in two, docs/ARCHITECTURE.md): a scheduled
 planner discovers partitions, keeps those whose compaction lag reaches a
 threshold, and emits one task per partition in random order; a worker takes
 the partition's claim, compacts until caught up or out of time, and releases

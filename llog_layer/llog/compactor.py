@@ -1,4 +1,4 @@
-"""Compaction (seed 000, "Compactor Architecture"; docs/PROTOCOL.md).
+"""Compaction (docs/PROTOCOL.md, "Compaction").
 
 ``compact_once(topic, partition)`` rewrites one contiguous run of WAL entries,
 starting exactly at ``meta/compaction-cursor``, into one partition-local

@@ -1,4 +1,4 @@
-"""Configuration from ``LLOG_*`` environment variables (names from seed 003) or arguments.
+"""Configuration from ``LLOG_*`` environment variables (README.md, Configuration) or arguments.
 
 Every component has ``from_env()``; each config can also be built directly.
 Nothing here reads ``.env`` files: load them in the shell (``set -a; . .env``).

@@ -1,4 +1,4 @@
-"""The consume service behind ``POST /consume`` (seed 000, "Broker consume path").
+"""The consume service behind ``POST /consume`` (docs/HTTP_API.md).
 
 For each requested partition: plan the batches from ``fetch_offset`` (a tail
 cache hit needs no Oxia; otherwise ``meta/control`` and the sparse index),

@@ -1,4 +1,4 @@
-"""The HTTP contract of seed 000/003 (``POST /produce``, ``POST /consume``) as plain functions.
+"""The HTTP contract of docs/HTTP_API.md (``POST /produce``, ``POST /consume``) as plain functions.
 
 Parsing turns a decoded JSON body into typed requests and raises
 ``RequestRejected`` (with the HTTP status to answer) for anything malformed,
@@ -259,7 +259,7 @@ def produce_result_json(result: AppendResult) -> dict[str, Any]:
 
 
 def produce_response(results: Sequence[AppendResult]) -> tuple[int, dict[str, Any]]:
-    """Status per seed 000: 200 all ok; 503 all failed with back-pressure; 409 otherwise."""
+    """Status per docs/HTTP_API.md: 200 all ok; 503 all failed with back-pressure; 409 otherwise."""
     errors = [r for r in results if not r.ok]
     if not errors:
         status = 200

@@ -1,6 +1,6 @@
 """The key schema: Oxia keys and S3 object keys, and the names they are built from.
 
-Layout (seed 000, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``)::
+Layout (docs/PROTOCOL.md, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``)::
 
     {root}/{topic}/partitions/{partition}/meta/control
     {root}/{topic}/partitions/{partition}/meta/compaction-cursor

@@ -1,4 +1,4 @@
-"""The JSON documents llog stores: in Oxia (seed 000, "Metadata Keys" and "Index Keys") and the
+"""The JSON documents llog stores: in Oxia (docs/PROTOCOL.md, "Oxia records") and the
 compacted-range manifests in S3 (docs/FORMAT.md, "Manifests").
 
 Each type parses strictly: a record that does not hold the promised shape

@@ -1,4 +1,4 @@
-"""The read path (seed 000, "Reader Architecture"; docs/PROTOCOL.md, docs/SEQUENTIAL_APPEND.md).
+"""The read path (docs/PROTOCOL.md, "Read"; docs/SEQUENTIAL_APPEND.md).
 
 1. read ``meta/control``: the partition exists; a seed partition's high
    watermark is ``sequence_counter - 1``, a sequential one's is read from its

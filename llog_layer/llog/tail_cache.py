@@ -1,4 +1,4 @@
-"""A bounded in-process cache of each partition's most recent batches (seed 000, broker tail cache).
+"""A bounded in-process cache of each partition's most recent batches (docs/ARCHITECTURE.md).
 
 The writer reports every committed batch (``LogWriter(commit_listener=...)``);
 readers in the same process then serve recent offsets without touching Oxia

@@ -1,6 +1,6 @@
 """The ``LLS1`` shared WAL blob: one S3 object carrying batches of several partitions.
 
-Layout (seed 000)::
+Layout (docs/FORMAT.md)::
 
     b"LLS1" | header length (u32, big-endian) | JSON header | bodies
 

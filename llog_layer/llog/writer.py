@@ -1,4 +1,4 @@
-"""The append path (seed 000, "Writer Architecture"; docs/PROTOCOL.md).
+"""The append path (docs/PROTOCOL.md, "Append").
 
 ``append_shared(groups)`` writes one ``LLS1`` blob holding every group's
 batch, then commits each partition on its own, by the protocol the

@@ -35,7 +35,7 @@ from tests.conftest import BUCKET, serve_env, start_server, unreachable_oxia_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The request bodies of the seed's curl examples (seed 003), verbatim.
+# The request bodies of the README's curl examples, verbatim.
 SEED_PRODUCE = """{
     "topic_partitions": [
       {

@@ -1,7 +1,7 @@
 """Unit tests of the HTTP contract (llog/http_contract.py): every parse rule and the response shapes.
 
 Parsing must reject malformed input with ``RequestRejected`` (status and
-``error_type``) before anything is written; rendering must follow seed 000's
+``error_type``) before anything is written; rendering must follow docs/HTTP_API.md's
 status rules and byte encodings. Results are built directly, no storage.
 """
 
