@@ -41,13 +41,13 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
 from bench.stack import READ_OPS as READ_OPS  # noqa: E402  (re-exported: tests and callers use append.READ_OPS)
 from bench.stack import WRITE_OPS as WRITE_OPS  # noqa: E402
 from bench.stack import local_stack, measure_floor, median_of_runs, percentile, stats_diff  # noqa: E402
-from llog.blob_store import BlobStore  # noqa: E402
+from llog.client.writer import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
-from llog.keys import PartitionKeys  # noqa: E402
-from llog.metrics import OperationCounters, OperationStats  # noqa: E402
-from llog.models import AppendProtocol  # noqa: E402
-from llog.oxia_store import OxiaStore  # noqa: E402
-from llog.writer import LogWriter, SharedAppendGroup  # noqa: E402
+from llog.format.documents import AppendProtocol  # noqa: E402
+from llog.format.keys import PartitionKeys  # noqa: E402
+from llog.store.metrics import OperationCounters, OperationStats  # noqa: E402
+from llog.store.oxia import OxiaStore  # noqa: E402
+from llog.store.s3 import BlobStore  # noqa: E402
 
 BUCKET = "llog-bench"
 PAYLOAD = b"x" * 100

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llog.codec import ENCODING, HEADER_SIZE, decode_batch, encode_batch
+from llog.format.codec import ENCODING, HEADER_SIZE, decode_batch, encode_batch
 
 MIB = 1024 * 1024
 NOW_MS = 1_760_000_000_000

@@ -46,20 +46,20 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
     sys.path.insert(0, str(ROOT))
 
 from bench.stack import READ_OPS, S3_GET_OPS, local_stack, median_of_runs, percentile, stats_diff  # noqa: E402
-from llog.blob_store import BlobStore  # noqa: E402
-from llog.compactor import Compactor, compact_until_caught_up  # noqa: E402
+from llog.client.reader import LogReader, LogRecord  # noqa: E402
+from llog.client.writer import LogWriter  # noqa: E402
 from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
-from llog.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch  # noqa: E402
-from llog.http_contract import Limits  # noqa: E402
-from llog.keys import PartitionKeys  # noqa: E402
-from llog.metrics import OperationCounters, OperationStats  # noqa: E402
-from llog.models import INITIAL_OFFSET, AppendProtocol  # noqa: E402
-from llog.object_cache import DEFAULT_OBJECT_CACHE_BYTES, ObjectCache  # noqa: E402
-from llog.oxia_store import OxiaStore  # noqa: E402
-from llog.produce import DEFAULT_TAIL_CACHE_BYTES  # noqa: E402
-from llog.reader import LogReader, LogRecord  # noqa: E402
-from llog.tail_cache import TailCache  # noqa: E402
-from llog.writer import LogWriter  # noqa: E402
+from llog.format.documents import INITIAL_OFFSET, AppendProtocol  # noqa: E402
+from llog.format.keys import PartitionKeys  # noqa: E402
+from llog.protocol.compaction import Compactor, compact_until_caught_up  # noqa: E402
+from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch  # noqa: E402
+from llog.service.http_contract import Limits  # noqa: E402
+from llog.service.produce import DEFAULT_TAIL_CACHE_BYTES  # noqa: E402
+from llog.service.tail_cache import TailCache  # noqa: E402
+from llog.store.metrics import OperationCounters, OperationStats  # noqa: E402
+from llog.store.object_cache import DEFAULT_OBJECT_CACHE_BYTES, ObjectCache  # noqa: E402
+from llog.store.oxia import OxiaStore  # noqa: E402
+from llog.store.s3 import BlobStore  # noqa: E402
 
 BUCKET = "llog-bench"
 RECORD_SIZE = 1024

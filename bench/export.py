@@ -33,12 +33,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "glue_jobs"))
 
-from llog.blob_store import BlobStore  # noqa: E402
-from llog.codec import Record, decode_batch, encode_batch  # noqa: E402
 from llog.devstack import MotoS3  # noqa: E402
-from llog.keys import PartitionKeys, S3Location  # noqa: E402
-from llog.manifest import ManifestStore  # noqa: E402
-from llog.models import CompactedRange  # noqa: E402
+from llog.format.codec import Record, decode_batch, encode_batch  # noqa: E402
+from llog.format.documents import CompactedRange  # noqa: E402
+from llog.format.keys import PartitionKeys, S3Location  # noqa: E402
+from llog.protocol.manifest import ManifestStore  # noqa: E402
+from llog.store.s3 import BlobStore  # noqa: E402
 from llog_export.arrow import batch_to_arrow  # noqa: E402
 from llog_export.job import ExportOptions, ParquetExport  # noqa: E402
 from llog_export.spark import local_spark_session  # noqa: E402

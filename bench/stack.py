@@ -18,19 +18,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from llog.blob_store import BlobStore
 from llog.config import OxiaConfig, S3Config
 from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary
-from llog.keys import S3Location
-from llog.metrics import OperationStats
-from llog.oxia_store import OxiaStore
+from llog.format.keys import S3Location
+from llog.store.metrics import OperationStats
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Oxia operations (llog.oxia_store) that read, and that write.
+# Oxia operations (llog.store.oxia) that read, and that write.
 READ_OPS = frozenset({"get", "get_ceiling", "get_lower", "range_scan", "list"})
 WRITE_OPS = frozenset({"put", "put_sequential", "delete", "delete_range"})
-# S3 operations (llog.blob_store) that are GET requests: whole-object and range GETs.
+# S3 operations (llog.store.s3) that are GET requests: whole-object and range GETs.
 S3_GET_OPS = frozenset({"get", "range_get"})
 
 

@@ -49,7 +49,7 @@ SCRIPT = GLUE_JOBS_DIR / "export_job.py"
 # The packages of --extra-py-files, each at the root of the zip.
 PACKAGES: tuple[Path, ...] = (LLOG_SOURCE_DIR / "llog", GLUE_JOBS_DIR / "llog_export")
 GLUE_VERSION = "6.0"  # Spark 4.1.1, Python 3.13
-# crc32c is llog.codec's one third-party import (a C extension: not loadable from a zip).
+# crc32c is llog.format.codec's one third-party import (a C extension: not loadable from a zip).
 ADDITIONAL_PYTHON_MODULES = "crc32c==2.8"
 TABLE = "records"
 TABLES_PREFIX = "tables/"

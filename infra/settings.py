@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Literal, cast
 
 from llog.errors import ConfigurationError
-from llog.models import AppendProtocol
-from llog.retention import RetentionConfig
+from llog.format.documents import AppendProtocol
+from llog.protocol.retention import RetentionConfig
 
 PREFIX = "llog:"
 
@@ -77,7 +77,7 @@ _RATE_RE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
 _CRON_RE = re.compile(r"^cron\((\S+ ){5}\S+\)$")
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _NAMESPACE_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-# llog's topic names (llog.keys) and the names its key layout reserves.
+# llog's topic names (llog.format.keys) and the names its key layout reserves.
 _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _RESERVED_TOPICS = frozenset({".", "..", "wal-shared"})
 # Glue database names that Athena accepts without quoting rules: lowercase, digits, underscore.

@@ -29,15 +29,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llog.admin import LogCatalog
-from llog.claims import CompactorClaims
 from llog.cli import LlogServer
-from llog.compaction_service import plan_compaction, run_compaction_task
-from llog.compactor import Compactor
 from llog.config import env_int
 from llog.devstack import OxiaProcess, VersityGW, find_oxia_binary, find_versitygw_binary
 from llog.errors import LlogError
-from llog.gc import GarbageCollector
+from llog.protocol.catalog import LogCatalog
+from llog.protocol.claims import CompactorClaims
+from llog.protocol.compaction import Compactor
+from llog.protocol.gc import GarbageCollector
+from llog.service.compaction import plan_compaction, run_compaction_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / ".tools"

@@ -25,15 +25,15 @@ from typing import NoReturn
 import pytest
 from hypothesis import settings
 
-from llog.blob_store import BlobStore
 from llog.cli import LlogServer
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config
 from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary, free_port, wait_until_serving
-from llog.keys import DEFAULT_ROOT_PREFIX
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.registry import PartitionRegistry
-from llog.writer import LogWriter
+from llog.format.keys import DEFAULT_ROOT_PREFIX
+from llog.protocol.registry import PartitionRegistry
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.faults import HARNESS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Crashes and faults for tests, and the tally ``make soak`` reports (docs/RELIABILITY.md).
 
-Components call their ``llog.faults.FaultHook`` between storage steps;
+Components call their ``llog.protocol.faults.FaultHook`` between storage steps;
 ``crash_at`` returns a hook that raises ``SimulatedCrash`` at a chosen point,
 so the component's remaining steps never run, as if its process had died
 there. Every crash, Oxia server restart and injected S3 fault is counted in
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from llog.faults import FaultHook
+from llog.protocol.faults import FaultHook
 
 HARNESS: Counter[str] = Counter()
 

@@ -28,14 +28,14 @@ from functions.common import routes
 from functions.common.http import create_resolver, json_response, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
-from llog.admin import LogCatalog
-from llog.blob_store import BlobStore
+from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config, root_prefix_from_env
 from llog.errors import InvalidPartition
-from llog.keys import validate_partition, validate_topic
-from llog.models import ControlRecord
-from llog.oxia_store import OxiaStore
-from llog.writer import LogWriter
+from llog.format.documents import ControlRecord
+from llog.format.keys import validate_partition, validate_topic
+from llog.protocol.catalog import LogCatalog
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 
 telemetry = Telemetry(routes.ADMIN)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from llog.errors import InvalidArgument, LlogError, LogFenced, OffsetOutOfRange, PartitionNotInitialized
-from llog.http_contract import RequestRejected, error_body
+from llog.service.http_contract import RequestRejected, error_body
 
 RETRY_AFTER_S = 1
 

@@ -8,7 +8,7 @@
   with ``Allow``);
 * any exception with the status ``functions.common.errors`` maps it to
   (Powertools' pydantic validation is not used: requests are parsed by
-  ``llog.http_contract``, whose rejections are the seed's 400/413).
+  ``llog.service.http_contract``, whose rejections are the seed's 400/413).
 
 ``llog serve`` runs handlers on many threads at once, so there is one resolver
 per thread (``PerThread``), and each keeps its request on itself
@@ -34,7 +34,7 @@ from functions.common.errors import client_error, error_answer
 from functions.common.lazy import PerThread
 from functions.common.telemetry import Telemetry
 from llog.errors import LlogError
-from llog.http_contract import Limits, RequestRejected, parse_json_body
+from llog.service.http_contract import Limits, RequestRejected, parse_json_body
 
 JSON = "application/json"
 

@@ -18,11 +18,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.common.lazy import Lazy
-from llog.admin import LogCatalog
-from llog.compaction_service import CompactionTask, plan_compaction
 from llog.config import env_int, root_prefix_from_env
 from llog.errors import ConfigurationError
-from llog.oxia_store import OxiaStore
+from llog.protocol.catalog import LogCatalog
+from llog.service.compaction import CompactionTask, plan_compaction
+from llog.store.oxia import OxiaStore
 
 SERVICE = "compaction_planner"
 SQS_BATCH = 10  # SendMessageBatch limit

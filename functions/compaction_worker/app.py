@@ -20,10 +20,10 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.common.lazy import Lazy
-from llog.claims import CompactorClaims
-from llog.compaction_service import CompactionTask, TaskOutcome, run_compaction_task
-from llog.compactor import Compactor
 from llog.config import env_int
+from llog.protocol.claims import CompactorClaims
+from llog.protocol.compaction import Compactor
+from llog.service.compaction import CompactionTask, TaskOutcome, run_compaction_task
 
 SERVICE = "compaction_worker"
 SAFETY_MARGIN_S = 10.0  # leave time to release the claim and answer before the Lambda timeout

@@ -1,4 +1,4 @@
-"""``POST /consume``: parse with ``llog.http_contract``, fetch with ``ConsumeService``, answer per docs/HTTP_API.md.
+"""``POST /consume``: parse with ``http_contract``, fetch with ``ConsumeService``, answer per docs/HTTP_API.md.
 
 200 with one result per requested partition (records, ``high_watermark``,
 ``next_fetch_offset``; failures such as ``OffsetOutOfRange`` or
@@ -21,8 +21,8 @@ from functions.common import routes
 from functions.common.http import create_resolver, json_body, json_response, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
-from llog.consume import ConsumeService
-from llog.http_contract import Limits, consume_response, parse_consume_request
+from llog.service.consume import ConsumeService
+from llog.service.http_contract import Limits, consume_response, parse_consume_request
 
 telemetry = Telemetry(routes.CONSUME)
 _service: Lazy[ConsumeService] = Lazy(ConsumeService.from_env, ConsumeService.close)

@@ -10,7 +10,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.common.lazy import Lazy
-from llog.gc import GarbageCollector
+from llog.protocol.gc import GarbageCollector
 
 SERVICE = "gc"
 

@@ -1,4 +1,4 @@
-"""``POST /produce``: parse with ``llog.http_contract``, append with ``ProduceService``, answer per docs/HTTP_API.md.
+"""``POST /produce``: parse with ``http_contract``, append with ``ProduceService``, answer per docs/HTTP_API.md.
 
 200 when every partition's batch was appended, 409 for partial or other
 failures (each result says ``ok``, ``error_type``, ``error``, ``retriable``),
@@ -20,10 +20,10 @@ from functions.common import routes
 from functions.common.http import create_resolver, json_body, json_response, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
-from llog.codec import Record
-from llog.http_contract import Limits, parse_produce_request, produce_response
-from llog.produce import ProduceService
-from llog.writer import SharedAppendGroup
+from llog.client.writer import SharedAppendGroup
+from llog.format.codec import Record
+from llog.service.http_contract import Limits, parse_produce_request, produce_response
+from llog.service.produce import ProduceService
 
 telemetry = Telemetry(routes.PRODUCE)
 _service: Lazy[ProduceService] = Lazy(ProduceService.from_env, ProduceService.close)

@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from llog.codec import BinaryColumn, RecordBatch
 from llog.errors import CorruptBatch
+from llog.format.codec import BinaryColumn, RecordBatch
 
 MS_PER_DAY = 86_400_000
 EPOCH = dt.date(1970, 1, 1)

@@ -16,9 +16,9 @@ import re
 
 from pyspark.sql import DataFrame, SparkSession
 
-from llog.blob_store import BlobStore
 from llog.errors import InvalidArgument
-from llog.faults import FaultHook
+from llog.protocol.faults import FaultHook
+from llog.store.s3 import BlobStore
 from llog_export.catalog import COLUMNS
 from llog_export.job import Export, ExportOptions
 from llog_export.state import Cursors, cursors_from_json, cursors_to_json

@@ -20,13 +20,13 @@ import pyarrow as pa
 from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
-from llog.blob_store import BlobStore
-from llog.codec import decode_batch
 from llog.config import S3Config
 from llog.errors import CorruptMetadata
-from llog.faults import FaultHook
-from llog.keys import S3Location
-from llog.manifest import ManifestSpan, ManifestStore
+from llog.format.codec import decode_batch
+from llog.format.keys import S3Location
+from llog.protocol.faults import FaultHook
+from llog.protocol.manifest import ManifestSpan, ManifestStore
+from llog.store.s3 import BlobStore
 from llog_export.arrow import SPARK_SCHEMA, batch_to_arrow
 from llog_export.catalog import TableCatalog
 from llog_export.hadoop_fs import HadoopFileSystem

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from llog.config import S3Config, env_int
 from llog.errors import InvalidArgument
-from llog.keys import DEFAULT_ROOT_PREFIX, validate_root_prefix, validate_topic
+from llog.format.keys import DEFAULT_ROOT_PREFIX, validate_root_prefix, validate_topic
 from llog_export.job import ExportOptions
 
 REQUIRED = ("llog_bucket", "output_path")

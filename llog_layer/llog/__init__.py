@@ -14,7 +14,6 @@ Public API::
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from llog.codec import ENCODING, Record, RecordBatch, decode_batch, encode_batch
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import (
     AppendConflict,
@@ -40,22 +39,23 @@ from llog.errors import (
     StorageUnavailable,
     VersionConflict,
 )
-from llog.keys import PartitionKeys, S3Location
-from llog.models import AppendProtocol
+from llog.format.codec import ENCODING, Record, RecordBatch, decode_batch, encode_batch
+from llog.format.documents import AppendProtocol
+from llog.format.keys import PartitionKeys, S3Location
 
 if TYPE_CHECKING:
-    from llog.reader import LogReader, LogRecord, PartitionInfo
-    from llog.writer import AppendResult, LogWriter, SharedAppendGroup
+    from llog.client.reader import LogReader, LogRecord, PartitionInfo
+    from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 
 # The reader and writer need the Oxia client; importing them lazily keeps the codec,
 # keys and S3 parts usable where it is not installed (the Glue export job).
 _LAZY = {
-    "LogReader": "llog.reader",
-    "LogRecord": "llog.reader",
-    "PartitionInfo": "llog.reader",
-    "AppendResult": "llog.writer",
-    "LogWriter": "llog.writer",
-    "SharedAppendGroup": "llog.writer",
+    "LogReader": "llog.client.reader",
+    "LogRecord": "llog.client.reader",
+    "PartitionInfo": "llog.client.reader",
+    "AppendResult": "llog.client.writer",
+    "LogWriter": "llog.client.writer",
+    "SharedAppendGroup": "llog.client.writer",
 }
 
 

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from llog.codec import Record
+from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
 from llog.config import Environ, env_int
 from llog.errors import LlogError
-from llog.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
+from llog.format.codec import Record
 
 
 class BackPressureRejected(LlogError):

@@ -29,9 +29,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llog.blob_store import BlobStore
 from llog.config import Environ, env_int
-from llog.metrics import OperationStats
+from llog.store.metrics import OperationStats
+from llog.store.s3 import BlobStore
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ class RequestClass(enum.StrEnum):
     FREE = "free"
 
 
-# The operation names BlobStore records (llog/blob_store.py).
+# The operation names BlobStore records (llog/store/s3.py).
 OPERATION_CLASSES: Mapping[str, RequestClass] = {
     "put": RequestClass.PUT_COPY_POST_LIST,
     "list": RequestClass.PUT_COPY_POST_LIST,

@@ -53,20 +53,20 @@ from urllib.parse import urlsplit
 
 from llog.batching import BatchingConfig, BatchingProducer
 from llog.billing import BillingConfig, S3Billing
-from llog.blob_store import BlobStore
-from llog.compactor import Compactor, compact_until_caught_up
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter
 from llog.config import WriterConfig
-from llog.consume import ConsumeService
 from llog.errors import LlogError
-from llog.gc import GarbageCollector
-from llog.http_contract import Limits, error_body
-from llog.metrics import OperationCounters
-from llog.oxia_store import OxiaStore
-from llog.produce import ProduceService, tail_cache_from_env
-from llog.reader import LogReader
-from llog.storage import Storage
-from llog.tail_cache import TailCache
-from llog.writer import LogWriter
+from llog.protocol.compaction import Compactor, compact_until_caught_up
+from llog.protocol.gc import GarbageCollector
+from llog.service.consume import ConsumeService
+from llog.service.http_contract import Limits, error_body
+from llog.service.produce import ProduceService, tail_cache_from_env
+from llog.service.tail_cache import TailCache
+from llog.store.metrics import OperationCounters
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 
 log = logging.getLogger("llog.serve")
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from llog.errors import ConfigurationError, InvalidArgument
-from llog.keys import DEFAULT_ROOT_PREFIX, validate_root_prefix
-from llog.models import AppendProtocol
+from llog.format.documents import AppendProtocol
+from llog.format.keys import DEFAULT_ROOT_PREFIX, validate_root_prefix
 
 Environ = Mapping[str, str]
 

@@ -23,10 +23,10 @@ import boto3
 import botocore.config
 import botocore.exceptions
 
-from llog.blob_store import BlobStore
 from llog.config import OxiaConfig, S3Config
 from llog.errors import BlobStoreUnavailable, ConfigurationError, OxiaUnavailable
-from llog.oxia_store import OxiaStore
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 
 # versitygw reads its root credentials from the first of these that is set: only ours may be.
 _VGW_CREDENTIAL_VARS = frozenset({"ROOT_ACCESS_KEY_ID", "ROOT_ACCESS_KEY", "ROOT_SECRET_ACCESS_KEY", "ROOT_SECRET_KEY"})

@@ -24,10 +24,10 @@ from functions.admin import app as admin_app
 from functions.common.telemetry import LocalContext
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
-from llog.blob_store import BlobStore
 from llog.cli import LlogServer
 from llog.config import S3Config
 from llog.devstack import free_port
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET, OxiaServer
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"

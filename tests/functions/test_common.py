@@ -33,7 +33,7 @@ from llog.errors import (
     SessionExpired,
     VersionConflict,
 )
-from llog.http_contract import RequestRejected
+from llog.service.http_contract import RequestRejected
 
 # --- the one error mapping ------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from functions.produce import app as produce_app
-from llog.http_contract import decode_bytes
+from llog.service.http_contract import decode_bytes
 from tests.conftest import OxiaServer
 from tests.functions.conftest import Env, invoke, load_event
 

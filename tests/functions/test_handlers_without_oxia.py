@@ -22,7 +22,7 @@ import pytest
 from functions.admin import app as admin_app
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
-from llog.http_contract import LAMBDA_PAYLOAD_LIMIT
+from llog.service.http_contract import LAMBDA_PAYLOAD_LIMIT
 from tests.functions.conftest import EVENTS, Env, invoke, load_event
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -352,7 +352,7 @@ def test_an_injected_service_is_used_and_not_closed_by_reset(dead_oxia_env: Env)
 
     class Recording:
         def produce(self, groups):
-            from llog.writer import AppendResult
+            from llog.client.writer import AppendResult
 
             return [AppendResult(g.topic, g.partition, len(g.records), 1, len(g.records), "k", "s3://b/k")
                     for g in groups]

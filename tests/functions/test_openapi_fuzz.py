@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 from functions.produce import app as produce_app
-from llog.blob_store import BlobStore
 from llog.cli import LlogServer
 from llog.config import S3Config
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET, fuzz_examples, serve_env, start_server, unreachable_oxia_env
 
 schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed (requirements-dev.txt)")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from llog.blob_store import BlobStore
 from llog.config import S3Config
+from llog.store.s3 import BlobStore
 from llog_export.job import ExportOptions
 from llog_export.spark import LocalIceberg, local_spark_session
 from tests.conftest import BUCKET

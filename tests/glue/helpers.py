@@ -7,11 +7,11 @@ import uuid
 
 from pyspark.sql import DataFrame
 
-from llog.blob_store import BlobStore
-from llog.codec import Record, encode_batch
-from llog.keys import PartitionKeys, S3Location
-from llog.manifest import ManifestStore
-from llog.models import CompactedRange
+from llog.format.codec import Record, encode_batch
+from llog.format.documents import CompactedRange
+from llog.format.keys import PartitionKeys, S3Location
+from llog.protocol.manifest import ManifestStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 
 DAY1 = int(dt.datetime(2026, 11, 20, 23, 59, tzinfo=dt.UTC).timestamp() * 1000)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llog.codec import CRC_POSITION, HEADER_SIZE, Record, decode_batch, encode_batch
 from llog.errors import CorruptBatch
+from llog.format.codec import CRC_POSITION, HEADER_SIZE, Record, decode_batch, encode_batch
 from llog_export.arrow import SCHEMA, UNKNOWN_DATE, batch_to_arrow
 from tests.conftest import fuzz_examples
 

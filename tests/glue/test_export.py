@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from llog.codec import Record, encode_batch
-from llog.keys import PartitionKeys, S3Location
+from llog.format.codec import Record, encode_batch
+from llog.format.keys import PartitionKeys, S3Location
 from llog_export.job import AFTER_MOVES, AFTER_PENDING, AFTER_STAGING, ExportOptions, ParquetExport
 from llog_export.runner import run_export
 from llog_export.state import STATE_DIR

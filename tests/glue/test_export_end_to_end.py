@@ -7,12 +7,12 @@ import dataclasses
 import pytest
 from pyspark.sql import SparkSession
 
-from llog.blob_store import BlobStore
-from llog.codec import Record
-from llog.compactor import Compactor, CompactorConfig, compact_until_caught_up
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.writer import LogWriter, SharedAppendGroup
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter, SharedAppendGroup
+from llog.format.codec import Record
+from llog.protocol.compaction import Compactor, CompactorConfig, compact_until_caught_up
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from llog_export.job import ExportOptions
 from llog_export.runner import run_export
 from tests.conftest import BUCKET

@@ -8,8 +8,8 @@ import uuid
 import pytest
 from pyspark.sql import SparkSession
 
-from llog.codec import encode_batch
-from llog.keys import S3Location
+from llog.format.codec import encode_batch
+from llog.format.keys import S3Location
 from llog_export.iceberg import CURSORS_PROPERTY, IcebergExport
 from llog_export.job import ExportOptions
 from tests.glue.helpers import DAY1, DAY2, CompactedLog, frame_rows, in_order, record

@@ -34,7 +34,7 @@ from infra.settings import OXIA_SIZES
 from infra.stack import LlogStack
 from llog.config import OxiaConfig
 from llog.devstack import find_oxia_binary, free_port, wait_until_serving
-from llog.oxia_store import OxiaStore
+from llog.store.oxia import OxiaStore
 from tests.conftest import TOOLS_BIN, UNAVAILABLE_REASON, _oxia_unavailable
 from tests.infra.helpers import make_app, resources
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llog.blob_store import BlobStore
-from llog.codec import Record
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.errors import (
     CorruptBatch,
     CorruptData,
@@ -14,11 +14,11 @@ from llog.errors import (
     OffsetOutOfRange,
     PartitionNotInitialized,
 )
-from llog.keys import PartitionKeys, S3Location
-from llog.models import CompactionCursor, ControlRecord, LogState
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.writer import LogWriter, SharedAppendGroup
+from llog.format.codec import Record
+from llog.format.documents import CompactionCursor, ControlRecord, LogState
+from llog.format.keys import PartitionKeys, S3Location
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 
 pytestmark = pytest.mark.oxia
 

@@ -18,10 +18,10 @@ import botocore.exceptions
 import pytest
 
 from llog.billing import GB, FootprintScanner, S3Billing
-from llog.blob_store import BlobStore
 from llog.cli import LlogServer
 from llog.config import S3Config
-from llog.keys import S3Location
+from llog.format.keys import S3Location
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET, serve_env, start_server, unreachable_oxia_env
 
 

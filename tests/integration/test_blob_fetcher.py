@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import uuid
 
-from llog.blob_store import BlobStore
-from llog.consume import BlobFetcher
-from llog.keys import S3Location
-from llog.models import DataRef
-from llog.object_cache import ObjectCache
+from llog.format.documents import DataRef
+from llog.format.keys import S3Location
+from llog.service.consume import BlobFetcher
+from llog.store.object_cache import ObjectCache
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 
 

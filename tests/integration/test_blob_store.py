@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
-from llog.blob_store import BlobStore
 from llog.config import S3Config
 from llog.devstack import free_port
 from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData, InvalidArgument
-from llog.keys import S3Location
+from llog.format.keys import S3Location
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 
 

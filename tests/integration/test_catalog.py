@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import pytest
 
-from llog.admin import LogCatalog
-from llog.blob_store import BlobStore
-from llog.compactor import Compactor
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter
 from llog.config import WriterConfig
 from llog.errors import OffsetOutOfRange, PartitionNotInitialized
-from llog.gc import GarbageCollector, GcConfig
-from llog.keys import PartitionKeys, RegistryKeys
-from llog.metadata import PartitionMetadata
-from llog.models import AppendProtocol
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.registry import PartitionRegistry
-from llog.writer import LogWriter
+from llog.format.documents import AppendProtocol
+from llog.format.keys import PartitionKeys, RegistryKeys
+from llog.protocol.catalog import LogCatalog
+from llog.protocol.compaction import Compactor
+from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.registry import PartitionRegistry
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 
 pytestmark = pytest.mark.oxia

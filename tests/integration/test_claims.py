@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from llog.claims import CompactorClaims
 from llog.config import OxiaConfig
-from llog.oxia_store import OxiaStore
+from llog.protocol.claims import CompactorClaims
+from llog.store.oxia import OxiaStore
 
 pytestmark = pytest.mark.oxia
 

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from llog.cli import main
+from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config
 from llog.devstack import free_port
-from llog.writer import LogWriter
 from tests.conftest import BUCKET
 
 

@@ -6,9 +6,12 @@ import threading
 
 import pytest
 
-from llog.blob_store import BlobStore
-from llog.codec import Record
-from llog.compactor import (
+from llog.client.reader import LogReader
+from llog.client.writer import AFTER_RESERVE, LogWriter, SharedAppendGroup
+from llog.format.codec import Record
+from llog.format.documents import CompactionRecord, CompactionState, EntryType
+from llog.format.keys import PartitionKeys
+from llog.protocol.compaction import (
     AFTER_BLOB_PUT,
     AFTER_CURSOR,
     AFTER_DELETE,
@@ -19,13 +22,10 @@ from llog.compactor import (
     CompactorConfig,
     compact_until_caught_up,
 )
-from llog.keys import PartitionKeys
-from llog.manifest import ManifestStore
-from llog.metadata import PartitionMetadata
-from llog.models import CompactionRecord, CompactionState, EntryType
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.writer import AFTER_RESERVE, LogWriter, SharedAppendGroup
+from llog.protocol.manifest import ManifestStore
+from llog.protocol.metadata import PartitionMetadata
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 

@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from llog.admin import LogCatalog
-from llog.claims import CompactorClaims
-from llog.compaction_service import CompactionTask, plan_compaction, run_compaction_task
-from llog.compactor import Compactor
-from llog.oxia_store import OxiaStore
-from llog.writer import LogWriter
+from llog.client.writer import LogWriter
+from llog.protocol.catalog import LogCatalog
+from llog.protocol.claims import CompactorClaims
+from llog.protocol.compaction import Compactor
+from llog.service.compaction import CompactionTask, plan_compaction, run_compaction_task
+from llog.store.oxia import OxiaStore
 from tests.conftest import BUCKET
 
 pytestmark = pytest.mark.oxia

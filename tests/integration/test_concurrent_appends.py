@@ -11,14 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from llog.blob_store import BlobStore
-from llog.compactor import Compactor, CompactorConfig
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config, WriterConfig
-from llog.gc import GarbageCollector, GcConfig
-from llog.models import AppendProtocol
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.writer import LogWriter, SharedAppendGroup
+from llog.format.documents import AppendProtocol
+from llog.protocol.compaction import Compactor, CompactorConfig
+from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 
 pytestmark = pytest.mark.oxia

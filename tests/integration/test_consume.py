@@ -1,4 +1,4 @@
-"""The consume service (llog/consume.py), the produce service and the batching producer
+"""The consume service (llog/service/consume.py), the produce service and the batching producer
 on a real Oxia server and moto S3.
 
 Storage work is counted with the stores' own ``OperationCounters``: a reader
@@ -15,15 +15,15 @@ from collections.abc import Iterator
 import pytest
 
 from llog.batching import BatchingConfig, BatchingProducer
-from llog.blob_store import BlobStore
-from llog.codec import Record
+from llog.client.reader import LogReader
+from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config
-from llog.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
-from llog.oxia_store import OxiaStore
-from llog.produce import ProduceService
-from llog.reader import LogReader
-from llog.tail_cache import TailCache
-from llog.writer import AppendResult, LogWriter, SharedAppendGroup
+from llog.format.codec import Record
+from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
+from llog.service.produce import ProduceService
+from llog.service.tail_cache import TailCache
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 
 pytestmark = pytest.mark.oxia

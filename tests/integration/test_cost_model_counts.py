@@ -15,15 +15,15 @@ import uuid
 import pytest
 
 from bench import cost_model as cm
-from llog.blob_store import BlobStore
-from llog.codec import encode_batch
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config
-from llog.consume import BlobFetcher
 from llog.devstack import free_port
-from llog.keys import S3Location
-from llog.models import DataRef
-from llog.oxia_store import OxiaStore
-from llog.writer import LogWriter, SharedAppendGroup
+from llog.format.codec import encode_batch
+from llog.format.documents import DataRef
+from llog.format.keys import S3Location
+from llog.service.consume import BlobFetcher
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 
 A = cm.Assumptions()

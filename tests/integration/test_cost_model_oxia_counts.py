@@ -3,7 +3,7 @@
 Each test runs one modelled unit of work, uncontended and in the steady
 state the model describes, and counts what it costs:
 
-* client side, the ``OxiaStore`` operations (``llog.metrics.OperationCounters``;
+* client side, the ``OxiaStore`` operations (``llog.store.metrics.OperationCounters``;
   reads and writes as ``bench/stack.py`` classifies them). A conditional
   write that finds another version (``conflicts``) is a write like any other;
 * server side, the WAL appends of the Oxia server (its Prometheus metric
@@ -38,22 +38,22 @@ import pytest
 
 from bench import cost_model as cm
 from bench.stack import READ_OPS, WRITE_OPS, stats_diff
-from llog.admin import LogCatalog
-from llog.blob_store import BlobStore
-from llog.claims import CompactorClaims
-from llog.compaction_service import CompactionTask, plan_compaction, run_compaction_task
-from llog.compactor import Compactor, CompactorConfig
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config, WriterConfig
-from llog.consume import MAX_BATCHES_PER_PARTITION, ConsumeRequest, ConsumeService, FetchPartition
 from llog.devstack import OxiaProcess, find_oxia_binary
-from llog.gc import GarbageCollector, GcConfig
-from llog.metrics import OperationCounters
-from llog.models import AppendProtocol
-from llog.oxia_store import OxiaStore
-from llog.produce import ProduceService
-from llog.reader import LogReader
-from llog.retention import Retention, RetentionConfig, RetentionPolicy
-from llog.writer import LogWriter, SharedAppendGroup
+from llog.format.documents import AppendProtocol
+from llog.protocol.catalog import LogCatalog
+from llog.protocol.claims import CompactorClaims
+from llog.protocol.compaction import Compactor, CompactorConfig
+from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.protocol.retention import Retention, RetentionConfig, RetentionPolicy
+from llog.service.compaction import CompactionTask, plan_compaction, run_compaction_task
+from llog.service.consume import MAX_BATCHES_PER_PARTITION, ConsumeRequest, ConsumeService, FetchPartition
+from llog.service.produce import ProduceService
+from llog.store.metrics import OperationCounters
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET, TOOLS_BIN
 
 pytestmark = pytest.mark.oxia

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from llog.blob_store import BlobStore
-from llog.faults import FaultHook
-from llog.keys import PartitionKeys
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.writer import AFTER_BLOB_PUT, AFTER_INDEX_WRITE, AFTER_RESERVE, LogWriter
+from llog.client.reader import LogReader
+from llog.client.writer import AFTER_BLOB_PUT, AFTER_INDEX_WRITE, AFTER_RESERVE, LogWriter
+from llog.format.keys import PartitionKeys
+from llog.protocol.faults import FaultHook
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_append_and_read import control_of

@@ -11,18 +11,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from llog.blob_store import BlobStore
-from llog.codec import Record, decode_batch, encode_batch
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config
-from llog.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.devstack import free_port
 from llog.errors import ConfigurationError, InvalidArgument, InvalidPartition, InvalidTopicName, OxiaUnavailable
-from llog.gc import MAX_WARNINGS, WAL_CHUNK, GarbageCollector, GcConfig, GcReport
-from llog.keys import S3Location, new_object_id, shared_wal_prefix
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.tail_cache import TailCache
-from llog.writer import LogWriter, SharedAppendGroup
+from llog.format.codec import Record, decode_batch, encode_batch
+from llog.format.keys import S3Location, new_object_id, shared_wal_prefix
+from llog.protocol.gc import MAX_WARNINGS, WAL_CHUNK, GarbageCollector, GcConfig, GcReport
+from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
+from llog.service.tail_cache import TailCache
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 
 CONNECT_TIMEOUT_MS = 1_000

@@ -14,14 +14,14 @@ from collections.abc import Callable
 
 import pytest
 
-from llog.blob_store import BlobStore
-from llog.compactor import AFTER_BLOB_PUT, Compactor
-from llog.gc import GarbageCollector, GcConfig
-from llog.keys import PartitionKeys, S3Location, new_object_id, shared_wal_prefix
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.writer import AFTER_BLOB_PUT as WRITER_AFTER_BLOB_PUT
-from llog.writer import AFTER_RESERVE, LogWriter, SharedAppendGroup
+from llog.client.reader import LogReader
+from llog.client.writer import AFTER_BLOB_PUT as WRITER_AFTER_BLOB_PUT
+from llog.client.writer import AFTER_RESERVE, LogWriter, SharedAppendGroup
+from llog.format.keys import PartitionKeys, S3Location, new_object_id, shared_wal_prefix
+from llog.protocol.compaction import AFTER_BLOB_PUT, Compactor
+from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 
@@ -149,7 +149,7 @@ def test_unreadable_objects_under_wal_shared_are_kept_as_warnings_and_the_run_go
     (orphan,) = wal_keys(blob_store, root) - before
     unreadable = put_unreadable(blob_store, root)
 
-    with caplog.at_level(logging.WARNING, logger="llog.gc"):
+    with caplog.at_level(logging.WARNING, logger="llog.protocol.gc"):
         report = collector(oxia_store, blob_store, root).collect()
 
     assert report.errors == []

@@ -6,11 +6,11 @@ import uuid
 
 import pytest
 
-from llog.blob_store import BlobStore
 from llog.errors import CorruptMetadata
-from llog.keys import PartitionKeys, S3Location
-from llog.manifest import ManifestStore
-from llog.models import CompactedRange
+from llog.format.documents import CompactedRange
+from llog.format.keys import PartitionKeys, S3Location
+from llog.protocol.manifest import ManifestStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 
 

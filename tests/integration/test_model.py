@@ -51,21 +51,21 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from llog import compactor as compactor_points
-from llog import writer as writer_points
-from llog.blob_store import BlobStore
-from llog.codec import Record
-from llog.compactor import Compactor
+from llog.client import writer as writer_points
+from llog.client.reader import LogReader, LogRecord
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.errors import LogFenced
-from llog.faults import FaultHook
-from llog.gc import GarbageCollector, GcConfig
-from llog.keys import PartitionKeys, S3Location
-from llog.metadata import PartitionMetadata
-from llog.models import CompactionState, EntryType, IndexedBatch, LogState
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader, LogRecord
-from llog.retention import RetentionConfig, RetentionPolicy
-from llog.writer import LogWriter, SharedAppendGroup
+from llog.format.codec import Record
+from llog.format.documents import CompactionState, EntryType, IndexedBatch, LogState
+from llog.format.keys import PartitionKeys, S3Location
+from llog.protocol import compaction as compactor_points
+from llog.protocol.compaction import Compactor
+from llog.protocol.faults import FaultHook
+from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.retention import RetentionConfig, RetentionPolicy
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 

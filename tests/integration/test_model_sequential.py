@@ -23,17 +23,17 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from llog import sequential as sequential_points
-from llog import writer as writer_points
-from llog.blob_store import BlobStore
+from llog.client import writer as writer_points
+from llog.client.writer import LogWriter
 from llog.config import WriterConfig
-from llog.faults import FaultHook
-from llog.index import PartitionIndex
-from llog.keys import PartitionKeys
-from llog.metadata import PartitionMetadata, VersionedControl
-from llog.models import AppendProtocol, IndexedBatch, LogState
-from llog.oxia_store import OxiaStore
-from llog.writer import LogWriter
+from llog.format.documents import AppendProtocol, IndexedBatch, LogState
+from llog.format.keys import PartitionKeys
+from llog.protocol import append_sequential as sequential_points
+from llog.protocol.faults import FaultHook
+from llog.protocol.index import PartitionIndex
+from llog.protocol.metadata import PartitionMetadata, VersionedControl
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_model import (

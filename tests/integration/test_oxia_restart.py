@@ -9,9 +9,9 @@ import time
 
 import pytest
 
+from llog.client.reader import LogReader
+from llog.client.writer import AppendResult, LogWriter
 from llog.errors import StorageUnavailable
-from llog.reader import LogReader
-from llog.writer import AppendResult, LogWriter
 from tests.conftest import OxiaServer, fuzz_examples
 
 pytestmark = pytest.mark.oxia

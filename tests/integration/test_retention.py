@@ -6,18 +6,18 @@ import time
 
 import pytest
 
-from llog.blob_store import BlobStore
-from llog.compactor import Compactor, CompactorConfig, compact_until_caught_up
-from llog.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter
 from llog.errors import BlobNotFound, OffsetOutOfRange
-from llog.gc import GarbageCollector, GcConfig
-from llog.keys import PartitionKeys, S3Location
-from llog.manifest import ManifestStore
-from llog.metadata import PartitionMetadata
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.retention import Retention, RetentionConfig, RetentionPolicy
-from llog.writer import LogWriter
+from llog.format.keys import PartitionKeys, S3Location
+from llog.protocol.compaction import Compactor, CompactorConfig, compact_until_caught_up
+from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.protocol.manifest import ManifestStore
+from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.retention import Retention, RetentionConfig, RetentionPolicy
+from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 
 pytestmark = pytest.mark.oxia

@@ -23,23 +23,23 @@ from dataclasses import dataclass
 
 import pytest
 
-from llog import compactor as compactor_points
-from llog.blob_store import BlobStore
-from llog.compactor import Compactor
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter
 from llog.config import WriterConfig
-from llog.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.errors import BlobNotFound, OffsetOutOfRange
-from llog.faults import FaultHook
-from llog.gc import GarbageCollector, GcConfig, GcReport
-from llog.index import PartitionIndex
-from llog.keys import PartitionKeys, S3Location
-from llog.manifest import ManifestStore
-from llog.metadata import PartitionMetadata
-from llog.models import AppendProtocol, CompactionState
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.retention import RetentionConfig, RetentionPolicy
-from llog.writer import LogWriter
+from llog.format.documents import AppendProtocol, CompactionState
+from llog.format.keys import PartitionKeys, S3Location
+from llog.protocol import compaction as compactor_points
+from llog.protocol.compaction import Compactor
+from llog.protocol.faults import FaultHook
+from llog.protocol.gc import GarbageCollector, GcConfig, GcReport
+from llog.protocol.index import PartitionIndex
+from llog.protocol.manifest import ManifestStore
+from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.retention import RetentionConfig, RetentionPolicy
+from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_model import COMPACTOR_CRASH_POINTS, GRACE_MS

@@ -15,13 +15,13 @@ import botocore.exceptions
 import pytest
 from botocore.compat import HTTPHeaders
 
-from llog.blob_store import BlobStore
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config
 from llog.devstack import free_port
 from llog.errors import BlobStoreUnavailable
-from llog.keys import S3Location
-from llog.oxia_store import OxiaStore
-from llog.writer import LogWriter, SharedAppendGroup
+from llog.format.keys import S3Location
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 from tests.faults import HARNESS
 

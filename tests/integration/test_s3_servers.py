@@ -28,17 +28,17 @@ from typing import Any, NamedTuple, NoReturn
 
 import pytest
 
-from llog.blob_store import BlobStore
-from llog.codec import Record
-from llog.compactor import Compactor
+from llog.client.reader import LogReader
+from llog.client.writer import AFTER_BLOB_PUT, LogWriter, SharedAppendGroup
 from llog.devstack import VersityGW, find_oxia_binary, find_versitygw_binary, free_port
 from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData
-from llog.gc import GarbageCollector, GcConfig
-from llog.keys import PartitionKeys, S3Location, shared_wal_prefix
-from llog.manifest import ManifestStore
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.writer import AFTER_BLOB_PUT, LogWriter, SharedAppendGroup
+from llog.format.codec import Record
+from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
+from llog.protocol.compaction import Compactor
+from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.protocol.manifest import ManifestStore
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 

@@ -17,12 +17,26 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from llog.admin import LogCatalog
-from llog.blob_store import BlobStore
-from llog.compactor import (
+from llog.client.reader import LogReader
+from llog.client.writer import AFTER_BLOB_PUT, AFTER_RESERVE, LogWriter, SharedAppendGroup
+from llog.config import OxiaConfig, S3Config, WriterConfig
+from llog.errors import LogFenced, OffsetOutOfRange
+from llog.format.documents import (
+    AppendProtocol,
+    ControlRecord,
+    EntryType,
+    FenceMarker,
+    Generation,
+    IndexEntry,
+    LogState,
+)
+from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
+from llog.protocol.append_sequential import AFTER_FENCE_MARKER, AFTER_SEQUENCE_PUT, SequentialAppender
+from llog.protocol.catalog import LogCatalog
+from llog.protocol.compaction import (
     AFTER_BLOB_PUT as COMPACTOR_AFTER_BLOB_PUT,
 )
-from llog.compactor import (
+from llog.protocol.compaction import (
     AFTER_CURSOR,
     AFTER_DELETE,
     AFTER_END_KEY,
@@ -32,21 +46,15 @@ from llog.compactor import (
     CompactorConfig,
     compact_until_caught_up,
 )
-from llog.config import OxiaConfig, S3Config, WriterConfig
-from llog.consume import ConsumeRequest, ConsumeService, FetchPartition
-from llog.errors import LogFenced, OffsetOutOfRange
-from llog.faults import FaultHook
-from llog.gc import GarbageCollector, GcConfig
-from llog.index import PartitionIndex
-from llog.keys import PartitionKeys, S3Location, shared_wal_prefix
-from llog.metadata import PartitionMetadata, SequenceRecord, VersionedControl
-from llog.metrics import OperationCounters
-from llog.models import AppendProtocol, ControlRecord, EntryType, FenceMarker, Generation, IndexEntry, LogState
-from llog.oxia_store import OxiaStore
-from llog.reader import LogReader
-from llog.retention import Retention, RetentionConfig, RetentionPolicy
-from llog.sequential import AFTER_FENCE_MARKER, AFTER_SEQUENCE_PUT, SequentialAppender
-from llog.writer import AFTER_BLOB_PUT, AFTER_RESERVE, LogWriter, SharedAppendGroup
+from llog.protocol.faults import FaultHook
+from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.protocol.index import PartitionIndex
+from llog.protocol.metadata import PartitionMetadata, SequenceRecord, VersionedControl
+from llog.protocol.retention import Retention, RetentionConfig, RetentionPolicy
+from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
+from llog.store.metrics import OperationCounters
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_append_and_read import control_of

@@ -20,9 +20,9 @@ from typing import Any, cast
 import pytest
 
 from llog.batching import BackPressureRejected, BatchingConfig, BatchingProducer
-from llog.codec import Record
+from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.errors import InvalidArgument, InvalidTopicName, LlogError, LogFenced
-from llog.writer import AppendResult, LogWriter, SharedAppendGroup
+from llog.format.codec import Record
 
 
 class RecordingWriter:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bench import append
-from llog.metrics import OperationStats
+from llog.store.metrics import OperationStats
 
 
 def row(protocol: str, writers: int, kind: str = "threads", partitions: int = 1, **values: Any) -> dict[str, Any]:

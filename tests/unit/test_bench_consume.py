@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from bench import consume, stack
-from llog.consume import ConsumeRequest, PartitionFetch
+from llog.client.reader import LogRecord
 from llog.errors import OffsetOutOfRange
-from llog.metrics import OperationStats
-from llog.reader import LogRecord
+from llog.service.consume import ConsumeRequest, PartitionFetch
+from llog.store.metrics import OperationStats
 
 KIB = b"x" * 1024
 

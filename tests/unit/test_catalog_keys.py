@@ -1,11 +1,11 @@
-"""Keys of the partition registry (``llog.keys.RegistryKeys``)."""
+"""Keys of the partition registry (``llog.format.keys.RegistryKeys``)."""
 
 from __future__ import annotations
 
 import pytest
 
 from llog.errors import InvalidPartition, InvalidTopicName
-from llog.keys import MAX_PARTITION, RegistryKeys, validate_topic
+from llog.format.keys import MAX_PARTITION, RegistryKeys, validate_topic
 
 
 def test_layout() -> None:

@@ -1,4 +1,4 @@
-"""Unit tests of the ``bytes-batch-v1`` batch format (llog/codec.py).
+"""Unit tests of the ``bytes-batch-v1`` batch format (llog/format/codec.py).
 
 The layout checks below re-derive the byte layout independently of the
 decoder (header, then 8-byte aligned sections), so a decoder that merely
@@ -18,8 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llog import codec
-from llog.codec import (
+from llog.errors import BatchTooLarge, CorruptBatch, CorruptData, InvalidArgument, LlogError
+from llog.format import codec
+from llog.format.codec import (
     CRC_POSITION,
     ENCODING,
     FLAG_HEADERS,
@@ -35,7 +36,6 @@ from llog.codec import (
     encode_batch,
     encode_headers,
 )
-from llog.errors import BatchTooLarge, CorruptBatch, CorruptData, InvalidArgument, LlogError
 from tests.conftest import fuzz_examples
 
 NOW = 1_700_000_000_123
@@ -769,9 +769,9 @@ def test_importing_llog_does_not_need_the_oxia_client():
     import sys
 
     code = (
-        "import sys, llog; from llog.codec import decode_batch; "
+        "import sys, llog; from llog.format.codec import decode_batch; "
         "assert 'oxia' not in sys.modules; print(llog.LogWriter)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert "llog.writer.LogWriter" in done.stdout
+    assert "llog.client.writer.LogWriter" in done.stdout

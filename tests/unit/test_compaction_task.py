@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llog.compaction_service import CompactionTask
 from llog.errors import InvalidArgument
+from llog.service.compaction import CompactionTask
 
 
 def test_round_trip() -> None:

@@ -19,12 +19,13 @@ from bench import cost_model as cm
 from infra import functions as fns
 from infra.oxia import COORDINATOR_SIZE, DATA_SERVERS
 from infra.settings import LlogSettings
-from llog import consume, gc
-from llog.compactor import CompactorConfig
-from llog.gc import GcConfig
-from llog.http_contract import Limits
-from llog.index import PartitionIndex
-from llog.models import AppendProtocol
+from llog.format.documents import AppendProtocol
+from llog.protocol import gc
+from llog.protocol.compaction import CompactorConfig
+from llog.protocol.gc import GcConfig
+from llog.protocol.index import PartitionIndex
+from llog.service import consume
+from llog.service.http_contract import Limits
 
 ROOT = Path(__file__).resolve().parents[2]
 A = cm.Assumptions()
@@ -307,7 +308,7 @@ def test_oxia_shapes_match_infra() -> None:
 def test_protocol_limits_match_llog() -> None:
     c = cm.Code()
     assert CompactorConfig().max_bytes_per_run == c.compaction_max_bytes
-    compactor = (ROOT / "llog_layer/llog/compactor.py").read_text()
+    compactor = (ROOT / "llog_layer/llog/protocol/compaction.py").read_text()
     # Compactor._select reads one page of the index from the cursor: at most this many WAL entries a run.
     assert re.search(rf"\.scan(_index)?\(cursor, limit={c.compaction_max_entries}\)", compactor)
     assert c.consume_max_batches == consume.MAX_BATCHES_PER_PARTITION

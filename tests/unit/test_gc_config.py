@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llog.errors import ConfigurationError
-from llog.gc import GcConfig
+from llog.protocol.gc import GcConfig
 
 
 def test_defaults() -> None:

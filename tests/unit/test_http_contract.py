@@ -1,4 +1,4 @@
-"""Unit tests of the HTTP contract (llog/http_contract.py): every parse rule and the response shapes.
+"""Unit tests of the HTTP contract (llog/service/http_contract.py): every parse rule and the response shapes.
 
 Parsing must reject malformed input with ``RequestRejected`` (status and
 ``error_type``) before anything is written; rendering must follow docs/HTTP_API.md's
@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llog.batching import BackPressureRejected
-from llog.codec import Record
-from llog.consume import ConsumeRequest, FetchPartition, PartitionFetch
+from llog.client.reader import LogRecord
+from llog.client.writer import AppendResult
 from llog.errors import (
     AppendOutcomeUnknown,
     LlogError,
@@ -26,7 +26,9 @@ from llog.errors import (
     OxiaUnavailable,
     PartitionNotInitialized,
 )
-from llog.http_contract import (
+from llog.format.codec import Record
+from llog.service.consume import ConsumeRequest, FetchPartition, PartitionFetch
+from llog.service.http_contract import (
     INT64_MAX,
     INT64_MIN,
     LAMBDA_PAYLOAD_LIMIT,
@@ -41,8 +43,6 @@ from llog.http_contract import (
     parse_produce_request,
     produce_response,
 )
-from llog.reader import LogRecord
-from llog.writer import AppendResult
 from tests.conftest import fuzz_examples
 
 LIMITS = Limits()

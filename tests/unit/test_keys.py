@@ -1,4 +1,4 @@
-"""Unit tests of the key schema (llog/keys.py), including Oxia's real key order."""
+"""Unit tests of the key schema (llog/format/keys.py), including Oxia's real key order."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from oxia.internal.compare import compare_with_slash
 
 from llog.errors import InvalidArgument, InvalidPartition, InvalidTopicName, LlogError
-from llog.keys import (
+from llog.format.keys import (
     DEFAULT_ROOT_PREFIX,
     MAX_PARTITION,
     OFFSET_WIDTH,

@@ -1,4 +1,4 @@
-"""Unit tests of the JSON documents stored in Oxia (llog/models.py)."""
+"""Unit tests of the JSON documents stored in Oxia (llog/format/documents.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from llog.codec import ENCODING
 from llog.errors import CorruptData, CorruptMetadata
-from llog.models import (
+from llog.format.codec import ENCODING
+from llog.format.documents import (
     INITIAL_OFFSET,
     CompactionCursor,
     CompactionRecord,
@@ -444,7 +444,7 @@ def test_hostile_json_is_corrupt_metadata(decode, raw):
 
 
 def test_a_compacted_range_manifest_round_trips_and_rejects_what_it_cannot_trust():
-    from llog.models import CompactedRange, CompactionRecord, CompactionState
+    from llog.format.documents import CompactedRange, CompactionRecord, CompactionState
 
     record = CompactionRecord("c1", CompactionState.DELETING_OLD, 11, 20, 10, "s3://b/k", 123)
     manifest = CompactedRange.of("orders", 2, record)
@@ -459,7 +459,7 @@ def test_a_compacted_range_manifest_round_trips_and_rejects_what_it_cannot_trust
 
 
 def test_control_carries_the_log_start_and_writers_keep_it():
-    from llog.models import ControlRecord
+    from llog.format.documents import ControlRecord
 
     plain = ControlRecord(sequence_counter=5)
     assert b"log_start_offset" not in plain.encode()  # absent means 1: records written before retention read the same
@@ -477,7 +477,7 @@ def test_control_carries_the_log_start_and_writers_keep_it():
 
 
 def test_compacted_entries_and_records_carry_the_object_size():
-    from llog.models import CompactionRecord, CompactionState, DataRef, EntryType, IndexEntry
+    from llog.format.documents import CompactionRecord, CompactionState, DataRef, EntryType, IndexEntry
 
     entry = IndexEntry(EntryType.COMPACTED, 3, DataRef("s3://b/k"), 1, data_bytes=4096)
     assert IndexEntry.decode(entry.encode()) == entry

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llog.errors import ConfigurationError
-from llog.object_cache import DEFAULT_OBJECT_CACHE_BYTES, ObjectCache
+from llog.store.object_cache import DEFAULT_OBJECT_CACHE_BYTES, ObjectCache
 
 
 def test_hits_return_the_same_bytes_and_count() -> None:

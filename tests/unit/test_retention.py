@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from llog.errors import ConfigurationError
-from llog.models import DataRef, EntryType, IndexedBatch, IndexEntry
-from llog.retention import RetentionConfig, RetentionPolicy, plan_log_start
+from llog.format.documents import DataRef, EntryType, IndexedBatch, IndexEntry
+from llog.protocol.retention import RetentionConfig, RetentionPolicy, plan_log_start
 
 NOW = 1_000_000_000
 

@@ -19,17 +19,7 @@ from oxia.internal.compare import compare_with_slash
 
 from llog.config import OxiaConfig, WriterConfig, append_protocol_from_env
 from llog.errors import ConfigurationError, CorruptMetadata, InvalidArgument
-from llog.index import PartitionIndex, last_valid_position
-from llog.keys import (
-    MAX_GENERATION,
-    MAX_SEQUENCE,
-    PartitionKeys,
-    SequenceKey,
-    format_sequence_part,
-    parse_sequence_suffix,
-)
-from llog.metadata import PartitionMetadata
-from llog.models import (
+from llog.format.documents import (
     AppendProtocol,
     ControlRecord,
     DataRef,
@@ -43,8 +33,18 @@ from llog.models import (
     decode_sequence_value,
     generation_of,
 )
-from llog.oxia_store import OxiaStore
-from llog.sequential import entry_offsets, migrated_control, reopened_control, sealed_control
+from llog.format.keys import (
+    MAX_GENERATION,
+    MAX_SEQUENCE,
+    PartitionKeys,
+    SequenceKey,
+    format_sequence_part,
+    parse_sequence_suffix,
+)
+from llog.protocol.append_sequential import entry_offsets, migrated_control, reopened_control, sealed_control
+from llog.protocol.index import PartitionIndex, last_valid_position
+from llog.protocol.metadata import PartitionMetadata
+from llog.store.oxia import OxiaStore
 
 oxia_order = cmp_to_key(compare_with_slash)
 KEYS = PartitionKeys("orders", 3)

@@ -1,4 +1,4 @@
-"""Unit tests of the in-process tail cache (llog/tail_cache.py).
+"""Unit tests of the in-process tail cache (llog/service/tail_cache.py).
 
 Batches are real ``bytes-batch-v1`` batches (``encode_batch``), as the writer
 hands them to ``on_commit``.
@@ -12,11 +12,11 @@ from typing import cast
 
 import pytest
 
-from llog.codec import Record, RecordBatch, decode_batch, encode_batch
-from llog.consume import ConsumeService
-from llog.produce import DEFAULT_TAIL_CACHE_BYTES, tail_cache_from_env
-from llog.reader import LogReader
-from llog.tail_cache import TailCache
+from llog.client.reader import LogReader
+from llog.format.codec import Record, RecordBatch, decode_batch, encode_batch
+from llog.service.consume import ConsumeService
+from llog.service.produce import DEFAULT_TAIL_CACHE_BYTES, tail_cache_from_env
+from llog.service.tail_cache import TailCache
 
 
 def batch(*values: bytes) -> RecordBatch:

@@ -1,4 +1,4 @@
-"""Unit tests of the ``LLS1`` shared WAL blob (llog/wal.py)."""
+"""Unit tests of the ``LLS1`` shared WAL blob (llog/format/wal.py)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llog import wal
-from llog.codec import ENCODING, Record, decode_batch, encode_batch
 from llog.errors import CorruptData, CorruptSharedBlob, InvalidArgument
-from llog.wal import MAGIC, BlobSlice, PartitionBody, build_shared_blob, parse_shared_blob_header
+from llog.format import wal
+from llog.format.codec import ENCODING, Record, decode_batch, encode_batch
+from llog.format.wal import MAGIC, BlobSlice, PartitionBody, build_shared_blob, parse_shared_blob_header
 from tests.conftest import fuzz_examples
 
 NOW = 1_760_000_000_000

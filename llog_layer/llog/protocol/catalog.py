@@ -1,6 +1,6 @@
 """Read-only views of the log for operators (``GET /topics``, ``GET /topics/{t}/partitions/{p}``).
 
-Partitions are discovered through the registry (``llog.registry``); a
+Partitions are discovered through the registry (``llog.protocol.registry``); a
 registered partition whose ``meta/control`` does not exist yet (a crash
 during its creation) raises ``PartitionNotInitialized`` from ``status``.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from llog.index import PartitionIndex
-from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys
-from llog.metadata import PartitionMetadata
-from llog.oxia_store import OxiaStore
-from llog.registry import PartitionRegistry
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys
+from llog.protocol.index import PartitionIndex
+from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.registry import PartitionRegistry
+from llog.store.oxia import OxiaStore
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 ``append_shared(groups)`` writes one ``LLS1`` blob holding every group's
 batch, then commits each partition on its own, by the protocol the
 partition's ``meta/control`` names: a sequential partition with one Oxia
-sequential put (``llog.sequential``, docs/SEQUENTIAL_APPEND.md), a seed
+sequential put (``llog.protocol.append_sequential``, docs/SEQUENTIAL_APPEND.md), a seed
 partition as follows:
 
 1. read ``meta/control``; recover a pending append left by another writer;
@@ -28,8 +28,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from llog.blob_store import BlobStore
-from llog.codec import Record, check_record, encode_batch
 from llog.config import WriterConfig
 from llog.errors import (
     AppendConflict,
@@ -41,14 +39,16 @@ from llog.errors import (
     StorageUnavailable,
     VersionConflict,
 )
-from llog.faults import FaultHook
-from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal_object_key
-from llog.metadata import PartitionMetadata, VersionedControl
-from llog.models import ControlRecord, DataRef, EntryType, LogState, PendingAppend
-from llog.oxia_store import OxiaStore
-from llog.sequential import SequentialAppender, migrated_control
-from llog.storage import Storage
-from llog.wal import PartitionBody, build_shared_blob
+from llog.format.codec import Record, check_record, encode_batch
+from llog.format.documents import ControlRecord, DataRef, EntryType, LogState, PendingAppend
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal_object_key
+from llog.format.wal import PartitionBody, build_shared_blob
+from llog.protocol.append_sequential import SequentialAppender, migrated_control
+from llog.protocol.faults import FaultHook
+from llog.protocol.metadata import PartitionMetadata, VersionedControl
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import threading
 from collections.abc import Sequence
 
 from llog.batching import BatchingConfig, BatchingProducer
+from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
 from llog.config import env_int
 from llog.errors import LlogError
-from llog.tail_cache import TailCache
-from llog.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
+from llog.service.tail_cache import TailCache
 
 DEFAULT_TAIL_CACHE_BYTES = 512 * 1024 * 1024
 

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from llog.admin import LogCatalog, PartitionStatus
-from llog.claims import CompactorClaims
-from llog.compactor import CompactionResult, Compactor
 from llog.errors import InvalidArgument, LlogError, PartitionNotInitialized, SessionExpired
-from llog.keys import validate_partition, validate_topic
+from llog.format.keys import validate_partition, validate_topic
+from llog.protocol.catalog import LogCatalog, PartitionStatus
+from llog.protocol.claims import CompactorClaims
+from llog.protocol.compaction import CompactionResult, Compactor
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llog.blob_store import BlobStore
 from llog.config import OxiaConfig, S3Config, root_prefix_from_env
-from llog.oxia_store import OxiaStore
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 
 
 @dataclass(frozen=True)

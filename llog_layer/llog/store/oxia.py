@@ -39,7 +39,7 @@ from oxia.internal.sessions import SessionManager
 
 from llog.config import OxiaConfig
 from llog.errors import InvalidArgument, OxiaUnavailable, SessionExpired, VersionConflict
-from llog.metrics import OperationCounters
+from llog.store.metrics import OperationCounters
 
 log = logging.getLogger(__name__)
 

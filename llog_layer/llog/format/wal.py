@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llog.codec import ENCODING
 from llog.errors import CorruptSharedBlob, InvalidArgument
-from llog.keys import validate_partition, validate_topic
+from llog.format.codec import ENCODING
+from llog.format.keys import validate_partition, validate_topic
 
 MAGIC = b"LLS1"
 VERSION = 1

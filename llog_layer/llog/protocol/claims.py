@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from llog.errors import SessionExpired, VersionConflict
-from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys
-from llog.oxia_store import CREATE_ONLY, OxiaStore
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys
+from llog.store.oxia import CREATE_ONLY, OxiaStore
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ import botocore.exceptions
 
 from llog.config import S3Config
 from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData, InvalidArgument
-from llog.keys import S3Location
-from llog.metrics import OperationCounters
+from llog.format.keys import S3Location
+from llog.store.metrics import OperationCounters
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llog.codec import Headers, Record
+from llog.client.writer import AppendResult, SharedAppendGroup
 from llog.config import Environ, env_int
-from llog.consume import ConsumeRequest, FetchPartition, PartitionFetch
 from llog.errors import InvalidArgument, LlogError
-from llog.keys import validate_partition, validate_topic
-from llog.writer import AppendResult, SharedAppendGroup
+from llog.format.codec import Headers, Record
+from llog.format.keys import validate_partition, validate_topic
+from llog.service.consume import ConsumeRequest, FetchPartition, PartitionFetch
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 

@@ -31,15 +31,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llog.blob_store import BlobStore
 from llog.config import Environ, env_int
 from llog.errors import BlobNotFound, ConfigurationError, VersionConflict
-from llog.index import PartitionIndex
-from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, validate_topic
-from llog.manifest import ManifestStore
-from llog.metadata import PartitionMetadata
-from llog.models import INITIAL_OFFSET, EntryType, IndexedBatch
-from llog.oxia_store import OxiaStore
+from llog.format.documents import INITIAL_OFFSET, EntryType, IndexedBatch
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, validate_topic
+from llog.protocol.index import PartitionIndex
+from llog.protocol.manifest import ManifestStore
+from llog.protocol.metadata import PartitionMetadata
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata
-from llog.keys import format_offset
-from llog.metadata import PartitionMetadata, SequenceRecord
-from llog.models import (
+from llog.format.documents import (
     SEED_GENERATION,
     ControlRecord,
     Generation,
@@ -31,6 +29,8 @@ from llog.models import (
     PendingAppend,
     generation_of,
 )
+from llog.format.keys import format_offset
+from llog.protocol.metadata import PartitionMetadata, SequenceRecord
 
 Probe = Callable[[int], tuple[int, bool] | None]
 

@@ -10,7 +10,7 @@ Two kinds of garbage:
   references: left by a compaction that died before recording itself, or
   that lost a race.
 
-Each run first applies retention (``llog.retention``, docs/RETENTION.md),
+Each run first applies retention (``llog.protocol.retention``, docs/RETENTION.md),
 which deletes the compacted objects of the ranges it removes itself.
 
 Safety rests on one bound: nothing starts referencing an object more than
@@ -35,19 +35,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 
-from llog.admin import LogCatalog
-from llog.blob_store import BlobStore, ObjectInfo
-from llog.compactor import END_OFFSET_METADATA
 from llog.config import Environ, env_int
 from llog.errors import BlobNotFound, ConfigurationError, CorruptData, LlogError, PartitionNotInitialized
-from llog.index import PartitionIndex
-from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, object_id_time_ms, shared_wal_prefix
-from llog.metadata import PartitionMetadata
-from llog.models import EntryType
-from llog.oxia_store import OxiaStore
-from llog.retention import Retention, RetentionConfig
-from llog.storage import Storage
-from llog.wal import PREAMBLE, header_length, parse_shared_blob_header
+from llog.format.documents import EntryType
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, object_id_time_ms, shared_wal_prefix
+from llog.format.wal import PREAMBLE, header_length, parse_shared_blob_header
+from llog.protocol.catalog import LogCatalog
+from llog.protocol.compaction import END_OFFSET_METADATA
+from llog.protocol.index import PartitionIndex
+from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.retention import Retention, RetentionConfig
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore, ObjectInfo
+from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class GarbageCollector:
                 try:
                     result = self.retention.enforce(topic, partition)
                 except PartitionNotInitialized:
-                    continue  # registered, not created yet (llog.registry): nothing to retain
+                    continue  # registered, not created yet (llog.protocol.registry): nothing to retain
                 except LlogError as exc:
                     report.errors.append(f"retention {topic}/{partition}: {exc}")
                     continue

@@ -43,10 +43,7 @@ from llog.errors import (
     StorageUnavailable,
     VersionConflict,
 )
-from llog.index import SequenceSegment
-from llog.keys import MAX_GENERATION, PartitionKeys
-from llog.metadata import APPEND_DELTAS_FENCES, FENCE_DELTAS, PartitionMetadata, VersionedControl
-from llog.models import (
+from llog.format.documents import (
     AppendProtocol,
     ControlRecord,
     DataRef,
@@ -56,6 +53,9 @@ from llog.models import (
     IndexEntry,
     LogState,
 )
+from llog.format.keys import MAX_GENERATION, PartitionKeys
+from llog.protocol.index import SequenceSegment
+from llog.protocol.metadata import APPEND_DELTAS_FENCES, FENCE_DELTAS, PartitionMetadata, VersionedControl
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ Layout (docs/PROTOCOL.md, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``
     {root}/{topic}/partitions/{partition}/index/{end_offset:020d}
     {root}/{topic}/partitions/{partition}/seq/{generation:010d}/e-{position:020d}-{fences:020d}
                                     (sequential partitions, docs/SEQUENTIAL_APPEND.md)
-    {root}/__catalog/partitions/{topic}:{partition:010d}      (the registry, llog.registry)
+    {root}/__catalog/partitions/{topic}:{partition:010d}      (the registry, llog.protocol.registry)
     {root}/wal-shared/{uuid}                                   (S3)
     {root}/{topic}/partitions/{partition}/data/compacted/{uuid} (S3)
     {root}/{topic}/partitions/{partition}/manifests/{start:020d}-{end:020d}.json (S3)
@@ -272,7 +272,7 @@ class PartitionKeys:
 
 @dataclass(frozen=True)
 class RegistryKeys:
-    """Keys of the registry of partitions (``llog.registry``): one depth, one shard.
+    """Keys of the registry of partitions (``llog.protocol.registry``): one depth, one shard.
 
     ``{root}/__catalog/partitions/{topic}:{partition:010d}``: a colon cannot
     occur in a topic, so ``{topic}:`` bounds exactly one topic's partitions,

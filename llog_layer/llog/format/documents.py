@@ -13,8 +13,8 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, TypeVar
 
-from llog.codec import ENCODING
 from llog.errors import CorruptMetadata
+from llog.format.codec import ENCODING
 
 INITIAL_OFFSET = 1
 
@@ -232,7 +232,7 @@ class ControlRecord:
     A sequential partition (``protocol``) also lists its ``generations``; its
     appends never touch this record, so there ``sequence_counter`` is the next
     offset as of the last write of the record (initialisation, migration,
-    fence, unfence): a lower bound. ``llog.index.PartitionIndex`` gives the
+    fence, unfence): a lower bound. ``llog.protocol.index.PartitionIndex`` gives the
     live high watermark of either kind.
     """
 

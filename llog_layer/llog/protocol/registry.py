@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 
 from llog.errors import VersionConflict
-from llog.keys import DEFAULT_ROOT_PREFIX, RegistryKeys
-from llog.oxia_store import CREATE_ONLY, OxiaStore
+from llog.format.keys import DEFAULT_ROOT_PREFIX, RegistryKeys
+from llog.store.oxia import CREATE_ONLY, OxiaStore
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ so any compactor can finish another's work. Readers see the same records at
 every step: the end key covers the whole range before any lower key goes.
 
 Sequential partitions (docs/SEQUENTIAL_APPEND.md) are compacted the same way
-through ``llog.index.PartitionIndex``: a run never crosses a generation, the
+through ``llog.protocol.index.PartitionIndex``: a run never crosses a generation, the
 end key is rewritten in place (never deleted: a sequence's highest key is its
 counter) and only keys below it are deleted.
 """
@@ -34,17 +34,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from llog.blob_store import BlobStore
-from llog.codec import ENCODING, Record, decode_batch, encode_batch
+from llog.client.writer import LogWriter
 from llog.config import Environ, env_int
-from llog.consume import BlobFetcher
 from llog.errors import CommitDeadlineExceeded, InconsistentReadState, VersionConflict
-from llog.faults import FaultHook
-from llog.index import PartitionIndex
-from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
-from llog.manifest import ManifestStore
-from llog.metadata import PartitionMetadata
-from llog.models import (
+from llog.format.codec import ENCODING, Record, decode_batch, encode_batch
+from llog.format.documents import (
     CompactedRange,
     CompactionCursor,
     CompactionRecord,
@@ -54,9 +48,15 @@ from llog.models import (
     IndexedBatch,
     IndexEntry,
 )
-from llog.oxia_store import CREATE_ONLY, OxiaStore
-from llog.storage import Storage
-from llog.writer import LogWriter
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
+from llog.protocol.faults import FaultHook
+from llog.protocol.index import PartitionIndex
+from llog.protocol.manifest import ManifestStore
+from llog.protocol.metadata import PartitionMetadata
+from llog.service.consume import BlobFetcher
+from llog.store.oxia import CREATE_ONLY, OxiaStore
+from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata, InvalidArgument, PartitionNotInitialized, VersionConflict
-from llog.keys import SEQUENCE_PARTS, PartitionKeys, SequenceKey
-from llog.models import (
+from llog.format.documents import (
     AppendProtocol,
     CompactionCursor,
     CompactionRecord,
@@ -23,8 +22,9 @@ from llog.models import (
     IndexEntry,
     decode_sequence_value,
 )
-from llog.oxia_store import CREATE_ONLY, OxiaStore, Versioned
-from llog.registry import PartitionRegistry
+from llog.format.keys import SEQUENCE_PARTS, PartitionKeys, SequenceKey
+from llog.protocol.registry import PartitionRegistry
+from llog.store.oxia import CREATE_ONLY, OxiaStore, Versioned
 
 APPEND_DELTAS_FENCES = 0  # an append leaves the fence count as it is
 FENCE_DELTAS = (1, 1)  # a fence marker takes one position and counts one more fence
@@ -86,7 +86,7 @@ class PartitionMetadata:
         The control record is the partition's existence marker, so it comes
         last: a crash before it leaves a partition that is simply not
         initialized yet, and registered, so discovery never misses an
-        initialized partition (``llog.registry``). Returns True if this call
+        initialized partition (``llog.protocol.registry``). Returns True if this call
         created ``meta/control``. The protocol is fixed here (or by a later
         one-way migration): whoever creates the record first decides it for
         every writer.

@@ -21,14 +21,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from llog.blob_store import BlobStore
-from llog.codec import RecordBatch, decode_batch
+from llog.client.reader import LogReader, LogRecord, record_at
 from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange
-from llog.keys import S3Location
-from llog.models import INITIAL_OFFSET, DataRef, IndexedBatch
-from llog.object_cache import ObjectCache
-from llog.reader import LogReader, LogRecord, record_at
-from llog.tail_cache import TailCache
+from llog.format.codec import RecordBatch, decode_batch
+from llog.format.documents import INITIAL_OFFSET, DataRef, IndexedBatch
+from llog.format.keys import S3Location
+from llog.service.tail_cache import TailCache
+from llog.store.object_cache import ObjectCache
+from llog.store.s3 import BlobStore
 
 MAX_BATCHES_PER_PARTITION = 64
 POLL_INITIAL_S = 0.02

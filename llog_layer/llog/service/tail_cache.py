@@ -21,7 +21,7 @@ import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
-from llog.codec import RecordBatch, decode_batch
+from llog.format.codec import RecordBatch, decode_batch
 
 PartitionId = tuple[str, int]
 

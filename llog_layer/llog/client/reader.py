@@ -2,7 +2,7 @@
 
 1. read ``meta/control``: the partition exists; a seed partition's high
    watermark is ``sequence_counter - 1``, a sequential one's is read from its
-   sequence's highest key (``llog.index.PartitionIndex``);
+   sequence's highest key (``llog.protocol.index.PartitionIndex``);
 2. resolve the batch holding an offset: Oxia CEILING on the entry key of the
    offset (``index/{offset}``, or the position in its generation's sequence),
    checked for our prefix and for actually covering the offset; in a seed
@@ -19,15 +19,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from llog.blob_store import BlobStore
-from llog.codec import Headers, RecordBatch, decode_batch
 from llog.config import OxiaConfig, S3Config, root_prefix_from_env
 from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange
-from llog.index import PartitionIndex
-from llog.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
-from llog.metadata import PartitionMetadata
-from llog.models import ControlRecord, DataRef, IndexedBatch
-from llog.oxia_store import OxiaStore
+from llog.format.codec import Headers, RecordBatch, decode_batch
+from llog.format.documents import ControlRecord, DataRef, IndexedBatch
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
+from llog.protocol.index import PartitionIndex
+from llog.protocol.metadata import PartitionMetadata
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 
 SCAN_PAGE = 256
 

@@ -1,0 +1,1 @@
+"""The library's entry points: ``LogWriter`` and ``LogReader``."""

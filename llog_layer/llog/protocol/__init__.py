@@ -1,0 +1,1 @@
+"""The log's state machines (docs/PROTOCOL.md)."""

@@ -1,0 +1,1 @@
+"""Request-level services behind the HTTP API, with no HTTP framework."""
