@@ -54,8 +54,7 @@ from llog.format.keys import PartitionKeys  # noqa: E402
 from llog.protocol.compaction import Compactor, compact_until_caught_up  # noqa: E402
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch  # noqa: E402
 from llog.service.http_contract import Limits  # noqa: E402
-from llog.service.produce import DEFAULT_TAIL_CACHE_BYTES  # noqa: E402
-from llog.service.tail_cache import TailCache  # noqa: E402
+from llog.service.tail_cache import DEFAULT_TAIL_CACHE_BYTES, TailCache  # noqa: E402
 from llog.store.metrics import OperationCounters, OperationStats  # noqa: E402
 from llog.store.object_cache import DEFAULT_OBJECT_CACHE_BYTES, ObjectCache  # noqa: E402
 from llog.store.oxia import OxiaStore  # noqa: E402

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "glue_jobs"))
 
-from llog.devstack import MotoS3  # noqa: E402
+from devserver.devstack import MotoS3  # noqa: E402
 from llog.format.codec import Record, decode_batch, encode_batch  # noqa: E402
 from llog.format.documents import CompactedRange  # noqa: E402
 from llog.format.keys import PartitionKeys, S3Location  # noqa: E402

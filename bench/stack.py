@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from devserver.devstack import MotoS3, OxiaProcess, find_oxia_binary
 from llog.config import OxiaConfig, S3Config
-from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary
 from llog.format.keys import S3Location
 from llog.store.metrics import OperationStats
 from llog.store.oxia import OxiaStore

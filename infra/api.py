@@ -10,7 +10,7 @@
   every method requires an API key of the usage plan, except fence/unfence (and every method
   on their resources), which stay IAM-only.
 * Request validation: ``POST /produce`` and ``POST /consume`` need a JSON object body with a
-  non-empty ``topic_partitions`` array (docs/openapi.json's top-level shape). Everything finer
+  non-empty ``topic_partitions`` array (functions/openapi.json's top-level shape). Everything finer
   (and limits such as ``LLOG_MAX_PARTITIONS_PER_REQUEST``) stays with the handlers. The
   gateway's own errors answer in the handlers' JSON error shape
   (``{"error", "error_type", "retriable"}``); a failed validation is a 400 ``InvalidRequest``,

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llog.cli import LlogServer
+from devserver.devstack import OxiaProcess, VersityGW, find_oxia_binary, find_versitygw_binary
+from devserver.serve import LlogServer
 from llog.config import env_int
-from llog.devstack import OxiaProcess, VersityGW, find_oxia_binary, find_versitygw_binary
 from llog.errors import LlogError
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims

@@ -25,11 +25,11 @@ from typing import NoReturn
 import pytest
 from hypothesis import settings
 
-from llog.cli import LlogServer
+from devserver.devstack import MotoS3, OxiaProcess, find_oxia_binary, free_port, wait_until_serving
+from devserver.serve import LlogServer
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config
-from llog.devstack import MotoS3, OxiaProcess, find_oxia_binary, free_port, wait_until_serving
 from llog.format.keys import DEFAULT_ROOT_PREFIX
 from llog.protocol.registry import PartitionRegistry
 from llog.store.oxia import OxiaStore

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 import uuid
 from typing import Any
@@ -28,47 +27,15 @@ from functions.common import routes
 from functions.common.http import create_resolver, json_response, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
-from llog.client.writer import LogWriter
-from llog.config import OxiaConfig, S3Config, root_prefix_from_env
 from llog.errors import InvalidPartition
-from llog.format.documents import ControlRecord
 from llog.format.keys import validate_partition, validate_topic
-from llog.protocol.catalog import LogCatalog
-from llog.store.oxia import OxiaStore
-from llog.store.s3 import BlobStore
+from llog.service.admin import AdminService
 
 telemetry = Telemetry(routes.ADMIN)
 
 STARTED_AT_MS = int(time.time() * 1000)
 INSTANCE_ID = uuid.uuid4().hex[:16]
 _server: dict[str, Any] = {"host": None, "port": None}
-
-
-class AdminService:
-    """The Oxia store, catalog and (for fencing) writer of the admin routes."""
-
-    def __init__(self, oxia: OxiaStore, *, root: str, writer: LogWriter | None = None) -> None:
-        self.oxia = oxia
-        self.root = root
-        self.catalog = LogCatalog(oxia, root=root)
-        self._writer = writer
-        self._lock = threading.Lock()
-
-    @classmethod
-    def from_env(cls) -> AdminService:
-        return cls(OxiaStore(OxiaConfig.from_env()), root=root_prefix_from_env())
-
-    @property
-    def writer(self) -> LogWriter:
-        """A writer on the same Oxia store, created on first use (fencing needs no S3 call)."""
-        with self._lock:
-            if self._writer is None:
-                s3 = S3Config.from_env()
-                self._writer = LogWriter(self.oxia, BlobStore(s3), bucket=s3.require_bucket(), root=self.root)
-            return self._writer
-
-    def close(self) -> None:
-        self.oxia.close()
 
 
 _service: Lazy[AdminService] = Lazy(AdminService.from_env, AdminService.close)
@@ -110,16 +77,6 @@ def partition_id(topic: str, partition: str) -> tuple[str, int]:
     return topic, validate_partition(int(partition))
 
 
-def control_json(topic: str, partition: int, control: ControlRecord) -> dict[str, Any]:
-    return {
-        "topic": topic,
-        "partition": partition,
-        "log_state": control.log_state.value,
-        "high_watermark": control.high_watermark,
-        "next_offset": control.sequence_counter,
-    }
-
-
 def create_app() -> APIGatewayRestResolver:
     app = create_resolver(telemetry, routes.ADMIN)
 
@@ -129,23 +86,22 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.get("/topics")
     def get_topics() -> Response[str]:
-        found = _service.get().catalog.partitions()
-        return json_response(200, {"topics": [{"topic": t, "partitions": p} for t, p in found.items()]})
+        return json_response(200, _service.get().topics())
 
     @app.get("/topics/<topic>/partitions/<partition>")
     def get_partition(topic: str, partition: str) -> Response[str]:
         t, p = partition_id(topic, partition)
-        return json_response(200, _service.get().catalog.status(t, p).to_json())
+        return json_response(200, _service.get().status(t, p))
 
     @app.post("/topics/<topic>/partitions/<partition>/fence")
     def fence(topic: str, partition: str) -> Response[str]:
         t, p = partition_id(topic, partition)
-        return json_response(200, control_json(t, p, _service.get().writer.fence(t, p)))
+        return json_response(200, _service.get().fence(t, p))
 
     @app.post("/topics/<topic>/partitions/<partition>/unfence")
     def unfence(topic: str, partition: str) -> Response[str]:
         t, p = partition_id(topic, partition)
-        return json_response(200, control_json(t, p, _service.get().writer.unfence(t, p)))
+        return json_response(200, _service.get().unfence(t, p))
 
     return app
 

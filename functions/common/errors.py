@@ -40,25 +40,19 @@ def status_for(error: BaseException) -> int:
     return 500
 
 
-def error_type_of(error: BaseException) -> str:
-    return error.error_type if isinstance(error, LlogError) else "InternalError"
-
-
 def error_document(error: BaseException, request_id: str | None = None) -> dict[str, Any]:
     if isinstance(error, LlogError):
         doc = error_body(error)
         doc["retriable"] = error.retriable
         return doc
     where = f" (request {request_id})" if request_id else ""
-    doc = error_body(f"internal error{where}", "InternalError")
-    doc["retriable"] = False
-    return doc
+    return client_error(f"internal error{where}", "InternalError")
 
 
-def client_error(message: str, error_type: str) -> dict[str, Any]:
-    """The body of a 4xx decided outside the library (404 ``NotFound``, 405 ``MethodNotAllowed``)."""
+def client_error(message: str, error_type: str, *, retriable: bool = False) -> dict[str, Any]:
+    """The body of an answer decided outside the library (404 ``NotFound``, 405, ``llog serve``'s own)."""
     doc = error_body(message, error_type)
-    doc["retriable"] = False
+    doc["retriable"] = retriable
     return doc
 
 

@@ -108,7 +108,7 @@ def suspend_emf(suspend: bool) -> None:
 
 
 class LocalContext(LambdaContext):
-    """The Lambda context for handlers run outside Lambda (``llog serve``, ``functions.invoke``, tests)."""
+    """The Lambda context for handlers run outside Lambda (``llog serve``, ``devserver.invoke``, tests)."""
 
     def __init__(self, function_name: str, *, request_id: str | None = None, timeout_ms: int = 30_000) -> None:
         self._function_name = function_name

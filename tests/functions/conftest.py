@@ -20,13 +20,13 @@ from typing import Any
 
 import pytest
 
+from devserver.devstack import free_port
+from devserver.serve import LlogServer
 from functions.admin import app as admin_app
 from functions.common.telemetry import LocalContext
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
-from llog.cli import LlogServer
 from llog.config import S3Config
-from llog.devstack import free_port
 from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET, OxiaServer
 

@@ -9,10 +9,11 @@ import threading
 import pytest
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
-from functions.common import events, routes
+from devserver import events
+from devserver.batching import BackPressureRejected
+from functions.common import routes
 from functions.common.errors import error_answer, error_document, status_for
 from functions.common.lazy import Lazy, PerThread
-from llog.batching import BackPressureRejected
 from llog.errors import (
     AppendConflict,
     AppendOutcomeUnknown,

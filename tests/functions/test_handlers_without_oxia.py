@@ -447,7 +447,7 @@ def test_the_first_health_invocation_is_cheap(dead_oxia_env: Env):
 
 
 def test_the_invoke_runner_prints_the_response(dead_oxia_env: Env, capsys):
-    from functions import invoke as runner
+    from devserver import invoke as runner
 
     assert runner.main(["produce", str(EVENTS / "produce_invalid_partition.json")]) == 0
     out = capsys.readouterr().out
@@ -466,13 +466,13 @@ def test_llog_invoke_runs_a_handler_on_an_event_file(dead_oxia_env: Env, capsys)
 
 
 def test_the_invoke_runner_rejects_a_missing_event_file(dead_oxia_env: Env, tmp_path):
-    from functions import invoke as runner
+    from devserver import invoke as runner
 
     assert runner.main(["admin", str(tmp_path / "missing.json")]) == 2
 
 
 def test_local_stack_defaults_only_fill_unset_variables():
-    from functions.invoke import LOCAL_STACK, apply_local_defaults
+    from devserver.invoke import LOCAL_STACK, apply_local_defaults
 
     env = {"LLOG_S3_BUCKET": "mine", "LLOG_OXIA_SERVICE_ADDRESS": ""}
     applied = apply_local_defaults(env)

@@ -1,4 +1,4 @@
-"""Fuzz every operation of docs/openapi.json against ``llog serve`` (the Lambda handlers) with Schemathesis.
+"""Fuzz every operation of functions/openapi.json against ``llog serve`` (the Lambda handlers) with Schemathesis.
 
 Schemathesis generates valid and invalid requests from the document; for each
 response: never a 5xx other than a retriable 503, status codes, content types
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+from devserver.serve import LlogServer
 from functions.produce import app as produce_app
-from llog.cli import LlogServer
 from llog.config import S3Config
 from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET, fuzz_examples, serve_env, start_server, unreachable_oxia_env
@@ -30,7 +30,7 @@ core_checks = pytest.importorskip("schemathesis.checks")
 openapi_checks = pytest.importorskip("schemathesis.specs.openapi.checks")
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENT = ROOT / "docs" / "openapi.json"
+DOCUMENT = ROOT / "functions" / "openapi.json"
 MAX_EXAMPLES = fuzz_examples(40)
 
 schema = schemathesis.openapi.from_path(DOCUMENT)

@@ -393,7 +393,7 @@ def test_outputs(dev_stack: LlogStack, dev_template: Template) -> None:
 def test_packages_bundler_copies_both_packages_without_byte_code(tmp_path: Path) -> None:
     out = GluePackagesBundler().bundle(tmp_path / "out")
     assert sorted(p.name for p in out.iterdir()) == ["llog", "llog_export"]
-    assert (out / "llog" / "codec.py").is_file()
+    assert (out / "llog" / "format" / "codec.py").is_file()
     assert (out / "llog_export" / "__init__.py").is_file()
     assert not list(out.rglob("__pycache__"))
     assert not list(out.rglob("*.pyc"))

@@ -192,7 +192,7 @@ def test_glue_packages_zip_holds_llog_and_llog_export(glue_packages: tuple[Path,
     asset, entry = glue_packages
     assert entry["source"] == {"path": asset.name, "packaging": "zip"}
     assert sorted(p.name for p in asset.iterdir()) == ["llog", "llog_export"]
-    assert (asset / "llog" / "codec.py").is_file()
+    assert (asset / "llog" / "format" / "codec.py").is_file()
     assert (asset / "llog" / "__init__.py").is_file()
     assert (asset / "llog_export" / "__init__.py").is_file()
     assert not list(asset.rglob("__pycache__"))

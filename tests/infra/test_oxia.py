@@ -19,6 +19,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Template
 
+from devserver.devstack import find_oxia_binary, free_port, wait_until_serving
 from infra.network import Network
 from infra.oxia import (
     OXIA_IMAGE,
@@ -33,7 +34,6 @@ from infra.oxia import (
 from infra.settings import OXIA_SIZES
 from infra.stack import LlogStack
 from llog.config import OxiaConfig
-from llog.devstack import find_oxia_binary, free_port, wait_until_serving
 from llog.store.oxia import OxiaStore
 from tests.conftest import TOOLS_BIN, UNAVAILABLE_REASON, _oxia_unavailable
 from tests.infra.helpers import make_app, resources

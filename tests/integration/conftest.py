@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from llog.cli import LlogServer
+from devserver.serve import LlogServer
 from llog.config import S3Config
 from tests.conftest import OxiaServer, serve_env, start_server
 

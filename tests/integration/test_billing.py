@@ -17,8 +17,8 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from llog.billing import GB, FootprintScanner, S3Billing
-from llog.cli import LlogServer
+from devserver.billing import GB, FootprintScanner, S3Billing
+from devserver.serve import LlogServer
 from llog.config import S3Config
 from llog.format.keys import S3Location
 from llog.store.s3 import BlobStore

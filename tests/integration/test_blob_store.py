@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
+from devserver.devstack import free_port
 from llog.config import S3Config
-from llog.devstack import free_port
 from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData, InvalidArgument
 from llog.format.keys import S3Location
 from llog.store.s3 import BlobStore

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
+from devserver.devstack import free_port
 from llog.cli import main
 from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config
-from llog.devstack import free_port
 from tests.conftest import BUCKET
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from llog.batching import BatchingConfig, BatchingProducer
+from devserver.batching import BatchingConfig, BatchingProducer
 from llog.client.reader import LogReader
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config

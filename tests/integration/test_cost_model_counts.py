@@ -15,9 +15,9 @@ import uuid
 import pytest
 
 from bench import cost_model as cm
+from devserver.devstack import free_port
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config
-from llog.devstack import free_port
 from llog.format.codec import encode_batch
 from llog.format.documents import DataRef
 from llog.format.keys import S3Location

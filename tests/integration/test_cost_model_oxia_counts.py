@@ -38,10 +38,10 @@ import pytest
 
 from bench import cost_model as cm
 from bench.stack import READ_OPS, WRITE_OPS, stats_diff
+from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config, WriterConfig
-from llog.devstack import OxiaProcess, find_oxia_binary
 from llog.format.documents import AppendProtocol
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims

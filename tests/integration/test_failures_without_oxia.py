@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from devserver.devstack import free_port
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config
-from llog.devstack import free_port
 from llog.errors import ConfigurationError, InvalidArgument, InvalidPartition, InvalidTopicName, OxiaUnavailable
 from llog.format.codec import Record, decode_batch, encode_batch
 from llog.format.keys import S3Location, new_object_id, shared_wal_prefix

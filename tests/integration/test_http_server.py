@@ -1,4 +1,4 @@
-"""``llog serve`` (llog/cli.py) over real HTTP: the seed's curl requests, validation, metrics, shutdown.
+"""``llog serve`` (devserver/serve.py) over real HTTP: the seed's curl requests, validation, metrics, shutdown.
 
 The server runs in a thread on a free port against the session's moto S3.
 Without Oxia (an unreachable address) it must still start and answer every
@@ -27,9 +27,11 @@ from typing import Any
 
 import pytest
 
+from devserver.prometheus import prometheus_text
+from devserver.serve import LlogServer, _Handler
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
-from llog.cli import LlogServer, _Handler, main, prometheus_text
+from llog.cli import main
 from llog.config import S3Config
 from tests.conftest import BUCKET, serve_env, start_server, unreachable_oxia_env
 
@@ -206,7 +208,7 @@ def test_missing_configuration_stops_the_command(monkeypatch, capsys):
 def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root):
     env = {**os.environ, **serve_env(s3_config, root), **unreachable_oxia_env()}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llog.cli", "serve", "--port", "0"],
+        [sys.executable, "-m", "devserver.serve", "--port", "0"],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -545,7 +547,7 @@ class TestWithoutOxia:
     def test_openapi_document(self, server):
         status, headers, raw = call(server, "GET", "/openapi.json")
         assert status == 200
-        assert json.loads(raw) == json.loads((ROOT / "docs" / "openapi.json").read_text())
+        assert json.loads(raw) == json.loads((ROOT / "functions" / "openapi.json").read_text())
 
 
     def test_concurrent_requests_each_get_their_own_answer(self, server):

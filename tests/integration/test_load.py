@@ -20,7 +20,7 @@ import pytest
 
 from bench import load
 from bench.reconcile import RecordId, make_value
-from llog.cli import LlogServer
+from devserver.serve import LlogServer
 from llog.config import S3Config
 from tests.conftest import serve_env, start_server, unreachable_oxia_env
 from tests.integration.test_http_server import call_json

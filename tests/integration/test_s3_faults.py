@@ -15,9 +15,9 @@ import botocore.exceptions
 import pytest
 from botocore.compat import HTTPHeaders
 
+from devserver.devstack import free_port
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config
-from llog.devstack import free_port
 from llog.errors import BlobStoreUnavailable
 from llog.format.keys import S3Location
 from llog.store.oxia import OxiaStore

@@ -28,9 +28,9 @@ from typing import Any, NamedTuple, NoReturn
 
 import pytest
 
+from devserver.devstack import VersityGW, find_oxia_binary, find_versitygw_binary, free_port
 from llog.client.reader import LogReader
 from llog.client.writer import AFTER_BLOB_PUT, LogWriter, SharedAppendGroup
-from llog.devstack import VersityGW, find_oxia_binary, find_versitygw_binary, free_port
 from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData
 from llog.format.codec import Record
 from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix

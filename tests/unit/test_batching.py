@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import pytest
 
-from llog.batching import BackPressureRejected, BatchingConfig, BatchingProducer
+from devserver.batching import BackPressureRejected, BatchingConfig, BatchingProducer
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.errors import InvalidArgument, InvalidTopicName, LlogError, LogFenced
 from llog.format.codec import Record

@@ -1,4 +1,4 @@
-"""The S3 billing estimate's arithmetic, class mapping and Prometheus rendering (llog.billing, llog.cli)."""
+"""The S3 billing estimate: arithmetic, class mapping and Prometheus rendering (devserver.billing, .prometheus)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from llog.billing import (
+from devserver.billing import (
     DEFAULT_PRICES,
     GB,
     OPERATION_CLASSES,
@@ -19,7 +19,7 @@ from llog.billing import (
     request_class,
     request_cost,
 )
-from llog.cli import prometheus_text
+from devserver.prometheus import prometheus_text
 from llog.errors import ConfigurationError
 from llog.store.metrics import OperationCounters, OperationStats
 

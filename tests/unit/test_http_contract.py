@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llog.batching import BackPressureRejected
+from devserver.batching import BackPressureRejected
 from llog.client.reader import LogRecord
 from llog.client.writer import AppendResult
 from llog.errors import (

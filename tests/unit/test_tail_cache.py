@@ -15,8 +15,7 @@ import pytest
 from llog.client.reader import LogReader
 from llog.format.codec import Record, RecordBatch, decode_batch, encode_batch
 from llog.service.consume import ConsumeService
-from llog.service.produce import DEFAULT_TAIL_CACHE_BYTES, tail_cache_from_env
-from llog.service.tail_cache import TailCache
+from llog.service.tail_cache import DEFAULT_TAIL_CACHE_BYTES, TailCache
 
 
 def batch(*values: bytes) -> RecordBatch:
@@ -184,12 +183,12 @@ def test_zero_bytes_disables_the_cache():
 
 def test_tail_cache_from_env(monkeypatch):
     monkeypatch.delenv("LLOG_TAIL_CACHE_MAX_BYTES", raising=False)
-    assert tail_cache_from_env().max_bytes == DEFAULT_TAIL_CACHE_BYTES == 512 * 1024 * 1024
+    assert TailCache.from_env().max_bytes == DEFAULT_TAIL_CACHE_BYTES == 512 * 1024 * 1024
     monkeypatch.setenv("LLOG_TAIL_CACHE_MAX_BYTES", "0")
-    assert not tail_cache_from_env().enabled
+    assert not TailCache.from_env().enabled
     monkeypatch.setenv("LLOG_TAIL_CACHE_MAX_BYTES", "-1")
     with pytest.raises(Exception, match="LLOG_TAIL_CACHE_MAX_BYTES"):
-        tail_cache_from_env()
+        TailCache.from_env()
 
 
 def test_concurrent_adds_and_lookups_stay_consistent():

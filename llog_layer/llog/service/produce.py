@@ -1,37 +1,41 @@
 """The produce service behind ``POST /produce``: lazy partition creation, then one shared append.
 
-As the seed's broker does, a partition is initialized on the first write
-this process sees for it; successful initializations are remembered for the
-life of the process (a Lambda execution environment or ``llog serve``).
+A partition is initialized on the first write this process sees for it
+(docs/PROTOCOL.md); successful initializations are remembered for the life of
+the process (a Lambda execution environment or ``llog serve``). A Lambda
+appends each request on its own; ``llog serve`` passes a batching appender,
+which turns concurrent requests into one shared WAL object.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Sequence
+from typing import Protocol
 
-from llog.batching import BatchingConfig, BatchingProducer
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
-from llog.config import env_int
 from llog.errors import LlogError
-from llog.service.tail_cache import TailCache
 
-DEFAULT_TAIL_CACHE_BYTES = 512 * 1024 * 1024
+
+class SharedAppender(Protocol):
+    """What appends a request's groups when it is not the writer itself: a batcher in front of it."""
+
+    def append_shared(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]: ...
+
+    def close(self) -> None: ...
 
 
 class ProduceService:
-    def __init__(self, writer: LogWriter, *, batcher: BatchingProducer | None = None) -> None:
+    def __init__(self, writer: LogWriter, *, batcher: SharedAppender | None = None) -> None:
         self.writer = writer
         self.batcher = batcher
         self._initialized: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
 
     @classmethod
-    def from_env(cls, *, batching: bool = False, tail_cache: TailCache | None = None) -> ProduceService:
-        """The service for Lambda (``batching=False``) or ``llog serve`` (batcher and tail cache on)."""
-        writer = LogWriter.from_env(commit_listener=None if tail_cache is None else tail_cache.on_commit)
-        return cls(writer, batcher=BatchingProducer(writer, BatchingConfig.from_env()) if batching else None)
+    def from_env(cls) -> ProduceService:
+        """The service of a produce Lambda: one shared append per request."""
+        return cls(LogWriter.from_env())
 
     def produce(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]:
         """Append every group; invalid input raises before anything is written."""
@@ -65,6 +69,3 @@ class ProduceService:
             self.batcher.close()
         self.writer.close()
 
-
-def tail_cache_from_env() -> TailCache:
-    return TailCache(env_int(os.environ, "LLOG_TAIL_CACHE_MAX_BYTES", DEFAULT_TAIL_CACHE_BYTES))

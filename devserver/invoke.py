@@ -1,6 +1,6 @@
 """Run one handler on an event file (API Gateway, SQS, EventBridge) and print its response.
 
-    python -m functions.invoke produce events/produce.json
+    python -m devserver.invoke produce events/produce.json
     llog invoke produce events/produce.json
     make invoke FN=produce EVENT=events/produce.json
 
@@ -25,6 +25,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import functions
+from functions.common.telemetry import LocalContext
+
 LOCAL_STACK = {
     "LLOG_OXIA_SERVICE_ADDRESS": "127.0.0.1:6648",
     "LLOG_S3_BUCKET": "leaderless-log-wal",
@@ -33,7 +36,7 @@ LOCAL_STACK = {
     "LLOG_S3_ACCESS_KEY_ID": "testing",
     "LLOG_S3_SECRET_ACCESS_KEY": "testing",
 }
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(functions.__file__).resolve().parent
 
 
 def function_names() -> list[str]:
@@ -64,11 +67,25 @@ def printable(response: Any) -> Any:
     return {"statusCode": response.get("statusCode"), "headers": headers, "body": body}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m functions.invoke", description=__doc__.splitlines()[0])
-    parser.add_argument("function", choices=function_names())
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``llog invoke`` (an entry point of the ``llog.commands`` group)."""
+    invoke = commands.add_parser("invoke", help="run one Lambda handler on an event file")
+    add_arguments(invoke)
+    invoke.set_defaults(run=run)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("function", choices=function_names(), help="a function of the functions package")
     parser.add_argument("event", type=Path, help="an event file, e.g. events/produce.json")
-    args = parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m devserver.invoke", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
     try:
         event = json.loads(args.event.read_text())
     except (OSError, ValueError) as exc:
@@ -77,8 +94,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     applied = apply_local_defaults()
     if applied:
         print(f"using the make dev stack for unset {', '.join(applied)}", file=sys.stderr)
-
-    from functions.common.telemetry import LocalContext
 
     module = importlib.import_module(f"functions.{args.function}.app")
     request_id = (event.get("requestContext") or {}).get("requestId") if isinstance(event, dict) else None

@@ -1,7 +1,7 @@
 """API Gateway REST proxy events (payload v1) built from plain HTTP requests.
 
 ``llog serve`` turns each HTTP request into one of these and hands it to the
-same handler API Gateway would invoke; tests and ``functions.invoke`` build
+same handler API Gateway would invoke; tests and ``devserver.invoke`` build
 them the same way. The shape is the one in ``events/*.json``.
 """
 
