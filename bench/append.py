@@ -1,4 +1,4 @@
-"""Append benchmark: the seed and the sequential protocol side by side (docs/SEQUENTIAL_APPEND.md).
+"""Append benchmark: the CAS and the sequential protocol side by side (docs/SEQUENTIAL_APPEND.md).
 
 For each protocol, number of concurrent writers (1, 8, 32, 64), kind of writer (threads of this
 process, or processes) and layout (every append to one partition, or spread over 16 partitions),
@@ -9,11 +9,11 @@ and p99 append latency, Oxia reads and writes per partition-append, S3 requests 
 compare-and-set conflicts and Oxia transport retries per append, and the errors seen; then the
 issue's targets, computed from rows of the same run:
 
-* sequential appends/s at 32 writers on one partition >= 10x the seed protocol's;
+* sequential appends/s at 32 writers on one partition >= 10x the CAS protocol's;
 * sequential p99 at 32 writers <= 3x the sequential single-writer p50;
 * sequential Oxia writes per partition-append <= 1 on average.
 
-    .venv/bin/python bench/append.py [--protocols seed sequential] [--writers 1 8 32 64]
+    .venv/bin/python bench/append.py [--protocols cas sequential] [--writers 1 8 32 64]
         [--kinds threads processes] [--partitions 1 16] [--seconds 3] [--runs 2] [--json]
 """
 
@@ -51,7 +51,7 @@ from llog.store.s3 import BlobStore  # noqa: E402
 
 BUCKET = "llog-bench"
 PAYLOAD = b"x" * 100
-PROTOCOLS = ("seed", "sequential")
+PROTOCOLS = ("cas", "sequential")
 KINDS = ("threads", "processes")
 TARGET_WRITERS = 32
 
@@ -319,16 +319,16 @@ def _find(rows: list[dict[str, Any]], protocol: str, writers: int, kind: str) ->
 def targets(rows: list[dict[str, Any]]) -> str:
     """The issue's targets, from rows of the same run (one partition, per kind of writer)."""
     lines = [
-        "| kind | sequential / seed appends/s at 32 writers (target >= 10) "
+        "| kind | sequential / CAS appends/s at 32 writers (target >= 10) "
         "| sequential p99 at 32 / p50 at 1 writer (target <= 3) | sequential Oxia writes / append (target <= 1) |",
         "|---|---:|---:|---:|",
     ]
     for kind in KINDS:
-        seq, seed = _find(rows, "sequential", TARGET_WRITERS, kind), _find(rows, "seed", TARGET_WRITERS, kind)
+        seq, cas = _find(rows, "sequential", TARGET_WRITERS, kind), _find(rows, "cas", TARGET_WRITERS, kind)
         single = _find(rows, "sequential", 1, kind)
-        if seq is None or seed is None or single is None:
+        if seq is None or cas is None or single is None:
             continue
-        speedup = seq["appends_per_s"] / seed["appends_per_s"] if seed["appends_per_s"] else float("inf")
+        speedup = seq["appends_per_s"] / cas["appends_per_s"] if cas["appends_per_s"] else float("inf")
         tail = seq["p99_ms"] / single["p50_ms"] if single["p50_ms"] else float("nan")
         sequential = [r for r in rows if r["protocol"] == "sequential" and r["kind"] == kind]
         writes = max(r["oxia_writes_per_append"] for r in sequential)

@@ -24,7 +24,7 @@ Reported per phase and reader (the median over ``--runs`` runs): records/s and M
 consume call, or one whole ``iter_from`` scan), S3 GETs (whole and range) per consumed MB, bytes
 the GETs returned per value byte consumed, and Oxia reads per consumed MB.
 
-    .venv/bin/python bench/consume.py [--batches 320] [--records 100] [--runs 3] [--protocol seed]
+    .venv/bin/python bench/consume.py [--batches 320] [--records 100] [--runs 3] [--protocol cas]
         [--max-wait-ms 0] [--json]
 """
 
@@ -66,7 +66,7 @@ MB = 1_000_000
 MIB = 1024 * 1024
 READERS = ("lambda", "serve", "iter_from")
 PHASES = ("tail", "compacted")
-PROTOCOLS = ("seed", "sequential")
+PROTOCOLS = ("cas", "sequential")
 PARTITION_MAX_BYTES = Limits().default_partition_max_bytes
 MAX_RESPONSE_BYTES = Limits().max_response_bytes
 
@@ -320,7 +320,7 @@ def one_run(address: str, s3_config: S3Config, *, batches: int, records: int, pr
     return rows
 
 
-def run(*, batches: int = 320, records: int = 100, runs: int = 3, protocol: str = "seed", max_wait_ms: int = 0,
+def run(*, batches: int = 320, records: int = 100, runs: int = 3, protocol: str = "cas", max_wait_ms: int = 0,
         phases: Sequence[str] = PHASES) -> list[dict[str, Any]]:  # fmt: skip
     """Every run against one Oxia standalone and one moto server; raises if Oxia cannot be had."""
     with local_stack(BUCKET) as (address, s3_config):
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=320)
     parser.add_argument("--records", type=int, default=100, help="records of 1 KiB per append")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--protocol", choices=PROTOCOLS, default="seed")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="cas")
     parser.add_argument("--max-wait-ms", type=int, default=0)
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
     parser.add_argument("--json", action="store_true")

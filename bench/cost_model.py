@@ -5,7 +5,7 @@
                                          [--first-append-share F]
 
 Arithmetic on stated inputs only, standard library only. Every table is
-printed for both append protocols (``LLOG_APPEND_PROTOCOL``: ``seed``, the
+printed for both append protocols (``LLOG_APPEND_PROTOCOL``: ``cas``, the
 deployed default, and ``sequential``, docs/SEQUENTIAL_APPEND.md) wherever
 they differ:
 
@@ -163,14 +163,14 @@ class ProtocolOxia:
 # writer._commit: read control; CAS control (reserve), create the index entry, CAS control (clear pending).
 # A lost compare-and-set adds a read and a write (and back-off): contention is not modelled. A writer's first
 # append to a partition costs nothing more here (Code.produce_first_oxia_writes apart).
-SEED = ProtocolOxia("seed", produce_reads=1, produce_first_reads=0, produce_writes=3, consume_reads=2,
+CAS = ProtocolOxia("cas", produce_reads=1, produce_first_reads=0, produce_writes=3, consume_reads=2,
                     planner_reads_per_partition=3)  # fmt: skip
 # SequentialAppender.commit: one sequential put into the cached open generation; the first append of a
 # writer to a partition reads control first (and Code.produce_first_oxia_writes). The high watermark is read
 # from the sequence's tail: + 1 read.
 SEQUENTIAL = ProtocolOxia("sequential", produce_reads=0, produce_first_reads=1, produce_writes=1, consume_reads=3,
                           planner_reads_per_partition=4)  # fmt: skip
-PROTOCOLS = (SEED, SEQUENTIAL)
+PROTOCOLS = (CAS, SEQUENTIAL)
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,7 @@ class Assumptions:
     prices: Prices = field(default_factory=Prices)
     code: Code = field(default_factory=Code)
     latency: Latency = field(default_factory=Latency)
-    protocol: ProtocolOxia = SEED  # the append protocol of the partitions (build() prints both)
+    protocol: ProtocolOxia = CAS  # the append protocol of the partitions (build() prints both)
     # Share of produce requests that are a writer's first append to their partition: in Lambda a cold
     # environment's. Both protocols pay for it with three create-only puts (the partition's initialization),
     # the sequential one with a read too. Assumed: an environment serving 1,000 requests over 10 partitions.
@@ -612,7 +612,7 @@ def with_protocol(a: Assumptions, protocol: ProtocolOxia) -> Assumptions:
 
 
 def llog_name(shape: OxiaShape, protocol: ProtocolOxia) -> str:
-    """``"llog prod seed"``: the key of one llog variant in the report's data."""
+    """``"llog prod cas"``: the key of one llog variant in the report's data."""
     return f"llog {shape.name} {protocol.name}"
 
 
@@ -830,7 +830,7 @@ def _protocols() -> list[str]:
 
 
 def _by_protocol(name: str, cells: Mapping[str, list[str]]) -> list[list[str]]:
-    """One row if every protocol shows the same cells, else one row per protocol (``"name, seed"``)."""
+    """One row if every protocol shows the same cells, else one row per protocol (``"name, cas"``)."""
     first = cells[_protocols()[0]]
     if all(cells[pr] == first for pr in _protocols()):
         return [[name, *first]]
@@ -838,7 +838,7 @@ def _by_protocol(name: str, cells: Mapping[str, list[str]]) -> list[list[str]]:
 
 
 def _display(name: str) -> str:
-    """``"llog prod seed"`` -> ``"llog prod, seed"``; other names as they are."""
+    """``"llog prod cas"`` -> ``"llog prod, cas"``; other names as they are."""
     words = name.split(" ")
     if words[0] == "llog" and len(words) == 3:
         return f"llog {words[1]}, {words[2]}"
@@ -865,7 +865,7 @@ def _render_per_million(doc: Mapping[str, Any]) -> str:
     per = doc["per_million_requests"]
     prod = {pr: f"llog prod {pr}" for pr in _protocols()}
     rows = []
-    for item in per[_sizes()[0]][prod["seed"]]:
+    for item in per[_sizes()[0]][prod["cas"]]:
         rows += _by_protocol(item, {pr: [usd(per[s][key][item]) for s in _sizes()] for pr, key in prod.items()})
     for pr, key in prod.items():
         rows.append([f"**llog, prod shape, {pr}**", *(f"**{usd(sum(per[s][key].values()))}**" for s in _sizes())])
@@ -889,7 +889,7 @@ def _render_fixed(doc: Mapping[str, Any]) -> str:
     fixed = doc["fixed_monthly"]
     shapes = ("dev", "prod")
     rows = []
-    for item in fixed["dev"]["seed"]:
+    for item in fixed["dev"]["cas"]:
         rows += _by_protocol(item, {pr: [usd(fixed[shape][pr][item]) for shape in shapes] for pr in _protocols()})
     totals = {pr: [f"**{usd(sum(fixed[shape][pr].values()))}**" for shape in shapes] for pr in _protocols()}
     rows += [[f"**{name}**", *cells] for name, *cells in _by_protocol("total", totals)]

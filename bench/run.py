@@ -51,9 +51,9 @@ def main() -> int:
     print("append benchmark ...", flush=True)
     append_table = measured(lambda: append.report(append.run(seconds=3, runs=2)))
     sections.append((
-        "Append: seed and sequential protocols side by side",
+        "Append: CAS and sequential protocols side by side",
         "bench/append.py",
-        "The seed protocol (compare-and-set on `meta/control`) and the sequential one (one Oxia sequential "
+        "The CAS protocol (compare-and-set on `meta/control`) and the sequential one (one Oxia sequential "
         "put, docs/SEQUENTIAL_APPEND.md) in the same run: 1, 8, 32 and 64 concurrent writers (threads of one "
         "process or separate processes, each writer with its own Oxia client) append single 100-byte records "
         "to one partition or round-robin over 16, against a local Oxia standalone (fsync on) and moto S3. "

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Literal, cast
 
 from llog.errors import ConfigurationError
-from llog.format.documents import AppendProtocol
+from llog.format.documents import LEGACY_CAS_NAME, AppendProtocol
 from llog.protocol.retention import RetentionConfig
 
 PREFIX = "llog:"
@@ -240,7 +240,7 @@ class LlogSettings:
     retention_bytes: int = 0
     retention_topics: str = "{}"
     # The append protocol of new partitions (LLOG_APPEND_PROTOCOL); existing ones keep theirs.
-    append_protocol: str = AppendProtocol.SEED.value
+    append_protocol: str = AppendProtocol.CAS.value
 
     @property
     def stack_name(self) -> str:
@@ -328,5 +328,7 @@ class LlogSettings:
             retention_hours=r.integer("retentionHours", 0, 0, 24 * 365 * 100),
             retention_bytes=r.integer("retentionBytes", 0, 0, 2**62),
             retention_topics=_retention_topics(r, "retentionTopics"),
-            append_protocol=r.choice("appendProtocol", APPEND_PROTOCOLS, AppendProtocol.SEED.value),
+            append_protocol=AppendProtocol(
+                r.choice("appendProtocol", (*APPEND_PROTOCOLS, LEGACY_CAS_NAME), AppendProtocol.CAS.value)
+            ).value,
         )

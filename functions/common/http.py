@@ -8,7 +8,7 @@
   with ``Allow``);
 * any exception with the status ``functions.common.errors`` maps it to
   (Powertools' pydantic validation is not used: requests are parsed by
-  ``llog.service.http_contract``, whose rejections are the seed's 400/413).
+  ``llog.service.http_contract``, whose rejections are the 400/413 of docs/HTTP_API.md).
 
 ``llog serve`` runs handlers on many threads at once, so there is one resolver
 per thread (``PerThread``), and each keeps its request on itself

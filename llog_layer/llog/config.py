@@ -113,11 +113,11 @@ class S3Config:
 
 
 def append_protocol_from_env(env: Environ | None = None) -> AppendProtocol:
-    """``LLOG_APPEND_PROTOCOL``: ``seed`` (default) or ``sequential`` (docs/SEQUENTIAL_APPEND.md)."""
+    """``LLOG_APPEND_PROTOCOL``: ``cas`` (default) or ``sequential`` (docs/SEQUENTIAL_APPEND.md)."""
     env = os.environ if env is None else env
     raw = env.get("LLOG_APPEND_PROTOCOL")
     if raw is None or raw.strip() == "":
-        return AppendProtocol.SEED
+        return AppendProtocol.CAS
     try:
         return AppendProtocol(raw.strip().lower())
     except ValueError:
@@ -137,7 +137,7 @@ class WriterConfig:
     max_commit_delay_ms: int = 60_000
     # The protocol of the partitions this writer *creates*; an existing
     # partition keeps the one its meta/control names (docs/SEQUENTIAL_APPEND.md).
-    append_protocol: AppendProtocol = AppendProtocol.SEED
+    append_protocol: AppendProtocol = AppendProtocol.CAS
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> WriterConfig:

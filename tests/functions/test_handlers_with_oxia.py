@@ -37,7 +37,7 @@ def status_of(topic: str, partition: int) -> dict[str, Any]:
     return body
 
 
-def test_the_seed_produce_and_consume(oxia_env: Env):
+def test_the_example_produce_and_consume(oxia_env: Env):
     produced = invoke("produce", load_event("produce"))
 
     assert produced.status == 200, produced.body

@@ -27,7 +27,7 @@ from tests.functions.conftest import EVENTS, Env, invoke, load_event
 
 ROOT = Path(__file__).resolve().parents[2]
 
-SEED_PRODUCE = {
+EXAMPLE_PRODUCE = {
     "topic_partitions": [
         {"topic": "orders", "partition": 0, "records": ["alpha", "beta"]},
         {"topic": "orders", "partition": 1, "records": [{"base64": "AAE="}]},
@@ -89,10 +89,10 @@ def test_every_api_gateway_sample_event_has_the_rest_proxy_shape():
             json.loads(event["body"])
 
 
-def test_the_seed_produce_event_is_the_seed_request():
+def test_the_example_produce_event_is_the_example_request():
     event = load_event("produce")
-    assert json.loads(event["body"]) == SEED_PRODUCE
-    assert json.loads(base64.b64decode(load_event("produce_base64_body")["body"])) == SEED_PRODUCE
+    assert json.loads(event["body"]) == EXAMPLE_PRODUCE
+    assert json.loads(base64.b64decode(load_event("produce_base64_body")["body"])) == EXAMPLE_PRODUCE
 
 
 # --- Oxia unreachable: clear per-partition errors or 503, never 500 ---------------------------

@@ -14,10 +14,10 @@ def settings(**context: str) -> LlogSettings:
     return LlogSettings.from_context(lambda key: context.get(key.removeprefix("llog:")))
 
 
-def test_the_seed_protocol_is_the_default_until_sequential_has_run_on_real_oxia() -> None:
-    assert settings().append_protocol == "seed"
-    assert settings(stage="prod").append_protocol == "seed"
-    assert settings(appendProtocol="auto").append_protocol == "seed"
+def test_the_cas_protocol_is_the_default_until_sequential_has_run_on_real_oxia() -> None:
+    assert settings().append_protocol == "cas"
+    assert settings(stage="prod").append_protocol == "cas"
+    assert settings(appendProtocol="auto").append_protocol == "cas"
 
 
 def test_sequential_is_accepted_and_read_back_by_llogs_own_parser() -> None:
@@ -28,8 +28,12 @@ def test_sequential_is_accepted_and_read_back_by_llogs_own_parser() -> None:
 
 def test_an_unknown_protocol_names_the_key() -> None:
     with pytest.raises(SettingsError, match="llog:appendProtocol"):
-        settings(appendProtocol="cas")
+        settings(appendProtocol="raft")
+
+
+def test_the_former_name_seed_still_means_cas() -> None:
+    assert settings(appendProtocol="seed").append_protocol == "cas"
 
 
 def test_every_function_gets_the_setting(dev_stack: LlogStack) -> None:
-    assert dev_stack.function_environment()["LLOG_APPEND_PROTOCOL"] == "seed"
+    assert dev_stack.function_environment()["LLOG_APPEND_PROTOCOL"] == "cas"

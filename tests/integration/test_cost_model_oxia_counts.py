@@ -16,7 +16,7 @@ state the model describes, and counts what it costs:
   leaves the server-side checks out.
 
 Each figure is then compared with the model's constant (``cm.Code`` for what
-both append protocols share, ``cm.SEED`` / ``cm.SEQUENTIAL`` for what differs),
+both append protocols share, ``cm.CAS`` / ``cm.SEQUENTIAL`` for what differs),
 for both protocols. docs/COST.md ("Operation counts and where they come from")
 names the test behind each figure.
 """
@@ -234,7 +234,7 @@ def test_a_produce_request_after_the_writers_first_costs_the_protocols_operation
     assert result.start_offset == 2
 
     assert (count.reads, count.writes, count.conflicts) == (protocol.produce_reads, protocol.produce_writes, 0)
-    if protocol is cm.SEED:  # read control; CAS control (reserve), create the index entry, CAS control (clear)
+    if protocol is cm.CAS:  # read control; CAS control (reserve), create the index entry, CAS control (clear)
         assert count.ops == {"get": 1, "put": 3}
     else:  # one sequential put into the cached open generation
         assert count.ops == {"put_sequential": 1}
@@ -259,7 +259,7 @@ def test_a_writers_first_produce_request_to_an_existing_partition_also_initializ
     assert count.conflicts == first == 3
     assert count.reads == protocol.produce_reads + protocol.produce_first_reads
     assert count.writes == protocol.produce_writes + first
-    if protocol is cm.SEED:
+    if protocol is cm.CAS:
         assert count.ops == {"put": 3 + 3, "get": 1}
     else:  # the first append reads control to find the open generation
         assert count.ops == {"put": 3, "get": 1, "put_sequential": 1}
@@ -282,7 +282,7 @@ def test_a_consume_request_of_one_partition_reads_what_the_protocol_says(
     assert len(fetched.records) == C.consume_max_batches == 64  # a full request: one batch per produce request
 
     assert (count.reads, count.writes) == (protocol.consume_reads, 0)
-    if protocol is cm.SEED:  # control (high watermark), one index page
+    if protocol is cm.CAS:  # control (high watermark), one index page
         assert count.ops == {"get": 1, "range_scan": 1}
     else:  # control, the sequence's tail (high watermark), one page of the sequence
         assert count.ops == {"get": 1, "get_lower": 1, "range_scan": 1}

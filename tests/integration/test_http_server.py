@@ -1,4 +1,4 @@
-"""``llog serve`` (devserver/serve.py) over real HTTP: the seed's curl requests, validation, metrics, shutdown.
+"""``llog serve`` (devserver/serve.py) over real HTTP: the README's curl requests, validation, metrics, shutdown.
 
 The server runs in a thread on a free port against the session's moto S3.
 Without Oxia (an unreachable address) it must still start and answer every
@@ -38,7 +38,7 @@ from tests.conftest import BUCKET, serve_env, start_server, unreachable_oxia_env
 ROOT = Path(__file__).resolve().parents[2]
 
 # The request bodies of the README's curl examples, verbatim.
-SEED_PRODUCE = """{
+EXAMPLE_PRODUCE = """{
     "topic_partitions": [
       {
         "topic": "orders",
@@ -52,7 +52,7 @@ SEED_PRODUCE = """{
       }
     ]
   }"""
-SEED_CONSUME = """{
+EXAMPLE_CONSUME = """{
     "topic_partitions": [
       {
         "topic": "orders",
@@ -363,7 +363,7 @@ def test_a_connection_waiting_in_the_listen_queue_at_shutdown_is_answered_not_re
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
     try:
         with accept_loop_paused(srv):
-            conn.request("POST", "/produce", SEED_PRODUCE, {"Content-Type": "application/json"})
+            conn.request("POST", "/produce", EXAMPLE_PRODUCE, {"Content-Type": "application/json"})
             stopper.start()
             wait_until(lambda: srv.closing, "shutdown began")
         resp = conn.getresponse()
@@ -399,8 +399,8 @@ def server(s3_config: S3Config) -> Iterator[LlogServer]:
 class TestWithoutOxia:
     """Requests that need no Oxia, over real HTTP."""
 
-    def test_the_seed_produce_with_oxia_down_is_409_per_partition(self, server):
-        status, body = call_json(server, "POST", "/produce", SEED_PRODUCE)
+    def test_the_example_produce_with_oxia_down_is_409_per_partition(self, server):
+        status, body = call_json(server, "POST", "/produce", EXAMPLE_PRODUCE)
         assert status == 409
         assert [(r["partition"], r["error_type"], r["retriable"]) for r in body["results"]] == [
             (0, "OxiaUnavailable", True),
@@ -408,8 +408,8 @@ class TestWithoutOxia:
         ]
 
 
-    def test_the_seed_consume_with_oxia_down_reports_each_partition(self, server):
-        status, body = call_json(server, "POST", "/consume", SEED_CONSUME)
+    def test_the_example_consume_with_oxia_down_reports_each_partition(self, server):
+        status, body = call_json(server, "POST", "/consume", EXAMPLE_CONSUME)
         assert status == 200
         assert [r["error_type"] for r in body["results"]] == ["OxiaUnavailable", "OxiaUnavailable"]
 
@@ -507,7 +507,7 @@ class TestWithoutOxia:
 
     def test_metrics_json(self, server):
         before = request_counts(server)
-        call(server, "POST", "/produce", SEED_PRODUCE)
+        call(server, "POST", "/produce", EXAMPLE_PRODUCE)
         call(server, "POST", "/produce", "{")
         call(server, "GET", "/nope")
         status, doc = call_json(server, "GET", "/metrics")
@@ -526,7 +526,7 @@ class TestWithoutOxia:
 
 
     def test_metrics_prometheus(self, server):
-        call(server, "POST", "/produce", SEED_PRODUCE)
+        call(server, "POST", "/produce", EXAMPLE_PRODUCE)
         status, headers, raw = call(server, "GET", "/metrics/prometheus")
         text = raw.decode()
         assert status == 200
@@ -602,12 +602,12 @@ class TestWithoutOxia:
 
 
 @pytest.mark.oxia
-def test_the_seed_curl_requests(live_server):
-    status, produced = call_json(live_server, "POST", "/produce", SEED_PRODUCE)
+def test_the_example_curl_requests(live_server):
+    status, produced = call_json(live_server, "POST", "/produce", EXAMPLE_PRODUCE)
     assert status == 200, produced
     assert [(r["start_offset"], r["end_offset"]) for r in produced["results"]] == [(1, 2), (1, 1)]
 
-    status, consumed = call_json(live_server, "POST", "/consume", SEED_CONSUME)
+    status, consumed = call_json(live_server, "POST", "/consume", EXAMPLE_CONSUME)
     assert status == 200
     p0, p1 = consumed["results"]
     assert [r["value"] for r in p0["records"]] == ["alpha", "beta"]
@@ -652,11 +652,11 @@ def test_concurrent_produce_requests_share_wal_blobs(live_server):
 
 @pytest.mark.oxia
 def test_a_long_poll_wakes_on_a_produce_in_the_same_process(live_server):
-    assert call_json(live_server, "POST", "/produce", SEED_PRODUCE)[0] == 200
+    assert call_json(live_server, "POST", "/produce", EXAMPLE_PRODUCE)[0] == 200
     body = json.dumps(
         {"topic_partitions": [{"topic": "orders", "partition": 0, "fetch_offset": 3}], "max_wait_ms": 10_000}
     )
-    timer = threading.Timer(0.3, call, args=(live_server, "POST", "/produce", SEED_PRODUCE))
+    timer = threading.Timer(0.3, call, args=(live_server, "POST", "/produce", EXAMPLE_PRODUCE))
     start = time.monotonic()
     timer.start()
     status, doc = call_json(live_server, "POST", "/consume", body)
@@ -669,9 +669,9 @@ def test_a_long_poll_wakes_on_a_produce_in_the_same_process(live_server):
 
 @pytest.mark.oxia
 def test_fence_over_http(live_server):
-    call_json(live_server, "POST", "/produce", SEED_PRODUCE)
+    call_json(live_server, "POST", "/produce", EXAMPLE_PRODUCE)
     assert call_json(live_server, "POST", "/topics/orders/partitions/1/fence")[1]["log_state"] == "FENCED"
-    status, doc = call_json(live_server, "POST", "/produce", SEED_PRODUCE)
+    status, doc = call_json(live_server, "POST", "/produce", EXAMPLE_PRODUCE)
     assert status == 409
     assert [r["ok"] for r in doc["results"]] == [True, False]
     assert doc["results"][1]["error_type"] == "LogFenced"
@@ -680,7 +680,7 @@ def test_fence_over_http(live_server):
 
 @pytest.mark.oxia
 def test_shutdown_lets_a_long_poll_finish(live_server):
-    assert call_json(live_server, "POST", "/produce", SEED_PRODUCE)[0] == 200
+    assert call_json(live_server, "POST", "/produce", EXAMPLE_PRODUCE)[0] == 200
     body = json.dumps(
         {"topic_partitions": [{"topic": "orders", "partition": 0, "fetch_offset": 3}], "max_wait_ms": 1000}
     )
@@ -700,7 +700,7 @@ def test_shutdown_lets_a_long_poll_finish(live_server):
 
 @pytest.mark.oxia
 def test_shutdown_lets_a_long_poll_whose_body_is_arriving_finish(live_server):
-    assert call_json(live_server, "POST", "/produce", SEED_PRODUCE)[0] == 200
+    assert call_json(live_server, "POST", "/produce", EXAMPLE_PRODUCE)[0] == 200
     body = json.dumps(
         {"topic_partitions": [{"topic": "orders", "partition": 0, "fetch_offset": 3}], "max_wait_ms": 1000}
     ).encode()

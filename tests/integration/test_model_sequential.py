@@ -4,9 +4,9 @@ Two machines reuse every rule and invariant of ``LogMachine``:
 
 * ``SequentialMachine``: partitions created sequential (docs/SEQUENTIAL_APPEND.md); writer crashes at the
   sequential path's points (after the blob PUT, after the sequential put) and fences that die after placing
-  their marker, next to everything the seed machine does (shared appends, compaction and its crashes,
+  their marker, next to everything the CAS machine does (shared appends, compaction and its crashes,
   fence and unfence, garbage collection with retention, clock jumps, reads);
-* ``MigratingMachine``: seed partitions that a rule migrates, one way, at any point: seed and sequential
+* ``MigratingMachine``: CAS partitions that a rule migrates, one way, at any point: CAS and sequential
   appends, crashes and recoveries on both sides of the switch.
 
 The harness reads the state through ``PartitionIndex``: the live high watermark (a sequential partition's
@@ -105,7 +105,7 @@ class SequentialMachine(LogMachine):
 
 
 class MigratingMachine(SequentialMachine):
-    protocol = AppendProtocol.SEED
+    protocol = AppendProtocol.CAS
 
     @rule(point=st.sampled_from(WRITER_CRASH_POINTS + SEQUENTIAL_CRASH_POINTS), groups=groups_strategy)
     def crash_during_sequential_append(self, point: str, groups: list[DrawnGroup]) -> None:
@@ -134,7 +134,7 @@ def test_soak_2026_11_23_retention_next_to_an_unfinished_compaction(
 def test_soak_2026_11_23_with_a_migration_after_the_compactor_died(
     oxia_store: OxiaStore, blob_store: BlobStore
 ) -> None:
-    """The compacted range stays in generation 0 (seed keys); the later append goes to generation 1."""
+    """The compacted range stays in generation 0 (CAS keys); the later append goes to generation 1."""
     machine = MigratingMachine(oxia_store, blob_store)
     replay_soak_2026_11_23(machine, between=lambda: machine.migrate(partition=0, writer=1))
 

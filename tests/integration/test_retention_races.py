@@ -46,7 +46,7 @@ from tests.integration.test_model import COMPACTOR_CRASH_POINTS, GRACE_MS
 
 pytestmark = pytest.mark.oxia
 
-PROTOCOLS = pytest.mark.parametrize("protocol", [AppendProtocol.SEED, AppendProtocol.SEQUENTIAL], ids=str)
+PROTOCOLS = pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL], ids=str)
 
 
 @dataclass

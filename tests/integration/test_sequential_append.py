@@ -5,7 +5,7 @@ offsets under concurrent threads and processes, fencing (acknowledged before
 the fence stays readable, later appends are rejected, appends racing a
 fence), unfencing into a new generation, a crash at every named point,
 compaction, garbage collection and retention on sequential partitions, and
-the one-way migration of a seed partition.
+the one-way migration of a CAS partition.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def seq_writer(oxia: OxiaStore, blobs: BlobStore, root: str, hook: FaultHook | N
 
 @pytest.fixture
 def writer(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> LogWriter:
-    """A writer that creates sequential partitions (overrides the seed one of conftest)."""
+    """A writer that creates sequential partitions (overrides the CAS one of conftest)."""
     return seq_writer(oxia_store, blob_store, root)
 
 
@@ -94,7 +94,7 @@ def positions(oxia: OxiaStore, root: str, topic: str, generation: int = 1) -> li
     return [(r.key.position, r.key.fences) for r in sequence(oxia, root, topic, generation)]
 
 
-def seed_index_keys(oxia: OxiaStore, root: str, topic: str) -> list[str]:
+def cas_index_keys(oxia: OxiaStore, root: str, topic: str) -> list[str]:
     keys = PartitionKeys(topic, 0, root)
     return [r.key for r in oxia.range_scan(keys.index_prefix, keys.index_scan_end, partition_key=keys.partition_key)]
 
@@ -126,11 +126,11 @@ def test_initialize_creates_a_sequential_partition_whoever_comes_first_decides(
     control = control_of(oxia_store, root, topic, 0)
     assert control.sequential
     assert control.generations == (Generation(1, 0),)
-    # A seed-configured writer neither changes it nor appends the seed way.
-    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
-    assert seed.initialize_partition(topic, 0) is False
-    seed.append(topic, 0, [b"x"])
-    assert seed_index_keys(oxia_store, root, topic) == []
+    # A CAS-configured writer neither changes it nor appends the CAS way.
+    cas = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
+    assert cas.initialize_partition(topic, 0) is False
+    cas.append(topic, 0, [b"x"])
+    assert cas_index_keys(oxia_store, root, topic) == []
     assert positions(oxia_store, root, topic) == [(1, 0)]
 
 
@@ -145,7 +145,7 @@ def test_offsets_are_contiguous_and_every_record_reads_back(
     keys = PartitionKeys(topic, 0, root)
     assert [r.index_key for r in results] == [keys.sequence_key(1, e) for e in (1, 4, 6, 11)]
     assert positions(oxia_store, root, topic) == [(1, 0), (4, 0), (6, 0), (11, 0)]
-    assert seed_index_keys(oxia_store, root, topic) == []
+    assert cas_index_keys(oxia_store, root, topic) == []
     assert reader.high_watermark(topic, 0) == 11
     assert values(reader, topic) == [f"{n}-{i}".encode() for n in (1, 3, 2, 5) for i in range(n)]
     assert reader.read_offset(topic, 0, 5).value == b"2-0"
@@ -665,49 +665,49 @@ def test_gc_applies_retention_to_sequential_partitions(
     assert values(reader, topic) == [b"tail"]
 
 
-# --- migration from the seed protocol -----------------------------------------------------------
+# --- migration from the CAS protocol -----------------------------------------------------------
 
 
-def test_migration_keeps_the_seed_offsets_and_appends_continue_in_a_sequence(
+def test_migration_keeps_the_cas_offsets_and_appends_continue_in_a_sequence(
     reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
-    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
-    seed.initialize_partition(topic, 0)
-    seed.append(topic, 0, [b"a", b"b"])
-    seed.append(topic, 0, [b"c"])
+    cas = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
+    cas.initialize_partition(topic, 0)
+    cas.append(topic, 0, [b"a", b"b"])
+    cas.append(topic, 0, [b"c"])
     compactor.compact_once(topic, 0)
-    seed.append(topic, 0, [b"d"])
+    cas.append(topic, 0, [b"d"])
     with pytest.raises(SimulatedCrash):  # a pending append the migration must finish first
         LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(AFTER_RESERVE)).append(
             topic, 0, [b"e"])
 
-    migrated = seed.migrate_to_sequential(topic, 0)
+    migrated = cas.migrate_to_sequential(topic, 0)
     assert migrated.sequential
     assert migrated.generations == (Generation(0, 0, 5), Generation(1, 5))
     assert migrated.pending is None
-    assert seed.migrate_to_sequential(topic, 0) == migrated  # idempotent
+    assert cas.migrate_to_sequential(topic, 0) == migrated  # idempotent
 
     # Every writer, however configured, now appends with one sequential put.
-    assert seed.append(topic, 0, [b"f"]).start_offset == 6
+    assert cas.append(topic, 0, [b"f"]).start_offset == 6
     assert seq_writer(oxia_store, blob_store, root).append(topic, 0, [b"g", b"h"]).end_offset == 8
     assert positions(oxia_store, root, topic) == [(1, 0), (3, 0)]
     assert values(reader, topic) == [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"]
     assert [reader.read_offset(topic, 0, o).value for o in (1, 4, 5, 6, 8)] == [b"a", b"d", b"e", b"f", b"h"]
 
-    # Compaction finishes generation 0 (the seed index) and then compacts generation 1.
+    # Compaction finishes generation 0 (the CAS index) and then compacts generation 1.
     results = compact_until_caught_up(compactor, topic, 0, budget_s=30)
     assert [(r.start_offset, r.end_offset) for r in results if r.outcome == "compacted"] == [(4, 5), (6, 8)]
     assert values(reader, topic) == [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"]
 
 
-def test_seed_appends_racing_a_migration_keep_unique_contiguous_offsets(
+def test_cas_appends_racing_a_migration_keep_unique_contiguous_offsets(
     reader: LogReader, oxia_store: OxiaStore, oxia_config: OxiaConfig, s3_config: S3Config, blob_store: BlobStore,
     topic: str, root: str
 ) -> None:
-    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
-    seed.initialize_partition(topic, 0)
+    cas = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
+    cas.initialize_partition(topic, 0)
 
-    def seed_appends(writer_id: int) -> list[tuple[int, int, bytes]]:
+    def cas_appends(writer_id: int) -> list[tuple[int, int, bytes]]:
         with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, root=root) as w:
             out = []
             for i in range(15):
@@ -720,34 +720,34 @@ def test_seed_appends_racing_a_migration_keep_unique_contiguous_offsets(
 
     patient = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, config=WriterConfig(max_cas_attempts=10_000))
     with ThreadPoolExecutor(4) as pool:
-        futures = [pool.submit(seed_appends, w) for w in range(4)]
+        futures = [pool.submit(cas_appends, w) for w in range(4)]
         time.sleep(0.05)
         migrated = patient.migrate_to_sequential(topic, 0)
         results = [r for f in futures for r in f.result()]
     first = migrated.generations[0]
-    seed_end = first.end if first.number == 0 and first.end is not None else 0
+    cas_end = first.end if first.number == 0 and first.end is not None else 0
     assert_unique_and_contiguous(results, reader, topic)
     batches = PartitionIndex.load(meta_of(oxia_store, root, topic)).scan(1)
-    assert all(b.end_offset <= seed_end for b in batches if b.generation is None)
-    assert all(b.end_offset > seed_end for b in batches if b.generation == 1)
-    # The seed appends before the switch stay where they were.
-    assert bool(seed_index_keys(oxia_store, root, topic)) == (seed_end > 0)
+    assert all(b.end_offset <= cas_end for b in batches if b.generation is None)
+    assert all(b.end_offset > cas_end for b in batches if b.generation == 1)
+    # The CAS appends before the switch stay where they were.
+    assert bool(cas_index_keys(oxia_store, root, topic)) == (cas_end > 0)
 
 
 def test_migrating_a_fenced_partition_keeps_it_fenced(
     reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
 ) -> None:
-    seed = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
-    seed.initialize_partition(topic, 0)
-    seed.append(topic, 0, [b"a"])
-    seed.fence(topic, 0)
-    migrated = seed.migrate_to_sequential(topic, 0)
+    cas = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
+    cas.initialize_partition(topic, 0)
+    cas.append(topic, 0, [b"a"])
+    cas.fence(topic, 0)
+    migrated = cas.migrate_to_sequential(topic, 0)
     assert migrated.log_state is LogState.FENCED
     with pytest.raises(LogFenced):
-        seed.append(topic, 0, [b"no"])
-    reopened = seed.unfence(topic, 0)
+        cas.append(topic, 0, [b"no"])
+    reopened = cas.unfence(topic, 0)
     assert reopened.generations == (Generation(0, 0, 1), Generation(1, 1, 1), Generation(2, 1))
-    assert seed.append(topic, 0, [b"b"]).start_offset == 2
+    assert cas.append(topic, 0, [b"b"]).start_offset == 2
     assert values(reader, topic) == [b"a", b"b"]
 
 

@@ -33,7 +33,7 @@ def test_scenarios_cover_the_issue_matrix_with_both_protocols_back_to_back() -> 
     assert len(found) == 2 * 4 * 2 * 2
     assert len(set(found)) == len(found)
     for first, second in zip(found[::2], found[1::2], strict=True):
-        assert (first.protocol, second.protocol) == ("seed", "sequential")
+        assert (first.protocol, second.protocol) == ("cas", "sequential")
         assert (first.writers, first.kind, first.partitions) == (second.writers, second.kind, second.partitions)
 
 
@@ -45,9 +45,9 @@ def test_counter_differences_include_conflicts_and_retries() -> None:
 
 def test_targets_are_computed_from_rows_of_the_same_run() -> None:
     rows = [
-        row("seed", 1),
+        row("cas", 1),
         row("sequential", 1, p50_ms=10.0),
-        row("seed", 32, appends_per_s=50.0, cas_conflicts_per_append=3.5, oxia_writes_per_append=3.0),
+        row("cas", 32, appends_per_s=50.0, cas_conflicts_per_append=3.5, oxia_writes_per_append=3.0),
         row("sequential", 32, appends_per_s=600.0, p99_ms=25.0, oxia_writes_per_append=1.0),
         row("sequential", 32, partitions=16, appends_per_s=10.0),  # other layouts do not count
     ]
@@ -60,7 +60,7 @@ def test_targets_are_computed_from_rows_of_the_same_run() -> None:
 
 
 def test_the_table_has_a_row_per_scenario_and_the_report_adds_the_targets() -> None:
-    rows = [row("seed", 1), row("sequential", 1, errors={"LogFenced": 2})]
+    rows = [row("cas", 1), row("sequential", 1, errors={"LogFenced": 2})]
     table = append.table(rows)
     assert len(table.splitlines()) == 4
     assert "{'LogFenced': 2}" in table
@@ -75,10 +75,10 @@ def test_reads_and_writes_are_told_apart() -> None:
 
 def test_the_floor_row_is_reported_apart_and_single_writer_p50s_are_multiples_of_it() -> None:
     floor = {"protocol": "floor", "s3_put_p50_ms": 2.0, "oxia_put_p50_ms": 0.5, "floor_ms": 2.5}
-    rows = [floor, row("seed", 1, p50_ms=5.0), row("sequential", 1, p50_ms=3.0)]
+    rows = [floor, row("cas", 1, p50_ms=5.0), row("sequential", 1, p50_ms=3.0)]
     text = append.floor_report(rows)
     assert "**2.50 ms**" in text
-    assert "seed, 1 writer (threads): p50 5.00 ms = 2.0x the floor" in text
+    assert "cas, 1 writer (threads): p50 5.00 ms = 2.0x the floor" in text
     assert "sequential, 1 writer (threads): p50 3.00 ms = 1.2x the floor" in text
     assert "floor" not in append.table(rows).split("\n", 2)[2]  # not a row of the table
     assert append.report(rows).startswith("Floor on the same servers")

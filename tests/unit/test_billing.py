@@ -26,7 +26,7 @@ from llog.store.metrics import OperationCounters, OperationStats
 PUT, GET, FREE = RequestClass.PUT_COPY_POST_LIST, RequestClass.GET_AND_OTHER, RequestClass.FREE
 
 
-def test_the_seed_prices_are_the_defaults() -> None:
+def test_list_prices_are_the_defaults() -> None:
     p = DEFAULT_PRICES
     assert (p.region, p.storage_class) == ("us-east-1", "STANDARD")
     assert p.storage_usd_per_gb_month == 0.023

@@ -1,6 +1,6 @@
 """bench/cost_model.py: it runs, its numbers add up and scale, and its constants match the code and the CDK app.
 
-Every check of the totals runs for both append protocols (``cm.PROTOCOLS``: seed and sequential).
+Every check of the totals runs for both append protocols (``cm.PROTOCOLS``: CAS and sequential).
 """
 
 from __future__ import annotations
@@ -53,21 +53,21 @@ def test_the_calculator_prints_every_table_and_json(capsys: pytest.CaptureFixtur
     assert doc["prices_as_of"] == cm.PRICES_AS_OF
     assert doc["assumptions"]["consumers"] == 2
     assert set(doc["per_million_requests"]) == {"1 KB", "64 KB", "1 MB"}
-    llog = {f"llog {shape} {protocol}" for shape in ("dev", "prod") for protocol in ("seed", "sequential")}
+    llog = {f"llog {shape} {protocol}" for shape in ("dev", "prod") for protocol in ("cas", "sequential")}
     assert set(doc["per_million_requests"]["1 KB"]) == llog | {"kinesis on-demand", "kinesis provisioned"}
-    assert set(doc["operations_per_request"]) == {"seed", "sequential"}
-    assert set(doc["assumptions"]["protocols"]) == {"seed", "sequential"}
+    assert set(doc["operations_per_request"]) == {"cas", "sequential"}
+    assert set(doc["assumptions"]["protocols"]) == {"cas", "sequential"}
     assert "protocol" not in doc["assumptions"]  # the report covers both
 
 
 def test_the_tables_show_both_protocols_where_they_differ_and_once_where_not() -> None:
     text = cm.render(cm.build(A), A)
-    for row in ("| Oxia writes: produce, seed | 3.030 | 3.030 | 3.030 |",
+    for row in ("| Oxia writes: produce, cas | 3.030 | 3.030 | 3.030 |",
                 "| Oxia writes: produce, sequential | 1.030 | 1.030 | 1.030 |",
                 "| API Gateway requests: produce | 1.000 | 1.000 | 1.000 |"):  # fmt: skip
         assert row in text
     for line in ("Oxia EFS writes", "Lambda GB-seconds", "**llog, prod shape", "llog, dev shape (standalone Oxia)"):
-        assert f"| {line}, seed |" in text or f"| {line}, seed** |" in text
+        assert f"| {line}, cas |" in text or f"| {line}, cas** |" in text
         assert f"| {line}, sequential |" in text or f"| {line}, sequential** |" in text
     assert "| API Gateway (REST) |" in text  # the same in both protocols: one row
     assert "| S3 requests |" in text
@@ -103,52 +103,52 @@ def test_the_monthly_total_is_fixed_plus_requests_times_the_variable_cost(size: 
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_a_sequential_append_is_one_oxia_write_and_a_seed_append_three(size: int) -> None:
-    seed, sequential = (cm.produce_part(size, cm.with_protocol(A, p)) for p in (cm.SEED, cm.SEQUENTIAL))
+def test_a_sequential_append_is_one_oxia_write_and_a_cas_append_three(size: int) -> None:
+    cas, sequential = (cm.produce_part(size, cm.with_protocol(A, p)) for p in (cm.CAS, cm.SEQUENTIAL))
     # A writer's first request to a partition initializes it first (three create-only puts), either protocol.
     first = A.code.produce_first_oxia_writes * A.first_append_share
     assert A.code.produce_first_oxia_writes == 3
-    assert seed.oxia_writes == pytest.approx(3 + first)
+    assert cas.oxia_writes == pytest.approx(3 + first)
     assert sequential.oxia_writes == pytest.approx(1 + first)
-    assert seed.oxia_reads == 1
+    assert cas.oxia_reads == 1
     assert sequential.oxia_reads == pytest.approx(A.first_append_share)  # only a writer's first append reads
     assert cm.produce_part(size, dataclasses.replace(A, protocol=cm.SEQUENTIAL, first_append_share=1.0)).oxia_reads == 1
     warm = dataclasses.replace(A, first_append_share=0.0)  # every request on a warm writer: the common path
-    assert [cm.produce_part(size, cm.with_protocol(warm, p)).oxia_writes for p in (cm.SEED, cm.SEQUENTIAL)] == [3, 1]
-    assert [cm.produce_part(size, cm.with_protocol(warm, p)).oxia_reads for p in (cm.SEED, cm.SEQUENTIAL)] == [1, 0]
+    assert [cm.produce_part(size, cm.with_protocol(warm, p)).oxia_writes for p in (cm.CAS, cm.SEQUENTIAL)] == [3, 1]
+    assert [cm.produce_part(size, cm.with_protocol(warm, p)).oxia_reads for p in (cm.CAS, cm.SEQUENTIAL)] == [1, 0]
     # Three sequential fsync'd writes become one: the produce function runs two Oxia writes shorter.
-    assert seed.gb_seconds - sequential.gb_seconds == pytest.approx(
+    assert cas.gb_seconds - sequential.gb_seconds == pytest.approx(
         cm.billed_gb_seconds(2 * A.latency.oxia_write_ms + A.latency.oxia_read_ms, A.code.produce_memory_mb), abs=1e-3
     )
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_the_protocols_differ_only_in_oxia_and_in_the_time_it_takes(size: int) -> None:
-    seed, sequential = (cm.parts(size, cm.with_protocol(A, p)) for p in (cm.SEED, cm.SEQUENTIAL))
-    for name in seed:
-        a, b = dataclasses.asdict(seed[name]), dataclasses.asdict(sequential[name])
+    cas, sequential = (cm.parts(size, cm.with_protocol(A, p)) for p in (cm.CAS, cm.SEQUENTIAL))
+    for name in cas:
+        a, b = dataclasses.asdict(cas[name]), dataclasses.asdict(sequential[name])
         assert {k for k in a if a[k] != b[k]} <= {"oxia_reads", "oxia_writes", "gb_seconds"}, name
-    assert seed["compaction"] == sequential["compaction"]
-    assert seed["gc"] == sequential["gc"]
+    assert cas["compaction"] == sequential["compaction"]
+    assert cas["gc"] == sequential["gc"]
     # The high watermark of a sequential partition costs a read more (its sequence's tail).
-    assert cm.SEQUENTIAL.consume_reads == cm.SEED.consume_reads + 1
-    assert cm.SEQUENTIAL.planner_reads_per_partition == cm.SEED.planner_reads_per_partition + 1
+    assert cm.SEQUENTIAL.consume_reads == cm.CAS.consume_reads + 1
+    assert cm.SEQUENTIAL.planner_reads_per_partition == cm.CAS.planner_reads_per_partition + 1
     # Oxia's EFS line follows the writes: the produce path's share drops to about a third (exactly a third
     # on a warm writer; the cold environments' partition initializations cost both protocols the same).
     first = A.code.produce_first_oxia_writes * A.first_append_share
     efs = {p.name: cm.line_items(cm.produce_part(size, cm.with_protocol(A, p)), cm.PROD, A)["Oxia EFS writes"]
            for p in cm.PROTOCOLS}  # fmt: skip
-    assert efs["sequential"] == pytest.approx(efs["seed"] * (1 + first) / (3 + first))
+    assert efs["sequential"] == pytest.approx(efs["cas"] * (1 + first) / (3 + first))
     for shape in cm.SHAPES:
-        totals = [sum(cm.per_million(size, shape, cm.with_protocol(A, p)).values()) for p in (cm.SEED, cm.SEQUENTIAL)]
+        totals = [sum(cm.per_million(size, shape, cm.with_protocol(A, p)).values()) for p in (cm.CAS, cm.SEQUENTIAL)]
         assert totals[1] < totals[0]
 
 
-def test_the_seed_protocol_is_the_deployed_default() -> None:
-    assert A.protocol is cm.SEED
+def test_the_cas_protocol_is_the_deployed_default() -> None:
+    assert A.protocol is cm.CAS
     no_context: dict[str, object] = {}
-    assert LlogSettings.from_context(no_context.get).append_protocol == AppendProtocol.SEED.value
-    assert [p.name for p in cm.PROTOCOLS] == [AppendProtocol.SEED.value, AppendProtocol.SEQUENTIAL.value]
+    assert LlogSettings.from_context(no_context.get).append_protocol == AppendProtocol.CAS.value
+    assert [p.name for p in cm.PROTOCOLS] == [AppendProtocol.CAS.value, AppendProtocol.SEQUENTIAL.value]
 
 
 def test_variable_costs_scale_with_throughput_and_fixed_ones_do_not() -> None:

@@ -364,7 +364,7 @@ def test_consume_defaults():
     )
 
 
-def test_consume_seed_request():
+def test_consume_example_request():
     request = consume(
         fetch(partition_max_bytes=1048576), fetch(partition=1), max_wait_ms=250, min_bytes=1, max_bytes=4194304
     )
@@ -461,7 +461,7 @@ def failed(error: LlogError, partition: int = 1, count: int = 1) -> AppendResult
     return AppendResult("orders", partition, count, error=error)
 
 
-def test_all_ok_is_200_with_the_seed_shape():
+def test_all_ok_is_200_with_the_documented_shape():
     status, body = produce_response([ok(0, 1, 2), ok(1, 1, 1)])
     assert status == 200
     assert body == {

@@ -27,10 +27,10 @@ from llog.format.keys import (
 oxia_order = cmp_to_key(compare_with_slash)
 
 
-# --- the seed schema -------------------------------------------------------------------
+# --- the documented key layout -------------------------------------------------------------------
 
 
-def test_seed_key_strings():
+def test_documented_key_strings():
     k = PartitionKeys("orders", 0)
     assert k.root == DEFAULT_ROOT_PREFIX == "llog"
     assert k.partition_key == "orders:0"

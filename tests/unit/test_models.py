@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from llog.config import append_protocol_from_env
 from llog.errors import CorruptData, CorruptMetadata
 from llog.format.codec import ENCODING
 from llog.format.documents import (
     INITIAL_OFFSET,
+    AppendProtocol,
     CompactionCursor,
     CompactionRecord,
     CompactionState,
@@ -68,7 +70,7 @@ def raw_of(doc: Any) -> bytes:
     return json.dumps(doc).encode()
 
 
-# --- round trips and the seed's field names ---------------------------------------------------
+# --- round trips and the documented field names ---------------------------------------------------
 
 
 def test_control_defaults():
@@ -483,3 +485,12 @@ def test_compacted_entries_and_records_carry_the_object_size():
     assert IndexEntry.decode(entry.encode()) == entry
     record = CompactionRecord("c", CompactionState.WRITING_COMPACTED_INDEX, 1, 3, 3, "s3://b/k", 1, data_bytes=4096)
     assert CompactionRecord.decode(record.encode()) == record
+
+
+def test_the_former_protocol_name_seed_is_read_as_cas() -> None:
+    assert AppendProtocol("seed") is AppendProtocol.CAS
+    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": "seed"}) is AppendProtocol.CAS
+    stored = json.dumps({"log_state": "OPEN", "sequence_counter": 3, "append_protocol": "seed"}).encode()
+    control = ControlRecord.decode(stored)
+    assert control.protocol is AppendProtocol.CAS
+    assert b"append_protocol" not in control.encode()  # CAS is the default, not written

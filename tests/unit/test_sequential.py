@@ -188,7 +188,7 @@ def test_sequential_control_may_have_a_log_start_past_its_stored_counter():
         [{"generation": 1, "base": 0, "end": None}, {"generation": 2, "base": 0, "end": None}],  # first is open
         [{"generation": 1, "base": 0, "end": 5}, {"generation": 2, "base": 4, "end": None}],  # gap/overlap
         [{"generation": 2, "base": 0, "end": 5}, {"generation": 1, "base": 5, "end": None}],  # order
-        [{"generation": 0, "base": 0, "end": 5}],  # only the seed generation
+        [{"generation": 0, "base": 0, "end": 5}],  # only the CAS generation
         [{"generation": 0, "base": 0, "end": None}, {"generation": 1, "base": 0, "end": None}],
         [{"generation": 0, "base": 1, "end": 5}, {"generation": 1, "base": 5, "end": None}],
         [{"generation": 1, "base": 5, "end": 4}],
@@ -234,7 +234,7 @@ def test_generation_of():
     assert Generation(1, 5, 5).holds(5) is False  # an empty sealed generation holds nothing
 
 
-def test_check_generations_accepts_an_empty_sealed_generation_after_the_seed_one():
+def test_check_generations_accepts_an_empty_sealed_generation_after_the_cas_one():
     check_generations((Generation(0, 0, 4), Generation(1, 4, 4)))
     check_generations((Generation(1, 0),))
 
@@ -254,9 +254,9 @@ def test_sequence_values():
 # --- state transitions ---------------------------------------------------------------------
 
 
-def test_migration_of_a_seed_partition():
-    seed = ControlRecord(LogState.OPEN, 12, None, 4)
-    migrated = migrated_control(seed)
+def test_migration_of_a_cas_partition():
+    cas = ControlRecord(LogState.OPEN, 12, None, 4)
+    migrated = migrated_control(cas)
     assert migrated.sequential
     assert migrated.generations == (Generation(0, 0, 11), Generation(1, 11))
     assert (migrated.log_state, migrated.sequence_counter, migrated.log_start_offset) == (LogState.OPEN, 12, 4)
@@ -373,7 +373,7 @@ def test_retention_ranges_keep_every_counter():
     assert _index(control).ranges_below(3, read_through=2) == [(f"{KEYS.index_prefix}{'0' * 20}", KEYS.index(3))]
 
 
-def test_retention_ranges_of_a_seed_partition_are_the_seed_ones():
+def test_retention_ranges_of_a_cas_partition_are_the_cas_ones():
     assert _index(ControlRecord(LogState.OPEN, 20, None, 9)).ranges_below(9, read_through=5) == [
         (f"{KEYS.index_prefix}{'0' * 20}", KEYS.index(9))
     ]
@@ -401,15 +401,15 @@ def test_retention_with_a_stale_generation_table_never_reaches_a_fence_marker():
 
 
 def test_append_protocol_setting():
-    assert append_protocol_from_env({}) is AppendProtocol.SEED
-    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": ""}) is AppendProtocol.SEED
+    assert append_protocol_from_env({}) is AppendProtocol.CAS
+    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": ""}) is AppendProtocol.CAS
     assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": "sequential"}) is AppendProtocol.SEQUENTIAL
     assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": " Sequential "}) is AppendProtocol.SEQUENTIAL
-    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": "seed"}) is AppendProtocol.SEED
-    assert WriterConfig.from_env({}).append_protocol is AppendProtocol.SEED
+    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": "cas"}) is AppendProtocol.CAS
+    assert WriterConfig.from_env({}).append_protocol is AppendProtocol.CAS
     assert WriterConfig.from_env({"LLOG_APPEND_PROTOCOL": "sequential"}).append_protocol is AppendProtocol.SEQUENTIAL
     with pytest.raises(ConfigurationError, match="LLOG_APPEND_PROTOCOL"):
-        append_protocol_from_env({"LLOG_APPEND_PROTOCOL": "cas"})
+        append_protocol_from_env({"LLOG_APPEND_PROTOCOL": "raft"})
 
 
 @pytest.mark.parametrize("deltas", [(), (0, 0), (0, 1), (1, -1), (-1, 0)])

@@ -1,11 +1,11 @@
 """The read path (docs/PROTOCOL.md, "Read"; docs/SEQUENTIAL_APPEND.md).
 
-1. read ``meta/control``: the partition exists; a seed partition's high
+1. read ``meta/control``: the partition exists; a CAS partition's high
    watermark is ``sequence_counter - 1``, a sequential one's is read from its
    sequence's highest key (``llog.protocol.index.PartitionIndex``);
 2. resolve the batch holding an offset: Oxia CEILING on the entry key of the
    offset (``index/{offset}``, or the position in its generation's sequence),
-   checked for our prefix and for actually covering the offset; in a seed
+   checked for our prefix and for actually covering the offset; in a CAS
    partition else ``meta/control.pending``;
 3. fetch the batch (an S3 range GET for a slice of a shared blob);
 4. decode ``bytes-batch-v1``, checking the record count against the index.
@@ -95,7 +95,7 @@ class LogReader:
         return self._resolve(PartitionIndex.load(self._metadata(topic, partition)), offset)
 
     def _resolve(self, index: PartitionIndex, offset: int, high_watermark: int | None = None) -> IndexedBatch:
-        """The batch holding ``offset``. A seed partition's range is checked first; a sequential one's
+        """The batch holding ``offset``. A CAS partition's range is checked first; a sequential one's
         high watermark costs a read, so there it is read only when no entry covers the offset."""
         self._check_range(index, offset, high_watermark)
         # Two rounds: the index can move between reading control and the lookup
@@ -117,7 +117,7 @@ class LogReader:
     def _check_range(index: PartitionIndex, offset: int, high_watermark: int | None = None) -> None:
         """``offset`` must be in ``[log start, high watermark]``.
 
-        Without ``high_watermark``, a seed partition's comes from ``meta/control``;
+        Without ``high_watermark``, a CAS partition's comes from ``meta/control``;
         a sequential partition's costs a read, so only the log start is checked.
         """
         if isinstance(offset, bool) or not isinstance(offset, int):

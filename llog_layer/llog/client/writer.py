@@ -3,7 +3,7 @@
 ``append_shared(groups)`` writes one ``LLS1`` blob holding every group's
 batch, then commits each partition on its own, by the protocol the
 partition's ``meta/control`` names: a sequential partition with one Oxia
-sequential put (``llog.protocol.append_sequential``, docs/SEQUENTIAL_APPEND.md), a seed
+sequential put (``llog.protocol.append_sequential``, docs/SEQUENTIAL_APPEND.md), a CAS
 partition as follows:
 
 1. read ``meta/control``; recover a pending append left by another writer;
@@ -67,7 +67,7 @@ class SharedAppendGroup:
 
 
 class _ProtocolChanged(Exception):
-    """A seed partition was migrated to the sequential protocol while we were working on it."""
+    """A CAS partition was migrated to the sequential protocol while we were working on it."""
 
     def __init__(self, control: ControlRecord) -> None:
         super().__init__("the partition now uses the sequential append protocol")
@@ -187,11 +187,11 @@ class LogWriter:
         return self._set_state(topic, partition, LogState.OPEN)
 
     def migrate_to_sequential(self, topic: str, partition: int) -> ControlRecord:
-        """Switch a seed partition to the sequential protocol, one way (docs/SEQUENTIAL_APPEND.md).
+        """Switch a CAS partition to the sequential protocol, one way (docs/SEQUENTIAL_APPEND.md).
 
         Finishes a pending append, then compare-and-sets ``meta/control``: the
-        seed entries become generation 0 and appends continue in generation 1.
-        Every seed append after this fails its own compare-and-set and moves to
+        CAS entries become generation 0 and appends continue in generation 1.
+        Every CAS append after this fails its own compare-and-set and moves to
         the sequential path. Idempotent. Needs every writer to run this version.
         """
         meta = self._metadata(topic, partition)
@@ -308,7 +308,7 @@ class LogWriter:
         """Commit one partition's batch by the partition's protocol; ``(start, end, index_key)``.
 
         A partition known to be sequential costs no read here; otherwise the
-        ``meta/control`` read that picks the protocol is the seed path's first read.
+        ``meta/control`` read that picks the protocol is the CAS path's first read.
         """
         if self._sequential.knows(meta.keys):
             return self._sequential.commit(meta, ref, count, now_ms, deadline)
@@ -331,7 +331,7 @@ class LogWriter:
         deadline: float,
         current: VersionedControl,
     ) -> tuple[int, int]:
-        """The seed protocol: reserve by compare-and-set on ``meta/control``, then materialize."""
+        """The CAS protocol: reserve by compare-and-set on ``meta/control``, then materialize."""
         append_id = uuid.uuid4().hex
         backoff_ms = float(self.config.cas_backoff_initial_ms)
         reservation_sent = False

@@ -34,16 +34,26 @@ class EntryType(str, Enum):
 class AppendProtocol(str, Enum):
     """How a partition assigns offsets (docs/SEQUENTIAL_APPEND.md).
 
-    ``seed``: a compare-and-set on ``meta/control`` per append (docs/PROTOCOL.md).
+    ``cas``: a compare-and-set on ``meta/control`` per append (docs/PROTOCOL.md).
     ``sequential``: one Oxia sequential-key put per append, no CAS.
+
+    ``seed``, the name ``cas`` had before, is still read (in ``LLOG_APPEND_PROTOCOL``,
+    the stack's ``appendProtocol`` and any stored ``append_protocol``) as ``cas``.
     """
 
-    SEED = "seed"
+    CAS = "cas"
     SEQUENTIAL = "sequential"
 
+    @classmethod
+    def _missing_(cls, value: object) -> AppendProtocol | None:
+        return cls.CAS if value == LEGACY_CAS_NAME else None
 
-SEED_GENERATION = 0
-"""Generation 0 of a partition migrated to the sequential protocol: its seed-era ``index/`` entries."""
+
+LEGACY_CAS_NAME = "seed"
+
+
+CAS_GENERATION = 0
+"""Generation 0 of a partition migrated to the sequential protocol: its CAS-era ``index/`` entries."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,7 @@ class Generation:
 
     Generation ``g >= 1`` keeps its entries under its own sequence prefix,
     where an entry's key position ``p`` is the end offset ``base + p``.
-    Generation 0 is the seed index of a migrated partition. ``end`` is set
+    Generation 0 is the CAS index of a migrated partition. ``end`` is set
     when the generation is sealed (by a fence or the migration); only the
     last generation may be open, and the next one starts where it ended.
     """
@@ -90,16 +100,16 @@ def check_generations(generations: tuple[Generation, ...], what: str = "meta/con
         if previous is None:
             if g.base != 0:
                 raise CorruptMetadata(f"{what}: the first generation must start at offset 1")
-            if g.number == SEED_GENERATION and g.end is None:
-                raise CorruptMetadata(f"{what}: the seed generation must be sealed")
+            if g.number == CAS_GENERATION and g.end is None:
+                raise CorruptMetadata(f"{what}: the CAS generation must be sealed")
         else:
-            if g.number <= previous.number or g.number == SEED_GENERATION:
+            if g.number <= previous.number or g.number == CAS_GENERATION:
                 raise CorruptMetadata(f"{what}: generations {previous.number}, {g.number} are out of order")
             if previous.end is None or g.base != previous.end:
                 raise CorruptMetadata(f"{what}: generation {g.number} does not start where {previous.number} ended")
         previous = g
-    if generations[-1].number == SEED_GENERATION:
-        raise CorruptMetadata(f"{what}: a sequential partition needs a sequence generation after the seed one")
+    if generations[-1].number == CAS_GENERATION:
+        raise CorruptMetadata(f"{what}: a sequential partition needs a sequence generation after the CAS one")
 
 
 def generation_of(generations: tuple[Generation, ...], offset: int) -> Generation | None:
@@ -241,7 +251,7 @@ class ControlRecord:
     pending: PendingAppend | None = None
     # The first readable offset: retention moves it forward (docs/RETENTION.md), nothing moves it back.
     log_start_offset: int = INITIAL_OFFSET
-    protocol: AppendProtocol = AppendProtocol.SEED
+    protocol: AppendProtocol = AppendProtocol.CAS
     generations: tuple[Generation, ...] = ()
 
     @property
@@ -257,7 +267,7 @@ class ControlRecord:
     def current_generation(self) -> Generation:
         """The generation appends go to (sequential partitions only)."""
         if not self.generations:
-            raise CorruptMetadata("meta/control of a seed partition has no generations")
+            raise CorruptMetadata("meta/control of a CAS partition has no generations")
         return self.generations[-1]
 
     def encode(self) -> bytes:
@@ -268,7 +278,7 @@ class ControlRecord:
         }
         if self.log_start_offset != INITIAL_OFFSET:
             doc["log_start_offset"] = self.log_start_offset
-        if self.protocol is not AppendProtocol.SEED:
+        if self.protocol is not AppendProtocol.CAS:
             doc["append_protocol"] = self.protocol.value
             doc["generations"] = [g.to_json() for g in self.generations]
         return _dump(doc)
@@ -284,7 +294,7 @@ class ControlRecord:
         pending = None if doc.get("pending") is None else PendingAppend.from_json(doc["pending"])
         log_start = _int(doc, "log_start_offset", what, optional=True)
         log_start = INITIAL_OFFSET if log_start is None else log_start
-        protocol = _enum(AppendProtocol, doc.get("append_protocol") or "seed", what, "append_protocol")
+        protocol = _enum(AppendProtocol, doc.get("append_protocol") or "cas", what, "append_protocol")
         generations: tuple[Generation, ...] = ()
         if protocol is AppendProtocol.SEQUENTIAL:
             raw_generations = doc.get("generations")
@@ -388,7 +398,7 @@ def decode_sequence_value(raw: bytes) -> IndexEntry | FenceMarker:
 class IndexedBatch:
     """An index entry together with the offset range its key implies.
 
-    ``generation`` is the sequence generation holding it (None: the seed ``index/``).
+    ``generation`` is the sequence generation holding it (None: the CAS ``index/``).
     """
 
     end_offset: int

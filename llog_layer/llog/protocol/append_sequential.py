@@ -19,7 +19,7 @@ whose offsets continue where the fenced one ended.
 ``SequentialAppender`` holds the writer side (append, fence, unfence) and a
 per-writer cache of each partition's open generation, so the common path is
 one sequential put and no read. ``LogWriter`` routes each partition here or to
-the seed protocol by what its ``meta/control`` says.
+the CAS protocol by what its ``meta/control`` says.
 """
 
 from __future__ import annotations
@@ -72,9 +72,9 @@ MAX_GENERATION_HOPS = 8
 
 
 def migrated_control(control: ControlRecord) -> ControlRecord:
-    """A seed partition's control record after the one-way switch to the sequential protocol.
+    """A CAS partition's control record after the one-way switch to the sequential protocol.
 
-    Its seed entries become generation 0 (offsets ``1 .. sequence_counter - 1``,
+    Its CAS entries become generation 0 (offsets ``1 .. sequence_counter - 1``,
     still under ``index/``); generation 1 continues from there. A fenced
     partition gets generation 1 sealed and empty (nobody can have appended to it).
     """

@@ -1,10 +1,10 @@
 """One partition's sparse index, whatever its append protocol (docs/SEQUENTIAL_APPEND.md).
 
-A **seed** partition keeps every entry at ``index/{end_offset}``. A
+A **CAS** partition keeps every entry at ``index/{end_offset}``. A
 **sequential** partition keeps its entries in *generations*: generation
 ``g >= 1`` is one Oxia sequence ``seq/{g}/e-{position}-{fences}`` whose
 valid entries (fence count 0) end at ``base + position``; generation 0, when
-present, is the seed index the partition had before its migration. The
+present, is the CAS index the partition had before its migration. The
 generations and their offset ranges are listed in ``meta/control``.
 
 ``PartitionIndex`` answers offset questions over both: the high watermark,
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata
 from llog.format.documents import (
-    SEED_GENERATION,
+    CAS_GENERATION,
     ControlRecord,
     Generation,
     IndexedBatch,
@@ -67,8 +67,8 @@ class LocatedEntry:
     version_id: int
 
 
-class SeedSegment:
-    """``index/{end_offset}``: the whole index of a seed partition, or generation 0 of a migrated one."""
+class CasSegment:
+    """``index/{end_offset}``: the whole index of a CAS partition, or generation 0 of a migrated one."""
 
     generation: int | None = None
     base = 0
@@ -100,7 +100,7 @@ class SeedSegment:
 
     def range_below(self, log_start: int, read_through: int) -> tuple[str, str] | None:
         """The keys of the entries ending before ``log_start``; ``read_through`` does not bound them:
-        ``index/`` keys hold no counter (a seed partition's is ``meta/control``)."""
+        ``index/`` keys hold no counter (a CAS partition's is ``meta/control``)."""
         keys = self.meta.keys
         upto = log_start if self.end is None else min(log_start, self.end + 1)
         return f"{keys.index_prefix}{format_offset(0)}", keys.index(upto)
@@ -192,7 +192,7 @@ class SequenceSegment:
         return self.end if self.end is not None else self.base + self.last_valid_position()
 
 
-Segment = SeedSegment | SequenceSegment
+Segment = CasSegment | SequenceSegment
 
 
 class PartitionIndex:
@@ -208,11 +208,11 @@ class PartitionIndex:
         self.segments: list[Segment]
         if control.sequential:
             self.segments = [
-                SeedSegment(meta, g.end) if g.number == SEED_GENERATION else SequenceSegment(meta, g)
+                CasSegment(meta, g.end) if g.number == CAS_GENERATION else SequenceSegment(meta, g)
                 for g in control.generations
             ]
         else:
-            self.segments = [SeedSegment(meta)]
+            self.segments = [CasSegment(meta)]
 
     @classmethod
     def load(cls, meta: PartitionMetadata) -> PartitionIndex:
@@ -237,7 +237,7 @@ class PartitionIndex:
     # --- reads -----------------------------------------------------------------
 
     def high_watermark(self) -> int:
-        """The last readable offset: ``meta/control`` for seed partitions, the sequence's tail otherwise."""
+        """The last readable offset: ``meta/control`` for CAS partitions, the sequence's tail otherwise."""
         return self.segments[-1].last_offset(self.control)
 
     def ceiling(self, offset: int) -> IndexedBatch | None:
@@ -246,7 +246,7 @@ class PartitionIndex:
         return None if segment is None else segment.ceiling(offset)
 
     def covering(self, offset: int) -> IndexedBatch | None:
-        """The entry (or, in a seed partition, the pending append) holding ``offset``."""
+        """The entry (or, in a CAS partition, the pending append) holding ``offset``."""
         batch = self.ceiling(offset)
         if batch is not None and batch.covers(offset):
             return batch

@@ -80,7 +80,7 @@ class PartitionMetadata:
             self.keys.control, record.encode(), partition_key=self._pk, expected_version_id=expected_version_id
         )
 
-    def create(self, protocol: AppendProtocol = AppendProtocol.SEED) -> bool:
+    def create(self, protocol: AppendProtocol = AppendProtocol.CAS) -> bool:
         """Register the partition, then create the cursor, then the control record, each only if absent.
 
         The control record is the partition's existence marker, so it comes
