@@ -44,10 +44,11 @@ from bench.stack import local_stack, measure_floor, median_of_runs, percentile, 
 from llog.client.writer import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
 from llog.format.documents import AppendProtocol  # noqa: E402
-from llog.format.keys import PartitionKeys  # noqa: E402
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys  # noqa: E402
 from llog.store.metrics import OperationCounters, OperationStats  # noqa: E402
 from llog.store.oxia import OxiaStore  # noqa: E402
 from llog.store.s3 import BlobStore  # noqa: E402
+from llog.store.storage import Storage  # noqa: E402
 
 BUCKET = "llog-bench"
 PAYLOAD = b"x" * 100
@@ -82,12 +83,9 @@ def _diff(before: dict[str, OperationStats], after: dict[str, OperationStats]) -
 
 def _writer(address: str, s3_config: S3Config, protocol: str, oxia: OperationCounters, s3: OperationCounters
             ) -> LogWriter:  # fmt: skip
-    return LogWriter(
-        OxiaStore(OxiaConfig(address), counters=oxia),
-        BlobStore(s3_config, counters=s3),
-        bucket=BUCKET,
-        config=WriterConfig(append_protocol=AppendProtocol(protocol)),
-    )
+    storage = Storage(OxiaStore(OxiaConfig(address), counters=oxia), BlobStore(s3_config, counters=s3), BUCKET,
+                      DEFAULT_ROOT_PREFIX)  # fmt: skip
+    return LogWriter(storage, config=WriterConfig(append_protocol=AppendProtocol(protocol)))
 
 
 def _warm_up(writer: LogWriter, topic: str) -> None:

@@ -21,8 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from functions.common import names
+
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTIONS = ("produce", "consume", "admin", "compaction_planner", "compaction_worker", "gc")
 DEPENDENCIES = ("boto3", "oxia", "aws_lambda_powertools.event_handler", "aws_xray_sdk.core")
 _PROBE = """
 import sys, time
@@ -46,7 +47,7 @@ def import_seconds(module: str, repeats: int) -> float:
 
 def table(repeats: int = 7) -> str:
     lines = ["| module | what | import median ms |", "|---|---|---:|"]
-    for name in FUNCTIONS:
+    for name in names.FUNCTIONS:
         module = f"functions.{name}.app"
         lines.append(f"| `{module}` | handler init | {import_seconds(module, repeats) * 1000:.0f} |")
     for module in DEPENDENCIES:

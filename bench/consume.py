@@ -50,7 +50,7 @@ from llog.client.reader import LogReader, LogRecord  # noqa: E402
 from llog.client.writer import LogWriter  # noqa: E402
 from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
 from llog.format.documents import INITIAL_OFFSET, AppendProtocol  # noqa: E402
-from llog.format.keys import PartitionKeys  # noqa: E402
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys  # noqa: E402
 from llog.protocol.compaction import Compactor, compact_until_caught_up  # noqa: E402
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch  # noqa: E402
 from llog.service.http_contract import Limits  # noqa: E402
@@ -59,6 +59,7 @@ from llog.store.metrics import OperationCounters, OperationStats  # noqa: E402
 from llog.store.object_cache import DEFAULT_OBJECT_CACHE_BYTES, ObjectCache  # noqa: E402
 from llog.store.oxia import OxiaStore  # noqa: E402
 from llog.store.s3 import BlobStore  # noqa: E402
+from llog.store.storage import Storage  # noqa: E402
 
 BUCKET = "llog-bench"
 RECORD_SIZE = 1024
@@ -152,6 +153,13 @@ def turn(readers: Sequence[str], i: int) -> list[str]:
     return [*readers[k:], *readers[:k]]
 
 
+def _storage(address: str, s3_config: S3Config, oxia: OperationCounters | None = None,
+             s3: OperationCounters | None = None) -> Storage:  # fmt: skip
+    """Oxia and S3 clients of their own (each Lambda has its own), under the default root."""
+    return Storage(OxiaStore(OxiaConfig(address), counters=oxia), BlobStore(s3_config, counters=s3), BUCKET,
+                   DEFAULT_ROOT_PREFIX)  # fmt: skip
+
+
 # --- readers -------------------------------------------------------------------------------------
 
 
@@ -160,16 +168,13 @@ class _Reader:
 
     def __init__(self, address: str, s3_config: S3Config) -> None:
         self.oxia_counters, self.s3_counters = OperationCounters(), OperationCounters()
-        self.log = LogReader(
-            OxiaStore(OxiaConfig(address), counters=self.oxia_counters),
-            BlobStore(s3_config, counters=self.s3_counters),
-        )
+        self.log = LogReader(_storage(address, s3_config, self.oxia_counters, self.s3_counters))
 
     def warm_up(self, topic: str) -> None:
         """Open the Oxia and S3 connections before the clock starts."""
         keys = PartitionKeys(topic, 0)
-        self.log.oxia.get(keys.control, partition_key=keys.partition_key)
-        list(self.log.blobs.list(BUCKET, "warm-up/"))
+        self.log.storage.oxia.get(keys.control, partition_key=keys.partition_key)
+        list(self.log.storage.blobs.list(BUCKET, "warm-up/"))
 
     def snapshot(self) -> tuple[dict[str, OperationStats], dict[str, OperationStats]]:
         return self.oxia_counters.snapshot(), self.s3_counters.snapshot()
@@ -257,14 +262,11 @@ def one_run(address: str, s3_config: S3Config, *, batches: int, records: int, pr
     topic = f"bench-consume-{uuid.uuid4().hex[:8]}"
     cache = TailCache(DEFAULT_TAIL_CACHE_BYTES)
     writer = LogWriter(
-        OxiaStore(OxiaConfig(address)),
-        BlobStore(s3_config),
-        bucket=BUCKET,
+        _storage(address, s3_config),
         config=WriterConfig(append_protocol=AppendProtocol(protocol)),
         commit_listener=cache.on_commit,  # as llog serve wires its writer to its tail cache
     )
-    compactor_oxia, compactor_blobs = OxiaStore(OxiaConfig(address)), BlobStore(s3_config)
-    compactor = Compactor(compactor_oxia, compactor_blobs, bucket=BUCKET)
+    compactor = Compactor(_storage(address, s3_config))
     serve = ConsumeReader(address, s3_config, max_wait_ms=max_wait_ms, cache=cache)
     readers: dict[str, _Reader] = {
         "lambda": ConsumeReader(address, s3_config, max_wait_ms=max_wait_ms, cache=None),
@@ -298,7 +300,7 @@ def one_run(address: str, s3_config: S3Config, *, batches: int, records: int, pr
         else:
             populate(None)
         if "compacted" in phases:
-            before = compactor_oxia.counters.snapshot(), compactor_blobs.counters.snapshot()
+            before = compactor.storage.oxia.counters.snapshot(), compactor.storage.blobs.counters.snapshot()
             done = [c for c in compact_until_caught_up(compactor, topic, 0, budget_s=600) if c.outcome == "compacted"]
             if not done or done[-1].end_offset != last:
                 raise RuntimeError(f"compaction stopped short of offset {last}: {done[-1:]}")
@@ -306,8 +308,8 @@ def one_run(address: str, s3_config: S3Config, *, batches: int, records: int, pr
             data = f"{len(done)} objects, median {statistics.median(sizes):.1f} MiB"
             compacted = Tally(records=last, value_bytes=last * RECORD_SIZE,
                               latencies=[sum(c.stage_seconds.values()) for c in done])  # fmt: skip
-            oxia_diff = stats_diff(before[0], compactor_oxia.counters.snapshot())
-            s3_diff = stats_diff(before[1], compactor_blobs.counters.snapshot())
+            oxia_diff = stats_diff(before[0], compactor.storage.oxia.counters.snapshot())
+            s3_diff = stats_diff(before[1], compactor.storage.blobs.counters.snapshot())
             rows.append(summarize("compaction", "compactor", compacted, oxia_diff, s3_diff, data))
             # serve stands for a process that did not write the data: its tail cache starts empty.
             serve.service = ConsumeService(serve.log, tail_cache=TailCache(DEFAULT_TAIL_CACHE_BYTES))

@@ -107,7 +107,7 @@ class Code:
     compaction_max_bytes: int = 8 * MIB  # CompactorConfig.max_bytes_per_run
     compaction_max_entries: int = 1024  # one index page in Compactor._select
     consume_max_batches: int = 64  # consume.MAX_BATCHES_PER_PARTITION
-    consume_fetch_threads: int = 8  # consume.FETCH_THREADS
+    consume_fetch_threads: int = 8  # llog.store.fetch.FETCH_THREADS
     consume_fetch_bytes: int = MIB  # LLOG_CONSUME_DEFAULT_PARTITION_MAX_BYTES
     planner_interval_s: int = 60  # llog:compactionSchedule
     gc_interval_s: int = 3600  # llog:gcSchedule

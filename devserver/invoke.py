@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import functions
+from functions.common import names
 from functions.common.telemetry import LocalContext
 
 LOCAL_STACK = {
@@ -36,12 +36,6 @@ LOCAL_STACK = {
     "LLOG_S3_ACCESS_KEY_ID": "testing",
     "LLOG_S3_SECRET_ACCESS_KEY": "testing",
 }
-PACKAGE = Path(functions.__file__).resolve().parent
-
-
-def function_names() -> list[str]:
-    """Every function of this package: a directory with an ``app.py``."""
-    return sorted(p.parent.name for p in PACKAGE.glob("*/app.py"))
 
 
 def apply_local_defaults(env: dict[str, str] | os._Environ[str] = os.environ) -> list[str]:
@@ -75,7 +69,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("function", choices=function_names(), help="a function of the functions package")
+    parser.add_argument("function", choices=names.FUNCTIONS, help="a function of the functions package")
     parser.add_argument("event", type=Path, help="an event file, e.g. events/produce.json")
 
 

@@ -1,17 +1,16 @@
-"""The ``llog`` command.
+"""``llog serve [--host 127.0.0.1] [--port 8080]``: the HTTP API from one process.
 
-``llog serve [--host 127.0.0.1] [--port 8080] [--functions-dir DIR]``
-    Serve the HTTP API from one process: every request becomes an API Gateway
-    REST proxy event handed to the same handler Lambda runs
-    (``functions.produce.app.handler``, ``functions.consume.app.handler``,
-    ``functions.admin.app.handler``). Unlike a Lambda environment, the process
-    shares one Oxia store, one S3 client, a ``BatchingProducer`` (concurrent
-    produce requests become one shared WAL blob) and a ``TailCache``
-    (``LLOG_TAIL_CACHE_MAX_BYTES``, 0 disables it) between produce and
-    consume. It also serves ``GET /metrics`` (JSON; ``s3.billing`` holds the
-    S3 billing estimate of ``llog.billing``), ``GET /metrics/prometheus``
-    and ``GET /openapi.json``. SIGTERM/SIGINT stop it gracefully: no new
-    requests, in-flight ones finish, the batcher flushes, Oxia closes.
+Every request becomes an API Gateway REST proxy event handed to the same
+handler Lambda runs (``functions.produce.app.handler``,
+``functions.consume.app.handler``, ``functions.admin.app.handler``). Unlike a
+Lambda environment, the process shares one Oxia store, one S3 client, a
+``BatchingProducer`` (concurrent produce requests become one shared WAL blob)
+and a ``TailCache`` (``LLOG_TAIL_CACHE_MAX_BYTES``, 0 disables it) between
+produce and consume. It also serves ``GET /metrics`` (JSON; ``s3.billing``
+holds the S3 billing estimate of ``devserver.billing``), ``GET
+/metrics/prometheus`` and ``GET /openapi.json``. SIGTERM/SIGINT stop it
+gracefully: no new requests, in-flight ones finish, the batcher flushes, Oxia
+closes.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from devserver.batching import BatchingConfig, BatchingProducer
 from devserver.billing import BillingConfig, S3Billing
 from devserver.prometheus import BILLING, operations_json, prometheus_text
 from functions.admin import app as admin_app
-from functions.common import routes, telemetry
+from functions.common import names, routes, telemetry
 from functions.common.errors import client_error
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
@@ -57,7 +56,7 @@ from llog.store.storage import Storage
 
 log = logging.getLogger("llog.serve")
 
-HANDLERS: dict[str, ModuleType] = {"produce": produce_app, "consume": consume_app, "admin": admin_app}
+HANDLERS: dict[str, ModuleType] = {names.PRODUCE: produce_app, names.CONSUME: consume_app, names.ADMIN: admin_app}
 IDLE_CONNECTION_TIMEOUT_S = 30
 # Connections the kernel may hold for the accept loop. The stdlib's default of 5 overflowed on a burst
 # of clients (16 concurrent produce requests were enough on a busy machine): the kernel dropped the
@@ -88,12 +87,7 @@ class ServeServices:
         oxia, blobs, root = storage.oxia, storage.blobs, storage.root
         cache = TailCache.from_env()
         writer = LogWriter(
-            oxia,
-            blobs,
-            bucket=storage.bucket,
-            root=root,
-            config=WriterConfig.from_env(),
-            commit_listener=cache.on_commit if cache.enabled else None,
+            storage, config=WriterConfig.from_env(), commit_listener=cache.on_commit if cache.enabled else None
         )
         batcher = BatchingProducer(writer, BatchingConfig.from_env())
         return cls(
@@ -103,7 +97,7 @@ class ServeServices:
             batcher=batcher,
             tail_cache=cache,
             produce=ProduceService(writer, batcher=batcher),
-            consume=ConsumeService(LogReader(oxia, blobs, root=root), tail_cache=cache),
+            consume=ConsumeService(LogReader(storage), tail_cache=cache),
             root=root,
             billing=S3Billing.for_root(blobs, storage.bucket, root, BillingConfig.from_env()),
         )

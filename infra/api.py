@@ -31,7 +31,7 @@ from aws_cdk import aws_logs as logs
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct, IConstruct
 
-from functions.common import routes
+from functions.common import names, routes
 from infra.settings import ApiAuth
 
 ADMIN_IAM_ONLY_SUFFIXES = ("/fence", "/unfence")
@@ -107,7 +107,7 @@ class Api(Construct):
             "BodyValidator", validate_request_body=True, validate_request_parameters=True
         )
         self.request_models: dict[str, apigw.Model] = {}
-        for name, title in ((routes.PRODUCE, "ProduceRequest"), (routes.CONSUME, "ConsumeRequest")):
+        for name, title in ((names.PRODUCE, "ProduceRequest"), (names.CONSUME, "ConsumeRequest")):
             self.request_models[name] = self.api.add_model(
                 f"{title}Model",
                 content_type="application/json",
@@ -140,11 +140,11 @@ class Api(Construct):
         # ANY on every resource: the owner answers 405, the admin function 404 elsewhere.
         for resource in self._all_resources():
             path = resource.path
-            owner = owners.get(path, routes.ADMIN)
+            owner = owners.get(path, names.ADMIN)
             self._method(resource, "ANY", owner, iam_only=is_iam_only(path))
-        self._method(self.api.root, "ANY", routes.ADMIN, iam_only=False)
+        self._method(self.api.root, "ANY", names.ADMIN, iam_only=False)
         proxy = self.api.root.add_resource(CATCH_ALL)
-        self._method(proxy, "ANY", routes.ADMIN, iam_only=False)
+        self._method(proxy, "ANY", names.ADMIN, iam_only=False)
 
         self.usage_plan: apigw.UsagePlan | None = None
         self.api_key: apigw.IApiKey | None = None

@@ -27,16 +27,8 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct
 
+from functions.common import names
 from infra.layer import ROOT, RUNTIME
-
-PRODUCE = "produce"
-CONSUME = "consume"
-ADMIN = "admin"
-COMPACTION_PLANNER = "compaction_planner"
-COMPACTION_WORKER = "compaction_worker"
-GC = "gc"
-FUNCTION_NAMES = (PRODUCE, CONSUME, ADMIN, COMPACTION_PLANNER, COMPACTION_WORKER, GC)
-API_FUNCTIONS = (PRODUCE, CONSUME, ADMIN)
 
 # API Gateway's REST integration timeout is 29 s: an API function must answer before it.
 API_TIMEOUT = Duration.seconds(28)
@@ -59,19 +51,23 @@ class FunctionSpec:
 SPECS: Mapping[str, FunctionSpec] = {
     s.name: s
     for s in (
-        FunctionSpec(PRODUCE, "POST /produce: append records", 1024, API_TIMEOUT),
+        FunctionSpec(names.PRODUCE, "POST /produce: append records", 1024, API_TIMEOUT),
         # Long-polls stay below the function timeout (and so below API Gateway's 29 s).
-        FunctionSpec(CONSUME, "POST /consume: fetch records", 1024, API_TIMEOUT, {"LLOG_CONSUME_MAX_WAIT_MS": "20000"}),
-        FunctionSpec(ADMIN, "health, topics, partition status, fence/unfence, unknown paths", 512, API_TIMEOUT),
-        FunctionSpec(COMPACTION_PLANNER, "scheduled: enqueue partitions that need compaction", 512, PLANNER_TIMEOUT),
         FunctionSpec(
-            COMPACTION_WORKER,
+            names.CONSUME, "POST /consume: fetch records", 1024, API_TIMEOUT, {"LLOG_CONSUME_MAX_WAIT_MS": "20000"}
+        ),
+        FunctionSpec(names.ADMIN, "health, topics, partition status, fence/unfence, unknown paths", 512, API_TIMEOUT),
+        FunctionSpec(
+            names.COMPACTION_PLANNER, "scheduled: enqueue partitions that need compaction", 512, PLANNER_TIMEOUT
+        ),
+        FunctionSpec(
+            names.COMPACTION_WORKER,
             "SQS: compact one partition",
             2048,
             WORKER_TIMEOUT,
             {"LLOG_COMPACTION_BUDGET_MS": str(COMPACTION_BUDGET_MS)},
         ),
-        FunctionSpec(GC, "scheduled: delete S3 objects nothing references", 1024, GC_TIMEOUT),
+        FunctionSpec(names.GC, "scheduled: delete S3 objects nothing references", 1024, GC_TIMEOUT),
     )
 }
 
@@ -92,7 +88,7 @@ def asset_excludes(name: str) -> list[str]:
 def function_code(name: str) -> lambda_.AssetCode:
     """The code asset of function ``name``, staged by copying (no bundling, no Docker)."""
     if name not in SPECS:
-        raise ValueError(f"unknown llog function {name!r}; expected one of {', '.join(FUNCTION_NAMES)}")
+        raise ValueError(f"unknown llog function {name!r}; expected one of {', '.join(names.FUNCTIONS)}")
     return lambda_.Code.from_asset(str(ROOT), ignore_mode=IgnoreMode.DOCKER, exclude=asset_excludes(name))
 
 
@@ -147,7 +143,7 @@ class LlogFunction(Construct):
         env = {
             **environment,
             "POWERTOOLS_SERVICE_NAME": spec.name,
-            "POWERTOOLS_METRICS_NAMESPACE": "llog",
+            "POWERTOOLS_METRICS_NAMESPACE": names.METRIC_NAMESPACE,
             "LLOG_STAGE": stage,
             **spec.environment,
         }
@@ -220,7 +216,7 @@ class Functions(Construct):
         self.bucket = bucket
         self.root_prefix = root_prefix
         self.constructs: dict[str, LlogFunction] = {}
-        for name in FUNCTION_NAMES:
+        for name in names.FUNCTIONS:
             self.constructs[name] = LlogFunction(
                 self,
                 "".join(part.capitalize() for part in name.split("_")),
@@ -237,12 +233,12 @@ class Functions(Construct):
         self.by_name: dict[str, lambda_.Function] = {n: c.function for n, c in self.constructs.items()}
 
         objects = self.objects_arn
-        self._allow(PRODUCE, "PutObjects", ["s3:PutObject"], [objects])
-        self._allow(CONSUME, "GetObjects", ["s3:GetObject"], [objects])
-        self._allow(COMPACTION_WORKER, "GetPutObjects", ["s3:GetObject", "s3:PutObject"], [objects])
-        self._allow(GC, "GetDeleteObjects", ["s3:GetObject", "s3:DeleteObject"], [objects])
+        self._allow(names.PRODUCE, "PutObjects", ["s3:PutObject"], [objects])
+        self._allow(names.CONSUME, "GetObjects", ["s3:GetObject"], [objects])
+        self._allow(names.COMPACTION_WORKER, "GetPutObjects", ["s3:GetObject", "s3:PutObject"], [objects])
+        self._allow(names.GC, "GetDeleteObjects", ["s3:GetObject", "s3:DeleteObject"], [objects])
         self._allow(
-            GC,
+            names.GC,
             "ListRootPrefix",
             ["s3:ListBucket"],
             [bucket.bucket_arn],
@@ -253,8 +249,8 @@ class Functions(Construct):
         if key is not None:
             # llog:bucketEncryption=kms: writers make data keys, readers decrypt (exact actions, no wildcard).
             writes = ["kms:GenerateDataKey", "kms:Decrypt"]
-            for name, actions in ((PRODUCE, writes), (CONSUME, ["kms:Decrypt"]),
-                                  (COMPACTION_WORKER, writes), (GC, ["kms:Decrypt"])):  # fmt: skip
+            for name, actions in ((names.PRODUCE, writes), (names.CONSUME, ["kms:Decrypt"]),
+                                  (names.COMPACTION_WORKER, writes), (names.GC, ["kms:Decrypt"])):  # fmt: skip
                 self._allow(name, "BucketKey", actions, [key.key_arn])
 
     @property
@@ -263,7 +259,7 @@ class Functions(Construct):
 
     @property
     def functions(self) -> list[lambda_.Function]:
-        return [self.by_name[n] for n in FUNCTION_NAMES]
+        return [self.by_name[n] for n in names.FUNCTIONS]
 
     def __getitem__(self, name: str) -> lambda_.Function:
         return self.by_name[name]

@@ -24,6 +24,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from functions.common import names
 from infra.oxia import OxiaCluster
 from infra.storage import REQUEST_METRICS_ID
 
@@ -168,28 +169,28 @@ class Observability(Construct):
 
         def metric(name: str, service: str, statistic: str = "Sum") -> cw.Metric:
             return cw.Metric(
-                namespace="llog",
+                namespace=names.METRIC_NAMESPACE,
                 metric_name=name,
                 dimensions_map={"service": service},
                 statistic=statistic,
                 period=PERIOD,
             )
 
-        lag = metric("MaxCompactionLag", "compaction_planner", "Maximum")
+        lag = metric("MaxCompactionLag", names.COMPACTION_PLANNER, "Maximum")
         self.dashboard.add_widgets(
             cw.GraphWidget(
                 title="llog: records produced / consumed",
-                left=[metric("RecordsProduced", "produce"), metric("RecordsConsumed", "consume")],
+                left=[metric("RecordsProduced", names.PRODUCE), metric("RecordsConsumed", names.CONSUME)],
                 width=6,
             ),
             cw.GraphWidget(
                 title="llog: bytes produced / consumed",
-                left=[metric("BytesProduced", "produce"), metric("BytesConsumed", "consume")],
+                left=[metric("BytesProduced", names.PRODUCE), metric("BytesConsumed", names.CONSUME)],
                 width=6,
             ),
             cw.GraphWidget(title="llog: max compaction lag (offsets)", left=[lag], width=6),
             cw.GraphWidget(
-                title="llog: records compacted", left=[metric("RecordsCompacted", "compaction_worker")], width=6
+                title="llog: records compacted", left=[metric("RecordsCompacted", names.COMPACTION_WORKER)], width=6
             ),
         )
         self._alarm(

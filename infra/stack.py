@@ -16,10 +16,11 @@ from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from functions.common import names
 from infra.analytics import Analytics
 from infra.api import Api
 from infra.compaction import Compaction
-from infra.functions import COMPACTION_PLANNER, COMPACTION_WORKER, GC, SPECS, Functions
+from infra.functions import SPECS, Functions
 from infra.layer import LlogLayer
 from infra.network import Network
 from infra.observability import Observability
@@ -91,7 +92,7 @@ class LlogStack(Stack):
             security_group=self.oxia.client_security_group,
             environment=self.function_environment(),
             extra_environment={
-                GC: {
+                names.GC: {
                     "LLOG_GC_GRACE_MS": str(settings.gc_grace_period_hours * 3_600_000),
                     **settings.retention_environment(),
                 },
@@ -105,17 +106,18 @@ class LlogStack(Stack):
             self,
             "Compaction",
             stage=settings.stage,
-            planner=self.functions[COMPACTION_PLANNER],
-            worker=self.functions[COMPACTION_WORKER],
-            gc=self.functions[GC],
-            worker_timeout=SPECS[COMPACTION_WORKER].timeout,
+            planner=self.functions[names.COMPACTION_PLANNER],
+            worker=self.functions[names.COMPACTION_WORKER],
+            gc=self.functions[names.GC],
+            worker_timeout=SPECS[names.COMPACTION_WORKER].timeout,
             max_concurrency=settings.compaction_max_concurrency,
             compaction_schedule=settings.compaction_schedule,
             gc_schedule=settings.gc_schedule,
             removal_policy=removal,
         )
-        self.functions[COMPACTION_PLANNER].add_environment("LLOG_COMPACTION_QUEUE_URL", self.compaction.queue.queue_url)
-        self.functions[COMPACTION_PLANNER].add_environment("LLOG_COMPACTION_SCHEDULE", settings.compaction_schedule)
+        planner = self.functions[names.COMPACTION_PLANNER]
+        planner.add_environment("LLOG_COMPACTION_QUEUE_URL", self.compaction.queue.queue_url)
+        planner.add_environment("LLOG_COMPACTION_SCHEDULE", settings.compaction_schedule)
         self.api = Api(
             self,
             "Api",

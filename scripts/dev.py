@@ -77,7 +77,7 @@ def every(seconds: int, stop: threading.Event, job: Callable[[], None], name: st
 
 def compaction_pass(compactor: Compactor, claims: CompactorClaims) -> None:
     """What the planner and worker Lambdas do, in-process."""
-    plan = plan_compaction(LogCatalog(compactor.oxia, root=compactor.root), min_lag=1)
+    plan = plan_compaction(LogCatalog(compactor.storage.oxia, root=compactor.storage.root), min_lag=1)
     for task in plan.tasks:
         outcome = run_compaction_task(task, compactor, claims, budget_s=30)
         if outcome.runs:
@@ -188,7 +188,7 @@ def main() -> int:
 
         compactor = Compactor.from_env()
         closers.append(compactor.close)
-        claims = CompactorClaims(compactor.oxia, f"dev-{uuid.uuid4().hex[:8]}")
+        claims = CompactorClaims(compactor.storage.oxia, f"dev-{uuid.uuid4().hex[:8]}", root=compactor.storage.root)
         collector = GarbageCollector.from_env()
         closers.append(collector.close)
         try:

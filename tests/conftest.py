@@ -34,6 +34,7 @@ from llog.format.keys import DEFAULT_ROOT_PREFIX
 from llog.protocol.registry import PartitionRegistry
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.faults import HARNESS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,13 +192,19 @@ def root() -> str:
 
 
 @pytest.fixture
-def writer(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> LogWriter:
-    return LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
+def storage(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> Storage:
+    """The test's stores under its own root, with the wall clock (``dataclasses.replace`` it to move time)."""
+    return Storage(oxia_store, blob_store, BUCKET, root)
 
 
 @pytest.fixture
-def reader(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> LogReader:
-    return LogReader(oxia_store, blob_store, root=root)
+def writer(storage: Storage) -> LogWriter:
+    return LogWriter(storage)
+
+
+@pytest.fixture
+def reader(storage: Storage) -> LogReader:
+    return LogReader(storage)
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
-from functions.common import routes
+from functions.common import names
 from functions.common.http import create_resolver, json_response, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
@@ -31,7 +31,7 @@ from llog.errors import InvalidPartition
 from llog.format.keys import validate_partition, validate_topic
 from llog.service.admin import AdminService
 
-telemetry = Telemetry(routes.ADMIN)
+telemetry = Telemetry(names.ADMIN)
 
 STARTED_AT_MS = int(time.time() * 1000)
 INSTANCE_ID = uuid.uuid4().hex[:16]
@@ -78,7 +78,7 @@ def partition_id(topic: str, partition: str) -> tuple[str, int]:
 
 
 def create_app() -> APIGatewayRestResolver:
-    app = create_resolver(telemetry, routes.ADMIN)
+    app = create_resolver(telemetry)
 
     @app.get("/health")
     def get_health() -> Response[str]:

@@ -1,11 +1,16 @@
-"""Code shared by the produce, consume and admin functions (deployed with each of them).
+"""Code shared by llog's functions (deployed with each of them).
+
+For all six:
+
+* ``names``: the functions' names and their metric namespace (no imports: infra reads it);
+* ``telemetry``: Logger, Metrics (EMF) and Tracer per function, one handler decorator;
+* ``lazy``: services created once per execution environment, on first use.
+
+For the three behind the REST API:
 
 * ``routes``: the route table (which function serves which path and methods);
 * ``errors``: the one mapping from errors to HTTP statuses and bodies;
-* ``http``: Powertools resolver with JSON 404/405/error answers;
-* ``telemetry``: Logger, Metrics (EMF) and Tracer per function;
-* ``lazy``: services created once per execution environment, on first use;
-* ``events``: API Gateway REST proxy events from plain HTTP requests.
+* ``http``: Powertools resolver with JSON 404/405/error answers.
 
-``routes`` and ``events`` do not import Powertools.
+``names``, ``routes``, ``errors`` and ``lazy`` do not import Powertools.
 """

@@ -12,8 +12,9 @@
 | anything else (``ConfigurationError``, ``CorruptData``, ``BlobNotFound``, a bug) | 500 |
 
 Bodies are ``{"error", "error_type", "retriable"}`` (``http_contract.error_body``
-plus whether retrying may help). Unexpected exceptions answer
-``InternalError`` without their message, which the function's log keeps.
+plus whether retrying may help), all built by ``client_error``. Unexpected
+exceptions answer ``InternalError`` without their message, which the
+function's log keeps.
 """
 
 from __future__ import annotations
@@ -40,20 +41,16 @@ def status_for(error: BaseException) -> int:
     return 500
 
 
+def client_error(message: str, error_type: str, *, retriable: bool = False) -> dict[str, Any]:
+    """The body of every error answer, ``{"error", "error_type", "retriable"}``, here or in ``llog serve``."""
+    return {**error_body(message, error_type), "retriable": retriable}
+
+
 def error_document(error: BaseException, request_id: str | None = None) -> dict[str, Any]:
     if isinstance(error, LlogError):
-        doc = error_body(error)
-        doc["retriable"] = error.retriable
-        return doc
+        return client_error(str(error), error.error_type, retriable=error.retriable)
     where = f" (request {request_id})" if request_id else ""
     return client_error(f"internal error{where}", "InternalError")
-
-
-def client_error(message: str, error_type: str, *, retriable: bool = False) -> dict[str, Any]:
-    """The body of an answer decided outside the library (404 ``NotFound``, 405, ``llog serve``'s own)."""
-    doc = error_body(message, error_type)
-    doc["retriable"] = retriable
-    return doc
 
 
 def error_answer(error: BaseException, request_id: str | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:

@@ -32,7 +32,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from functions.common import routes
 from functions.common.errors import client_error, error_answer
 from functions.common.lazy import PerThread
-from functions.common.telemetry import Telemetry
+from functions.common.telemetry import Handler, Telemetry
 from llog.errors import LlogError
 from llog.service.http_contract import Limits, RequestRejected, parse_json_body
 
@@ -86,8 +86,8 @@ class ThreadOwnResolver(APIGatewayRestResolver):
         return super().resolve(event, context)
 
 
-def create_resolver(telemetry: Telemetry, function: str) -> APIGatewayRestResolver:
-    """A resolver with llog's error, 404 and 405 answers; the caller adds its routes."""
+def create_resolver(telemetry: Telemetry) -> APIGatewayRestResolver:
+    """A resolver with llog's error, 404 and 405 answers for ``telemetry``'s function, which adds its routes."""
     app = ThreadOwnResolver()
     logger = telemetry.logger
 
@@ -105,13 +105,12 @@ def create_resolver(telemetry: Telemetry, function: str) -> APIGatewayRestResolv
 
     app.exception_handler(Exception)(on_error)
 
-    own_routes = [r for r in routes.ROUTES if r.function == function]
-
     @app.not_found
     def not_found(exc: NotFoundError) -> Response[str]:
         # No route matched the method and path: 405 if the path is one of ours (any method), else 404.
         event = app.current_event
-        allowed = tuple(r.method for r in own_routes if r.pattern.fullmatch(event.path))
+        found = routes.match(event.path)
+        allowed = found.allowed_methods if found.function == telemetry.service else ()
         if allowed:
             telemetry.errors(["MethodNotAllowed"])
             message = f"{event.http_method} is not allowed on {event.path}; use {', '.join(allowed)}"
@@ -122,9 +121,7 @@ def create_resolver(telemetry: Telemetry, function: str) -> APIGatewayRestResolv
     return app
 
 
-def resolver_handler(telemetry: Telemetry, create_app: Callable[[], APIGatewayRestResolver]) -> Callable[
-    [dict[str, Any], LambdaContext], dict[str, Any]
-]:
+def resolver_handler(telemetry: Telemetry, create_app: Callable[[], APIGatewayRestResolver]) -> Handler[dict[str, Any]]:
     """The Lambda handler: one resolver per thread, the request id echoed as ``X-Request-Id``."""
     apps = PerThread(create_app)
 

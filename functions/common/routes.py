@@ -11,13 +11,10 @@ No Powertools here: ``llog serve`` imports it before any handler.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
-PRODUCE = "produce"
-CONSUME = "consume"
-ADMIN = "admin"
-FUNCTIONS = (PRODUCE, CONSUME, ADMIN)
+from functions.common.names import ADMIN, CONSUME, PRODUCE
 
 CATCH_ALL_RESOURCE = "/{proxy+}"
 
@@ -27,27 +24,21 @@ class Route:
     function: str
     method: str
     resource: str  # API Gateway template, e.g. "/topics/{topic}/partitions/{partition}"
-    summary: str = field(default="", compare=False)
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
         regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.resource))
         return re.compile(regex)
 
-    @property
-    def powertools_rule(self) -> str:
-        """The same path in Powertools' syntax (``<name>`` for a parameter)."""
-        return re.sub(r"\{(\w+)\}", r"<\1>", self.resource)
-
 
 ROUTES: tuple[Route, ...] = (
-    Route(PRODUCE, "POST", "/produce", "Append records to one or more partitions"),
-    Route(CONSUME, "POST", "/consume", "Fetch records from one or more partitions (long-poll)"),
-    Route(ADMIN, "GET", "/health", "Liveness of this function instance"),
-    Route(ADMIN, "GET", "/topics", "Every initialized partition, by topic"),
-    Route(ADMIN, "GET", "/topics/{topic}/partitions/{partition}", "State of one partition"),
-    Route(ADMIN, "POST", "/topics/{topic}/partitions/{partition}/fence", "Stop appends to a partition"),
-    Route(ADMIN, "POST", "/topics/{topic}/partitions/{partition}/unfence", "Reopen a fenced partition"),
+    Route(PRODUCE, "POST", "/produce"),
+    Route(CONSUME, "POST", "/consume"),
+    Route(ADMIN, "GET", "/health"),
+    Route(ADMIN, "GET", "/topics"),
+    Route(ADMIN, "GET", "/topics/{topic}/partitions/{partition}"),
+    Route(ADMIN, "POST", "/topics/{topic}/partitions/{partition}/fence"),
+    Route(ADMIN, "POST", "/topics/{topic}/partitions/{partition}/unfence"),
 )
 
 
@@ -59,13 +50,8 @@ class Match:
     allowed_methods: tuple[str, ...]  # empty for an unknown path
 
 
-def resources(function: str | None = None) -> dict[str, tuple[str, ...]]:
-    """Resource -> allowed methods (of one function, or all)."""
-    out: dict[str, tuple[str, ...]] = {}
-    for route in ROUTES:
-        if function is None or route.function == function:
-            out[route.resource] = (*out.get(route.resource, ()), route.method)
-    return out
+def allowed_methods(resource: str) -> tuple[str, ...]:
+    return tuple(route.method for route in ROUTES if route.resource == resource)
 
 
 def match(path: str) -> Match:
@@ -73,5 +59,5 @@ def match(path: str) -> Match:
     for route in ROUTES:
         found = route.pattern.fullmatch(path)
         if found:
-            return Match(route.function, route.resource, found.groupdict() or None, resources()[route.resource])
+            return Match(route.function, route.resource, found.groupdict() or None, allowed_methods(route.resource))
     return Match(ADMIN, CATCH_ALL_RESOURCE, {"proxy": path.lstrip("/")}, ())

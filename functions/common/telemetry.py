@@ -1,14 +1,17 @@
 """Logs, metrics and traces of one function (Powertools), and a local Lambda context.
 
-Each function has a ``Telemetry("produce")`` (service = function name, metric
-namespace ``llog``): a structured ``Logger`` whose ``correlation_id`` is the
-API Gateway request id, EMF ``Metrics`` flushed at the end of each invocation
-(plus ``ColdStart``), and a ``Tracer`` (active in Lambda, a no-op elsewhere).
+Every function has one ``Telemetry(names.<FUNCTION>)`` (service = the
+function's name, metric namespace ``llog``) and decorates its handler with
+``telemetry.lambda_handler``: a structured ``Logger`` whose ``correlation_id``
+is the API Gateway request id (none for scheduled and SQS events), EMF
+``Metrics`` flushed at the end of each invocation (plus ``ColdStart`` and
+``Latency``, ms per invocation), and a ``Tracer`` (active in Lambda, a no-op
+elsewhere).
 
-Metric names: ``RecordsProduced``/``BytesProduced``,
-``RecordsConsumed``/``BytesConsumed``, ``Latency`` (ms per invocation) and
-``Errors`` with an ``error_type`` dimension (request errors and per-partition
-failures alike).
+``Errors`` counts request errors and per-partition failures of the HTTP
+functions, with an ``error_type`` dimension; each function adds its own
+metrics with ``metric`` (infra/observability.py's dashboard and alarms read
+some of them by name).
 
 ``llog serve`` suspends EMF (``suspend_emf``; it exports its own counters at
 ``/metrics``), as ``POWERTOOLS_METRICS_DISABLED=true`` does: then nothing is
@@ -24,7 +27,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging import correlation_paths
@@ -32,17 +35,18 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-NAMESPACE = "llog"
+from functions.common.names import METRIC_NAMESPACE
 
-Handler = Callable[[dict[str, Any], LambdaContext], dict[str, Any]]
+R = TypeVar("R")
+Handler = Callable[[dict[str, Any], LambdaContext], R]
 
 
 class Telemetry:
-    def __init__(self, service: str) -> None:
-        self.service = service
-        self.logger = Logger(service=service)
-        self.metrics = Metrics(namespace=NAMESPACE, service=service)
-        self.tracer = Tracer(service=service)
+    def __init__(self, function: str) -> None:
+        self.service = function
+        self.logger = Logger(service=function)
+        self.metrics = Metrics(namespace=METRIC_NAMESPACE, service=function)
+        self.tracer = Tracer(service=function)
 
     @staticmethod
     def enabled() -> bool:
@@ -61,30 +65,30 @@ class Telemetry:
                 name="Errors",
                 unit=MetricUnit.Count,
                 value=count,
-                namespace=NAMESPACE,
+                namespace=METRIC_NAMESPACE,
                 default_dimensions={"service": self.service},
             ) as metric:
                 metric.add_dimension(name="error_type", value=error_type)
 
-    def lambda_handler(self, fn: Handler) -> Handler:
+    def lambda_handler(self, fn: Handler[R]) -> Handler[R]:
         """Trace, log with the request's correlation id, time, and flush metrics around ``fn``."""
 
         @functools.wraps(fn)
-        def timed(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        def timed(event: dict[str, Any], context: LambdaContext) -> R:
             start = time.perf_counter()
             try:
                 return fn(event, context)
             finally:
                 self.metric("Latency", MetricUnit.Milliseconds, (time.perf_counter() - start) * 1000)
 
-        traced: Handler = self.tracer.capture_lambda_handler(timed)
-        logged: Handler = self.logger.inject_lambda_context(
+        traced: Handler[R] = self.tracer.capture_lambda_handler(timed)
+        logged: Handler[R] = self.logger.inject_lambda_context(
             traced, correlation_id_path=correlation_paths.API_GATEWAY_REST
         )
-        measured: Handler = self.metrics.log_metrics(logged, capture_cold_start_metric=True)
+        measured: Handler[R] = self.metrics.log_metrics(logged, capture_cold_start_metric=True)
 
         @functools.wraps(fn)
-        def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        def handler(event: dict[str, Any], context: LambdaContext) -> R:
             # Decided per call: llog serve suspends EMF after the modules were imported.
             return measured(event, context) if self.enabled() else logged(event, context)
 

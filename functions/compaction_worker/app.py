@@ -12,29 +12,32 @@ import os
 import uuid
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from functions.common import names
 from functions.common.lazy import Lazy
+from functions.common.telemetry import Telemetry
 from llog.config import env_int
 from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor
-from llog.service.compaction import CompactionTask, TaskOutcome, run_compaction_task
+from llog.service.compaction import CompactionTask, TaskEnd, TaskOutcome, run_compaction_task
 
-SERVICE = "compaction_worker"
 SAFETY_MARGIN_S = 10.0  # leave time to release the claim and answer before the Lambda timeout
 
-logger = Logger(service=SERVICE)
-metrics = Metrics(namespace="llog", service=SERVICE)
+telemetry = Telemetry(names.COMPACTION_WORKER)
 # Report failed items even when all fail: SQS retries exactly those, then moves them to the DLQ.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 _compactor: Lazy[Compactor] = Lazy(Compactor.from_env, Compactor.close)
 _claims: Lazy[CompactorClaims] = Lazy(
-    lambda: CompactorClaims(_compactor.get().oxia, os.environ.get("LLOG_COMPACTOR_ID") or f"worker-{uuid.uuid4()}")
+    lambda: CompactorClaims(
+        _compactor.get().storage.oxia,
+        os.environ.get("LLOG_COMPACTOR_ID") or f"worker-{uuid.uuid4()}",
+        root=_compactor.get().storage.root,
+    )
 )
 
 
@@ -46,29 +49,29 @@ def budget_s(context: LambdaContext | None) -> float:
 
 
 def record_metrics(outcome: TaskOutcome) -> None:
-    metrics.add_metric(name=f"CompactionTask_{outcome.outcome}", unit=MetricUnit.Count, value=1)
-    metrics.add_metric(name="RecordsCompacted", unit=MetricUnit.Count, value=outcome.records)
-    metrics.add_metric(name="BytesCompacted", unit=MetricUnit.Bytes, value=outcome.bytes_written)
-    metrics.add_metric(name="CompactionRecoveries", unit=MetricUnit.Count, value=outcome.recoveries)
-    metrics.add_metric(name="ClaimsTaken" if outcome.outcome != "claim_held" else "ClaimsSkipped",
-                       unit=MetricUnit.Count, value=1)
+    telemetry.metric(f"CompactionTask_{outcome.outcome.value}", MetricUnit.Count, 1)
+    telemetry.metric("RecordsCompacted", MetricUnit.Count, outcome.records)
+    telemetry.metric("BytesCompacted", MetricUnit.Bytes, outcome.bytes_written)
+    telemetry.metric("CompactionRecoveries", MetricUnit.Count, outcome.recoveries)
+    claims = "ClaimsSkipped" if outcome.outcome is TaskEnd.CLAIM_HELD else "ClaimsTaken"
+    telemetry.metric(claims, MetricUnit.Count, 1)
     stages: dict[str, float] = {}
     for run in outcome.runs:
         for stage, seconds in run.stage_seconds.items():
             stages[stage] = stages.get(stage, 0.0) + seconds
     for stage, seconds in stages.items():
-        metrics.add_metric(name=f"CompactionStage_{stage}", unit=MetricUnit.Milliseconds, value=seconds * 1000)
+        telemetry.metric(f"CompactionStage_{stage}", MetricUnit.Milliseconds, seconds * 1000)
 
 
 def process(record: SQSRecord, lambda_context: LambdaContext | None = None) -> dict[str, Any]:
     task = CompactionTask.from_message(record.body)  # a malformed message fails -> retried -> DLQ
     outcome = run_compaction_task(task, _compactor.get(), _claims.get(), budget_s=budget_s(lambda_context))
     record_metrics(outcome)
-    logger.info("compaction task done", extra={
-        "topic": task.topic, "partition": task.partition, "outcome": outcome.outcome,
+    telemetry.logger.info("compaction task done", extra={
+        "topic": task.topic, "partition": task.partition, "outcome": outcome.outcome.value,
         "runs": len(outcome.runs), "records": outcome.records, "bytes": outcome.bytes_written,
     })
-    return {"outcome": outcome.outcome, "records": outcome.records}
+    return {"outcome": outcome.outcome.value, "records": outcome.records}
 
 
 def reset() -> None:
@@ -77,7 +80,6 @@ def reset() -> None:
     _compactor.reset()
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
+@telemetry.lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(event=event, record_handler=process, processor=processor, context=context)

@@ -17,14 +17,14 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
-from functions.common import routes
+from functions.common import names
 from functions.common.http import create_resolver, json_body, json_response, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
 from llog.service.consume import ConsumeService
 from llog.service.http_contract import Limits, consume_response, parse_consume_request
 
-telemetry = Telemetry(routes.CONSUME)
+telemetry = Telemetry(names.CONSUME)
 _service: Lazy[ConsumeService] = Lazy(ConsumeService.from_env, ConsumeService.close)
 _limits: Lazy[Limits] = Lazy(Limits.from_env)
 
@@ -41,7 +41,7 @@ def reset() -> None:
 
 
 def create_app() -> APIGatewayRestResolver:
-    app = create_resolver(telemetry, routes.CONSUME)
+    app = create_resolver(telemetry)
 
     @app.post("/consume")
     def consume() -> Response[str]:

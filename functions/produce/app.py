@@ -16,7 +16,7 @@ from __future__ import annotations
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
-from functions.common import routes
+from functions.common import names
 from functions.common.http import create_resolver, json_body, json_response, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
@@ -25,7 +25,7 @@ from llog.format.codec import Record
 from llog.service.http_contract import Limits, parse_produce_request, produce_response
 from llog.service.produce import ProduceService
 
-telemetry = Telemetry(routes.PRODUCE)
+telemetry = Telemetry(names.PRODUCE)
 _service: Lazy[ProduceService] = Lazy(ProduceService.from_env, ProduceService.close)
 _limits: Lazy[Limits] = Lazy(Limits.from_env)
 
@@ -52,7 +52,7 @@ def group_bytes(group: SharedAppendGroup) -> int:
 
 
 def create_app() -> APIGatewayRestResolver:
-    app = create_resolver(telemetry, routes.PRODUCE)
+    app = create_resolver(telemetry)
 
     @app.post("/produce")
     def produce() -> Response[str]:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from llog.backoff import Backoff
 from llog.errors import ConfigurationError, InvalidArgument
 from llog.format.documents import AppendProtocol
 from llog.format.keys import DEFAULT_ROOT_PREFIX, validate_root_prefix
@@ -149,6 +150,10 @@ class WriterConfig:
             max_commit_delay_ms=env_int(env, "LLOG_WRITER_MAX_COMMIT_DELAY_MS", 60_000, minimum=1),
             append_protocol=append_protocol_from_env(env),
         )
+
+    def cas_backoff(self) -> Backoff:
+        """A fresh backoff for one compare-and-set retry loop on ``meta/control``."""
+        return Backoff(self.cas_backoff_initial_ms / 1000, self.cas_backoff_max_ms / 1000)
 
 
 def root_prefix_from_env(env: Environ | None = None) -> str:

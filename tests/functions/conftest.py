@@ -23,6 +23,7 @@ import pytest
 from devserver.devstack import free_port
 from devserver.serve import LlogServer
 from functions.admin import app as admin_app
+from functions.common import names
 from functions.common.telemetry import LocalContext
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
@@ -31,7 +32,7 @@ from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET, OxiaServer
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-HANDLERS: dict[str, ModuleType] = {"produce": produce_app, "consume": consume_app, "admin": admin_app}
+HANDLERS: dict[str, ModuleType] = {names.PRODUCE: produce_app, names.CONSUME: consume_app, names.ADMIN: admin_app}
 
 
 def load_event(name: str, *, body: Any = None, raw_body: str | None = None, path: str | None = None) -> dict[str, Any]:

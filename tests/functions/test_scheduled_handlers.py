@@ -17,6 +17,7 @@ from functions.gc import app as gc_app
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter
 from llog.errors import ConfigurationError, OxiaUnavailable
+from llog.store.queue import TaskQueue
 from tests.conftest import BUCKET
 from tests.functions.conftest import Env
 
@@ -55,6 +56,18 @@ def queue_url(monkeypatch: pytest.MonkeyPatch, s3_env: Env) -> str:
     return url
 
 
+def emf_metrics(out: str) -> dict[str, tuple[str, str]]:
+    """Metric name -> (namespace, service) of the EMF documents a handler printed."""
+    found = {}
+    for line in out.splitlines():
+        if line.startswith('{"_aws"'):
+            doc = json.loads(line)
+            for directive in doc["_aws"]["CloudWatchMetrics"]:
+                for metric in directive["Metrics"]:
+                    found[metric["Name"]] = (directive["Namespace"], doc["service"])
+    return found
+
+
 def received(url: str, s3_env: Env) -> list[dict[str, Any]]:
     sqs = boto3.client("sqs", endpoint_url=s3_env.s3.endpoint_url, region_name="us-east-1",
                        aws_access_key_id="testing", aws_secret_access_key="testing")
@@ -65,10 +78,14 @@ def received(url: str, s3_env: Env) -> list[dict[str, Any]]:
 # --- without Oxia ---------------------------------------------------------------------
 
 
-def test_a_poison_message_is_reported_as_a_batch_item_failure(dead_oxia_env: Env) -> None:
+def test_a_poison_message_is_reported_as_a_batch_item_failure(
+    dead_oxia_env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     poison = event("compaction_task_poison")
     response = worker_app.handler(poison, LocalContext("llog-compaction-worker"))
     assert response == {"batchItemFailures": [{"itemIdentifier": poison["Records"][0]["messageId"]}]}
+    assert emf_metrics(capsys.readouterr().out)["Latency"] == ("llog", "compaction_worker")
 
 
 def test_a_task_with_oxia_down_fails_its_item_so_sqs_retries_it(dead_oxia_env: Env) -> None:
@@ -85,14 +102,28 @@ def test_the_planner_fails_loudly_with_oxia_down(dead_oxia_env: Env, queue_url: 
 def test_the_planner_needs_its_queue(dead_oxia_env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LLOG_COMPACTION_QUEUE_URL", raising=False)
     with pytest.raises(ConfigurationError, match="LLOG_COMPACTION_QUEUE_URL"):
-        planner_app.enqueue([])  # nothing to send still needs to know where
+        TaskQueue.from_env()
+
+
+def test_the_task_queue_sends_in_batches_of_ten(dead_oxia_env: Env, queue_url: str) -> None:
+    bodies = [json.dumps({"topic": "t", "partition": p, "lag": 1}) for p in range(23)]
+    assert TaskQueue.from_env().send(bodies) == 23
+    got: list[dict[str, Any]] = []
+    for _ in range(10):
+        got += received(queue_url, dead_oxia_env)
+        if len(got) == 23:
+            break
+    assert sorted(m["partition"] for m in got) == list(range(23))
 
 
 # --- with Oxia --------------------------------------------------------------------------
 
 
 @pytest.mark.oxia
-def test_planner_enqueues_and_worker_compacts(oxia_env: Env, queue_url: str) -> None:
+def test_planner_enqueues_and_worker_compacts(
+    oxia_env: Env, queue_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     writer = LogWriter.from_env()
     topic = "orders"
     writer.initialize_partition(topic, 0)
@@ -102,18 +133,28 @@ def test_planner_enqueues_and_worker_compacts(oxia_env: Env, queue_url: str) -> 
     summary = planner_app.handler(event("compaction_schedule"), LocalContext("llog-compaction-planner"))
     assert summary["enqueued"] >= 1
     assert {"topic": topic, "partition": 0, "lag": 3} in received(queue_url, oxia_env)
+    # infra/observability.py's compaction-lag alarm reads this metric of this service
+    assert emf_metrics(capsys.readouterr().out)["MaxCompactionLag"] == ("llog", "compaction_planner")
 
     response = worker_app.handler(task_event(topic, 0), LocalContext("llog-compaction-worker"))
     assert response == {"batchItemFailures": []}
+    claims = worker_app._claims.peek()
+    assert claims is not None
+    assert claims.root == oxia_env.root  # claims live under LLOG_ROOT_PREFIX too
     reader = LogReader.from_env()
     assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"r0", b"r1", b"r2"]
     assert reader.partition_info(topic, 0).control.high_watermark == 3
+    assert emf_metrics(capsys.readouterr().out)["RecordsCompacted"] == ("llog", "compaction_worker")
     writer.close()
     reader.close()
 
 
 @pytest.mark.oxia
-def test_gc_handler_reports_what_it_did(oxia_env: Env) -> None:
+def test_gc_handler_reports_what_it_did(
+    oxia_env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     report = gc_app.handler(event("gc_schedule"), LocalContext("llog-gc"))
     assert set(report) >= {"wal_blobs_deleted", "compacted_deleted", "errors", "warnings", "wal_unreadable_kept"}
+    assert emf_metrics(capsys.readouterr().out)["GcErrors"] == ("llog", "gc")
     assert BUCKET

@@ -11,11 +11,9 @@ from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.format.codec import Record
 from llog.protocol.compaction import Compactor, CompactorConfig, compact_until_caught_up
-from llog.store.oxia import OxiaStore
-from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from llog_export.job import ExportOptions
 from llog_export.runner import run_export
-from tests.conftest import BUCKET
 from tests.glue.helpers import DAY1, Row, frame_rows, in_order
 
 pytestmark = pytest.mark.oxia
@@ -29,14 +27,7 @@ def read_back(reader: LogReader, topic: str, partition: int) -> list[Row]:
 
 
 def test_the_export_equals_what_consumers_read_for_the_same_offsets(
-    spark: SparkSession,
-    writer: LogWriter,
-    reader: LogReader,
-    oxia_store: OxiaStore,
-    blob_store: BlobStore,
-    topic: str,
-    options: ExportOptions,
-    root: str,
+    spark: SparkSession, writer: LogWriter, reader: LogReader, topic: str, options: ExportOptions, storage: Storage
 ) -> None:
     topics = (topic, f"{topic}-b")
     for t in topics:
@@ -62,9 +53,7 @@ def test_the_export_equals_what_consumers_read_for_the_same_offsets(
                 if (i + p) % 2 == 0 or i > 6
             ]
         )
-    compactor = Compactor(
-        oxia_store, blob_store, bucket=BUCKET, root=root, config=CompactorConfig(max_offsets_per_run=4)
-    )
+    compactor = Compactor(storage, config=CompactorConfig(max_offsets_per_run=4))
     for t in topics:
         for p in (0, 1):
             compact_until_caught_up(compactor, t, p, budget_s=60)

@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_cdk.assertions import Annotations, Match, Template
 
-from functions.common import routes
+from functions.common import names, routes
 from infra.stack import LlogStack
 from tests.infra.helpers import resources
 
@@ -68,7 +68,7 @@ def test_any_on_every_resource_and_the_catch_all(dev_stack: LlogStack, dev_templ
     for path in all_paths:
         props = found[(path, "ANY")]
         # The owner answers 405 for its other methods; the admin function 404 for unknown paths.
-        assert target_function(dev_stack, props) == owners.get(path, routes.ADMIN), path
+        assert target_function(dev_stack, props) == owners.get(path, names.ADMIN), path
 
 
 def test_iam_mode_authorizes_every_method_with_iam(dev_template: Template) -> None:

@@ -10,7 +10,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from infra.functions import API_TIMEOUT, COMPACTION_BUDGET_MS, FUNCTION_NAMES, SPECS, WORKER_TIMEOUT
+from functions.common import names
+from infra.functions import API_TIMEOUT, COMPACTION_BUDGET_MS, SPECS, WORKER_TIMEOUT
 from infra.stack import LlogStack
 from tests.infra.helpers import ROOT, resources
 
@@ -27,7 +28,7 @@ def llog_functions(template: Template) -> dict[str, dict[str, Any]]:
 
 def test_six_functions_python313_arm64(dev_template: Template) -> None:
     fns = llog_functions(dev_template)
-    assert sorted(fns) == sorted(FUNCTION_NAMES)
+    assert sorted(fns) == sorted(names.FUNCTIONS)
     for name, fn in fns.items():
         assert fn["Handler"] == f"functions.{name}.app.handler"
         assert fn["Runtime"] == "python3.13"
@@ -101,7 +102,7 @@ def asset_files(stack: LlogStack, template: Template, name: str) -> list[str]:
     return sorted(p.relative_to(asset).as_posix() for p in asset.rglob("*") if p.is_file())
 
 
-@pytest.mark.parametrize("name", FUNCTION_NAMES)
+@pytest.mark.parametrize("name", names.FUNCTIONS)
 def test_code_asset_holds_only_its_function_and_the_shared_code(
     name: str, dev_stack: LlogStack, dev_template: Template
 ) -> None:

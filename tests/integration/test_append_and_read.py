@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from llog.client.reader import LogReader
@@ -19,6 +21,7 @@ from llog.format.documents import CompactionCursor, ControlRecord, LogState
 from llog.format.keys import PartitionKeys, S3Location
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 
 pytestmark = pytest.mark.oxia
 
@@ -90,7 +93,7 @@ def test_every_offset_reads_back_exact_bytes_keys_headers_timestamps(
 
 
 def test_one_shared_blob_serves_several_partitions_by_range_get(
-    writer: LogWriter, oxia_store: OxiaStore, s3_config, topic: str, root: str
+    writer: LogWriter, storage: Storage, s3_config, topic: str
 ) -> None:
     other = f"{topic}-b"
     for t, p in ((topic, 0), (topic, 1), (other, 0)):
@@ -105,12 +108,12 @@ def test_one_shared_blob_serves_several_partitions_by_range_get(
     assert results[0].wal_uri is not None
     assert "/wal-shared/" in results[0].wal_uri
 
-    reader = LogReader(oxia_store, BlobStore(s3_config), root=root)
+    reader = LogReader(dataclasses.replace(storage, blobs=BlobStore(s3_config)))  # counters of its own
     assert reader.read_offset(topic, 1, 1).value == b"p1-a"
     assert [r.value for r in reader.read_range(other, 0, 1, 3)] == [b"o-a", b"o-b", b"o-c"]
     assert reader.read_offset(topic, 0, 2).value == b"p0-b"
 
-    ops = reader.blobs.counters.snapshot()
+    ops = reader.storage.blobs.counters.snapshot()
     assert ops["range_get"].calls == 3
     assert "get" not in ops  # never the whole shared blob
 

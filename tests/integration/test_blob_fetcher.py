@@ -6,7 +6,7 @@ import uuid
 
 from llog.format.documents import DataRef
 from llog.format.keys import S3Location
-from llog.service.consume import BlobFetcher
+from llog.store.fetch import BlobFetcher
 from llog.store.object_cache import ObjectCache
 from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET

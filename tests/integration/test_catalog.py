@@ -9,6 +9,8 @@ contents, and checks that every component sees exactly its own partition.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from llog.client.reader import LogReader
@@ -23,8 +25,7 @@ from llog.protocol.gc import GarbageCollector, GcConfig
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.registry import PartitionRegistry
 from llog.store.oxia import OxiaStore
-from llog.store.s3 import BlobStore
-from tests.conftest import BUCKET
+from llog.store.storage import Storage
 
 pytestmark = pytest.mark.oxia
 
@@ -49,8 +50,8 @@ def fill(writer: LogWriter) -> None:
                 writer.append(topic, partition, [record])
 
 
-def writer_for(oxia: OxiaStore, blobs: BlobStore, root: str, protocol: AppendProtocol) -> LogWriter:
-    return LogWriter(oxia, blobs, bucket=BUCKET, root=root, config=WriterConfig(append_protocol=protocol))
+def writer_for(storage: Storage, protocol: AppendProtocol) -> LogWriter:
+    return LogWriter(storage, config=WriterConfig(append_protocol=protocol))
 
 
 def test_registry_lists_neighbouring_topics_and_partitions_exactly(oxia_store: OxiaStore, root: str) -> None:
@@ -81,13 +82,10 @@ def test_registry_ignores_deeper_and_shallower_keys_under_its_prefix(oxia_store:
 
 
 @pytest.mark.parametrize("protocol", list(AppendProtocol))
-def test_readers_see_only_their_own_partition_among_neighbours(
-    oxia_store: OxiaStore, blob_store: BlobStore, root: str, protocol: AppendProtocol
-) -> None:
-    writer = writer_for(oxia_store, blob_store, root, protocol)
-    fill(writer)
-    reader = LogReader(oxia_store, blob_store, root=root)
-    assert LogCatalog(oxia_store, root=root).partitions() == {t: [1, 2, 10] for t in sorted(TOPICS)}
+def test_readers_see_only_their_own_partition_among_neighbours(storage: Storage, protocol: AppendProtocol) -> None:
+    fill(writer_for(storage, protocol))
+    reader = LogReader(storage)
+    assert LogCatalog(storage.oxia, root=storage.root).partitions() == {t: [1, 2, 10] for t in sorted(TOPICS)}
     for topic in TOPICS:
         for partition in PARTITIONS:
             expected = contents(topic, partition)
@@ -101,12 +99,9 @@ def test_readers_see_only_their_own_partition_among_neighbours(
 
 
 @pytest.mark.parametrize("protocol", list(AppendProtocol))
-def test_compaction_and_gc_keep_neighbours_apart(
-    oxia_store: OxiaStore, blob_store: BlobStore, root: str, protocol: AppendProtocol
-) -> None:
-    writer = writer_for(oxia_store, blob_store, root, protocol)
-    fill(writer)
-    compactor = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root)
+def test_compaction_and_gc_keep_neighbours_apart(storage: Storage, protocol: AppendProtocol) -> None:
+    fill(writer_for(storage, protocol))
+    compactor = Compactor(storage)
     for topic in TOPICS:
         for partition in PARTITIONS:
             result = compactor.compact_once(topic, partition)
@@ -115,13 +110,10 @@ def test_compaction_and_gc_keep_neighbours_apart(
                 assert (result.start_offset, result.end_offset) == (1, len(expected)), (topic, partition)
             else:
                 assert result.outcome == "nothing_to_do", (topic, partition)
-    report = GarbageCollector(
-        oxia_store, blob_store, bucket=BUCKET, root=root, config=GcConfig(grace_ms=1),
-        clock=lambda: 2**40,
-    ).collect()  # fmt: skip
+    report = GarbageCollector(dataclasses.replace(storage, clock=lambda: 2**40), config=GcConfig(grace_ms=1)).collect()
     assert report.errors == []
     assert report.wal_blobs_deleted > 0
-    reader = LogReader(oxia_store, blob_store, root=root)
+    reader = LogReader(storage)
     for topic in TOPICS:
         for partition in PARTITIONS:
             expected = contents(topic, partition)
@@ -130,20 +122,18 @@ def test_compaction_and_gc_keep_neighbours_apart(
                 assert got == expected, (topic, partition)
 
 
-def test_partitions_are_registered_before_they_exist(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> None:
+def test_partitions_are_registered_before_they_exist(storage: Storage) -> None:
     """A crash between registering and creating ``meta/control`` leaves a registered, uninitialized partition."""
-    registry = PartitionRegistry(oxia_store, root=root)
+    registry = PartitionRegistry(storage.oxia, root=storage.root)
     registry.register("half", 3)  # what a writer that died right after registering leaves
-    catalog = LogCatalog(oxia_store, root=root)
+    catalog = LogCatalog(storage.oxia, root=storage.root)
     assert catalog.partitions() == {"half": [3]}
     with pytest.raises(PartitionNotInitialized):
         catalog.status("half", 3)
-    report = GarbageCollector(
-        oxia_store, blob_store, bucket=BUCKET, root=root, config=GcConfig(grace_ms=1), clock=lambda: 2**40
-    ).collect()
+    report = GarbageCollector(dataclasses.replace(storage, clock=lambda: 2**40), config=GcConfig(grace_ms=1)).collect()
     assert report.errors == []  # not initialized yet is not an error
 
-    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
+    writer = LogWriter(storage)
     assert writer.initialize_partition("half", 3)  # completes the creation
     writer.initialize_partition("fresh", 0)
     assert catalog.partitions() == {"fresh": [0], "half": [3]}

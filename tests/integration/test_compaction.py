@@ -7,25 +7,23 @@ import threading
 import pytest
 
 from llog.client.reader import LogReader
-from llog.client.writer import AFTER_RESERVE, LogWriter, SharedAppendGroup
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.format.codec import Record
 from llog.format.documents import CompactionRecord, CompactionState, EntryType
 from llog.format.keys import PartitionKeys
-from llog.protocol.compaction import (
-    AFTER_BLOB_PUT,
-    AFTER_CURSOR,
-    AFTER_DELETE,
-    AFTER_END_KEY,
-    AFTER_MANIFEST,
-    AFTER_RECORD,
-    Compactor,
-    CompactorConfig,
-    compact_until_caught_up,
-)
+from llog.protocol.compaction import Compactor, CompactorConfig, compact_until_caught_up
+from llog.protocol.faults import COMPACTOR_AFTER_BLOB_PUT as AFTER_BLOB_PUT
+from llog.protocol.faults import COMPACTOR_AFTER_CURSOR as AFTER_CURSOR
+from llog.protocol.faults import COMPACTOR_AFTER_DELETE as AFTER_DELETE
+from llog.protocol.faults import COMPACTOR_AFTER_END_KEY as AFTER_END_KEY
+from llog.protocol.faults import COMPACTOR_AFTER_MANIFEST as AFTER_MANIFEST
+from llog.protocol.faults import COMPACTOR_AFTER_RECORD as AFTER_RECORD
+from llog.protocol.faults import WRITER_AFTER_RESERVE as AFTER_RESERVE
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 
@@ -42,8 +40,8 @@ def index_types(oxia: OxiaStore, root: str, topic: str, partition: int = 0) -> l
 
 
 @pytest.fixture
-def compactor(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> Compactor:
-    return Compactor(oxia_store, blob_store, bucket=BUCKET, root=root)
+def compactor(storage: Storage) -> Compactor:
+    return Compactor(storage)
 
 
 def manifest_chain(blob_store: BlobStore, root: str, topic: str, partition: int = 0) -> list[tuple[int, int, int]]:
@@ -88,10 +86,12 @@ def test_compaction_rewrites_shared_wal_ranges_into_one_entry(
     assert snapshot(reader, topic)[-1][1] == b"new"
 
 
-def test_limits_split_runs(writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore,
-                           topic: str, root: str) -> None:
+def test_limits_split_runs(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str,
+    storage: Storage
+) -> None:
     fill(writer, topic)
-    small = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, config=CompactorConfig(max_offsets_per_run=4))
+    small = Compactor(storage, config=CompactorConfig(max_offsets_per_run=4))
     results = compact_until_caught_up(small, topic, 0, budget_s=30)
     assert [(r.start_offset, r.end_offset) for r in results if r.outcome == "compacted"] == [
         (1, 3), (4, 6), (7, 10), (11, 15)
@@ -106,11 +106,11 @@ def test_limits_split_runs(writer: LogWriter, reader: LogReader, oxia_store: Oxi
 )
 def test_a_crash_at_any_step_is_finished_by_another_compactor(
     writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str, point: str, root: str
+    topic: str, point: str, root: str, storage: Storage
 ) -> None:
     fill(writer, topic)
     before = snapshot(reader, topic)
-    doomed = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(point))
+    doomed = Compactor(storage, fault_hook=crash_at(point))
     with pytest.raises(SimulatedCrash):
         doomed.compact_once(topic, 0)
 
@@ -129,14 +129,12 @@ def test_a_crash_at_any_step_is_finished_by_another_compactor(
 
 
 def test_compactor_finishes_a_pending_append_first(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str, root: str
+    writer: LogWriter, reader: LogReader, compactor: Compactor, topic: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
     with pytest.raises(SimulatedCrash):
-        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(AFTER_RESERVE)).append(
-            topic, 0, [b"b"])
+        LogWriter(storage, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"b"])
 
     result = compactor.compact_once(topic, 0)
 
@@ -174,8 +172,8 @@ def test_writers_appending_during_compaction_lose_nothing(
 
 
 def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str, root: str
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str,
+    storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     reserved, release = threading.Event(), threading.Event()
@@ -185,7 +183,7 @@ def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
             reserved.set()
             assert release.wait(30)
 
-    stalled = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=stall)
+    stalled = LogWriter(storage, fault_hook=stall)
     thread = threading.Thread(target=stalled.append, args=(topic, 0, [b"a", b"b"]))
     thread.start()
     assert reserved.wait(30)
@@ -200,8 +198,8 @@ def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
 
 
 def test_a_compactor_that_stalled_past_another_compaction_does_not_commit_its_stale_range(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str, root: str
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str,
+    storage: Storage
 ) -> None:
     fill(writer, topic)
     before = snapshot(reader, topic)
@@ -212,7 +210,7 @@ def test_a_compactor_that_stalled_past_another_compaction_does_not_commit_its_st
             selected.set()
             assert release.wait(30)
 
-    stalled = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=stall)
+    stalled = Compactor(storage, fault_hook=stall)
     outcome: list[str] = []
     thread = threading.Thread(target=lambda: outcome.append(stalled.compact_once(topic, 0).outcome))
     thread.start()

@@ -13,6 +13,7 @@ from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor
 from llog.service.compaction import CompactionTask, plan_compaction, run_compaction_task
 from llog.store.oxia import OxiaStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 
 pytestmark = pytest.mark.oxia
@@ -67,4 +68,4 @@ def test_worker_skips_a_partition_claimed_elsewhere(
 @pytest.fixture
 def compactor_and_claims(oxia_config, blob_store, root: str) -> Iterator[tuple[Compactor, CompactorClaims]]:
     with OxiaStore(oxia_config) as store:
-        yield Compactor(store, blob_store, bucket=BUCKET, root=root), CompactorClaims(store, "worker-1", root=root)
+        yield Compactor(Storage(store, blob_store, BUCKET, root)), CompactorClaims(store, "worker-1", root=root)

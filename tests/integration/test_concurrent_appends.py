@@ -19,6 +19,7 @@ from llog.protocol.compaction import Compactor, CompactorConfig
 from llog.protocol.gc import GarbageCollector, GcConfig
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 
 pytestmark = pytest.mark.oxia
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.oxia
 def append_many(oxia_config: OxiaConfig, s3_config: S3Config, root: str, topic: str, writer_id: int, appends: int,
                 config: WriterConfig | None = None) -> list[tuple[int, int, bytes]]:
     """Runs in a thread or a worker process: a fresh writer with its own Oxia client (not fork-safe)."""
-    with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, root=root, config=config) as writer:
+    with LogWriter(Storage(OxiaStore(oxia_config), BlobStore(s3_config), BUCKET, root), config=config) as writer:
         out = []
         for i in range(appends):
             payload = f"w{writer_id}-{i}".encode()
@@ -73,7 +74,7 @@ def test_processes_each_with_their_own_writer(writer: LogWriter, reader: LogRead
 
 @pytest.mark.parametrize("protocol", list(AppendProtocol), ids=[p.value for p in AppendProtocol])
 def test_appends_compaction_and_garbage_collection_all_at_once(
-    oxia_store: OxiaStore, blob_store: BlobStore, reader: LogReader, topic: str, protocol: AppendProtocol, root: str
+    reader: LogReader, topic: str, protocol: AppendProtocol, storage: Storage
 ) -> None:
     """Writers, two compactors and the collector race on two partitions; every acknowledged record survives.
 
@@ -82,12 +83,12 @@ def test_appends_compaction_and_garbage_collection_all_at_once(
     while appends and compactions are in flight.
     """
     config = WriterConfig(max_commit_delay_ms=1_000, append_protocol=protocol)  # docs/SEQUENTIAL_APPEND.md
-    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, config=config)
+    writer = LogWriter(storage, config=config)
     compactors = [
-        Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, config=CompactorConfig(max_commit_delay_ms=1_000))
+        Compactor(storage, config=CompactorConfig(max_commit_delay_ms=1_000))
         for _ in range(2)
     ]
-    collector = GarbageCollector(oxia_store, blob_store, bucket=BUCKET, root=root, config=GcConfig(grace_ms=2_500))
+    collector = GarbageCollector(storage, config=GcConfig(grace_ms=2_500))
     partitions = (0, 1)
     for partition in partitions:
         writer.initialize_partition(topic, partition)

@@ -24,6 +24,7 @@ from llog.service.produce import ProduceService
 from llog.service.tail_cache import TailCache
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 
 pytestmark = pytest.mark.oxia
@@ -58,8 +59,13 @@ def reader_blobs(s3_config: S3Config) -> BlobStore:
 
 
 @pytest.fixture
-def service(reader_oxia: OxiaStore, reader_blobs: BlobStore, root: str) -> ConsumeService:
-    return ConsumeService(LogReader(reader_oxia, reader_blobs, root=root))
+def reader_storage(reader_oxia: OxiaStore, reader_blobs: BlobStore, root: str) -> Storage:
+    return Storage(reader_oxia, reader_blobs, BUCKET, root)
+
+
+@pytest.fixture
+def service(reader_storage: Storage) -> ConsumeService:
+    return ConsumeService(LogReader(reader_storage))
 
 
 def test_partitions_sharing_one_wal_blob_fetch_it_once(
@@ -146,13 +152,13 @@ def test_long_poll_returns_as_soon_as_data_arrives(writer: LogWriter, service: C
 
 
 def test_long_poll_with_a_tail_cache_wakes_on_the_local_append(
-    oxia_store: OxiaStore, blob_store: BlobStore, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, root: str
+    reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, storage: Storage, reader_storage: Storage
 ) -> None:
     cache = TailCache(MB)
-    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, commit_listener=cache.on_commit)
+    writer = LogWriter(storage, commit_listener=cache.on_commit)
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"first"])
-    service = ConsumeService(LogReader(reader_oxia, reader_blobs, root=root), tail_cache=cache)
+    service = ConsumeService(LogReader(reader_storage), tail_cache=cache)
 
     timer = threading.Timer(0.3, writer.append, args=(topic, 0, [b"second"]))
     start = time.monotonic()
@@ -204,14 +210,14 @@ def test_offsets_out_of_range_are_reported_per_partition(
 
 
 def test_tail_cache_hits_avoid_oxia_and_s3(
-    oxia_store: OxiaStore, blob_store: BlobStore, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, root: str
+    reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, storage: Storage, reader_storage: Storage
 ) -> None:
     cache = TailCache(MB)
-    writer = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, commit_listener=cache.on_commit)
+    writer = LogWriter(storage, commit_listener=cache.on_commit)
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
     writer.append(topic, 0, [b"c"])
-    service = ConsumeService(LogReader(reader_oxia, reader_blobs, root=root), tail_cache=cache)
+    service = ConsumeService(LogReader(reader_storage), tail_cache=cache)
 
     (result,) = service.consume(request(part(topic)))
 
@@ -228,12 +234,12 @@ def test_tail_cache_hits_avoid_oxia_and_s3(
 
 
 def test_a_cache_miss_falls_back_to_oxia_and_fills_the_cache(
-    writer: LogWriter, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, root: str
+    writer: LogWriter, reader_oxia: OxiaStore, topic: str, reader_storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
     cache = TailCache(MB)
-    service = ConsumeService(LogReader(reader_oxia, reader_blobs, root=root), tail_cache=cache)
+    service = ConsumeService(LogReader(reader_storage), tail_cache=cache)
 
     (first,) = service.consume(request(part(topic)))
     calls = reader_oxia.counters.total_calls()
@@ -245,13 +251,13 @@ def test_a_cache_miss_falls_back_to_oxia_and_fills_the_cache(
 
 
 def test_a_reader_catching_up_through_the_cache_does_not_wait_at_what_it_read(
-    writer: LogWriter, reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, root: str
+    writer: LogWriter, topic: str, reader_storage: Storage
 ) -> None:
     """Batches read from S3 are cached, but their end is not the partition's: no long-poll wait there."""
     writer.initialize_partition(topic, 0)
     for value in (b"a", b"b", b"c"):
         writer.append(topic, 0, [value])
-    service = ConsumeService(LogReader(reader_oxia, reader_blobs, root=root), tail_cache=TailCache(MB))
+    service = ConsumeService(LogReader(reader_storage), tail_cache=TailCache(MB))
 
     (first,) = service.consume(request(part(topic, max_bytes=1)))  # one record: the first batch only
     start = time.monotonic()
@@ -291,9 +297,9 @@ def test_batching_producer_on_a_real_writer(writer: LogWriter, reader: LogReader
 
 
 def test_produce_service_initializes_partitions_once(
-    oxia_store: OxiaStore, blob_store: BlobStore, reader: LogReader, topic: str, root: str
+    oxia_store: OxiaStore, reader: LogReader, topic: str, storage: Storage
 ) -> None:
-    produce = ProduceService(LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root))
+    produce = ProduceService(LogWriter(storage))
     first = produce.produce([SharedAppendGroup(topic, 0, [b"a"]), SharedAppendGroup(topic, 3, [b"b"])])
     creates = oxia_store.counters.snapshot()["put"].calls
     second = produce.produce([SharedAppendGroup(topic, 0, [b"c"])])

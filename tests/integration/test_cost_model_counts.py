@@ -21,9 +21,10 @@ from llog.config import OxiaConfig, S3Config
 from llog.format.codec import encode_batch
 from llog.format.documents import DataRef
 from llog.format.keys import S3Location
-from llog.service.consume import BlobFetcher
+from llog.store.fetch import BlobFetcher
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 
 A = cm.Assumptions()
@@ -39,7 +40,7 @@ def test_a_produce_request_is_one_put_of_its_bytes_plus_a_bounded_overhead(s3_co
     unreachable = OxiaConfig(f"127.0.0.1:{free_port()}", connect_timeout_ms=300, request_timeout_ms=300,
                              max_retries=0, close_timeout_ms=300)  # fmt: skip
     with OxiaStore(unreachable) as oxia:
-        writer = LogWriter(oxia, blobs, bucket=BUCKET, root=f"cost-{uuid.uuid4().hex[:8]}")
+        writer = LogWriter(Storage(oxia, blobs, BUCKET, f"cost-{uuid.uuid4().hex[:8]}"))
         (result,) = writer.append_shared([SharedAppendGroup("orders", 0, [b"x" * size])])
     assert result.error is not None  # Oxia is unreachable: nothing committed, but the PUT happened first
 

@@ -23,6 +23,7 @@ names the test behind each figure.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -54,6 +55,7 @@ from llog.service.produce import ProduceService
 from llog.store.metrics import OperationCounters
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET, TOOLS_BIN
 
 pytestmark = pytest.mark.oxia
@@ -202,9 +204,14 @@ def blobs(s3_config: S3Config) -> BlobStore:
     return BlobStore(s3_config)
 
 
-def new_writer(store: OxiaStore, blobs: BlobStore, root: str, protocol: cm.ProtocolOxia) -> LogWriter:
-    config = WriterConfig(append_protocol=AppendProtocol(protocol.name))
-    return LogWriter(store, blobs, bucket=BUCKET, root=root, config=config)
+@pytest.fixture
+def storage(store: OxiaStore, blobs: BlobStore, root: str) -> Storage:
+    """This module's server (``store``) under the test's root."""
+    return Storage(store, blobs, BUCKET, root)
+
+
+def new_writer(storage: Storage, protocol: cm.ProtocolOxia) -> LogWriter:
+    return LogWriter(storage, config=WriterConfig(append_protocol=AppendProtocol(protocol.name)))
 
 
 def fill(writer: LogWriter, topic: str, partition: int, appends: int) -> None:
@@ -222,9 +229,9 @@ def clock_at(offset_s: float) -> Callable[[], float]:
 
 @PROTOCOLS
 def test_a_produce_request_after_the_writers_first_costs_the_protocols_operations(
-    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia
+    server: Server, store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
 ) -> None:
-    service = ProduceService(new_writer(store, blobs, root, protocol))  # what the produce Lambda runs
+    service = ProduceService(new_writer(storage, protocol))  # what the produce Lambda runs
     group = SharedAppendGroup(topic, 0, [b"x" * 1_000])
     service.produce([group])  # creates the partition; the writer's first append to it
 
@@ -242,11 +249,11 @@ def test_a_produce_request_after_the_writers_first_costs_the_protocols_operation
 
 @PROTOCOLS
 def test_a_writers_first_produce_request_to_an_existing_partition_also_initializes_it(
-    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia
+    server: Server, store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
 ) -> None:
     group = SharedAppendGroup(topic, 0, [b"x" * 1_000])
-    ProduceService(new_writer(store, blobs, root, protocol)).produce([group])  # another environment created it
-    cold = ProduceService(new_writer(store, blobs, root, protocol))  # a cold Lambda environment's service
+    ProduceService(new_writer(storage, protocol)).produce([group])  # another environment created it
+    cold = ProduceService(new_writer(storage, protocol))  # a cold Lambda environment's service
 
     with counting(store, server) as count:
         (result,) = cold.produce([group])
@@ -270,10 +277,10 @@ def test_a_writers_first_produce_request_to_an_existing_partition_also_initializ
 
 @PROTOCOLS
 def test_a_consume_request_of_one_partition_reads_what_the_protocol_says(
-    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia
+    server: Server, store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
 ) -> None:
-    fill(new_writer(store, blobs, root, protocol), topic, 0, MAX_BATCHES_PER_PARTITION + 1)
-    service = ConsumeService(LogReader(store, blobs, root=root))  # the consume Lambda's: no tail cache
+    fill(new_writer(storage, protocol), topic, 0, MAX_BATCHES_PER_PARTITION + 1)
+    service = ConsumeService(LogReader(storage))  # the consume Lambda's: no tail cache
     request = ConsumeRequest([FetchPartition(topic, 0, 1, C.consume_fetch_bytes)], max_wait_ms=0, min_bytes=1,
                              max_bytes=50 * C.consume_fetch_bytes)  # fmt: skip
 
@@ -293,16 +300,18 @@ def test_a_consume_request_of_one_partition_reads_what_the_protocol_says(
 
 @PROTOCOLS
 def test_a_worker_invocation_costs_its_own_operations_plus_those_of_each_compacted_object(
-    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia
+    server: Server, root: str, topic: str, protocol: cm.ProtocolOxia, storage: Storage
 ) -> None:
-    writer = new_writer(store, blobs, root, protocol)
+    writer = new_writer(storage, protocol)
     fill(writer, topic, 0, 2)  # one object's worth (max_offsets_per_run=2 below)
     fill(writer, topic, 1, 4)  # two objects' worth
 
     def invocation(partition: int, objects: int) -> Count:
         """One worker invocation in Lambda: an Oxia client (and session) of its own, gone at the end."""
         with OxiaStore(server.config, counters=OperationCounters()) as oxia:
-            compactor = Compactor(oxia, blobs, bucket=BUCKET, root=root, config=CompactorConfig(max_offsets_per_run=2))
+            compactor = Compactor(
+                dataclasses.replace(storage, oxia=oxia), config=CompactorConfig(max_offsets_per_run=2)
+            )
             claims = CompactorClaims(oxia, f"worker-{uuid.uuid4().hex[:8]}", root=root)
             with counting(oxia, server) as count:
                 outcome = run_compaction_task(CompactionTask(topic, partition, 2 * objects), compactor, claims,
@@ -339,10 +348,10 @@ def test_a_worker_invocation_costs_its_own_operations_plus_those_of_each_compact
 
 @PROTOCOLS
 def test_a_planner_tick_lists_the_registry_once_and_reads_each_partition(
-    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia
+    server: Server, store: OxiaStore, root: str, topic: str, protocol: cm.ProtocolOxia, storage: Storage
 ) -> None:
     partitions = 3
-    writer = new_writer(store, blobs, root, protocol)
+    writer = new_writer(storage, protocol)
     for partition in range(partitions):
         fill(writer, topic, partition, 1)
 
@@ -364,16 +373,16 @@ def test_a_planner_tick_lists_the_registry_once_and_reads_each_partition(
 @PROTOCOLS
 @pytest.mark.parametrize("retention", [True, False], ids=["retention", "keep-everything"])
 def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
-    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str, protocol: cm.ProtocolOxia,
-    retention: bool,
+    server: Server, store: OxiaStore, blobs: BlobStore, topic: str, protocol: cm.ProtocolOxia, retention: bool,
+    storage: Storage
 ) -> None:  # fmt: skip
     """The steady state of a partition GC visits every hour: an old compacted range for retention to remove
     (compacted three days ago), a younger one, WAL entries not compacted yet, and WAL blobs and compacted
     objects past the grace period (GC's clock runs 25 hours ahead) for it to judge."""
     partitions = 3
-    writer = new_writer(store, blobs, root, protocol)
-    old = Compactor(store, blobs, bucket=BUCKET, root=root, clock=clock_at(-3 * DAY_S))
-    young = Compactor(store, blobs, bucket=BUCKET, root=root)
+    writer = new_writer(storage, protocol)
+    old = Compactor(dataclasses.replace(storage, clock=clock_at(-3 * DAY_S)))
+    young = Compactor(storage)
     for partition in range(partitions):
         fill(writer, topic, partition, 2)
         assert old.compact_once(topic, partition).outcome == "compacted"  # offsets 1-2
@@ -383,8 +392,8 @@ def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
         for i in range(2):
             writer.append(topic, partition, [f"t{i}".encode()])  # offsets 5-6: WAL entries
     policy = RetentionPolicy(max_age_ms=2 * DAY_S * 1000) if retention else RetentionPolicy()
-    gc = GarbageCollector(store, blobs, bucket=BUCKET, root=root, config=GcConfig(retention=RetentionConfig(policy)),
-                          clock=clock_at(25 * 3600))  # fmt: skip
+    gc = GarbageCollector(dataclasses.replace(storage, clock=clock_at(25 * 3600)),
+                          config=GcConfig(retention=RetentionConfig(policy)))  # fmt: skip
 
     with counting(store, server) as count:
         report = gc.collect()
@@ -407,15 +416,14 @@ def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
 
 
 def test_retention_reads_one_more_index_page_per_1024_entries(
-    server: Server, store: OxiaStore, blobs: BlobStore, root: str, topic: str
+    server: Server, store: OxiaStore, topic: str, storage: Storage
 ) -> None:
     entries = C.index_page + 1
-    writer = new_writer(store, blobs, root, cm.SEQUENTIAL)  # one Oxia write an entry: quick to fill
+    writer = new_writer(storage, cm.SEQUENTIAL)  # one Oxia write an entry: quick to fill
     writer.initialize_partition(topic, 0)
     results = writer.append_shared([SharedAppendGroup(topic, 0, [b"x"])] * entries)  # one blob, many entries
     assert all(r.ok for r in results)
-    retention = Retention(store, blobs, bucket=BUCKET, root=root,
-                          config=RetentionConfig(RetentionPolicy(max_age_ms=DAY_S * 1000)))  # fmt: skip
+    retention = Retention(storage, config=RetentionConfig(RetentionPolicy(max_age_ms=DAY_S * 1000)))
 
     with counting(store, server) as count:
         result = retention.enforce(topic, 0)

@@ -9,20 +9,17 @@ from __future__ import annotations
 import pytest
 
 from llog.client.reader import LogReader
-from llog.client.writer import AFTER_BLOB_PUT, AFTER_INDEX_WRITE, AFTER_RESERVE, LogWriter
+from llog.client.writer import LogWriter
 from llog.format.keys import PartitionKeys
-from llog.protocol.faults import FaultHook
+from llog.protocol.faults import WRITER_AFTER_BLOB_PUT as AFTER_BLOB_PUT
+from llog.protocol.faults import WRITER_AFTER_INDEX_WRITE as AFTER_INDEX_WRITE
+from llog.protocol.faults import WRITER_AFTER_RESERVE as AFTER_RESERVE
 from llog.store.oxia import OxiaStore
-from llog.store.s3 import BlobStore
-from tests.conftest import BUCKET
+from llog.store.storage import Storage
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_append_and_read import control_of
 
 pytestmark = pytest.mark.oxia
-
-
-def crashing_writer(oxia: OxiaStore, blobs: BlobStore, root: str, hook: FaultHook) -> LogWriter:
-    return LogWriter(oxia, blobs, bucket=BUCKET, root=root, fault_hook=hook)
 
 
 def index_keys(oxia: OxiaStore, root: str, topic: str, partition: int = 0) -> list[str]:
@@ -31,11 +28,11 @@ def index_keys(oxia: OxiaStore, root: str, topic: str, partition: int = 0) -> li
 
 
 def test_crash_between_reserve_and_index_write_is_read_through_pending(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
-    doomed = crashing_writer(oxia_store, blob_store, root, crash_at(AFTER_RESERVE))
+    doomed = LogWriter(storage, fault_hook=crash_at(AFTER_RESERVE))
     with pytest.raises(SimulatedCrash):
         doomed.append(topic, 0, [b"b", b"c"])
 
@@ -57,11 +54,11 @@ def test_crash_between_reserve_and_index_write_is_read_through_pending(
 
 
 def test_crash_after_index_write_leaves_pending_that_recovery_clears(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     with pytest.raises(SimulatedCrash):
-        crashing_writer(oxia_store, blob_store, root, crash_at(AFTER_INDEX_WRITE)).append(topic, 0, [b"a", b"b"])
+        LogWriter(storage, fault_hook=crash_at(AFTER_INDEX_WRITE)).append(topic, 0, [b"a", b"b"])
     assert control_of(oxia_store, root, topic, 0).pending is not None
     assert index_keys(oxia_store, root, topic) == [PartitionKeys(topic, 0, root).index(2)]
 
@@ -73,22 +70,22 @@ def test_crash_after_index_write_leaves_pending_that_recovery_clears(
 
 
 def test_crash_after_blob_put_commits_nothing(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, topic: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     with pytest.raises(SimulatedCrash):
-        crashing_writer(oxia_store, blob_store, root, crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"lost"])
+        LogWriter(storage, fault_hook=crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"lost"])
     assert reader.high_watermark(topic, 0) == 0
     assert writer.append(topic, 0, [b"kept"]).start_offset == 1
     assert reader.read_offset(topic, 0, 1).value == b"kept"
 
 
 def test_fence_finishes_a_pending_append_so_it_stays_readable(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     with pytest.raises(SimulatedCrash):
-        crashing_writer(oxia_store, blob_store, root, crash_at(AFTER_RESERVE)).append(topic, 0, [b"a"])
+        LogWriter(storage, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"a"])
     writer.fence(topic, 0)
     control = control_of(oxia_store, root, topic, 0)
     assert control.pending is None

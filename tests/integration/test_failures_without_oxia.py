@@ -6,6 +6,7 @@ client meets a real refused connection.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,7 +15,7 @@ import pytest
 from devserver.devstack import free_port
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
-from llog.config import OxiaConfig, S3Config
+from llog.config import OxiaConfig
 from llog.errors import ConfigurationError, InvalidArgument, InvalidPartition, InvalidTopicName, OxiaUnavailable
 from llog.format.codec import Record, decode_batch, encode_batch
 from llog.format.keys import S3Location, new_object_id, shared_wal_prefix
@@ -23,6 +24,7 @@ from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.service.tail_cache import TailCache
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 
 CONNECT_TIMEOUT_MS = 1_000
@@ -32,6 +34,12 @@ CONNECT_TIMEOUT_MS = 1_000
 def dead_oxia() -> OxiaStore:
     return OxiaStore(OxiaConfig(f"127.0.0.1:{free_port()}", connect_timeout_ms=CONNECT_TIMEOUT_MS,
                                 request_timeout_ms=1_000, close_timeout_ms=1_000))
+
+
+@pytest.fixture
+def dead_storage(dead_oxia: OxiaStore, blob_store: BlobStore, root: str) -> Storage:
+    """A working S3 and an Oxia nothing answers for."""
+    return Storage(dead_oxia, blob_store, BUCKET, root)
 
 
 def test_unreachable_oxia_gives_a_prompt_typed_retriable_error(dead_oxia: OxiaStore) -> None:
@@ -63,10 +71,8 @@ def test_creating_a_store_touches_no_network() -> None:
     assert time.monotonic() - start < 0.5
 
 
-def test_append_with_oxia_down_reports_each_group_failed(
-    dead_oxia: OxiaStore, blob_store: BlobStore, root: str
-) -> None:
-    writer = LogWriter(dead_oxia, blob_store, bucket=BUCKET, root=root)
+def test_append_with_oxia_down_reports_each_group_failed(dead_storage: Storage) -> None:
+    writer = LogWriter(dead_storage)
     results = writer.append_shared([SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("orders", 1, [b"b"])])
 
     assert [r.ok for r in results] == [False, False]
@@ -74,14 +80,14 @@ def test_append_with_oxia_down_reports_each_group_failed(
     assert all(r.start_offset is None and r.wal_uri is None for r in results)
 
 
-def test_reader_with_oxia_down_raises_oxia_unavailable(dead_oxia: OxiaStore, blob_store: BlobStore, root: str) -> None:
+def test_reader_with_oxia_down_raises_oxia_unavailable(dead_storage: Storage) -> None:
     with pytest.raises(OxiaUnavailable):
-        LogReader(dead_oxia, blob_store, root=root).read_offset("orders", 0, 1)
+        LogReader(dead_storage).read_offset("orders", 0, 1)
 
 
-def test_s3_failure_fails_every_group_and_touches_no_oxia(dead_oxia: OxiaStore, s3_config: S3Config, root: str) -> None:
+def test_s3_failure_fails_every_group_and_touches_no_oxia(dead_oxia: OxiaStore, dead_storage: Storage) -> None:
     missing_bucket = "llog-no-such-bucket"
-    writer = LogWriter(dead_oxia, BlobStore(s3_config), bucket=missing_bucket, root=root)
+    writer = LogWriter(dataclasses.replace(dead_storage, bucket=missing_bucket))
 
     results = writer.append_shared([SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("audit", 3, [b"b"])])
 
@@ -109,9 +115,10 @@ def test_s3_failure_fails_every_group_and_touches_no_oxia(dead_oxia: OxiaStore, 
     ],
 )
 def test_rejected_input_writes_nothing(
-    dead_oxia: OxiaStore, blob_store: BlobStore, groups: list[SharedAppendGroup], error: type[Exception], root: str
+    dead_oxia: OxiaStore, blob_store: BlobStore, groups: list[SharedAppendGroup], error: type[Exception],
+    dead_storage: Storage
 ) -> None:
-    writer = LogWriter(dead_oxia, blob_store, bucket=BUCKET, root=root)
+    writer = LogWriter(dead_storage)
     with pytest.raises(error):
         writer.append_shared(groups)
     assert blob_store.counters.total_calls() == 0
@@ -119,11 +126,11 @@ def test_rejected_input_writes_nothing(
 
 
 def test_gc_keeps_and_reports_a_wal_object_it_cannot_read(
-    dead_oxia: OxiaStore, blob_store: BlobStore, root: str
+    blob_store: BlobStore, root: str, dead_storage: Storage
 ) -> None:
     blob_store.put(S3Location(BUCKET, f"{shared_wal_prefix(root)}{new_object_id()}"), b"")
-    collector = GarbageCollector(dead_oxia, blob_store, bucket=BUCKET, root=root, config=GcConfig(grace_ms=1),
-                                 clock=lambda: time.time() + 60)
+    collector = GarbageCollector(dataclasses.replace(dead_storage, clock=lambda: time.time() + 60),
+                                 config=GcConfig(grace_ms=1))  # fmt: skip
     report = GcReport()
 
     collector.collect_wal(report)
@@ -137,7 +144,7 @@ def test_gc_keeps_and_reports_a_wal_object_it_cannot_read(
 
 
 def test_gc_reads_headers_concurrently_across_listing_pages(
-    dead_oxia: OxiaStore, blob_store: BlobStore, root: str
+    blob_store: BlobStore, root: str, dead_storage: Storage
 ) -> None:
     """More old blobs than one round (WAL_CHUNK) through the reader pool: every one judged, none deleted.
 
@@ -146,8 +153,8 @@ def test_gc_reads_headers_concurrently_across_listing_pages(
     keys = [f"{shared_wal_prefix(root)}{new_object_id()}" for _ in range(WAL_CHUNK + 150)]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda key: blob_store.put(S3Location(BUCKET, key), b"LLS1"), keys))
-    collector = GarbageCollector(dead_oxia, blob_store, bucket=BUCKET, root=root,
-                                 config=GcConfig(grace_ms=1, read_concurrency=4), clock=lambda: time.time() + 60)
+    collector = GarbageCollector(dataclasses.replace(dead_storage, clock=lambda: time.time() + 60),
+                                 config=GcConfig(grace_ms=1, read_concurrency=4))  # fmt: skip
     report = GcReport()
 
     collector.collect_wal(report)
@@ -157,32 +164,28 @@ def test_gc_reads_headers_concurrently_across_listing_pages(
     assert [w.split(":")[0] for w in report.warnings] == sorted(keys)[:MAX_WARNINGS]
 
 
-def _catching_up_service(dead_oxia: OxiaStore, blob_store: BlobStore, root: str) -> ConsumeService:
+def _catching_up_service(dead_storage: Storage) -> ConsumeService:
     """``llog serve``'s consume service whose cache holds offsets 1-2, read by a reader that had not reached the end."""
     cache = TailCache(1 << 20)
     cache.add("orders", 0, 1, decode_batch(encode_batch([b"a", b"b"], now_ms=1)), at_end=False)
-    return ConsumeService(LogReader(dead_oxia, blob_store, root=root), tail_cache=cache)
+    return ConsumeService(LogReader(dead_storage), tail_cache=cache)
 
 
-def test_a_catching_up_reader_is_served_from_the_cache_when_oxia_is_out_of_reach(
-    dead_oxia: OxiaStore, blob_store: BlobStore, root: str
-) -> None:
-    service = _catching_up_service(dead_oxia, blob_store, root)
+def test_a_catching_up_reader_is_served_from_the_cache_when_oxia_is_out_of_reach(dead_storage: Storage) -> None:
+    service = _catching_up_service(dead_storage)
     (result,) = service.consume(ConsumeRequest([FetchPartition("orders", 0, 1, 1 << 20)], 0, 1, 1 << 20))
     assert result.error is None
     assert [r.value for r in result.records] == [b"a", b"b"]
     assert result.high_watermark == 2
 
 
-def test_a_catching_up_reader_does_not_wait_at_the_end_of_what_it_read(
-    dead_oxia: OxiaStore, blob_store: BlobStore, root: str
-) -> None:
+def test_a_catching_up_reader_does_not_wait_at_the_end_of_what_it_read(dead_storage: Storage) -> None:
     """The cache's end is only where this reader stopped, not the partition's: ask Oxia at once.
 
     Before the fix the request trusted the cached end as the tail, waited the whole
     ``max_wait_ms`` and only then asked Oxia (here: an error, after 5 s).
     """
-    service = _catching_up_service(dead_oxia, blob_store, root)
+    service = _catching_up_service(dead_storage)
     start = time.monotonic()
     (result,) = service.consume(ConsumeRequest([FetchPartition("orders", 0, 3, 1 << 20)], 5_000, 1, 1 << 20))
     assert isinstance(result.error, OxiaUnavailable)

@@ -7,6 +7,7 @@ period protecting young objects.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -15,13 +16,15 @@ from collections.abc import Callable
 import pytest
 
 from llog.client.reader import LogReader
-from llog.client.writer import AFTER_BLOB_PUT as WRITER_AFTER_BLOB_PUT
-from llog.client.writer import AFTER_RESERVE, LogWriter, SharedAppendGroup
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.format.keys import PartitionKeys, S3Location, new_object_id, shared_wal_prefix
-from llog.protocol.compaction import AFTER_BLOB_PUT, Compactor
+from llog.protocol.compaction import Compactor
+from llog.protocol.faults import COMPACTOR_AFTER_BLOB_PUT as AFTER_BLOB_PUT
+from llog.protocol.faults import WRITER_AFTER_BLOB_PUT
+from llog.protocol.faults import WRITER_AFTER_RESERVE as AFTER_RESERVE
 from llog.protocol.gc import GarbageCollector, GcConfig
-from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 
@@ -30,9 +33,9 @@ pytestmark = pytest.mark.oxia
 GRACE_MS = 60 * 60 * 1000
 
 
-def collector(oxia: OxiaStore, blobs: BlobStore, root: str, *, ahead_ms: int = GRACE_MS + 60_000) -> GarbageCollector:
+def collector(storage: Storage, *, ahead_ms: int = GRACE_MS + 60_000) -> GarbageCollector:
     clock: Callable[[], float] = lambda: time.time() + ahead_ms / 1000  # noqa: E731
-    return GarbageCollector(oxia, blobs, bucket=BUCKET, root=root, config=GcConfig(grace_ms=GRACE_MS), clock=clock)
+    return GarbageCollector(dataclasses.replace(storage, clock=clock), config=GcConfig(grace_ms=GRACE_MS))
 
 
 def wal_keys(blobs: BlobStore, root: str) -> set[str]:
@@ -45,15 +48,15 @@ def uri_key(uri: str | None) -> str:
 
 
 def test_blobs_stay_while_referenced_and_go_once_compacted_everywhere(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, blob_store: BlobStore, topic: str, root: str, storage: Storage
 ) -> None:
     other = f"{topic}-b"
     for t in (topic, other):
         writer.initialize_partition(t, 0)
     shared = writer.append_shared([SharedAppendGroup(topic, 0, [b"a"]), SharedAppendGroup(other, 0, [b"b"])])
     blob = uri_key(shared[0].wal_uri)
-    compactor = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root)
-    gc = collector(oxia_store, blob_store, root)
+    compactor = Compactor(storage)
+    gc = collector(storage)
 
     gc.collect()
     assert blob in wal_keys(blob_store, root)  # referenced by both partitions
@@ -71,54 +74,49 @@ def test_blobs_stay_while_referenced_and_go_once_compacted_everywhere(
 
 
 def test_an_orphaned_blob_goes_only_after_the_grace_period(
-    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, blob_store: BlobStore, topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     before = wal_keys(blob_store, root)
     with pytest.raises(SimulatedCrash):
-        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(WRITER_AFTER_BLOB_PUT)).append(
-            topic, 0, [b"never committed"])
+        LogWriter(storage, fault_hook=crash_at(WRITER_AFTER_BLOB_PUT)).append(topic, 0, [b"never committed"])
     (orphan,) = wal_keys(blob_store, root) - before
 
-    collector(oxia_store, blob_store, root, ahead_ms=0).collect()
+    collector(storage, ahead_ms=0).collect()
     assert orphan in wal_keys(blob_store, root)  # young: a slow writer might still commit it
 
-    collector(oxia_store, blob_store, root).collect()
+    collector(storage).collect()
     assert orphan not in wal_keys(blob_store, root)
 
 
-def test_a_pending_append_keeps_its_blob(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
-) -> None:
+def test_a_pending_append_keeps_its_blob(writer: LogWriter, reader: LogReader, topic: str, storage: Storage) -> None:
     writer.initialize_partition(topic, 0)
     with pytest.raises(SimulatedCrash):
-        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(AFTER_RESERVE)).append(
-            topic, 0, [b"p"])
-    collector(oxia_store, blob_store, root).collect()
+        LogWriter(storage, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"p"])
+    collector(storage).collect()
     assert reader.read_offset(topic, 0, 1).value == b"p"
 
 
 def test_orphaned_compacted_objects_go_and_referenced_ones_stay(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, blob_store: BlobStore, topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
     keys = PartitionKeys(topic, 0, root)
     with pytest.raises(SimulatedCrash):
-        Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(AFTER_BLOB_PUT)).compact_once(
-            topic, 0)
+        Compactor(storage, fault_hook=crash_at(AFTER_BLOB_PUT)).compact_once(topic, 0)
     (orphan,) = [o.key for o in blob_store.list(BUCKET, keys.compacted_prefix)]
-    Compactor(oxia_store, blob_store, bucket=BUCKET, root=root).compact_once(topic, 0)
+    Compactor(storage).compact_once(topic, 0)
     live = {o.key for o in blob_store.list(BUCKET, keys.compacted_prefix)} - {orphan}
 
-    report = collector(oxia_store, blob_store, root).collect()
+    report = collector(storage).collect()
 
     remaining = {o.key for o in blob_store.list(BUCKET, keys.compacted_prefix)}
     assert remaining == live
     assert report.compacted_deleted >= 1
     assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"a", b"b"]
     # The watermark means a second run lists nothing already judged.
-    second = collector(oxia_store, blob_store, root).collect()
+    second = collector(storage).collect()
     assert second.compacted_deleted == 0
 
 
@@ -135,8 +133,7 @@ def put_unreadable(blobs: BlobStore, root: str) -> dict[str, str]:
 
 
 def test_unreadable_objects_under_wal_shared_are_kept_as_warnings_and_the_run_goes_on(
-    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str,
-    caplog: pytest.LogCaptureFixture
+    writer: LogWriter, blob_store: BlobStore, topic: str, root: str, caplog: pytest.LogCaptureFixture, storage: Storage
 ) -> None:
     """A foreign or damaged object is never deleted (GC cannot judge it), and it is a warning, not an error:
     it would recur every run. Real garbage next to it still goes in the same run."""
@@ -144,13 +141,12 @@ def test_unreadable_objects_under_wal_shared_are_kept_as_warnings_and_the_run_go
     kept = uri_key(writer.append(topic, 0, [b"kept"]).wal_uri)
     before = wal_keys(blob_store, root)
     with pytest.raises(SimulatedCrash):
-        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(WRITER_AFTER_BLOB_PUT)).append(
-            topic, 0, [b"never committed"])
+        LogWriter(storage, fault_hook=crash_at(WRITER_AFTER_BLOB_PUT)).append(topic, 0, [b"never committed"])
     (orphan,) = wal_keys(blob_store, root) - before
     unreadable = put_unreadable(blob_store, root)
 
     with caplog.at_level(logging.WARNING, logger="llog.protocol.gc"):
-        report = collector(oxia_store, blob_store, root).collect()
+        report = collector(storage).collect()
 
     assert report.errors == []
     assert (report.wal_blobs_deleted, report.referenced_kept, report.wal_unreadable_kept) == (1, 1, 2)
@@ -165,19 +161,17 @@ def test_unreadable_objects_under_wal_shared_are_kept_as_warnings_and_the_run_go
     assert logged[0].levelno == logging.WARNING
     assert "kept 2 object(s)" in logged[0].getMessage()
 
-    again = collector(oxia_store, blob_store, root).collect()
+    again = collector(storage).collect()
     assert (again.errors, again.wal_unreadable_kept, again.wal_blobs_deleted) == ([], 2, 0)
     assert wal_keys(blob_store, root) == {kept, *unreadable}
 
 
 def test_a_wal_object_deleted_between_listing_and_reading_is_skipped(
-    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str,
-    monkeypatch: pytest.MonkeyPatch
+    writer: LogWriter, blob_store: BlobStore, topic: str, root: str, monkeypatch: pytest.MonkeyPatch, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     with pytest.raises(SimulatedCrash):
-        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(WRITER_AFTER_BLOB_PUT)).append(
-            topic, 0, [b"never committed"])
+        LogWriter(storage, fault_hook=crash_at(WRITER_AFTER_BLOB_PUT)).append(topic, 0, [b"never committed"])
     (orphan,) = wal_keys(blob_store, root)
     read_header = GarbageCollector._blob_partitions
 
@@ -186,7 +180,7 @@ def test_a_wal_object_deleted_between_listing_and_reading_is_skipped(
         return read_header(self, location, size)
 
     monkeypatch.setattr(GarbageCollector, "_blob_partitions", deleted_first)
-    report = collector(oxia_store, blob_store, root).collect()
+    report = collector(storage).collect()
 
     assert (report.errors, report.warnings) == ([], [])
     assert (report.wal_blobs_seen, report.wal_blobs_deleted, report.wal_unreadable_kept) == (1, 0, 0)

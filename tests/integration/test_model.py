@@ -31,6 +31,7 @@ against a model of what was acknowledged:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -51,14 +52,13 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from llog.client import writer as writer_points
 from llog.client.reader import LogReader, LogRecord
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.errors import LogFenced
 from llog.format.codec import Record
 from llog.format.documents import CompactionState, EntryType, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys, S3Location
-from llog.protocol import compaction as compactor_points
+from llog.protocol import faults
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import FaultHook
 from llog.protocol.gc import GarbageCollector, GcConfig
@@ -66,6 +66,7 @@ from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.retention import RetentionConfig, RetentionPolicy
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 
@@ -76,14 +77,14 @@ STEPS = int(os.environ.get("LLOG_MODEL_STEPS", "30"))
 PARTITIONS = (0, 1, 2)
 WRITERS = 2
 GRACE_MS = 60 * 60 * 1000
-WRITER_CRASH_POINTS = (writer_points.AFTER_BLOB_PUT, writer_points.AFTER_RESERVE, writer_points.AFTER_INDEX_WRITE)
+WRITER_CRASH_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.WRITER_AFTER_RESERVE, faults.WRITER_AFTER_INDEX_WRITE)
 COMPACTOR_CRASH_POINTS = (
-    compactor_points.AFTER_BLOB_PUT,
-    compactor_points.AFTER_RECORD,
-    compactor_points.AFTER_END_KEY,
-    compactor_points.AFTER_MANIFEST,
-    compactor_points.AFTER_DELETE,
-    compactor_points.AFTER_CURSOR,
+    faults.COMPACTOR_AFTER_BLOB_PUT,
+    faults.COMPACTOR_AFTER_RECORD,
+    faults.COMPACTOR_AFTER_END_KEY,
+    faults.COMPACTOR_AFTER_MANIFEST,
+    faults.COMPACTOR_AFTER_DELETE,
+    faults.COMPACTOR_AFTER_CURSOR,
 )
 
 
@@ -148,21 +149,22 @@ class LogMachine(RuleBasedStateMachine):
         self.blobs = blobs
         # A root of its own: the collector and retention see only this example's objects.
         self.root = f"model-{uuid.uuid4().hex[:12]}"
+        self.storage = Storage(oxia, blobs, BUCKET, self.root, clock=self._clock)
         self.topic = "t"
         self.now = time.time()
         self.serial = 0
         self.model = Model()
         self.writers = [self._writer() for _ in range(WRITERS)]
-        self.reader = LogReader(oxia, blobs, root=self.root)
+        self.reader = LogReader(self.storage)
 
     def _clock(self) -> float:
         return self.now
 
     def _writer(self, hook: FaultHook | None = None) -> LogWriter:
-        return LogWriter(self.oxia, self.blobs, bucket=BUCKET, root=self.root, fault_hook=hook, clock=self._clock)
+        return LogWriter(self.storage, fault_hook=hook)
 
     def _compactor(self, hook: FaultHook | None = None) -> Compactor:
-        return Compactor(self.oxia, self.blobs, bucket=BUCKET, root=self.root, fault_hook=hook, clock=self._clock)
+        return Compactor(self.storage, fault_hook=hook)
 
     def _meta(self, partition: int) -> PartitionMetadata:
         return PartitionMetadata(self.oxia, PartitionKeys(self.topic, partition, self.root))
@@ -215,7 +217,7 @@ class LogMachine(RuleBasedStateMachine):
         except SimulatedCrash:
             COUNTS.crashes += 1
         for partition, records in batches:
-            fate_unknown = point != writer_points.AFTER_BLOB_PUT and partition not in self.model.fenced
+            fate_unknown = point != faults.WRITER_AFTER_BLOB_PUT and partition not in self.model.fenced
             for record in records:
                 if fate_unknown:
                     self.model.maybe[record.value] = (partition, self._expected(record))
@@ -255,14 +257,8 @@ class LogMachine(RuleBasedStateMachine):
         retention = RetentionConfig(topics={self.topic: RetentionPolicy(max_bytes=max_bytes)})
         # The collector's clock is ahead by more than the grace: every unreferenced object looks old.
         ahead = self.now + 2 * GRACE_MS / 1000
-        collector = GarbageCollector(
-            self.oxia,
-            self.blobs,
-            bucket=BUCKET,
-            root=self.root,
-            config=GcConfig(grace_ms=GRACE_MS, retention=retention),
-            clock=lambda: ahead,
-        )
+        config = GcConfig(grace_ms=GRACE_MS, retention=retention)
+        collector = GarbageCollector(dataclasses.replace(self.storage, clock=lambda: ahead), config=config)
         report = collector.collect()
         COUNTS.gc_runs += 1
         assert not report.errors, report.errors
@@ -445,7 +441,7 @@ def replay_soak_2026_11_23(machine: LogMachine, between: Callable[[], None] | No
     machine.index_is_consistent()
     machine.append(writer=0, groups=[(0, [(b"a", None, [], None), (b"b", None, [], None)])])
     machine.index_is_consistent()
-    machine.crash_during_compaction(partition=0, point=compactor_points.AFTER_CURSOR)
+    machine.crash_during_compaction(partition=0, point=faults.COMPACTOR_AFTER_CURSOR)
     machine.index_is_consistent()
     if between is not None:
         between()

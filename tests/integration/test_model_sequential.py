@@ -23,18 +23,16 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from llog.client import writer as writer_points
 from llog.client.writer import LogWriter
 from llog.config import WriterConfig
 from llog.format.documents import AppendProtocol, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys
-from llog.protocol import append_sequential as sequential_points
+from llog.protocol import faults
 from llog.protocol.faults import FaultHook
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata, VersionedControl
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
-from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_model import (
     COUNTS,
@@ -50,7 +48,7 @@ from tests.integration.test_model import (
 
 pytestmark = pytest.mark.oxia
 
-SEQUENTIAL_CRASH_POINTS = (writer_points.AFTER_BLOB_PUT, sequential_points.AFTER_SEQUENCE_PUT)
+SEQUENTIAL_CRASH_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.WRITER_AFTER_SEQUENCE_PUT)
 
 
 class LiveView(PartitionMetadata):
@@ -83,9 +81,7 @@ class SequentialMachine(LogMachine):
 
     def _writer(self, hook: FaultHook | None = None) -> LogWriter:
         config = WriterConfig(append_protocol=self.protocol)
-        return LogWriter(
-            self.oxia, self.blobs, bucket=BUCKET, root=self.root, config=config, fault_hook=hook, clock=self._clock
-        )
+        return LogWriter(self.storage, config=config, fault_hook=hook)
 
     def _meta(self, partition: int) -> PartitionMetadata:
         return LiveView(self.oxia, PartitionKeys(self.topic, partition, self.root))
@@ -98,7 +94,7 @@ class SequentialMachine(LogMachine):
     def crash_during_fence(self, partition: int) -> None:
         """A fence that dies after its marker: the partition is fenced from the marker on."""
         try:
-            self._writer(crash_at(sequential_points.AFTER_FENCE_MARKER)).fence(self.topic, partition)
+            self._writer(crash_at(faults.WRITER_AFTER_FENCE_MARKER)).fence(self.topic, partition)
         except SimulatedCrash:
             COUNTS.crashes += 1
         self.model.fenced.add(partition)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -18,6 +19,7 @@ from llog.protocol.retention import Retention, RetentionConfig, RetentionPolicy
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 
 pytestmark = pytest.mark.oxia
@@ -25,37 +27,33 @@ pytestmark = pytest.mark.oxia
 DAY_MS = 86_400_000
 
 
-def compacted_log(
-    writer: LogWriter, oxia: OxiaStore, blobs: BlobStore, root: str, topic: str, ranges: int = 4
-) -> list[str]:
+def compacted_log(writer: LogWriter, storage: Storage, topic: str, ranges: int = 4) -> list[str]:
     """``ranges`` compacted ranges of 5 records each (offsets 1-5, 6-10, ...), plus a WAL tail of 1; their objects."""
     writer.initialize_partition(topic, 0)
-    compactor = Compactor(oxia, blobs, bucket=BUCKET, root=root, config=CompactorConfig(max_offsets_per_run=5))
+    compactor = Compactor(storage, config=CompactorConfig(max_offsets_per_run=5))
     for i in range(ranges * 5):
         writer.append(topic, 0, [f"r{i + 1}".encode()])
     results = compact_until_caught_up(compactor, topic, 0, budget_s=60)
     writer.append(topic, 0, [b"tail"])
-    meta = PartitionMetadata(oxia, PartitionKeys(topic, 0, root))
+    meta = PartitionMetadata(storage.oxia, PartitionKeys(topic, 0, storage.root))
     assert [b.end_offset for b in meta.scan_index(1)][:ranges] == [5 * (i + 1) for i in range(ranges)]
     assert len([r for r in results if r.outcome == "compacted"]) == ranges
     return [b.entry.ref.data_key for b in meta.scan_index(1)[:ranges]]
 
 
-def retention(
-    oxia: OxiaStore, blobs: BlobStore, root: str, topic: str, policy: RetentionPolicy, *, ahead_ms: int = 0
-) -> Retention:
+def retention(storage: Storage, topic: str, policy: RetentionPolicy, *, ahead_ms: int = 0) -> Retention:
     config = RetentionConfig(topics={topic: policy})
-    return Retention(oxia, blobs, bucket=BUCKET, root=root, config=config, clock=lambda: time.time() + ahead_ms / 1000)
+    return Retention(dataclasses.replace(storage, clock=lambda: time.time() + ahead_ms / 1000), config=config)
 
 
 def test_age_truncates_whole_compacted_ranges_and_reads_below_the_start_fail_clearly(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, blob_store: BlobStore, topic: str, root: str, storage: Storage
 ) -> None:
-    objects = compacted_log(writer, oxia_store, blob_store, root, topic)
+    objects = compacted_log(writer, storage, topic)
     daily = RetentionPolicy(max_age_ms=DAY_MS)
-    assert retention(oxia_store, blob_store, root, topic, daily).enforce(topic, 0).ranges_removed == 0
+    assert retention(storage, topic, daily).enforce(topic, 0).ranges_removed == 0
 
-    result = retention(oxia_store, blob_store, root, topic, daily, ahead_ms=2 * DAY_MS).enforce(topic, 0)
+    result = retention(storage, topic, daily, ahead_ms=2 * DAY_MS).enforce(topic, 0)
 
     # every compacted range is old, but [16, 20] is the last compacted one before the WAL tail: the tail
     # entry is last, so ranges up to 20 may go
@@ -73,14 +71,14 @@ def test_age_truncates_whole_compacted_ranges_and_reads_below_the_start_fail_cle
 
 
 def test_size_keeps_the_newest_ranges_within_the_budget_and_consume_reports_the_log_start(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
-    compacted_log(writer, oxia_store, blob_store, root, topic)
+    compacted_log(writer, storage, topic)
     meta = PartitionMetadata(oxia_store, PartitionKeys(topic, 0, root))
     sizes = [b.entry.data_bytes or b.entry.ref.byte_length or 0 for b in meta.scan_index(1)]
     budget = sum(sizes[-3:])  # the last two compacted ranges and the WAL tail fit
 
-    result = retention(oxia_store, blob_store, root, topic, RetentionPolicy(max_bytes=budget)).enforce(topic, 0)
+    result = retention(storage, topic, RetentionPolicy(max_bytes=budget)).enforce(topic, 0)
 
     assert result.log_start_after == 11
     consume = ConsumeService(reader)
@@ -99,14 +97,15 @@ def test_size_keeps_the_newest_ranges_within_the_budget_and_consume_reports_the_
 
 
 def test_a_truncation_that_died_after_moving_the_log_start_is_finished_by_the_next_run(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str,
+    storage: Storage
 ) -> None:
-    objects = compacted_log(writer, oxia_store, blob_store, root, topic, ranges=2)
+    objects = compacted_log(writer, storage, topic, ranges=2)
     meta = PartitionMetadata(oxia_store, PartitionKeys(topic, 0, root))
     control = meta.control()
     meta.replace_control(control.record.with_changes(log_start_offset=6), control.version_id)  # step 1 only
 
-    result = retention(oxia_store, blob_store, root, topic, RetentionPolicy()).enforce(topic, 0)
+    result = retention(storage, topic, RetentionPolicy()).enforce(topic, 0)
 
     assert (result.log_start_after, result.ranges_removed, result.objects_deleted) == (6, 1, 1)
     assert [b.end_offset for b in meta.scan_index(1)] == [10, 11]
@@ -116,10 +115,10 @@ def test_a_truncation_that_died_after_moving_the_log_start_is_finished_by_the_ne
 
 
 def test_writers_keep_appending_and_the_log_start_survives_their_updates(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, topic: str, storage: Storage
 ) -> None:
-    compacted_log(writer, oxia_store, blob_store, root, topic, ranges=2)
-    retention(oxia_store, blob_store, root, topic, RetentionPolicy(max_age_ms=1), ahead_ms=1000).enforce(topic, 0)
+    compacted_log(writer, storage, topic, ranges=2)
+    retention(storage, topic, RetentionPolicy(max_age_ms=1), ahead_ms=1000).enforce(topic, 0)
     assert reader.partition_info(topic, 0).log_start == 11
     writer.append(topic, 0, [b"later"])
     info = reader.partition_info(topic, 0)
@@ -127,12 +126,11 @@ def test_writers_keep_appending_and_the_log_start_survives_their_updates(
 
 
 def test_garbage_collection_applies_retention_from_its_configuration(
-    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
-    compacted_log(writer, oxia_store, blob_store, root, topic, ranges=2)
+    compacted_log(writer, storage, topic, ranges=2)
     config = GcConfig(grace_ms=3_600_000, retention=RetentionConfig(topics={topic: RetentionPolicy(max_age_ms=1)}))
-    gc = GarbageCollector(oxia_store, blob_store, bucket=BUCKET, root=root, config=config,
-                          clock=lambda: time.time() + 10)
+    gc = GarbageCollector(dataclasses.replace(storage, clock=lambda: time.time() + 10), config=config)
 
     report = gc.collect()
 

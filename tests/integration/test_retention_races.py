@@ -16,6 +16,7 @@ never works below the log start. Both append protocols, each test under a root p
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from llog.config import WriterConfig
 from llog.errors import BlobNotFound, OffsetOutOfRange
 from llog.format.documents import AppendProtocol, CompactionState
 from llog.format.keys import PartitionKeys, S3Location
-from llog.protocol import compaction as compactor_points
+from llog.protocol import faults
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import FaultHook
 from llog.protocol.gc import GarbageCollector, GcConfig, GcReport
@@ -38,8 +39,7 @@ from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.retention import RetentionConfig, RetentionPolicy
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
-from llog.store.oxia import OxiaStore
-from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_model import COMPACTOR_CRASH_POINTS, GRACE_MS
@@ -53,9 +53,7 @@ PROTOCOLS = pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProto
 class Log:
     """One partition of a fresh topic under the test's own root, and what was acknowledged in it."""
 
-    oxia: OxiaStore
-    blobs: BlobStore
-    root: str
+    storage: Storage
     protocol: AppendProtocol
     topic: str = ""
     partition: int = 0
@@ -63,17 +61,15 @@ class Log:
     def __post_init__(self) -> None:
         self.topic = f"t-{uuid.uuid4().hex[:8]}"
         self.acked: dict[int, bytes] = {}
-        self.writer = LogWriter(
-            self.oxia, self.blobs, bucket=BUCKET, root=self.root, config=WriterConfig(append_protocol=self.protocol)
-        )
-        self.reader = LogReader(self.oxia, self.blobs, root=self.root)
-        self.manifests = ManifestStore(self.blobs, bucket=BUCKET, root=self.root)
+        self.writer = LogWriter(self.storage, config=WriterConfig(append_protocol=self.protocol))
+        self.reader = LogReader(self.storage)
+        self.manifests = ManifestStore(self.storage.blobs, bucket=BUCKET, root=self.storage.root)
         assert self.writer.initialize_partition(self.topic, self.partition)
         assert self.meta.control().record.sequential is (self.protocol is AppendProtocol.SEQUENTIAL)
 
     @property
     def meta(self) -> PartitionMetadata:
-        return PartitionMetadata(self.oxia, PartitionKeys(self.topic, self.partition, self.root))
+        return PartitionMetadata(self.storage.oxia, PartitionKeys(self.topic, self.partition, self.storage.root))
 
     def append(self, *values: bytes) -> None:
         result = self.writer.append(self.topic, self.partition, list(values))
@@ -83,7 +79,7 @@ class Log:
             self.acked[offset] = value
 
     def compactor(self, hook: FaultHook | None = None) -> Compactor:
-        return Compactor(self.oxia, self.blobs, bucket=BUCKET, root=self.root, fault_hook=hook)
+        return Compactor(self.storage, fault_hook=hook)
 
     def crash_compaction_at(self, point: str) -> None:
         with pytest.raises(SimulatedCrash):
@@ -94,14 +90,8 @@ class Log:
         retention = RetentionConfig(topics={self.topic: RetentionPolicy(max_bytes=max_bytes)})
         offset = 2 * GRACE_MS / 1000 if ahead else 0.0
         clock: Callable[[], float] = lambda: time.time() + offset  # noqa: E731
-        return GarbageCollector(
-            self.oxia,
-            self.blobs,
-            bucket=BUCKET,
-            root=self.root,
-            config=GcConfig(grace_ms=GRACE_MS, retention=retention),
-            clock=clock,
-        )
+        return GarbageCollector(dataclasses.replace(self.storage, clock=clock),
+                                config=GcConfig(grace_ms=GRACE_MS, retention=retention))
 
     def collect_garbage(self, max_bytes: int = 1, *, ahead: bool = True) -> GcReport:
         report = self.collector(max_bytes, ahead=ahead).collect()
@@ -114,7 +104,7 @@ class Log:
 
     def exists(self, uri: str) -> bool:
         try:
-            self.blobs.head(S3Location.parse(uri))
+            self.storage.blobs.head(S3Location.parse(uri))
         except BlobNotFound:
             return False
         return True
@@ -173,8 +163,8 @@ class Log:
         if index.pending is not None:
             assert self.exists(index.pending.ref.data_key)
         assert self.manifests.log_start(self.topic, self.partition) == start
-        keys = PartitionKeys(self.topic, self.partition, self.root)
-        for info in self.blobs.list(BUCKET, keys.manifest_prefix):
+        keys = PartitionKeys(self.topic, self.partition, self.storage.root)
+        for info in self.storage.blobs.list(BUCKET, keys.manifest_prefix):
             span = keys.parse_manifest_key(info.key)
             if span is None:
                 continue  # log-start.json
@@ -199,8 +189,8 @@ class Log:
 
 
 @pytest.fixture
-def make_log(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> Callable[[AppendProtocol], Log]:
-    return lambda protocol: Log(oxia_store, blob_store, root, protocol)
+def make_log(storage: Storage) -> Callable[[AppendProtocol], Log]:
+    return lambda protocol: Log(storage, protocol)
 
 
 @PROTOCOLS
@@ -210,7 +200,7 @@ def test_retention_leaves_a_range_whose_compaction_died_before_clearing_its_reco
     """The soak's five steps: append; compactor dies at after_cursor; append; GC with a size limit of 1 byte."""
     log = make_log(protocol)
     log.append(b"first-1", b"first-2")  # offsets 1-2
-    log.crash_compaction_at(compactor_points.AFTER_CURSOR)
+    log.crash_compaction_at(faults.COMPACTOR_AFTER_CURSOR)
     record = log.meta.compaction()
     assert record is not None
     assert record.state is CompactionState.UPDATING_CURSOR
@@ -265,7 +255,7 @@ def test_retention_after_a_compactor_died_at_any_point(
     log.collect_garbage(max_bytes=1)
     # After a crash before the record, [3, 6] became one range, the last entry: it stays. Otherwise the
     # resumed compaction finished [3, 5], which now goes, and offset 6 is the last entry.
-    assert log.log_start == (3 if point == compactor_points.AFTER_BLOB_PUT else 6)
+    assert log.log_start == (3 if point == faults.COMPACTOR_AFTER_BLOB_PUT else 6)
     log.check_reads()
     log.check_references()
     log.compact_once_checked()

@@ -22,6 +22,7 @@ from llog.errors import BlobStoreUnavailable
 from llog.format.keys import S3Location
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import HARNESS
 
@@ -111,7 +112,7 @@ def test_range_get_retries_then_returns_exact_bytes(store: BlobStore, location: 
 def test_an_append_whose_blob_never_became_durable_is_never_acknowledged(store: BlobStore, root: str) -> None:
     Faults(store, "PutObject", error_response(500, "InternalError"), times=100)
     oxia = OxiaStore(OxiaConfig(f"127.0.0.1:{free_port()}", connect_timeout_ms=500))
-    writer = LogWriter(oxia, store, bucket=BUCKET, root=root)
+    writer = LogWriter(Storage(oxia, store, BUCKET, root))
 
     results = writer.append_shared([SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("orders", 1, [b"b"])])
 

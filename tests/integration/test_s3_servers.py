@@ -13,6 +13,7 @@ reason, and ``LLOG_REQUIRE_VERSITYGW=1`` makes that a failure.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -30,15 +31,17 @@ import pytest
 
 from devserver.devstack import VersityGW, find_oxia_binary, find_versitygw_binary, free_port
 from llog.client.reader import LogReader
-from llog.client.writer import AFTER_BLOB_PUT, LogWriter, SharedAppendGroup
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData
 from llog.format.codec import Record
 from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
 from llog.protocol.compaction import Compactor
+from llog.protocol.faults import WRITER_AFTER_BLOB_PUT as AFTER_BLOB_PUT
 from llog.protocol.gc import GarbageCollector, GcConfig
 from llog.protocol.manifest import ManifestStore
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 
@@ -233,13 +236,18 @@ def test_wrong_credentials(s3_server: S3Server) -> None:
 
 
 @pytest.fixture
-def vgw_writer(oxia_store: OxiaStore, vgw_blobs: BlobStore, root: str) -> LogWriter:
-    return LogWriter(oxia_store, vgw_blobs, bucket=BUCKET, root=root)
+def vgw_storage(oxia_store: OxiaStore, vgw_blobs: BlobStore, root: str) -> Storage:
+    return Storage(oxia_store, vgw_blobs, BUCKET, root)
 
 
 @pytest.fixture
-def vgw_reader(oxia_store: OxiaStore, vgw_blobs: BlobStore, root: str) -> LogReader:
-    return LogReader(oxia_store, vgw_blobs, root=root)
+def vgw_writer(vgw_storage: Storage) -> LogWriter:
+    return LogWriter(vgw_storage)
+
+
+@pytest.fixture
+def vgw_reader(vgw_storage: Storage) -> LogReader:
+    return LogReader(vgw_storage)
 
 
 @pytest.mark.oxia
@@ -259,14 +267,14 @@ def test_append_and_read(vgw_writer: LogWriter, vgw_reader: LogReader, topic: st
     assert vgw_reader.high_watermark(topic, 0) == 4
 
 
-def gc(oxia: OxiaStore, blobs: BlobStore, root: str, *, ahead_ms: int = GRACE_MS + 60_000) -> GarbageCollector:
+def gc(storage: Storage, *, ahead_ms: int = GRACE_MS + 60_000) -> GarbageCollector:
     clock: Callable[[], float] = lambda: time.time() + ahead_ms / 1000  # noqa: E731
-    return GarbageCollector(oxia, blobs, bucket=BUCKET, root=root, config=GcConfig(grace_ms=GRACE_MS), clock=clock)
+    return GarbageCollector(dataclasses.replace(storage, clock=clock), config=GcConfig(grace_ms=GRACE_MS))
 
 
 @pytest.mark.oxia
 def test_compaction_then_gc(
-    vgw_writer: LogWriter, vgw_reader: LogReader, oxia_store: OxiaStore, vgw_blobs: BlobStore, topic: str, root: str
+    vgw_writer: LogWriter, vgw_reader: LogReader, vgw_blobs: BlobStore, topic: str, root: str, vgw_storage: Storage
 ) -> None:
     other = f"{topic}-x"
     for t in (topic, other):
@@ -275,14 +283,13 @@ def test_compaction_then_gc(
         vgw_writer.append_shared([SharedAppendGroup(topic, 0, [f"a{i}-{j}".encode() for j in range(i + 1)]),
                                   SharedAppendGroup(other, 0, [f"o{i}".encode()])])
     with pytest.raises(SimulatedCrash):  # an orphaned WAL blob: written, never committed
-        LogWriter(oxia_store, vgw_blobs, bucket=BUCKET, root=root, fault_hook=crash_at(AFTER_BLOB_PUT)).append(
-            topic, 0, [b"never committed"])
+        LogWriter(vgw_storage, fault_hook=crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"never committed"])
     before = [(r.offset, r.value) for r in vgw_reader.iter_from(topic, 0, 1)]
     wal = {o.key for o in vgw_blobs.list(BUCKET, shared_wal_prefix(root))}
     assert len(before) == 6
     assert len(wal) == 4
 
-    compactor = Compactor(oxia_store, vgw_blobs, bucket=BUCKET, root=root)
+    compactor = Compactor(vgw_storage)
     result = compactor.compact_once(topic, 0)
     assert (result.outcome, result.start_offset, result.end_offset) == ("compacted", 1, 6)
     assert [(r.offset, r.value) for r in vgw_reader.iter_from(topic, 0, 1)] == before
@@ -293,14 +300,14 @@ def test_compaction_then_gc(
     assert len(list(vgw_blobs.list(BUCKET, keys.compacted_prefix))) == 1
 
     # The other partition still reads the WAL blobs: only the orphan may go.
-    report = gc(oxia_store, vgw_blobs, root).collect()
+    report = gc(vgw_storage).collect()
     remaining = {o.key for o in vgw_blobs.list(BUCKET, shared_wal_prefix(root))}
     assert len(remaining) == 3
     assert report.wal_blobs_deleted == 1
 
     compactor.compact_once(other, 0)
     assert manifests.topics() == [other, topic]  # key order of the folders: "t-x/" sorts before "t/"
-    gc(oxia_store, vgw_blobs, root).collect()
+    gc(vgw_storage).collect()
     assert list(vgw_blobs.list(BUCKET, shared_wal_prefix(root))) == []
     assert [(r.offset, r.value) for r in vgw_reader.iter_from(topic, 0, 1)] == before
     assert [r.value for r in vgw_reader.iter_from(other, 0, 1)] == [b"o0", b"o1", b"o2"]

@@ -10,6 +10,7 @@ the one-way migration of a CAS partition.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import threading
 import time
@@ -18,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from llog.client.reader import LogReader
-from llog.client.writer import AFTER_BLOB_PUT, AFTER_RESERVE, LogWriter, SharedAppendGroup
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import LogFenced, OffsetOutOfRange
 from llog.format.documents import (
@@ -31,22 +32,19 @@ from llog.format.documents import (
     LogState,
 )
 from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
-from llog.protocol.append_sequential import AFTER_FENCE_MARKER, AFTER_SEQUENCE_PUT, SequentialAppender
+from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.catalog import LogCatalog
-from llog.protocol.compaction import (
-    AFTER_BLOB_PUT as COMPACTOR_AFTER_BLOB_PUT,
-)
-from llog.protocol.compaction import (
-    AFTER_CURSOR,
-    AFTER_DELETE,
-    AFTER_END_KEY,
-    AFTER_MANIFEST,
-    AFTER_RECORD,
-    Compactor,
-    CompactorConfig,
-    compact_until_caught_up,
-)
-from llog.protocol.faults import FaultHook
+from llog.protocol.compaction import Compactor, CompactorConfig, compact_until_caught_up
+from llog.protocol.faults import COMPACTOR_AFTER_BLOB_PUT, FaultHook
+from llog.protocol.faults import COMPACTOR_AFTER_CURSOR as AFTER_CURSOR
+from llog.protocol.faults import COMPACTOR_AFTER_DELETE as AFTER_DELETE
+from llog.protocol.faults import COMPACTOR_AFTER_END_KEY as AFTER_END_KEY
+from llog.protocol.faults import COMPACTOR_AFTER_MANIFEST as AFTER_MANIFEST
+from llog.protocol.faults import COMPACTOR_AFTER_RECORD as AFTER_RECORD
+from llog.protocol.faults import WRITER_AFTER_BLOB_PUT as AFTER_BLOB_PUT
+from llog.protocol.faults import WRITER_AFTER_FENCE_MARKER as AFTER_FENCE_MARKER
+from llog.protocol.faults import WRITER_AFTER_RESERVE as AFTER_RESERVE
+from llog.protocol.faults import WRITER_AFTER_SEQUENCE_PUT as AFTER_SEQUENCE_PUT
 from llog.protocol.gc import GarbageCollector, GcConfig
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata, SequenceRecord, VersionedControl
@@ -55,6 +53,7 @@ from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.store.metrics import OperationCounters
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_append_and_read import control_of
@@ -66,19 +65,19 @@ SEQUENTIAL = WriterConfig(append_protocol=AppendProtocol.SEQUENTIAL)
 GRACE_MS = 60 * 60 * 1000
 
 
-def seq_writer(oxia: OxiaStore, blobs: BlobStore, root: str, hook: FaultHook | None = None) -> LogWriter:
-    return LogWriter(oxia, blobs, bucket=BUCKET, root=root, config=SEQUENTIAL, fault_hook=hook)
+def seq_writer(storage: Storage, hook: FaultHook | None = None) -> LogWriter:
+    return LogWriter(storage, config=SEQUENTIAL, fault_hook=hook)
 
 
 @pytest.fixture
-def writer(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> LogWriter:
+def writer(storage: Storage) -> LogWriter:
     """A writer that creates sequential partitions (overrides the CAS one of conftest)."""
-    return seq_writer(oxia_store, blob_store, root)
+    return seq_writer(storage)
 
 
 @pytest.fixture
-def compactor(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> Compactor:
-    return Compactor(oxia_store, blob_store, bucket=BUCKET, root=root)
+def compactor(storage: Storage) -> Compactor:
+    return Compactor(storage)
 
 
 def meta_of(oxia: OxiaStore, root: str, topic: str, partition: int = 0) -> PartitionMetadata:
@@ -108,18 +107,17 @@ def wal_keys(blobs: BlobStore, root: str) -> set[str]:
     return {o.key for o in blobs.list(BUCKET, shared_wal_prefix(root))}
 
 
-def collector(oxia: OxiaStore, blobs: BlobStore, root: str, retention: RetentionConfig | None = None
-              ) -> GarbageCollector:
+def collector(storage: Storage, retention: RetentionConfig | None = None) -> GarbageCollector:
     ahead = GRACE_MS / 1000 + 60
     config = GcConfig(grace_ms=GRACE_MS, retention=retention or RetentionConfig())
-    return GarbageCollector(oxia, blobs, bucket=BUCKET, root=root, config=config, clock=lambda: time.time() + ahead)
+    return GarbageCollector(dataclasses.replace(storage, clock=lambda: time.time() + ahead), config=config)
 
 
 # --- append and read --------------------------------------------------------------------------
 
 
 def test_initialize_creates_a_sequential_partition_whoever_comes_first_decides(
-    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
     assert writer.initialize_partition(topic, 0) is True
     assert writer.initialize_partition(topic, 0) is False
@@ -127,7 +125,7 @@ def test_initialize_creates_a_sequential_partition_whoever_comes_first_decides(
     assert control.sequential
     assert control.generations == (Generation(1, 0),)
     # A CAS-configured writer neither changes it nor appends the CAS way.
-    cas = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
+    cas = LogWriter(storage)
     assert cas.initialize_partition(topic, 0) is False
     cas.append(topic, 0, [b"x"])
     assert cas_index_keys(oxia_store, root, topic) == []
@@ -156,11 +154,11 @@ def test_offsets_are_contiguous_and_every_record_reads_back(
 
 
 def test_an_append_is_one_oxia_write_and_no_read_and_control_is_never_written(
-    oxia_config: OxiaConfig, blob_store: BlobStore, topic: str, root: str
+    oxia_config: OxiaConfig, topic: str, root: str, storage: Storage
 ) -> None:
     counters = OperationCounters()
     with OxiaStore(oxia_config, counters=counters) as oxia:
-        writer = seq_writer(oxia, blob_store, root)
+        writer = seq_writer(dataclasses.replace(storage, oxia=oxia))
         writer.initialize_partition(topic, 0)
         writer.append(topic, 0, [b"warm"])  # the first append reads meta/control once
         version = oxia.get(PartitionKeys(topic, 0, root).control, partition_key=f"{topic}:0")
@@ -216,13 +214,13 @@ def test_concurrent_processes_get_unique_contiguous_offsets(
 
 
 def test_fence_keeps_what_was_acknowledged_and_rejects_everything_after(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
     writer.append(topic, 0, [b"c"])
 
-    fenced = seq_writer(oxia_store, blob_store, root).fence(topic, 0)
+    fenced = seq_writer(storage).fence(topic, 0)
     assert fenced.log_state is LogState.FENCED
     assert fenced.generations == (Generation(1, 0, 3),)
     assert control_of(oxia_store, root, topic, 0) == fenced
@@ -235,7 +233,7 @@ def test_fence_keeps_what_was_acknowledged_and_rejects_everything_after(
     assert positions(oxia_store, root, topic)[-1] == (5, 1)  # a void entry: never read
     # A writer without the cache reads meta/control and writes nothing.
     with pytest.raises(LogFenced):
-        seq_writer(oxia_store, blob_store, root).append(topic, 0, [b"later"])
+        seq_writer(storage).append(topic, 0, [b"later"])
     with pytest.raises(LogFenced):
         writer.append(topic, 0, [b"again"])  # the rejected writer now re-reads control first
     assert len(sequence(oxia_store, root, topic)) == 4
@@ -250,12 +248,12 @@ def test_fence_keeps_what_was_acknowledged_and_rejects_everything_after(
 
 
 def test_unfence_opens_a_new_generation_and_offsets_continue(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
-    stale = seq_writer(oxia_store, blob_store, root)
+    stale = seq_writer(storage)
     stale.append(topic, 0, [b"a"])  # caches generation 1
-    admin = seq_writer(oxia_store, blob_store, root)
+    admin = seq_writer(storage)
     admin.fence(topic, 0)
     reopened = admin.unfence(topic, 0)
     assert reopened.log_state is LogState.OPEN
@@ -274,7 +272,7 @@ def test_unfence_opens_a_new_generation_and_offsets_continue(
 
 
 def test_appends_racing_a_fence_are_either_kept_or_rejected_never_both(
-    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     acked: list[tuple[int, int, bytes]] = []
@@ -283,7 +281,7 @@ def test_appends_racing_a_fence_are_either_kept_or_rejected_never_both(
     started = threading.Barrier(5)
 
     def hammer(i: int) -> None:
-        with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, root=root, config=SEQUENTIAL) as w:
+        with seq_writer(dataclasses.replace(storage, oxia=OxiaStore(oxia_config), blobs=BlobStore(s3_config))) as w:
             started.wait()
             for n in range(10_000):
                 payload = f"w{i}-{n}".encode()
@@ -321,23 +319,23 @@ def test_appends_racing_a_fence_are_either_kept_or_rejected_never_both(
 
 
 def test_crash_after_the_blob_put_commits_nothing(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"lost"])
+        seq_writer(storage, crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"lost"])
     assert reader.high_watermark(topic, 0) == 0
     assert sequence(oxia_store, root, topic) == []
     assert writer.append(topic, 0, [b"kept"]).start_offset == 1
 
 
 def test_crash_after_the_sequential_put_leaves_a_committed_readable_append(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_SEQUENCE_PUT)).append(topic, 0, [b"b", b"c"])
+        seq_writer(storage, crash_at(AFTER_SEQUENCE_PUT)).append(topic, 0, [b"b", b"c"])
     # No pending state and nothing to recover: the put was the whole commit.
     assert reader.high_watermark(topic, 0) == 3
     assert values(reader, topic) == [b"a", b"b", b"c"]
@@ -346,12 +344,12 @@ def test_crash_after_the_sequential_put_leaves_a_committed_readable_append(
 
 
 def test_crash_after_the_fence_marker_is_finished_by_whoever_meets_the_marker(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+        seq_writer(storage, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
     assert control_of(oxia_store, root, topic, 0).log_state is LogState.OPEN  # the seal never happened
     assert reader.high_watermark(topic, 0) == 2  # readers find the last entry before the marker
 
@@ -366,13 +364,13 @@ def test_crash_after_the_fence_marker_is_finished_by_whoever_meets_the_marker(
 
 
 def test_unfence_after_a_crashed_fence_finishes_the_fence_then_reopens(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, topic: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
-    reopened = seq_writer(oxia_store, blob_store, root).unfence(topic, 0)
+        seq_writer(storage, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+    reopened = seq_writer(storage).unfence(topic, 0)
     assert reopened.generations == (Generation(1, 0, 1), Generation(2, 1))
     assert writer.append(topic, 0, [b"b"]).start_offset == 2
     assert values(reader, topic) == [b"a", b"b"]
@@ -394,15 +392,15 @@ def _unfence_first(monkeypatch: pytest.MonkeyPatch, finisher: LogWriter, unfence
 
 
 def test_a_writer_finishing_a_fence_never_fences_the_generation_an_unfence_opened(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str,
-    monkeypatch: pytest.MonkeyPatch, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, monkeypatch: pytest.MonkeyPatch, root: str,
+    storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
-    stale = seq_writer(oxia_store, blob_store, root)
+    stale = seq_writer(storage)
     stale.append(topic, 0, [b"a"])  # caches generation 1
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
-    _unfence_first(monkeypatch, stale, seq_writer(oxia_store, blob_store, root), topic)
+        seq_writer(storage, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+    _unfence_first(monkeypatch, stale, seq_writer(storage), topic)
 
     # The stale writer lands past the marker and sets out to finish that fence; the unfence gets there first.
     with pytest.raises(LogFenced):
@@ -416,15 +414,14 @@ def test_a_writer_finishing_a_fence_never_fences_the_generation_an_unfence_opene
 
 
 def test_concurrent_unfences_finishing_a_dead_fence_open_one_generation(
-    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, monkeypatch: pytest.MonkeyPatch,
-    root: str
+    writer: LogWriter, oxia_store: OxiaStore, topic: str, monkeypatch: pytest.MonkeyPatch, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
     with pytest.raises(SimulatedCrash):
-        seq_writer(oxia_store, blob_store, root, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
-    first = seq_writer(oxia_store, blob_store, root)
-    _unfence_first(monkeypatch, first, seq_writer(oxia_store, blob_store, root), topic)
+        seq_writer(storage, crash_at(AFTER_FENCE_MARKER)).fence(topic, 0)
+    first = seq_writer(storage)
+    _unfence_first(monkeypatch, first, seq_writer(storage), topic)
 
     reopened = first.unfence(topic, 0)
     assert reopened.log_state is LogState.OPEN
@@ -435,19 +432,19 @@ def test_concurrent_unfences_finishing_a_dead_fence_open_one_generation(
 
 
 def test_a_fence_whose_seal_loses_to_an_unfence_is_done(
-    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
     """The unfence finishes the fence (its marker is in force) and reopens: the fence took effect before the
     unfence and does not fence the new generation after it."""
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
-    admin = seq_writer(oxia_store, blob_store, root)
+    admin = seq_writer(storage)
 
     def unfence_after_the_marker(point: str) -> None:
         if point == AFTER_FENCE_MARKER:
             admin.unfence(topic, 0)
 
-    result = seq_writer(oxia_store, blob_store, root, unfence_after_the_marker).fence(topic, 0)
+    result = seq_writer(storage, unfence_after_the_marker).fence(topic, 0)
     assert result.log_state is LogState.OPEN
     assert control_of(oxia_store, root, topic, 0).generations == (Generation(1, 0, 1), Generation(2, 1))
     assert positions(oxia_store, root, topic, 2) == []
@@ -487,15 +484,15 @@ def test_compaction_rewrites_the_end_key_in_place_and_the_counter_never_rewinds(
     "point", [COMPACTOR_AFTER_BLOB_PUT, AFTER_RECORD, AFTER_END_KEY, AFTER_MANIFEST, AFTER_DELETE, AFTER_CURSOR]
 )
 def test_a_crashed_compaction_of_a_sequential_partition_is_finished_by_another(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str, point: str, root: str
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, point: str,
+    root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     for i in range(4):
         writer.append(topic, 0, [b"r%d" % i, b"s%d" % i])
     before = values(reader, topic)
     with pytest.raises(SimulatedCrash):
-        Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(point)).compact_once(topic, 0)
+        Compactor(storage, fault_hook=crash_at(point)).compact_once(topic, 0)
     assert values(reader, topic) == before
     writer.append(topic, 0, [b"during"])  # appends go on meanwhile
     compact_until_caught_up(compactor, topic, 0, budget_s=30)
@@ -548,11 +545,11 @@ def test_writers_appending_during_compaction_lose_nothing(
 
 def test_gc_keeps_referenced_blobs_and_deletes_those_of_void_entries(
     writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str, root: str
+    topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     kept = writer.append(topic, 0, [b"kept"])
-    seq_writer(oxia_store, blob_store, root).fence(topic, 0)
+    seq_writer(storage).fence(topic, 0)
     with pytest.raises(LogFenced):
         writer.append(topic, 0, [b"void"])  # a void entry in generation 1 names this blob
     void = sequence(oxia_store, root, topic)[-1]
@@ -562,23 +559,23 @@ def test_gc_keeps_referenced_blobs_and_deletes_those_of_void_entries(
     assert kept.wal_uri is not None
     kept_blob = S3Location.parse(kept.wal_uri).key
 
-    collector(oxia_store, blob_store, root).collect()
+    collector(storage).collect()
     left = wal_keys(blob_store, root)
     assert kept_blob in left  # referenced by a valid entry
     assert void_blob not in left  # only a void entry names it: never read, garbage
 
     compactor.compact_once(topic, 0)
-    collector(oxia_store, blob_store, root).collect()
+    collector(storage).collect()
     assert kept_blob not in wal_keys(blob_store, root)
     assert values(reader, topic) == [b"kept"]  # served by the compacted object the collector kept
 
 
 def test_retention_truncates_a_sequential_partition_and_keeps_every_counter(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
-    small = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, config=CompactorConfig(max_offsets_per_run=2))
-    stale = seq_writer(oxia_store, blob_store, root)
+    small = Compactor(storage, config=CompactorConfig(max_offsets_per_run=2))
+    stale = seq_writer(storage)
     stale.append(topic, 0, [b"g1-0"])  # it keeps generation 1 cached
     for i in range(1, 4):
         writer.append(topic, 0, [b"g1-%d" % i])
@@ -593,7 +590,7 @@ def test_retention_truncates_a_sequential_partition_and_keeps_every_counter(
     writer.append(topic, 0, [b"tail"])
 
     config = RetentionConfig(topics={topic: RetentionPolicy(max_bytes=1)})
-    result = Retention(oxia_store, blob_store, bucket=BUCKET, root=root, config=config).enforce(topic, 0)
+    result = Retention(storage, config=config).enforce(topic, 0)
     # Every compacted range may go but the last entry stays: the log starts at the WAL tail (offset 9).
     assert (result.log_start_before, result.log_start_after, result.ranges_removed) == (1, 9, 4)
     assert values(reader, topic) == [b"tail"]
@@ -609,24 +606,24 @@ def test_retention_truncates_a_sequential_partition_and_keeps_every_counter(
 
 
 def test_retention_racing_another_run_never_deletes_a_sealed_generations_marker(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str,
-    monkeypatch: pytest.MonkeyPatch, root: str
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, monkeypatch: pytest.MonkeyPatch, root: str,
+    storage: Storage
 ) -> None:
     """A run reads the generation table while generation 1 is open. Before it moves the log start, the partition
     is fenced, unfenced and written, and another run (with the new table) moves the log start into generation 2.
     The first run meets that log start: it must not clear generation 1 up to it, which would take the fence
     marker, the counter that keeps a writer still holding generation 1 void."""
     writer.initialize_partition(topic, 0)
-    small = Compactor(oxia_store, blob_store, bucket=BUCKET, root=root, config=CompactorConfig(max_offsets_per_run=2))
-    stale = seq_writer(oxia_store, blob_store, root)
+    small = Compactor(storage, config=CompactorConfig(max_offsets_per_run=2))
+    stale = seq_writer(storage)
     stale.append(topic, 0, [b"g1-0"])  # it keeps generation 1 cached
     writer.append(topic, 0, [b"g1-1"])
     compact_until_caught_up(small, topic, 0, budget_s=30)  # [1, 2] COMPACTED at position 2
     writer.append(topic, 0, [b"g1-2"])  # the WAL tail of generation 1, offset 3
 
     config = RetentionConfig(topics={topic: RetentionPolicy(max_bytes=1)})
-    slow = Retention(oxia_store, blob_store, bucket=BUCKET, root=root, config=config)
-    fast = Retention(oxia_store, blob_store, bucket=BUCKET, root=root, config=config)
+    slow = Retention(storage, config=config)
+    fast = Retention(storage, config=config)
     advance = Retention._advance
 
     def meanwhile(self: Retention, meta: PartitionMetadata, offset: int) -> int:
@@ -650,8 +647,7 @@ def test_retention_racing_another_run_never_deletes_a_sealed_generations_marker(
 
 
 def test_gc_applies_retention_to_sequential_partitions(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str, root: str
+    writer: LogWriter, reader: LogReader, compactor: Compactor, topic: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     for i in range(3):
@@ -659,7 +655,7 @@ def test_gc_applies_retention_to_sequential_partitions(
     compactor.compact_once(topic, 0)
     writer.append(topic, 0, [b"tail"])
     retention = RetentionConfig(topics={topic: RetentionPolicy(max_bytes=1)})
-    report = collector(oxia_store, blob_store, root, retention).collect()
+    report = collector(storage, retention).collect()
     assert not report.errors
     assert reader.partition_info(topic, 0).log_start == 4
     assert values(reader, topic) == [b"tail"]
@@ -669,17 +665,16 @@ def test_gc_applies_retention_to_sequential_partitions(
 
 
 def test_migration_keeps_the_cas_offsets_and_appends_continue_in_a_sequence(
-    reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+    reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
-    cas = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
+    cas = LogWriter(storage)
     cas.initialize_partition(topic, 0)
     cas.append(topic, 0, [b"a", b"b"])
     cas.append(topic, 0, [b"c"])
     compactor.compact_once(topic, 0)
     cas.append(topic, 0, [b"d"])
     with pytest.raises(SimulatedCrash):  # a pending append the migration must finish first
-        LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, fault_hook=crash_at(AFTER_RESERVE)).append(
-            topic, 0, [b"e"])
+        LogWriter(storage, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"e"])
 
     migrated = cas.migrate_to_sequential(topic, 0)
     assert migrated.sequential
@@ -689,7 +684,7 @@ def test_migration_keeps_the_cas_offsets_and_appends_continue_in_a_sequence(
 
     # Every writer, however configured, now appends with one sequential put.
     assert cas.append(topic, 0, [b"f"]).start_offset == 6
-    assert seq_writer(oxia_store, blob_store, root).append(topic, 0, [b"g", b"h"]).end_offset == 8
+    assert seq_writer(storage).append(topic, 0, [b"g", b"h"]).end_offset == 8
     assert positions(oxia_store, root, topic) == [(1, 0), (3, 0)]
     assert values(reader, topic) == [b"a", b"b", b"c", b"d", b"e", b"f", b"g", b"h"]
     assert [reader.read_offset(topic, 0, o).value for o in (1, 4, 5, 6, 8)] == [b"a", b"d", b"e", b"f", b"h"]
@@ -701,14 +696,14 @@ def test_migration_keeps_the_cas_offsets_and_appends_continue_in_a_sequence(
 
 
 def test_cas_appends_racing_a_migration_keep_unique_contiguous_offsets(
-    reader: LogReader, oxia_store: OxiaStore, oxia_config: OxiaConfig, s3_config: S3Config, blob_store: BlobStore,
-    topic: str, root: str
+    reader: LogReader, oxia_store: OxiaStore, oxia_config: OxiaConfig, s3_config: S3Config, topic: str, root: str,
+    storage: Storage
 ) -> None:
-    cas = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
+    cas = LogWriter(storage)
     cas.initialize_partition(topic, 0)
 
     def cas_appends(writer_id: int) -> list[tuple[int, int, bytes]]:
-        with LogWriter(OxiaStore(oxia_config), BlobStore(s3_config), bucket=BUCKET, root=root) as w:
+        with LogWriter(dataclasses.replace(storage, oxia=OxiaStore(oxia_config), blobs=BlobStore(s3_config))) as w:
             out = []
             for i in range(15):
                 payload = f"s{writer_id}-{i}".encode()
@@ -718,7 +713,7 @@ def test_cas_appends_racing_a_migration_keep_unique_contiguous_offsets(
                 out.append((r.start_offset, r.end_offset, payload))
             return out
 
-    patient = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root, config=WriterConfig(max_cas_attempts=10_000))
+    patient = LogWriter(storage, config=WriterConfig(max_cas_attempts=10_000))
     with ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(cas_appends, w) for w in range(4)]
         time.sleep(0.05)
@@ -734,10 +729,8 @@ def test_cas_appends_racing_a_migration_keep_unique_contiguous_offsets(
     assert bool(cas_index_keys(oxia_store, root, topic)) == (cas_end > 0)
 
 
-def test_migrating_a_fenced_partition_keeps_it_fenced(
-    reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
-) -> None:
-    cas = LogWriter(oxia_store, blob_store, bucket=BUCKET, root=root)
+def test_migrating_a_fenced_partition_keeps_it_fenced(reader: LogReader, topic: str, storage: Storage) -> None:
+    cas = LogWriter(storage)
     cas.initialize_partition(topic, 0)
     cas.append(topic, 0, [b"a"])
     cas.fence(topic, 0)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bench import cost_model as cm
+from functions.common import names
 from infra import functions as fns
 from infra.oxia import COORDINATOR_SIZE, DATA_SERVERS
 from infra.settings import LlogSettings
@@ -26,6 +27,7 @@ from llog.protocol.gc import GcConfig
 from llog.protocol.index import PartitionIndex
 from llog.service import consume
 from llog.service.http_contract import Limits
+from llog.store import fetch
 
 ROOT = Path(__file__).resolve().parents[2]
 A = cm.Assumptions()
@@ -277,12 +279,12 @@ def test_gc_capacity_is_the_smaller_of_the_deletion_cap_and_the_timeout() -> Non
 def test_function_memory_and_consume_wait_match_infra() -> None:
     c = cm.Code()
     specs = fns.SPECS
-    assert specs[fns.PRODUCE].memory_mib == c.produce_memory_mb
-    assert specs[fns.CONSUME].memory_mib == c.consume_memory_mb
-    assert specs[fns.COMPACTION_WORKER].memory_mib == c.worker_memory_mb
-    assert specs[fns.COMPACTION_PLANNER].memory_mib == c.planner_memory_mb
-    assert specs[fns.GC].memory_mib == c.gc_memory_mb
-    assert int(specs[fns.CONSUME].environment["LLOG_CONSUME_MAX_WAIT_MS"]) == c.consume_max_wait_s * 1000
+    assert specs[names.PRODUCE].memory_mib == c.produce_memory_mb
+    assert specs[names.CONSUME].memory_mib == c.consume_memory_mb
+    assert specs[names.COMPACTION_WORKER].memory_mib == c.worker_memory_mb
+    assert specs[names.COMPACTION_PLANNER].memory_mib == c.planner_memory_mb
+    assert specs[names.GC].memory_mib == c.gc_memory_mb
+    assert int(specs[names.CONSUME].environment["LLOG_CONSUME_MAX_WAIT_MS"]) == c.consume_max_wait_s * 1000
 
 
 def test_oxia_shapes_match_infra() -> None:
@@ -312,14 +314,14 @@ def test_protocol_limits_match_llog() -> None:
     # Compactor._select reads one page of the index from the cursor: at most this many WAL entries a run.
     assert re.search(rf"\.scan(_index)?\(cursor, limit={c.compaction_max_entries}\)", compactor)
     assert c.consume_max_batches == consume.MAX_BATCHES_PER_PARTITION
-    assert c.consume_fetch_threads == consume.FETCH_THREADS
+    assert c.consume_fetch_threads == fetch.FETCH_THREADS
     assert Limits().default_partition_max_bytes == c.consume_fetch_bytes
     assert GcConfig().grace_ms == c.gc_grace_s * 1000
     assert GcConfig().read_concurrency == c.gc_read_concurrency
     assert GcConfig().max_deletes_per_run == c.gc_max_deletes_per_run
     assert c.header_probe_bytes == gc.HEADER_PROBE_BYTES
     assert c.list_page == gc.WAL_CHUNK  # a listing page of blobs per round of header reads
-    assert fns.SPECS[fns.GC].timeout.to_seconds() == c.gc_timeout_s
+    assert fns.SPECS[names.GC].timeout.to_seconds() == c.gc_timeout_s
     assert inspect.signature(PartitionIndex.iter).parameters["page"].default == c.index_page
 
 

@@ -19,15 +19,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from llog.config import OxiaConfig, S3Config, root_prefix_from_env
 from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange
 from llog.format.codec import Headers, RecordBatch, decode_batch
-from llog.format.documents import ControlRecord, DataRef, IndexedBatch
-from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
+from llog.format.documents import ControlRecord, IndexedBatch
+from llog.format.keys import PartitionKeys
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
-from llog.store.oxia import OxiaStore
-from llog.store.s3 import BlobStore
+from llog.store.fetch import fetch_ref
+from llog.store.storage import Storage
 
 SCAN_PAGE = 256
 
@@ -54,19 +53,17 @@ class PartitionInfo:
 
 
 class LogReader:
-    """Reads partitions; safe to share between threads. Needs no bucket: index entries carry S3 URIs."""
+    """Reads partitions; safe to share between threads. Ignores the storage's bucket: index entries carry S3 URIs."""
 
-    def __init__(self, oxia: OxiaStore, blobs: BlobStore, *, root: str = DEFAULT_ROOT_PREFIX) -> None:
-        self.oxia = oxia
-        self.blobs = blobs
-        self.root = root
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
 
     @classmethod
     def from_env(cls) -> LogReader:
-        return cls(OxiaStore(OxiaConfig.from_env()), BlobStore(S3Config.from_env()), root=root_prefix_from_env())
+        return cls(Storage.from_env(writes_objects=False))
 
     def close(self) -> None:
-        self.oxia.close()
+        self.storage.close()
 
     def __enter__(self) -> LogReader:
         return self
@@ -75,7 +72,7 @@ class LogReader:
         self.close()
 
     def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
-        return PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
+        return PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
 
     # --- state -----------------------------------------------------------------
 
@@ -132,7 +129,7 @@ class LogReader:
 
     def fetch(self, batch: IndexedBatch) -> RecordBatch:
         """Download and decode the batch: a range GET for shared-blob slices, else a whole GET."""
-        data = fetch_ref(self.blobs, batch.entry.ref)
+        data = fetch_ref(self.storage.blobs, batch.entry.ref)
         return decode_batch(data, expected_count=batch.entry.msg_count)
 
     # --- reads -----------------------------------------------------------------
@@ -205,13 +202,6 @@ class LogReader:
             for offset in range(next_offset, stop + 1):
                 yield record_at(records, batch.start_offset, offset)
             next_offset = stop + 1
-
-
-def fetch_ref(blobs: BlobStore, ref: DataRef) -> bytes:
-    location = S3Location.parse(ref.data_key)
-    if ref.byte_offset is not None and ref.byte_length is not None:
-        return blobs.get_range(location, ref.byte_offset, ref.byte_length)
-    return blobs.get(location)
 
 
 def record_at(batch: RecordBatch, start_offset: int, offset: int) -> LogRecord:

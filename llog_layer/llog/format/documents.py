@@ -492,6 +492,14 @@ class CompactionRecord:
         )
 
 
+END_OFFSET_METADATA = "llog-end-offset"
+
+
+def compacted_object_metadata(start: int, end: int) -> dict[str, str]:
+    """S3 user metadata of a compacted object: lets GC find the index key that should reference it (docs/GC.md)."""
+    return {"llog-start-offset": str(start), END_OFFSET_METADATA: str(end)}
+
+
 MANIFEST_FORMAT = "llog-compacted-range-v1"
 
 

@@ -1,1 +1,136 @@
-"""The log's state machines (docs/PROTOCOL.md)."""
+"""The log's protocol: every action, the function that performs it, its crash points and what it keeps.
+
+Functions are named relative to ``llog.protocol`` (or in full); crash points
+are the strings of the catalogue in ``llog.protocol.faults``; "keeps" names
+the invariants below. ``tests/unit/test_protocol_table.py`` checks that every
+name here exists.
+
+| #   | action              | function                                     | crash points              | keeps       |
+|-----|---------------------|----------------------------------------------|---------------------------|-------------|
+| A1  | initialize          | metadata.PartitionMetadata.create            |                           | I10         |
+| A2  | write the WAL blob  | llog.client.writer.LogWriter.append_shared   | writer.after_blob_put     | I4 I8       |
+| A3  | append (CAS)        | append_cas.append                            |                           | I1 I2 I4 I7 |
+| A4  | reserve             | append_cas.reserve                           | writer.after_reserve      | I1 I2 I7    |
+| A5  | materialize         | append_cas.materialize                       | writer.after_index_write  | I4 I6       |
+| A6  | clear pending       | append_cas.clear_pending                     |                           | I1 I6       |
+|     |                     | append_cas.remove_stale                      |                           |             |
+| A7  | recover pending     | append_cas.recover_pending                   | writer.after_index_write  | I7          |
+|     |                     | append_cas.finish_pending                    |                           |             |
+| A8  | append (sequential) | append_sequential.SequentialAppender.commit  | writer.after_sequence_put | I1 I2 I4 I7 |
+| A9  | fence               | fence.fence                                  | writer.after_index_write  | I2 I7       |
+|     |                     | fence.set_state                              | writer.after_fence_marker |             |
+|     |                     | append_sequential.SequentialAppender.fence   |                           |             |
+| A10 | unfence             | fence.unfence                                | writer.after_index_write  | I1 I2       |
+|     |                     | append_sequential.SequentialAppender.unfence | writer.after_fence_marker |             |
+| A11 | migrate             | fence.migrate_to_sequential                  | writer.after_index_write  | I1 I2 I7    |
+| A12 | compact: recover    | append_cas.recover_pending                   |                           | I7          |
+| A13 | compact: resume     | compaction.Compactor._finish                 |                           | I3          |
+| A14 | compact: select     | compaction.Compactor._select                 |                           | I5 I6       |
+| A15 | compact: write      | compaction.Compactor._rewrite                | compactor.after_blob_put  | I3 I8       |
+| A16 | compact: record     | compaction.Compactor.compact_once            | compactor.after_record    | I6 I8       |
+|     |                     | metadata.PartitionMetadata.create_compaction |                           |             |
+| A17 | compact: end key    | compaction.Compactor._write_end_key          | compactor.after_end_key   | I3          |
+| A18 | compact: manifest   | manifest.ManifestStore.publish               | compactor.after_manifest  | I4          |
+| A19 | compact: delete old | index.PartitionIndex.delete_entries          | compactor.after_delete    | I1 I3 I6    |
+| A20 | compact: cursor     | compaction.Compactor._advance_cursor         | compactor.after_cursor    | I5          |
+| A21 | compact: clear      | metadata.PartitionMetadata.delete_compaction |                           | I6          |
+| A22 | GC                  | gc.GarbageCollector.collect                  |                           | I8          |
+|     |                     | gc.GarbageCollector.collect_wal              |                           |             |
+|     |                     | gc.GarbageCollector.collect_compacted        |                           |             |
+| A23 | retention           | retention.Retention.enforce                  |                           | I1 I8 I9    |
+|     |                     | retention.plan_log_start                     |                           |             |
+| A24 | claims              | claims.CompactorClaims.try_claim             |                           |             |
+|     |                     | claims.CompactorClaims.held                  |                           |             |
+|     |                     | claims.CompactorClaims.release               |                           |             |
+
+Each action, where it is specified and what it does:
+
+* A1 initialize (docs/PROTOCOL.md, "Initialize"): register the partition,
+  then create ``meta/compaction-cursor``, then ``meta/control``, each
+  create-only; whoever creates ``meta/control`` fixes the append protocol.
+* A2 write the WAL blob (docs/PROTOCOL.md, "Append"): validate and encode
+  every group, PUT one ``LLS1`` blob, then commit each partition by the
+  protocol its ``meta/control`` names (A3 or A8). A crash here leaves an
+  object nothing references.
+* A3 append, CAS protocol (docs/PROTOCOL.md, "Append"): read
+  ``meta/control``, recover a pending append (A7), reserve (A4), materialize
+  (A5), clear pending (A6).
+* A4 reserve (docs/PROTOCOL.md, "Append"): CAS ``meta/control`` to advance
+  ``sequence_counter`` (and with it the high watermark) past the batch and
+  record it as ``pending``: the commit point. Refused on a FENCED record and
+  after the commit deadline; a lost CAS backs off and retries, an ambiguous
+  one is resolved (docs/PROTOCOL.md, "Ambiguous failures").
+* A5 materialize (docs/PROTOCOL.md, "Append"): create the index entry at the
+  batch's end offset, create-only.
+* A6 clear pending (docs/PROTOCOL.md, "Why index entries are only ever
+  created, and the stale-key check"): CAS ``meta/control`` to ``pending =
+  null``. If someone else finished the append, remove its entry again should
+  it sit below a compacted range.
+* A7 recover pending (docs/PROTOCOL.md, "Finishing a pending append
+  (recovery)"): whoever finds a ``pending`` (a writer, a fence, the
+  compactor) performs A5-A6 for it.
+* A8 append, sequential protocol (docs/SEQUENTIAL_APPEND.md, "4. Append"):
+  one sequential put of the index entry assigns the offsets and commits; a key
+  past a fence marker is void and the append is ``LogFenced``.
+* A9 fence (docs/PROTOCOL.md, "Fence and unfence"; docs/SEQUENTIAL_APPEND.md,
+  "5. Fence and unfence"): CAS partition: finish a pending append, then CAS
+  ``log_state = FENCED``. Sequential: put a fence marker, then seal the
+  generation in ``meta/control``.
+* A10 unfence (the same sections): CAS ``log_state = OPEN``; a sequential
+  partition gets a new generation starting where the sealed one ended.
+* A11 migrate (docs/SEQUENTIAL_APPEND.md, "9. Migration from the CAS
+  protocol"): finish a pending append, then CAS ``meta/control`` to the
+  sequential protocol; the CAS index becomes generation 0. One way.
+* A12-A21 compaction (docs/PROTOCOL.md, "Compaction", steps 1-8): finish a
+  pending append; resume a recorded compaction from the state it names;
+  select WAL entries from the cursor; PUT the compacted object; create
+  ``meta/compaction`` create-only (only while the cursor still equals the
+  range's start, before the commit deadline); CAS the end key to one
+  COMPACTED entry (the commit point); publish the manifest; delete the lower
+  keys; advance the cursor; delete ``meta/compaction``.
+* A22 GC (docs/GC.md, "The safety argument"): delete WAL blobs and compacted
+  objects older than the grace period that nothing references.
+* A23 retention (docs/RETENTION.md, "Truncation"): CAS the log start forward
+  past whole compacted ranges below the cursor (the commit point), then
+  publish it next to the manifests and delete the index keys and objects
+  below it.
+* A24 claims (docs/PROTOCOL.md, "Compaction"): an ephemeral
+  ``meta/compactor-claim`` per partition. It only avoids wasted work: no
+  invariant rests on it.
+
+Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protocols):
+
+* I1 Offsets are monotonic and contiguous: each commit takes the offsets
+  right after the previous one's, no offset is assigned twice or skipped, and
+  the counter never moves back (nothing deletes a partition's last entry or a
+  sequence's highest key).
+* I2 A fenced log rejects appends: from the moment ``fence`` returns until an
+  unfence, no append commits (a reservation needs the record it read, OPEN; a
+  sequential put past the marker is void forever).
+* I3 Compaction preserves data: the same records at the same offsets, at
+  every step (the end key covers the whole range before any lower key goes).
+* I4 No phantom entries: every index entry (and ``pending``, and manifest)
+  points at bytes that exist, written by an append that reached its commit
+  point (acknowledged, or reported ``AppendOutcomeUnknown``) or by a committed
+  compaction; a rejected append is never readable.
+* I5 Cursor <= next offset: the compaction cursor only moves forward, and
+  never past the high watermark + 1.
+* I6 No overlapping index ranges: the append path only creates keys, one
+  compaction is recorded at a time, a stale key a stalled writer re-creates
+  below a compacted range is removed again, and a compaction's end key
+  overlaps its lower keys only while in flight, with the same records (I3).
+  docs/PROTOCOL.md names the one residual case (a party that re-creates a
+  stale key and dies before its check).
+* I7 An acknowledged append stays readable at its offsets: through ``pending``
+  until materialized, and across fence, migration and compaction; only
+  retention removes it, below the log start.
+* I8 GC and retention never delete a referenced object: nothing makes a first
+  reference to an object later than the commit deadline after its PUT began,
+  GC deletes only unreferenced objects older than the grace period (which
+  exceeds it), and retention deletes only the objects of ranges below a log
+  start it has already moved.
+* I9 The log start only moves forward, only past whole compacted ranges below
+  the compaction cursor and any running compaction.
+* I10 Every initialized partition is registered: the registry record is
+  written before ``meta/control``.
+"""

@@ -19,13 +19,12 @@ whose offsets continue where the fenced one ended.
 ``SequentialAppender`` holds the writer side (append, fence, unfence) and a
 per-writer cache of each partition's open generation, so the common path is
 one sequential put and no read. ``LogWriter`` routes each partition here or to
-the CAS protocol by what its ``meta/control`` says.
+the CAS protocol (``llog.protocol.append_cas``) by what its ``meta/control`` says.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 import uuid
@@ -54,13 +53,11 @@ from llog.format.documents import (
     LogState,
 )
 from llog.format.keys import MAX_GENERATION, PartitionKeys
+from llog.protocol.faults import WRITER_AFTER_FENCE_MARKER, WRITER_AFTER_SEQUENCE_PUT
 from llog.protocol.index import SequenceSegment
 from llog.protocol.metadata import APPEND_DELTAS_FENCES, FENCE_DELTAS, PartitionMetadata, VersionedControl
 
 log = logging.getLogger(__name__)
-
-AFTER_SEQUENCE_PUT = "writer.after_sequence_put"
-AFTER_FENCE_MARKER = "writer.after_fence_marker"
 
 # An append re-targets only when an unfence opened a newer generation while it
 # was in flight; more hops than this means the partition is being fenced and
@@ -215,7 +212,7 @@ class SequentialAppender:
                     f"lost the answer to the sequential put into {meta.keys.topic}/{meta.keys.partition}; "
                     f"the records may or may not have been committed: {exc}"
                 ) from exc
-            self._fault(AFTER_SEQUENCE_PUT)
+            self._fault(WRITER_AFTER_SEQUENCE_PUT)
             if key.fences == 0:
                 start, end = entry_offsets(target.base, key.position, count)
                 return start, end, meta.keys.sequence_key(key.generation, key.position)
@@ -240,10 +237,6 @@ class SequentialAppender:
 
     # --- fence and unfence --------------------------------------------------------
 
-    def _backoff(self, attempt: int) -> None:
-        delay_ms = min(self.config.cas_backoff_initial_ms * 2**attempt, self.config.cas_backoff_max_ms)
-        time.sleep(delay_ms * (0.5 + random.random()) / 1000)
-
     def fence(self, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
         """Put a fence marker into the open generation (unless one is there), then seal it in ``meta/control``.
 
@@ -261,7 +254,8 @@ class SequentialAppender:
         just unfenced.
         """
         fencing = current.record.current_generation.number
-        for attempt in range(self.config.max_cas_attempts):
+        backoff = self.config.cas_backoff()
+        for _ in range(self.config.max_cas_attempts):
             record = current.record
             generation = record.current_generation
             if generation.end is not None or generation.number != fencing:
@@ -271,7 +265,7 @@ class SequentialAppender:
             if tail is None or not tail.void:
                 marker = FenceMarker(uuid.uuid4().hex, int(self._clock() * 1000))
                 key = meta.append_to_sequence(generation.number, marker.encode(), FENCE_DELTAS)
-                self._fault(AFTER_FENCE_MARKER)
+                self._fault(WRITER_AFTER_FENCE_MARKER)
                 if key.fences == 1:
                     # The first marker: it went on top of the last valid key (or an empty sequence).
                     last_valid = key.position - 1
@@ -285,7 +279,7 @@ class SequentialAppender:
             try:
                 meta.replace_control(sealed, current.version_id)
             except VersionConflict:
-                self._backoff(attempt)
+                backoff.wait()
                 current = meta.control()
                 continue
             self.forget(meta.keys)
@@ -297,7 +291,8 @@ class SequentialAppender:
 
     def unfence(self, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
         """Open a new generation after the sealed one. Idempotent; finishes a fence left half-done first."""
-        for attempt in range(self.config.max_cas_attempts):
+        backoff = self.config.cas_backoff()
+        for _ in range(self.config.max_cas_attempts):
             record = current.record
             generation = record.current_generation
             if generation.end is None:
@@ -313,7 +308,7 @@ class SequentialAppender:
             try:
                 meta.replace_control(reopened, current.version_id)
             except VersionConflict:
-                self._backoff(attempt)
+                backoff.wait()
                 current = meta.control()
                 continue
             self.remember(meta.keys, reopened)

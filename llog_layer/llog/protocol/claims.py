@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from llog.errors import SessionExpired, VersionConflict
-from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys
+from llog.format.keys import PartitionKeys
 from llog.store.oxia import CREATE_ONLY, OxiaStore
 
 
@@ -36,7 +36,7 @@ class CompactorClaims:
         oxia: OxiaStore,
         compactor_id: str,
         *,
-        root: str = DEFAULT_ROOT_PREFIX,
+        root: str,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.oxia = oxia

@@ -33,8 +33,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
-from llog.client.writer import LogWriter
 from llog.config import Environ, env_int
 from llog.errors import CommitDeadlineExceeded, InconsistentReadState, VersionConflict
 from llog.format.codec import ENCODING, Record, decode_batch, encode_batch
@@ -47,25 +47,26 @@ from llog.format.documents import (
     EntryType,
     IndexedBatch,
     IndexEntry,
+    compacted_object_metadata,
 )
-from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location
-from llog.protocol.faults import FaultHook
+from llog.format.keys import PartitionKeys, S3Location
+from llog.protocol import append_cas
+from llog.protocol.faults import (
+    COMPACTOR_AFTER_BLOB_PUT,
+    COMPACTOR_AFTER_CURSOR,
+    COMPACTOR_AFTER_DELETE,
+    COMPACTOR_AFTER_END_KEY,
+    COMPACTOR_AFTER_MANIFEST,
+    COMPACTOR_AFTER_RECORD,
+    FaultHook,
+)
 from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
-from llog.service.consume import BlobFetcher
-from llog.store.oxia import CREATE_ONLY, OxiaStore
-from llog.store.s3 import BlobStore
+from llog.store.fetch import BlobFetcher
 from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
-
-AFTER_BLOB_PUT = "compactor.after_blob_put"
-AFTER_RECORD = "compactor.after_record"
-AFTER_END_KEY = "compactor.after_end_key"
-AFTER_MANIFEST = "compactor.after_manifest"
-AFTER_DELETE = "compactor.after_delete"
-AFTER_CURSOR = "compactor.after_cursor"
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,12 @@ class CompactorConfig:
         )
 
 
-END_OFFSET_METADATA = "llog-end-offset"
+class CompactionOutcome(StrEnum):
+    """What one ``compact_once`` call did."""
 
-
-def compacted_object_metadata(start: int, end: int) -> dict[str, str]:
-    """S3 user metadata of a compacted object: lets GC find the index key that should reference it."""
-    return {"llog-start-offset": str(start), END_OFFSET_METADATA: str(end)}
+    COMPACTED = "compacted"  # rewrote a run and swapped the index over to it
+    RESUMED = "resumed"  # finished a run a previous compactor left part-way
+    NOTHING_TO_DO = "nothing_to_do"  # caught up, or another compactor took the run
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class CompactionResult:
 
     topic: str
     partition: int
-    outcome: str  # "compacted", "resumed" or "nothing_to_do"
+    outcome: CompactionOutcome
     start_offset: int | None = None
     end_offset: int | None = None
     records: int = 0
@@ -124,45 +125,28 @@ class _Stages:
 
 class Compactor:
     def __init__(
-        self,
-        oxia: OxiaStore,
-        blobs: BlobStore,
-        *,
-        bucket: str,
-        root: str = DEFAULT_ROOT_PREFIX,
-        config: CompactorConfig | None = None,
-        fault_hook: FaultHook | None = None,
-        clock: Callable[[], float] = time.time,
+        self, storage: Storage, *, config: CompactorConfig | None = None, fault_hook: FaultHook | None = None
     ) -> None:
-        self.oxia = oxia
-        self.blobs = blobs
-        self.bucket = bucket
-        self.root = root
+        self.storage = storage
         self.config = config or CompactorConfig()
         self._fault_hook = fault_hook
-        self._clock = clock
-        self.manifests = ManifestStore(blobs, bucket=bucket, root=root)
-        # Pending-append recovery is the writer's protocol; reuse it, never copy it.
-        self._writer = LogWriter(oxia, blobs, bucket=bucket, root=root)
+        self.manifests = ManifestStore(storage.blobs, bucket=storage.bucket, root=storage.root)
 
     @classmethod
     def from_env(cls) -> Compactor:
-        storage = Storage.from_env()
-        return cls(
-            storage.oxia, storage.blobs, bucket=storage.bucket, root=storage.root, config=CompactorConfig.from_env()
-        )
+        return cls(Storage.from_env(), config=CompactorConfig.from_env())
 
     def close(self) -> None:
-        self.oxia.close()
+        self.storage.close()
 
     def _fault(self, point: str) -> None:
         if self._fault_hook is not None:
             self._fault_hook(point)
 
     def compact_once(self, topic: str, partition: int) -> CompactionResult:
-        meta = PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
+        meta = PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
         stages = _Stages()
-        recovered = self._writer.recover_pending(topic, partition)
+        recovered = append_cas.recover_pending(meta)
         stages.mark("recover_pending")
 
         inflight = meta.compaction()
@@ -171,7 +155,7 @@ class Compactor:
             return CompactionResult(
                 topic,
                 partition,
-                "resumed",
+                CompactionOutcome.RESUMED,
                 inflight.start_offset,
                 inflight.end_offset,
                 inflight.msg_count,
@@ -185,17 +169,21 @@ class Compactor:
         stages.mark("select")
         if not run:
             return CompactionResult(
-                topic, partition, "nothing_to_do", recovered_pending=recovered, stage_seconds=stages.seconds
+                topic,
+                partition,
+                CompactionOutcome.NOTHING_TO_DO,
+                recovered_pending=recovered,
+                stage_seconds=stages.seconds,
             )
 
         start, end = run[0].start_offset, run[-1].end_offset
         body = self._rewrite(run, start, end)
         stages.mark("read_and_encode")
-        location = S3Location(self.bucket, meta.keys.compacted_object_key())
+        location = S3Location(self.storage.bucket, meta.keys.compacted_object_key())
         commit_deadline = time.monotonic() + self.config.max_commit_delay_ms / 1000
-        self.blobs.put(location, body, metadata=compacted_object_metadata(start, end))
+        self.storage.blobs.put(location, body, metadata=compacted_object_metadata(start, end))
         stages.mark("write_object")
-        self._fault(AFTER_BLOB_PUT)
+        self._fault(COMPACTOR_AFTER_BLOB_PUT)
 
         record = CompactionRecord(
             compaction_id=uuid.uuid4().hex,
@@ -204,40 +192,41 @@ class Compactor:
             end_offset=end,
             msg_count=end - start + 1,
             data_key=location.uri,
-            created_at_ms=int(self._clock() * 1000),
+            created_at_ms=int(self.storage.clock() * 1000),
             last_source_start_offset=run[-1].start_offset,
             data_bytes=len(body),
         )
         if meta.cursor().offset != start:
             # Another compactor committed a range while we were reading and writing.
             return CompactionResult(
-                topic, partition, "nothing_to_do", recovered_pending=recovered, stage_seconds=stages.seconds
+                topic,
+                partition,
+                CompactionOutcome.NOTHING_TO_DO,
+                recovered_pending=recovered,
+                stage_seconds=stages.seconds,
             )
         if time.monotonic() > commit_deadline:
             raise CommitDeadlineExceeded(
                 f"{self.config.max_commit_delay_ms} ms passed since the compacted object was written; "
                 "it is left for garbage collection"
             )
-        try:
-            self.oxia.put(
-                meta.keys.compaction,
-                record.encode(),
-                partition_key=meta.keys.partition_key,
-                expected_version_id=CREATE_ONLY,
-            )
-        except VersionConflict:
+        if not meta.create_compaction(record):
             # Another compactor got here first; our object is an orphan for GC.
             log.warning("compaction of %s/%s already in flight elsewhere", topic, partition)
             return CompactionResult(
-                topic, partition, "nothing_to_do", recovered_pending=recovered, stage_seconds=stages.seconds
+                topic,
+                partition,
+                CompactionOutcome.NOTHING_TO_DO,
+                recovered_pending=recovered,
+                stage_seconds=stages.seconds,
             )
         stages.mark("record")
-        self._fault(AFTER_RECORD)
+        self._fault(COMPACTOR_AFTER_RECORD)
         self._finish(meta, stages)
         return CompactionResult(
             topic,
             partition,
-            "compacted",
+            CompactionOutcome.COMPACTED,
             start,
             end,
             record.msg_count,
@@ -271,7 +260,7 @@ class Compactor:
         return run
 
     def _rewrite(self, run: list[IndexedBatch], start: int, end: int) -> bytes:
-        fetcher = BlobFetcher(self.blobs)
+        fetcher = BlobFetcher(self.storage.blobs)
         fetcher.prefetch([b.entry.ref for b in run])
         records: list[Record] = []
         for batch in run:
@@ -289,16 +278,15 @@ class Compactor:
         Each round re-reads the record, so a conflict (another compactor moved
         it on) simply continues from wherever it now stands.
         """
-        keys = meta.keys
         # One read of meta/control per record: read after the record exists, it knows the generation of its
         # range (which never changes). Not reused for another record: its range may be in a newer generation,
         # and deleting keys by a stale generation table could hit a sequence's highest key.
         indexes: dict[str, PartitionIndex] = {}
         while True:
-            found = self.oxia.get(keys.compaction, partition_key=keys.partition_key)
+            found = meta.versioned_compaction()
             if found is None:
                 return  # done, by us or by another compactor
-            record, version = CompactionRecord.decode(found.value), found.version_id
+            record, version = found.record, found.version_id
             try:
                 if record.state is CompactionState.WRITING_COMPACTED_INDEX:
                     if meta.cursor().offset != record.start_offset:
@@ -306,27 +294,27 @@ class Compactor:
                         # compaction moved the cursor: its range is no longer the next
                         # one. While a record exists no compaction can finish, so this
                         # cursor read is authoritative. Drop it; GC takes the object.
-                        self.oxia.delete(keys.compaction, partition_key=keys.partition_key, expected_version_id=version)
+                        meta.delete_compaction(version)
                         stages.mark("abandon_stale_record")
                         continue
                     self._write_end_key(self._index_for(meta, record, indexes), record)
                     stages.mark("end_key")
-                    self._fault(AFTER_END_KEY)
+                    self._fault(COMPACTOR_AFTER_END_KEY)
                     self._set_state(meta, record, version, CompactionState.DELETING_OLD)
                 elif record.state is CompactionState.DELETING_OLD:
                     # After the commit point (the end key), so no manifest names an orphan.
-                    self.manifests.publish(CompactedRange.of(keys.topic, keys.partition, record))
+                    self.manifests.publish(CompactedRange.of(meta.keys.topic, meta.keys.partition, record))
                     stages.mark("manifest")
-                    self._fault(AFTER_MANIFEST)
+                    self._fault(COMPACTOR_AFTER_MANIFEST)
                     self._index_for(meta, record, indexes).delete_entries(record.start_offset, record.end_offset)
                     stages.mark("delete_old")
-                    self._fault(AFTER_DELETE)
+                    self._fault(COMPACTOR_AFTER_DELETE)
                     self._set_state(meta, record, version, CompactionState.UPDATING_CURSOR)
                 else:
                     self._advance_cursor(meta, record.end_offset + 1)
                     stages.mark("cursor")
-                    self._fault(AFTER_CURSOR)
-                    self.oxia.delete(keys.compaction, partition_key=keys.partition_key, expected_version_id=version)
+                    self._fault(COMPACTOR_AFTER_CURSOR)
+                    meta.delete_compaction(version)
                     stages.mark("clear_record")
             except VersionConflict:
                 continue
@@ -340,18 +328,12 @@ class Compactor:
             index = cache[record.compaction_id] = PartitionIndex.load(meta)
         return index
 
-    def _set_state(
-        self, meta: PartitionMetadata, record: CompactionRecord, version: int, state: CompactionState
-    ) -> None:
-        self.oxia.put(
-            meta.keys.compaction,
-            replace(record, state=state).encode(),
-            partition_key=meta.keys.partition_key,
-            expected_version_id=version,
-        )
+    @staticmethod
+    def _set_state(meta: PartitionMetadata, record: CompactionRecord, version: int, state: CompactionState) -> None:
+        meta.replace_compaction(replace(record, state=state), version)
 
-    def _write_end_key(self, index: PartitionIndex, record: CompactionRecord) -> None:
-        meta = index.meta
+    @staticmethod
+    def _write_end_key(index: PartitionIndex, record: CompactionRecord) -> None:
         found = index.locate(record.end_offset)
         if found is None:
             raise InconsistentReadState(f"the end key of compaction {record.compaction_id} is missing")
@@ -371,22 +353,16 @@ class Compactor:
         )
         # A compare-and-set on the existing key: it never creates a key, so in a
         # sequence it never moves the counter.
-        self.oxia.put(found.key, entry.encode(), partition_key=meta.keys.partition_key, expected_version_id=version)
+        index.meta.replace_entry(found.key, entry, version)
 
-    def _advance_cursor(self, meta: PartitionMetadata, offset: int) -> None:
-        keys = meta.keys
+    @staticmethod
+    def _advance_cursor(meta: PartitionMetadata, offset: int) -> None:
         while True:
-            found = self.oxia.get(keys.compaction_cursor, partition_key=keys.partition_key)
-            current = CompactionCursor() if found is None else CompactionCursor.decode(found.value)
-            if current.offset >= offset:
+            current = meta.versioned_cursor()
+            if current.cursor.offset >= offset:
                 return  # the cursor only moves forward
             try:
-                self.oxia.put(
-                    keys.compaction_cursor,
-                    CompactionCursor(offset).encode(),
-                    partition_key=keys.partition_key,
-                    expected_version_id=CREATE_ONLY if found is None else found.version_id,
-                )
+                meta.replace_cursor(CompactionCursor(offset), current.version_id)
                 return
             except VersionConflict:
                 continue
@@ -401,6 +377,6 @@ def compact_until_caught_up(
     while clock() < deadline:
         result = compactor.compact_once(topic, partition)
         results.append(result)
-        if result.outcome == "nothing_to_do":
+        if result.outcome is CompactionOutcome.NOTHING_TO_DO:
             break
     return results

@@ -1,9 +1,15 @@
 """Named crash points, so tests can stop a component between any two storage steps.
 
-A component calls ``self._fault("writer.after_reserve")`` between steps. In
-production the hook is ``None`` and nothing happens; tests pass a hook that
-raises at a chosen point (``tests/faults.py``), and the component's remaining
-steps never run, as if its process had died there.
+A component passes a point's name to its hook between two steps
+(``self._fault(COMPACTOR_AFTER_RECORD)``). In production the hook is
+``None`` and nothing happens; tests pass a hook that raises at a chosen point
+(``tests/faults.py``), and the component's remaining steps never run, as if
+its process had died there.
+
+This module is the catalogue of every crash point, grouped by the action
+(``llog.protocol``'s table) it interrupts. Each point's docstring says what
+has happened when a crash there strikes. The strings are stable: the
+reliability harness tallies crashes by them (docs/RELIABILITY.md).
 """
 
 from __future__ import annotations
@@ -11,3 +17,65 @@ from __future__ import annotations
 from collections.abc import Callable
 
 FaultHook = Callable[[str], None]
+
+# --- append, both protocols (docs/PROTOCOL.md, "Append") -------------------------------------
+
+WRITER_AFTER_BLOB_PUT = "writer.after_blob_put"
+"""The shared WAL blob is in S3 and nothing references it: no append committed; GC deletes it."""
+
+# --- reserve, CAS protocol (docs/PROTOCOL.md, "Append", step 3.2) ------------------------------
+
+WRITER_AFTER_RESERVE = "writer.after_reserve"
+"""``meta/control`` holds this append as ``pending``: committed and readable, not yet in the index."""
+
+# --- materialize, CAS protocol (docs/PROTOCOL.md, "Append", step 3.3) ---------------------------
+
+WRITER_AFTER_INDEX_WRITE = "writer.after_index_write"
+"""The index entry exists and ``pending`` is not cleared yet: the next writer, fence or compactor clears it."""
+
+# --- append, sequential protocol (docs/SEQUENTIAL_APPEND.md, "4. Append") -------------------------
+
+WRITER_AFTER_SEQUENCE_PUT = "writer.after_sequence_put"
+"""The sequential put landed: a committed entry, or a void one past a fence marker; nothing to finish."""
+
+# --- fence, sequential protocol (docs/SEQUENTIAL_APPEND.md, "5. Fence and unfence") --------------
+
+WRITER_AFTER_FENCE_MARKER = "writer.after_fence_marker"
+"""A fence marker is in the open generation, which ``meta/control`` does not show sealed yet."""
+
+# --- compaction (docs/PROTOCOL.md, "Compaction") --------------------------------------------------
+
+COMPACTOR_AFTER_BLOB_PUT = "compactor.after_blob_put"
+"""The compacted object is in S3 and nothing references it: GC deletes it."""
+
+COMPACTOR_AFTER_RECORD = "compactor.after_record"
+"""``meta/compaction`` exists (``WRITING_COMPACTED_INDEX``): the next ``compact_once`` resumes it."""
+
+COMPACTOR_AFTER_END_KEY = "compactor.after_end_key"
+"""The range's end key is COMPACTED (the commit point); the record still says ``WRITING_COMPACTED_INDEX``."""
+
+COMPACTOR_AFTER_MANIFEST = "compactor.after_manifest"
+"""The range's manifest is in S3; the lower index keys are still there (``DELETING_OLD``)."""
+
+COMPACTOR_AFTER_DELETE = "compactor.after_delete"
+"""The lower index keys are gone; the record still says ``DELETING_OLD``."""
+
+COMPACTOR_AFTER_CURSOR = "compactor.after_cursor"
+"""The cursor is past the range; ``meta/compaction`` (``UPDATING_CURSOR``) is not deleted yet."""
+
+CRASH_POINTS = frozenset(
+    {
+        WRITER_AFTER_BLOB_PUT,
+        WRITER_AFTER_RESERVE,
+        WRITER_AFTER_INDEX_WRITE,
+        WRITER_AFTER_SEQUENCE_PUT,
+        WRITER_AFTER_FENCE_MARKER,
+        COMPACTOR_AFTER_BLOB_PUT,
+        COMPACTOR_AFTER_RECORD,
+        COMPACTOR_AFTER_END_KEY,
+        COMPACTOR_AFTER_MANIFEST,
+        COMPACTOR_AFTER_DELETE,
+        COMPACTOR_AFTER_CURSOR,
+    }
+)
+"""Every crash point of every component of the library."""

@@ -26,27 +26,23 @@ order (object ids are UUIDv7), from a per-partition watermark in Oxia.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 
 from llog.config import Environ, env_int
 from llog.errors import BlobNotFound, ConfigurationError, CorruptData, LlogError, PartitionNotInitialized
-from llog.format.documents import EntryType
-from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, object_id_time_ms, shared_wal_prefix
+from llog.format.documents import END_OFFSET_METADATA, EntryType
+from llog.format.keys import PartitionKeys, S3Location, object_id_time_ms, shared_wal_prefix
 from llog.format.wal import PREAMBLE, header_length, parse_shared_blob_header
-from llog.protocol.catalog import LogCatalog
-from llog.protocol.compaction import END_OFFSET_METADATA
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.registry import PartitionRegistry
 from llog.protocol.retention import Retention, RetentionConfig
-from llog.store.oxia import OxiaStore
-from llog.store.s3 import BlobStore, ObjectInfo
+from llog.store.s3 import ObjectInfo
 from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -111,35 +107,24 @@ class GcReport:
 
 
 class GarbageCollector:
-    def __init__(
-        self,
-        oxia: OxiaStore,
-        blobs: BlobStore,
-        *,
-        bucket: str,
-        root: str = DEFAULT_ROOT_PREFIX,
-        config: GcConfig | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.oxia = oxia
-        self.blobs = blobs
-        self.bucket = bucket
-        self.root = root
+    def __init__(self, storage: Storage, *, config: GcConfig | None = None) -> None:
+        self.storage = storage
         self.config = config or GcConfig()
-        self._clock = clock
-        self._catalog = LogCatalog(oxia, root=root)
-        self.retention = Retention(oxia, blobs, bucket=bucket, root=root, config=self.config.retention, clock=clock)
+        self._registry = PartitionRegistry(storage.oxia, root=storage.root)
+        self.retention = Retention(storage, config=self.config.retention)
 
     @classmethod
     def from_env(cls) -> GarbageCollector:
-        storage = Storage.from_env()
-        return cls(storage.oxia, storage.blobs, bucket=storage.bucket, root=storage.root, config=GcConfig.from_env())
+        return cls(Storage.from_env(), config=GcConfig.from_env())
 
     def close(self) -> None:
-        self.oxia.close()
+        self.storage.close()
 
     def _cutoff_ms(self) -> int:
-        return int(self._clock() * 1000) - self.config.grace_ms
+        return int(self.storage.clock() * 1000) - self.config.grace_ms
+
+    def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
+        return PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
 
     def collect(self) -> GcReport:
         report = GcReport()
@@ -154,7 +139,7 @@ class GarbageCollector:
 
     def enforce_retention(self, report: GcReport) -> None:
         """Every partition: apply its topic's retention and finish truncations a crash left behind."""
-        for topic, partitions in self._catalog.partitions().items():
+        for topic, partitions in self._registry.partitions().items():
             for partition in partitions:
                 try:
                     result = self.retention.enforce(topic, partition)
@@ -195,23 +180,23 @@ class GarbageCollector:
                         if len(report.warnings) < MAX_WARNINGS:
                             report.warnings.append(f"{obj.key}: {partitions}")
                         continue
-                    uri = S3Location(self.bucket, obj.key).uri
+                    uri = S3Location(self.storage.bucket, obj.key).uri
                     if any(uri in self._references(pid, references) for pid in partitions):
                         report.referenced_kept += 1
                         continue
                     garbage.append(obj)
                     if len(garbage) >= self.config.max_deletes_per_run:
                         break
-        self.blobs.delete(self.bucket, [o.key for o in garbage])
+        self.storage.blobs.delete(self.storage.bucket, [o.key for o in garbage])
         report.wal_blobs_deleted += len(garbage)
         report.wal_bytes_deleted += sum(o.size for o in garbage)
         if report.wal_unreadable_kept:
             log.warning("gc: kept %d object(s) under %s that are not readable LLS1 blobs (foreign or damaged; "
                         "never deleted, see docs/GC.md), e.g. %s", report.wal_unreadable_kept,
-                        shared_wal_prefix(self.root), "; ".join(report.warnings[:3]))  # fmt: skip
+                        shared_wal_prefix(self.storage.root), "; ".join(report.warnings[:3]))  # fmt: skip
 
     def _old_wal_blobs(self, cutoff: int, report: GcReport) -> Iterator[ObjectInfo]:
-        for obj in self.blobs.list(self.bucket, shared_wal_prefix(self.root)):
+        for obj in self.storage.blobs.list(self.storage.bucket, shared_wal_prefix(self.storage.root)):
             report.wal_blobs_seen += 1
             if obj.last_modified_ms > cutoff:
                 report.young_skipped += 1
@@ -220,7 +205,7 @@ class GarbageCollector:
 
     def _blob_partitions_or_error(self, obj: ObjectInfo) -> set[PartitionId] | CorruptData | BlobNotFound:
         try:
-            return self._blob_partitions(S3Location(self.bucket, obj.key), obj.size)
+            return self._blob_partitions(S3Location(self.storage.bucket, obj.key), obj.size)
         except (CorruptData, BlobNotFound) as exc:
             return exc
 
@@ -228,16 +213,16 @@ class GarbageCollector:
         """The partitions a blob's LLS1 header names, read with one (rarely two) range GETs."""
         if size < PREAMBLE.size:
             raise CorruptData(f"{location.uri} is {size} bytes, too short for an LLS1 blob")
-        probe = self.blobs.get_range(location, 0, min(HEADER_PROBE_BYTES, size))
+        probe = self.storage.blobs.get_range(location, 0, min(HEADER_PROBE_BYTES, size))
         needed = header_length(probe[: PREAMBLE.size])
         if needed > len(probe):
-            probe = self.blobs.get_range(location, 0, needed)
+            probe = self.storage.blobs.get_range(location, 0, needed)
         return {(s.topic, s.partition) for s in parse_shared_blob_header(probe, total_size=size)}
 
     def _references(self, pid: PartitionId, cache: dict[PartitionId, set[str]]) -> set[str]:
         """Data keys a partition's uncompacted index and pending append reference (once per run)."""
         if pid not in cache:
-            meta = PartitionMetadata(self.oxia, PartitionKeys(pid[0], pid[1], self.root))
+            meta = self._metadata(*pid)
             try:
                 index = PartitionIndex.load(meta)
             except PartitionNotInitialized:
@@ -258,29 +243,28 @@ class GarbageCollector:
 
     def collect_compacted(self, report: GcReport) -> None:
         cutoff = self._cutoff_ms()
-        for topic, partitions in self._catalog.partitions().items():
+        for topic, partitions in self._registry.partitions().items():
             for partition in partitions:
                 try:
-                    self._collect_partition(PartitionKeys(topic, partition, self.root), cutoff, report)
+                    self._collect_partition(self._metadata(topic, partition), cutoff, report)
                 except LlogError as exc:
                     report.errors.append(f"{topic}/{partition}: {exc}")
                 if report.deleted >= self.config.max_deletes_per_run:
                     return
 
-    def _collect_partition(self, keys: PartitionKeys, cutoff: int, report: GcReport) -> None:
-        meta = PartitionMetadata(self.oxia, keys)
+    def _collect_partition(self, meta: PartitionMetadata, cutoff: int, report: GcReport) -> None:
         index: PartitionIndex | None = None  # read once, and only if there is something to judge
-        after = self._watermark(keys)
+        after = meta.gc_watermark()
         judged: str | None = None
         garbage: list[ObjectInfo] = []
         inflight = meta.compaction()
-        for obj in self.blobs.list(self.bucket, keys.compacted_prefix, start_after=after):
+        for obj in self.storage.blobs.list(self.storage.bucket, meta.keys.compacted_prefix, start_after=after):
             report.compacted_seen += 1
             created = object_id_time_ms(obj.key.rsplit("/", 1)[-1])
             if max(obj.last_modified_ms, created or 0) > cutoff:
                 report.young_skipped += 1
                 break  # keys sort by creation time: everything after is younger still
-            location = S3Location(self.bucket, obj.key)
+            location = S3Location(self.storage.bucket, obj.key)
             if inflight is not None and inflight.data_key == location.uri:
                 break  # referenced by a running compaction: judge it on a later run
             index = index or PartitionIndex.load(meta)
@@ -289,23 +273,15 @@ class GarbageCollector:
             else:
                 garbage.append(obj)
             judged = obj.key
-        self.blobs.delete(self.bucket, [o.key for o in garbage])
+        self.storage.blobs.delete(self.storage.bucket, [o.key for o in garbage])
         report.compacted_deleted += len(garbage)
         report.compacted_bytes_deleted += sum(o.size for o in garbage)
         if judged is not None:
-            self.oxia.put(keys.gc_watermark, json.dumps({"after": judged}).encode(), partition_key=keys.partition_key)
-
-    def _watermark(self, keys: PartitionKeys) -> str | None:
-        found = self.oxia.get(keys.gc_watermark, partition_key=keys.partition_key)
-        try:
-            after = None if found is None else json.loads(found.value)["after"]
-        except (ValueError, KeyError, TypeError):
-            after = None  # unreadable: judge everything again, which is only slower
-        return after if isinstance(after, str) and after.startswith(keys.compacted_prefix) else None
+            meta.set_gc_watermark(judged)
 
     def _compacted_referenced(self, index: PartitionIndex, location: S3Location) -> bool:
         try:
-            end = int(self.blobs.head(location).metadata[END_OFFSET_METADATA])
+            end = int(self.storage.blobs.head(location).metadata[END_OFFSET_METADATA])
         except BlobNotFound:
             return True  # already gone
         except (KeyError, ValueError):

@@ -95,8 +95,7 @@ class CasSegment:
         return self.meta.keys.index(end_offset)
 
     def delete_entries(self, start_offset: int, end_offset: int) -> None:
-        keys = self.meta.keys
-        self.meta.oxia.delete_range(keys.index(start_offset), keys.index(end_offset), partition_key=keys.partition_key)
+        self.meta.delete_keys(self.meta.keys.index(start_offset), self.meta.keys.index(end_offset))
 
     def range_below(self, log_start: int, read_through: int) -> tuple[str, str] | None:
         """The keys of the entries ending before ``log_start``; ``read_through`` does not bound them:
@@ -145,12 +144,8 @@ class SequenceSegment:
 
     def delete_entries(self, start_offset: int, end_offset: int) -> None:
         """Delete the keys of entries ending in ``[start_offset, end_offset)``; never the generation's tail."""
-        keys = self.meta.keys
-        self.meta.oxia.delete_range(
-            keys.sequence_position(self.number, start_offset - self.base),
-            self.key_of(end_offset),
-            partition_key=keys.partition_key,
-        )
+        self.meta.delete_keys(self.meta.keys.sequence_position(self.number, start_offset - self.base),
+                              self.key_of(end_offset))
 
     def range_below(self, log_start: int, read_through: int) -> tuple[str, str] | None:
         """The keys of the entries ending before ``log_start`` (None: none), never the sequence's counter.
@@ -315,4 +310,4 @@ class PartitionIndex:
     def delete_below(self, log_start: int, *, read_through: int) -> None:
         """Delete every entry ending before ``log_start`` (retention); never a generation's counter."""
         for min_key, max_key in self.ranges_below(log_start, read_through=read_through):
-            self.meta.oxia.delete_range(min_key, max_key, partition_key=self.meta.keys.partition_key)
+            self.meta.delete_keys(min_key, max_key)

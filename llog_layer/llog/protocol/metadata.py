@@ -1,13 +1,13 @@
-"""Typed access to one partition's Oxia records (control, cursor, compaction, index).
+"""Typed access to one partition's Oxia records (control, cursor, compaction, GC watermark, index).
 
-Writer, reader and compactor talk to Oxia through this class, so JSON
+Writer, reader, compactor, retention and GC talk to Oxia through this class, so JSON
 parsing, partition keys and the prefix checks every CEILING lookup needs
 live in one place.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata, InvalidArgument, PartitionNotInitialized, VersionConflict
@@ -34,6 +34,18 @@ FENCE_DELTAS = (1, 1)  # a fence marker takes one position and counts one more f
 class VersionedControl:
     record: ControlRecord
     version_id: int
+
+
+@dataclass(frozen=True)
+class VersionedCompaction:
+    record: CompactionRecord
+    version_id: int
+
+
+@dataclass(frozen=True)
+class VersionedCursor:
+    cursor: CompactionCursor
+    version_id: int | None  # None: no cursor stored (it reads as the initial one)
 
 
 @dataclass(frozen=True)
@@ -108,12 +120,58 @@ class PartitionMetadata:
     # --- compaction state ------------------------------------------------------
 
     def cursor(self) -> CompactionCursor:
+        return self.versioned_cursor().cursor
+
+    def versioned_cursor(self) -> VersionedCursor:
         found = self.oxia.get(self.keys.compaction_cursor, partition_key=self._pk)
-        return CompactionCursor() if found is None else CompactionCursor.decode(found.value)
+        if found is None:
+            return VersionedCursor(CompactionCursor(), None)
+        return VersionedCursor(CompactionCursor.decode(found.value), found.version_id)
+
+    def replace_cursor(self, cursor: CompactionCursor, expected_version_id: int | None) -> int:
+        """Compare-and-set ``meta/compaction-cursor`` (``None``: create it); raises ``VersionConflict``."""
+        return self.oxia.put(
+            self.keys.compaction_cursor,
+            cursor.encode(),
+            partition_key=self._pk,
+            expected_version_id=CREATE_ONLY if expected_version_id is None else expected_version_id,
+        )
 
     def compaction(self) -> CompactionRecord | None:
+        found = self.versioned_compaction()
+        return None if found is None else found.record
+
+    def versioned_compaction(self) -> VersionedCompaction | None:
         found = self.oxia.get(self.keys.compaction, partition_key=self._pk)
-        return None if found is None else CompactionRecord.decode(found.value)
+        return None if found is None else VersionedCompaction(CompactionRecord.decode(found.value), found.version_id)
+
+    def create_compaction(self, record: CompactionRecord) -> bool:
+        """Create ``meta/compaction`` only if absent; False if a compaction is already recorded."""
+        return self._create(self.keys.compaction, record.encode())
+
+    def replace_compaction(self, record: CompactionRecord, expected_version_id: int) -> int:
+        """Compare-and-set ``meta/compaction``; raises ``VersionConflict``."""
+        return self.oxia.put(
+            self.keys.compaction, record.encode(), partition_key=self._pk, expected_version_id=expected_version_id
+        )
+
+    def delete_compaction(self, expected_version_id: int) -> None:
+        """Delete ``meta/compaction`` only if it is still that version; raises ``VersionConflict``."""
+        self.oxia.delete(self.keys.compaction, partition_key=self._pk, expected_version_id=expected_version_id)
+
+    # --- GC's watermark (docs/GC.md) ----------------------------------------------
+
+    def gc_watermark(self) -> str | None:
+        """The last compacted object GC judged, or None: none yet, or unreadable (judging again is only slower)."""
+        found = self.oxia.get(self.keys.gc_watermark, partition_key=self._pk)
+        try:
+            after = None if found is None else json.loads(found.value)["after"]
+        except (ValueError, KeyError, TypeError):
+            after = None
+        return after if isinstance(after, str) and after.startswith(self.keys.compacted_prefix) else None
+
+    def set_gc_watermark(self, judged: str) -> None:
+        self.oxia.put(self.keys.gc_watermark, json.dumps({"after": judged}).encode(), partition_key=self._pk)
 
     # --- index -----------------------------------------------------------------
 
@@ -146,12 +204,6 @@ class PartitionMetadata:
         batches = (self._batch(r.key, r.value) for r in records)
         return [b for b in batches if b is not None]
 
-    def iter_index(self, from_offset: int, *, page: int = 1024) -> Iterator[IndexedBatch]:
-        """Every index entry with end offset >= ``from_offset``, fetched ``page`` at a time."""
-        while batches := self.scan_index(from_offset, limit=page):
-            yield from batches
-            from_offset = batches[-1].end_offset + 1
-
     def create_index_entry(self, end_offset: int, entry: IndexEntry) -> int | None:
         """Write the entry only if its key is absent; the new version, or None if it existed.
 
@@ -169,6 +221,13 @@ class PartitionMetadata:
                     return found[1]
             return None
 
+    def replace_entry(self, key: str, entry: IndexEntry, expected_version_id: int) -> int:
+        """Compare-and-set the entry at ``key``, an index or sequence key; raises ``VersionConflict``.
+
+        Never creates a key, so in a sequence it never moves the counter.
+        """
+        return self.oxia.put(key, entry.encode(), partition_key=self._pk, expected_version_id=expected_version_id)
+
     def delete_index_entry(self, end_offset: int, *, expected_version_id: int) -> bool:
         """Delete the entry only if it is still the version we wrote."""
         try:
@@ -177,6 +236,10 @@ class PartitionMetadata:
             )
         except VersionConflict:
             return False
+
+    def delete_keys(self, min_key: str, max_key: str) -> None:
+        """Delete this partition's keys in ``[min_key, max_key)``: index or sequence entries (compaction, retention)."""
+        self.oxia.delete_range(min_key, max_key, partition_key=self._pk)
 
     # --- sequences (sequential partitions, docs/SEQUENTIAL_APPEND.md) -----------
 

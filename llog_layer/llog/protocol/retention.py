@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,12 +33,11 @@ from typing import Any
 from llog.config import Environ, env_int
 from llog.errors import BlobNotFound, ConfigurationError, VersionConflict
 from llog.format.documents import INITIAL_OFFSET, EntryType, IndexedBatch
-from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, validate_topic
+from llog.format.keys import PartitionKeys, S3Location, validate_topic
 from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
-from llog.store.oxia import OxiaStore
-from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 
 
 @dataclass(frozen=True)
@@ -158,23 +156,10 @@ class RetentionResult:
 
 
 class Retention:
-    def __init__(
-        self,
-        oxia: OxiaStore,
-        blobs: BlobStore,
-        *,
-        bucket: str,
-        root: str = DEFAULT_ROOT_PREFIX,
-        config: RetentionConfig | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.oxia = oxia
-        self.blobs = blobs
-        self.bucket = bucket
-        self.root = root
+    def __init__(self, storage: Storage, *, config: RetentionConfig | None = None) -> None:
+        self.storage = storage
         self.config = config or RetentionConfig()
-        self.manifests = ManifestStore(blobs, bucket=bucket, root=root)
-        self._clock = clock
+        self.manifests = ManifestStore(storage.blobs, bucket=storage.bucket, root=storage.root)
 
     def enforce(self, topic: str, partition: int) -> RetentionResult:
         """Apply the topic's policy to one partition, and finish any earlier truncation.
@@ -184,7 +169,7 @@ class Retention:
         (keys below the log start are a crashed run's leftovers), and without a
         policy only up to the log start.
         """
-        meta = PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
+        meta = PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
         index = PartitionIndex.load(meta)
         before = index.control.log_start_offset
         policy = self.config.policy(topic)
@@ -198,7 +183,7 @@ class Retention:
                 [b for b in entries if b.end_offset >= before],
                 cursor=self._bound(meta),
                 policy=policy,
-                now_ms=int(self._clock() * 1000),
+                now_ms=int(self.storage.clock() * 1000),
                 size_of=self._size_of,
             )
         after = self._advance(meta, target) if target is not None else before
@@ -240,7 +225,7 @@ class Retention:
         if entry.ref.byte_length is not None:
             return entry.ref.byte_length  # a slice of a shared WAL blob
         try:  # a compacted entry written before entries recorded their size
-            return self.blobs.head(S3Location.parse(entry.ref.data_key)).size
+            return self.storage.blobs.head(S3Location.parse(entry.ref.data_key)).size
         except BlobNotFound:
             return 0
 
@@ -266,5 +251,6 @@ class Retention:
         index.delete_below(log_start, read_through=max(b.end_offset for b in doomed))
         objects = [S3Location.parse(b.entry.ref.data_key) for b in compacted]
         nbytes = sum(self._size_of(b) for b in compacted)
-        self.blobs.delete(self.bucket, [o.key for o in objects if o.bucket == self.bucket])
+        bucket = self.storage.bucket
+        self.storage.blobs.delete(bucket, [o.key for o in objects if o.bucket == bucket])
         return len(objects), nbytes

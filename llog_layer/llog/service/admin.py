@@ -11,6 +11,7 @@ from llog.format.documents import ControlRecord
 from llog.protocol.catalog import LogCatalog
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
 
 
 def control_json(topic: str, partition: int, control: ControlRecord) -> dict[str, Any]:
@@ -44,7 +45,7 @@ class AdminService:
         with self._lock:
             if self._writer is None:
                 s3 = S3Config.from_env()
-                self._writer = LogWriter(self.oxia, BlobStore(s3), bucket=s3.require_bucket(), root=self.root)
+                self._writer = LogWriter(Storage(self.oxia, BlobStore(s3), s3.require_bucket(), self.root))
             return self._writer
 
     def topics(self) -> dict[str, Any]:

@@ -16,13 +16,14 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from llog.errors import InvalidArgument, LlogError, PartitionNotInitialized, SessionExpired
 from llog.format.keys import validate_partition, validate_topic
 from llog.protocol.catalog import LogCatalog, PartitionStatus
 from llog.protocol.claims import CompactorClaims
-from llog.protocol.compaction import CompactionResult, Compactor
+from llog.protocol.compaction import CompactionOutcome, CompactionResult, Compactor
 
 log = logging.getLogger(__name__)
 
@@ -71,17 +72,26 @@ def plan_compaction(catalog: LogCatalog, *, min_lag: int, rng: random.Random | N
     return Plan(tasks, seen, lags)
 
 
+class TaskEnd(StrEnum):
+    """How a worker's turn on a partition ended (metric ``CompactionTask_{value}``)."""
+
+    CAUGHT_UP = "caught_up"  # nothing left to compact
+    BUDGET_SPENT = "budget_spent"  # out of time with work left
+    CLAIM_HELD = "claim_held"  # another worker holds the partition's claim
+    CLAIM_LOST = "claim_lost"  # the claim went (with the session) during the turn
+
+
 @dataclass
 class TaskOutcome:
     """One worker turn on one partition."""
 
     task: CompactionTask
-    outcome: str  # "caught_up", "budget_spent", "claim_held", "claim_lost"
+    outcome: TaskEnd
     runs: list[CompactionResult] = field(default_factory=list)
 
     @property
     def records(self) -> int:
-        return sum(r.records for r in self.runs if r.outcome == "compacted")
+        return sum(r.records for r in self.runs if r.outcome is CompactionOutcome.COMPACTED)
 
     @property
     def bytes_written(self) -> int:
@@ -89,7 +99,7 @@ class TaskOutcome:
 
     @property
     def recoveries(self) -> int:
-        return sum(1 for r in self.runs if r.outcome == "resumed" or r.recovered_pending)
+        return sum(1 for r in self.runs if r.outcome is CompactionOutcome.RESUMED or r.recovered_pending)
 
 
 def run_compaction_task(
@@ -111,20 +121,20 @@ def run_compaction_task(
     except SessionExpired:
         claim = claims.try_claim(task.topic, task.partition)  # the store dropped the dead session
     if claim is None:
-        return TaskOutcome(task, "claim_held")
-    outcome = TaskOutcome(task, "budget_spent")
+        return TaskOutcome(task, TaskEnd.CLAIM_HELD)
+    outcome = TaskOutcome(task, TaskEnd.BUDGET_SPENT)
     try:
         while clock() < deadline:
             if not claims.held(claim):
-                outcome.outcome = "claim_lost"
+                outcome.outcome = TaskEnd.CLAIM_LOST
                 break
             result = compactor.compact_once(task.topic, task.partition)
             outcome.runs.append(result)
-            if result.outcome == "nothing_to_do":
-                outcome.outcome = "caught_up"
+            if result.outcome is CompactionOutcome.NOTHING_TO_DO:
+                outcome.outcome = TaskEnd.CAUGHT_UP
                 break
     except SessionExpired:
-        outcome.outcome = "claim_lost"
+        outcome.outcome = TaskEnd.CLAIM_LOST
     finally:
         try:
             claims.release(claim)

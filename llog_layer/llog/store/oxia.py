@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import itertools
 import logging
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +36,7 @@ from oxia.internal.proto.io.streamnative.oxia.proto import OxiaClientStub
 from oxia.internal.service_discovery import ServiceDiscovery
 from oxia.internal.sessions import SessionManager
 
+from llog.backoff import Backoff
 from llog.config import OxiaConfig
 from llog.errors import InvalidArgument, OxiaUnavailable, SessionExpired, VersionConflict
 from llog.store.metrics import OperationCounters
@@ -66,6 +66,9 @@ _STREAMING_METHODS = frozenset(
         "/io.streamnative.oxia.proto.OxiaClient/GetNotifications",
     }
 )
+# Between retries of a transient failure: 50 ms, doubling up to 1 s (jittered).
+_RETRY_BACKOFF_INITIAL_S = 0.05
+_RETRY_BACKOFF_MAX_S = 1.0
 _CHANNEL_OPTIONS = [
     # Reconnect quickly after a server restart instead of gRPC's default
     # backoff of up to two minutes, during which every call fails.
@@ -264,7 +267,7 @@ class OxiaStore:
 
     def _call(self, op: str, fn: Callable[[_Client], T], *, nbytes: int = 0, retry: bool = True) -> T:
         attempts = self.config.max_retries + 1 if retry else 1
-        delay = 0.05
+        backoff = Backoff(_RETRY_BACKOFF_INITIAL_S, _RETRY_BACKOFF_MAX_S)
         for attempt in range(attempts):
             start = time.perf_counter()
             try:
@@ -291,45 +294,31 @@ class OxiaStore:
                 self.counters.record(op, time.perf_counter() - start, nbytes=nbytes)
                 return result
             self.counters.record_retry(op)
-            time.sleep(delay * (0.5 + random.random()))
-            delay = min(delay * 2, 1.0)
+            backoff.wait()
         raise AssertionError("unreachable")
 
     # --- operations -----------------------------------------------------------
 
-    def get(self, key: str, *, partition_key: str) -> Versioned | None:
+    def _get(self, op: str, key: str, partition_key: str, comparison: oxia.ComparisonType) -> Versioned | None:
         def run(c: _Client) -> Versioned | None:
             try:
-                k, value, version = c.get(key, partition_key=partition_key)
+                k, value, version = c.get(key, partition_key=partition_key, comparison_type=comparison)
             except oxia.ex.KeyNotFound:
                 return None
             return Versioned(k, value, version.version_id())
 
-        return self._call("get", run)
+        return self._call(op, run)
+
+    def get(self, key: str, *, partition_key: str) -> Versioned | None:
+        return self._get("get", key, partition_key, oxia.ComparisonType.EQUAL)
 
     def get_ceiling(self, key: str, *, partition_key: str) -> Versioned | None:
         """Lowest key >= ``key`` on the partition's shard (may belong to another partition)."""
-
-        def run(c: _Client) -> Versioned | None:
-            try:
-                k, value, version = c.get(key, partition_key=partition_key, comparison_type=oxia.ComparisonType.CEILING)
-            except oxia.ex.KeyNotFound:
-                return None
-            return Versioned(k, value, version.version_id())
-
-        return self._call("get_ceiling", run)
+        return self._get("get_ceiling", key, partition_key, oxia.ComparisonType.CEILING)
 
     def get_lower(self, key: str, *, partition_key: str) -> Versioned | None:
         """Highest key < ``key`` on the partition's shard (may belong to another partition, or be internal)."""
-
-        def run(c: _Client) -> Versioned | None:
-            try:
-                k, value, version = c.get(key, partition_key=partition_key, comparison_type=oxia.ComparisonType.LOWER)
-            except oxia.ex.KeyNotFound:
-                return None
-            return Versioned(k, value, version.version_id())
-
-        return self._call("get_lower", run)
+        return self._get("get_lower", key, partition_key, oxia.ComparisonType.LOWER)
 
     def put_sequential(
         self, prefix_key: str, value: bytes, *, partition_key: str, deltas: tuple[int, ...]

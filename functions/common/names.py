@@ -1,0 +1,20 @@
+"""The names of llog's six Lambda functions, and the namespace of their metrics.
+
+A function's name is its directory (handler ``functions.<name>.app.handler``),
+its Powertools service (the ``service`` key of its logs and the ``service``
+dimension of its EMF metrics, which infra's dashboard and alarms select on)
+and its key in infra's ``FunctionSpec`` table. No imports: infra, bench and
+devserver read this without loading Powertools.
+"""
+
+PRODUCE = "produce"
+CONSUME = "consume"
+ADMIN = "admin"
+COMPACTION_PLANNER = "compaction_planner"
+COMPACTION_WORKER = "compaction_worker"
+GC = "gc"
+
+API_FUNCTIONS = (PRODUCE, CONSUME, ADMIN)  # behind the REST API (``routes``)
+FUNCTIONS = (*API_FUNCTIONS, COMPACTION_PLANNER, COMPACTION_WORKER, GC)
+
+METRIC_NAMESPACE = "llog"

@@ -1,0 +1,46 @@
+"""The compaction task queue (SQS): the planner sends one message per partition to compact."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import boto3
+
+from llog.errors import ConfigurationError
+
+SQS_BATCH = 10  # SendMessageBatch limit
+
+log = logging.getLogger(__name__)
+
+
+class TaskQueue:
+    """An SQS queue, sent to in batches; the client is created on the first send."""
+
+    def __init__(self, url: str, client: Any = None) -> None:
+        self.url = url
+        self._client = client
+
+    @classmethod
+    def from_env(cls) -> TaskQueue:
+        url = os.environ.get("LLOG_COMPACTION_QUEUE_URL")
+        if not url:
+            raise ConfigurationError("LLOG_COMPACTION_QUEUE_URL is not set (the compaction task queue)")
+        return cls(url)
+
+    def send(self, bodies: Sequence[str]) -> int:
+        """Send every message body; returns how many the queue accepted (refusals are logged)."""
+        if self._client is None:
+            self._client = boto3.client("sqs")
+        sent = 0
+        for start in range(0, len(bodies), SQS_BATCH):
+            chunk = bodies[start : start + SQS_BATCH]
+            response = self._client.send_message_batch(
+                QueueUrl=self.url, Entries=[{"Id": str(i), "MessageBody": body} for i, body in enumerate(chunk)]
+            )
+            sent += len(response.get("Successful", []))
+            for failure in response.get("Failed", []):
+                log.error("the queue refused a message: %s", failure)
+        return sent
