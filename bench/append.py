@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import multiprocessing
 import sys
 import threading
@@ -40,7 +39,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
 
 from bench.stack import READ_OPS as READ_OPS  # noqa: E402  (re-exported: tests and callers use append.READ_OPS)
 from bench.stack import WRITE_OPS as WRITE_OPS  # noqa: E402
-from bench.stack import local_stack, measure_floor, median_of_runs, percentile, stats_diff  # noqa: E402
+from bench.stack import local_stack, measure_floor, median_of_runs, percentile, print_rows, stats_diff  # noqa: E402
 from llog.client.writer import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
 from llog.format.documents import AppendProtocol  # noqa: E402
@@ -358,13 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    try:
-        rows = run(args.protocols, args.writers, args.kinds, args.partitions, seconds=args.seconds, runs=args.runs)
-    except Exception as exc:  # no Oxia server on this machine: say so, as make bench does
-        print(f"Not measured here: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(rows, indent=2) if args.json else report(rows))
-    return 0
+    return print_rows(
+        lambda: run(args.protocols, args.writers, args.kinds, args.partitions, seconds=args.seconds, runs=args.runs),
+        report,
+        as_json=args.json,
+    )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ the GETs returned per value byte consumed, and Oxia reads per consumed MB.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -45,18 +44,25 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
     sys.path.insert(0, str(ROOT))
 
-from bench.stack import READ_OPS, S3_GET_OPS, local_stack, median_of_runs, percentile, stats_diff  # noqa: E402
+from bench.stack import (  # noqa: E402
+    READ_OPS,
+    S3_GET_OPS,
+    local_stack,
+    median_of_runs,
+    percentile,
+    print_rows,
+    stats_diff,
+)
 from llog.client.reader import LogReader, LogRecord  # noqa: E402
 from llog.client.writer import LogWriter  # noqa: E402
-from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
+from llog.config import CacheConfig, Limits, OxiaConfig, S3Config, WriterConfig  # noqa: E402
 from llog.format.documents import INITIAL_OFFSET, AppendProtocol  # noqa: E402
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys  # noqa: E402
 from llog.protocol.compaction import Compactor, compact_until_caught_up  # noqa: E402
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch  # noqa: E402
-from llog.service.http_contract import Limits  # noqa: E402
-from llog.service.tail_cache import DEFAULT_TAIL_CACHE_BYTES, TailCache  # noqa: E402
+from llog.service.tail_cache import TailCache  # noqa: E402
 from llog.store.metrics import OperationCounters, OperationStats  # noqa: E402
-from llog.store.object_cache import DEFAULT_OBJECT_CACHE_BYTES, ObjectCache  # noqa: E402
+from llog.store.object_cache import ObjectCache  # noqa: E402
 from llog.store.oxia import OxiaStore  # noqa: E402
 from llog.store.s3 import BlobStore  # noqa: E402
 from llog.store.storage import Storage  # noqa: E402
@@ -193,7 +199,7 @@ class ConsumeReader(_Reader):
     def __init__(self, address: str, s3_config: S3Config, *, max_wait_ms: int, cache: TailCache | None) -> None:
         super().__init__(address, s3_config)
         self.max_wait_ms = max_wait_ms
-        objects = ObjectCache(DEFAULT_OBJECT_CACHE_BYTES) if cache is None else None
+        objects = ObjectCache(CacheConfig().object_cache_bytes) if cache is None else None
         self.service = ConsumeService(self.log, tail_cache=cache, object_cache=objects)
 
     def read(self, topic: str, partition: int, start: int, end: int, tally: Tally) -> None:
@@ -260,7 +266,7 @@ def _measure(phase: str, readers: dict[str, _Reader], topic: str, data: str, wor
 def one_run(address: str, s3_config: S3Config, *, batches: int, records: int, protocol: str, max_wait_ms: int,
             phases: Sequence[str], index: int = 0) -> list[dict[str, Any]]:  # fmt: skip
     topic = f"bench-consume-{uuid.uuid4().hex[:8]}"
-    cache = TailCache(DEFAULT_TAIL_CACHE_BYTES)
+    cache = TailCache(CacheConfig().tail_cache_bytes)
     writer = LogWriter(
         _storage(address, s3_config),
         config=WriterConfig(append_protocol=AppendProtocol(protocol)),
@@ -312,7 +318,7 @@ def one_run(address: str, s3_config: S3Config, *, batches: int, records: int, pr
             s3_diff = stats_diff(before[1], compactor.storage.blobs.counters.snapshot())
             rows.append(summarize("compaction", "compactor", compacted, oxia_diff, s3_diff, data))
             # serve stands for a process that did not write the data: its tail cache starts empty.
-            serve.service = ConsumeService(serve.log, tail_cache=TailCache(DEFAULT_TAIL_CACHE_BYTES))
+            serve.service = ConsumeService(serve.log, tail_cache=TailCache(CacheConfig().tail_cache_bytes))
             rows.extend(_measure("compacted", readers, topic, data, read_history))
     finally:
         for r in readers.values():
@@ -403,14 +409,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    try:
-        rows = run(batches=args.batches, records=args.records, runs=args.runs, protocol=args.protocol,
-                   max_wait_ms=args.max_wait_ms, phases=args.phases)  # fmt: skip
-    except Exception as exc:  # no Oxia server on this machine: say so, as make bench does
-        print(f"Not measured here: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(rows, indent=2) if args.json else report(rows))
-    return 0
+    return print_rows(
+        lambda: run(batches=args.batches, records=args.records, runs=args.runs, protocol=args.protocol,
+                    max_wait_ms=args.max_wait_ms, phases=args.phases),  # fmt: skip
+        report,
+        as_json=args.json,
+    )
 
 
 if __name__ == "__main__":

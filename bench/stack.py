@@ -1,4 +1,5 @@
-"""What the Oxia-backed benchmarks share (bench/append.py, bench/consume.py): the local services and op counting.
+"""What the Oxia-backed benchmarks share (bench/append.py, bench/consume.py): the local services, op counting and
+how their rows are printed.
 
 ``local_stack`` runs a local Oxia standalone and a moto S3 server for the
 length of a benchmark. When no Oxia server can be had it raises with the
@@ -8,12 +9,14 @@ starting anything; the benchmarks report that as "Not measured here: <reason>".
 
 from __future__ import annotations
 
+import json
 import logging
 import statistics
+import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -114,3 +117,19 @@ def measure_floor(address: str, s3_config: S3Config, bucket: str, *, samples: in
                 oxia_ms.append((t2 - t1) * 1000)
     s3_put, oxia_put = statistics.median(s3_ms), statistics.median(oxia_ms)
     return {"s3_put_p50_ms": s3_put, "oxia_put_p50_ms": oxia_put, "floor_ms": s3_put + oxia_put}
+
+
+def print_rows(
+    measure: Callable[[], list[dict[str, Any]]], report: Callable[[list[dict[str, Any]]], str], *, as_json: bool
+) -> int:
+    """Prints the rows ``measure`` returns, as JSON or as ``report`` has them; the benchmark's exit status.
+
+    When ``measure`` fails (no Oxia server on this machine) it says so, as make bench does, and returns 2.
+    """
+    try:
+        rows = measure()
+    except Exception as exc:
+        print(f"Not measured here: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(rows, indent=2) if as_json else report(rows))
+    return 0

@@ -43,11 +43,10 @@ from functions.consume import app as consume_app
 from functions.produce import app as produce_app
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter
-from llog.config import WriterConfig
+from llog.config import Limits, WriterConfig
 from llog.errors import LlogError
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeService
-from llog.service.http_contract import Limits
 from llog.service.produce import ProduceService
 from llog.service.tail_cache import TailCache
 from llog.store.oxia import OxiaStore

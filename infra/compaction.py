@@ -90,26 +90,11 @@ class Compaction(Construct):
             ),
             description=f"llog {stage}: EventBridge Scheduler invokes the compaction planner and GC",
         )
-        self.planner_schedule = scheduler.Schedule(
-            self,
-            "PlannerSchedule",
-            description=f"llog {stage}: compaction planner",
-            schedule=scheduler.ScheduleExpression.expression(compaction_schedule),
-            target=targets.LambdaInvoke(
-                planner,
-                retry_attempts=SCHEDULE_RETRY_ATTEMPTS,
-                max_event_age=PLANNER_MAX_EVENT_AGE,
-                role=self.scheduler_role,
-            ),
+        self.planner_schedule = self._invoke_on_schedule(
+            "PlannerSchedule", f"llog {stage}: compaction planner", compaction_schedule, planner, PLANNER_MAX_EVENT_AGE
         )
-        self.gc_schedule = scheduler.Schedule(
-            self,
-            "GcSchedule",
-            description=f"llog {stage}: garbage collection",
-            schedule=scheduler.ScheduleExpression.expression(gc_schedule),
-            target=targets.LambdaInvoke(
-                gc, retry_attempts=SCHEDULE_RETRY_ATTEMPTS, max_event_age=GC_MAX_EVENT_AGE, role=self.scheduler_role
-            ),
+        self.gc_schedule = self._invoke_on_schedule(
+            "GcSchedule", f"llog {stage}: garbage collection", gc_schedule, gc, GC_MAX_EVENT_AGE
         )
         # After the schedules: their grants create the role's default policy.
         NagSuppressions.add_resource_suppressions(
@@ -123,4 +108,18 @@ class Compaction(Construct):
                 )
             ],
             apply_to_children=True,
+        )
+
+    def _invoke_on_schedule(
+        self, construct_id: str, description: str, expression: str, function: lambda_.IFunction, max_event_age: Duration
+    ) -> scheduler.Schedule:
+        """A schedule that invokes ``function`` as ``scheduler_role``, retrying a failed invocation."""
+        return scheduler.Schedule(
+            self,
+            construct_id,
+            description=description,
+            schedule=scheduler.ScheduleExpression.expression(expression),
+            target=targets.LambdaInvoke(
+                function, retry_attempts=SCHEDULE_RETRY_ATTEMPTS, max_event_age=max_event_age, role=self.scheduler_role
+            ),
         )

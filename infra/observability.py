@@ -32,6 +32,25 @@ PERIOD = Duration.minutes(1)
 WIDTH = 24
 
 
+def _metric(
+    namespace: str,
+    name: str,
+    dimensions: Mapping[str, str],
+    statistic: str = "Sum",
+    *,
+    period: Duration = PERIOD,
+    label: str | None = None,
+) -> cw.Metric:
+    return cw.Metric(
+        namespace=namespace,
+        metric_name=name,
+        dimensions_map=dimensions,
+        statistic=statistic,
+        period=period,
+        label=label,
+    )
+
+
 class Observability(Construct):
     def __init__(
         self,
@@ -140,13 +159,7 @@ class Observability(Construct):
         stage = api.deployment_stage.stage_name
 
         def metric(name: str, statistic: str = "Sum") -> cw.Metric:
-            return cw.Metric(
-                namespace="AWS/ApiGateway",
-                metric_name=name,
-                dimensions_map={"ApiName": api.rest_api_name, "Stage": stage},
-                statistic=statistic,
-                period=PERIOD,
-            )
+            return _metric("AWS/ApiGateway", name, {"ApiName": api.rest_api_name, "Stage": stage}, statistic)
 
         self.dashboard.add_widgets(
             cw.GraphWidget(title="API: requests", left=[metric("Count")], width=6),
@@ -168,13 +181,7 @@ class Observability(Construct):
         """The functions' EMF metrics (namespace ``llog``) and an alarm on the compaction lag."""
 
         def metric(name: str, service: str, statistic: str = "Sum") -> cw.Metric:
-            return cw.Metric(
-                namespace=names.METRIC_NAMESPACE,
-                metric_name=name,
-                dimensions_map={"service": service},
-                statistic=statistic,
-                period=PERIOD,
-            )
+            return _metric(names.METRIC_NAMESPACE, name, {"service": service}, statistic)
 
         lag = metric("MaxCompactionLag", names.COMPACTION_PLANNER, "Maximum")
         self.dashboard.add_widgets(
@@ -211,23 +218,11 @@ class Observability(Construct):
         ``TriggeredRules`` count is that metric. The job metrics (``--enable-metrics``, namespace
         ``Glue``, ``JobRunId=ALL``) show what the runs read and wrote.
         """
-        failed = cw.Metric(
-            namespace="AWS/Events",
-            metric_name="TriggeredRules",
-            dimensions_map={"RuleName": failures.rule_name},
-            statistic="Sum",
-            period=Duration.minutes(5),
-        )
+        failed = _metric("AWS/Events", "TriggeredRules", {"RuleName": failures.rule_name}, period=Duration.minutes(5))
 
         def job(name: str, label: str) -> cw.Metric:
-            return cw.Metric(
-                namespace="Glue",
-                metric_name=name,
-                dimensions_map={"JobName": job_name, "JobRunId": "ALL", "Type": "count"},
-                statistic="Sum",
-                period=Duration.minutes(5),
-                label=label,
-            )
+            dimensions = {"JobName": job_name, "JobRunId": "ALL", "Type": "count"}
+            return _metric("Glue", name, dimensions, period=Duration.minutes(5), label=label)
 
         self.dashboard.add_widgets(
             cw.GraphWidget(title=f"Glue {job_name}: failed runs", left=[failed.with_(label="failed runs")], width=8),
@@ -256,22 +251,12 @@ class Observability(Construct):
 
     def _add_bucket(self, bucket: s3.IBucket) -> None:
         def request(name: str, statistic: str = "Sum") -> cw.Metric:
-            return cw.Metric(
-                namespace="AWS/S3",
-                metric_name=name,
-                dimensions_map={"BucketName": bucket.bucket_name, "FilterId": REQUEST_METRICS_ID},
-                statistic=statistic,
-                period=PERIOD,
-            )
+            dimensions = {"BucketName": bucket.bucket_name, "FilterId": REQUEST_METRICS_ID}
+            return _metric("AWS/S3", name, dimensions, statistic)
 
         def storage(name: str, storage_type: str) -> cw.Metric:
-            return cw.Metric(
-                namespace="AWS/S3",
-                metric_name=name,
-                dimensions_map={"BucketName": bucket.bucket_name, "StorageType": storage_type},
-                statistic="Average",
-                period=Duration.days(1),
-            )
+            dimensions = {"BucketName": bucket.bucket_name, "StorageType": storage_type}
+            return _metric("AWS/S3", name, dimensions, "Average", period=Duration.days(1))
 
         self.dashboard.add_widgets(
             cw.GraphWidget(
@@ -304,13 +289,8 @@ class Observability(Construct):
         cpu: list[cw.IMetric] = []
         memory: list[cw.IMetric] = []
         for node in oxia.nodes:
-            tasks = cw.Metric(
-                namespace="ECS/ContainerInsights",
-                metric_name="RunningTaskCount",
-                dimensions_map={"ClusterName": oxia.cluster.cluster_name, "ServiceName": node.service.service_name},
-                statistic="Minimum",
-                period=PERIOD,
-            )
+            dimensions = {"ClusterName": oxia.cluster.cluster_name, "ServiceName": node.service.service_name}
+            tasks = _metric("ECS/ContainerInsights", "RunningTaskCount", dimensions, "Minimum")
             running.append(tasks.with_(label=node.name))
             cpu.append(node.service.metric_cpu_utilization(period=PERIOD, label=node.name))
             memory.append(node.service.metric_memory_utilization(period=PERIOD, label=node.name))

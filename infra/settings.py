@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from llog.config import RetentionConfig
 from llog.errors import ConfigurationError
 from llog.format.documents import LEGACY_CAS_NAME, AppendProtocol
-from llog.protocol.retention import RetentionConfig
 
 PREFIX = "llog:"
 

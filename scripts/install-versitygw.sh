@@ -11,29 +11,18 @@ set -uo pipefail
 
 VERSITYGW_VERSION=v1.8.0
 MODULE=github.com/versity/versitygw
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TOOLS_BIN="$ROOT/.tools/bin"
-REASON_FILE="$ROOT/.tools/versitygw-unavailable"
-mkdir -p "$TOOLS_BIN"
-
-unavailable() {
-  printf '%s\n' "$1" > "$REASON_FILE"
-  cat >&2 <<MSG
-
-*** VersityGW $VERSITYGW_VERSION (the local S3 server of make dev) is not available: $1
+TOOL=versitygw
+TOOL_VAR=VERSITYGW_BIN
+TOOL_TITLE="VersityGW $VERSITYGW_VERSION (the local S3 server of make dev)"
+how_to_get_it() {
+  cat <<MSG
 *** Install it with Go >= 1.25 (https://go.dev/dl/; about 2 minutes on 2 cores):
 ***   GOBIN=$TOOLS_BIN go install $MODULE/cmd/versitygw@$VERSITYGW_VERSION
 *** or point VERSITYGW_BIN at a versitygw $VERSITYGW_VERSION binary, or put one on PATH, then run make setup again.
-
 MSG
-  exit 3
 }
-
-found() {
-  rm -f "$REASON_FILE"
-  echo "versitygw: $1"
-  exit 0
-}
+# shellcheck source=scripts/tool-lookup.sh
+source "$(dirname "$0")/tool-lookup.sh"
 
 # The module version a Go binary was built from ("" if unknown: no Go, or not a Go binary).
 built_version() {
@@ -41,11 +30,7 @@ built_version() {
   go version -m "$1" 2>/dev/null | awk -v m="$MODULE" '$1 == "mod" && $2 == m { print $3 }'
 }
 
-if [ -n "${VERSITYGW_BIN:-}" ]; then
-  [ -x "$VERSITYGW_BIN" ] && found "$VERSITYGW_BIN (VERSITYGW_BIN)"
-  unavailable "VERSITYGW_BIN=$VERSITYGW_BIN is not an executable file"
-fi
-if command -v versitygw >/dev/null 2>&1; then found "$(command -v versitygw) (PATH)"; fi
+find_named_or_on_path
 if [ -x "$TOOLS_BIN/versitygw" ]; then
   have=$(built_version "$TOOLS_BIN/versitygw")
   # Unknown (no Go to ask) counts as right: there would be no way to replace it anyway.

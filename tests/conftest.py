@@ -31,6 +31,7 @@ from llog.client.reader import LogReader
 from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config
 from llog.format.keys import DEFAULT_ROOT_PREFIX
+from llog.protocol.compaction import Compactor
 from llog.protocol.registry import PartitionRegistry
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
@@ -48,8 +49,8 @@ settings.register_profile("llog", max_examples=100 * FUZZ_SCALE)
 settings.load_profile("llog")
 
 
-def serve_env(s3_config: S3Config, root: str) -> dict[str, str]:
-    """The environment of an ``llog serve`` on the session's moto S3 under ``root``."""
+def moto_s3_env(s3_config: S3Config, root: str) -> dict[str, str]:
+    """The variables that point llog at the session's moto S3, under ``root``."""
     assert s3_config.endpoint_url is not None
     return {
         "LLOG_S3_BUCKET": BUCKET,
@@ -58,8 +59,12 @@ def serve_env(s3_config: S3Config, root: str) -> dict[str, str]:
         "LLOG_S3_ACCESS_KEY_ID": "testing",
         "LLOG_S3_SECRET_ACCESS_KEY": "testing",
         "LLOG_ROOT_PREFIX": root,
-        "LLOG_BATCH_MAX_DELAY_MS": "20",
     }
+
+
+def serve_env(s3_config: S3Config, root: str) -> dict[str, str]:
+    """The environment of an ``llog serve`` on the session's moto S3 under ``root``."""
+    return {**moto_s3_env(s3_config, root), "LLOG_BATCH_MAX_DELAY_MS": "20"}
 
 
 def unreachable_oxia_env() -> dict[str, str]:
@@ -73,10 +78,15 @@ def unreachable_oxia_env() -> dict[str, str]:
     }
 
 
-def start_server(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> LlogServer:
-    """``llog serve`` on a free loopback port, configured by ``env``."""
+def set_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """Sets every variable of ``env`` for the test."""
     for name, value in env.items():
         monkeypatch.setenv(name, value)
+
+
+def start_server(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> LlogServer:
+    """``llog serve`` on a free loopback port, configured by ``env``."""
+    set_env(monkeypatch, env)
     return LlogServer("127.0.0.1", 0).start()
 
 
@@ -205,6 +215,11 @@ def writer(storage: Storage) -> LogWriter:
 @pytest.fixture
 def reader(storage: Storage) -> LogReader:
     return LogReader(storage)
+
+
+@pytest.fixture
+def compactor(storage: Storage) -> Compactor:
+    return Compactor(storage)
 
 
 @pytest.fixture

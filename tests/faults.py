@@ -3,13 +3,15 @@
 Components call their ``llog.protocol.faults.FaultHook`` between storage steps;
 ``crash_at`` returns a hook that raises ``SimulatedCrash`` at a chosen point,
 so the component's remaining steps never run, as if its process had died
-there. Every crash, Oxia server restart and injected S3 fault is counted in
+there; ``PauseAt`` holds the component at a point until the test releases it,
+as if its process had stalled there. Every crash, Oxia server restart and injected S3 fault is counted in
 ``HARNESS``; ``tests/conftest.py`` writes the counts to ``LLOG_HARNESS_REPORT``
 when the session ends.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 from llog.protocol.faults import FaultHook
@@ -34,3 +36,20 @@ def crash_at(*points: str) -> FaultHook:
             raise SimulatedCrash(point)
 
     return hook
+
+
+class PauseAt:
+    """A hook that holds the component's thread at ``point`` until :meth:`release`; ``reached`` is set there."""
+
+    def __init__(self, point: str) -> None:
+        self.point = point
+        self.reached = threading.Event()
+        self._released = threading.Event()
+
+    def __call__(self, point: str) -> None:
+        if point == self.point:
+            self.reached.set()
+            assert self._released.wait(30)
+
+    def release(self) -> None:
+        self._released.set()

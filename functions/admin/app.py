@@ -14,7 +14,6 @@ function also answers every unknown path (404), as API Gateway's catch-all.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 import uuid
@@ -22,11 +21,13 @@ from typing import Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.common import names
 from functions.common.http import create_resolver, json_response, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
+from llog.config import broker_id_from_env
 from llog.errors import InvalidPartition
 from llog.format.keys import validate_partition, validate_topic
 from llog.service.admin import AdminService
@@ -56,12 +57,12 @@ def reset() -> None:
     set_server_info(None, None)
 
 
-def health(function_name: str) -> dict[str, Any]:
+def health(context: LambdaContext) -> dict[str, Any]:
     return {
         "status": "ok",
-        "broker_id": os.environ.get("LLOG_BROKER_ID") or f"{function_name}/{INSTANCE_ID}",
-        "function_name": function_name,
-        "function_version": os.environ.get("AWS_LAMBDA_FUNCTION_VERSION"),
+        "broker_id": broker_id_from_env() or f"{context.function_name}/{INSTANCE_ID}",
+        "function_name": context.function_name,
+        "function_version": context.function_version,
         "instance_id": INSTANCE_ID,
         "host": _server["host"],
         "port": _server["port"],
@@ -82,7 +83,7 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.get("/health")
     def get_health() -> Response[str]:
-        return json_response(200, health(app.lambda_context.function_name))
+        return json_response(200, health(app.lambda_context))
 
     @app.get("/topics")
     def get_topics() -> Response[str]:

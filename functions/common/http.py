@@ -33,8 +33,9 @@ from functions.common import routes
 from functions.common.errors import client_error, error_answer
 from functions.common.lazy import PerThread
 from functions.common.telemetry import Handler, Telemetry
+from llog.config import Limits
 from llog.errors import LlogError
-from llog.service.http_contract import Limits, RequestRejected, parse_json_body
+from llog.service.http_contract import RequestRejected, parse_json_body
 
 JSON = "application/json"
 

@@ -9,7 +9,6 @@ worker function consumes that queue with bounded concurrency.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -18,7 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from functions.common import names
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
-from llog.config import env_int, root_prefix_from_env
+from llog.config import CompactionScheduleConfig, root_prefix_from_env
 from llog.protocol.catalog import LogCatalog
 from llog.service.compaction import plan_compaction
 from llog.store.oxia import OxiaStore
@@ -39,7 +38,7 @@ def reset() -> None:
 
 @telemetry.lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    plan = plan_compaction(_catalog.get(), min_lag=env_int(os.environ, "LLOG_COMPACTION_MIN_LAG", 1))
+    plan = plan_compaction(_catalog.get(), min_lag=CompactionScheduleConfig.from_env().min_lag)
     sent = _queue.get().send([task.to_message() for task in plan.tasks])
     telemetry.metric("PartitionsSeen", MetricUnit.Count, plan.partitions_seen)
     telemetry.metric("CompactionTasksEnqueued", MetricUnit.Count, sent)

@@ -8,7 +8,6 @@ dead-letter queue. The time budget stays well inside the Lambda timeout.
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any
 
@@ -21,7 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from functions.common import names
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
-from llog.config import env_int
+from llog.config import CompactionScheduleConfig
 from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor
 from llog.service.compaction import CompactionTask, TaskEnd, TaskOutcome, run_compaction_task
@@ -35,14 +34,14 @@ _compactor: Lazy[Compactor] = Lazy(Compactor.from_env, Compactor.close)
 _claims: Lazy[CompactorClaims] = Lazy(
     lambda: CompactorClaims(
         _compactor.get().storage.oxia,
-        os.environ.get("LLOG_COMPACTOR_ID") or f"worker-{uuid.uuid4()}",
+        CompactionScheduleConfig.from_env().compactor_id or f"worker-{uuid.uuid4()}",
         root=_compactor.get().storage.root,
     )
 )
 
 
 def budget_s(context: LambdaContext | None) -> float:
-    budget = env_int(os.environ, "LLOG_COMPACTION_BUDGET_MS", 240_000) / 1000
+    budget = CompactionScheduleConfig.from_env().budget_ms / 1000
     if context is not None:
         budget = min(budget, context.get_remaining_time_in_millis() / 1000 - SAFETY_MARGIN_S)
     return max(budget, 0.0)

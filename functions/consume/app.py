@@ -21,8 +21,9 @@ from functions.common import names
 from functions.common.http import create_resolver, json_body, json_response, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
+from llog.config import Limits
 from llog.service.consume import ConsumeService
-from llog.service.http_contract import Limits, consume_response, parse_consume_request
+from llog.service.http_contract import consume_response, parse_consume_request
 
 telemetry = Telemetry(names.CONSUME)
 _service: Lazy[ConsumeService] = Lazy(ConsumeService.from_env, ConsumeService.close)

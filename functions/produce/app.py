@@ -21,8 +21,9 @@ from functions.common.http import create_resolver, json_body, json_response, res
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
 from llog.client.writer import SharedAppendGroup
+from llog.config import Limits
 from llog.format.codec import Record
-from llog.service.http_contract import Limits, parse_produce_request, produce_response
+from llog.service.http_contract import parse_produce_request, produce_response
 from llog.service.produce import ProduceService
 
 telemetry = Telemetry(names.PRODUCE)

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from devserver.devstack import free_port
 from devserver.serve import LlogServer
 from functions.admin import app as admin_app
 from functions.common import names
@@ -29,7 +28,7 @@ from functions.consume import app as consume_app
 from functions.produce import app as produce_app
 from llog.config import S3Config
 from llog.store.s3 import BlobStore
-from tests.conftest import BUCKET, OxiaServer
+from tests.conftest import BUCKET, OxiaServer, moto_s3_env, set_env, unreachable_oxia_env
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 HANDLERS: dict[str, ModuleType] = {names.PRODUCE: produce_app, names.CONSUME: consume_app, names.ADMIN: admin_app}
@@ -93,16 +92,7 @@ def _reset_handlers() -> Iterator[None]:
 
 @pytest.fixture
 def s3_env(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str) -> Env:
-    assert s3_config.endpoint_url is not None
-    for name, value in {
-        "LLOG_S3_BUCKET": BUCKET,
-        "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url,
-        "LLOG_S3_REGION_NAME": "us-east-1",
-        "LLOG_S3_ACCESS_KEY_ID": "testing",
-        "LLOG_S3_SECRET_ACCESS_KEY": "testing",
-        "LLOG_ROOT_PREFIX": root,
-    }.items():
-        monkeypatch.setenv(name, value)
+    set_env(monkeypatch, moto_s3_env(s3_config, root))
     for name in ("LLOG_MAX_REQUEST_BYTES", "LLOG_MAX_PARTITIONS_PER_REQUEST", "LLOG_CONSUME_MAX_WAIT_MS"):
         monkeypatch.delenv(name, raising=False)
     return Env(root, s3_config)
@@ -111,11 +101,7 @@ def s3_env(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str) -> E
 @pytest.fixture
 def dead_oxia_env(monkeypatch: pytest.MonkeyPatch, s3_env: Env) -> Env:
     """Oxia at a loopback port nobody listens on: every Oxia call fails fast with OxiaUnavailable."""
-    monkeypatch.setenv("LLOG_OXIA_SERVICE_ADDRESS", f"127.0.0.1:{free_port()}")
-    monkeypatch.setenv("LLOG_OXIA_CONNECT_TIMEOUT_MS", "300")
-    monkeypatch.setenv("LLOG_OXIA_REQUEST_TIMEOUT_MS", "500")
-    monkeypatch.setenv("LLOG_OXIA_CLOSE_TIMEOUT_MS", "500")
-    monkeypatch.setenv("LLOG_OXIA_MAX_RETRIES", "0")
+    set_env(monkeypatch, unreachable_oxia_env())
     return s3_env
 
 

@@ -22,7 +22,7 @@ import pytest
 from functions.admin import app as admin_app
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
-from llog.service.http_contract import LAMBDA_PAYLOAD_LIMIT
+from llog.config import LAMBDA_PAYLOAD_LIMIT
 from tests.functions.conftest import EVENTS, Env, invoke, load_event
 
 ROOT = Path(__file__).resolve().parents[2]

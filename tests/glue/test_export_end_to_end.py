@@ -9,8 +9,9 @@ from pyspark.sql import SparkSession
 
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
+from llog.config import CompactorConfig
 from llog.format.codec import Record
-from llog.protocol.compaction import Compactor, CompactorConfig, compact_until_caught_up
+from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.store.storage import Storage
 from llog_export.job import ExportOptions
 from llog_export.runner import run_export

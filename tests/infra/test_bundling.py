@@ -2,12 +2,12 @@
 builds the Glue export's packages zip the same way.
 
 Marked ``bundling``: it downloads wheels (or takes them from pip's cache). Deselect with
-``-m 'not bundling'``.
+``-m 'not bundling'``. The ``bundle`` and ``glue_packages`` fixtures are in ``conftest.py``, shared
+with ``test_runtime_modules.py``.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -15,14 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import aws_cdk as cdk
 import pytest
-from aws_cdk.assertions import Template
 
-from infra.analytics import Analytics
-from infra.layer import LlogLayer, PipLayerBundler
-from infra.storage import Storage
-from tests.infra.helpers import make_app
+from infra.layer import PipLayerBundler
 
 pytestmark = pytest.mark.bundling
 
@@ -44,21 +39,6 @@ def elf_machine(path: Path) -> int:
     header = path.read_bytes()[:20]
     assert header[:4] == b"\x7fELF", path
     return int.from_bytes(header[18:20], "little")
-
-
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The layer's zip root, built by `cdk synth` through the ILocalBundling callback."""
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    app = make_app(bundling=True, outdir=str(outdir))
-    stack = cdk.Stack(app, "LayerOnly")
-    LlogLayer(stack, "LlogLayer")
-    app.synth()
-    (layer,) = Template.from_stack(stack).find_resources("AWS::Lambda::LayerVersion").values()
-    key: str = layer["Properties"]["Content"]["S3Key"]
-    asset = outdir / ("asset." + key.removesuffix(".zip"))
-    assert asset.is_dir(), sorted(p.name for p in outdir.iterdir())
-    return asset
 
 
 def test_bundle_holds_llog_and_oxia(bundle: Path) -> None:
@@ -135,6 +115,7 @@ def test_same_pins_import_on_cpython_313(tmp_path: Path) -> None:
     """This machine cannot run arm64 code; the x86_64 build of the same pins imports on CPython 3.13.
 
     boto3 comes from the Lambda runtime, so a copy stands in for it on the path, after the layer.
+    Every module of ``llog`` imports with nothing else: the layer needs no development package.
     """
     python = find_python313()
     if python is None:
@@ -153,6 +134,8 @@ def test_same_pins_import_on_cpython_313(tmp_path: Path) -> None:
         "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
         "from llog.store.oxia import OxiaStore\n"
         "from llog.format.codec import Record, encode_batch, decode_batch\n"
+        "import importlib, pkgutil\n"
+        "for module in pkgutil.walk_packages(llog.__path__, 'llog.'): importlib.import_module(module.name)\n"
         "assert llog.__file__.startswith(sys.argv[1]), llog.__file__\n"
         "assert grpc.__file__.startswith(sys.argv[1]), grpc.__file__\n"
         "print('ok', sys.version_info[:2], grpc.__version__)\n"
@@ -162,30 +145,6 @@ def test_same_pins_import_on_cpython_313(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("ok (3, 13)")
-
-
-@pytest.fixture(scope="module")
-def glue_packages(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """The staged directory of ``--extra-py-files`` (CDK zips it on upload) and its asset manifest entry."""
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    app = make_app(bundling=True, outdir=str(outdir))
-    stack = cdk.Stack(app, "AnalyticsOnly")
-    storage = Storage(stack, "Storage", production=False, encryption="s3_managed", access_log_retention_days=30)
-    Analytics(stack, "Analytics", stage="bundle", production=False, data_bucket=storage.bucket,
-              access_log_bucket=storage.access_log_bucket, root_prefix="llog", schedule="cron(15 * * * ? *)",
-              table_format="parquet", worker_type="G.1X", workers=2, timeout_minutes=60,
-              database_name="llog_bundle")  # fmt: skip
-    assembly = app.synth()
-    (job,) = Template.from_stack(stack).find_resources("AWS::Glue::Job").values()
-    url: str = job["Properties"]["DefaultArguments"]["--extra-py-files"]["Fn::Sub"]
-    key = url.rsplit("/", 1)[1]
-    assert key.endswith(".zip"), key  # Glue takes a .zip in --extra-py-files
-    asset_hash = key.removesuffix(".zip")
-    manifest = json.loads((Path(assembly.directory) / "AnalyticsOnly.assets.json").read_text())
-    entry = manifest["files"][asset_hash]
-    asset = outdir / entry["source"]["path"]
-    assert asset.is_dir(), sorted(p.name for p in outdir.iterdir())
-    return asset, entry
 
 
 def test_glue_packages_zip_holds_llog_and_llog_export(glue_packages: tuple[Path, dict[str, Any]]) -> None:

@@ -6,19 +6,24 @@ import json
 
 import pytest
 
-from devserver.devstack import free_port
 from llog.cli import main
 from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config
-from tests.conftest import BUCKET
+from tests.conftest import moto_s3_env, set_env, unreachable_oxia_env
 
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str) -> None:
-    for name, value in {"LLOG_S3_BUCKET": BUCKET, "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url or "",
-                        "LLOG_S3_REGION_NAME": "us-east-1", "LLOG_S3_ACCESS_KEY_ID": "testing",
-                        "LLOG_S3_SECRET_ACCESS_KEY": "testing", "LLOG_ROOT_PREFIX": root}.items():
-        monkeypatch.setenv(name, value)
+    set_env(monkeypatch, moto_s3_env(s3_config, root))
+
+
+@pytest.fixture
+def two_records(env: None, monkeypatch: pytest.MonkeyPatch, oxia_config: OxiaConfig, writer: LogWriter,
+                topic: str) -> None:
+    """``topic``'s partition 0 holds records 1 and 2; the command line talks to the test's Oxia server."""
+    monkeypatch.setenv("LLOG_OXIA_SERVICE_ADDRESS", oxia_config.service_address)
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a", b"b"])
 
 
 @pytest.mark.parametrize(
@@ -28,19 +33,13 @@ def env(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str) -> None
 def test_an_unreachable_oxia_is_a_clear_error_and_exit_status_1(
     env: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
 ) -> None:
-    monkeypatch.setenv("LLOG_OXIA_SERVICE_ADDRESS", f"127.0.0.1:{free_port()}")
-    monkeypatch.setenv("LLOG_OXIA_CONNECT_TIMEOUT_MS", "300")
+    set_env(monkeypatch, unreachable_oxia_env())
     assert main(argv) == 1
     assert "OxiaUnavailable" in capsys.readouterr().err
 
 
 @pytest.mark.oxia
-def test_compact_prints_what_it_did(env: None, monkeypatch: pytest.MonkeyPatch, oxia_config: OxiaConfig,
-                                    writer: LogWriter, topic: str, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("LLOG_OXIA_SERVICE_ADDRESS", oxia_config.service_address)
-    writer.initialize_partition(topic, 0)
-    writer.append(topic, 0, [b"a", b"b"])
-
+def test_compact_prints_what_it_did(two_records: None, topic: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["compact", "--topic", topic, "--partition", "0"]) == 0
 
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -50,12 +49,8 @@ def test_compact_prints_what_it_did(env: None, monkeypatch: pytest.MonkeyPatch, 
 
 
 @pytest.mark.oxia
-def test_migrate_switches_a_partition_once(env: None, monkeypatch: pytest.MonkeyPatch, oxia_config: OxiaConfig,
-                                           writer: LogWriter, topic: str, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("LLOG_OXIA_SERVICE_ADDRESS", oxia_config.service_address)
-    writer.initialize_partition(topic, 0)
-    writer.append(topic, 0, [b"a", b"b"])
-
+def test_migrate_switches_a_partition_once(two_records: None, writer: LogWriter, topic: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["migrate", "--topic", topic, "--partition", "0"]) == 0
     assert main(["migrate", "--topic", topic, "--partition", "0"]) == 0  # idempotent
 

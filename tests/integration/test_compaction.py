@@ -8,10 +8,11 @@ import pytest
 
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
+from llog.config import CompactorConfig
 from llog.format.codec import Record
 from llog.format.documents import CompactionRecord, CompactionState, EntryType
 from llog.format.keys import PartitionKeys
-from llog.protocol.compaction import Compactor, CompactorConfig, compact_until_caught_up
+from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.faults import COMPACTOR_AFTER_BLOB_PUT as AFTER_BLOB_PUT
 from llog.protocol.faults import COMPACTOR_AFTER_CURSOR as AFTER_CURSOR
 from llog.protocol.faults import COMPACTOR_AFTER_DELETE as AFTER_DELETE
@@ -25,7 +26,7 @@ from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
-from tests.faults import SimulatedCrash, crash_at
+from tests.faults import PauseAt, SimulatedCrash, crash_at
 
 pytestmark = pytest.mark.oxia
 
@@ -37,11 +38,6 @@ def snapshot(reader: LogReader, topic: str, partition: int = 0) -> list[tuple[in
 def index_types(oxia: OxiaStore, root: str, topic: str, partition: int = 0) -> list[tuple[int, str, int]]:
     meta = PartitionMetadata(oxia, PartitionKeys(topic, partition, root))
     return [(b.end_offset, b.entry.type.value, b.entry.msg_count) for b in meta.scan_index(1)]
-
-
-@pytest.fixture
-def compactor(storage: Storage) -> Compactor:
-    return Compactor(storage)
 
 
 def manifest_chain(blob_store: BlobStore, root: str, topic: str, partition: int = 0) -> list[tuple[int, int, int]]:
@@ -176,21 +172,15 @@ def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
     storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
-    reserved, release = threading.Event(), threading.Event()
-
-    def stall(point: str) -> None:
-        if point == AFTER_RESERVE:
-            reserved.set()
-            assert release.wait(30)
-
+    stall = PauseAt(AFTER_RESERVE)
     stalled = LogWriter(storage, fault_hook=stall)
     thread = threading.Thread(target=stalled.append, args=(topic, 0, [b"a", b"b"]))
     thread.start()
-    assert reserved.wait(30)
+    assert stall.reached.wait(30)
     writer.append(topic, 0, [b"c"])  # recovers the stalled append, then appends
     assert compactor.compact_once(topic, 0).end_offset == 3
 
-    release.set()
+    stall.release()
     thread.join(30)
 
     assert [(e, t) for e, t, _ in index_types(oxia_store, root, topic)] == [(3, EntryType.COMPACTED.value)]
@@ -203,21 +193,15 @@ def test_a_compactor_that_stalled_past_another_compaction_does_not_commit_its_st
 ) -> None:
     fill(writer, topic)
     before = snapshot(reader, topic)
-    selected, release = threading.Event(), threading.Event()
-
-    def stall(point: str) -> None:
-        if point == AFTER_BLOB_PUT:
-            selected.set()
-            assert release.wait(30)
-
+    stall = PauseAt(AFTER_BLOB_PUT)
     stalled = Compactor(storage, fault_hook=stall)
     outcome: list[str] = []
     thread = threading.Thread(target=lambda: outcome.append(stalled.compact_once(topic, 0).outcome))
     thread.start()
-    assert selected.wait(30)
+    assert stall.reached.wait(30)
     assert compactor.compact_once(topic, 0).outcome == "compacted"  # the same range, first
     writer.append(topic, 0, [b"later"])
-    release.set()
+    stall.release()
     thread.join(30)
 
     assert outcome == ["nothing_to_do"]

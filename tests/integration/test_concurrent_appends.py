@@ -13,10 +13,10 @@ import pytest
 
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
-from llog.config import OxiaConfig, S3Config, WriterConfig
+from llog.config import CompactorConfig, GcConfig, OxiaConfig, S3Config, WriterConfig
 from llog.format.documents import AppendProtocol
-from llog.protocol.compaction import Compactor, CompactorConfig
-from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.protocol.compaction import Compactor
+from llog.protocol.gc import GarbageCollector
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
@@ -51,28 +51,36 @@ def assert_unique_and_contiguous(results: list[tuple[int, int, bytes]], reader: 
             assert record.value == by_offset[record.offset - 1] + b"+"
 
 
-def test_threads_share_one_writer(writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig,
-                                  s3_config: S3Config, topic: str, root: str) -> None:
-    writer.initialize_partition(topic, 0)
+PROTOCOLS = pytest.mark.parametrize("protocol", list(AppendProtocol), ids=[p.value for p in AppendProtocol])
+
+
+@PROTOCOLS
+def test_threads_each_with_their_own_writer(reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config,
+                                            topic: str, root: str, storage: Storage, protocol: AppendProtocol) -> None:
+    config = WriterConfig(append_protocol=protocol)
+    LogWriter(storage, config=config).initialize_partition(topic, 0)
     with ThreadPoolExecutor(8) as pool:
-        futures = [pool.submit(append_many, oxia_config, s3_config, root, topic, w, 10) for w in range(8)]
+        futures = [pool.submit(append_many, oxia_config, s3_config, root, topic, w, 10, config) for w in range(8)]
         results = [r for f in futures for r in f.result()]
     assert len(results) == 80
     assert_unique_and_contiguous(results, reader, topic)
 
 
-def test_processes_each_with_their_own_writer(writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig,
-                                              s3_config: S3Config, topic: str, root: str) -> None:
-    writer.initialize_partition(topic, 0)
+@PROTOCOLS
+def test_processes_each_with_their_own_writer(reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config,
+                                              topic: str, root: str, storage: Storage, protocol: AppendProtocol
+                                              ) -> None:
+    config = WriterConfig(append_protocol=protocol)
+    LogWriter(storage, config=config).initialize_partition(topic, 0)
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(4) as pool:
-        chunks = pool.starmap(append_many, [(oxia_config, s3_config, root, topic, w, 8) for w in range(4)])
+        chunks = pool.starmap(append_many, [(oxia_config, s3_config, root, topic, w, 8, config) for w in range(4)])
     results = [r for chunk in chunks for r in chunk]
     assert len(results) == 32
     assert_unique_and_contiguous(results, reader, topic)
 
 
-@pytest.mark.parametrize("protocol", list(AppendProtocol), ids=[p.value for p in AppendProtocol])
+@PROTOCOLS
 def test_appends_compaction_and_garbage_collection_all_at_once(
     reader: LogReader, topic: str, protocol: AppendProtocol, storage: Storage
 ) -> None:

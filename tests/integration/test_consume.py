@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import pytest
 
@@ -47,20 +48,10 @@ def values(result: PartitionFetch) -> list[bytes]:
 
 
 @pytest.fixture
-def reader_oxia(oxia_config: OxiaConfig) -> Iterator[OxiaStore]:
-    """An Oxia store used only by the consume service under test (its own counters)."""
-    with OxiaStore(oxia_config) as store:
-        yield store
-
-
-@pytest.fixture
-def reader_blobs(s3_config: S3Config) -> BlobStore:
-    return BlobStore(s3_config)
-
-
-@pytest.fixture
-def reader_storage(reader_oxia: OxiaStore, reader_blobs: BlobStore, root: str) -> Storage:
-    return Storage(reader_oxia, reader_blobs, BUCKET, root)
+def reader_storage(oxia_config: OxiaConfig, s3_config: S3Config, root: str) -> Iterator[Storage]:
+    """Stores used only by the consume service under test: their counters count its calls alone."""
+    with OxiaStore(oxia_config) as oxia:
+        yield Storage(oxia, BlobStore(s3_config), BUCKET, root)
 
 
 @pytest.fixture
@@ -68,8 +59,25 @@ def service(reader_storage: Storage) -> ConsumeService:
     return ConsumeService(LogReader(reader_storage))
 
 
+class TailCached(NamedTuple):
+    """A writer feeding a tail cache and a consume service reading through it, as ``llog serve`` wires them."""
+
+    cache: TailCache
+    writer: LogWriter
+    service: ConsumeService
+
+
+@pytest.fixture
+def tail_cached(storage: Storage, reader_storage: Storage, topic: str) -> TailCached:
+    """``topic``'s partition 0 initialized by a writer that feeds the consume service's tail cache."""
+    cache = TailCache(MB)
+    writer = LogWriter(storage, commit_listener=cache.on_commit)
+    writer.initialize_partition(topic, 0)
+    return TailCached(cache, writer, ConsumeService(LogReader(reader_storage), tail_cache=cache))
+
+
 def test_partitions_sharing_one_wal_blob_fetch_it_once(
-    writer: LogWriter, service: ConsumeService, reader_blobs: BlobStore, topic: str
+    writer: LogWriter, service: ConsumeService, reader_storage: Storage, topic: str
 ) -> None:
     for p in range(3):
         writer.initialize_partition(topic, p)
@@ -80,7 +88,7 @@ def test_partitions_sharing_one_wal_blob_fetch_it_once(
     fetched = service.consume(request(*(part(topic, p) for p in range(3))))
 
     assert [values(r) for r in fetched] == [[f"{p}-a".encode(), f"{p}-b".encode()] for p in range(3)]
-    ops = reader_blobs.counters.snapshot()
+    ops = reader_storage.blobs.counters.snapshot()
     assert ops["range_get"].calls == 1, "three slices of one blob: one merged range GET"
     assert "get" not in ops
 
@@ -152,25 +160,21 @@ def test_long_poll_returns_as_soon_as_data_arrives(writer: LogWriter, service: C
 
 
 def test_long_poll_with_a_tail_cache_wakes_on_the_local_append(
-    reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, storage: Storage, reader_storage: Storage
+    tail_cached: TailCached, topic: str, reader_storage: Storage
 ) -> None:
-    cache = TailCache(MB)
-    writer = LogWriter(storage, commit_listener=cache.on_commit)
-    writer.initialize_partition(topic, 0)
-    writer.append(topic, 0, [b"first"])
-    service = ConsumeService(LogReader(reader_storage), tail_cache=cache)
+    tail_cached.writer.append(topic, 0, [b"first"])
 
-    timer = threading.Timer(0.3, writer.append, args=(topic, 0, [b"second"]))
+    timer = threading.Timer(0.3, tail_cached.writer.append, args=(topic, 0, [b"second"]))
     start = time.monotonic()
     timer.start()
-    (result,) = service.consume(request(part(topic, offset=2), max_wait_ms=10_000))
+    (result,) = tail_cached.service.consume(request(part(topic, offset=2), max_wait_ms=10_000))
     elapsed = time.monotonic() - start
     timer.join()
 
     assert values(result) == [b"second"]
     assert elapsed < 2
-    assert reader_oxia.counters.total_calls() == 0, "served from the tail cache: no Oxia call"
-    assert reader_blobs.counters.total_calls() == 0
+    assert reader_storage.oxia.counters.total_calls() == 0, "served from the tail cache: no Oxia call"
+    assert reader_storage.blobs.counters.total_calls() == 0
 
 
 def test_long_poll_times_out_empty_at_max_wait(writer: LogWriter, service: ConsumeService, topic: str) -> None:
@@ -209,32 +213,26 @@ def test_offsets_out_of_range_are_reported_per_partition(
     assert beyond.error.error_type == "OffsetOutOfRange"
 
 
-def test_tail_cache_hits_avoid_oxia_and_s3(
-    reader_oxia: OxiaStore, reader_blobs: BlobStore, topic: str, storage: Storage, reader_storage: Storage
-) -> None:
-    cache = TailCache(MB)
-    writer = LogWriter(storage, commit_listener=cache.on_commit)
-    writer.initialize_partition(topic, 0)
-    writer.append(topic, 0, [b"a", b"b"])
-    writer.append(topic, 0, [b"c"])
-    service = ConsumeService(LogReader(reader_storage), tail_cache=cache)
+def test_tail_cache_hits_avoid_oxia_and_s3(tail_cached: TailCached, topic: str, reader_storage: Storage) -> None:
+    tail_cached.writer.append(topic, 0, [b"a", b"b"])
+    tail_cached.writer.append(topic, 0, [b"c"])
 
-    (result,) = service.consume(request(part(topic)))
+    (result,) = tail_cached.service.consume(request(part(topic)))
 
     assert values(result) == [b"a", b"b", b"c"]
     assert result.high_watermark == 3
-    assert cache.hits >= 2
-    assert reader_oxia.counters.total_calls() == 0
-    assert reader_blobs.counters.total_calls() == 0
+    assert tail_cached.cache.hits >= 2
+    assert reader_storage.oxia.counters.total_calls() == 0
+    assert reader_storage.blobs.counters.total_calls() == 0
 
     # Known empty at the cached tail: the long-poll waits locally and reads Oxia once, at the end.
-    (empty,) = service.consume(request(part(topic, offset=4), max_wait_ms=300))
+    (empty,) = tail_cached.service.consume(request(part(topic, offset=4), max_wait_ms=300))
     assert empty.records == []
-    assert reader_oxia.counters.snapshot()["get"].calls <= 2
+    assert reader_storage.oxia.counters.snapshot()["get"].calls <= 2
 
 
 def test_a_cache_miss_falls_back_to_oxia_and_fills_the_cache(
-    writer: LogWriter, reader_oxia: OxiaStore, topic: str, reader_storage: Storage
+    writer: LogWriter, topic: str, reader_storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a", b"b"])
@@ -242,12 +240,12 @@ def test_a_cache_miss_falls_back_to_oxia_and_fills_the_cache(
     service = ConsumeService(LogReader(reader_storage), tail_cache=cache)
 
     (first,) = service.consume(request(part(topic)))
-    calls = reader_oxia.counters.total_calls()
+    calls = reader_storage.oxia.counters.total_calls()
     (again,) = service.consume(request(part(topic)))
 
     assert values(first) == values(again) == [b"a", b"b"]
     assert calls > 0
-    assert reader_oxia.counters.total_calls() == calls, "the second read is a cache hit"
+    assert reader_storage.oxia.counters.total_calls() == calls, "the second read is a cache hit"
 
 
 def test_a_reader_catching_up_through_the_cache_does_not_wait_at_what_it_read(

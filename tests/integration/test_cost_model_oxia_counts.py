@@ -42,21 +42,20 @@ from bench.stack import READ_OPS, WRITE_OPS, stats_diff
 from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
-from llog.config import OxiaConfig, S3Config, WriterConfig
+from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, WriterConfig
 from llog.format.documents import AppendProtocol
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims
-from llog.protocol.compaction import Compactor, CompactorConfig
-from llog.protocol.gc import GarbageCollector, GcConfig
-from llog.protocol.retention import Retention, RetentionConfig, RetentionPolicy
+from llog.protocol.compaction import Compactor
+from llog.protocol.gc import GarbageCollector
+from llog.protocol.retention import Retention
 from llog.service.compaction import CompactionTask, plan_compaction, run_compaction_task
 from llog.service.consume import MAX_BATCHES_PER_PARTITION, ConsumeRequest, ConsumeService, FetchPartition
 from llog.service.produce import ProduceService
 from llog.store.metrics import OperationCounters
 from llog.store.oxia import OxiaStore
-from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
-from tests.conftest import BUCKET, TOOLS_BIN
+from tests.conftest import TOOLS_BIN
 
 pytestmark = pytest.mark.oxia
 
@@ -194,20 +193,10 @@ def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture
-def store(server: Server) -> Iterator[OxiaStore]:
-    with OxiaStore(server.config, counters=OperationCounters()) as oxia:
+def oxia_store(server: Server) -> Iterator[OxiaStore]:
+    """This module's server, in place of the session's: ``storage`` and what is built on it talk to it."""
+    with OxiaStore(server.config) as oxia:
         yield oxia
-
-
-@pytest.fixture
-def blobs(s3_config: S3Config) -> BlobStore:
-    return BlobStore(s3_config)
-
-
-@pytest.fixture
-def storage(store: OxiaStore, blobs: BlobStore, root: str) -> Storage:
-    """This module's server (``store``) under the test's root."""
-    return Storage(store, blobs, BUCKET, root)
 
 
 def new_writer(storage: Storage, protocol: cm.ProtocolOxia) -> LogWriter:
@@ -229,13 +218,13 @@ def clock_at(offset_s: float) -> Callable[[], float]:
 
 @PROTOCOLS
 def test_a_produce_request_after_the_writers_first_costs_the_protocols_operations(
-    server: Server, store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
 ) -> None:
     service = ProduceService(new_writer(storage, protocol))  # what the produce Lambda runs
     group = SharedAppendGroup(topic, 0, [b"x" * 1_000])
     service.produce([group])  # creates the partition; the writer's first append to it
 
-    with counting(store, server) as count:
+    with counting(oxia_store, server) as count:
         (result,) = service.produce([group])
     assert result.ok
     assert result.start_offset == 2
@@ -249,13 +238,13 @@ def test_a_produce_request_after_the_writers_first_costs_the_protocols_operation
 
 @PROTOCOLS
 def test_a_writers_first_produce_request_to_an_existing_partition_also_initializes_it(
-    server: Server, store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
 ) -> None:
     group = SharedAppendGroup(topic, 0, [b"x" * 1_000])
     ProduceService(new_writer(storage, protocol)).produce([group])  # another environment created it
     cold = ProduceService(new_writer(storage, protocol))  # a cold Lambda environment's service
 
-    with counting(store, server) as count:
+    with counting(oxia_store, server) as count:
         (result,) = cold.produce([group])
     assert result.ok
     assert result.start_offset == 2
@@ -277,14 +266,14 @@ def test_a_writers_first_produce_request_to_an_existing_partition_also_initializ
 
 @PROTOCOLS
 def test_a_consume_request_of_one_partition_reads_what_the_protocol_says(
-    server: Server, store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
 ) -> None:
     fill(new_writer(storage, protocol), topic, 0, MAX_BATCHES_PER_PARTITION + 1)
     service = ConsumeService(LogReader(storage))  # the consume Lambda's: no tail cache
     request = ConsumeRequest([FetchPartition(topic, 0, 1, C.consume_fetch_bytes)], max_wait_ms=0, min_bytes=1,
                              max_bytes=50 * C.consume_fetch_bytes)  # fmt: skip
 
-    with counting(store, server) as count:
+    with counting(oxia_store, server) as count:
         (fetched,) = service.consume(request)
     assert len(fetched.records) == C.consume_max_batches == 64  # a full request: one batch per produce request
 
@@ -348,15 +337,15 @@ def test_a_worker_invocation_costs_its_own_operations_plus_those_of_each_compact
 
 @PROTOCOLS
 def test_a_planner_tick_lists_the_registry_once_and_reads_each_partition(
-    server: Server, store: OxiaStore, root: str, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+    server: Server, oxia_store: OxiaStore, root: str, topic: str, protocol: cm.ProtocolOxia, storage: Storage
 ) -> None:
     partitions = 3
     writer = new_writer(storage, protocol)
     for partition in range(partitions):
         fill(writer, topic, partition, 1)
 
-    with counting(store, server) as count:
-        plan = plan_compaction(LogCatalog(store, root=root), min_lag=1)
+    with counting(oxia_store, server) as count:
+        plan = plan_compaction(LogCatalog(oxia_store, root=root), min_lag=1)
     assert (plan.partitions_seen, len(plan.tasks)) == (partitions, partitions)
 
     assert count.ops["list"] == C.planner_oxia_reads_per_tick == 1
@@ -373,7 +362,7 @@ def test_a_planner_tick_lists_the_registry_once_and_reads_each_partition(
 @PROTOCOLS
 @pytest.mark.parametrize("retention", [True, False], ids=["retention", "keep-everything"])
 def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
-    server: Server, store: OxiaStore, blobs: BlobStore, topic: str, protocol: cm.ProtocolOxia, retention: bool,
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, retention: bool,
     storage: Storage
 ) -> None:  # fmt: skip
     """The steady state of a partition GC visits every hour: an old compacted range for retention to remove
@@ -395,7 +384,7 @@ def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
     gc = GarbageCollector(dataclasses.replace(storage, clock=clock_at(25 * 3600)),
                           config=GcConfig(retention=RetentionConfig(policy)))  # fmt: skip
 
-    with counting(store, server) as count:
+    with counting(oxia_store, server) as count:
         report = gc.collect()
     assert report.errors == []
     assert report.wal_blobs_deleted == 4 * partitions  # those of the compacted offsets 1-4
@@ -416,7 +405,7 @@ def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
 
 
 def test_retention_reads_one_more_index_page_per_1024_entries(
-    server: Server, store: OxiaStore, topic: str, storage: Storage
+    server: Server, oxia_store: OxiaStore, topic: str, storage: Storage
 ) -> None:
     entries = C.index_page + 1
     writer = new_writer(storage, cm.SEQUENTIAL)  # one Oxia write an entry: quick to fill
@@ -425,7 +414,7 @@ def test_retention_reads_one_more_index_page_per_1024_entries(
     assert all(r.ok for r in results)
     retention = Retention(storage, config=RetentionConfig(RetentionPolicy(max_age_ms=DAY_S * 1000)))
 
-    with counting(store, server) as count:
+    with counting(oxia_store, server) as count:
         result = retention.enforce(topic, 0)
     assert result.log_start_after == result.log_start_before  # nothing compacted: nothing to remove
 

@@ -54,6 +54,7 @@ from hypothesis.stateful import (
 
 from llog.client.reader import LogReader, LogRecord
 from llog.client.writer import LogWriter, SharedAppendGroup
+from llog.config import GcConfig, RetentionConfig, RetentionPolicy
 from llog.errors import LogFenced
 from llog.format.codec import Record
 from llog.format.documents import CompactionState, EntryType, IndexedBatch, LogState
@@ -61,9 +62,8 @@ from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol import faults
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import FaultHook
-from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
-from llog.protocol.retention import RetentionConfig, RetentionPolicy
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage

@@ -9,13 +9,14 @@ import pytest
 
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter
+from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy
 from llog.errors import BlobNotFound, OffsetOutOfRange
 from llog.format.keys import PartitionKeys, S3Location
-from llog.protocol.compaction import Compactor, CompactorConfig, compact_until_caught_up
-from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.protocol.compaction import Compactor, compact_until_caught_up
+from llog.protocol.gc import GarbageCollector
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
-from llog.protocol.retention import Retention, RetentionConfig, RetentionPolicy
+from llog.protocol.retention import Retention
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore

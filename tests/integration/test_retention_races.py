@@ -26,18 +26,17 @@ import pytest
 
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter
-from llog.config import WriterConfig
+from llog.config import GcConfig, RetentionConfig, RetentionPolicy, WriterConfig
 from llog.errors import BlobNotFound, OffsetOutOfRange
 from llog.format.documents import AppendProtocol, CompactionState
 from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol import faults
-from llog.protocol.compaction import Compactor
+from llog.protocol.compaction import CompactionResult, Compactor
 from llog.protocol.faults import FaultHook
-from llog.protocol.gc import GarbageCollector, GcConfig, GcReport
+from llog.protocol.gc import GarbageCollector, GcReport
 from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
-from llog.protocol.retention import RetentionConfig, RetentionPolicy
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
@@ -45,9 +44,6 @@ from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_model import COMPACTOR_CRASH_POINTS, GRACE_MS
 
 pytestmark = pytest.mark.oxia
-
-PROTOCOLS = pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL], ids=str)
-
 
 @dataclass
 class Log:
@@ -78,12 +74,12 @@ class Log:
             assert offset not in self.acked
             self.acked[offset] = value
 
-    def compactor(self, hook: FaultHook | None = None) -> Compactor:
-        return Compactor(self.storage, fault_hook=hook)
+    def compact_once(self, hook: FaultHook | None = None) -> CompactionResult:
+        return Compactor(self.storage, fault_hook=hook).compact_once(self.topic, self.partition)
 
     def crash_compaction_at(self, point: str) -> None:
         with pytest.raises(SimulatedCrash):
-            self.compactor(crash_at(point)).compact_once(self.topic, self.partition)
+            self.compact_once(crash_at(point))
 
     def collector(self, max_bytes: int, *, ahead: bool = True) -> GarbageCollector:
         """GC with a size limit; ``ahead``: its clock is past the grace, so every unreferenced object looks old."""
@@ -110,6 +106,11 @@ class Log:
         return True
 
     # --- what readers see ---------------------------------------------------------
+
+    def check(self) -> None:
+        """What readers see (:meth:`check_reads`) and what names an object (:meth:`check_references`)."""
+        self.check_reads()
+        self.check_references()
 
     def check_reads(self) -> None:
         """Every acknowledged offset from the log start reads back exactly; nothing below it is followed."""
@@ -180,25 +181,21 @@ class Log:
     def compact_once_checked(self) -> None:
         """The next compaction works at or above the log start, and everything still reads back."""
         start = self.log_start
-        result = self.compactor().compact_once(self.topic, self.partition)
+        result = self.compact_once()
         if result.start_offset is not None:
             assert result.start_offset >= start
         assert self.meta.compaction() is None
-        self.check_reads()
-        self.check_references()
+        self.check()
 
 
-@pytest.fixture
-def make_log(storage: Storage) -> Callable[[AppendProtocol], Log]:
-    return lambda protocol: Log(storage, protocol)
+@pytest.fixture(params=[AppendProtocol.CAS, AppendProtocol.SEQUENTIAL], ids=str)
+def log(request: pytest.FixtureRequest, storage: Storage) -> Log:
+    """A fresh partition of each append protocol."""
+    return Log(storage, request.param)
 
 
-@PROTOCOLS
-def test_retention_leaves_a_range_whose_compaction_died_before_clearing_its_record(
-    make_log: Callable[[AppendProtocol], Log], protocol: AppendProtocol
-) -> None:
+def test_retention_leaves_a_range_whose_compaction_died_before_clearing_its_record(log: Log) -> None:
     """The soak's five steps: append; compactor dies at after_cursor; append; GC with a size limit of 1 byte."""
-    log = make_log(protocol)
     log.append(b"first-1", b"first-2")  # offsets 1-2
     log.crash_compaction_at(faults.COMPACTOR_AFTER_CURSOR)
     record = log.meta.compaction()
@@ -212,30 +209,24 @@ def test_retention_leaves_a_range_whose_compaction_died_before_clearing_its_reco
     # The range stays while meta/compaction names it (before the fix: log start 3 and the object deleted).
     assert log.log_start == 1
     assert log.exists(record.data_key)
-    log.check_reads()
-    log.check_references()
+    log.check()
 
     # The next compaction finishes the record; the following run removes the range.
-    result = log.compactor().compact_once(log.topic, log.partition)
+    result = log.compact_once()
     assert (result.outcome, result.resumed_from) == ("resumed", CompactionState.UPDATING_CURSOR.value)
     assert log.meta.compaction() is None
     log.collect_garbage(max_bytes=1)
     assert log.log_start == 3
     assert not log.exists(record.data_key)
-    log.check_reads()
-    log.check_references()
+    log.check()
     log.compact_once_checked()
 
 
-@PROTOCOLS
 @pytest.mark.parametrize("point", COMPACTOR_CRASH_POINTS)
-def test_retention_after_a_compactor_died_at_any_point(
-    make_log: Callable[[AppendProtocol], Log], protocol: AppendProtocol, point: str
-) -> None:
+def test_retention_after_a_compactor_died_at_any_point(log: Log, point: str) -> None:
     """An older compacted range, then a compaction that dies at ``point``, a later append, and GC."""
-    log = make_log(protocol)
     log.append(b"old-1", b"old-2")  # offsets 1-2, compacted and finished
-    assert log.compactor().compact_once(log.topic, log.partition).outcome == "compacted"
+    assert log.compact_once().outcome == "compacted"
     log.append(b"mid-1", b"mid-2", b"mid-3")  # offsets 3-5: the compaction that dies
     log.crash_compaction_at(point)
     log.append(b"late")  # offset 6
@@ -246,8 +237,7 @@ def test_retention_after_a_compactor_died_at_any_point(
     # [1, 2] is finished and not last: it goes. The dying compaction's range stays, whatever its state
     # (before the fix, a record left in UPDATING_CURSOR did not stop retention: log start 6).
     assert log.log_start == 3
-    log.check_reads()
-    log.check_references()
+    log.check()
     if record is not None:
         assert log.exists(record.data_key)
 
@@ -256,24 +246,19 @@ def test_retention_after_a_compactor_died_at_any_point(
     # After a crash before the record, [3, 6] became one range, the last entry: it stays. Otherwise the
     # resumed compaction finished [3, 5], which now goes, and offset 6 is the last entry.
     assert log.log_start == (3 if point == faults.COMPACTOR_AFTER_BLOB_PUT else 6)
-    log.check_reads()
-    log.check_references()
+    log.check()
     log.compact_once_checked()
 
 
-@PROTOCOLS
 @pytest.mark.parametrize("point", COMPACTOR_CRASH_POINTS)
-def test_retention_running_while_a_compactor_is_paused_between_its_steps(
-    make_log: Callable[[AppendProtocol], Log], protocol: AppendProtocol, point: str
-) -> None:
+def test_retention_running_while_a_compactor_is_paused_between_its_steps(log: Log, point: str) -> None:
     """A compactor that stalls at ``point`` (not dead) while GC runs, and then carries on.
 
     GC runs on a real clock here: the stalled compactor's new object is young, as docs/GC.md's commit
     deadline guarantees in production (a collector clock hours ahead would judge it before its record).
     """
-    log = make_log(protocol)
     log.append(b"old-1", b"old-2")
-    assert log.compactor().compact_once(log.topic, log.partition).outcome == "compacted"
+    assert log.compact_once().outcome == "compacted"
     log.append(b"mid-1", b"mid-2")
     log.append(b"mid-3")  # [3, 5] is two WAL entries
     seen: list[str] = []
@@ -283,18 +268,15 @@ def test_retention_running_while_a_compactor_is_paused_between_its_steps(
             return
         log.append(b"during")  # the stalled compaction's range is not last any more
         log.collect_garbage(max_bytes=1, ahead=False)
-        log.check_reads()
-        log.check_references()
+        log.check()
         seen.append(reached)
 
-    result = log.compactor(stall).compact_once(log.topic, log.partition)
+    result = log.compact_once(stall)
     assert seen == [point]
     assert (result.outcome, result.start_offset, result.end_offset) == ("compacted", 3, 5)
     assert log.meta.compaction() is None
-    log.check_reads()
-    log.check_references()
+    log.check()
     log.collect_garbage(max_bytes=1, ahead=False)
     assert log.log_start == 6  # [3, 5] is finished now; offset 6 is the last entry
-    log.check_reads()
-    log.check_references()
+    log.check()
     log.compact_once_checked()

@@ -13,7 +13,6 @@ reason, and ``LLOG_REQUIRE_VERSITYGW=1`` makes that a failure.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -22,7 +21,7 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
@@ -34,20 +33,18 @@ from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData
 from llog.format.codec import Record
-from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
+from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT as AFTER_BLOB_PUT
-from llog.protocol.gc import GarbageCollector, GcConfig
 from llog.protocol.manifest import ManifestStore
-from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
+from tests.integration.test_gc import collector, wal_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = ROOT / ".tools" / "bin"
-GRACE_MS = 60 * 60 * 1000
 
 
 def _unavailable(what: str, require_var: str, reason_file: Path) -> NoReturn:
@@ -76,7 +73,8 @@ def versitygw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VersityGW]:
 
 
 @pytest.fixture
-def vgw_blobs(versitygw: VersityGW) -> BlobStore:
+def blob_store(versitygw: VersityGW) -> BlobStore:
+    """VersityGW in place of conftest's moto: this module's stores, writers and readers talk to it."""
     return BlobStore(versitygw.config(BUCKET))
 
 
@@ -235,82 +233,62 @@ def test_wrong_credentials(s3_server: S3Server) -> None:
 # --- the protocols on VersityGW (and a real Oxia server) -----------------------------------------
 
 
-@pytest.fixture
-def vgw_storage(oxia_store: OxiaStore, vgw_blobs: BlobStore, root: str) -> Storage:
-    return Storage(oxia_store, vgw_blobs, BUCKET, root)
-
-
-@pytest.fixture
-def vgw_writer(vgw_storage: Storage) -> LogWriter:
-    return LogWriter(vgw_storage)
-
-
-@pytest.fixture
-def vgw_reader(vgw_storage: Storage) -> LogReader:
-    return LogReader(vgw_storage)
-
-
 @pytest.mark.oxia
-def test_append_and_read(vgw_writer: LogWriter, vgw_reader: LogReader, topic: str) -> None:
+def test_append_and_read(writer: LogWriter, reader: LogReader, topic: str) -> None:
     other = f"{topic}-b"
     for t in (topic, other):
-        vgw_writer.initialize_partition(t, 0)
+        writer.initialize_partition(t, 0)
     records = [Record(b"plain"), Record(b"\x00\xff binary", key=b"k", headers=(("h", b"v"),), timestamp_ms=7)]
-    assert (vgw_writer.append(topic, 0, records).end_offset) == 2
-    vgw_writer.append_shared([SharedAppendGroup(topic, 0, [b"s1", b"s2"]), SharedAppendGroup(other, 0, [b"o1"])])
+    assert (writer.append(topic, 0, records).end_offset) == 2
+    writer.append_shared([SharedAppendGroup(topic, 0, [b"s1", b"s2"]), SharedAppendGroup(other, 0, [b"o1"])])
 
-    got = [(r.offset, r.value, r.key, r.timestamp_ms) for r in vgw_reader.iter_from(topic, 0, 1)]
+    got = [(r.offset, r.value, r.key, r.timestamp_ms) for r in reader.iter_from(topic, 0, 1)]
     assert got[:2] == [(1, b"plain", None, got[0][3]), (2, b"\x00\xff binary", b"k", 7)]
     assert [v for _, v, _, _ in got[2:]] == [b"s1", b"s2"]
-    assert vgw_reader.read_offset(topic, 0, 4).value == b"s2"  # a range GET inside the shared blob
-    assert [r.value for r in vgw_reader.iter_from(other, 0, 1)] == [b"o1"]
-    assert vgw_reader.high_watermark(topic, 0) == 4
-
-
-def gc(storage: Storage, *, ahead_ms: int = GRACE_MS + 60_000) -> GarbageCollector:
-    clock: Callable[[], float] = lambda: time.time() + ahead_ms / 1000  # noqa: E731
-    return GarbageCollector(dataclasses.replace(storage, clock=clock), config=GcConfig(grace_ms=GRACE_MS))
+    assert reader.read_offset(topic, 0, 4).value == b"s2"  # a range GET inside the shared blob
+    assert [r.value for r in reader.iter_from(other, 0, 1)] == [b"o1"]
+    assert reader.high_watermark(topic, 0) == 4
 
 
 @pytest.mark.oxia
 def test_compaction_then_gc(
-    vgw_writer: LogWriter, vgw_reader: LogReader, vgw_blobs: BlobStore, topic: str, root: str, vgw_storage: Storage
+    writer: LogWriter, reader: LogReader, compactor: Compactor, blob_store: BlobStore, topic: str, root: str,
+    storage: Storage
 ) -> None:
     other = f"{topic}-x"
     for t in (topic, other):
-        vgw_writer.initialize_partition(t, 0)
+        writer.initialize_partition(t, 0)
     for i in range(3):
-        vgw_writer.append_shared([SharedAppendGroup(topic, 0, [f"a{i}-{j}".encode() for j in range(i + 1)]),
-                                  SharedAppendGroup(other, 0, [f"o{i}".encode()])])
+        writer.append_shared([SharedAppendGroup(topic, 0, [f"a{i}-{j}".encode() for j in range(i + 1)]),
+                              SharedAppendGroup(other, 0, [f"o{i}".encode()])])
     with pytest.raises(SimulatedCrash):  # an orphaned WAL blob: written, never committed
-        LogWriter(vgw_storage, fault_hook=crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"never committed"])
-    before = [(r.offset, r.value) for r in vgw_reader.iter_from(topic, 0, 1)]
-    wal = {o.key for o in vgw_blobs.list(BUCKET, shared_wal_prefix(root))}
+        LogWriter(storage, fault_hook=crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"never committed"])
+    before = [(r.offset, r.value) for r in reader.iter_from(topic, 0, 1)]
+    wal = wal_keys(blob_store, root)
     assert len(before) == 6
     assert len(wal) == 4
 
-    compactor = Compactor(vgw_storage)
     result = compactor.compact_once(topic, 0)
     assert (result.outcome, result.start_offset, result.end_offset) == ("compacted", 1, 6)
-    assert [(r.offset, r.value) for r in vgw_reader.iter_from(topic, 0, 1)] == before
-    manifests = ManifestStore(vgw_blobs, bucket=BUCKET, root=root)
+    assert [(r.offset, r.value) for r in reader.iter_from(topic, 0, 1)] == before
+    manifests = ManifestStore(blob_store, bucket=BUCKET, root=root)
     assert [(m.start_offset, m.end_offset) for m in manifests.ranges(topic, 0)] == [(1, 6)]
     assert manifests.topics() == [topic]  # a listing with a delimiter: only compacted topics have S3 folders
     keys = PartitionKeys(topic, 0, root)
-    assert len(list(vgw_blobs.list(BUCKET, keys.compacted_prefix))) == 1
+    assert len(list(blob_store.list(BUCKET, keys.compacted_prefix))) == 1
 
     # The other partition still reads the WAL blobs: only the orphan may go.
-    report = gc(vgw_storage).collect()
-    remaining = {o.key for o in vgw_blobs.list(BUCKET, shared_wal_prefix(root))}
+    report = collector(storage).collect()
+    remaining = wal_keys(blob_store, root)
     assert len(remaining) == 3
     assert report.wal_blobs_deleted == 1
 
     compactor.compact_once(other, 0)
     assert manifests.topics() == [other, topic]  # key order of the folders: "t-x/" sorts before "t/"
-    gc(vgw_storage).collect()
-    assert list(vgw_blobs.list(BUCKET, shared_wal_prefix(root))) == []
-    assert [(r.offset, r.value) for r in vgw_reader.iter_from(topic, 0, 1)] == before
-    assert [r.value for r in vgw_reader.iter_from(other, 0, 1)] == [b"o0", b"o1", b"o2"]
+    collector(storage).collect()
+    assert wal_keys(blob_store, root) == set()
+    assert [(r.offset, r.value) for r in reader.iter_from(topic, 0, 1)] == before
+    assert [r.value for r in reader.iter_from(other, 0, 1)] == [b"o0", b"o1", b"o2"]
 
 
 # --- make dev: stop, start again, every record is still there ------------------------------------

@@ -11,7 +11,6 @@ the one-way migration of a CAS partition.
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +19,7 @@ import pytest
 
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
-from llog.config import OxiaConfig, S3Config, WriterConfig
+from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
 from llog.errors import LogFenced, OffsetOutOfRange
 from llog.format.documents import (
     AppendProtocol,
@@ -34,7 +33,7 @@ from llog.format.documents import (
 from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
 from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.catalog import LogCatalog
-from llog.protocol.compaction import Compactor, CompactorConfig, compact_until_caught_up
+from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.faults import COMPACTOR_AFTER_BLOB_PUT, FaultHook
 from llog.protocol.faults import COMPACTOR_AFTER_CURSOR as AFTER_CURSOR
 from llog.protocol.faults import COMPACTOR_AFTER_DELETE as AFTER_DELETE
@@ -45,10 +44,10 @@ from llog.protocol.faults import WRITER_AFTER_BLOB_PUT as AFTER_BLOB_PUT
 from llog.protocol.faults import WRITER_AFTER_FENCE_MARKER as AFTER_FENCE_MARKER
 from llog.protocol.faults import WRITER_AFTER_RESERVE as AFTER_RESERVE
 from llog.protocol.faults import WRITER_AFTER_SEQUENCE_PUT as AFTER_SEQUENCE_PUT
-from llog.protocol.gc import GarbageCollector, GcConfig
+from llog.protocol.gc import GarbageCollector
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata, SequenceRecord, VersionedControl
-from llog.protocol.retention import Retention, RetentionConfig, RetentionPolicy
+from llog.protocol.retention import Retention
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.store.metrics import OperationCounters
 from llog.store.oxia import OxiaStore
@@ -73,11 +72,6 @@ def seq_writer(storage: Storage, hook: FaultHook | None = None) -> LogWriter:
 def writer(storage: Storage) -> LogWriter:
     """A writer that creates sequential partitions (overrides the CAS one of conftest)."""
     return seq_writer(storage)
-
-
-@pytest.fixture
-def compactor(storage: Storage) -> Compactor:
-    return Compactor(storage)
 
 
 def meta_of(oxia: OxiaStore, root: str, topic: str, partition: int = 0) -> PartitionMetadata:
@@ -181,33 +175,6 @@ def test_shared_appends_touch_each_partition_once(
     assert [(r.partition, r.start_offset, r.end_offset) for r in results] == [(0, 1, 2), (1, 1, 1)]
     assert results[0].wal_uri == results[1].wal_uri
     assert values(reader, topic, 1) == [b"c"]
-
-
-def _append_many(oxia_config: OxiaConfig, s3_config: S3Config, root: str, topic: str, writer_id: int, appends: int
-                 ) -> list[tuple[int, int, bytes]]:
-    return append_many(oxia_config, s3_config, root, topic, writer_id, appends, SEQUENTIAL)
-
-
-def test_concurrent_threads_get_unique_contiguous_offsets(
-    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str, root: str
-) -> None:
-    writer.initialize_partition(topic, 0)
-    with ThreadPoolExecutor(8) as pool:
-        futures = [pool.submit(_append_many, oxia_config, s3_config, root, topic, w, 10) for w in range(8)]
-        results = [r for f in futures for r in f.result()]
-    assert len(results) == 80
-    assert_unique_and_contiguous(results, reader, topic)
-
-
-def test_concurrent_processes_get_unique_contiguous_offsets(
-    writer: LogWriter, reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config, topic: str, root: str
-) -> None:
-    writer.initialize_partition(topic, 0)
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
-        chunks = pool.starmap(_append_many, [(oxia_config, s3_config, root, topic, w, 8) for w in range(4)])
-    results = [r for chunk in chunks for r in chunk]
-    assert len(results) == 32
-    assert_unique_and_contiguous(results, reader, topic)
 
 
 # --- fencing ---------------------------------------------------------------------------------
@@ -528,7 +495,7 @@ def test_writers_appending_during_compaction_lose_nothing(
     results: list[tuple[int, int, bytes]] = []
 
     def append() -> None:
-        results.extend(_append_many(oxia_config, s3_config, root, topic, 0, 30))
+        results.extend(append_many(oxia_config, s3_config, root, topic, 0, 30, SEQUENTIAL))
         stop.set()
 
     thread = threading.Thread(target=append)
@@ -702,20 +669,9 @@ def test_cas_appends_racing_a_migration_keep_unique_contiguous_offsets(
     cas = LogWriter(storage)
     cas.initialize_partition(topic, 0)
 
-    def cas_appends(writer_id: int) -> list[tuple[int, int, bytes]]:
-        with LogWriter(dataclasses.replace(storage, oxia=OxiaStore(oxia_config), blobs=BlobStore(s3_config))) as w:
-            out = []
-            for i in range(15):
-                payload = f"s{writer_id}-{i}".encode()
-                r = w.append(topic, 0, [payload, payload + b"+"])
-                assert r.start_offset is not None
-                assert r.end_offset is not None
-                out.append((r.start_offset, r.end_offset, payload))
-            return out
-
     patient = LogWriter(storage, config=WriterConfig(max_cas_attempts=10_000))
     with ThreadPoolExecutor(4) as pool:
-        futures = [pool.submit(cas_appends, w) for w in range(4)]
+        futures = [pool.submit(append_many, oxia_config, s3_config, root, topic, w, 15) for w in range(4)]
         time.sleep(0.05)
         migrated = patient.migrate_to_sequential(topic, 0)
         results = [r for f in futures for r in f.result()]

@@ -20,13 +20,11 @@ from functions.common import names
 from infra import functions as fns
 from infra.oxia import COORDINATOR_SIZE, DATA_SERVERS
 from infra.settings import LlogSettings
+from llog.config import CompactorConfig, GcConfig, Limits
 from llog.format.documents import AppendProtocol
 from llog.protocol import gc
-from llog.protocol.compaction import CompactorConfig
-from llog.protocol.gc import GcConfig
 from llog.protocol.index import PartitionIndex
 from llog.service import consume
-from llog.service.http_contract import Limits
 from llog.store import fetch
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from llog.config import GcConfig
 from llog.errors import ConfigurationError
-from llog.protocol.gc import GcConfig
 
 
 def test_defaults() -> None:

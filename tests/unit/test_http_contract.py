@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from devserver.batching import BackPressureRejected
 from llog.client.reader import LogRecord
 from llog.client.writer import AppendResult
+from llog.config import LAMBDA_PAYLOAD_LIMIT, Limits
 from llog.errors import (
     AppendOutcomeUnknown,
     LlogError,
@@ -31,8 +32,6 @@ from llog.service.consume import ConsumeRequest, FetchPartition, PartitionFetch
 from llog.service.http_contract import (
     INT64_MAX,
     INT64_MIN,
-    LAMBDA_PAYLOAD_LIMIT,
-    Limits,
     RequestRejected,
     consume_response,
     decode_bytes,

@@ -155,18 +155,21 @@ def test_a_rejected_request_that_is_absent_is_ok():
     assert (report.acked, report.rejected_absent) == (0, 2)
 
 
-def test_an_ambiguous_request_that_was_written_is_not_a_failure():
-    ambiguous = SentBatch(1, 0, 0, 2, Outcome.AMBIGUOUS, error="transport Timeout")
-    report = check([ambiguous], [ConsumedRecord(1, 5, value(0, 0)), ConsumedRecord(1, 6, value(0, 1))])
+@pytest.mark.parametrize(
+    ("error", "consumed", "present_absent"),
+    [
+        ("transport Timeout", [ConsumedRecord(1, 5, value(0, 0)), ConsumedRecord(1, 6, value(0, 1))], (2, 0)),
+        ("504 Gateway: Endpoint request timed out", [], (0, 2)),
+    ],
+    ids=["written", "not-written"],
+)
+def test_an_ambiguous_request_written_or_not_is_not_a_failure(
+    error: str, consumed: list[ConsumedRecord], present_absent: tuple[int, int]
+) -> None:
+    ambiguous = SentBatch(1, 0, 0, 2, Outcome.AMBIGUOUS, error=error)
+    report = check([ambiguous], consumed)
     assert report.ok
-    assert (report.ambiguous_present, report.ambiguous_absent) == (2, 0)
-
-
-def test_an_ambiguous_request_that_was_not_written_is_not_a_failure():
-    ambiguous = SentBatch(1, 0, 0, 2, Outcome.AMBIGUOUS, error="504 Gateway: Endpoint request timed out")
-    report = check([ambiguous], [])
-    assert report.ok
-    assert (report.ambiguous_present, report.ambiguous_absent) == (0, 2)
+    assert (report.ambiguous_present, report.ambiguous_absent) == present_absent
 
 
 def test_an_ambiguous_request_written_twice_is_a_duplicate():

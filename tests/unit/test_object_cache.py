@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from llog.config import CacheConfig
 from llog.errors import ConfigurationError
-from llog.store.object_cache import DEFAULT_OBJECT_CACHE_BYTES, ObjectCache
+from llog.store.object_cache import ObjectCache
 
 
 def test_hits_return_the_same_bytes_and_count() -> None:
@@ -44,7 +45,7 @@ def test_zero_bytes_disables_it() -> None:
 
 
 def test_configuration() -> None:
-    assert ObjectCache.from_env({}).max_bytes == DEFAULT_OBJECT_CACHE_BYTES == 256 * 1024 * 1024
+    assert ObjectCache.from_env({}).max_bytes == CacheConfig().object_cache_bytes == 256 * 1024 * 1024
     assert not ObjectCache.from_env({"LLOG_CONSUME_OBJECT_CACHE_BYTES": "0"}).enabled
     with pytest.raises(ConfigurationError, match="LLOG_CONSUME_OBJECT_CACHE_BYTES"):
         ObjectCache.from_env({"LLOG_CONSUME_OBJECT_CACHE_BYTES": "-1"})

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from llog.config import RetentionConfig, RetentionPolicy
 from llog.errors import ConfigurationError
 from llog.format.documents import DataRef, EntryType, IndexedBatch, IndexEntry
-from llog.protocol.retention import RetentionConfig, RetentionPolicy, plan_log_start
+from llog.protocol.retention import plan_log_start
 
 NOW = 1_000_000_000
 

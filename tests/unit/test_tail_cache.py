@@ -13,9 +13,10 @@ from typing import cast
 import pytest
 
 from llog.client.reader import LogReader
+from llog.config import CacheConfig
 from llog.format.codec import Record, RecordBatch, decode_batch, encode_batch
 from llog.service.consume import ConsumeService
-from llog.service.tail_cache import DEFAULT_TAIL_CACHE_BYTES, TailCache
+from llog.service.tail_cache import TailCache
 
 
 def batch(*values: bytes) -> RecordBatch:
@@ -183,7 +184,7 @@ def test_zero_bytes_disables_the_cache():
 
 def test_tail_cache_from_env(monkeypatch):
     monkeypatch.delenv("LLOG_TAIL_CACHE_MAX_BYTES", raising=False)
-    assert TailCache.from_env().max_bytes == DEFAULT_TAIL_CACHE_BYTES == 512 * 1024 * 1024
+    assert TailCache.from_env().max_bytes == CacheConfig().tail_cache_bytes == 512 * 1024 * 1024
     monkeypatch.setenv("LLOG_TAIL_CACHE_MAX_BYTES", "0")
     assert not TailCache.from_env().enabled
     monkeypatch.setenv("LLOG_TAIL_CACHE_MAX_BYTES", "-1")

@@ -28,14 +28,13 @@ counter) and only keys below it are deleted.
 from __future__ import annotations
 
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from llog.config import Environ, env_int
+from llog.config import CompactorConfig
 from llog.errors import CommitDeadlineExceeded, InconsistentReadState, VersionConflict
 from llog.format.codec import ENCODING, Record, decode_batch, encode_batch
 from llog.format.documents import (
@@ -67,24 +66,6 @@ from llog.store.fetch import BlobFetcher
 from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CompactorConfig:
-    max_offsets_per_run: int = 100_000
-    max_bytes_per_run: int = 8 * 1024 * 1024
-    # meta/compaction (the first reference to a new object) is never created
-    # later than this after the object's PUT began; GC's grace must exceed it.
-    max_commit_delay_ms: int = 60_000
-
-    @classmethod
-    def from_env(cls, env: Environ | None = None) -> CompactorConfig:
-        env = os.environ if env is None else env
-        return cls(
-            max_offsets_per_run=env_int(env, "LLOG_COMPACTOR_MAX_OFFSETS_PER_RUN", cls.max_offsets_per_run, minimum=1),
-            max_bytes_per_run=env_int(env, "LLOG_COMPACTOR_MAX_BYTES_PER_RUN", cls.max_bytes_per_run, minimum=1),
-            max_commit_delay_ms=env_int(env, "LLOG_COMPACTOR_MAX_COMMIT_DELAY_MS", cls.max_commit_delay_ms, minimum=1),
-        )
 
 
 class CompactionOutcome(StrEnum):

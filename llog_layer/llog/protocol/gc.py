@@ -27,21 +27,20 @@ order (object ids are UUIDv7), from a per-partition watermark in Oxia.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
 
-from llog.config import Environ, env_int
-from llog.errors import BlobNotFound, ConfigurationError, CorruptData, LlogError, PartitionNotInitialized
+from llog.config import GcConfig
+from llog.errors import BlobNotFound, CorruptData, LlogError, PartitionNotInitialized
 from llog.format.documents import END_OFFSET_METADATA, EntryType
 from llog.format.keys import PartitionKeys, S3Location, object_id_time_ms, shared_wal_prefix
 from llog.format.wal import PREAMBLE, header_length, parse_shared_blob_header
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.registry import PartitionRegistry
-from llog.protocol.retention import Retention, RetentionConfig
+from llog.protocol.retention import Retention
 from llog.store.s3 import ObjectInfo
 from llog.store.storage import Storage
 
@@ -51,34 +50,6 @@ HEADER_PROBE_BYTES = 64 * 1024
 WAL_CHUNK = 1000  # old WAL blobs judged per round (one S3 listing page)
 MAX_WARNINGS = 100  # a report (a Lambda's answer and log line) names at most this many; counters stay exact
 PartitionId = tuple[str, int]
-
-
-@dataclass(frozen=True)
-class GcConfig:
-    grace_ms: int = 24 * 3600 * 1000
-    max_deletes_per_run: int = 100_000
-    # WAL blob headers read at once: a run judges every old blob with a range GET,
-    # and one at a time that is what bounds a run (a Lambda invocation) in objects.
-    read_concurrency: int = 16
-    retention: RetentionConfig = field(default_factory=RetentionConfig)
-
-    @classmethod
-    def from_env(cls, env: Environ | None = None) -> GcConfig:
-        env = os.environ if env is None else env
-        config = cls(
-            grace_ms=env_int(env, "LLOG_GC_GRACE_MS", cls.grace_ms, minimum=1),
-            max_deletes_per_run=env_int(env, "LLOG_GC_MAX_DELETES_PER_RUN", cls.max_deletes_per_run, minimum=1),
-            read_concurrency=env_int(env, "LLOG_GC_READ_CONCURRENCY", cls.read_concurrency, minimum=1),
-            retention=RetentionConfig.from_env(env),
-        )
-        commit_delay = max(env_int(env, "LLOG_WRITER_MAX_COMMIT_DELAY_MS", 60_000),
-                           env_int(env, "LLOG_COMPACTOR_MAX_COMMIT_DELAY_MS", 60_000))
-        if config.grace_ms <= 2 * commit_delay:
-            raise ConfigurationError(
-                f"LLOG_GC_GRACE_MS={config.grace_ms} must exceed twice the longest commit delay ({commit_delay} ms) "
-                "to cover clock skew between writers and the collector"
-            )
-        return config
 
 
 @dataclass

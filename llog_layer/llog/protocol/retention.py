@@ -24,85 +24,17 @@ by the next one.
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
-from llog.config import Environ, env_int
-from llog.errors import BlobNotFound, ConfigurationError, VersionConflict
+from llog.config import RetentionConfig, RetentionPolicy
+from llog.errors import BlobNotFound, VersionConflict
 from llog.format.documents import INITIAL_OFFSET, EntryType, IndexedBatch
-from llog.format.keys import PartitionKeys, S3Location, validate_topic
+from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
 from llog.store.storage import Storage
-
-
-@dataclass(frozen=True)
-class RetentionPolicy:
-    """Limits of one topic's partitions; ``None`` means no limit."""
-
-    max_age_ms: int | None = None  # a compacted range older than this (since it was compacted) goes
-    max_bytes: int | None = None  # per partition: the oldest ranges go while the partition is larger
-
-    @property
-    def keeps_everything(self) -> bool:
-        return self.max_age_ms is None and self.max_bytes is None
-
-
-def _limit(value: Any, what: str) -> int | None:
-    """A positive integer limit; 0, negative or null means none (Kafka's -1 works too)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigurationError(f"{what} must be an integer, got {value!r}")
-    return value if value > 0 else None
-
-
-@dataclass(frozen=True)
-class RetentionConfig:
-    default: RetentionPolicy = field(default_factory=RetentionPolicy)
-    topics: Mapping[str, RetentionPolicy] = field(default_factory=dict)
-
-    def policy(self, topic: str) -> RetentionPolicy:
-        return self.topics.get(topic, self.default)
-
-    @property
-    def keeps_everything(self) -> bool:
-        return self.default.keeps_everything and all(p.keeps_everything for p in self.topics.values())
-
-    @classmethod
-    def from_env(cls, env: Environ | None = None) -> RetentionConfig:
-        """``LLOG_RETENTION_MS`` and ``LLOG_RETENTION_BYTES`` (0 or unset: no limit) for every topic;
-        ``LLOG_RETENTION_TOPICS``, a JSON object ``{"topic": {"ms": …, "bytes": …}}``, per topic
-        (a key left out of a topic's object means no limit)."""
-        env = os.environ if env is None else env
-        default = RetentionPolicy(
-            _limit(env_int(env, "LLOG_RETENTION_MS", 0, minimum=-1), "LLOG_RETENTION_MS"),
-            _limit(env_int(env, "LLOG_RETENTION_BYTES", 0, minimum=-1), "LLOG_RETENTION_BYTES"),
-        )
-        raw = env.get("LLOG_RETENTION_TOPICS") or "{}"
-        try:
-            doc = json.loads(raw)
-        except ValueError:
-            raise ConfigurationError(f"LLOG_RETENTION_TOPICS is not JSON: {raw!r}") from None
-        if not isinstance(doc, dict):
-            raise ConfigurationError('LLOG_RETENTION_TOPICS must be a JSON object {"topic": {"ms": …, "bytes": …}}')
-        topics = {}
-        for topic, limits in doc.items():
-            what = f"LLOG_RETENTION_TOPICS[{topic!r}]"
-            try:
-                validate_topic(topic)
-            except ValueError as exc:
-                raise ConfigurationError(f"{what}: {exc}") from None
-            if not isinstance(limits, dict) or set(limits) - {"ms", "bytes"}:
-                raise ConfigurationError(f'{what} must be an object with "ms" and/or "bytes"')
-            topics[topic] = RetentionPolicy(
-                _limit(limits.get("ms"), f"{what}.ms"), _limit(limits.get("bytes"), f"{what}.bytes")
-            )
-        return cls(default, topics)
 
 
 def plan_log_start(

@@ -12,14 +12,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from llog.client.writer import AppendResult, SharedAppendGroup
-from llog.config import Environ, env_int
+from llog.config import Limits
 from llog.errors import InvalidArgument, LlogError
 from llog.format.codec import Headers, Record
 from llog.format.keys import validate_partition, validate_topic
@@ -27,8 +25,6 @@ from llog.service.consume import ConsumeRequest, FetchPartition, PartitionFetch
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-# Lambda's synchronous payload limit is 6 MB for the request and the response.
-LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
 
 
 class RequestRejected(LlogError):
@@ -42,36 +38,6 @@ class RequestRejected(LlogError):
     @property
     def error_type(self) -> str:
         return self._error_type
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Request limits, from ``LLOG_*`` variables; each violation is a 4xx naming the limit."""
-
-    max_request_bytes: int = LAMBDA_PAYLOAD_LIMIT
-    max_partitions_per_request: int = 100
-    max_records_per_request: int = 10_000
-    max_wait_ms: int = 20_000  # safely below API Gateway's 29 s integration timeout
-    max_response_bytes: int = 4 * 1024 * 1024  # raw bytes; base64 inflates by 4/3 under 6 MB
-    default_partition_max_bytes: int = 1024 * 1024
-
-    @classmethod
-    def from_env(cls, env: Environ | None = None) -> Limits:
-        env = os.environ if env is None else env
-        return cls(
-            max_request_bytes=env_int(env, "LLOG_MAX_REQUEST_BYTES", cls.max_request_bytes, minimum=1),
-            max_partitions_per_request=env_int(
-                env, "LLOG_MAX_PARTITIONS_PER_REQUEST", cls.max_partitions_per_request, minimum=1
-            ),
-            max_records_per_request=env_int(
-                env, "LLOG_MAX_RECORDS_PER_REQUEST", cls.max_records_per_request, minimum=1
-            ),
-            max_wait_ms=env_int(env, "LLOG_CONSUME_MAX_WAIT_MS", cls.max_wait_ms),
-            max_response_bytes=env_int(env, "LLOG_CONSUME_MAX_RESPONSE_BYTES", cls.max_response_bytes, minimum=1),
-            default_partition_max_bytes=env_int(
-                env, "LLOG_CONSUME_DEFAULT_PARTITION_MAX_BYTES", cls.default_partition_max_bytes, minimum=1
-            ),
-        )
 
 
 # --- decoding helpers ------------------------------------------------------------

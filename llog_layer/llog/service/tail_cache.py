@@ -17,12 +17,11 @@ cached for the next request, but their end says nothing about the partition's.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
-from llog.config import env_int
+from llog.config import CacheConfig
 from llog.format.codec import RecordBatch, decode_batch
 
 PartitionId = tuple[str, int]
@@ -44,7 +43,6 @@ class _Tail:
         return self.batches[-1][1]
 
 
-DEFAULT_TAIL_CACHE_BYTES = 512 * 1024 * 1024
 
 
 class TailCache:
@@ -53,7 +51,7 @@ class TailCache:
     @classmethod
     def from_env(cls) -> TailCache:
         """``LLOG_TAIL_CACHE_MAX_BYTES`` (default 512 MiB; 0 disables the cache)."""
-        return cls(env_int(os.environ, "LLOG_TAIL_CACHE_MAX_BYTES", DEFAULT_TAIL_CACHE_BYTES))
+        return cls(CacheConfig.from_env().tail_cache_bytes)
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes

@@ -11,13 +11,10 @@ WAL slices are not cached: each is read once, at the tail.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 
-from llog.config import Environ, env_int
-
-DEFAULT_OBJECT_CACHE_BYTES = 256 * 1024 * 1024
+from llog.config import CacheConfig, Environ
 
 
 class ObjectCache:
@@ -34,8 +31,7 @@ class ObjectCache:
     @classmethod
     def from_env(cls, env: Environ | None = None) -> ObjectCache:
         """``LLOG_CONSUME_OBJECT_CACHE_BYTES`` (default 256 MiB; 0 disables the cache)."""
-        env = os.environ if env is None else env
-        return cls(env_int(env, "LLOG_CONSUME_OBJECT_CACHE_BYTES", DEFAULT_OBJECT_CACHE_BYTES))
+        return cls(CacheConfig.from_env(env).object_cache_bytes)
 
     @property
     def enabled(self) -> bool:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import boto3
 
-from llog.errors import ConfigurationError
+from llog.config import CompactionScheduleConfig
 
 SQS_BATCH = 10  # SendMessageBatch limit
 
@@ -25,10 +24,7 @@ class TaskQueue:
 
     @classmethod
     def from_env(cls) -> TaskQueue:
-        url = os.environ.get("LLOG_COMPACTION_QUEUE_URL")
-        if not url:
-            raise ConfigurationError("LLOG_COMPACTION_QUEUE_URL is not set (the compaction task queue)")
-        return cls(url)
+        return cls(CompactionScheduleConfig.from_env().require_queue_url())
 
     def send(self, bodies: Sequence[str]) -> int:
         """Send every message body; returns how many the queue accepted (refusals are logged)."""
