@@ -9,31 +9,12 @@ import threading
 import pytest
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
+import llog
 from devserver import events
 from devserver.batching import BackPressureRejected
 from functions.common import names, routes
 from functions.common.errors import error_answer, error_document, status_for
 from functions.common.lazy import Lazy, PerThread
-from llog.errors import (
-    AppendConflict,
-    AppendOutcomeUnknown,
-    BatchTooLarge,
-    BlobNotFound,
-    BlobStoreUnavailable,
-    ConfigurationError,
-    CorruptBatch,
-    InconsistentReadState,
-    InvalidArgument,
-    InvalidPartition,
-    InvalidTopicName,
-    LlogError,
-    LogFenced,
-    OffsetOutOfRange,
-    OxiaUnavailable,
-    PartitionNotInitialized,
-    SessionExpired,
-    VersionConflict,
-)
 from llog.service.http_contract import RequestRejected
 
 # --- the one error mapping ------------------------------------------------------------------------
@@ -44,25 +25,25 @@ from llog.service.http_contract import RequestRejected
     [
         (RequestRejected("bad"), 400),
         (RequestRejected("big", status=413, error_type="PayloadTooLarge"), 413),
-        (InvalidArgument("x"), 400),
-        (InvalidTopicName("x"), 400),
-        (InvalidPartition("x"), 400),
-        (BatchTooLarge("x"), 400),
-        (OffsetOutOfRange("t", 0, 9, 1, 3), 400),
-        (PartitionNotInitialized("t", 0), 404),
-        (LogFenced("t", 0), 409),
-        (OxiaUnavailable("x"), 503),
-        (BlobStoreUnavailable("x"), 503),
+        (llog.InvalidArgument("x"), 400),
+        (llog.InvalidTopicName("x"), 400),
+        (llog.InvalidPartition("x"), 400),
+        (llog.BatchTooLarge("x"), 400),
+        (llog.OffsetOutOfRange("t", 0, 9, 1, 3), 400),
+        (llog.PartitionNotInitialized("t", 0), 404),
+        (llog.LogFenced("t", 0), 409),
+        (llog.OxiaUnavailable("x"), 503),
+        (llog.BlobStoreUnavailable("x"), 503),
         (BackPressureRejected("x"), 503),
-        (AppendConflict("x"), 503),
-        (AppendOutcomeUnknown("x"), 503),
-        (InconsistentReadState("x"), 503),
-        (SessionExpired("x"), 503),
-        (VersionConflict("x"), 503),
-        (ConfigurationError("LLOG_X is not set"), 500),
-        (CorruptBatch("x"), 500),
-        (BlobNotFound("x"), 500),
-        (LlogError("x"), 500),
+        (llog.AppendConflict("x"), 503),
+        (llog.AppendOutcomeUnknown("x"), 503),
+        (llog.InconsistentReadState("x"), 503),
+        (llog.SessionExpired("x"), 503),
+        (llog.VersionConflict("x"), 503),
+        (llog.ConfigurationError("LLOG_X is not set"), 500),
+        (llog.CorruptBatch("x"), 500),
+        (llog.BlobNotFound("x"), 500),
+        (llog.LlogError("x"), 500),
         (ValueError("x"), 500),
     ],
 )
@@ -71,7 +52,7 @@ def test_status_for(error, status):
 
 
 def test_error_answers():
-    status, body, headers = error_answer(OxiaUnavailable("down"))
+    status, body, headers = error_answer(llog.OxiaUnavailable("down"))
     assert (status, body, headers) == (
         503, {"error": "down", "error_type": "OxiaUnavailable", "retriable": True}, {"Retry-After": "1"}
     )
@@ -188,11 +169,11 @@ def test_lazy_does_not_cache_a_failed_creation():
     def factory() -> str:
         attempts.append(1)
         if len(attempts) == 1:
-            raise ConfigurationError("LLOG_X is not set")
+            raise llog.ConfigurationError("LLOG_X is not set")
         return "ok"
 
     lazy: Lazy[str] = Lazy(factory)
-    with pytest.raises(ConfigurationError):
+    with pytest.raises(llog.ConfigurationError):
         lazy.get()
     assert lazy.get() == "ok"
 

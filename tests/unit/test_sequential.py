@@ -19,14 +19,11 @@ from oxia.internal.compare import compare_with_slash
 
 from llog.config import OxiaConfig, WriterConfig, append_protocol_from_env
 from llog.errors import ConfigurationError, CorruptMetadata, InvalidArgument
+from llog.format import documents
 from llog.format.documents import (
     AppendProtocol,
     ControlRecord,
-    DataRef,
-    EntryType,
-    FenceMarker,
     Generation,
-    IndexEntry,
     LogState,
     PendingAppend,
     check_generations,
@@ -48,7 +45,7 @@ from llog.store.oxia import OxiaStore
 
 oxia_order = cmp_to_key(compare_with_slash)
 KEYS = PartitionKeys("orders", 3)
-REF = DataRef("s3://b/llog/wal-shared/x", "bytes-batch-v1", 10, 20)
+REF = documents.DataRef("s3://b/llog/wal-shared/x", "bytes-batch-v1", 10, 20)
 
 
 # --- keys -------------------------------------------------------------------------------
@@ -240,9 +237,9 @@ def test_check_generations_accepts_an_empty_sealed_generation_after_the_cas_one(
 
 
 def test_sequence_values():
-    entry = IndexEntry(EntryType.WAL, 2, REF, 5, "id")
+    entry = documents.IndexEntry(documents.EntryType.WAL, 2, REF, 5, "id")
     assert decode_sequence_value(entry.encode()) == entry
-    marker = FenceMarker("f", 9)
+    marker = documents.FenceMarker("f", 9)
     assert json.loads(marker.encode()) == {"type": "FENCE", "fence_id": "f", "created_at_ms": 9}
     assert decode_sequence_value(marker.encode()) == marker
     with pytest.raises(CorruptMetadata):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from llog.config import WriterConfig
 from llog.errors import InvalidArgument, LlogError
 from llog.format.codec import Record, check_record, encode_batch
-from llog.format.documents import ControlRecord, DataRef
+from llog.format.documents import ControlRecord, DataRef, LogState
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal_object_key
 from llog.format.wal import PartitionBody, build_shared_blob
 from llog.protocol import append_cas, fence
@@ -134,12 +134,16 @@ class LogWriter:
     def fence(self, topic: str, partition: int) -> ControlRecord:
         """Stop appends. Finishes a pending append first, so it stays readable."""
         meta = self._metadata(topic, partition)
-        return fence.fence(meta, config=self.config, sequential=self._sequential, fault_hook=self._fault_hook)
+        return fence.set_state(
+            meta, LogState.FENCED, config=self.config, sequential=self._sequential, fault_hook=self._fault_hook
+        )
 
     def unfence(self, topic: str, partition: int) -> ControlRecord:
         """Reopen a fenced partition for appends."""
         meta = self._metadata(topic, partition)
-        return fence.unfence(meta, config=self.config, sequential=self._sequential, fault_hook=self._fault_hook)
+        return fence.set_state(
+            meta, LogState.OPEN, config=self.config, sequential=self._sequential, fault_hook=self._fault_hook
+        )
 
     def migrate_to_sequential(self, topic: str, partition: int) -> ControlRecord:
         """Switch a CAS partition to the sequential protocol, one way (docs/SEQUENTIAL_APPEND.md).

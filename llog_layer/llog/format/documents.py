@@ -150,6 +150,11 @@ def _dump(doc: dict[str, Any]) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
 
 
+def _dump_present(doc: dict[str, Any]) -> bytes:
+    """``_dump`` leaving out the optional fields that are None: they are absent from the stored document."""
+    return _dump({name: value for name, value in doc.items() if value is not None})
+
+
 def _int(doc: dict[str, Any], name: str, what: str, *, optional: bool = False) -> Any:
     value = doc.get(name)
     if value is None and optional:
@@ -330,21 +335,19 @@ class IndexEntry:
     data_bytes: int | None = None  # COMPACTED: the object's size, for size-based retention
 
     def encode(self) -> bytes:
-        doc: dict[str, Any] = {
-            "type": self.type.value,
-            "msg_count": self.msg_count,
-            "data_key": self.ref.data_key,
-            "encoding": self.ref.encoding,
-            "created_at_ms": self.created_at_ms,
-        }
-        if self.ref.byte_offset is not None:
-            doc["byte_offset"] = self.ref.byte_offset
-            doc["byte_length"] = self.ref.byte_length
-        if self.append_id is not None:
-            doc["append_id"] = self.append_id
-        if self.data_bytes is not None:
-            doc["data_bytes"] = self.data_bytes
-        return _dump(doc)
+        return _dump_present(
+            {
+                "type": self.type.value,
+                "msg_count": self.msg_count,
+                "data_key": self.ref.data_key,
+                "encoding": self.ref.encoding,
+                "byte_offset": self.ref.byte_offset,
+                "byte_length": self.ref.byte_length,
+                "created_at_ms": self.created_at_ms,
+                "append_id": self.append_id,
+                "data_bytes": self.data_bytes,
+            }
+        )
 
     @classmethod
     def decode(cls, raw: bytes) -> IndexEntry:
@@ -457,21 +460,20 @@ class CompactionRecord:
         return self.start_offset <= offset <= self.end_offset
 
     def encode(self) -> bytes:
-        doc: dict[str, Any] = {
-            "compaction_id": self.compaction_id,
-            "state": self.state.value,
-            "start_offset": self.start_offset,
-            "end_offset": self.end_offset,
-            "msg_count": self.msg_count,
-            "data_key": self.data_key,
-            "encoding": self.encoding,
-            "created_at_ms": self.created_at_ms,
-        }
-        if self.last_source_start_offset is not None:
-            doc["last_source_start_offset"] = self.last_source_start_offset
-        if self.data_bytes is not None:
-            doc["data_bytes"] = self.data_bytes
-        return _dump(doc)
+        return _dump_present(
+            {
+                "compaction_id": self.compaction_id,
+                "state": self.state.value,
+                "start_offset": self.start_offset,
+                "end_offset": self.end_offset,
+                "msg_count": self.msg_count,
+                "data_key": self.data_key,
+                "encoding": self.encoding,
+                "created_at_ms": self.created_at_ms,
+                "last_source_start_offset": self.last_source_start_offset,
+                "data_bytes": self.data_bytes,
+            }
+        )
 
     @classmethod
     def decode(cls, raw: bytes) -> CompactionRecord:

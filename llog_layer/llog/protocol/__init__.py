@@ -17,10 +17,9 @@ name here exists.
 | A7  | recover pending     | append_cas.recover_pending                   | writer.after_index_write  | I7          |
 |     |                     | append_cas.finish_pending                    |                           |             |
 | A8  | append (sequential) | append_sequential.SequentialAppender.commit  | writer.after_sequence_put | I1 I2 I4 I7 |
-| A9  | fence               | fence.fence                                  | writer.after_index_write  | I2 I7       |
-|     |                     | fence.set_state                              | writer.after_fence_marker |             |
-|     |                     | append_sequential.SequentialAppender.fence   |                           |             |
-| A10 | unfence             | fence.unfence                                | writer.after_index_write  | I1 I2       |
+| A9  | fence               | fence.set_state                              | writer.after_index_write  | I2 I7       |
+|     |                     | append_sequential.SequentialAppender.fence   | writer.after_fence_marker |             |
+| A10 | unfence             | fence.set_state                              | writer.after_index_write  | I1 I2       |
 |     |                     | append_sequential.SequentialAppender.unfence | writer.after_fence_marker |             |
 | A11 | migrate             | fence.migrate_to_sequential                  | writer.after_index_write  | I1 I2 I7    |
 | A12 | compact: recover    | append_cas.recover_pending                   |                           | I7          |

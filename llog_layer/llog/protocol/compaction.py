@@ -130,6 +130,15 @@ class Compactor:
         recovered = append_cas.recover_pending(meta)
         stages.mark("recover_pending")
 
+        def nothing_to_do() -> CompactionResult:
+            return CompactionResult(
+                topic,
+                partition,
+                CompactionOutcome.NOTHING_TO_DO,
+                recovered_pending=recovered,
+                stage_seconds=stages.seconds,
+            )
+
         inflight = meta.compaction()
         if inflight is not None:
             self._finish(meta, stages)
@@ -149,13 +158,7 @@ class Compactor:
         run = self._select(meta, cursor)
         stages.mark("select")
         if not run:
-            return CompactionResult(
-                topic,
-                partition,
-                CompactionOutcome.NOTHING_TO_DO,
-                recovered_pending=recovered,
-                stage_seconds=stages.seconds,
-            )
+            return nothing_to_do()
 
         start, end = run[0].start_offset, run[-1].end_offset
         body = self._rewrite(run, start, end)
@@ -179,13 +182,7 @@ class Compactor:
         )
         if meta.cursor().offset != start:
             # Another compactor committed a range while we were reading and writing.
-            return CompactionResult(
-                topic,
-                partition,
-                CompactionOutcome.NOTHING_TO_DO,
-                recovered_pending=recovered,
-                stage_seconds=stages.seconds,
-            )
+            return nothing_to_do()
         if time.monotonic() > commit_deadline:
             raise CommitDeadlineExceeded(
                 f"{self.config.max_commit_delay_ms} ms passed since the compacted object was written; "
@@ -194,13 +191,7 @@ class Compactor:
         if not meta.create_compaction(record):
             # Another compactor got here first; our object is an orphan for GC.
             log.warning("compaction of %s/%s already in flight elsewhere", topic, partition)
-            return CompactionResult(
-                topic,
-                partition,
-                CompactionOutcome.NOTHING_TO_DO,
-                recovered_pending=recovered,
-                stage_seconds=stages.seconds,
-            )
+            return nothing_to_do()
         stages.mark("record")
         self._fault(COMPACTOR_AFTER_RECORD)
         self._finish(meta, stages)

@@ -21,28 +21,6 @@ from llog.protocol.faults import FaultHook
 from llog.protocol.metadata import PartitionMetadata
 
 
-def fence(
-    meta: PartitionMetadata,
-    *,
-    config: WriterConfig,
-    sequential: SequentialAppender,
-    fault_hook: FaultHook | None = None,
-) -> ControlRecord:
-    """Stop appends; reads keep working."""
-    return set_state(meta, LogState.FENCED, config=config, sequential=sequential, fault_hook=fault_hook)
-
-
-def unfence(
-    meta: PartitionMetadata,
-    *,
-    config: WriterConfig,
-    sequential: SequentialAppender,
-    fault_hook: FaultHook | None = None,
-) -> ControlRecord:
-    """Reopen a fenced partition for appends."""
-    return set_state(meta, LogState.OPEN, config=config, sequential=sequential, fault_hook=fault_hook)
-
-
 def set_state(
     meta: PartitionMetadata,
     state: LogState,
@@ -51,7 +29,10 @@ def set_state(
     sequential: SequentialAppender,
     fault_hook: FaultHook | None = None,
 ) -> ControlRecord:
-    """Bring ``meta/control`` to ``state`` by the partition's protocol; the record in force after."""
+    """Bring ``meta/control`` to ``state`` by the partition's protocol; the record in force after.
+
+    ``FENCED`` stops appends (reads keep working); ``OPEN`` reopens a fenced partition.
+    """
     backoff = config.cas_backoff()
     for _ in range(config.max_cas_attempts):
         current = meta.control()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from llog.config import CacheConfig
 from llog.format.codec import RecordBatch, decode_batch
+from llog.store.byte_cache import ByteBoundedCache
 
 PartitionId = tuple[str, int]
 
@@ -43,9 +44,7 @@ class _Tail:
         return self.batches[-1][1]
 
 
-
-
-class TailCache:
+class TailCache(ByteBoundedCache):
     """Thread-safe; holds at most ``max_bytes`` of encoded batches (0 disables it)."""
 
     @classmethod
@@ -54,21 +53,10 @@ class TailCache:
         return cls(CacheConfig.from_env().tail_cache_bytes)
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
+        super().__init__(max_bytes)
         self._lock = threading.Condition()
         self._tails: dict[PartitionId, _Tail] = {}
         self._order: OrderedDict[tuple[PartitionId, int], int] = OrderedDict()  # (partition, start) -> bytes
-        self._bytes = 0
-        self.hits = 0
-        self.misses = 0
-
-    @property
-    def enabled(self) -> bool:
-        return self.max_bytes > 0
-
-    @property
-    def size_bytes(self) -> int:
-        return self._bytes
 
     def on_commit(self, topic: str, partition: int, start_offset: int, batch: bytes) -> None:
         """``LogWriter`` commit listener: cache the batch and wake waiting consumers."""

@@ -15,31 +15,21 @@ import threading
 from collections import OrderedDict
 
 from llog.config import CacheConfig, Environ
+from llog.store.byte_cache import ByteBoundedCache
 
 
-class ObjectCache:
+class ObjectCache(ByteBoundedCache):
     """Thread-safe; holds at most ``max_bytes`` of object bytes, least recently used out first."""
 
     def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
+        super().__init__(max_bytes)
         self._lock = threading.Lock()
         self._objects: OrderedDict[str, bytes] = OrderedDict()
-        self._bytes = 0
-        self.hits = 0
-        self.misses = 0
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> ObjectCache:
         """``LLOG_CONSUME_OBJECT_CACHE_BYTES`` (default 256 MiB; 0 disables the cache)."""
         return cls(CacheConfig.from_env(env).object_cache_bytes)
-
-    @property
-    def enabled(self) -> bool:
-        return self.max_bytes > 0
-
-    @property
-    def size_bytes(self) -> int:
-        return self._bytes
 
     def get(self, key: str) -> bytes | None:
         with self._lock:

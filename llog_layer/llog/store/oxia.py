@@ -1,6 +1,6 @@
 """The Oxia adapter: the only module that imports the ``oxia`` client.
 
-What it adds to ``oxia==0.2.1`` (see ../shared/notes/oxia.md):
+What it adds to ``oxia==0.2.1`` (docs/ARCHITECTURE.md, docs/PROTOCOL.md "Key order"):
 
 * deadlines on every unary call (the client sets none) via a gRPC interceptor,
   and a bounded wait for the first shard assignments;
