@@ -94,8 +94,8 @@ def _warm_up(writer: LogWriter, topic: str) -> None:
     partition reads ``meta/control``, and that read is counted.
     """
     keys = PartitionKeys(topic, 0)
-    writer.oxia.get(keys.control, partition_key=keys.partition_key)
-    list(writer.blobs.list(BUCKET, "warm-up/"))
+    writer.storage.oxia.get(keys.control, partition_key=keys.partition_key)
+    list(writer.storage.blobs.list(BUCKET, "warm-up/"))
 
 
 def _append_until(writer: LogWriter, topic: str, partitions: int, index: int, deadline: float) -> WorkerResult:

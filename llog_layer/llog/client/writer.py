@@ -91,10 +91,8 @@ class LogWriter:
         if not storage.bucket:
             raise InvalidArgument("the writer needs an S3 bucket")
         self.storage = storage
-        self.oxia, self.blobs, self.bucket, self.root = storage.oxia, storage.blobs, storage.bucket, storage.root
         self.config = config or WriterConfig()
         self._fault_hook = fault_hook
-        self._clock = storage.clock
         self._commit_listener = commit_listener
         self._sequential = SequentialAppender(self.config, fault=self._fault, clock=storage.clock)
 
@@ -102,8 +100,13 @@ class LogWriter:
     def from_env(cls, *, commit_listener: CommitListener | None = None) -> LogWriter:
         return cls(Storage.from_env(), config=WriterConfig.from_env(), commit_listener=commit_listener)
 
+    @property
+    def root(self) -> str:
+        """The key root prefix partitions are validated against (what a batcher in front needs)."""
+        return self.storage.root
+
     def close(self) -> None:
-        self.oxia.close()
+        self.storage.close()
 
     def __enter__(self) -> LogWriter:
         return self
@@ -112,14 +115,14 @@ class LogWriter:
         self.close()
 
     def _now_ms(self) -> int:
-        return int(self._clock() * 1000)
+        return int(self.storage.clock() * 1000)
 
     def _fault(self, point: str) -> None:
         if self._fault_hook is not None:
             self._fault_hook(point)
 
     def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
-        return PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
+        return PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
 
     # --- partition lifecycle ---------------------------------------------------
 
@@ -182,16 +185,16 @@ class LogWriter:
         now = self._now_ms()
         bodies = []
         for group in groups:
-            keys = validate_group(group, self.root)
+            keys = validate_group(group, self.storage.root)
             bodies.append(
                 PartitionBody(keys.topic, keys.partition, len(group.records), encode_batch(group.records, now_ms=now))
             )
         blob, slices = build_shared_blob(bodies, now_ms=now)
-        location = S3Location(self.bucket, shared_wal_object_key(self.root))
+        location = S3Location(self.storage.bucket, shared_wal_object_key(self.storage.root))
         commit_deadline = time.monotonic() + self.config.max_commit_delay_ms / 1000
 
         try:
-            self.blobs.put(location, blob)
+            self.storage.blobs.put(location, blob)
         except LlogError as exc:
             return [AppendResult(b.topic, b.partition, b.msg_count, error=exc) for b in bodies]
         self._fault(WRITER_AFTER_BLOB_PUT)
