@@ -1,12 +1,24 @@
-"""``BatchingProducer`` (docs/ARCHITECTURE.md): coalesce concurrent produce calls into one shared WAL blob.
+"""``BatchingProducer`` (docs/ARCHITECTURE.md): group commit of concurrent produce calls into shared WAL blobs.
 
-Callers on many threads submit groups; one flusher thread writes everything
-buffered as a single ``append_shared`` (one S3 PUT, one commit per partition)
-when ``LLOG_BATCH_MAX_BYTES`` is buffered or the oldest buffered group has
-waited ``LLOG_BATCH_MAX_DELAY_MS``, then hands each caller the offsets of its
-own records. When more than ``LLOG_BATCH_MAX_BUFFER_BYTES`` is waiting, new
-calls are refused with ``BackPressureRejected`` (HTTP 503) instead of
-queueing without bound.
+Group commit, as a database commits its log or Kafka's producer sends with
+``linger.ms=0`` and requests in flight: a call that finds no flush in flight
+flushes at once, so an idle log answers at its floor (one S3 PUT and one
+Oxia write). Calls that arrive while a flush is in flight wait and go
+together in the next one, so a busy log pays one S3 PUT and one commit per
+partition for many calls. There is no flusher thread: the first waiting
+caller whose turn it is flushes the queue for everyone (leader and
+followers), then each caller takes the offsets of its own records.
+
+A further flush starts beside the one in flight (at most
+``LLOG_BATCH_MAX_IN_FLIGHT``) when ``LLOG_BATCH_MAX_BYTES`` is queued or the
+oldest queued call has waited ``LLOG_BATCH_MAX_DELAY_MS``: a slow flush holds
+the next calls at most that long. When more than
+``LLOG_BATCH_MAX_BUFFER_BYTES`` is waiting, new calls are refused with
+``BackPressureRejected`` (HTTP 503) instead of queueing without bound.
+
+Each caller's own records keep their order, and the records of one flush keep
+arrival order per partition; two flushes in flight at once may commit the
+same partition in either order.
 
 Used by the long-running ``llog serve``; a Lambda environment serves one
 request at a time, so there each request is simply one blob.
@@ -38,6 +50,7 @@ class BatchingConfig:
     max_bytes: int = 8 * 1024 * 1024
     max_delay_ms: int = 500
     max_buffer_bytes: int = 64 * 1024 * 1024
+    max_in_flight: int = 4
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> BatchingConfig:
@@ -46,6 +59,7 @@ class BatchingConfig:
             max_bytes=env_int(env, "LLOG_BATCH_MAX_BYTES", cls.max_bytes, minimum=1),
             max_delay_ms=env_int(env, "LLOG_BATCH_MAX_DELAY_MS", cls.max_delay_ms),
             max_buffer_bytes=env_int(env, "LLOG_BATCH_MAX_BUFFER_BYTES", cls.max_buffer_bytes, minimum=1),
+            max_in_flight=env_int(env, "LLOG_BATCH_MAX_IN_FLIGHT", cls.max_in_flight, minimum=1),
         )
 
 
@@ -55,6 +69,7 @@ class _Pending:
     size: int
     enqueued_at: float
     future: Future[list[AppendResult]]
+    taken: bool = False
 
 
 def _group_bytes(group: SharedAppendGroup) -> int:
@@ -70,15 +85,25 @@ class BatchingProducer:
         self._cond = threading.Condition()
         self._queue: list[_Pending] = []
         self._buffered = 0
+        self._in_flight = 0
         self._closed = False
         self.flushes = 0
+        self.flushed_calls = 0
         self.rejected = 0
-        self._thread = threading.Thread(target=self._run, daemon=True, name="llog-batch-flusher")
-        self._thread.start()
 
     @property
     def buffered_bytes(self) -> int:
         return self._buffered
+
+    @property
+    def in_flight(self) -> int:
+        """Flushes being written now."""
+        return self._in_flight
+
+    @property
+    def queued_calls(self) -> int:
+        """Calls waiting for a flush to take them."""
+        return len(self._queue)
 
     def append_shared(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]:
         for group in groups:
@@ -97,30 +122,56 @@ class BatchingProducer:
             pending = _Pending(groups, size, time.monotonic(), Future())
             self._queue.append(pending)
             self._buffered += size
-            self._cond.notify_all()
+        while not pending.taken:
+            batch = self._take_turn(pending)
+            if batch:
+                self._flush(batch)
         return pending.future.result()
 
-    def _take_batch(self) -> list[_Pending] | None:
+    def _take_turn(self, pending: _Pending) -> list[_Pending]:
+        """Wait until ``pending`` is taken or it is this caller's turn to flush; the batch to flush, if any."""
         with self._cond:
-            while True:
-                if self._queue:
-                    age = time.monotonic() - self._queue[0].enqueued_at
-                    wait = self.config.max_delay_ms / 1000 - age
-                    if self._buffered >= self.config.max_bytes or wait <= 0 or self._closed:
-                        batch, self._queue = self._queue, []
-                        self._buffered -= sum(p.size for p in batch)
-                        return batch
-                    self._cond.wait(wait)
-                elif self._closed:
-                    return None
-                else:
-                    self._cond.wait()
+            while not pending.taken:
+                wait = self._wait_before_flush()
+                if wait is not None and wait <= 0:
+                    return self._take_batch()
+                self._cond.wait(wait)
+            return []
 
-    def _run(self) -> None:
-        while (batch := self._take_batch()) is not None:
-            self._flush(batch)
+    def _wait_before_flush(self) -> float | None:
+        """Seconds until the queue may be flushed (0 or less: now; None: when a flush in flight ends)."""
+        if self._in_flight == 0:
+            return 0.0
+        if self._in_flight >= self.config.max_in_flight:
+            return None
+        if self._buffered >= self.config.max_bytes:
+            return 0.0
+        return self.config.max_delay_ms / 1000 - (time.monotonic() - self._queue[0].enqueued_at)
+
+    def _take_batch(self) -> list[_Pending]:
+        """Take queued calls in arrival order, up to ``max_bytes`` (at least one); called under the lock."""
+        taken = 0
+        size = 0
+        for pending in self._queue:
+            if taken and size + pending.size > self.config.max_bytes:
+                break
+            pending.taken = True
+            taken += 1
+            size += pending.size
+        batch, self._queue = self._queue[:taken], self._queue[taken:]
+        self._buffered -= size
+        self._in_flight += 1
+        return batch
 
     def _flush(self, batch: list[_Pending]) -> None:
+        try:
+            self._append(batch)
+        finally:
+            with self._cond:
+                self._in_flight -= 1
+                self._cond.notify_all()
+
+    def _append(self, batch: list[_Pending]) -> None:
         # One merged group per partition, records in arrival order.
         merged: dict[tuple[str, int], list[Record | bytes]] = {}
         for pending in batch:
@@ -134,7 +185,9 @@ class BatchingProducer:
             if not isinstance(exc, Exception):
                 raise
             return
-        self.flushes += 1
+        with self._cond:
+            self.flushes += 1
+            self.flushed_calls += len(batch)
         by_partition = {(r.topic, r.partition): r for r in results}
         consumed: dict[tuple[str, int], int] = {}
         for pending in batch:
@@ -148,11 +201,10 @@ class BatchingProducer:
             pending.future.set_result(out)
 
     def close(self) -> None:
-        """Flush what is buffered, then stop the flusher."""
+        """Refuse new calls; return once the calls already queued are flushed."""
         with self._cond:
             self._closed = True
-            self._cond.notify_all()
-        self._thread.join()
+            self._cond.wait_for(lambda: not self._queue and self._in_flight == 0)
 
 
 def _slice(result: AppendResult, group: SharedAppendGroup, skip: int) -> AppendResult:

@@ -128,8 +128,13 @@ def prometheus_text(doc: dict[str, Any]) -> str:
         _billing_families(family, doc["s3"][BILLING])
     b = doc["batcher"]
     family("llog_batcher_flushes_total", "counter", "Shared WAL blobs written by the batcher.", [({}, b["flushes"])])
+    family(
+        "llog_batcher_flushed_calls_total", "counter", "Produce calls written by those flushes (calls per blob: "
+        "this over flushes).", [({}, b["flushed_calls"])],
+    )
     family("llog_batcher_rejected_total", "counter", "Produce calls refused (back-pressure).", [({}, b["rejected"])])
     family("llog_batcher_buffered_bytes", "gauge", "Bytes waiting to be flushed.", [({}, b["buffered_bytes"])])
+    family("llog_batcher_in_flight", "gauge", "Flushes being written now.", [({}, b["in_flight"])])
     cache = doc["tail_cache"]
     family("llog_tail_cache_hits_total", "counter", "Tail cache lookups that hit.", [({}, cache["hits"])])
     family("llog_tail_cache_misses_total", "counter", "Tail cache lookups that missed.", [({}, cache["misses"])])

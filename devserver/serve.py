@@ -422,11 +422,14 @@ class LlogServer:
             "s3": {**operations_json(s.blobs.counters), BILLING: s.billing.report()},
             "batcher": {
                 "flushes": s.batcher.flushes,
+                "flushed_calls": s.batcher.flushed_calls,
                 "rejected": s.batcher.rejected,
                 "buffered_bytes": s.batcher.buffered_bytes,
+                "in_flight": s.batcher.in_flight,
                 "max_bytes": cfg.max_bytes,
                 "max_delay_ms": cfg.max_delay_ms,
                 "max_buffer_bytes": cfg.max_buffer_bytes,
+                "max_in_flight": cfg.max_in_flight,
             },
             "tail_cache": {
                 "enabled": s.tail_cache.enabled,

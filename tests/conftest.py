@@ -37,6 +37,7 @@ from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.faults import HARNESS
+from tests.protocols import CAS
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS_BIN = ROOT / ".tools" / "bin"
@@ -209,7 +210,8 @@ def storage(oxia_store: OxiaStore, blob_store: BlobStore, root: str) -> Storage:
 
 @pytest.fixture
 def writer(storage: Storage) -> LogWriter:
-    return LogWriter(storage)
+    """A writer whose new partitions use the CAS protocol (``tests/protocols.py``)."""
+    return LogWriter(storage, config=CAS)
 
 
 @pytest.fixture

@@ -56,11 +56,12 @@ SETTINGS: Mapping[str, Setting] = {
         Setting("LLOG_S3_MAX_ATTEMPTS", "5", "attempts of one S3 call"),
         Setting("LLOG_ROOT_PREFIX", DEFAULT_ROOT_PREFIX, "prefix of every Oxia key and S3 object"),
         # writer
-        Setting("LLOG_APPEND_PROTOCOL", "cas", "append protocol of new partitions: cas or sequential"),
+        Setting("LLOG_APPEND_PROTOCOL", "sequential", "append protocol of new partitions: sequential or cas"),
         Setting("LLOG_WRITER_MAX_CAS_ATTEMPTS", "64", "compare-and-set attempts of one append"),
         Setting("LLOG_WRITER_CAS_BACKOFF_INITIAL_MS", "2", "first backoff after a lost compare-and-set"),
         Setting("LLOG_WRITER_CAS_BACKOFF_MAX_MS", "200", "longest backoff after a lost compare-and-set"),
         Setting("LLOG_WRITER_MAX_COMMIT_DELAY_MS", "60000", "latest reservation after a WAL object's PUT began"),
+        Setting("LLOG_WRITER_COMMIT_CONCURRENCY", "16", "partitions of one shared append committed at once"),
         # HTTP requests
         Setting("LLOG_MAX_REQUEST_BYTES", str(LAMBDA_PAYLOAD_LIMIT), "largest request body"),
         Setting("LLOG_MAX_PARTITIONS_PER_REQUEST", "100", "partitions in one produce or consume request"),
@@ -207,13 +208,11 @@ class S3Config:
 
 
 def append_protocol_from_env(env: Environ | None = None) -> AppendProtocol:
-    """``LLOG_APPEND_PROTOCOL``: ``cas`` (default) or ``sequential`` (docs/SEQUENTIAL_APPEND.md)."""
+    """``LLOG_APPEND_PROTOCOL``: ``sequential`` (default) or ``cas`` (docs/SEQUENTIAL_APPEND.md)."""
     env = environ() if env is None else env
-    raw = env.get("LLOG_APPEND_PROTOCOL")
-    if raw is None or raw.strip() == "":
-        return AppendProtocol.CAS
+    raw = setting(env, "LLOG_APPEND_PROTOCOL").strip() or SETTINGS["LLOG_APPEND_PROTOCOL"].default
     try:
-        return AppendProtocol(raw.strip().lower())
+        return AppendProtocol(raw.lower())
     except ValueError:
         choices = ", ".join(p.value for p in AppendProtocol)
         raise ConfigurationError(f"LLOG_APPEND_PROTOCOL={raw!r} is not one of {choices}") from None
@@ -231,7 +230,10 @@ class WriterConfig:
     max_commit_delay_ms: int = default_int("LLOG_WRITER_MAX_COMMIT_DELAY_MS")
     # The protocol of the partitions this writer *creates*; an existing
     # partition keeps the one its meta/control names (docs/SEQUENTIAL_APPEND.md).
-    append_protocol: AppendProtocol = AppendProtocol.CAS
+    append_protocol: AppendProtocol = AppendProtocol.SEQUENTIAL
+    # The partitions of one shared append commit concurrently, so a request
+    # touching many partitions pays about one Oxia round trip, not one each.
+    commit_concurrency: int = default_int("LLOG_WRITER_COMMIT_CONCURRENCY")
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> WriterConfig:
@@ -242,6 +244,7 @@ class WriterConfig:
             cas_backoff_max_ms=setting_int(env, "LLOG_WRITER_CAS_BACKOFF_MAX_MS"),
             max_commit_delay_ms=setting_int(env, "LLOG_WRITER_MAX_COMMIT_DELAY_MS", minimum=1),
             append_protocol=append_protocol_from_env(env),
+            commit_concurrency=setting_int(env, "LLOG_WRITER_COMMIT_CONCURRENCY", minimum=1),
         )
 
     def cas_backoff(self) -> Backoff:

@@ -45,7 +45,9 @@ def test_the_example_produce_and_consume(oxia_env: Env):
     first, second = produced.body["results"]
     assert (first["start_offset"], first["end_offset"], first["count"]) == (1, 2, 2)
     assert (second["start_offset"], second["end_offset"], second["count"]) == (1, 1, 1)
-    assert first["index_key"] == f"{oxia_env.root}/orders/partitions/0/index/00000000000000000002"
+    # New partitions are sequential: the entry is the sequence key ending at offset 2 (docs/SEQUENTIAL_APPEND.md).
+    assert first["index_key"].startswith(f"{oxia_env.root}/orders/partitions/0/seq/")
+    assert "/e-00000000000000000002-" in first["index_key"]
     assert first["wal_uri"] == second["wal_uri"]
     assert first["wal_uri"].startswith(f"s3://llog-test/{oxia_env.root}/wal-shared/")
     assert oxia_env.objects() == 1, "one shared WAL blob for the whole request"

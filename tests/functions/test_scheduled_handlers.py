@@ -143,7 +143,7 @@ def test_planner_enqueues_and_worker_compacts(
     assert claims.root == oxia_env.root  # claims live under LLOG_ROOT_PREFIX too
     reader = LogReader.from_env()
     assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"r0", b"r1", b"r2"]
-    assert reader.partition_info(topic, 0).control.high_watermark == 3
+    assert reader.partition_info(topic, 0).high_watermark == 3
     assert emf_metrics(capsys.readouterr().out)["RecordsCompacted"] == ("llog", "compaction_worker")
     writer.close()
     reader.close()

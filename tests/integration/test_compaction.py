@@ -27,6 +27,7 @@ from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import PauseAt, SimulatedCrash, crash_at
+from tests.protocols import CAS
 
 pytestmark = pytest.mark.oxia
 
@@ -130,7 +131,7 @@ def test_compactor_finishes_a_pending_append_first(
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
     with pytest.raises(SimulatedCrash):
-        LogWriter(storage, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"b"])
+        LogWriter(storage, config=CAS, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"b"])
 
     result = compactor.compact_once(topic, 0)
 
@@ -173,7 +174,7 @@ def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
 ) -> None:
     writer.initialize_partition(topic, 0)
     stall = PauseAt(AFTER_RESERVE)
-    stalled = LogWriter(storage, fault_hook=stall)
+    stalled = LogWriter(storage, config=CAS, fault_hook=stall)
     thread = threading.Thread(target=stalled.append, args=(topic, 0, [b"a", b"b"]))
     thread.start()
     assert stall.reached.wait(30)

@@ -18,6 +18,7 @@ from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_append_and_read import control_of
+from tests.protocols import CAS
 
 pytestmark = pytest.mark.oxia
 
@@ -32,7 +33,7 @@ def test_crash_between_reserve_and_index_write_is_read_through_pending(
 ) -> None:
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"a"])
-    doomed = LogWriter(storage, fault_hook=crash_at(AFTER_RESERVE))
+    doomed = LogWriter(storage, config=CAS, fault_hook=crash_at(AFTER_RESERVE))
     with pytest.raises(SimulatedCrash):
         doomed.append(topic, 0, [b"b", b"c"])
 
@@ -58,7 +59,7 @@ def test_crash_after_index_write_leaves_pending_that_recovery_clears(
 ) -> None:
     writer.initialize_partition(topic, 0)
     with pytest.raises(SimulatedCrash):
-        LogWriter(storage, fault_hook=crash_at(AFTER_INDEX_WRITE)).append(topic, 0, [b"a", b"b"])
+        LogWriter(storage, config=CAS, fault_hook=crash_at(AFTER_INDEX_WRITE)).append(topic, 0, [b"a", b"b"])
     assert control_of(oxia_store, root, topic, 0).pending is not None
     assert index_keys(oxia_store, root, topic) == [PartitionKeys(topic, 0, root).index(2)]
 
@@ -74,7 +75,7 @@ def test_crash_after_blob_put_commits_nothing(
 ) -> None:
     writer.initialize_partition(topic, 0)
     with pytest.raises(SimulatedCrash):
-        LogWriter(storage, fault_hook=crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"lost"])
+        LogWriter(storage, config=CAS, fault_hook=crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"lost"])
     assert reader.high_watermark(topic, 0) == 0
     assert writer.append(topic, 0, [b"kept"]).start_offset == 1
     assert reader.read_offset(topic, 0, 1).value == b"kept"
@@ -85,7 +86,7 @@ def test_fence_finishes_a_pending_append_so_it_stays_readable(
 ) -> None:
     writer.initialize_partition(topic, 0)
     with pytest.raises(SimulatedCrash):
-        LogWriter(storage, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"a"])
+        LogWriter(storage, config=CAS, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"a"])
     writer.fence(topic, 0)
     control = control_of(oxia_store, root, topic, 0)
     assert control.pending is None

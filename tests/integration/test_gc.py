@@ -28,6 +28,7 @@ from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
+from tests.protocols import CAS
 
 pytestmark = pytest.mark.oxia
 
@@ -90,10 +91,10 @@ def test_an_orphaned_blob_goes_only_after_the_grace_period(
     assert orphan not in wal_keys(blob_store, root)
 
 
-def test_a_pending_append_keeps_its_blob(writer: LogWriter, reader: LogReader, topic: str, storage: Storage) -> None:
-    writer.initialize_partition(topic, 0)
+def test_a_pending_append_keeps_its_blob(reader: LogReader, topic: str, storage: Storage) -> None:
+    LogWriter(storage, config=CAS).initialize_partition(topic, 0)  # only the CAS protocol has pending appends
     with pytest.raises(SimulatedCrash):
-        LogWriter(storage, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"p"])
+        LogWriter(storage, config=CAS, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"p"])
     collector(storage).collect()
     assert reader.read_offset(topic, 0, 1).value == b"p"
 

@@ -180,7 +180,7 @@ def test_prometheus_labels_are_escaped():
         "server": {"started_at_ms": 1_000},
         "http": {"requests": [{"method": "GET", "route": '/a"b\\c\nd', "status": 200, "count": 2, "seconds": 0.5}]},
         "oxia": {}, "s3": {},
-        "batcher": {"flushes": 0, "rejected": 0, "buffered_bytes": 0},
+        "batcher": {"flushes": 0, "flushed_calls": 0, "rejected": 0, "buffered_bytes": 0, "in_flight": 0},
         "tail_cache": {"hits": 0, "misses": 0, "bytes": 0, "max_bytes": 0},
     }
     assert 'route="/a\\"b\\\\c\\nd"' in prometheus_text(doc)
@@ -517,7 +517,10 @@ class TestWithoutOxia:
         for key in [("POST", "/produce", 409), ("POST", "/produce", 400), ("GET", "/{proxy+}", 404)]:
             assert requests[key] == before.get(key, 0) + 1
         assert doc["oxia"]["put"]["errors"] >= 1
-        batcher_fields = {"flushes", "rejected", "buffered_bytes", "max_bytes", "max_delay_ms", "max_buffer_bytes"}
+        batcher_fields = {
+            "flushes", "flushed_calls", "rejected", "buffered_bytes", "in_flight",
+            "max_bytes", "max_delay_ms", "max_buffer_bytes", "max_in_flight",
+        }
         assert set(doc["batcher"]) == batcher_fields
         assert doc["batcher"]["max_delay_ms"] == 20
         assert set(doc["tail_cache"]) == {"enabled", "hits", "misses", "bytes", "max_bytes"}

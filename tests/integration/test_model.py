@@ -69,6 +69,7 @@ from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
+from tests.protocols import CAS
 
 pytestmark = pytest.mark.oxia
 
@@ -161,7 +162,7 @@ class LogMachine(RuleBasedStateMachine):
         return self.now
 
     def _writer(self, hook: FaultHook | None = None) -> LogWriter:
-        return LogWriter(self.storage, fault_hook=hook)
+        return LogWriter(self.storage, config=CAS, fault_hook=hook)
 
     def _compactor(self, hook: FaultHook | None = None) -> Compactor:
         return Compactor(self.storage, fault_hook=hook)

@@ -57,6 +57,7 @@ from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_append_and_read import control_of
 from tests.integration.test_concurrent_appends import append_many, assert_unique_and_contiguous
+from tests.protocols import CAS
 
 pytestmark = pytest.mark.oxia
 
@@ -119,7 +120,7 @@ def test_initialize_creates_a_sequential_partition_whoever_comes_first_decides(
     assert control.sequential
     assert control.generations == (Generation(1, 0),)
     # A CAS-configured writer neither changes it nor appends the CAS way.
-    cas = LogWriter(storage)
+    cas = LogWriter(storage, config=CAS)
     assert cas.initialize_partition(topic, 0) is False
     cas.append(topic, 0, [b"x"])
     assert cas_index_keys(oxia_store, root, topic) == []
@@ -634,14 +635,14 @@ def test_gc_applies_retention_to_sequential_partitions(
 def test_migration_keeps_the_cas_offsets_and_appends_continue_in_a_sequence(
     reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
 ) -> None:
-    cas = LogWriter(storage)
+    cas = LogWriter(storage, config=CAS)
     cas.initialize_partition(topic, 0)
     cas.append(topic, 0, [b"a", b"b"])
     cas.append(topic, 0, [b"c"])
     compactor.compact_once(topic, 0)
     cas.append(topic, 0, [b"d"])
     with pytest.raises(SimulatedCrash):  # a pending append the migration must finish first
-        LogWriter(storage, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"e"])
+        LogWriter(storage, config=CAS, fault_hook=crash_at(AFTER_RESERVE)).append(topic, 0, [b"e"])
 
     migrated = cas.migrate_to_sequential(topic, 0)
     assert migrated.sequential
@@ -666,7 +667,7 @@ def test_cas_appends_racing_a_migration_keep_unique_contiguous_offsets(
     reader: LogReader, oxia_store: OxiaStore, oxia_config: OxiaConfig, s3_config: S3Config, topic: str, root: str,
     storage: Storage
 ) -> None:
-    cas = LogWriter(storage)
+    cas = LogWriter(storage, config=CAS)
     cas.initialize_partition(topic, 0)
 
     patient = LogWriter(storage, config=WriterConfig(max_cas_attempts=10_000))
@@ -686,7 +687,7 @@ def test_cas_appends_racing_a_migration_keep_unique_contiguous_offsets(
 
 
 def test_migrating_a_fenced_partition_keeps_it_fenced(reader: LogReader, topic: str, storage: Storage) -> None:
-    cas = LogWriter(storage)
+    cas = LogWriter(storage, config=CAS)
     cas.initialize_partition(topic, 0)
     cas.append(topic, 0, [b"a"])
     cas.fence(topic, 0)

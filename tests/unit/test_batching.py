@@ -28,18 +28,35 @@ from llog.format.codec import Record
 class RecordingWriter:
     root = "llog"
 
-    def __init__(self, *, gate: threading.Event | None = None, fail: dict[tuple[str, int], LlogError] | None = None):
+    def __init__(
+        self,
+        *,
+        gate: threading.Event | None = None,
+        gated_calls: int | None = None,
+        fail: dict[tuple[str, int], LlogError] | None = None,
+    ):
+        """``gate`` holds the first ``gated_calls`` calls (all of them when None) until it is set."""
         self.calls: list[list[SharedAppendGroup]] = []
         self.next_offset: dict[tuple[str, int], int] = {}
         self.gate = gate
+        self.gated_calls = gated_calls
         self.fail = fail or {}
         self.raise_exc: BaseException | None = None
         self.entered = threading.Event()
+        self.started = 0
+        self._lock = threading.Lock()
 
     def append_shared(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]:
+        with self._lock:
+            number = self.started
+            self.started += 1
         self.entered.set()
-        if self.gate is not None:
+        if self.gate is not None and (self.gated_calls is None or number < self.gated_calls):
             assert self.gate.wait(10), "test gate never opened"
+        with self._lock:
+            return self._record(groups)
+
+    def _record(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]:
         self.calls.append(list(groups))
         if self.raise_exc is not None:
             raise self.raise_exc
@@ -96,8 +113,18 @@ def writer() -> RecordingWriter:
     return RecordingWriter()
 
 
+def held_first_flush(**config: int) -> tuple[RecordingWriter, BatchingProducer, threading.Event, Any]:
+    """A producer whose first flush (of one record to ``warmup/0``) is held in the writer until the gate opens."""
+    gate = threading.Event()
+    writer = RecordingWriter(gate=gate, gated_calls=1)
+    batcher = producer(writer, **config)
+    first = run_in_thread(batcher.append_shared, [SharedAppendGroup("warmup", 0, [b"w"])])
+    assert writer.entered.wait(5)
+    return writer, batcher, gate, first
+
+
 def test_a_single_call_is_one_flush_with_its_offsets(writer):
-    batcher = producer(writer, max_delay_ms=0)
+    batcher = producer(writer)
     try:
         (result,) = batcher.append_shared([SharedAppendGroup("orders", 0, [b"a", b"b"])])
     finally:
@@ -108,26 +135,38 @@ def test_a_single_call_is_one_flush_with_its_offsets(writer):
     assert len(writer.calls) == 1
 
 
-def test_concurrent_calls_coalesce_into_one_append_and_each_gets_its_own_offsets(writer):
-    batcher = producer(writer, max_delay_ms=300, max_bytes=1 << 20)
+def test_an_idle_producer_flushes_at_once_whatever_the_max_delay(writer):
+    batcher = producer(writer, max_bytes=1 << 20, max_delay_ms=60_000)
+    start = time.monotonic()
+    (result,) = batcher.append_shared([SharedAppendGroup("orders", 0, [b"x"])])
+    elapsed = time.monotonic() - start
+    batcher.close()
+    assert result.ok
+    assert elapsed < 5, "nothing was in flight: the call must not wait for max_delay_ms"
+
+
+def test_calls_arriving_during_a_flush_go_together_in_the_next_one_each_with_its_own_offsets():
+    writer, batcher, gate, (first, first_out) = held_first_flush(max_delay_ms=60_000, max_bytes=1 << 20)
     n = 12
-    barrier = threading.Barrier(n)
 
     def call(i: int) -> list[AppendResult]:
-        barrier.wait()
         groups = [SharedAppendGroup("orders", i % 3, [f"{i}-{j}".encode() for j in range(i % 4 + 1)])]
         if i % 2:
             groups.append(SharedAppendGroup("audit", 0, [f"audit-{i}".encode()]))
         return batcher.append_shared(groups)
 
     threads = [run_in_thread(call, i) for i in range(n)]
-    for t, _ in threads:
+    wait_until(lambda: batcher.queued_calls == n)
+    assert len(writer.calls) == 0, "the queued calls wait for the flush in flight"
+    gate.set()
+    for t, _ in [*threads, (first, first_out)]:
         t.join(10)
     batcher.close()
 
-    assert len(writer.calls) == 1, "all calls arrived within max_delay_ms: one shared append"
-    assert batcher.flushes == 1
-    (call_groups,) = writer.calls
+    assert len(writer.calls) == 2, "the held flush, then one shared append of every call queued behind it"
+    assert batcher.flushes == 2
+    assert batcher.flushed_calls == n + 1
+    call_groups = writer.calls[1]
     # One merged group per partition.
     merged = sorted((g.topic, g.partition) for g in call_groups)
     assert merged == [("audit", 0), ("orders", 0), ("orders", 1), ("orders", 2)]
@@ -150,20 +189,24 @@ def test_concurrent_calls_coalesce_into_one_append_and_each_gets_its_own_offsets
         assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(spans))
 
 
-def test_records_keep_arrival_order_across_callers(writer):
-    batcher = producer(writer, max_delay_ms=200)
-    first, first_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"first"])])
-    wait_until(lambda: batcher.buffered_bytes > 0)
-    second = batcher.append_shared([SharedAppendGroup("orders", 0, [b"second", b"third"])])
-    first.join(5)
+def test_records_keep_arrival_order_across_callers():
+    writer, batcher, gate, (first, _) = held_first_flush(max_delay_ms=60_000)
+    second, second_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"first"])])
+    wait_until(lambda: batcher.queued_calls == 1)
+    third, third_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"second", b"third"])])
+    wait_until(lambda: batcher.queued_calls == 2)
+    gate.set()
+    for t in (first, second, third):
+        t.join(5)
     batcher.close()
-    assert len(writer.calls) == 1
+    assert len(writer.calls) == 2
     assert writer.records_of("orders", 0) == [b"first", b"second", b"third"]
-    assert (first_out[0][0].start_offset, second[0].start_offset, second[0].end_offset) == (1, 2, 3)
+    (a,), (b,) = second_out[0], third_out[0]
+    assert (a.start_offset, b.start_offset, b.end_offset) == (1, 2, 3)
 
 
 def test_a_caller_repeating_a_partition_gets_consecutive_slices(writer):
-    batcher = producer(writer, max_delay_ms=0)
+    batcher = producer(writer)
     results = batcher.append_shared(
         [SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("orders", 0, [b"b", b"c"])]
     )
@@ -172,38 +215,67 @@ def test_a_caller_repeating_a_partition_gets_consecutive_slices(writer):
 
 
 def test_sequential_calls_get_increasing_offsets(writer):
-    batcher = producer(writer, max_delay_ms=0)
+    batcher = producer(writer)
     spans = [batcher.append_shared([SharedAppendGroup("orders", 0, [b"x"] * k)])[0] for k in (1, 3, 2)]
     batcher.close()
     assert [(r.start_offset, r.end_offset) for r in spans] == [(1, 1), (2, 4), (5, 6)]
+    assert batcher.flushes == 3
 
 
-def test_flushes_as_soon_as_max_bytes_is_buffered(writer):
-    batcher = producer(writer, max_bytes=10, max_delay_ms=60_000)
-    start = time.monotonic()
+def test_max_bytes_queued_starts_a_flush_beside_the_one_in_flight():
+    writer, batcher, gate, (first, _) = held_first_flush(max_bytes=10, max_delay_ms=60_000, max_in_flight=2)
     (result,) = batcher.append_shared([SharedAppendGroup("orders", 0, [b"x" * 10])])
-    elapsed = time.monotonic() - start
+    assert result.ok, "a full batch went beside the held flush"
+    assert first.is_alive()
+    gate.set()
+    first.join(5)
     batcher.close()
-    assert result.ok
-    assert elapsed < 5, "a full batch must not wait for max_delay_ms"
 
 
-def test_flushes_after_max_delay_when_under_max_bytes(writer):
-    batcher = producer(writer, max_bytes=1 << 20, max_delay_ms=150)
+def test_a_flush_takes_at_most_max_bytes():
+    writer, batcher, gate, (first, _) = held_first_flush(max_bytes=10, max_delay_ms=60_000, max_in_flight=1)
+    calls = [run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [bytes([i]) * 6])]) for i in range(3)]
+    wait_until(lambda: batcher.queued_calls == 3)
+    gate.set()
+    for t, _ in [*calls, (first, None)]:
+        t.join(5)
+    batcher.close()
+    assert [[r for g in call for r in g.records] for call in writer.calls[1:]] == [[bytes([i]) * 6] for i in range(3)]
+    assert all(out[0][0].ok for _, out in calls)
+
+
+def test_a_slow_flush_holds_the_next_calls_at_most_max_delay():
+    writer, batcher, gate, (first, _) = held_first_flush(max_bytes=1 << 20, max_delay_ms=150, max_in_flight=2)
     start = time.monotonic()
     (result,) = batcher.append_shared([SharedAppendGroup("orders", 0, [b"x"])])
     elapsed = time.monotonic() - start
-    batcher.close()
     assert result.ok
-    assert 0.14 <= elapsed < 5
+    assert first.is_alive(), "it did not wait for the held flush"
+    assert elapsed >= 0.14, "it waited max_delay_ms for the flush in flight first"
+    gate.set()
+    first.join(5)
+    batcher.close()
+
+
+def test_max_in_flight_bounds_concurrent_flushes():
+    writer, batcher, gate, (first, _) = held_first_flush(max_bytes=1, max_delay_ms=0, max_in_flight=1)
+    queued, queued_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"x"])])
+    wait_until(lambda: batcher.queued_calls == 1)
+    time.sleep(0.1)  # long past max_delay_ms and max_bytes: still queued, one flush is the limit
+    assert (batcher.queued_calls, batcher.in_flight, len(writer.calls)) == (1, 1, 0)
+    gate.set()
+    queued.join(5)
+    first.join(5)
+    batcher.close()
+    assert queued_out[0][0].ok
 
 
 def test_a_full_buffer_rejects_with_back_pressure_and_writes_nothing_for_it():
     gate = threading.Event()
     writer = RecordingWriter(gate=gate)
-    batcher = producer(writer, max_bytes=1, max_delay_ms=0, max_buffer_bytes=10)
+    batcher = producer(writer, max_bytes=1, max_delay_ms=0, max_buffer_bytes=10, max_in_flight=1)
     blocked, blocked_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"12345"])])
-    assert writer.entered.wait(5)  # the flusher is busy writing the first call
+    assert writer.entered.wait(5)  # the first call is being written
     queued, queued_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"12345678"])])
     wait_until(lambda: batcher.buffered_bytes == 8)
 
@@ -235,7 +307,7 @@ def test_a_full_buffer_rejects_with_back_pressure_and_writes_nothing_for_it():
     ],
 )
 def test_invalid_input_raises_before_it_is_enqueued(writer, groups, error):
-    batcher = producer(writer, max_delay_ms=0)
+    batcher = producer(writer)
     with pytest.raises(error):
         batcher.append_shared(groups)
     assert batcher.buffered_bytes == 0
@@ -243,56 +315,75 @@ def test_invalid_input_raises_before_it_is_enqueued(writer, groups, error):
     assert writer.calls == []  # not even the valid group of a rejected call
 
 
-def test_close_flushes_what_is_buffered_then_refuses(writer):
-    batcher = producer(writer, max_bytes=1 << 20, max_delay_ms=60_000)
+def test_close_waits_for_the_queued_calls_then_refuses():
+    writer, batcher, gate, (first, first_out) = held_first_flush(max_bytes=1 << 20, max_delay_ms=60_000)
     t, out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"late"])])
-    wait_until(lambda: batcher.buffered_bytes > 0)
-    start = time.monotonic()
-    batcher.close()
-    t.join(5)
-    assert time.monotonic() - start < 5
-    assert out[0][0].ok
-    assert writer.records_of("orders", 0) == [b"late"]
+    wait_until(lambda: batcher.queued_calls == 1)
+    closing, _ = run_in_thread(batcher.close)
+    time.sleep(0.05)
+    assert closing.is_alive(), "close waits for the flush in flight and the queued call"
     with pytest.raises(LlogError, match="closed"):
         batcher.append_shared([SharedAppendGroup("orders", 0, [b"after"])])
+    gate.set()
+    for thread in (closing, t, first):
+        thread.join(5)
+    assert out[0][0].ok
+    assert first_out[0][0].ok
+    assert writer.records_of("orders", 0) == [b"late"]
 
 
 def test_per_partition_failures_fan_out_to_every_caller_of_that_partition():
-    writer = RecordingWriter(fail={("orders", 1): LogFenced("orders", 1)})
-    batcher = producer(writer, max_delay_ms=200)
+    gate = threading.Event()
+    writer = RecordingWriter(gate=gate, gated_calls=1, fail={("orders", 1): LogFenced("orders", 1)})
+    batcher = producer(writer, max_delay_ms=60_000)
+    first, _ = run_in_thread(batcher.append_shared, [SharedAppendGroup("warmup", 0, [b"w"])])
+    assert writer.entered.wait(5)
     a, a_out = run_in_thread(
         batcher.append_shared, [SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("orders", 1, [b"b"])]
     )
-    wait_until(lambda: batcher.buffered_bytes > 0)
-    b = batcher.append_shared([SharedAppendGroup("orders", 1, [b"c", b"d"])])
-    a.join(5)
+    wait_until(lambda: batcher.queued_calls == 1)
+    b, b_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 1, [b"c", b"d"])])
+    wait_until(lambda: batcher.queued_calls == 2)
+    gate.set()
+    for t in (first, a, b):
+        t.join(5)
     batcher.close()
-    (ok0, fenced_a), (fenced_b,) = a_out[0], b
+    (ok0, fenced_a), (fenced_b,) = a_out[0], b_out[0]
     assert ok0.ok
     assert (fenced_a.error_type, fenced_a.count) == ("LogFenced", 1)
     assert (fenced_b.error_type, fenced_b.count) == ("LogFenced", 2)
     assert fenced_b.start_offset is None
 
 
-def test_a_writer_exception_reaches_every_waiting_caller(writer):
+def test_a_writer_exception_reaches_every_caller_of_that_flush():
+    writer, batcher, gate, (first, _) = held_first_flush(max_delay_ms=60_000)
     writer.raise_exc = RuntimeError("boom")
-    batcher = producer(writer, max_delay_ms=100)
     a, a_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"a"])])
     b, b_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 1, [b"b"])])
-    a.join(5)
-    b.join(5)
+    wait_until(lambda: batcher.queued_calls == 2)
+    gate.set()
+    for t in (first, a, b):
+        t.join(5)
     assert isinstance(a_out[0], RuntimeError)
     assert isinstance(b_out[0], RuntimeError)
     assert batcher.flushes == 0
     writer.raise_exc = None
-    assert batcher.append_shared([SharedAppendGroup("orders", 0, [b"again"])])[0].ok  # the flusher survived
+    assert batcher.append_shared([SharedAppendGroup("orders", 0, [b"again"])])[0].ok  # the producer survived
+    assert batcher.in_flight == 0
     batcher.close()
 
 
 def test_batching_config_from_env():
-    assert BatchingConfig.from_env({}) == BatchingConfig(8 * 1024 * 1024, 500, 64 * 1024 * 1024)
+    assert BatchingConfig.from_env({}) == BatchingConfig(8 * 1024 * 1024, 500, 64 * 1024 * 1024, 4)
     assert BatchingConfig.from_env(
-        {"LLOG_BATCH_MAX_BYTES": "10", "LLOG_BATCH_MAX_DELAY_MS": "0", "LLOG_BATCH_MAX_BUFFER_BYTES": "20"}
-    ) == BatchingConfig(10, 0, 20)
+        {
+            "LLOG_BATCH_MAX_BYTES": "10",
+            "LLOG_BATCH_MAX_DELAY_MS": "0",
+            "LLOG_BATCH_MAX_BUFFER_BYTES": "20",
+            "LLOG_BATCH_MAX_IN_FLIGHT": "1",
+        }
+    ) == BatchingConfig(10, 0, 20, 1)
     with pytest.raises(LlogError, match="LLOG_BATCH_MAX_BYTES"):
         BatchingConfig.from_env({"LLOG_BATCH_MAX_BYTES": "0"})
+    with pytest.raises(LlogError, match="LLOG_BATCH_MAX_IN_FLIGHT"):
+        BatchingConfig.from_env({"LLOG_BATCH_MAX_IN_FLIGHT": "0"})

@@ -398,12 +398,14 @@ def test_retention_with_a_stale_generation_table_never_reaches_a_fence_marker():
 
 
 def test_append_protocol_setting():
-    assert append_protocol_from_env({}) is AppendProtocol.CAS
-    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": ""}) is AppendProtocol.CAS
+    assert append_protocol_from_env({}) is AppendProtocol.SEQUENTIAL
+    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": ""}) is AppendProtocol.SEQUENTIAL
+    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": " "}) is AppendProtocol.SEQUENTIAL
+    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": "cas"}) is AppendProtocol.CAS
     assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": "sequential"}) is AppendProtocol.SEQUENTIAL
     assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": " Sequential "}) is AppendProtocol.SEQUENTIAL
     assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": "cas"}) is AppendProtocol.CAS
-    assert WriterConfig.from_env({}).append_protocol is AppendProtocol.CAS
+    assert WriterConfig.from_env({}).append_protocol is AppendProtocol.SEQUENTIAL == WriterConfig().append_protocol
     assert WriterConfig.from_env({"LLOG_APPEND_PROTOCOL": "sequential"}).append_protocol is AppendProtocol.SEQUENTIAL
     with pytest.raises(ConfigurationError, match="LLOG_APPEND_PROTOCOL"):
         append_protocol_from_env({"LLOG_APPEND_PROTOCOL": "raft"})

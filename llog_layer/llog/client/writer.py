@@ -2,8 +2,9 @@
 
 ``append_shared(groups)`` validates and encodes every group, writes one
 ``LLS1`` blob holding every group's batch, then commits each partition on its
-own, by the protocol the partition's ``meta/control`` names: a CAS partition
-through ``llog.protocol.append_cas`` (reserve, materialize, clear pending), a
+own (the partitions concurrently, ``commit_concurrency``), by the protocol the
+partition's ``meta/control`` names: a CAS partition through
+``llog.protocol.append_cas`` (reserve, materialize, clear pending), a
 sequential one with one Oxia sequential put through
 ``llog.protocol.append_sequential`` (docs/SEQUENTIAL_APPEND.md). Fence,
 unfence and migration are ``llog.protocol.fence``. The steps, their crash
@@ -15,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from llog.config import WriterConfig
@@ -22,7 +24,7 @@ from llog.errors import InvalidArgument, LlogError
 from llog.format.codec import Record, check_record, encode_batch
 from llog.format.documents import ControlRecord, DataRef, LogState
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal_object_key
-from llog.format.wal import PartitionBody, build_shared_blob
+from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
 from llog.protocol import append_cas, fence
 from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT, FaultHook
@@ -95,6 +97,8 @@ class LogWriter:
         self._fault_hook = fault_hook
         self._commit_listener = commit_listener
         self._sequential = SequentialAppender(self.config, fault=self._fault, clock=storage.clock)
+        # Threads start on the first append of more than one partition and are reused.
+        self._commits = ThreadPoolExecutor(self.config.commit_concurrency, thread_name_prefix="llog-commit")
 
     @classmethod
     def from_env(cls, *, commit_listener: CommitListener | None = None) -> LogWriter:
@@ -106,6 +110,7 @@ class LogWriter:
         return self.storage.root
 
     def close(self) -> None:
+        self._commits.shutdown()
         self.storage.close()
 
     def __enter__(self) -> LogWriter:
@@ -199,22 +204,40 @@ class LogWriter:
             return [AppendResult(b.topic, b.partition, b.msg_count, error=exc) for b in bodies]
         self._fault(WRITER_AFTER_BLOB_PUT)
 
-        results = []
-        for s, body in zip(slices, bodies, strict=True):
+        def commit(s: BlobSlice) -> tuple[int, int, str] | LlogError:
             ref = DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length)
-            meta = self._metadata(s.topic, s.partition)
             try:
-                start, end, index_key = self._commit_group(meta, ref, s.msg_count, now, commit_deadline)
+                return self._commit_group(self._metadata(s.topic, s.partition), ref, s.msg_count, now, commit_deadline)
             except LlogError as exc:
-                results.append(AppendResult(s.topic, s.partition, s.msg_count, error=exc))
-            else:
-                results.append(AppendResult(s.topic, s.partition, s.msg_count, start, end, index_key, location.uri))
-                if self._commit_listener is not None:
-                    try:
-                        self._commit_listener(s.topic, s.partition, start, body.body)
-                    except Exception:  # a cache must never fail a committed append
-                        log.exception("commit listener failed for %s/%s", s.topic, s.partition)
+                return exc
+
+        results = []
+        for s, body, outcome in zip(slices, bodies, self._commit_all(commit, slices), strict=True):
+            if isinstance(outcome, LlogError):
+                results.append(AppendResult(s.topic, s.partition, s.msg_count, error=outcome))
+                continue
+            start, end, index_key = outcome
+            results.append(AppendResult(s.topic, s.partition, s.msg_count, start, end, index_key, location.uri))
+            if self._commit_listener is not None:
+                try:
+                    self._commit_listener(s.topic, s.partition, start, body.body)
+                except Exception:  # a cache must never fail a committed append
+                    log.exception("commit listener failed for %s/%s", s.topic, s.partition)
         return results
+
+    def _commit_all(
+        self, commit: Callable[[BlobSlice], tuple[int, int, str] | LlogError], slices: Sequence[BlobSlice]
+    ) -> list[tuple[int, int, str] | LlogError]:
+        """Each slice's commit, the partitions at once (there is no atomicity across them anyway).
+
+        An unexpected exception (an injected crash, a bug) is raised only after
+        every commit has ended, so nothing of this append runs on afterwards.
+        """
+        if len(slices) == 1:
+            return [commit(slices[0])]
+        futures = [self._commits.submit(commit, s) for s in slices]
+        wait(futures)
+        return [f.result() for f in futures]
 
     def _commit_group(
         self, meta: PartitionMetadata, ref: DataRef, count: int, now_ms: int, deadline: float
