@@ -7,7 +7,6 @@ hands them to ``on_commit``.
 from __future__ import annotations
 
 import threading
-import time
 from typing import cast
 
 import pytest
@@ -17,6 +16,7 @@ from llog.config import CacheConfig
 from llog.format.codec import Record, RecordBatch, decode_batch, encode_batch
 from llog.service.consume import ConsumeService
 from llog.service.tail_cache import TailCache
+from llog.store.changes import Changes, Wakeup
 
 
 def batch(*values: bytes) -> RecordBatch:
@@ -130,43 +130,31 @@ def test_on_commit_decodes_a_real_encoded_batch():
     assert cache.cached_high_watermark("orders", 0) == 43
 
 
-def test_wait_beyond_returns_at_once_when_already_beyond():
+def test_watching_wakes_on_an_add_to_a_watched_partition_only_while_registered():
     cache = TailCache(1 << 20)
-    cache.add("orders", 0, 1, batch(b"a", b"b"), at_end=True)
-    start = time.monotonic()
-    assert cache.wait_beyond([("orders", 0)], [2], 5) is True
-    assert time.monotonic() - start < 1
+    wakeup = Wakeup()
+    with cache.watching([("audit", 0), ("orders", 0)], wakeup):
+        cache.add("orders", 1, 1, batch(b"other"), at_end=True)
+        assert wakeup.wait(0) is None
+        cache.add("orders", 0, 1, batch(b"a"), at_end=True)
+        # Untagged: the news is in the cache, nothing to re-read from Oxia.
+        assert wakeup.wait(0) == Changes()
+        cache.add("orders", 0, 1, batch(b"a"), at_end=True)  # already cached: no news
+        assert wakeup.wait(0) is None
+    cache.add("orders", 0, 2, batch(b"b"), at_end=True)
+    assert wakeup.wait(0) is None
 
 
-def test_wait_beyond_wakes_when_a_batch_is_added():
+def test_watching_wakes_a_waiter_in_another_thread():
     cache = TailCache(1 << 20)
-    cache.add("orders", 0, 1, batch(b"a"), at_end=True)
-    timer = threading.Timer(0.1, cache.add, args=("orders", 0, 2, batch(b"b")), kwargs={"at_end": True})
-    start = time.monotonic()
-    timer.start()
-    woke = cache.wait_beyond([("audit", 0), ("orders", 0)], [1, 2], 10)
-    elapsed = time.monotonic() - start
-    timer.join()
-    assert woke is True
-    assert 0.05 < elapsed < 5
-
-
-def test_wait_beyond_ignores_adds_that_do_not_reach_the_offset_and_times_out():
-    cache = TailCache(1 << 20)
-    timer = threading.Timer(0.05, cache.add, args=("orders", 0, 1, batch(b"a")), kwargs={"at_end": True})
-    timer.start()
-    start = time.monotonic()
-    assert cache.wait_beyond([("orders", 0)], [5], 0.3) is False
-    elapsed = time.monotonic() - start
-    timer.join()
-    assert 0.25 < elapsed < 5
-
-
-def test_wait_beyond_with_a_non_positive_timeout_does_not_block():
-    cache = TailCache(1 << 20)
-    start = time.monotonic()
-    assert cache.wait_beyond([("orders", 0)], [1], -1) is False
-    assert time.monotonic() - start < 0.5
+    wakeup = Wakeup()
+    with cache.watching([("orders", 0)], wakeup):
+        timer = threading.Timer(0.05, cache.on_commit, args=("orders", 0, 1, encode_batch([b"a"])))
+        timer.start()
+        woke = wakeup.wait(30)
+        timer.join()
+    assert woke == Changes()
+    assert cache.cached_high_watermark("orders", 0) == 1
 
 
 def test_zero_bytes_disables_the_cache():

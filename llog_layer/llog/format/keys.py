@@ -205,6 +205,11 @@ class PartitionKeys:
 
     # --- sequential partitions (docs/SEQUENTIAL_APPEND.md) ----------------------
 
+    @property
+    def sequences(self) -> str:
+        """The folder of every generation's sequence (a sequential append adds a key below it)."""
+        return f"{self.base}/seq/"
+
     def sequence_prefix(self, generation: int) -> str:
         """The key a sequential put names; the server appends ``-{position:020d}-{fences:020d}``.
 

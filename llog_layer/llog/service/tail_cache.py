@@ -2,8 +2,8 @@
 
 The writer reports every committed batch (``LogWriter(commit_listener=...)``);
 readers in the same process then serve recent offsets without touching Oxia
-or S3, and a consumer waiting at the cached tail sleeps on a condition that
-the next append wakes, instead of polling Oxia.
+or S3, and a consumer waiting at the cached tail is woken by the next
+append (``watching``) without a round trip to Oxia.
 
 It is opportunistic: it only knows what *this* process wrote or read. Records
 at an offset never change, so a hit is always correct; what the cache may
@@ -17,13 +17,16 @@ cached for the next request, but their end says nothing about the partition's.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict, deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from llog.config import CacheConfig
 from llog.format.codec import RecordBatch, decode_batch
 from llog.store.byte_cache import ByteBoundedCache
+from llog.store.changes import Wakeup, Watchers
 
 PartitionId = tuple[str, int]
 
@@ -34,6 +37,7 @@ class _Tail:
 
     batches: deque[tuple[int, int, RecordBatch]] = field(default_factory=deque)
     at_end: bool = False  # the last batch ended at the partition's high watermark when it was added
+    appended_here: bool = False  # the last batch came from this process's writer (``on_commit``)
 
     @property
     def first(self) -> int:
@@ -54,17 +58,28 @@ class TailCache(ByteBoundedCache):
 
     def __init__(self, max_bytes: int) -> None:
         super().__init__(max_bytes)
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
         self._tails: dict[PartitionId, _Tail] = {}
+        self._watchers: Watchers[PartitionId] = Watchers()
         self._order: OrderedDict[tuple[PartitionId, int], int] = OrderedDict()  # (partition, start) -> bytes
 
     def on_commit(self, topic: str, partition: int, start_offset: int, batch: bytes) -> None:
         """``LogWriter`` commit listener: cache the batch and wake waiting consumers."""
         if self.enabled and len(batch) <= self.max_bytes:
-            self.add(topic, partition, start_offset, decode_batch(batch), at_end=True)
+            self.add(topic, partition, start_offset, decode_batch(batch), at_end=True, appended_here=True)
 
-    def add(self, topic: str, partition: int, start_offset: int, batch: RecordBatch, *, at_end: bool) -> None:
-        """Cache a batch; ``at_end`` if it ended at the partition's high watermark as of now."""
+    def add(
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        batch: RecordBatch,
+        *,
+        at_end: bool,
+        appended_here: bool = False,
+    ) -> None:
+        """Cache a batch; ``at_end`` if it ended at the partition's high watermark as of now,
+        ``appended_here`` if this process's writer appended it."""
         if not self.enabled:
             return
         pid = (topic, partition)
@@ -74,16 +89,18 @@ class TailCache(ByteBoundedCache):
             if tail is not None and tail.batches and start_offset <= tail.last:
                 if at_end and end == tail.last:
                     tail.at_end = True
+                    # A reader may have cached our own append before the writer reported it.
+                    tail.appended_here = tail.appended_here or appended_here
                 return  # already cached (a re-read of something we hold)
             if tail is None or not tail.batches or start_offset != tail.last + 1:
                 self._drop(pid)  # not contiguous with what we hold: start over at this batch
                 tail = self._tails[pid] = _Tail()
             tail.batches.append((start_offset, end, batch))
-            tail.at_end = at_end
+            tail.at_end, tail.appended_here = at_end, appended_here
             self._order[(pid, start_offset)] = batch.nbytes
             self._bytes += batch.nbytes
             self._evict()
-            self._lock.notify_all()
+            self._watchers.wake(pid)
 
     def _drop(self, pid: PartitionId) -> None:
         tail = self._tails.pop(pid, None)
@@ -126,6 +143,17 @@ class TailCache(ByteBoundedCache):
             tail = self._tails.get((topic, partition))
             return tail.last if tail is not None and tail.batches and tail.at_end else None
 
+    def appended_here(self, topic: str, partition: int) -> bool:
+        """Whether the partition's cached end is this process's latest append.
+
+        Such a partition's next append normally comes from here too and wakes
+        its waiters through the cache; Oxia's notification of it comes first
+        (at the commit point, before the writer finishes) and is best ignored.
+        """
+        with self._lock:
+            tail = self._tails.get((topic, partition))
+            return tail is not None and bool(tail.batches) and tail.at_end and tail.appended_here
+
     def note_high_watermark(self, topic: str, partition: int, high_watermark: int) -> None:
         """A high watermark read from Oxia: a cached tail short of it is no longer the end."""
         with self._lock:
@@ -133,15 +161,16 @@ class TailCache(ByteBoundedCache):
             if tail is not None and tail.batches and tail.last < high_watermark:
                 tail.at_end = False
 
-    def wait_beyond(self, partitions: list[PartitionId], offsets: list[int], timeout_s: float) -> bool:
-        """Sleep until one partition's cached tail reaches its offset, or the timeout; True if one did."""
+    @contextlib.contextmanager
+    def watching(self, partitions: list[PartitionId], wakeup: Wakeup) -> Iterator[None]:
+        """Wake ``wakeup`` whenever a batch is added at the tail of one of ``partitions``.
 
-        def ready() -> bool:
-            for pid, offset in zip(partitions, offsets, strict=True):
-                tail = self._tails.get(pid)
-                if tail is not None and tail.batches and tail.last >= offset:
-                    return True
-            return False
-
+        Untagged: the news is in the cache, so the waiter need not re-read Oxia.
+        """
         with self._lock:
-            return self._lock.wait_for(ready, timeout=max(timeout_s, 0))
+            self._watchers.add(wakeup, dict.fromkeys(partitions))
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._watchers.remove(wakeup, partitions)

@@ -11,7 +11,9 @@ What it adds to ``oxia==0.2.1`` (docs/ARCHITECTURE.md, docs/PROTOCOL.md "Key ord
 * a fix for the client's shutdown hang (its assignment thread blocks on a
   two-party barrier when a second assignment message arrives, e.g. after a
   server restart) and a ``close()`` that returns within a bound regardless;
-* op counters and latency totals.
+* op counters and latency totals;
+* ``changes()``: one notification subscription per client, waking
+  long-polling consumers when the keys they watch change (``llog.store.changes``).
 
 The client is created lazily on first use, so constructing a store (and
 importing a Lambda handler) never touches the network.
@@ -39,6 +41,7 @@ from oxia.internal.sessions import SessionManager
 from llog.backoff import Backoff
 from llog.config import OxiaConfig
 from llog.errors import InvalidArgument, OxiaUnavailable, SessionExpired, VersionConflict
+from llog.store.changes import ChangeFeed
 from llog.store.metrics import OperationCounters
 
 log = logging.getLogger(__name__)
@@ -211,6 +214,7 @@ class OxiaStore:
         self.counters = counters or OperationCounters()
         self._client_lock = threading.Lock()
         self._client: _Client | None = None
+        self._changes: ChangeFeed | None = None
         self._closed = False
         self._last_connect_failure: tuple[float, str] = (-float("inf"), "")
 
@@ -244,11 +248,35 @@ class OxiaStore:
                     raise OxiaUnavailable(reason) from exc
             return self._client
 
+    def changes(self) -> ChangeFeed:
+        """This store's change feed, shared by every waiter of the process; it connects on its first watch."""
+        with self._client_lock:
+            if self._changes is None:
+                self._changes = ChangeFeed(self._shard_stubs)
+                if self._closed:
+                    self._changes.close()
+            return self._changes
+
+    def _shard_stubs(self) -> list[tuple[int, Any]]:
+        """Every shard's id and stub, from the client the store's calls opened.
+
+        Never connects: a connect attempt holds the lock ``close()`` takes, for
+        up to ``connect_timeout_ms``; the feed just tries again after its backoff.
+        """
+        client = self._client
+        if client is None:
+            raise OxiaUnavailable("no Oxia client yet (the store connects on its first call)")
+        shards: list[tuple[int, Any]] = client._service_discovery.get_all_shards()
+        return shards
+
     def close(self) -> None:
         """Close the client; returns within ``close_timeout_ms`` even if the client hangs."""
         with self._client_lock:
             self._closed = True
             client, self._client = self._client, None
+            changes = self._changes
+        if changes is not None:
+            changes.close()
         if client is None:
             return
         closer = threading.Thread(target=client.close, daemon=True, name="oxia-close")
