@@ -26,12 +26,14 @@ from typing import Any
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct, IConstruct
 
 from functions.common import names, routes
+from infra.observability import PERIOD, ApiMetrics
 from infra.settings import ApiAuth
 
 ADMIN_IAM_ONLY_SUFFIXES = ("/fence", "/unfence")
@@ -202,6 +204,20 @@ class Api(Construct):
     @property
     def url(self) -> str:
         return self.api.url
+
+    def metrics(self) -> ApiMetrics:
+        dimensions = {"ApiName": self.api.rest_api_name, "Stage": self.api.deployment_stage.stage_name}
+
+        def metric(name: str, statistic: str = "Sum") -> cw.Metric:
+            return self.api.metric(name, dimensions_map=dimensions, statistic=statistic, period=PERIOD)
+
+        return ApiMetrics(
+            count=metric("Count"),
+            client_errors=metric("4XXError"),
+            server_errors=metric("5XXError"),
+            latency=metric("Latency", "p99"),
+            integration_latency=metric("IntegrationLatency", "p99"),
+        )
 
     # -- helpers ----------------------------------------------------------------------------
 

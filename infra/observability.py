@@ -14,9 +14,9 @@ earlier also apply to alarms added later.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from aws_cdk import Aws, Duration
-from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_events as events
 from aws_cdk import aws_lambda as lambda_
@@ -49,6 +49,17 @@ def _metric(
         period=period,
         label=label,
     )
+
+
+@dataclass(frozen=True)
+class ApiMetrics:
+    """The front door's metrics (REST and HTTP APIs name them and their dimensions differently)."""
+
+    count: cw.Metric
+    client_errors: cw.Metric
+    server_errors: cw.Metric
+    latency: cw.Metric  # p99
+    integration_latency: cw.Metric  # p99
 
 
 class Observability(Construct):
@@ -154,25 +165,16 @@ class Observability(Construct):
                 description=f"llog {self.stage}: messages in dead-letter queue {q.node.id}",
             )
 
-    def add_api(self, api: apigw.RestApi) -> None:
-        """A dashboard row for the REST API (requests, 4xx/5xx, latency) and an alarm on 5xx answers."""
-        stage = api.deployment_stage.stage_name
-
-        def metric(name: str, statistic: str = "Sum") -> cw.Metric:
-            return _metric("AWS/ApiGateway", name, {"ApiName": api.rest_api_name, "Stage": stage}, statistic)
-
+    def add_api(self, api: ApiMetrics) -> None:
+        """A dashboard row for the front door (requests, 4xx/5xx, latency) and an alarm on 5xx answers."""
         self.dashboard.add_widgets(
-            cw.GraphWidget(title="API: requests", left=[metric("Count")], width=6),
-            cw.GraphWidget(title="API: 4xx / 5xx", left=[metric("4XXError"), metric("5XXError")], width=6),
-            cw.GraphWidget(
-                title="API: latency p99 (ms)",
-                left=[metric("Latency", "p99"), metric("IntegrationLatency", "p99")],
-                width=12,
-            ),
+            cw.GraphWidget(title="API: requests", left=[api.count], width=6),
+            cw.GraphWidget(title="API: 4xx / 5xx", left=[api.client_errors, api.server_errors], width=6),
+            cw.GraphWidget(title="API: latency p99 (ms)", left=[api.latency, api.integration_latency], width=12),
         )
         self._alarm(
             "Api5xx",
-            metric("5XXError").with_(period=Duration.minutes(5)),
+            api.server_errors.with_(period=Duration.minutes(5)),
             threshold=5,
             description=f"llog {self.stage}: the API answered with server errors",
         )

@@ -28,11 +28,15 @@ OxiaMode = Literal["standalone", "replicated"]
 ApiAuth = Literal["iam", "api_key"]
 BucketEncryption = Literal["s3_managed", "kms"]
 ExportTableFormat = Literal["parquet", "iceberg"]
+FrontDoor = Literal["rest", "http"]
 
 OXIA_MODES: tuple[OxiaMode, ...] = ("standalone", "replicated")
 API_AUTH_MODES: tuple[ApiAuth, ...] = ("iam", "api_key")
 BUCKET_ENCRYPTIONS: tuple[BucketEncryption, ...] = ("s3_managed", "kms")
 EXPORT_TABLE_FORMATS: tuple[ExportTableFormat, ...] = ("parquet", "iceberg")
+# The API in front of produce, consume and admin: a REST API (API keys, usage plans, request validation)
+# or an HTTP API ($1.00 instead of $3.50 per million requests; IAM auth only). docs/DEPLOY.md, "Front door".
+FRONT_DOORS: tuple[FrontDoor, ...] = ("rest", "http")
 # LLOG_APPEND_PROTOCOL of the functions: the protocol of partitions they create (docs/SEQUENTIAL_APPEND.md).
 APPEND_PROTOCOLS: tuple[str, ...] = tuple(p.value for p in AppendProtocol)
 # Glue worker types the export job may run on (G.1X: 4 vCPU, 16 GB ... G.8X: 32 vCPU, 128 GB).
@@ -221,6 +225,7 @@ class LlogSettings:
     log_retention_days: int
     access_log_retention_days: int
     api_auth: ApiAuth
+    front_door: FrontDoor = "rest"
     api_throttle_rate: int = 100
     api_throttle_burst: int = 200
     compaction_max_concurrency: int = 10
@@ -240,7 +245,7 @@ class LlogSettings:
     retention_bytes: int = 0
     retention_topics: str = "{}"
     # The append protocol of new partitions (LLOG_APPEND_PROTOCOL); existing ones keep theirs.
-    append_protocol: str = AppendProtocol.CAS.value
+    append_protocol: str = AppendProtocol.SEQUENTIAL.value
 
     @property
     def stack_name(self) -> str:
@@ -293,6 +298,10 @@ class LlogSettings:
         access_log_retention = r.integer("accessLogRetentionDays", 365 if production else 30, 1, 3653)
 
         api_auth = cast(ApiAuth, r.choice("apiAuth", API_AUTH_MODES, "iam"))
+        front_door = cast(FrontDoor, r.choice("frontDoor", FRONT_DOORS, "rest"))
+        if front_door == "http" and api_auth != "iam":
+            raise _fail("apiAuth", '"iam" with llog:frontDoor=http: HTTP APIs have no API keys or usage plans',
+                        api_auth)  # fmt: skip
         glue_database = r.string("glueDatabase", default_glue_database(stage))
         if not _DATABASE_RE.match(glue_database):
             raise _fail("glueDatabase", "1-255 characters from [a-z0-9_] (a Glue database name Athena accepts)",
@@ -314,6 +323,7 @@ class LlogSettings:
             log_retention_days=log_retention,
             access_log_retention_days=access_log_retention,
             api_auth=api_auth,
+            front_door=front_door,
             api_throttle_rate=r.integer("apiThrottleRateLimit", 100, 1, 10_000),
             api_throttle_burst=r.integer("apiThrottleBurstLimit", 200, 1, 5_000),
             compaction_max_concurrency=r.integer("compactionMaxConcurrency", 10, 2, 1000),
@@ -329,6 +339,6 @@ class LlogSettings:
             retention_bytes=r.integer("retentionBytes", 0, 0, 2**62),
             retention_topics=_retention_topics(r, "retentionTopics"),
             append_protocol=AppendProtocol(
-                r.choice("appendProtocol", (*APPEND_PROTOCOLS, LEGACY_CAS_NAME), AppendProtocol.CAS.value)
+                r.choice("appendProtocol", (*APPEND_PROTOCOLS, LEGACY_CAS_NAME), AppendProtocol.SEQUENTIAL.value)
             ).value,
         )

@@ -3,8 +3,9 @@
 Constructs: ``network``, ``storage``, ``oxia``, ``layer``, ``functions`` (the six Lambda
 functions, in ``network.private_subnets`` with ``oxia.client_security_group``), ``compaction``
 (task queue, dead-letter queue, worker event source, planner and GC schedules), ``api`` (the
-REST API), ``observability`` (dashboard and alarms of all of them) and ``analytics`` (the Glue
-export job, its bucket, database and schedule). Glue is outside the VPC: it reads S3 only,
+REST API, or with ``llog:frontDoor=http`` the HTTP API of ``HttpFrontDoor``), ``observability``
+(dashboard and alarms of all of them) and ``analytics`` (the Glue export job, its bucket,
+database and schedule). Glue is outside the VPC: it reads S3 only,
 through the manifests compaction publishes after each commit, never Oxia.
 """
 
@@ -21,6 +22,7 @@ from infra.analytics import Analytics
 from infra.api import Api
 from infra.compaction import Compaction
 from infra.functions import SPECS, Functions
+from infra.http_api import HttpFrontDoor
 from infra.layer import LlogLayer
 from infra.network import Network
 from infra.observability import Observability
@@ -118,23 +120,36 @@ class LlogStack(Stack):
         planner = self.functions[names.COMPACTION_PLANNER]
         planner.add_environment("LLOG_COMPACTION_QUEUE_URL", self.compaction.queue.queue_url)
         planner.add_environment("LLOG_COMPACTION_SCHEDULE", settings.compaction_schedule)
-        self.api = Api(
-            self,
-            "Api",
-            stage=settings.stage,
-            functions=self.functions.by_name,
-            auth=settings.api_auth,
-            throttle_rate=settings.api_throttle_rate,
-            throttle_burst=settings.api_throttle_burst,
-            log_retention=retention,
-            removal_policy=removal,
-        )
+        self.api: Api | HttpFrontDoor
+        if settings.front_door == "http":
+            self.api = HttpFrontDoor(
+                self,
+                "HttpApi",
+                stage=settings.stage,
+                functions=self.functions.by_name,
+                throttle_rate=settings.api_throttle_rate,
+                throttle_burst=settings.api_throttle_burst,
+                log_retention=retention,
+                removal_policy=removal,
+            )
+        else:
+            self.api = Api(
+                self,
+                "Api",
+                stage=settings.stage,
+                functions=self.functions.by_name,
+                auth=settings.api_auth,
+                throttle_rate=settings.api_throttle_rate,
+                throttle_burst=settings.api_throttle_burst,
+                log_retention=retention,
+                removal_policy=removal,
+            )
         self.observability = Observability(
             self, "Observability", stage=settings.stage, bucket=self.storage.bucket, oxia=self.oxia
         )
         self.observability.add_functions("Functions", self.functions.by_name)
         self.observability.add_dead_letter_queues([self.compaction.dead_letter_queue])
-        self.observability.add_api(self.api.api)
+        self.observability.add_api(self.api.metrics())
         self.observability.add_llog_metrics(compaction_lag_threshold=settings.compaction_lag_alarm_threshold)
         self.analytics = Analytics(
             self,
@@ -168,9 +183,14 @@ class LlogStack(Stack):
             description="Security group that Oxia admits on its public port (the functions)",
         )
         CfnOutput(self, "LlogLayerArn", value=self.layer.layer.layer_version_arn, description="llog Lambda layer")
-        CfnOutput(self, "ApiUrl", value=self.api.url, description="llog REST API (append /produce, /consume, ...)")
+        CfnOutput(
+            self,
+            "ApiUrl",
+            value=self.api.url,
+            description=f"llog {settings.front_door.upper()} API (append /produce, /consume, ...)",
+        )
         CfnOutput(self, "CompactionQueueUrl", value=self.compaction.queue.queue_url, description="compaction tasks")
-        if self.api.api_key is not None:
+        if isinstance(self.api, Api) and self.api.api_key is not None:
             CfnOutput(
                 self,
                 "ApiKeyId",

@@ -92,3 +92,13 @@ def glue_packages(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[
     asset = outdir / entry["source"]["path"]
     assert asset.is_dir(), sorted(p.name for p in outdir.iterdir())
     return asset, entry
+
+
+@pytest.fixture(scope="session")
+def http_stack() -> LlogStack:
+    return make_stack({"llog:stage": "http", "llog:frontDoor": "http"})
+
+
+@pytest.fixture(scope="session")
+def http_template(http_stack: LlogStack) -> Template:
+    return Template.from_stack(http_stack)

@@ -14,16 +14,16 @@ def settings(**context: str) -> LlogSettings:
     return LlogSettings.from_context(lambda key: context.get(key.removeprefix("llog:")))
 
 
-def test_the_cas_protocol_is_the_default_until_sequential_has_run_on_real_oxia() -> None:
-    assert settings().append_protocol == "cas"
-    assert settings(stage="prod").append_protocol == "cas"
-    assert settings(appendProtocol="auto").append_protocol == "cas"
+def test_the_sequential_protocol_is_the_default_since_it_passed_the_soak_on_real_oxia() -> None:
+    assert settings().append_protocol == "sequential"
+    assert settings(stage="prod").append_protocol == "sequential"
+    assert settings(appendProtocol="auto").append_protocol == "sequential"
 
 
-def test_sequential_is_accepted_and_read_back_by_llogs_own_parser() -> None:
-    chosen = settings(appendProtocol="sequential").append_protocol
-    assert chosen == "sequential"
-    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": chosen}) is AppendProtocol.SEQUENTIAL
+def test_cas_is_accepted_and_read_back_by_llogs_own_parser() -> None:
+    chosen = settings(appendProtocol="cas").append_protocol
+    assert chosen == "cas"
+    assert append_protocol_from_env({"LLOG_APPEND_PROTOCOL": chosen}) is AppendProtocol.CAS
 
 
 def test_an_unknown_protocol_names_the_key() -> None:
@@ -36,4 +36,4 @@ def test_the_former_name_seed_still_means_cas() -> None:
 
 
 def test_every_function_gets_the_setting(dev_stack: LlogStack) -> None:
-    assert dev_stack.function_environment()["LLOG_APPEND_PROTOCOL"] == "cas"
+    assert dev_stack.function_environment()["LLOG_APPEND_PROTOCOL"] == "sequential"

@@ -31,6 +31,7 @@ def test_development_defaults() -> None:
     assert s.log_retention_days == 14
     assert s.access_log_retention_days == 30
     assert s.api_auth == "iam"
+    assert s.front_door == "rest"  # today's REST API, in every stage unless llog:frontDoor says otherwise
     assert (s.api_throttle_rate, s.api_throttle_burst) == (100, 200)
     assert s.compaction_max_concurrency == 10
     assert s.compaction_lag_alarm_threshold == 100_000
@@ -141,6 +142,8 @@ def test_json_values_and_auto_are_accepted() -> None:
         ({"gcGracePeriodHours": -1}, "llog:gcGracePeriodHours"),
         ({"logRetentionDays": 10}, "llog:logRetentionDays: expected one of 1, 3, 5"),
         ({"apiAuth": "cognito"}, "llog:apiAuth: expected one of iam, api_key"),
+        ({"frontDoor": "url"}, "llog:frontDoor: expected one of rest, http, got 'url'"),
+        ({"frontDoor": "http", "apiAuth": "api_key"}, 'llog:apiAuth: expected "iam" with llog:frontDoor=http'),
         ({"productionStages": [1]}, "llog:productionStages: expected a list of strings"),
         ({"productionStages": "prod,,x"}, "llog:productionStages"),
         ({"exportTopics": "*,orders"}, 'llog:exportTopics: expected "*" (every topic) or a list of llog topic'),
@@ -184,3 +187,10 @@ def test_retention_defaults_keep_everything_and_overrides_are_checked_by_llog() 
             settings(retentionTopics=bad)
     with pytest.raises(SettingsError, match="retentionHours"):
         settings(retentionHours=-1)
+
+
+def test_the_front_door_is_read_from_context() -> None:
+    assert settings(frontDoor="http").front_door == "http"
+    assert settings(stage="prod", frontDoor="rest").front_door == "rest"
+    assert settings(stage="prod").front_door == "rest"
+    assert settings(frontDoor="auto").front_door == "rest"

@@ -1,0 +1,130 @@
+"""The HTTP API front door (llog:frontDoor=http): the same routes as the REST API, IAM on every route, payload
+format 1.0 (the REST event shape the handlers read), a throttled and logged $default stage, no REST API
+resources, and a dashboard and 5xx alarm on the HTTP API's own metrics."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_cdk.assertions import Annotations, Match, Template
+
+from functions.common import names, routes
+from infra.http_api import DEFAULT_STAGE
+from infra.stack import LlogStack
+from tests.infra.helpers import resources
+
+NAG = Match.string_like_regexp("AwsSolutions-.*")
+
+
+def routes_by_key(template: Template) -> dict[str, dict[str, Any]]:
+    found = resources(template, "AWS::ApiGatewayV2::Route").values()
+    return {r["Properties"]["RouteKey"]: r["Properties"] for r in found}
+
+
+def target_function(stack: LlogStack, template: Template, route: dict[str, Any]) -> str:
+    target = json.dumps(route["Target"])
+    integrations = resources(template, "AWS::ApiGatewayV2::Integration")
+    (integration,) = [props["Properties"] for key, props in integrations.items() if key in target]
+    uri = json.dumps(integration["IntegrationUri"])
+    found = [
+        name
+        for name, fn in stack.functions.by_name.items()
+        if stack.get_logical_id(fn.node.default_child) in uri  # type: ignore[arg-type]
+    ]
+    assert len(found) == 1, uri
+    return found[0]
+
+
+def test_every_route_goes_to_its_function(http_stack: LlogStack, http_template: Template) -> None:
+    found = routes_by_key(http_template)
+    for route in routes.ROUTES:
+        assert target_function(http_stack, http_template, found[f"{route.method} {route.resource}"]) == route.function
+
+
+def test_any_on_every_route_path_goes_to_its_owner_and_everything_else_to_admin(
+    http_stack: LlogStack, http_template: Template
+) -> None:
+    found = routes_by_key(http_template)
+    owners = {r.resource: r.function for r in routes.ROUTES}
+    for path, owner in owners.items():
+        # The owner answers 405 (with Allow) for its path's other methods.
+        assert target_function(http_stack, http_template, found[f"ANY {path}"]) == owner
+    # Every other path (/, /topics/{topic}, unknown ones): the admin function's 404.
+    assert target_function(http_stack, http_template, found["$default"]) == names.ADMIN
+    assert len(found) == len(routes.ROUTES) + len(owners) + 1
+
+
+def test_every_route_requires_iam(http_template: Template) -> None:
+    for key, props in routes_by_key(http_template).items():
+        assert props["AuthorizationType"] == "AWS_IAM", key
+
+
+def test_integrations_send_the_rest_event_shape(http_template: Template) -> None:
+    integrations = resources(http_template, "AWS::ApiGatewayV2::Integration")
+    assert len(integrations) == 3  # produce, consume, admin
+    for props in integrations.values():
+        assert props["Properties"]["IntegrationType"] == "AWS_PROXY"
+        # 1.0: resource, path, httpMethod, multiValueHeaders, as APIGatewayRestResolver reads them.
+        assert props["Properties"]["PayloadFormatVersion"] == "1.0"
+
+
+def test_no_rest_api_keys_or_usage_plans(http_template: Template) -> None:
+    template = http_template.to_json()["Resources"]
+    assert not [k for k, v in template.items() if v["Type"].startswith("AWS::ApiGateway::")]
+    (api,) = resources(http_template, "AWS::ApiGatewayV2::Api").values()
+    assert api["Properties"]["ProtocolType"] == "HTTP"
+    assert api["Properties"]["Name"] == "llog-http"
+
+
+def test_the_default_stage_is_throttled_and_logged(http_stack: LlogStack, http_template: Template) -> None:
+    http_template.has_resource_properties(
+        "AWS::ApiGatewayV2::Stage",
+        {
+            "StageName": DEFAULT_STAGE,
+            "AutoDeploy": True,
+            "DefaultRouteSettings": {"ThrottlingRateLimit": 100, "ThrottlingBurstLimit": 200},
+            "AccessLogSettings": {"DestinationArn": Match.any_value(), "Format": Match.any_value()},
+        },
+    )
+    (stage,) = resources(http_template, "AWS::ApiGatewayV2::Stage").values()
+    log_format = json.loads(stage["Properties"]["AccessLogSettings"]["Format"])
+    assert {"requestId", "routeKey", "status", "userArn"} <= set(log_format)
+    # Only HTTP API context variables: the REST API's $context.identity.caller/user are not among them.
+    assert all(v.startswith("$context.") for v in log_format.values())
+    assert "$context.identity.caller" not in log_format.values()
+
+
+def test_api_gateway_may_invoke_the_three_functions(http_stack: LlogStack, http_template: Template) -> None:
+    permissions = resources(http_template, "AWS::Lambda::Permission")
+    invoked = {
+        json.dumps(p["Properties"]["FunctionName"])
+        for p in permissions.values()
+        if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
+    }
+    for name in (names.PRODUCE, names.CONSUME, names.ADMIN):
+        fn = http_stack.functions[name]
+        assert any(http_stack.get_logical_id(fn.node.default_child) in i for i in invoked), name  # type: ignore[arg-type]
+
+
+def test_the_dashboard_and_alarm_use_the_http_api_metrics(http_template: Template) -> None:
+    alarms = [
+        a["Properties"]
+        for a in resources(http_template, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("Namespace") == "AWS/ApiGateway"
+    ]
+    (alarm,) = alarms
+    assert alarm["MetricName"] == "5xx"  # the REST API's is 5XXError
+    assert {d["Name"] for d in alarm["Dimensions"]} == {"ApiId", "Stage"}
+
+
+def test_the_http_front_door_has_no_findings(http_stack: LlogStack) -> None:
+    annotations = Annotations.from_stack(http_stack)
+    assert annotations.find_error("*", NAG) == []
+    assert annotations.find_warning("*", NAG) == []
+
+
+def test_the_api_url_output_is_the_http_api_stage(http_stack: LlogStack, http_template: Template) -> None:
+    outputs = http_template.to_json()["Outputs"]
+    assert "HTTP API" in outputs["ApiUrl"]["Description"]
+    assert "ApiKeyId" not in outputs
