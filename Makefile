@@ -110,6 +110,7 @@ glue-sql: setup
 	$(PY) scripts/spark_sql.py "$$SQL"
 
 bench: setup
+	-scripts/lambda-venv.sh >/dev/null
 	$(PY) bench/run.py
 
 # Fuzz and model tests with many more examples than make test; summary in .soak/report.json.

@@ -10,6 +10,9 @@
 Path parameters are validated (topic name rules, partition a decimal integer
 in ``[0, 2**31-1]``) before anything is read: 400 otherwise. The admin
 function also answers every unknown path (404), as API Gateway's catch-all.
+The service (and the Oxia client's modules) is created by the first request
+that needs it, so ``/health`` and unknown paths never load it; S3 (botocore)
+only by the first fence or unfence.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -30,7 +33,9 @@ from functions.common.telemetry import Telemetry
 from llog.config import broker_id_from_env
 from llog.errors import InvalidPartition
 from llog.format.keys import validate_partition, validate_topic
-from llog.service.admin import AdminService
+
+if TYPE_CHECKING:
+    from llog.service.admin import AdminService
 
 telemetry = Telemetry(names.ADMIN)
 
@@ -39,7 +44,13 @@ INSTANCE_ID = uuid.uuid4().hex[:16]
 _server: dict[str, Any] = {"host": None, "port": None}
 
 
-_service: Lazy[AdminService] = Lazy(AdminService.from_env, AdminService.close)
+def create_service() -> AdminService:
+    from llog.service.admin import AdminService
+
+    return AdminService.from_env()
+
+
+_service: Lazy[AdminService] = Lazy(create_service, lambda service: service.close())
 
 
 def set_service(service: AdminService | None) -> None:

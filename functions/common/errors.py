@@ -15,6 +15,10 @@ Bodies are ``{"error", "error_type", "retriable"}`` (``http_contract.error_body`
 plus whether retrying may help), all built by ``client_error``. Unexpected
 exceptions answer ``InternalError`` without their message, which the
 function's log keeps.
+
+``llog.service.http_contract`` is imported by the calls that need it, not with
+this module: it loads the writer and reader, hence the Oxia and S3 clients'
+modules, which a handler's import (the Lambda init phase) should not.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from __future__ import annotations
 from typing import Any
 
 from llog.errors import InvalidArgument, LlogError, LogFenced, OffsetOutOfRange, PartitionNotInitialized
-from llog.service.http_contract import RequestRejected, error_body
 
 RETRY_AFTER_S = 1
 
 
 def status_for(error: BaseException) -> int:
+    from llog.service.http_contract import RequestRejected
+
     if isinstance(error, RequestRejected):
         return error.status
     if isinstance(error, InvalidArgument | OffsetOutOfRange):
@@ -43,6 +48,8 @@ def status_for(error: BaseException) -> int:
 
 def client_error(message: str, error_type: str, *, retriable: bool = False) -> dict[str, Any]:
     """The body of every error answer, ``{"error", "error_type", "retriable"}``, here or in ``llog serve``."""
+    from llog.service.http_contract import error_body
+
     return {**error_body(message, error_type), "retriable": retriable}
 
 

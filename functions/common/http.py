@@ -14,6 +14,9 @@
 per thread (``PerThread``), and each keeps its request on itself
 (``ThreadOwnResolver``): Powertools stores the current event on ``BaseRouter``,
 the class, which every resolver of the process shares.
+
+``llog.service.http_contract`` is imported by the first request that parses a
+body, not with this module (see ``functions.common.errors``).
 """
 
 from __future__ import annotations
@@ -35,7 +38,6 @@ from functions.common.lazy import PerThread
 from functions.common.telemetry import Handler, Telemetry
 from llog.config import Limits
 from llog.errors import LlogError
-from llog.service.http_contract import RequestRejected, parse_json_body
 
 JSON = "application/json"
 
@@ -49,6 +51,8 @@ def json_response(status: int, doc: Any, headers: dict[str, str] | None = None) 
 
 def request_body(event: APIGatewayProxyEvent) -> str | bytes | None:
     """The raw body, base64-decoded when API Gateway passed it as binary."""
+    from llog.service.http_contract import RequestRejected
+
     body = event.body
     if body is None or not event.is_base64_encoded:
         return body
@@ -60,6 +64,8 @@ def request_body(event: APIGatewayProxyEvent) -> str | bytes | None:
 
 def json_body(event: APIGatewayProxyEvent, limits: Limits) -> Any:
     """The request's JSON document (``http_contract.parse_json_body``: 400/413 on bad input)."""
+    from llog.service.http_contract import parse_json_body
+
     return parse_json_body(request_body(event), limits)
 
 

@@ -5,8 +5,11 @@ function's name, metric namespace ``llog``) and decorates its handler with
 ``telemetry.lambda_handler``: a structured ``Logger`` whose ``correlation_id``
 is the API Gateway request id (none for scheduled and SQS events), EMF
 ``Metrics`` flushed at the end of each invocation (plus ``ColdStart`` and
-``Latency``, ms per invocation), and a ``Tracer`` (active in Lambda, a no-op
-elsewhere).
+``Latency``, ms per invocation), and a ``Tracer`` where Powertools traces (in
+Lambda unless ``POWERTOOLS_TRACE_DISABLED``), created on the first invocation:
+it loads the X-Ray SDK and patches botocore, which is not part of import (the
+cold-start init phase). Elsewhere (tests, ``llog serve``) there is no tracer
+and the X-Ray SDK is never imported.
 
 ``Errors`` counts request errors and per-partition failures of the HTTP
 functions, with an ``error_type`` dimension; each function adds its own
@@ -35,6 +38,7 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from functions.common.lazy import Lazy
 from functions.common.names import METRIC_NAMESPACE
 
 R = TypeVar("R")
@@ -46,7 +50,7 @@ class Telemetry:
         self.service = function
         self.logger = Logger(service=function)
         self.metrics = Metrics(namespace=METRIC_NAMESPACE, service=function)
-        self.tracer = Tracer(service=function)
+        self.tracing = tracing_enabled()
 
     @staticmethod
     def enabled() -> bool:
@@ -81,7 +85,7 @@ class Telemetry:
             finally:
                 self.metric("Latency", MetricUnit.Milliseconds, (time.perf_counter() - start) * 1000)
 
-        traced: Handler[R] = self.tracer.capture_lambda_handler(timed)
+        traced = self._traced(timed) if self.tracing else timed
         logged: Handler[R] = self.logger.inject_lambda_context(
             traced, correlation_id_path=correlation_paths.API_GATEWAY_REST
         )
@@ -93,6 +97,21 @@ class Telemetry:
             return measured(event, context) if self.enabled() else logged(event, context)
 
         return handler
+
+    def _traced(self, fn: Handler[R]) -> Handler[R]:
+        """``fn`` in an X-Ray subsegment; the first call creates the Tracer."""
+        captured: Lazy[Handler[R]] = Lazy(lambda: Tracer(service=self.service).capture_lambda_handler(fn))
+
+        @functools.wraps(fn)
+        def traced(event: dict[str, Any], context: LambdaContext) -> R:
+            return captured.get()(event, context)
+
+        return traced
+
+
+def tracing_enabled() -> bool:
+    """Powertools' own rule for its Tracer: in Lambda (not SAM or Chalice locally), unless POWERTOOLS_TRACE_DISABLED."""
+    return not Tracer._is_tracer_disabled()
 
 
 _suspended = 0

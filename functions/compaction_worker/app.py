@@ -4,12 +4,14 @@ The SQS event source has a maximum concurrency bound and reports partial batch
 failures: a task that fails (storage unavailable, a malformed message) is
 retried by SQS and, after ``maxReceiveCount`` attempts, lands in the
 dead-letter queue. The time budget stays well inside the Lambda timeout.
+The compactor's modules (Oxia and S3 clients) are imported by the first task,
+not with this module (the Lambda init phase).
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -21,23 +23,35 @@ from functions.common import names
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
 from llog.config import CompactionScheduleConfig
-from llog.protocol.claims import CompactorClaims
-from llog.protocol.compaction import Compactor
-from llog.service.compaction import CompactionTask, TaskEnd, TaskOutcome, run_compaction_task
+
+if TYPE_CHECKING:
+    from llog.protocol.claims import CompactorClaims
+    from llog.protocol.compaction import Compactor
+    from llog.service.compaction import TaskOutcome
 
 SAFETY_MARGIN_S = 10.0  # leave time to release the claim and answer before the Lambda timeout
 
 telemetry = Telemetry(names.COMPACTION_WORKER)
 # Report failed items even when all fail: SQS retries exactly those, then moves them to the DLQ.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-_compactor: Lazy[Compactor] = Lazy(Compactor.from_env, Compactor.close)
-_claims: Lazy[CompactorClaims] = Lazy(
-    lambda: CompactorClaims(
-        _compactor.get().storage.oxia,
-        CompactionScheduleConfig.from_env().compactor_id or f"worker-{uuid.uuid4()}",
-        root=_compactor.get().storage.root,
-    )
-)
+
+
+def create_compactor() -> Compactor:
+    from llog.protocol.compaction import Compactor
+
+    return Compactor.from_env()
+
+
+def create_claims() -> CompactorClaims:
+    from llog.protocol.claims import CompactorClaims
+
+    storage = _compactor.get().storage
+    worker = CompactionScheduleConfig.from_env().compactor_id or f"worker-{uuid.uuid4()}"
+    return CompactorClaims(storage.oxia, worker, root=storage.root)
+
+
+_compactor: Lazy[Compactor] = Lazy(create_compactor, lambda compactor: compactor.close())
+_claims: Lazy[CompactorClaims] = Lazy(create_claims)
 
 
 def budget_s(context: LambdaContext | None) -> float:
@@ -48,6 +62,8 @@ def budget_s(context: LambdaContext | None) -> float:
 
 
 def record_metrics(outcome: TaskOutcome) -> None:
+    from llog.service.compaction import TaskEnd
+
     telemetry.metric(f"CompactionTask_{outcome.outcome.value}", MetricUnit.Count, 1)
     telemetry.metric("RecordsCompacted", MetricUnit.Count, outcome.records)
     telemetry.metric("BytesCompacted", MetricUnit.Bytes, outcome.bytes_written)
@@ -63,6 +79,8 @@ def record_metrics(outcome: TaskOutcome) -> None:
 
 
 def process(record: SQSRecord, lambda_context: LambdaContext | None = None) -> dict[str, Any]:
+    from llog.service.compaction import CompactionTask, run_compaction_task
+
     task = CompactionTask.from_message(record.body)  # a malformed message fails -> retried -> DLQ
     outcome = run_compaction_task(task, _compactor.get(), _claims.get(), budget_s=budget_s(lambda_context))
     record_metrics(outcome)

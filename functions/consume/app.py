@@ -9,10 +9,13 @@ malformed request. Long-polls up to ``max_wait_ms`` (at most
 No tail cache here: a consume function never sees the produce function's
 appends, so a cached "empty at the tail" would only delay long-polls.
 ``llog serve`` injects a service sharing its producer's tail cache with
-``set_service``.
+``set_service``. The service's modules (reader, Oxia and S3 clients) are
+imported with it, not with this module (the Lambda init phase).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
@@ -22,11 +25,19 @@ from functions.common.http import create_resolver, json_body, json_response, res
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
 from llog.config import Limits
-from llog.service.consume import ConsumeService
-from llog.service.http_contract import consume_response, parse_consume_request
+
+if TYPE_CHECKING:
+    from llog.service.consume import ConsumeService
+
+
+def create_service() -> ConsumeService:
+    from llog.service.consume import ConsumeService
+
+    return ConsumeService.from_env()
+
 
 telemetry = Telemetry(names.CONSUME)
-_service: Lazy[ConsumeService] = Lazy(ConsumeService.from_env, ConsumeService.close)
+_service: Lazy[ConsumeService] = Lazy(create_service, lambda service: service.close())
 _limits: Lazy[Limits] = Lazy(Limits.from_env)
 
 
@@ -46,6 +57,8 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.post("/consume")
     def consume() -> Response[str]:
+        from llog.service.http_contract import consume_response, parse_consume_request
+
         limits = _limits.get()
         request = parse_consume_request(json_body(app.current_event, limits), limits)
         results = _service.get().consume(request)

@@ -1,9 +1,12 @@
-"""Scheduled retention (docs/RETENTION.md) and garbage collection of S3 objects nothing references (docs/GC.md)."""
+"""Scheduled retention (docs/RETENTION.md) and garbage collection of S3 objects nothing references (docs/GC.md).
+
+The collector's modules (Oxia and S3 clients) are imported by the first invocation, not with this module.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -11,10 +14,19 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from functions.common import names
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
-from llog.protocol.gc import GarbageCollector
+
+if TYPE_CHECKING:
+    from llog.protocol.gc import GarbageCollector
+
+
+def create_collector() -> GarbageCollector:
+    from llog.protocol.gc import GarbageCollector
+
+    return GarbageCollector.from_env()
+
 
 telemetry = Telemetry(names.GC)
-_collector: Lazy[GarbageCollector] = Lazy(GarbageCollector.from_env, GarbageCollector.close)
+_collector: Lazy[GarbageCollector] = Lazy(create_collector, lambda collector: collector.close())
 
 
 def reset() -> None:

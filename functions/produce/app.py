@@ -8,10 +8,13 @@ which writes nothing.
 The service is created on the first request of an execution environment
 (``ProduceService.from_env()``: one S3 PUT per request, partitions
 initialized on first write); ``llog serve`` injects its batching service with
-``set_service``.
+``set_service``. The service's modules (writer, Oxia and S3 clients) are
+imported with it, not with this module (the Lambda init phase).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
@@ -20,14 +23,22 @@ from functions.common import names
 from functions.common.http import create_resolver, json_body, json_response, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
-from llog.client.writer import SharedAppendGroup
 from llog.config import Limits
 from llog.format.codec import Record
-from llog.service.http_contract import parse_produce_request, produce_response
-from llog.service.produce import ProduceService
+
+if TYPE_CHECKING:
+    from llog.client.writer import SharedAppendGroup
+    from llog.service.produce import ProduceService
+
+
+def create_service() -> ProduceService:
+    from llog.service.produce import ProduceService
+
+    return ProduceService.from_env()
+
 
 telemetry = Telemetry(names.PRODUCE)
-_service: Lazy[ProduceService] = Lazy(ProduceService.from_env, ProduceService.close)
+_service: Lazy[ProduceService] = Lazy(create_service, lambda service: service.close())
 _limits: Lazy[Limits] = Lazy(Limits.from_env)
 
 
@@ -57,6 +68,8 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.post("/produce")
     def produce() -> Response[str]:
+        from llog.service.http_contract import parse_produce_request, produce_response
+
         limits = _limits.get()
         groups = parse_produce_request(json_body(app.current_event, limits), limits)
         results = _service.get().produce(groups)

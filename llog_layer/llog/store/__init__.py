@@ -1,1 +1,1 @@
-"""The only modules that import ``oxia`` and ``boto3``: the Oxia and S3 stores, their counters, and ``Storage``."""
+"""The only modules that import ``oxia`` and ``botocore``: the Oxia and S3 stores, their counters, and ``Storage``."""

@@ -1,12 +1,13 @@
-"""The compaction task queue (SQS): the planner sends one message per partition to compact."""
+"""The compaction task queue (SQS): the planner sends one message per partition to compact.
+
+A botocore client, created (and botocore imported) on the first send: see ``llog.store.s3`` for why not boto3.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from typing import Any
-
-import boto3
 
 from llog.config import CompactionScheduleConfig
 
@@ -29,7 +30,9 @@ class TaskQueue:
     def send(self, bodies: Sequence[str]) -> int:
         """Send every message body; returns how many the queue accepted (refusals are logged)."""
         if self._client is None:
-            self._client = boto3.client("sqs")
+            import botocore.session
+
+            self._client = botocore.session.Session().create_client("sqs")
         sent = 0
         for start in range(0, len(bodies), SQS_BATCH):
             chunk = bodies[start : start + SQS_BATCH]

@@ -1,20 +1,22 @@
-"""The S3 adapter: the only module that imports ``boto3``.
+"""The S3 adapter, on a botocore client.
 
 The same code talks to real S3 and to a local moto server: only
 ``endpoint_url`` differs. botocore retries throttling and 5xx responses
 (standard mode, ``max_attempts``); what still fails is mapped to
 ``BlobStoreUnavailable`` (retriable) or ``BlobNotFound``.
+
+botocore is imported by the first ``BlobStore``, not with this module: a
+Lambda function that never touches S3 (the admin function's catalog routes)
+does not load it, and a function's init phase (its handler's import) does
+not include it. boto3 is not used: its session, resources and transfer
+manager add import and client-creation time and nothing this adapter calls.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-import boto3
-import botocore.config
-import botocore.exceptions
+from typing import TYPE_CHECKING, Any, cast
 
 from llog.config import S3Config
 from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData, InvalidArgument
@@ -47,7 +49,13 @@ class BlobStore:
     def __init__(self, config: S3Config, *, counters: OperationCounters | None = None) -> None:
         self.config = config
         self.counters = counters or OperationCounters()
-        self._client: S3Client = boto3.session.Session().client(
+        import botocore.config
+        import botocore.session
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        self._errors = (BotoCoreError, ClientError)  # what a client call raises; ``_fail`` maps them
+        # botocore's stubs type every client as BaseClient; boto3's name the S3 one.
+        client = botocore.session.Session().create_client(
             "s3",
             endpoint_url=config.endpoint_url,
             region_name=config.region_name,
@@ -63,6 +71,7 @@ class BlobStore:
                 s3={"addressing_style": "path"} if config.endpoint_url else None,
             ),
         )
+        self._client = cast("S3Client", client)
 
     @classmethod
     def from_env(cls) -> BlobStore:
@@ -74,7 +83,9 @@ class BlobStore:
         return self._client.meta.events
 
     def _fail(self, op: str, location: str, exc: Exception) -> Exception:
-        if isinstance(exc, botocore.exceptions.ClientError):
+        from botocore.exceptions import ClientError
+
+        if isinstance(exc, ClientError):
             code = str(exc.response.get("Error", {}).get("Code", ""))
             if code in _NOT_FOUND:
                 return BlobNotFound(f"{location} does not exist")
@@ -90,14 +101,14 @@ class BlobStore:
             self._client.create_bucket(Bucket=bucket)
         except self._client.exceptions.BucketAlreadyOwnedByYou:
             pass
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        except self._errors as exc:
             raise self._fail("create_bucket", f"s3://{bucket}", exc) from exc
 
     def put(self, location: S3Location, body: bytes, *, metadata: dict[str, str] | None = None) -> None:
         with self.counters.timed("put") as nbytes:
             try:
                 self._client.put_object(Bucket=location.bucket, Key=location.key, Body=body, Metadata=metadata or {})
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+            except self._errors as exc:
                 raise self._fail("put", location.uri, exc) from exc
             nbytes.append(len(body))
 
@@ -106,7 +117,7 @@ class BlobStore:
         with self.counters.timed("head"):
             try:
                 response = self._client.head_object(Bucket=location.bucket, Key=location.key)
-            except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+            except self._errors as exc:
                 raise self._fail("head", location.uri, exc) from exc
         return ObjectInfo(
             location.key,
@@ -143,7 +154,7 @@ class BlobStore:
         try:
             response = self._client.get_object(Bucket=location.bucket, Key=location.key, **extra)
             return response["Body"].read()
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+        except self._errors as exc:
             raise self._fail(op, location.uri, exc) from exc
 
     def list(self, bucket: str, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
@@ -167,7 +178,7 @@ class BlobStore:
             with self.counters.timed("list"):
                 try:
                     page = self._client.list_objects_v2(**kwargs)
-                except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+                except self._errors as exc:
                     raise self._fail("list", f"s3://{bucket}/{prefix}", exc) from exc
             yield page
             token = page.get("NextContinuationToken")
@@ -183,7 +194,7 @@ class BlobStore:
                     response = self._client.delete_objects(
                         Bucket=bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
                     )
-                except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
+                except self._errors as exc:
                     raise self._fail("delete", f"s3://{bucket}", exc) from exc
             errors = response.get("Errors", [])
             if errors:
