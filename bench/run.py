@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import append, codec, cold_start, consume, export  # noqa: E402
+from bench import append, codec, cold_start, consume, export, lambda_warm, serve, tail  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
 COMMAND = "make bench"
@@ -96,13 +96,54 @@ def main() -> int:
         + export.run(),
     ))
 
+    print("serve benchmark ...", flush=True)
+    sections.append((
+        "HTTP: `llog serve` against the floor of its servers",
+        "bench/serve.py",
+        "One Oxia standalone (fsync on) and one S3 server (VersityGW when installed, else moto; the report names "
+        "it) behind two `llog serve` processes (`python -m devserver.serve`). Clients are threads with one "
+        "keep-alive connection each; S3 PUTs and Oxia writes come from the server's `GET /metrics`. The floor is "
+        "the median of 200 one-at-a-time 100-byte S3 PUTs plus that of 200 Oxia puts on the same servers. *Tail*: "
+        "a consumer long-polls at the tail, a producer sends one record 10-150 ms later; produce sent to consume "
+        "answered, consumer in the producer's process or the other one. *Ingest*: 16 clients x 100 records of "
+        "1 KiB against raw S3 PUTs of llog's mean PUT size from `LLOG_BATCH_MAX_IN_FLIGHT` writers. *256 "
+        "clients*: bench/load.py at full speed, then reconciled. *Peer*: s2-lite 0.43.4 with its defaults on "
+        "the same S3 server, when installed (`.tools/bin/s2-lite`).\n\n"
+        + measured(lambda: serve.report(serve.run())),
+    ))
+
+    print("tail benchmark ...", flush=True)
+    sections.append((
+        "Tail consumers: produce acknowledged to long-poll consume returned",
+        "bench/tail.py",
+        "A consumer long-polls at the tail (`ConsumeService`, `max_wait_ms` 10 s) while a writer appends one "
+        "record at a time, against a local Oxia standalone (fsync on) and moto S3. *serve*: one process, the "
+        "writer feeding the tail cache that wakes the consumer (`llog serve`); *cross-process*: the writer in "
+        "another process, the consumer woken by Oxia's notifications (the consume Lambda, or another "
+        "`llog serve`). Latency runs from the append returning to the consume returning, both read from "
+        "`CLOCK_MONOTONIC`; the ratio is against the produce p50 of the same run.\n\n"
+        + measured(lambda: tail.report(tail.run())),
+    ))
+
+    print("lambda benchmark ...", flush=True)
+    sections.append((
+        "Lambda handlers in-process: cold start and warm invocations against the floor",
+        "bench/lambda_warm.py",
+        "Produce and consume handlers, each in a fresh interpreter in a Lambda-like environment: import, first "
+        "invocation, then 200 warm invocations one at a time (real-shaped API Gateway events, one 100-byte "
+        "record), X-Ray off and on, against a local Oxia standalone (fsync on) and moto S3; the floor (median "
+        "100-byte S3 PUT + median Oxia put) is measured in the same process on the same servers.\n\n"
+        + measured(lambda: lambda_warm.report(lambda_warm.run(samples=200))),
+    ))
+
     print("cold start benchmark ...", flush=True)
     sections.append((
         "Cold start: handler init",
         "bench/cold_start.py",
-        "Each Lambda handler module imported in fresh interpreters (its clients are created on the first "
-        "request, so this is the init phase the code controls), next to its heaviest dependencies imported "
-        "alone. Local CPython 3.11 on this machine, not Lambda's arm64 3.13.\n\n" + cold_start.table(),
+        "Each Lambda handler module imported in fresh interpreters in a Lambda-like environment "
+        "(`LAMBDA_TASK_ROOT` set). The storage clients' modules and the X-Ray Tracer are loaded by the first "
+        "invocation (see the Lambda section). The repository's modules are compiled from source each run, as "
+        "in Lambda; the interpreter is named above the table.\n\n" + cold_start.table(),
     ))
 
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -1,10 +1,11 @@
-"""What the Oxia-backed benchmarks share (bench/append.py, bench/consume.py): the local services, op counting and
-how their rows are printed.
+"""What the Oxia-backed benchmarks share (bench/append.py, bench/consume.py, bench/serve.py): the local services,
+op counting and how their rows are printed.
 
-``local_stack`` runs a local Oxia standalone and a moto S3 server for the
-length of a benchmark. When no Oxia server can be had it raises with the
-reason (``make setup`` records why in ``.tools/oxia-unavailable``) before
-starting anything; the benchmarks report that as "Not measured here: <reason>".
+``local_stack`` runs a local Oxia standalone and an S3 server (moto's, or
+VersityGW when asked and installed) for the length of a benchmark. When no
+Oxia server can be had it raises with the reason (``make setup`` records why
+in ``.tools/oxia-unavailable``) before starting anything; the benchmarks
+report that as "Not measured here: <reason>".
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from devserver.devstack import MotoS3, OxiaProcess, find_oxia_binary
+from devserver.devstack import MotoS3, OxiaProcess, VersityGW, find_oxia_binary, find_versitygw_binary
 from llog.config import OxiaConfig, S3Config
 from llog.format.keys import S3Location
 from llog.store.metrics import OperationStats
@@ -46,15 +47,31 @@ def oxia_binary() -> str:
     return binary
 
 
+def versitygw_binary() -> str | None:
+    """VersityGW (``$VERSITYGW_BIN``, PATH, ``.tools/bin``: scripts/install-versitygw.sh), or None."""
+    return find_versitygw_binary([ROOT / ".tools" / "bin"])
+
+
 @contextmanager
-def local_stack(bucket: str, *, fsync: bool = True) -> Iterator[tuple[str, S3Config]]:
-    """An Oxia standalone and a moto S3 server with ``bucket`` created: ``(oxia address, S3 config)``."""
+def local_stack(bucket: str, *, fsync: bool = True, s3_server: str = "moto") -> Iterator[tuple[str, S3Config]]:
+    """An Oxia standalone and an S3 server with ``bucket`` created: ``(oxia address, S3 config)``.
+
+    ``s3_server``: ``"moto"`` (in memory) or ``"versitygw"`` (a real S3 server, objects on disk in a temporary
+    directory; raises when it is not installed).
+    """
     binary = oxia_binary()
     # moto's server logs every request through werkzeug: thousands of lines per benchmark.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory() as tmp:
         oxia = OxiaProcess(binary, Path(tmp), fsync=fsync)
-        s3 = MotoS3()
+        s3: MotoS3 | VersityGW
+        if s3_server == "versitygw":
+            vgw = versitygw_binary()
+            if vgw is None:
+                raise RuntimeError("no VersityGW binary (scripts/install-versitygw.sh)")
+            s3 = VersityGW(vgw, Path(tmp) / "s3")
+        else:
+            s3 = MotoS3()
         oxia.start()
         try:
             s3.start()

@@ -1,0 +1,102 @@
+"""The HTTP benchmark's bookkeeping (bench/serve.py), without servers: counting and the rendered report."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bench import serve
+
+
+def produce_row(what: str, requests_per_s: float, p50: float, p99: float, s3_puts: float, oxia_writes: float
+                ) -> dict[str, Any]:  # fmt: skip
+    return {"what": what, "clients": 1, "requests": 100, "requests_per_s": requests_per_s, "p50_ms": p50,
+            "p99_ms": p99, "s3_puts_per_request": s3_puts, "oxia_writes_per_request": oxia_writes,
+            "errors": {}}  # fmt: skip
+
+
+def results(**changes: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "s3_server": "versitygw",
+        "batcher": {"max_delay_ms": 500, "max_in_flight": 4, "max_bytes": 8388608},
+        "floor": {"s3_put_p50_ms": 3.0, "oxia_put_p50_ms": 2.0, "floor_ms": 5.0},
+        "produce": {
+            "idle": produce_row("idle", 100.0, 8.0, 20.0, 1.0, 1.0),
+            "partitions16": produce_row("16 partitions", 50.0, 12.0, 30.0, 1.0, 16.0),
+            "clients32": {**produce_row("32 clients", 2000.0, 15.0, 30.0, 0.1, 0.1), "errors": {"409 X": 2}},
+        },
+        "tail": [
+            {"what": "same process", "samples": 40, "produce_p50_ms": 10.0, "e2e_p50_ms": 11.0,
+             "e2e_p99_ms": 30.0, "after_ack_p50_ms": 1.0, "errors": {}},
+            {"what": "other process", "samples": 39, "produce_p50_ms": 10.0, "e2e_p50_ms": 40.0,
+             "e2e_p99_ms": 90.0, "after_ack_p50_ms": 30.0, "errors": {"consume 200: offsets None, not [7]": 1}},
+        ],
+        "ingest": {
+            "llog": {"clients": 16, "partitions": 4, "batch": 100, "record_size": 1024, "mb_per_s": 30.0,
+                     "requests": 1000, "p50_ms": 80.0, "p99_ms": 200.0, "s3_puts": 100, "mean_put_bytes": 800000.0,
+                     "errors": {}},
+            "raw_s3": {"writers": 4, "object_bytes": 800000, "puts": 300, "mb_per_s": 50.0, "p50_ms": 40.0},
+        },
+        "many_clients": {"clients": 256, "partitions": 16, "requests": 3000, "requests_per_s": 500.0,
+                         "p50_ms": 400.0, "p99_ms": 1500.0, "transport_errors": 0, "errors": {},
+                         "reconciliation": "OK"},
+        "peer": {"skipped": "no s2-lite binary"},
+    }  # fmt: skip
+    return {**base, **changes}
+
+
+def test_report_renders_every_table_and_each_target_with_its_numbers() -> None:
+    text = serve.report(results())
+    assert "S3 server: **versitygw**" in text
+    assert "= **5.00 ms**" in text
+    assert "| idle | 100 | 100.0 | 8.0 | 20.0 | 1.000 | 1.00 | 0 |" in text
+    assert "| 32 clients | 100 | 2000.0 | 15.0 | 30.0 | 0.100 | 0.10 | 409 X: 2 |" in text
+    assert "| other process | 39 | 10.0 | 40.0 | 90.0 | 30.0 | consume 200: offsets None, not [7]: 1 |" in text
+    assert "| 256 keep-alive clients, 1 record per request, 16 partitions | 3000 |" in text
+    assert "Peer (s2-lite 0.43.4): not measured: no s2-lite binary." in text
+    targets = text.split("Targets (issue 15)")[1]
+    assert "Idle produce p50 / floor (8.0 ms / 5.0 ms): 1.60 (≤ 2): met" in targets
+    assert "32 clients requests/s / 1 client's (2000.0 / 100.0): 20.00 (≥ 15): met" in targets
+    assert "32 clients p99 / 1 client's p50 (30.0 ms / 8.0 ms): 3.75 (≤ 4): met" in targets
+    assert "16-partition request p50 / 1-partition p50 (12.0 ms / 8.0 ms): 1.50 (≤ 2): met" in targets
+    assert "same process: produce→consume p50 / produce p50 (11.0 ms / 10.0 ms): 1.10 (≤ 1.5): met" in targets
+    assert "other process: produce→consume p50 / produce p50 (40.0 ms / 10.0 ms): 4.00 (≤ 1.5): **not met**" in targets
+    assert "Sustained ingest MB/s / raw S3 PUT MB/s (30.00 / 50.00): 0.60 (≥ 0.5): met" in targets
+    assert "resets and refused connections: 0 (= 0): met" in targets
+    assert targets.count("* ") == 9
+
+
+def test_a_missing_measurement_is_not_met_and_peer_rows_render() -> None:
+    idle = {**results()["produce"]["idle"], "p50_ms": None}
+    peer = {"rows": {
+        "idle": {"what": "idle: 1 client, 1 record", "requests": 50, "requests_per_s": 20.0, "p50_ms": 50.0,
+                 "p99_ms": 60.0, "errors": {}},
+        "clients32": {"what": "32 clients", "requests": 900, "requests_per_s": 300.0, "p50_ms": 100.0,
+                      "p99_ms": 120.0, "errors": {"503 HTTP": 1}},
+    }}  # fmt: skip
+    text = serve.report(results(produce={**results()["produce"], "idle": idle}, peer=peer))
+    assert "Idle produce p50 / floor (- ms / 5.0 ms): - (≤ 2): **not met**" in text
+    assert "| 32 clients | 900 | 300.0 | 100.0 | 120.0 | 503 HTTP: 1 |" in text
+
+
+def test_operations_are_counted_from_the_metrics_document() -> None:
+    before = {"s3": {"put": {"calls": 2, "bytes": 200}, "billing": {}},
+              "oxia": {"put_sequential": {"calls": 3}, "get": {"calls": 9}}}  # fmt: skip
+    after = {"s3": {"put": {"calls": 5, "bytes": 900}, "get": {"calls": 4}, "billing": {}},
+             "oxia": {"put_sequential": {"calls": 7}, "put": {"calls": 1}, "get": {"calls": 20}}}  # fmt: skip
+    assert serve.counts_between(serve.op_counts(before), serve.op_counts(after)) == {
+        "s3_puts": 3, "s3_put_bytes": 700, "oxia_writes": 5,
+    }  # fmt: skip
+
+
+def test_a_produce_answer_succeeds_only_when_every_partition_was_acknowledged() -> None:
+    ok = {"topic": "t", "ok": True, "count": 1, "start_offset": 4, "end_offset": 4}
+    fenced = {"topic": "t", "ok": False, "count": 1, "error_type": "LogFenced"}
+    check = serve.produce_check(2)
+    assert check(200, json.dumps({"results": [ok, ok]}).encode()) is None
+    assert check(409, json.dumps({"results": [ok, fenced]}).encode()) == "409 LogFenced"
+    assert serve.produce_check(1)(502, b"Bad Gateway") == "502 HTTP"
+    assert json.loads(serve.produce_request("t", [0, 1])) == {"topic_partitions": [
+        {"topic": "t", "partition": 0, "records": [serve.VALUE]},
+        {"topic": "t", "partition": 1, "records": [serve.VALUE]},
+    ]}  # fmt: skip
