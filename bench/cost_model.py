@@ -26,6 +26,11 @@ they differ:
 * ``Latency``: assumed latencies inside a Lambda function, from which billed
   durations are built (nothing was deployed, so none is measured); the
   sensitivity table scales them.
+* ``FrontDoor`` (REST API, HTTP API, function URLs), ``OxiaStorage`` (EFS, the
+  deployed one; EBS gp3 on ECS on EC2, planned) and ``records_per_request``
+  (small records batched by the client into ``CLIENT_BATCH_BYTES`` requests):
+  the deployed defaults in every table but the last two, which price the
+  production shape with each and state issue 15's targets as met or not.
 
 Every table of docs/COST.md is printed by this script; ``--json`` gives the same numbers.
 """
@@ -48,7 +53,15 @@ GIB = 1 << 30  # AWS bills "GB" as 2^30 bytes
 HOURS_PER_MONTH = 730
 SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
 PRICES_AS_OF = "2025-06"
-REQUEST_SIZES = (1_000, 64_000, 1_000_000)  # bytes of payload per produce request ("1 KB", "64 KB", "1 MB")
+# Bytes of payload per produce request ("1 KB", "64 KB", "256 KB", "1 MB"), one record each unless batched.
+REQUEST_SIZES = (1_000, 64_000, 256_000, 1_000_000)
+# The client (issue 16's; not written yet) batches records into requests of at least this many bytes by default.
+CLIENT_BATCH_BYTES = 256_000
+CLIENT_RECORD_BYTES = 1_000  # the small records the per-GB targets are stated for
+CLIENT_BATCH_RECORDS = CLIENT_BATCH_BYTES // CLIENT_RECORD_BYTES
+# docs/COST.md's targets for the production shape, USD per GB of payload (variable cost).
+TARGET_LARGE_REQUESTS_PER_GB = 0.03  # requests of 256 KB or more
+TARGET_BATCHED_SMALL_RECORDS_PER_GB = 0.05  # 1 KB records through the client with its default batching
 THROUGHPUTS_MB_S = (0.1, 1.0, 10.0, 100.0)  # MB = 10^6 bytes
 LATENCY_FACTORS = (0.5, 1.0, 2.0, 4.0)
 EFS_BATCHING = (1.0, 4.0, 16.0)
@@ -62,6 +75,10 @@ class Prices:
     # API Gateway REST API, per million requests: (cumulative monthly requests up to which, price);
     # the first 333M, the next 667M, the next 19B, beyond. (Payload limit: 10 MB; Lambda's is 6 MB.)
     apigw_rest_tiers: tuple[tuple[float, float], ...] = ((333e6, 3.50), (1e9, 2.80), (20e9, 2.38), (math.inf, 1.51))
+    # API Gateway HTTP API, per million requests: the first 300M a month, beyond. A request is metered in
+    # increments of 512 KB (a 1.3 MB request body bills as three requests).
+    apigw_http_tiers: tuple[tuple[float, float], ...] = ((300e6, 1.00), (math.inf, 0.90))
+    apigw_http_metered_bytes: int = 512 * KIB
     lambda_arm_gb_second: float = 0.0000133334
     lambda_per_million: float = 0.20
     s3_storage_gb_month: float = 0.023
@@ -71,6 +88,8 @@ class Prices:
     fargate_arm_gb_hour: float = 0.00356
     efs_standard_gb_month: float = 0.30
     efs_elastic_write_per_gb: float = 0.06
+    ebs_gp3_gb_month: float = 0.08  # 3,000 IOPS and 125 MB/s included
+    ec2_c7g_medium_hour: float = 0.0363  # 1 vCPU, 2 GiB (Graviton): the "medium" Oxia size on EC2
     nat_gateway_hour: float = 0.045
     sqs_per_million: float = 0.40
     cloudwatch_logs_ingest_gb: float = 0.50
@@ -92,6 +111,39 @@ class Prices:
 
 
 @dataclass(frozen=True)
+class FrontDoor:
+    """What produce and consume calls go through (``llog:frontDoor``) and how it bills them."""
+
+    name: str
+    line: str  # the bill line
+    deployable: bool  # offered by the CDK app today
+
+
+REST_API = FrontDoor("rest", "API Gateway (REST)", True)  # the default: API keys, usage plans, validation
+HTTP_API = FrontDoor("http", "API Gateway (HTTP)", True)  # llog:frontDoor=http, IAM only
+# Lambda function URLs cost nothing beyond Lambda; the handlers would need Powertools' LambdaFunctionUrlResolver
+# (payload format 2.0 only), so the CDK app does not offer them (docs/DEPLOY.md, "Front door").
+FUNCTION_URL = FrontDoor("url", "Lambda function URLs", False)
+FRONT_DOORS = (REST_API, HTTP_API, FUNCTION_URL)
+
+
+@dataclass(frozen=True)
+class OxiaStorage:
+    """Where the Oxia data servers keep their WAL and database."""
+
+    name: str
+    per_write_charge: bool  # EFS Elastic throughput meters every write; EBS gp3 includes 3,000 IOPS
+    deployable: bool
+
+
+EFS = OxiaStorage("efs", True, True)  # infra/oxia.py today: one EFS file system per process
+# ECS on EC2, one instance and one gp3 volume per data server (docs/DEPLOY.md, "Oxia on EBS: the plan");
+# the coordinator stays on Fargate with EFS. Not built yet.
+EBS = OxiaStorage("ebs", False, False)
+OXIA_STORAGES = (EFS, EBS)
+
+
+@dataclass(frozen=True)
 class Code:
     """Constants of llog and of the CDK app (infra/) the counts follow from."""
 
@@ -103,6 +155,8 @@ class Code:
     consume_max_wait_s: float = 20.0  # LLOG_CONSUME_MAX_WAIT_MS of the consume function
     wal_overhead_bytes: int = 256  # LLS1 header + batch header of a one-record, one-partition blob (upper bound)
     batch_overhead_bytes: int = 64  # bytes-batch-v1 header and columns of one record (upper bound)
+    record_overhead_bytes: int = 16  # each further record of a batch (columns; 12.2 measured at 256 x 1 KB)
+    request_bytes_per_record: int = 32  # JSON around each record of a produce request ({"base64": ...}, commas)
     manifest_bytes: int = 512  # one manifest per compacted range (upper bound)
     compaction_max_bytes: int = 8 * MIB  # CompactorConfig.max_bytes_per_run
     compaction_max_entries: int = 1024  # one index page in Compactor._select
@@ -184,6 +238,7 @@ class Latency:
     s3_ms_per_mib: float = 12.5  # transfer on one S3 connection (80 MiB/s)
     oxia_read_ms: float = 2.0
     oxia_write_ms: float = 10.0  # an fsync'd WAL write on EFS (NFS round trips, docs/DEPLOY.md)
+    oxia_write_ms_ebs: float = 3.0  # an fsync'd WAL write on a gp3 volume, and the replica's ack
     sqs_send_ms: float = 10.0
     cpu_ms_per_mib_at_1024mb: float = 40.0  # JSON, base64, CRC32C, encode/decode at 1024 MB (~0.6 vCPU)
 
@@ -210,7 +265,10 @@ class Assumptions:
     prices: Prices = field(default_factory=Prices)
     code: Code = field(default_factory=Code)
     latency: Latency = field(default_factory=Latency)
-    protocol: ProtocolOxia = CAS  # the append protocol of the partitions (build() prints both)
+    protocol: ProtocolOxia = SEQUENTIAL  # the append protocol of new partitions (build() prints both)
+    front_door: FrontDoor = REST_API
+    oxia_storage: OxiaStorage = EFS
+    records_per_request: int = 1  # records in each produce request (CLIENT_BATCH_RECORDS: the client's batches)
     # Share of produce requests that are a writer's first append to their partition: in Lambda a cold
     # environment's. Both protocols pay for it with three create-only puts (the partition's initialization),
     # the sequential one with a read too. Assumed: an environment serving 1,000 requests over 10 partitions.
@@ -222,6 +280,7 @@ class Assumptions:
     efs_kib_per_write: float = 36.0  # metered per WAL write: >= 32 KiB data op + 4 KiB metadata op
     efs_batching: float = 1.0  # Oxia writes sharing one WAL write (1: uncontended, the worst case)
     efs_gb_per_volume: float = 1.0
+    ebs_gb_per_volume: float = 20.0  # gp3's price is per provisioned GB, used or not
     log_bytes_per_invocation: float = 1_000.0  # Lambda platform lines and the EMF document
     log_bytes_per_api_request: float = 500.0  # API Gateway access log line
     xray_sampled: float = 0.05  # X-Ray default sampling beyond the 1/s reservoir
@@ -277,7 +336,33 @@ def gb_months(nbytes: float, hours: float) -> float:
 
 
 def wal_blob_bytes(size: int, a: Assumptions) -> int:
-    return size + a.code.wal_overhead_bytes
+    return size + a.code.wal_overhead_bytes + (a.records_per_request - 1) * a.code.record_overhead_bytes
+
+
+def request_body_bytes(size: int, a: Assumptions) -> int:
+    """A produce request's JSON body, its records base64-encoded (the worst case; text records travel as is)."""
+    return 4 * math.ceil(size / 3) + a.records_per_request * a.code.request_bytes_per_record + 128
+
+
+def front_door_requests(body_bytes: float, a: Assumptions) -> float:
+    """Requests the front door bills for one call: REST 1, HTTP one per 512 KB of request, function URLs none."""
+    if a.front_door is FUNCTION_URL:
+        return 0.0
+    if a.front_door is HTTP_API:
+        return float(max(1, math.ceil(body_bytes / a.prices.apigw_http_metered_bytes)))
+    return 1.0
+
+
+def front_door_tiers(a: Assumptions) -> tuple[tuple[float, float], ...]:
+    if a.front_door is HTTP_API:
+        return a.prices.apigw_http_tiers
+    if a.front_door is FUNCTION_URL:
+        return ((math.inf, 0.0),)
+    return a.prices.apigw_rest_tiers
+
+
+def oxia_write_ms(a: Assumptions) -> float:
+    return a.latency.oxia_write_ms if a.oxia_storage is EFS else a.latency.oxia_write_ms_ebs
 
 
 def produce_oxia_reads(a: Assumptions) -> float:
@@ -297,9 +382,9 @@ def produce_part(size: int, a: Assumptions) -> Part:
     blob = wal_blob_bytes(size, a)
     reads, writes = produce_oxia_reads(a), produce_oxia_writes(a)
     ms = (lat.handler_overhead_ms + lat.s3_put_ms + transfer_ms(blob, lat) + reads * lat.oxia_read_ms
-          + writes * lat.oxia_write_ms + cpu_ms(size, c.produce_memory_mb, lat))  # fmt: skip
+          + writes * oxia_write_ms(a) + cpu_ms(size, c.produce_memory_mb, lat))  # fmt: skip
     return Part(
-        api_requests=1,
+        api_requests=front_door_requests(request_body_bytes(size, a), a),
         invocations=1,
         gb_seconds=billed_gb_seconds(ms, c.produce_memory_mb),
         s3_put_class=1,
@@ -327,7 +412,7 @@ def consume_part(size: int, a: Assumptions) -> Part:
     ms = (lat.handler_overhead_ms + reads * lat.oxia_read_ms + math.ceil(b / streams) * lat.s3_get_ms
           + transfer_ms(nbytes, lat, streams) + cpu_ms(nbytes, c.consume_memory_mb, lat))  # fmt: skip
     per_request = Part(
-        api_requests=1,
+        api_requests=front_door_requests(0, a),  # a consume request's body is small
         invocations=1,
         gb_seconds=billed_gb_seconds(ms, c.consume_memory_mb),
         s3_get_class=b,
@@ -351,7 +436,7 @@ def compaction_part(size: int, a: Assumptions) -> Part:
     body = n * (size + c.batch_overhead_bytes)
     streams = min(n, c.consume_fetch_threads)
     ms = (lat.handler_overhead_ms + c.compaction_oxia_reads * lat.oxia_read_ms
-          + c.compaction_oxia_writes * lat.oxia_write_ms + math.ceil(n / streams) * lat.s3_get_ms
+          + c.compaction_oxia_writes * oxia_write_ms(a) + math.ceil(n / streams) * lat.s3_get_ms
           + transfer_ms(body, lat, streams) + 2 * lat.s3_put_ms + transfer_ms(body, lat)
           + cpu_ms(2 * body, c.worker_memory_mb, lat))  # fmt: skip
     stored_h = a.retention_hours + c.gc_interval_s / 2 / 3600
@@ -405,6 +490,8 @@ def per_request(size: int, a: Assumptions) -> Part:
 
 
 def oxia_efs_usd(writes: float, shape: OxiaShape, a: Assumptions) -> float:
+    if not a.oxia_storage.per_write_charge:
+        return 0.0
     metered = writes / a.efs_batching * shape.wal_copies * a.efs_kib_per_write * KIB
     return metered / GIB * a.prices.efs_elastic_write_per_gb
 
@@ -413,7 +500,7 @@ def line_items(part: Part, shape: OxiaShape, a: Assumptions) -> dict[str, float]
     """USD of ``part`` by bill line, API Gateway at its first tier."""
     p = a.prices
     return {
-        "API Gateway (REST)": part.api_requests * p.apigw_first_tier_per_million / 1e6,
+        a.front_door.line: part.api_requests * front_door_tiers(a)[0][1] / 1e6,
         "Lambda requests": part.invocations * p.lambda_per_million / 1e6,
         "Lambda GB-seconds": part.gb_seconds * p.lambda_arm_gb_second,
         "S3 requests": part.s3_put_class * p.s3_put_per_1000 / 1e3 + part.s3_get_class * p.s3_get_per_10000 / 1e4,
@@ -429,9 +516,9 @@ def per_million(size: int, shape: OxiaShape, a: Assumptions) -> dict[str, float]
     return {k: v * 1e6 for k, v in line_items(per_request(size, a), shape, a).items()}
 
 
-def apigw_monthly(requests: float, p: Prices) -> float:
+def apigw_monthly(requests: float, tiers: Sequence[tuple[float, float]]) -> float:
     usd, floor = 0.0, 0.0
-    for ceiling, rate in p.apigw_rest_tiers:
+    for ceiling, rate in tiers:
         usd += max(0.0, min(requests, ceiling) - floor) * rate / 1e6
         floor = ceiling
         if requests <= ceiling:
@@ -452,7 +539,7 @@ def fixed_monthly(shape: OxiaShape, a: Assumptions) -> dict[str, float]:
     planner_ms = (lat.handler_overhead_ms + c.planner_oxia_reads_per_tick * lat.oxia_read_ms
                   + a.partitions * (pr.planner_reads_per_partition * lat.oxia_read_ms + lat.sqs_send_ms))  # fmt: skip
     worker_ms = (lat.handler_overhead_ms + c.worker_oxia_reads * lat.oxia_read_ms
-                 + c.worker_oxia_writes * lat.oxia_write_ms)  # fmt: skip
+                 + c.worker_oxia_writes * oxia_write_ms(a))  # fmt: skip
     worker = Part(invocations=1, gb_seconds=billed_gb_seconds(worker_ms, c.worker_memory_mb),
                   oxia_reads=c.worker_oxia_reads, oxia_writes=c.worker_oxia_writes,
                   log_bytes=a.log_bytes_per_invocation)  # fmt: skip
@@ -464,7 +551,7 @@ def fixed_monthly(shape: OxiaShape, a: Assumptions) -> dict[str, float]:
                    log_bytes=a.log_bytes_per_invocation).times(ticks)  # fmt: skip
     gc_ms = (lat.handler_overhead_ms + c.gc_oxia_reads_per_run * lat.oxia_read_ms
              + a.partitions * (c.gc_oxia_reads_per_partition * lat.oxia_read_ms + lat.s3_list_ms
-                               + c.gc_oxia_writes_per_partition * lat.oxia_write_ms))  # fmt: skip
+                               + c.gc_oxia_writes_per_partition * oxia_write_ms(a)))  # fmt: skip
     gc_runs_part = Part(
         invocations=1,
         gb_seconds=billed_gb_seconds(gc_ms, c.gc_memory_mb),
@@ -474,10 +561,20 @@ def fixed_monthly(shape: OxiaShape, a: Assumptions) -> dict[str, float]:
     sqs = a.partitions * ticks * 3 * p.sqs_per_million / 1e6  # send, receive, delete
     schedules = per_partition.times(a.partitions) + planner + gc_runs_part
     scheduled = sum(line_items(schedules, shape, a).values()) + sqs
-    return {
-        "Oxia Fargate tasks": sum(v * p.fargate_arm_vcpu_hour + g * p.fargate_arm_gb_hour for v, g in shape.tasks)
+    fargate, ec2, efs_volumes, ebs_volumes = shape.tasks, 0, len(shape.tasks), 0
+    if a.oxia_storage is EBS:  # the data servers on EC2 instances with a gp3 volume each; the coordinator as is
+        fargate, ec2 = shape.tasks[shape.wal_copies :], shape.wal_copies
+        efs_volumes, ebs_volumes = len(fargate), shape.wal_copies
+    oxia = {
+        "Oxia Fargate tasks": sum(v * p.fargate_arm_vcpu_hour + g * p.fargate_arm_gb_hour for v, g in fargate)
         * HOURS_PER_MONTH,
-        "Oxia EFS storage": len(shape.tasks) * a.efs_gb_per_volume * p.efs_standard_gb_month,
+        "Oxia EFS storage": efs_volumes * a.efs_gb_per_volume * p.efs_standard_gb_month,
+    }
+    if a.oxia_storage is EBS:
+        oxia["Oxia EC2 instances"] = ec2 * p.ec2_c7g_medium_hour * HOURS_PER_MONTH
+        oxia["Oxia EBS gp3 volumes"] = ebs_volumes * a.ebs_gb_per_volume * p.ebs_gp3_gb_month
+    return {
+        **oxia,
         "NAT gateway": p.nat_gateway_hour * HOURS_PER_MONTH,
         "Compaction and GC schedules": scheduled,
         "Dashboard, alarms, X-Ray reservoir": p.cloudwatch_dashboard_month
@@ -491,7 +588,7 @@ def llog_monthly(size: int, bytes_per_s: float, shape: OxiaShape, a: Assumptions
     requests = bytes_per_s / size * SECONDS_PER_MONTH
     one = per_request(size, a)
     variable = line_items(one.times(requests), shape, a)
-    variable["API Gateway (REST)"] = apigw_monthly(one.api_requests * requests, a.prices)
+    variable[a.front_door.line] = apigw_monthly(one.api_requests * requests, front_door_tiers(a))
     return {**dict(_fixed_monthly(shape, a)), **variable}
 
 
@@ -616,6 +713,81 @@ def llog_name(shape: OxiaShape, protocol: ProtocolOxia) -> str:
     return f"llog {shape.name} {protocol.name}"
 
 
+def configured(
+    a: Assumptions, door: FrontDoor, storage: OxiaStorage, protocol: ProtocolOxia, records: int = 1
+) -> Assumptions:
+    return dataclasses.replace(a, front_door=door, oxia_storage=storage, protocol=protocol, records_per_request=records)
+
+
+def configuration_name(door: FrontDoor, storage: OxiaStorage, protocol: ProtocolOxia) -> str:
+    return f"{door.name} {storage.name} {protocol.name}"
+
+
+# The columns of the configurations table: (name, request size, records per request).
+CONFIGURATION_COLUMNS: tuple[tuple[str, int, int], ...] = (
+    ("1 KB requests", 1_000, 1),
+    ("256 KB requests", 256_000, 1),
+    ("1 MB requests", 1_000_000, 1),
+    ("1 KB records, client-batched to 256 KB", CLIENT_BATCH_BYTES, CLIENT_BATCH_RECORDS),
+)
+
+
+def configurations_per_gb(a: Assumptions) -> dict[str, dict[str, float]]:
+    """Variable USD per GB in the production shape for every front door, Oxia storage and append protocol."""
+    return {
+        configuration_name(door, storage, protocol): {
+            column: per_gb(sum(per_million(size, PROD, configured(a, door, storage, protocol, records)).values()), size)
+            for column, size, records in CONFIGURATION_COLUMNS
+        }
+        for storage in OXIA_STORAGES
+        for door in FRONT_DOORS
+        for protocol in PROTOCOLS
+    }
+
+
+def targets(a: Assumptions) -> dict[str, dict[str, Any]]:
+    """docs/COST.md's two targets, met or not, for every configuration of the production shape.
+
+    Requests of 256 KB or more: the larger of the 256 KB and 1 MB figures (cost per GB falls with size).
+    """
+    table = configurations_per_gb(a)
+    found: dict[str, dict[str, Any]] = {}
+    for storage in OXIA_STORAGES:
+        for door in FRONT_DOORS:
+            for protocol in PROTOCOLS:
+                row = table[configuration_name(door, storage, protocol)]
+                large = max(row["256 KB requests"], row["1 MB requests"])
+                batched = row["1 KB records, client-batched to 256 KB"]
+                ap = configured(a, door, storage, protocol)
+                found[configuration_name(door, storage, protocol)] = {
+                    "deployable": door.deployable and storage.deployable,
+                    "large_requests_per_gb": large,
+                    "large_requests_met": large <= TARGET_LARGE_REQUESTS_PER_GB,
+                    "large_target_met_from_bytes": size_meeting(TARGET_LARGE_REQUESTS_PER_GB, ap),
+                    "batched_small_records_per_gb": batched,
+                    "batched_small_records_met": batched <= TARGET_BATCHED_SMALL_RECORDS_PER_GB,
+                }
+    return found
+
+
+def size_meeting(usd_per_gb: float, a: Assumptions, lo: int = 256_000, hi: int = 6_000_000) -> int | None:
+    """The request size from which the production shape's variable cost per GB stays at or below ``usd_per_gb``.
+
+    ``hi``: Lambda's 6 MB request limit. None: not below it.
+    """
+    steps = 200
+    sizes = sorted({int(lo * (hi / lo) ** (i / steps) + 0.5) for i in range(steps + 1)})
+    meets = [per_gb(sum(per_million(size, PROD, a).values()), size) <= usd_per_gb for size in sizes]
+    found = lasting_win(sizes, meets)
+    return None if found is None else int(found)
+
+
+def fixed_monthly_by_storage(a: Assumptions) -> dict[str, float]:
+    """The production shape's fixed monthly total with each Oxia storage (CAS protocol)."""
+    return {storage.name: sum(fixed_monthly(PROD, dataclasses.replace(a, oxia_storage=storage)).values())
+            for storage in OXIA_STORAGES}  # fmt: skip
+
+
 def one_more_topic(a: Assumptions) -> dict[str, float]:
     """Monthly cost of one more low-traffic topic with one partition (its fixed part only)."""
     key = "Compaction and GC schedules"
@@ -667,7 +839,7 @@ def idle_long_poll_monthly(a: Assumptions) -> float:
     p, c = a.prices, a.code
     polls = SECONDS_PER_MONTH / c.consume_max_wait_s
     wait = billed_gb_seconds(c.consume_max_wait_s * 1000, c.consume_memory_mb) * p.lambda_arm_gb_second
-    per_poll = (p.apigw_first_tier_per_million + p.lambda_per_million) / 1e6 + wait
+    per_poll = (front_door_requests(0, a) * front_door_tiers(a)[0][1] + p.lambda_per_million) / 1e6 + wait
     return polls * per_poll
 
 
@@ -776,6 +948,9 @@ def build(a: Assumptions) -> dict[str, Any]:
         }
         for pr in PROTOCOLS
     }  # fmt: skip
+    doc["configurations_per_gb"] = configurations_per_gb(a)
+    doc["fixed_monthly_prod_by_oxia_storage"] = fixed_monthly_by_storage(a)
+    doc["targets"] = targets(a)
     doc["retention_per_gb"] = {str(h): retention_per_gb(a, h) for h in RETENTIONS_H}
     doc["idle_long_poll_consumer_monthly"] = idle_long_poll_monthly(a)
     doc["gc_capacity"] = gc_capacity(a)
@@ -812,6 +987,8 @@ def render(doc: Mapping[str, Any], a: Assumptions) -> str:
         _render_monthly(doc),
         _render_break_even(doc),
         _render_sensitivity(doc),
+        _render_configurations(doc),
+        _render_targets(doc),
         _render_retention(doc),
         f"### Idle long-polling consumer\n\nOne consumer long-polling an empty partition "
         f"({a.code.consume_max_wait_s:.0f} s waits at {a.code.consume_memory_mb} MB): "
@@ -945,6 +1122,46 @@ def _render_sensitivity(doc: Mapping[str, Any]) -> str:
                  for pr in _protocols()]  # fmt: skip
     table = md_table(["assumption", "protocol", *_sizes()], rows, text_columns=2)
     return "### Sensitivity (llog prod, USD per 1M requests)\n\n" + table
+
+
+def _configuration_text(name: str) -> str:
+    door, storage, protocol = name.split(" ")
+    doors = {d.name: d.line for d in FRONT_DOORS}
+    storages = {"efs": "EFS", "ebs": "EBS gp3 (planned)"}
+    return f"{doors[door]}, Oxia on {storages[storage]}, {protocol}"
+
+
+def _render_configurations(doc: Mapping[str, Any]) -> str:
+    table = doc["configurations_per_gb"]
+    columns = [name for name, _, _ in CONFIGURATION_COLUMNS]
+    rows = [[_configuration_text(name), *(usd(row[c], 3) for c in columns)] for name, row in table.items()]
+    fixed = doc["fixed_monthly_prod_by_oxia_storage"]
+    note = (f"Fixed monthly cost of the production shape: {usd(fixed['efs'])} with Oxia on EFS, "
+            f"{usd(fixed['ebs'])} on EBS gp3 (EC2 instances instead of Fargate tasks for the data "
+            "servers).")  # fmt: skip
+    return ("### Production shape by front door and Oxia storage (USD per GB)\n\n"
+            + md_table(["front door, Oxia storage, protocol", *columns], rows) + "\n\n" + note)  # fmt: skip
+
+
+def _size_text(size: int | None) -> str:
+    return "not below 6 MB" if size is None else f"{size / 1000:,.0f} KB"
+
+
+def _render_targets(doc: Mapping[str, Any]) -> str:
+    rows = []
+    for name, t in doc["targets"].items():
+        rows.append([
+            _configuration_text(name),
+            "yes" if t["deployable"] else "no",
+            usd(t["large_requests_per_gb"], 3), "met" if t["large_requests_met"] else "not met",
+            _size_text(t["large_target_met_from_bytes"]),
+            usd(t["batched_small_records_per_gb"], 3), "met" if t["batched_small_records_met"] else "not met",
+        ])  # fmt: skip
+    large, small = usd(TARGET_LARGE_REQUESTS_PER_GB), usd(TARGET_BATCHED_SMALL_RECORDS_PER_GB)
+    headers = ["production shape", "deployable today", f"256 KB+ requests (target {large})", "target",
+               f"{large} reached from", f"1 KB records via the client (target {small})", "target"]  # fmt: skip
+    table = md_table(headers, rows, text_columns=2)
+    return "### Targets (USD per GB, variable cost)\n\n" + table
 
 
 def _render_retention(doc: Mapping[str, Any]) -> str:

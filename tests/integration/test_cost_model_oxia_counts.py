@@ -237,6 +237,29 @@ def test_a_produce_request_after_the_writers_first_costs_the_protocols_operation
 
 
 @PROTOCOLS
+def test_a_client_batched_request_of_small_records_costs_what_a_one_record_request_does(
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+) -> None:
+    """The model's row for 1 KB records batched to 256 KB requests (the client's default, issue 16): the Oxia
+    operations of a produce request do not grow with its records, and its one WAL blob fits the modelled bytes."""
+    service = ProduceService(new_writer(storage, protocol))
+    batch = SharedAppendGroup(topic, 0, [b"x" * cm.CLIENT_RECORD_BYTES] * cm.CLIENT_BATCH_RECORDS)
+    service.produce([batch])  # creates the partition; the writer's first append to it
+    puts_before = storage.blobs.counters.snapshot()["put"]
+
+    with counting(oxia_store, server) as count:
+        (result,) = service.produce([batch])
+    assert result.ok
+    assert result.start_offset == cm.CLIENT_BATCH_RECORDS + 1  # offsets start at 1
+
+    assert (count.reads, count.writes, count.conflicts) == (protocol.produce_reads, protocol.produce_writes, 0)
+    put = storage.blobs.counters.snapshot()["put"]
+    assert put.calls - puts_before.calls == 1
+    batched = dataclasses.replace(cm.Assumptions(), records_per_request=cm.CLIENT_BATCH_RECORDS)
+    assert cm.CLIENT_BATCH_BYTES < put.bytes - puts_before.bytes <= cm.wal_blob_bytes(cm.CLIENT_BATCH_BYTES, batched)
+
+
+@PROTOCOLS
 def test_a_writers_first_produce_request_to_an_existing_partition_also_initializes_it(
     server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
 ) -> None:

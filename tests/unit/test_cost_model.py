@@ -19,7 +19,7 @@ from bench import cost_model as cm
 from functions.common import names
 from infra import functions as fns
 from infra.oxia import COORDINATOR_SIZE, DATA_SERVERS
-from infra.settings import LlogSettings
+from infra.settings import FRONT_DOORS, LlogSettings
 from llog.config import CompactorConfig, GcConfig, Limits
 from llog.format.documents import AppendProtocol
 from llog.protocol import gc
@@ -44,6 +44,7 @@ def test_the_calculator_prints_every_table_and_json(capsys: pytest.CaptureFixtur
     headings = [
         "Operations per produce request", "Variable cost per million produce requests", "Variable cost per GB ingested",
         "Fixed monthly cost", "Monthly total at steady throughput", "Break-even throughput", "Sensitivity",
+        "Production shape by front door and Oxia storage", "Targets",
         "Storage per GB kept", "Idle long-polling consumer", "Garbage collection capacity",
     ]  # fmt: skip
     for heading in headings:
@@ -52,7 +53,7 @@ def test_the_calculator_prints_every_table_and_json(capsys: pytest.CaptureFixtur
     doc = json.loads(capsys.readouterr().out)
     assert doc["prices_as_of"] == cm.PRICES_AS_OF
     assert doc["assumptions"]["consumers"] == 2
-    assert set(doc["per_million_requests"]) == {"1 KB", "64 KB", "1 MB"}
+    assert set(doc["per_million_requests"]) == {"1 KB", "64 KB", "256 KB", "1 MB"}
     llog = {f"llog {shape} {protocol}" for shape in ("dev", "prod") for protocol in ("cas", "sequential")}
     assert set(doc["per_million_requests"]["1 KB"]) == llog | {"kinesis on-demand", "kinesis provisioned"}
     assert set(doc["operations_per_request"]) == {"cas", "sequential"}
@@ -144,10 +145,10 @@ def test_the_protocols_differ_only_in_oxia_and_in_the_time_it_takes(size: int) -
         assert totals[1] < totals[0]
 
 
-def test_the_cas_protocol_is_the_deployed_default() -> None:
-    assert A.protocol is cm.CAS
+def test_the_sequential_protocol_is_the_deployed_default() -> None:
+    assert A.protocol is cm.SEQUENTIAL
     no_context: dict[str, object] = {}
-    assert LlogSettings.from_context(no_context.get).append_protocol == AppendProtocol.CAS.value
+    assert LlogSettings.from_context(no_context.get).append_protocol == AppendProtocol.SEQUENTIAL.value
     assert [p.name for p in cm.PROTOCOLS] == [AppendProtocol.CAS.value, AppendProtocol.SEQUENTIAL.value]
 
 
@@ -173,18 +174,18 @@ def test_per_gb_is_per_million_over_the_gigabytes_of_a_million_requests(doc: dic
 def test_per_gb_numbers_scale_as_the_pricing_models_say() -> None:
     # Kinesis on-demand charges per byte: per GB it hardly depends on the request size (KiB rounding aside).
     od = [cm.per_gb(sum(cm.kinesis_per_million(s, A)["kinesis on-demand"].values()), s) for s in SIZES]
-    assert od[1] == pytest.approx(od[2], rel=0.02)
+    assert od[1] == pytest.approx(od[-1], rel=0.02)
     # llog's produce path is billed per request: its API Gateway cost per GB falls as 1 / request size.
     api = [cm.line_items(cm.produce_part(s, A), cm.PROD, A)["API Gateway (REST)"] * 1e6 for s in SIZES]
     api_per_gb = [cm.per_gb(x, s) for x, s in zip(api, SIZES, strict=True)]
-    assert api_per_gb[0] / api_per_gb[2] == pytest.approx(1_000_000 / 1_000)
-    assert api_per_gb[1] / api_per_gb[2] == pytest.approx(1_000_000 / 64_000)
+    for i, size in enumerate(SIZES):
+        assert api_per_gb[i] / api_per_gb[-1] == pytest.approx(SIZES[-1] / size)
     # Hence llog's total per GB falls as requests grow.
     llog = [cm.per_gb(sum(cm.per_million(s, cm.PROD, A).values()), s) for s in SIZES]
-    assert llog[0] > llog[1] > llog[2]
+    assert llog == sorted(llog, reverse=True)
     # Storage per request grows with its bytes.
     storage = [cm.per_million(s, cm.PROD, A)["S3 storage"] for s in SIZES]
-    assert storage[2] / storage[1] == pytest.approx(1_000_000 / 64_000, rel=0.05)
+    assert storage[-1] / storage[1] == pytest.approx(1_000_000 / 64_000, rel=0.05)
 
 
 def test_more_consumers_cost_more_consume_requests_and_gets() -> None:
@@ -197,16 +198,18 @@ def test_more_consumers_cost_more_consume_requests_and_gets() -> None:
 
 
 def test_api_gateway_tiers() -> None:
-    p = A.prices
-    assert cm.apigw_monthly(1e6, p) == pytest.approx(3.50)
-    assert cm.apigw_monthly(333e6, p) == pytest.approx(333 * 3.50)
-    assert cm.apigw_monthly(1e9, p) == pytest.approx(333 * 3.50 + 667 * 2.80)
-    assert cm.apigw_monthly(21e9, p) == pytest.approx(333 * 3.50 + 667 * 2.80 + 19_000 * 2.38 + 1_000 * 1.51)
+    rest, http = A.prices.apigw_rest_tiers, A.prices.apigw_http_tiers
+    assert cm.apigw_monthly(1e6, rest) == pytest.approx(3.50)
+    assert cm.apigw_monthly(333e6, rest) == pytest.approx(333 * 3.50)
+    assert cm.apigw_monthly(1e9, rest) == pytest.approx(333 * 3.50 + 667 * 2.80)
+    assert cm.apigw_monthly(21e9, rest) == pytest.approx(333 * 3.50 + 667 * 2.80 + 19_000 * 2.38 + 1_000 * 1.51)
+    assert cm.apigw_monthly(1e6, http) == pytest.approx(1.00)
+    assert cm.apigw_monthly(1e9, http) == pytest.approx(300 * 1.00 + 700 * 0.90)
 
 
 def test_kinesis_billing_units() -> None:
-    assert [cm.kinesis_billed_kib(s) for s in SIZES] == [1, 63, 977]
-    assert [cm.kinesis_put_units(s) for s in SIZES] == [1, 3, 40]
+    assert [cm.kinesis_billed_kib(s) for s in SIZES] == [1, 63, 250, 977]
+    assert [cm.kinesis_put_units(s) for s in SIZES] == [1, 3, 10, 40]
     # 1 MB/s of 1 KB records at peak factor 2: 2 MB/s and 2,000 records/s in -> 2 shards.
     assert cm.kinesis_shards(1_000, 1e6, A) == 2
     assert cm.kinesis_shards(1_000_000, 1.0, A) == 1
@@ -338,3 +341,106 @@ def test_cost_md_holds_exactly_what_the_script_prints() -> None:
     generated = text[text.index(begin) + len(begin) : text.index(end)]
     assert generated == cm.render(cm.build(A), A), "docs/COST.md is stale: paste the output of bench/cost_model.py"
     assert ".venv/bin/python bench/cost_model.py" in text
+
+
+# --- front door, Oxia storage, client batching, targets ------------------------------------------
+
+
+def test_the_deployable_front_doors_are_the_cdk_apps_and_rest_is_the_default() -> None:
+    assert A.front_door is cm.REST_API
+    assert A.oxia_storage is cm.EFS
+    assert A.records_per_request == 1
+    assert tuple(d.name for d in cm.FRONT_DOORS if d.deployable) == FRONT_DOORS
+    no_context: dict[str, object] = {}
+    assert LlogSettings.from_context(no_context.get).front_door == cm.REST_API.name
+    assert not cm.EBS.deployable  # infra/oxia.py runs Oxia on EFS only (docs/DEPLOY.md, "Oxia on EBS: the plan")
+
+
+def test_the_http_api_bills_one_request_per_512_kb_of_body_and_function_urls_none() -> None:
+    http = dataclasses.replace(A, front_door=cm.HTTP_API)
+    url = dataclasses.replace(A, front_door=cm.FUNCTION_URL)
+    # Bodies are base64 JSON: 256 KB of records is ~342 KB (one request), 1 MB ~1.33 MB (three).
+    assert [cm.produce_part(s, http).api_requests for s in SIZES] == [1, 1, 1, 3]
+    assert [cm.produce_part(s, A).api_requests for s in SIZES] == [1, 1, 1, 1]
+    assert cm.consume_part(1_000, http).api_requests == cm.consume_part(1_000, A).api_requests
+    assert cm.produce_part(1_000, url).api_requests == cm.consume_part(1_000, url).api_requests == 0
+    for size in SIZES:
+        rest_line = cm.per_million(size, cm.PROD, A)["API Gateway (REST)"]
+        http_line = cm.per_million(size, cm.PROD, http)["API Gateway (HTTP)"]
+        requests = cm.per_request(size, http).api_requests
+        assert http_line == pytest.approx(requests * 1.00)
+        assert rest_line == pytest.approx(cm.per_request(size, A).api_requests * 3.50)
+        assert cm.per_million(size, cm.PROD, url)["Lambda function URLs"] == 0
+        # Nothing else moves.
+        others = {k: v for k, v in cm.per_million(size, cm.PROD, http).items() if k != "API Gateway (HTTP)"}
+        assert others == {k: v for k, v in cm.per_million(size, cm.PROD, A).items() if k != "API Gateway (REST)"}
+
+
+def test_oxia_on_ebs_has_no_per_write_charge_shorter_writes_and_ec2_instead_of_fargate() -> None:
+    ebs = dataclasses.replace(A, oxia_storage=cm.EBS)
+    p = A.prices
+    for size in SIZES:
+        assert cm.per_million(size, cm.PROD, ebs)["Oxia EFS writes"] == 0
+        assert cm.per_million(size, cm.PROD, A)["Oxia EFS writes"] > 0
+        fast, slow = cm.produce_part(size, ebs), cm.produce_part(size, A)
+        assert slow.gb_seconds - fast.gb_seconds == pytest.approx(
+            math.ceil(slow.oxia_writes * (A.latency.oxia_write_ms - A.latency.oxia_write_ms_ebs)) / 1000, abs=2e-3
+        )
+    fixed = cm.fixed_monthly(cm.PROD, ebs)
+    coordinator = (COORDINATOR_SIZE.cpu / 1024, COORDINATOR_SIZE.memory_mib / 1024)
+    assert fixed["Oxia Fargate tasks"] == pytest.approx(
+        (coordinator[0] * p.fargate_arm_vcpu_hour + coordinator[1] * p.fargate_arm_gb_hour) * 730
+    )
+    assert fixed["Oxia EC2 instances"] == pytest.approx(DATA_SERVERS * p.ec2_c7g_medium_hour * 730)
+    assert fixed["Oxia EBS gp3 volumes"] == pytest.approx(DATA_SERVERS * A.ebs_gb_per_volume * p.ebs_gp3_gb_month)
+    assert fixed["Oxia EFS storage"] == pytest.approx(A.efs_gb_per_volume * p.efs_standard_gb_month)  # coordinator
+    assert "Oxia EC2 instances" not in cm.fixed_monthly(cm.PROD, A)
+
+
+def test_a_client_batch_of_small_records_costs_what_one_request_of_its_bytes_does() -> None:
+    assert cm.CLIENT_BATCH_BYTES == 256_000
+    assert cm.CLIENT_BATCH_RECORDS == 256
+    batched = dataclasses.replace(A, records_per_request=cm.CLIENT_BATCH_RECORDS)
+    one, many = cm.per_request(cm.CLIENT_BATCH_BYTES, A), cm.per_request(cm.CLIENT_BATCH_BYTES, batched)
+    # The same operations (one PUT, the protocol's Oxia writes, ...); only the bytes differ a little.
+    for f in ("api_requests", "invocations", "s3_put_class", "s3_get_class", "oxia_reads", "oxia_writes"):
+        assert getattr(many, f) == pytest.approx(getattr(one, f)), f
+    extra = (cm.CLIENT_BATCH_RECORDS - 1) * A.code.record_overhead_bytes
+    assert cm.wal_blob_bytes(cm.CLIENT_BATCH_BYTES, batched) == cm.wal_blob_bytes(cm.CLIENT_BATCH_BYTES, A) + extra
+    small = cm.per_gb(sum(cm.per_million(1_000, cm.PROD, A).values()), 1_000)
+    via_client = cm.per_gb(sum(cm.per_million(cm.CLIENT_BATCH_BYTES, cm.PROD, batched).values()), cm.CLIENT_BATCH_BYTES)
+    assert via_client < small / 100
+
+
+def test_the_targets_table_is_the_configurations_table_against_the_targets(doc: dict[str, Any]) -> None:
+    table, targets = doc["configurations_per_gb"], doc["targets"]
+    assert len(targets) == len(cm.FRONT_DOORS) * len(cm.OXIA_STORAGES) * len(cm.PROTOCOLS)
+    for name, t in targets.items():
+        row = table[name]
+        assert t["large_requests_per_gb"] == max(row["256 KB requests"], row["1 MB requests"])
+        assert t["large_requests_met"] == (t["large_requests_per_gb"] <= cm.TARGET_LARGE_REQUESTS_PER_GB)
+        batched = row["1 KB records, client-batched to 256 KB"]
+        assert t["batched_small_records_per_gb"] == batched
+        assert t["batched_small_records_met"] == (batched <= cm.TARGET_BATCHED_SMALL_RECORDS_PER_GB)
+    deployed = targets["rest efs cas"]
+    assert deployed["deployable"]
+    assert not targets["http ebs cas"]["deployable"]
+    assert table["rest efs cas"]["1 KB requests"] == doc["per_gb"]["1 KB"]["llog prod cas"]
+
+
+@pytest.mark.parametrize("name", ["rest efs cas", "http ebs cas"])
+def test_the_size_meeting_a_target_is_where_the_cost_per_gb_crosses_it(doc: dict[str, Any], name: str) -> None:
+    door, storage, protocol = name.split(" ")
+    a = cm.configured(
+        A,
+        next(d for d in cm.FRONT_DOORS if d.name == door),
+        next(o for o in cm.OXIA_STORAGES if o.name == storage),
+        next(p for p in cm.PROTOCOLS if p.name == protocol),
+    )
+    size = doc["targets"][name]["large_target_met_from_bytes"]
+    assert size is not None
+
+    def usd_per_gb(s: int) -> float:
+        return cm.per_gb(sum(cm.per_million(s, cm.PROD, a).values()), s)
+
+    assert usd_per_gb(size) <= cm.TARGET_LARGE_REQUESTS_PER_GB < usd_per_gb(int(size * 0.97))
