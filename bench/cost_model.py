@@ -172,7 +172,7 @@ class Code:
     gc_max_deletes_per_run: int = 100_000  # GcConfig.max_deletes_per_run (LLOG_GC_MAX_DELETES_PER_RUN)
     gc_timeout_s: int = 900  # infra/functions.py GC_TIMEOUT
     header_probe_bytes: int = 64 * KIB  # gc.HEADER_PROBE_BYTES: one range GET per WAL blob header
-    index_page: int = 1024  # PartitionIndex.iter: retention reads the index in pages of this many entries
+    index_page: int = 1024  # retention under a size limit reads the whole index in pages of this many entries
     # Oxia operations both append protocols share, per uncontended call, measured on a real Oxia server
     # (tests/integration/test_cost_model_oxia_counts.py asserts each, for both protocols; they cost the same).
     # A write is an OxiaStore write or, where named, a session's creation or close: one Oxia WAL write each.
@@ -190,15 +190,17 @@ class Code:
     # environment's session expires instead of closing, which the test does not wait for)
     planner_oxia_reads_per_tick: int = 1  # LogCatalog.partitions: one listing of the partition registry
     gc_oxia_reads_per_run: int = 2  # two listings of the partition registry (retention, compacted objects)
-    gc_oxia_reads_per_partition: int = 12  # per run, with a retention policy: retention 6 (control, an index
-    # page and the empty page that ends the scan, cursor and meta/compaction (the bound it stays below),
-    # control before the log start's CAS), WAL references 3 (control, cursor, index scan), compacted objects 3
-    # (GC watermark, meta/compaction, control); + 1 per compacted object judged (gc_part) and 1 per further
-    # page of 1,024 index entries retention reads
+    gc_oxia_reads_per_partition: int = 11  # per run, with an age limit that removes a range: retention 6
+    # (control, the first index entry (one lookup), cursor and meta/compaction (the bound it stays below, read
+    # because a range may go), one index page up to the first entry it keeps, control before the log start's
+    # CAS), WAL references 3 (control, cursor, index scan), compacted objects 2 (one scan of meta/: GC watermark
+    # and meta/compaction; control); + 1 per compacted object judged (gc_part). A size limit reads the whole
+    # index every run instead: 1 more per 1,024 index entries kept (index_page). Where nothing expired,
+    # retention reads 2 (control, the first entry).
     gc_oxia_writes_per_partition: int = 3  # per run: retention's log start CAS and index delete_range; GC watermark
     # Without a retention policy (the stack's default; the tables assume --retention-hours) retention reads
-    # control only and writes nothing: 1 + 3 + 3 reads, the GC watermark's write.
-    gc_oxia_reads_per_partition_keeping_everything: int = 7
+    # control only and writes nothing: 1 + 3 + 2 reads, the GC watermark's write.
+    gc_oxia_reads_per_partition_keeping_everything: int = 6
     gc_oxia_writes_per_partition_keeping_everything: int = 1
 
 
@@ -211,19 +213,19 @@ class ProtocolOxia:
     produce_first_reads: int  # more on a writer's first append to a partition (a cold Lambda environment)
     produce_writes: int  # per partition-append, uncontended
     consume_reads: int  # per consume request and partition: control, the sequence's tail (sequential), index scan
-    planner_reads_per_partition: int  # LogCatalog.status: control, tail (sequential), meta/compaction, cursor
+    planner_reads_per_partition: int  # LogCatalog.status: one scan of meta/, the sequence's tail (sequential)
 
 
 # writer._commit: read control; CAS control (reserve), create the index entry, CAS control (clear pending).
 # A lost compare-and-set adds a read and a write (and back-off): contention is not modelled. A writer's first
 # append to a partition costs nothing more here (Code.produce_first_oxia_writes apart).
 CAS = ProtocolOxia("cas", produce_reads=1, produce_first_reads=0, produce_writes=3, consume_reads=2,
-                    planner_reads_per_partition=3)  # fmt: skip
+                    planner_reads_per_partition=1)  # fmt: skip
 # SequentialAppender.commit: one sequential put into the cached open generation; the first append of a
 # writer to a partition reads control first (and Code.produce_first_oxia_writes). The high watermark is read
 # from the sequence's tail: + 1 read.
 SEQUENTIAL = ProtocolOxia("sequential", produce_reads=0, produce_first_reads=1, produce_writes=1, consume_reads=3,
-                          planner_reads_per_partition=4)  # fmt: skip
+                          planner_reads_per_partition=2)  # fmt: skip
 PROTOCOLS = (CAS, SEQUENTIAL)
 
 

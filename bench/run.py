@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench import append, codec, cold_start, consume, export, lambda_warm, serve, tail  # noqa: E402
+from bench import append, codec, cold_start, consume, discovery, export, lambda_warm, serve, tail  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
 COMMAND = "make bench"
@@ -80,6 +80,20 @@ def main() -> int:
         "p50 is per request (one consume call, or one whole `iter_from` scan). The `compaction` row is the "
         "compactor between the two phases: each `compact_once` (one object) timed by its stages, with its own "
         "S3 GETs and Oxia reads per MB compacted.\n\n" + consume_table,
+    ))
+
+    print("discovery benchmark ...", flush=True)
+    discovery_table = measured(lambda: discovery.report(discovery.run(partitions=1000, entries=(10, 100), runs=3)))
+    sections.append((
+        "Discovery: compaction planner, GC and retention per partition as the index grows",
+        "bench/discovery.py",
+        "1,000 partitions (half CAS, half sequential) are filled with index entries, 10 then 100 per partition "
+        "(tenfold), written as the writers write them (create-only `index/` puts and the counter's "
+        "compare-and-set; one sequential put per entry), against a local Oxia standalone (fsync off: only setup "
+        "writes) and moto S3; nothing is compacted. At each size: one planner tick, a GC run on the unchanged log "
+        "without and with a 7-day age limit, and retention under a size limit, counted per partition and timed "
+        "(median of 3). The issue's 1,000 x 1,000 takes ~15 minutes to fill here: "
+        "`bench/discovery.py --entries 100 1000`.\n\n" + discovery_table,
     ))
 
     print("export benchmark ...", flush=True)

@@ -7,14 +7,24 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.stack import stats_diff
 from llog.client.writer import LogWriter
+from llog.config import CompactorConfig, OxiaConfig, WriterConfig
+from llog.format.documents import AppendProtocol
+from llog.format.keys import PartitionKeys
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor
+from llog.protocol.faults import COMPACTOR_AFTER_RECORD
+from llog.protocol.index import PartitionIndex
+from llog.protocol.metadata import PartitionMetadata
 from llog.service.compaction import CompactionTask, plan_compaction, run_compaction_task
+from llog.store.metrics import OperationCounters
 from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash, crash_at
 
 pytestmark = pytest.mark.oxia
 
@@ -34,6 +44,47 @@ def test_planner_picks_partitions_with_enough_lag(
     assert {k: v for k, v in plan.lag_by_partition.items() if k[0] == topic} == {
         (topic, 0): 5, (topic, 1): 1, (topic, 2): 0
     }
+
+
+@pytest.mark.parametrize("protocol", list(AppendProtocol))
+def test_the_planner_reads_each_partition_at_most_twice_and_finds_the_lag_of_separate_reads(
+    oxia_config: OxiaConfig, blob_store: BlobStore, root: str, topic: str, protocol: AppendProtocol
+) -> None:
+    """Partitions empty, appended, partly compacted, with a compaction in flight and fenced (sealed): the
+    planner reads each one's ``meta/`` records in one scan, plus the tail of an open sequence."""
+    counters = OperationCounters()
+    with OxiaStore(oxia_config, counters=counters) as store:
+        storage = Storage(store, blob_store, BUCKET, root)
+        writer = LogWriter(storage, config=WriterConfig(append_protocol=protocol))
+        compactor = Compactor(storage, config=CompactorConfig(max_offsets_per_run=2))
+        for partition, appends in enumerate((0, 3, 5, 4, 2)):
+            writer.initialize_partition(topic, partition)
+            for i in range(appends):
+                writer.append(topic, partition, [f"r{i}".encode()])
+        assert compactor.compact_once(topic, 2).outcome == "compacted"  # cursor 3 of 5
+        with pytest.raises(SimulatedCrash):  # meta/compaction left behind, cursor still 1
+            Compactor(storage, fault_hook=crash_at(COMPACTOR_AFTER_RECORD)).compact_once(topic, 3)
+        writer.fence(topic, 4)
+
+        before = counters.snapshot()
+        plan = plan_compaction(LogCatalog(store, root=root), min_lag=3, rng=random.Random(1))
+        ops = {op: s.calls for op, s in stats_diff(before, counters.snapshot()).items() if s.calls}
+
+        # The lag as separate reads find it: the high watermark, then the cursor and meta/compaction.
+        expected = {}
+        for partition in range(5):
+            meta = PartitionMetadata(store, PartitionKeys(topic, partition, root))
+            expected[(topic, partition)] = PartitionIndex.load(meta).high_watermark() + 1 - meta.cursor().offset
+    assert plan.lag_by_partition == expected == {
+        (topic, 0): 0, (topic, 1): 3, (topic, 2): 3, (topic, 3): 4, (topic, 4): 2
+    }
+    assert sorted((t.partition, t.lag) for t in plan.tasks) == [(1, 3), (2, 3), (3, 4)]  # 3: its compaction
+
+    # One listing of the registry; per partition one scan of meta/, and the tail of an open sequence
+    # (the fenced one is sealed: its high watermark is in meta/control).
+    open_sequences = 4 if protocol is AppendProtocol.SEQUENTIAL else 0
+    assert ops == {"list": 1, "range_scan": 5} | ({"get_lower": open_sequences} if open_sequences else {})
+    assert sum(ops.values()) - 1 <= 2 * plan.partitions_seen
 
 
 def test_worker_compacts_until_caught_up_and_releases_its_claim(

@@ -374,9 +374,9 @@ def test_a_planner_tick_lists_the_registry_once_and_reads_each_partition(
     assert count.ops["list"] == C.planner_oxia_reads_per_tick == 1
     assert count.reads == C.planner_oxia_reads_per_tick + partitions * protocol.planner_reads_per_partition
     assert count.writes == 0
-    # Per partition: control, meta/compaction, cursor; a sequential one's high watermark is its sequence's tail.
+    # Per partition: one scan of its meta/ records; a sequential one's high watermark is its sequence's tail.
     tails = partitions if protocol is cm.SEQUENTIAL else 0
-    assert count.ops == {"list": 1, "get": 3 * partitions} | ({"get_lower": tails} if tails else {})
+    assert count.ops == {"list": 1, "range_scan": partitions} | ({"get_lower": tails} if tails else {})
 
 
 # --- garbage collection ---------------------------------------------------------------------------
@@ -427,22 +427,29 @@ def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
     assert count.writes == partitions * per_partition[1]
 
 
-def test_retention_reads_one_more_index_page_per_1024_entries(
+def test_retention_under_a_size_limit_reads_one_more_index_page_per_1024_entries(
     server: Server, oxia_store: OxiaStore, topic: str, storage: Storage
 ) -> None:
+    """A size limit needs the size of everything kept; an age limit reads only up to the first entry it keeps."""
     entries = C.index_page + 1
     writer = new_writer(storage, cm.SEQUENTIAL)  # one Oxia write an entry: quick to fill
     writer.initialize_partition(topic, 0)
     results = writer.append_shared([SharedAppendGroup(topic, 0, [b"x"])] * entries)  # one blob, many entries
     assert all(r.ok for r in results)
-    retention = Retention(storage, config=RetentionConfig(RetentionPolicy(max_age_ms=DAY_S * 1000)))
+    by_size = Retention(storage, config=RetentionConfig(RetentionPolicy(max_bytes=2**40)))
+    by_age = Retention(storage, config=RetentionConfig(RetentionPolicy(max_age_ms=DAY_S * 1000)))
 
     with counting(oxia_store, server) as count:
-        result = retention.enforce(topic, 0)
+        result = by_size.enforce(topic, 0)
     assert result.log_start_after == result.log_start_before  # nothing compacted: nothing to remove
-
     # control; the index page by page until an empty one; the cursor and meta/compaction (retention's bound)
     pages = math.ceil(entries / C.index_page) + 1
     assert pages == 3
     assert count.ops == {"get": 3, "range_scan": pages}
+    assert count.writes == 0
+
+    with counting(oxia_store, server) as count:
+        by_age.enforce(topic, 0)
+    # control; the first entry, one lookup (a WAL entry: nothing can go, no bound read, no index page)
+    assert count.ops == {"get": 1, "get_ceiling": 1}
     assert count.writes == 0

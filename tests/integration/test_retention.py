@@ -8,15 +8,17 @@ import time
 import pytest
 
 from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy
 from llog.errors import BlobNotFound, OffsetOutOfRange
+from llog.format.documents import IndexedBatch
 from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.gc import GarbageCollector
+from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
-from llog.protocol.retention import Retention
+from llog.protocol.retention import Retention, RetentionResult
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
@@ -36,10 +38,15 @@ def compacted_log(writer: LogWriter, storage: Storage, topic: str, ranges: int =
         writer.append(topic, 0, [f"r{i + 1}".encode()])
     results = compact_until_caught_up(compactor, topic, 0, budget_s=60)
     writer.append(topic, 0, [b"tail"])
-    meta = PartitionMetadata(storage.oxia, PartitionKeys(topic, 0, storage.root))
-    assert [b.end_offset for b in meta.scan_index(1)][:ranges] == [5 * (i + 1) for i in range(ranges)]
+    index = entries(storage, topic)
+    assert [b.end_offset for b in index][:ranges] == [5 * (i + 1) for i in range(ranges)]
     assert len([r for r in results if r.outcome == "compacted"]) == ranges
-    return [b.entry.ref.data_key for b in meta.scan_index(1)[:ranges]]
+    return [b.entry.ref.data_key for b in index[:ranges]]
+
+
+def entries(storage: Storage, topic: str) -> list[IndexedBatch]:
+    """Partition 0's index entries, whatever its append protocol."""
+    return PartitionIndex.load(PartitionMetadata(storage.oxia, PartitionKeys(topic, 0, storage.root))).scan(1)
 
 
 def retention(storage: Storage, topic: str, policy: RetentionPolicy, *, ahead_ms: int = 0) -> Retention:
@@ -72,11 +79,10 @@ def test_age_truncates_whole_compacted_ranges_and_reads_below_the_start_fail_cle
 
 
 def test_size_keeps_the_newest_ranges_within_the_budget_and_consume_reports_the_log_start(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
+    writer: LogWriter, reader: LogReader, topic: str, storage: Storage
 ) -> None:
     compacted_log(writer, storage, topic)
-    meta = PartitionMetadata(oxia_store, PartitionKeys(topic, 0, root))
-    sizes = [b.entry.data_bytes or b.entry.ref.byte_length or 0 for b in meta.scan_index(1)]
+    sizes = [b.entry.data_bytes or b.entry.ref.byte_length or 0 for b in entries(storage, topic)]
     budget = sum(sizes[-3:])  # the last two compacted ranges and the WAL tail fit
 
     result = retention(storage, topic, RetentionPolicy(max_bytes=budget)).enforce(topic, 0)
@@ -109,7 +115,7 @@ def test_a_truncation_that_died_after_moving_the_log_start_is_finished_by_the_ne
     result = retention(storage, topic, RetentionPolicy()).enforce(topic, 0)
 
     assert (result.log_start_after, result.ranges_removed, result.objects_deleted) == (6, 1, 1)
-    assert [b.end_offset for b in meta.scan_index(1)] == [10, 11]
+    assert [b.end_offset for b in entries(storage, topic)] == [10, 11]
     with pytest.raises(BlobNotFound):
         blob_store.head(S3Location.parse(objects[0]))
     assert next(reader.iter_from(topic, 0, 6)).value == b"r6"
@@ -137,3 +143,33 @@ def test_garbage_collection_applies_retention_from_its_configuration(
 
     assert report.retention_partitions_truncated >= 1
     assert PartitionMetadata(oxia_store, PartitionKeys(topic, 0, root)).control().record.log_start_offset == 11
+
+
+def test_an_age_limit_reads_the_index_only_up_to_the_first_entry_it_keeps(
+    writer: LogWriter, topic: str, storage: Storage
+) -> None:
+    """What a run reads grows with what expired since the last one, not with the length of the log."""
+    compacted_log(writer, storage, topic, ranges=2)  # [1, 5] and [6, 10] compacted, 11 a WAL entry
+    writer.append_shared([SharedAppendGroup(topic, 0, [b"x"])] * 200)  # many more WAL entries
+    daily = RetentionPolicy(max_age_ms=DAY_MS)
+    counters = storage.oxia.counters
+
+    def index_reads(run: Retention) -> tuple[RetentionResult, dict[str, int]]:
+        before = counters.snapshot()
+        result = run.enforce(topic, 0)
+        after = counters.snapshot()
+        reads = {op: after[op].calls - (before[op].calls if op in before else 0) for op in ("get_ceiling", "range_scan")
+                 if op in after}  # fmt: skip
+        return result, {op: n for op, n in reads.items() if n}
+
+    # Nothing old enough: the first entry, a young compacted range, decides alone (one single-record lookup).
+    result, reads = index_reads(retention(storage, topic, daily))
+    assert (result.log_start_after, reads) == (1, {"get_ceiling": 1})
+    # Both ranges expired: then one index read, which stops at the first WAL entry.
+    result, reads = index_reads(retention(storage, topic, daily, ahead_ms=2 * DAY_MS))
+    assert (result.log_start_after, result.ranges_removed) == (11, 2)
+    assert reads == {"get_ceiling": 1, "range_scan": 1}
+    # A size limit needs the size of everything kept: the whole index, up to the empty read that ends it.
+    everything = sum(b.entry.data_bytes or b.entry.ref.byte_length or 0 for b in entries(storage, topic))
+    result, reads = index_reads(retention(storage, topic, RetentionPolicy(max_bytes=everything)))
+    assert (result.log_start_after, reads) == (11, {"range_scan": 2})

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from llog.errors import PartitionNotInitialized
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
@@ -60,11 +61,20 @@ class LogCatalog:
         return self._registry.partitions()
 
     def status(self, topic: str, partition: int) -> PartitionStatus:
+        """Two Oxia reads at most: the ``meta/`` records in one scan, and a sequential partition's tail.
+
+        The compaction planner calls this for every partition each tick, so its
+        cost is what discovery costs per partition: it never grows with the index
+        (a fenced sequential generation not sealed yet adds a binary search,
+        ``SequenceSegment.last_valid_position``).
+        """
         meta = PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
-        index = PartitionIndex.load(meta)
-        control = index.control
-        high_watermark = index.high_watermark()
-        compaction = meta.compaction()
+        snapshot = meta.snapshot()
+        control = snapshot.control
+        if control is None:
+            raise PartitionNotInitialized(topic, partition)
+        high_watermark = PartitionIndex(meta, control).high_watermark()
+        compaction = snapshot.compaction
         return PartitionStatus(
             topic=topic,
             partition=partition,
@@ -72,7 +82,7 @@ class LogCatalog:
             log_start_offset=control.log_start_offset,
             high_watermark=high_watermark,
             next_offset=high_watermark + 1,
-            compaction_cursor=meta.cursor().offset,
+            compaction_cursor=snapshot.cursor.offset,
             pending=None if control.pending is None else control.pending.to_json(),
             compaction=None
             if compaction is None

@@ -225,10 +225,10 @@ class GarbageCollector:
 
     def _collect_partition(self, meta: PartitionMetadata, cutoff: int, report: GcReport) -> None:
         index: PartitionIndex | None = None  # read once, and only if there is something to judge
-        after = meta.gc_watermark()
+        snapshot = meta.snapshot()  # the watermark and a running compaction in one read
+        after, inflight = snapshot.gc_watermark, snapshot.compaction
         judged: str | None = None
         garbage: list[ObjectInfo] = []
-        inflight = meta.compaction()
         for obj in self.storage.blobs.list(self.storage.bucket, meta.keys.compacted_prefix, start_after=after):
             report.compacted_seen += 1
             created = object_id_time_ms(obj.key.rsplit("/", 1)[-1])

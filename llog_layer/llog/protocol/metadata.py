@@ -49,6 +49,16 @@ class VersionedCursor:
 
 
 @dataclass(frozen=True)
+class MetaSnapshot:
+    """A partition's ``meta/`` records as one range scan found them."""
+
+    control: ControlRecord | None  # None: not initialized (yet)
+    cursor: CompactionCursor
+    compaction: CompactionRecord | None
+    gc_watermark: str | None
+
+
+@dataclass(frozen=True)
 class SequenceRecord:
     """One key of a sequential partition's sequence, parsed: an entry or a fence marker."""
 
@@ -117,6 +127,29 @@ class PartitionMetadata:
             return False
         return True
 
+    # --- every meta/ record at once ----------------------------------------------
+
+    def snapshot(self) -> MetaSnapshot:
+        """Control, cursor, compaction and GC watermark in one Oxia call: a scan of the ``meta/`` level.
+
+        The records share the partition key and one key depth, so ``[meta/, meta/~)``
+        holds exactly them (docs/PROTOCOL.md, "Key order"); keys are matched
+        exactly all the same. For readers that need a partition's state, not an
+        order between its reads: the compactor and retention, whose safety rests
+        on reading the cursor before ``meta/compaction``, read them one by one.
+        """
+        prefix = f"{self.keys.base}/meta/"  # the folder of keys.control, keys.compaction_cursor, ...
+        found = {r.key: r.value for r in self.oxia.range_scan(prefix, f"{prefix}~", partition_key=self._pk)}
+        control = found.get(self.keys.control)
+        cursor = found.get(self.keys.compaction_cursor)
+        compaction = found.get(self.keys.compaction)
+        return MetaSnapshot(
+            control=None if control is None else ControlRecord.decode(control),
+            cursor=CompactionCursor() if cursor is None else CompactionCursor.decode(cursor),
+            compaction=None if compaction is None else CompactionRecord.decode(compaction),
+            gc_watermark=self._gc_watermark(found.get(self.keys.gc_watermark)),
+        )
+
     # --- compaction state ------------------------------------------------------
 
     def cursor(self) -> CompactionCursor:
@@ -161,11 +194,10 @@ class PartitionMetadata:
 
     # --- GC's watermark (docs/GC.md) ----------------------------------------------
 
-    def gc_watermark(self) -> str | None:
+    def _gc_watermark(self, value: bytes | None) -> str | None:
         """The last compacted object GC judged, or None: none yet, or unreadable (judging again is only slower)."""
-        found = self.oxia.get(self.keys.gc_watermark, partition_key=self._pk)
         try:
-            after = None if found is None else json.loads(found.value)["after"]
+            after = None if value is None else json.loads(value)["after"]
         except (ValueError, KeyError, TypeError):
             after = None
         return after if isinstance(after, str) and after.startswith(self.keys.compacted_prefix) else None

@@ -24,6 +24,7 @@ by the next one.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -76,6 +77,15 @@ def plan_log_start(
     return candidates[remove - 1].end_offset + 1 if remove else None
 
 
+def _expired(batch: IndexedBatch, policy: RetentionPolicy, now_ms: int) -> bool:
+    """A compacted range older than the policy's age limit (``plan_log_start`` removes such ranges only)."""
+    return (
+        policy.max_age_ms is not None
+        and batch.entry.type is EntryType.COMPACTED
+        and batch.entry.created_at_ms < now_ms - policy.max_age_ms
+    )
+
+
 @dataclass(frozen=True)
 class RetentionResult:
     topic: str
@@ -97,9 +107,12 @@ class Retention:
         """Apply the topic's policy to one partition, and finish any earlier truncation.
 
         A partition that keeps everything and was never truncated costs one read
-        of ``meta/control``; otherwise the index is scanned from its first key
-        (keys below the log start are a crashed run's leftovers), and without a
-        policy only up to the log start.
+        of ``meta/control``. Otherwise the index is read from its first key (keys
+        below the log start are a crashed run's leftovers) only as far as the
+        policy needs: without one, up to the log start; with an age limit, up to
+        the first entry it keeps, so a run costs what expired since the last one,
+        not the length of the log. A size limit needs the size of everything
+        kept: the whole index.
         """
         meta = PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
         index = PartitionIndex.load(meta)
@@ -107,15 +120,18 @@ class Retention:
         policy = self.config.policy(topic)
         if policy.keeps_everything and before == INITIAL_OFFSET:
             return RetentionResult(topic, partition, before, before)
-        # Without a policy only a crashed run's leftovers (keys below the log start) matter.
-        entries = list(self._scan(index, below=before if policy.keeps_everything else None))
+        now_ms = int(self.storage.clock() * 1000)
+        bound = functools.cache(lambda: self._bound(meta))  # read only if a range may go
+        entries = list(self._scan(index, before=before, policy=policy, bound=bound, now_ms=now_ms))
+        kept = [b for b in entries if b.end_offset >= before]
         target = None
-        if not policy.keeps_everything:
+        # An age limit removes nothing unless the first entry is a compacted range old enough.
+        if policy.max_bytes is not None or (kept and _expired(kept[0], policy, now_ms)):
             target = plan_log_start(
-                [b for b in entries if b.end_offset >= before],
-                cursor=self._bound(meta),
+                kept,
+                cursor=bound(),
                 policy=policy,
-                now_ms=int(self.storage.clock() * 1000),
+                now_ms=now_ms,
                 size_of=self._size_of,
             )
         after = self._advance(meta, target) if target is not None else before
@@ -143,12 +159,37 @@ class Retention:
         return cursor if inflight is None else min(cursor, inflight.start_offset)
 
     @staticmethod
-    def _scan(index: PartitionIndex, *, below: int | None = None) -> Iterator[IndexedBatch]:
-        """The index from its first key (only entries ending before ``below``, if given)."""
+    def _scan(
+        index: PartitionIndex, *, before: int, policy: RetentionPolicy, bound: Callable[[], int], now_ms: int
+    ) -> Iterator[IndexedBatch]:
+        """The index from its first key, as far as ``plan_log_start`` needs it to decide.
+
+        With a size limit: everything. Otherwise up to the first entry at or past
+        the log start ``before`` that stays (without a policy, any; with an age
+        limit, one that is not an expired compacted range below ``bound``):
+        whatever follows stays too, and that entry shows the ones before it are
+        not the partition's last. The first entry alone usually decides (no
+        leftover below the log start, nothing expired since the last run): it is
+        read with one single-record lookup, since an index read returns the
+        server's first batch of entries whatever the limit.
+        """
+        if policy.max_bytes is not None:
+            yield from index.iter(INITIAL_OFFSET)
+            return
+
+        def stays(batch: IndexedBatch) -> bool:
+            return batch.end_offset >= before and (
+                policy.keeps_everything or not _expired(batch, policy, now_ms) or batch.end_offset >= bound()
+            )
+
+        first = index.ceiling(INITIAL_OFFSET)
+        if first is not None and stays(first):
+            yield first
+            return
         for batch in index.iter(INITIAL_OFFSET):
-            if below is not None and batch.end_offset >= below:
-                return
             yield batch
+            if stays(batch):
+                return
 
     def _size_of(self, batch: IndexedBatch) -> int:
         entry = batch.entry
