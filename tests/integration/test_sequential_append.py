@@ -178,6 +178,73 @@ def test_shared_appends_touch_each_partition_once(
     assert values(reader, topic, 1) == [b"c"]
 
 
+def test_a_shared_append_to_known_sequential_partitions_is_one_oxia_write_per_shard(
+    oxia_config: OxiaConfig, topic: str, storage: Storage
+) -> None:
+    counters = OperationCounters()
+    with OxiaStore(oxia_config, counters=counters) as oxia:
+        writer = seq_writer(dataclasses.replace(storage, oxia=oxia))
+        partitions = range(16)
+        for p in partitions:
+            writer.initialize_partition(topic, p)
+            writer.append(topic, p, [b"warm"])  # the writer learns each partition's open generation
+        shards = {oxia._get_client()._service_discovery.get_leader("", f"{topic}:{p}")[0] for p in partitions}
+        before = counters.snapshot()
+        results = writer.append_shared([SharedAppendGroup(topic, p, [b"%d-a" % p, b"%d-b" % p]) for p in partitions])
+        after = counters.snapshot()
+    ops = {op: after[op].calls - (before[op].calls if op in before else 0) for op in after}
+    assert {op: n for op, n in ops.items() if n} == {"put_sequential": len(shards)}
+    assert [(r.partition, r.start_offset, r.end_offset, r.ok) for r in results] == [(p, 2, 3, True) for p in partitions]
+    reader = LogReader(storage)
+    for p in partitions:
+        assert [r.value for r in reader.iter_from(topic, p, 1)] == [b"warm", b"%d-a" % p, b"%d-b" % p]
+        assert results[p].index_key == PartitionKeys(topic, p, storage.root).sequence_key(1, 3)
+
+
+def test_a_fenced_partition_in_a_batched_append_fails_alone(
+    writer: LogWriter, reader: LogReader, storage: Storage, topic: str
+) -> None:
+    for p in range(4):
+        writer.initialize_partition(topic, p)
+        writer.append(topic, p, [b"before"])
+    seq_writer(storage).fence(topic, 2)  # another writer: this one still has generation 1 cached as open
+
+    results = writer.append_shared([SharedAppendGroup(topic, p, [b"after"]) for p in range(4)])
+
+    assert [(r.partition, r.error_type) for r in results] == [(0, None), (1, None), (2, "LogFenced"), (3, None)]
+    for p in range(4):
+        expected = [b"before"] if p == 2 else [b"before", b"after"]
+        assert [r.value for r in reader.iter_from(topic, p, 1)] == expected
+    writer.unfence(topic, 2)
+    (again,) = writer.append_shared([SharedAppendGroup(topic, 2, [b"reopened"])])
+    assert (again.ok, again.start_offset) == (True, 2)
+
+
+def test_a_crash_after_a_batched_put_leaves_every_partition_appendable(
+    storage: Storage, reader: LogReader, topic: str
+) -> None:
+    armed = threading.Event()
+
+    def crash_when_armed(point: str) -> None:
+        if armed.is_set() and point == AFTER_SEQUENCE_PUT:
+            raise SimulatedCrash(point)
+
+    doomed = seq_writer(storage, crash_when_armed)
+    for p in range(3):
+        doomed.initialize_partition(topic, p)
+        doomed.append(topic, p, [b"first"])
+    armed.set()
+    with pytest.raises(SimulatedCrash):
+        doomed.append_shared([SharedAppendGroup(topic, p, [b"maybe"]) for p in range(3)])
+
+    survivor = seq_writer(storage)
+    results = survivor.append_shared([SharedAppendGroup(topic, p, [b"next"]) for p in range(3)])
+    assert all(r.ok for r in results)
+    for p in range(3):
+        # The batched put was the commit point of each partition: it landed, so the records are there.
+        assert [r.value for r in reader.iter_from(topic, p, 1)] == [b"first", b"maybe", b"next"]
+
+
 # --- fencing ---------------------------------------------------------------------------------
 
 

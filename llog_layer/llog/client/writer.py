@@ -26,7 +26,7 @@ from llog.format.documents import ControlRecord, DataRef, LogState
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal_object_key
 from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
 from llog.protocol import append_cas, fence
-from llog.protocol.append_sequential import SequentialAppender
+from llog.protocol.append_sequential import CommitOutcome, SequentialAppender, SequentialCommit
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT, FaultHook
 from llog.protocol.metadata import PartitionMetadata
 from llog.store.storage import Storage
@@ -204,15 +204,9 @@ class LogWriter:
             return [AppendResult(b.topic, b.partition, b.msg_count, error=exc) for b in bodies]
         self._fault(WRITER_AFTER_BLOB_PUT)
 
-        def commit(s: BlobSlice) -> tuple[int, int, str] | LlogError:
-            ref = DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length)
-            try:
-                return self._commit_group(self._metadata(s.topic, s.partition), ref, s.msg_count, now, commit_deadline)
-            except LlogError as exc:
-                return exc
-
         results = []
-        for s, body, outcome in zip(slices, bodies, self._commit_all(commit, slices), strict=True):
+        outcomes = self._commit_all(location, slices, now, commit_deadline)
+        for s, body, outcome in zip(slices, bodies, outcomes, strict=True):
             if isinstance(outcome, LlogError):
                 results.append(AppendResult(s.topic, s.partition, s.msg_count, error=outcome))
                 continue
@@ -226,18 +220,37 @@ class LogWriter:
         return results
 
     def _commit_all(
-        self, commit: Callable[[BlobSlice], tuple[int, int, str] | LlogError], slices: Sequence[BlobSlice]
-    ) -> list[tuple[int, int, str] | LlogError]:
+        self, location: S3Location, slices: Sequence[BlobSlice], now_ms: int, deadline: float
+    ) -> list[CommitOutcome]:
         """Each slice's commit, the partitions at once (there is no atomicity across them anyway).
 
-        An unexpected exception (an injected crash, a bug) is raised only after
-        every commit has ended, so nothing of this append runs on afterwards.
+        Sequential partitions this writer knows put their entries with one Oxia
+        write per shard; the others commit concurrently on the writer's
+        threads. An unexpected exception (an injected crash, a bug) is raised
+        only after every commit has ended, so nothing of this append runs on
+        afterwards.
         """
+        metas = [self._metadata(s.topic, s.partition) for s in slices]
+        refs = [DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length) for s in slices]
+
+        def commit(i: int) -> CommitOutcome:
+            try:
+                return self._commit_group(metas[i], refs[i], slices[i].msg_count, now_ms, deadline)
+            except LlogError as exc:
+                return exc
+
         if len(slices) == 1:
-            return [commit(slices[0])]
-        futures = [self._commits.submit(commit, s) for s in slices]
-        wait(futures)
-        return [f.result() for f in futures]
+            return [commit(0)]
+        known = [i for i, meta in enumerate(metas) if self._sequential.knows(meta.keys)]
+        batched = known if len(known) > 1 else []
+        futures = {i: self._commits.submit(commit, i) for i in range(len(slices)) if i not in batched}
+        try:
+            commits = [SequentialCommit(metas[i], refs[i], slices[i].msg_count, now_ms) for i in batched]
+            outcomes = dict(zip(batched, self._sequential.commit_many(commits, deadline), strict=True))
+        finally:
+            wait(futures.values())
+        outcomes.update((i, f.result()) for i, f in futures.items())
+        return [outcomes[i] for i in range(len(slices))]
 
     def _commit_group(
         self, meta: PartitionMetadata, ref: DataRef, count: int, now_ms: int, deadline: float

@@ -17,6 +17,7 @@ name here exists.
 | A7  | recover pending     | append_cas.recover_pending                   | writer.after_index_write  | I7          |
 |     |                     | append_cas.finish_pending                    |                           |             |
 | A8  | append (sequential) | append_sequential.SequentialAppender.commit  | writer.after_sequence_put | I1 I2 I4 I7 |
+|     |                     | append_sequential.SequentialAppender.commit_many |                       |             |
 | A9  | fence               | fence.set_state                              | writer.after_index_write  | I2 I7       |
 |     |                     | append_sequential.SequentialAppender.fence   | writer.after_fence_marker |             |
 | A10 | unfence             | fence.set_state                              | writer.after_index_write  | I1 I2       |
@@ -70,7 +71,9 @@ Each action, where it is specified and what it does:
   compactor) performs A5-A6 for it.
 * A8 append, sequential protocol (docs/SEQUENTIAL_APPEND.md, "4. Append"):
   one sequential put of the index entry assigns the offsets and commits; a key
-  past a fence marker is void and the append is ``LogFenced``.
+  past a fence marker is void and the append is ``LogFenced``. A shared append
+  to several sequential partitions sends their puts in one Oxia write request
+  per shard (``commit_many``); each put is still its own partition's commit.
 * A9 fence (docs/PROTOCOL.md, "Fence and unfence"; docs/SEQUENTIAL_APPEND.md,
   "5. Fence and unfence"): CAS partition: finish a pending append, then CAS
   ``log_state = FENCED``. Sequential: put a fence marker, then seal the

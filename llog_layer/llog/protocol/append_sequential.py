@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from llog.config import WriterConfig
@@ -38,6 +38,7 @@ from llog.errors import (
     CommitDeadlineExceeded,
     CorruptMetadata,
     InvalidArgument,
+    LlogError,
     LogFenced,
     StorageUnavailable,
     VersionConflict,
@@ -52,10 +53,17 @@ from llog.format.documents import (
     IndexEntry,
     LogState,
 )
-from llog.format.keys import MAX_GENERATION, PartitionKeys
+from llog.format.keys import MAX_GENERATION, PartitionKeys, SequenceKey
 from llog.protocol.faults import WRITER_AFTER_FENCE_MARKER, WRITER_AFTER_SEQUENCE_PUT
 from llog.protocol.index import SequenceSegment
-from llog.protocol.metadata import APPEND_DELTAS_FENCES, FENCE_DELTAS, PartitionMetadata, VersionedControl
+from llog.protocol.metadata import (
+    APPEND_DELTAS_FENCES,
+    FENCE_DELTAS,
+    PartitionMetadata,
+    SequenceAppend,
+    VersionedControl,
+    append_to_sequences,
+)
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +139,33 @@ class _Target:
     base: int
 
 
+@dataclass(frozen=True)
+class SequentialCommit:
+    """One partition's batch in ``SequentialAppender.commit_many``."""
+
+    meta: PartitionMetadata
+    ref: DataRef
+    count: int
+    now_ms: int
+
+
+CommitOutcome = tuple[int, int, str] | LlogError
+"""``(start, end, index_key)`` of a committed batch, or why it was not committed."""
+
+
+def _entry(ref: DataRef, count: int, now_ms: int) -> bytes:
+    if count < 1:
+        raise InvalidArgument("an append needs at least one record")  # a zero delta would poison the shard
+    return IndexEntry(EntryType.WAL, count, ref, now_ms, uuid.uuid4().hex).encode()
+
+
+def _outcome_unknown(meta: PartitionMetadata, exc: LlogError) -> AppendOutcomeUnknown:
+    return AppendOutcomeUnknown(
+        f"lost the answer to the sequential put into {meta.keys.topic}/{meta.keys.partition}; "
+        f"the records may or may not have been committed: {exc}"
+    )
+
+
 class SequentialAppender:
     """Append, fence and unfence for sequential partitions; safe to share between threads."""
 
@@ -195,33 +230,79 @@ class SequentialAppender:
         or one read). The put is the commit point; it is never repeated, so a
         lost answer is ``AppendOutcomeUnknown``.
         """
-        if count < 1:
-            raise InvalidArgument("an append needs at least one record")  # a zero delta would poison the shard
-        value = IndexEntry(EntryType.WAL, count, ref, now_ms, uuid.uuid4().hex).encode()
-        target = self._target(meta, control)
-        for _ in range(MAX_GENERATION_HOPS):
-            if time.monotonic() > deadline:
-                raise CommitDeadlineExceeded(
-                    f"{self.config.max_commit_delay_ms} ms passed since the WAL blob was written; "
-                    f"nothing was committed to {meta.keys.topic}/{meta.keys.partition}"
-                )
+        value = _entry(ref, count, now_ms)
+        return self._commit_from(meta, self._target(meta, control), value, count, deadline)
+
+    def commit_many(self, commits: Sequence[SequentialCommit], deadline: float) -> list[CommitOutcome]:
+        """``commit`` for several partitions whose open generation this writer knows, their first puts in one
+        Oxia write per shard. Each partition gets its offsets or its error; a put that landed past a fence marker
+        goes on alone, as in ``commit``.
+        """
+        results: list[CommitOutcome | None] = [None] * len(commits)
+        started: list[tuple[int, _Target, bytes]] = []
+        for i, c in enumerate(commits):
             try:
-                key = meta.append_to_sequence(target.generation, value, (count, APPEND_DELTAS_FENCES))
-            except (StorageUnavailable, CorruptMetadata) as exc:  # sent, but no usable answer: it may have landed
-                raise AppendOutcomeUnknown(
-                    f"lost the answer to the sequential put into {meta.keys.topic}/{meta.keys.partition}; "
-                    f"the records may or may not have been committed: {exc}"
-                ) from exc
+                started.append((i, self._target(c.meta, None), _entry(c.ref, c.count, c.now_ms)))
+            except LlogError as exc:
+                results[i] = exc
+        if started:
+            try:
+                self._check_deadline(commits[started[0][0]].meta, deadline)
+            except CommitDeadlineExceeded as exc:
+                return [exc if r is None else r for r in results]
+            appends = [
+                SequenceAppend(commits[i].meta, target.generation, value, (commits[i].count, APPEND_DELTAS_FENCES))
+                for i, target, value in started
+            ]
+            landed = append_to_sequences(commits[started[0][0]].meta.oxia, appends)
             self._fault(WRITER_AFTER_SEQUENCE_PUT)
-            if key.fences == 0:
-                start, end = entry_offsets(target.base, key.position, count)
-                return start, end, meta.keys.sequence_key(key.generation, key.position)
+            for (i, target, value), key in zip(started, landed, strict=True):
+                c = commits[i]
+                if isinstance(key, LlogError):
+                    sent = isinstance(key, StorageUnavailable | CorruptMetadata)  # but no usable answer
+                    results[i] = _outcome_unknown(c.meta, key) if sent else key
+                    continue
+                try:
+                    results[i] = self._commit_from(c.meta, target, value, c.count, deadline, landed=key)
+                except LlogError as exc:
+                    results[i] = exc
+        return [r for r in results if r is not None]
+
+    def _commit_from(
+        self,
+        meta: PartitionMetadata,
+        target: _Target,
+        value: bytes,
+        count: int,
+        deadline: float,
+        landed: SequenceKey | None = None,
+    ) -> tuple[int, int, str]:
+        """Put the entry into ``target`` until it lands in an open generation (``landed``: the first put's key)."""
+        for _ in range(MAX_GENERATION_HOPS):
+            if landed is None:
+                self._check_deadline(meta, deadline)
+                try:
+                    landed = meta.append_to_sequence(target.generation, value, (count, APPEND_DELTAS_FENCES))
+                except (StorageUnavailable, CorruptMetadata) as exc:  # sent, but no usable answer
+                    raise _outcome_unknown(meta, exc) from exc
+                self._fault(WRITER_AFTER_SEQUENCE_PUT)
+            if landed.fences == 0:
+                start, end = entry_offsets(target.base, landed.position, count)
+                return start, end, meta.keys.sequence_key(landed.generation, landed.position)
             # Landed past a fence marker: the entry is void and never read.
             target = self._after_fence(meta, target)
+            landed = None
         raise AppendConflict(
             f"{meta.keys.topic}/{meta.keys.partition} was fenced and unfenced {MAX_GENERATION_HOPS} times "
             "while this append was in flight"
         )
+
+    def _check_deadline(self, meta: PartitionMetadata, deadline: float) -> None:
+        if time.monotonic() > deadline:
+            raise CommitDeadlineExceeded(
+                f"{self.config.max_commit_delay_ms} ms passed since the WAL blob was written; "
+                f"nothing was committed to {meta.keys.topic}/{meta.keys.partition}"
+            )
 
     def _after_fence(self, meta: PartitionMetadata, target: _Target) -> _Target:
         """Our entry landed past a fence marker of ``target``: LogFenced, or the generation opened since."""

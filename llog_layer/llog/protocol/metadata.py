@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from llog.errors import CorruptMetadata, InvalidArgument, PartitionNotInitialized, VersionConflict
+from llog.errors import CorruptMetadata, InvalidArgument, LlogError, PartitionNotInitialized, VersionConflict
 from llog.format.documents import (
     AppendProtocol,
     CompactionCursor,
@@ -24,7 +24,7 @@ from llog.format.documents import (
 )
 from llog.format.keys import SEQUENCE_PARTS, PartitionKeys, SequenceKey
 from llog.protocol.registry import PartitionRegistry
-from llog.store.oxia import CREATE_ONLY, OxiaStore, Versioned
+from llog.store.oxia import CREATE_ONLY, OxiaStore, SequentialPut, Versioned
 
 APPEND_DELTAS_FENCES = 0  # an append leaves the fence count as it is
 FENCE_DELTAS = (1, 1)  # a fence marker takes one position and counts one more fence
@@ -292,11 +292,18 @@ class PartitionMetadata:
 
         Raises ``OxiaUnavailable`` when the answer is lost (the put may have landed).
         """
+        put = self._sequence_put(generation, value, deltas)
+        written = self.oxia.put_sequential(
+            put.prefix_key, put.value, partition_key=put.partition_key, deltas=put.deltas
+        )
+        return self._landed(generation, written)
+
+    def _sequence_put(self, generation: int, value: bytes, deltas: tuple[int, int]) -> SequentialPut:
         if len(deltas) != SEQUENCE_PARTS:
             raise InvalidArgument(f"a put into a sequence passes exactly {SEQUENCE_PARTS} deltas, not {deltas}")
-        written = self.oxia.put_sequential(
-            self.keys.sequence_prefix(generation), value, partition_key=self._pk, deltas=deltas
-        )
+        return SequentialPut(self.keys.sequence_prefix(generation), value, self._pk, deltas)
+
+    def _landed(self, generation: int, written: Versioned) -> SequenceKey:
         key = self.keys.parse_sequence_key(generation, written.key)
         if key is None:
             raise CorruptMetadata(f"Oxia named a sequential key {written.key!r} outside generation {generation}")
@@ -327,3 +334,31 @@ class PartitionMetadata:
         """The valid (fence count 0) key at ``position``, if there is one."""
         found = self.oxia.get(self.keys.sequence_key(generation, position), partition_key=self._pk)
         return self._sequence_record(generation, found)
+
+
+@dataclass(frozen=True)
+class SequenceAppend:
+    """One partition's put of ``append_to_sequences``."""
+
+    meta: PartitionMetadata
+    generation: int
+    value: bytes
+    deltas: tuple[int, int]
+
+
+def append_to_sequences(oxia: OxiaStore, appends: list[SequenceAppend]) -> list[SequenceKey | LlogError]:
+    """``append_to_sequence`` for several partitions at once: one Oxia write request per shard.
+
+    Each append gets its key or its error (``OxiaUnavailable``: the put may have landed).
+    """
+    puts = [a.meta._sequence_put(a.generation, a.value, a.deltas) for a in appends]
+    results: list[SequenceKey | LlogError] = []
+    for append, written in zip(appends, oxia.put_sequential_many(puts), strict=True):
+        if isinstance(written, LlogError):
+            results.append(written)
+            continue
+        try:
+            results.append(append.meta._landed(append.generation, written))
+        except CorruptMetadata as exc:
+            results.append(exc)
+    return results
