@@ -122,11 +122,22 @@ class BatchingProducer:
             pending = _Pending(groups, size, time.monotonic(), Future())
             self._queue.append(pending)
             self._buffered += size
-        while not pending.taken:
-            batch = self._take_turn(pending)
-            if batch:
-                self._flush(batch)
+        try:
+            while not pending.taken:
+                batch = self._take_turn(pending)
+                if batch:
+                    self._flush(batch)
+        except BaseException:
+            self._withdraw(pending)  # this caller leaves: its call must not be written for nobody
+            raise
         return pending.future.result()
+
+    def _withdraw(self, pending: _Pending) -> None:
+        with self._cond:
+            if not pending.taken:
+                self._queue.remove(pending)
+                self._buffered -= pending.size
+                self._cond.notify_all()
 
     def _take_turn(self, pending: _Pending) -> list[_Pending]:
         """Wait until ``pending`` is taken or it is this caller's turn to flush; the batch to flush, if any."""
@@ -172,19 +183,22 @@ class BatchingProducer:
                 self._cond.notify_all()
 
     def _append(self, batch: list[_Pending]) -> None:
+        try:
+            self._write(batch)
+        except BaseException as exc:  # every caller of the batch gets an answer, whatever happened
+            for pending in batch:
+                if not pending.future.done():
+                    pending.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    def _write(self, batch: list[_Pending]) -> None:
         # One merged group per partition, records in arrival order.
         merged: dict[tuple[str, int], list[Record | bytes]] = {}
         for pending in batch:
             for group in pending.groups:
                 merged.setdefault((group.topic, group.partition), []).extend(group.records)
-        try:
-            results = self.writer.append_shared([SharedAppendGroup(t, p, recs) for (t, p), recs in merged.items()])
-        except BaseException as exc:
-            for pending in batch:
-                pending.future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
+        results = self.writer.append_shared([SharedAppendGroup(t, p, recs) for (t, p), recs in merged.items()])
         with self._cond:
             self.flushes += 1
             self.flushed_calls += len(batch)

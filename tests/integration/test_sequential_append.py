@@ -24,6 +24,7 @@ from llog.errors import LogFenced, OffsetOutOfRange
 from llog.format.documents import (
     AppendProtocol,
     ControlRecord,
+    DataRef,
     EntryType,
     FenceMarker,
     Generation,
@@ -31,7 +32,7 @@ from llog.format.documents import (
     LogState,
 )
 from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
-from llog.protocol.append_sequential import SequentialAppender
+from llog.protocol.append_sequential import SequentialAppender, SequentialCommit
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.faults import COMPACTOR_AFTER_BLOB_PUT, FaultHook
@@ -218,6 +219,38 @@ def test_a_fenced_partition_in_a_batched_append_fails_alone(
     writer.unfence(topic, 2)
     (again,) = writer.append_shared([SharedAppendGroup(topic, 2, [b"reopened"])])
     assert (again.ok, again.start_offset) == (True, 2)
+
+
+def test_a_batched_commit_past_its_deadline_sends_nothing(writer: LogWriter, storage: Storage, topic: str) -> None:
+    for p in range(3):
+        writer.initialize_partition(topic, p)
+        writer.append(topic, p, [b"first"])
+    metas = [meta_of(storage.oxia, storage.root, topic, p) for p in range(3)]
+    tails = [m.sequence_tail(1) for m in metas]
+    ref = DataRef("s3://bucket/key", "bytes-batch-v1", 0, 1)
+    commits = [SequentialCommit(m, ref, 1, 0) for m in metas]
+
+    outcomes = writer._sequential.commit_many(commits, deadline=time.monotonic() - 1)
+
+    assert [type(o).__name__ for o in outcomes] == ["CommitDeadlineExceeded"] * 3
+    assert [m.sequence_tail(1) for m in metas] == tails
+
+
+def test_groups_of_one_partition_in_one_request_commit_in_request_order(
+    storage: Storage, reader: LogReader, topic: str
+) -> None:
+    cas = LogWriter(storage, config=CAS)  # CAS partitions commit on the writer's threads, not batched
+    for p in range(4):
+        cas.initialize_partition(topic, p)
+    for i in range(10):
+        groups = [SharedAppendGroup(topic, p, [b"%d-%d-%d" % (i, p, j)]) for j in range(3) for p in range(4)]
+        results = cas.append_shared(groups)
+        for p in range(4):
+            mine = [r.start_offset or 0 for r in results if r.partition == p]
+            assert mine == sorted(mine), f"partition {p}: {mine}"
+    for p in range(4):
+        expected = [b"%d-%d-%d" % (i, p, j) for i in range(10) for j in range(3)]
+        assert [r.value for r in reader.iter_from(topic, p, 1)] == expected
 
 
 def test_a_crash_after_a_batched_put_leaves_every_partition_appendable(

@@ -387,3 +387,21 @@ def test_batching_config_from_env():
         BatchingConfig.from_env({"LLOG_BATCH_MAX_BYTES": "0"})
     with pytest.raises(LlogError, match="LLOG_BATCH_MAX_IN_FLIGHT"):
         BatchingConfig.from_env({"LLOG_BATCH_MAX_IN_FLIGHT": "0"})
+
+
+def test_a_broken_writer_answer_reaches_every_caller_instead_of_hanging():
+    writer, batcher, gate, (first, first_out) = held_first_flush(max_delay_ms=60_000)
+    writer.raise_exc = None
+    writer.append_shared = lambda groups: []  # type: ignore[method-assign]  # no result for any partition
+    a, a_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"a"])])
+    b, b_out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 1, [b"b"])])
+    wait_until(lambda: batcher.queued_calls == 2)
+    gate.set()
+    for t in (first, a, b):
+        t.join(5)
+    assert not a.is_alive()
+    assert not b.is_alive()
+    assert isinstance(a_out[0], KeyError)
+    assert isinstance(b_out[0], KeyError)
+    assert batcher.in_flight == 0
+    batcher.close()

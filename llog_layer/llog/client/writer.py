@@ -243,13 +243,20 @@ class LogWriter:
             return [commit(0)]
         known = [i for i, meta in enumerate(metas) if self._sequential.knows(meta.keys)]
         batched = known if len(known) > 1 else []
-        futures = {i: self._commits.submit(commit, i) for i in range(len(slices)) if i not in batched}
+        # Groups of one partition commit one after another, in request order, on one thread.
+        by_partition: dict[PartitionKeys, list[int]] = {}
+        for i, meta in enumerate(metas):
+            if i not in batched:
+                by_partition.setdefault(meta.keys, []).append(i)
+        futures = [self._commits.submit(lambda indexes: [(i, commit(i)) for i in indexes], indexes)
+                   for indexes in by_partition.values()]  # fmt: skip
         try:
             commits = [SequentialCommit(metas[i], refs[i], slices[i].msg_count, now_ms) for i in batched]
             outcomes = dict(zip(batched, self._sequential.commit_many(commits, deadline), strict=True))
         finally:
-            wait(futures.values())
-        outcomes.update((i, f.result()) for i, f in futures.items())
+            wait(futures)
+        for future in futures:
+            outcomes.update(future.result())
         return [outcomes[i] for i in range(len(slices))]
 
     def _commit_group(

@@ -30,6 +30,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from llog.config import WriterConfig
 from llog.errors import (
@@ -235,8 +236,8 @@ class SequentialAppender:
 
     def commit_many(self, commits: Sequence[SequentialCommit], deadline: float) -> list[CommitOutcome]:
         """``commit`` for several partitions whose open generation this writer knows, their first puts in one
-        Oxia write per shard. Each partition gets its offsets or its error; a put that landed past a fence marker
-        goes on alone, as in ``commit``.
+        Oxia write per shard, each request sent only before ``deadline``. Each partition gets its offsets or its
+        error; a put that landed past a fence marker goes on alone, as in ``commit``.
         """
         results: list[CommitOutcome | None] = [None] * len(commits)
         started: list[tuple[int, _Target, bytes]] = []
@@ -246,16 +247,14 @@ class SequentialAppender:
             except LlogError as exc:
                 results[i] = exc
         if started:
-            try:
-                self._check_deadline(commits[started[0][0]].meta, deadline)
-            except CommitDeadlineExceeded as exc:
-                return [exc if r is None else r for r in results]
+            first = commits[started[0][0]].meta
             appends = [
                 SequenceAppend(commits[i].meta, target.generation, value, (commits[i].count, APPEND_DELTAS_FENCES))
                 for i, target, value in started
             ]
-            landed = append_to_sequences(commits[started[0][0]].meta.oxia, appends)
-            self._fault(WRITER_AFTER_SEQUENCE_PUT)
+            landed = append_to_sequences(first.oxia, appends, before_each=lambda: self._check_deadline(first, deadline))
+            if any(not isinstance(key, LlogError) for key in landed):
+                self._fault(WRITER_AFTER_SEQUENCE_PUT)
             for (i, target, value), key in zip(started, landed, strict=True):
                 c = commits[i]
                 if isinstance(key, LlogError):
@@ -266,7 +265,8 @@ class SequentialAppender:
                     results[i] = self._commit_from(c.meta, target, value, c.count, deadline, landed=key)
                 except LlogError as exc:
                     results[i] = exc
-        return [r for r in results if r is not None]
+        assert all(r is not None for r in results), "every partition has an outcome"
+        return cast(list[CommitOutcome], results)
 
     def _commit_from(
         self,

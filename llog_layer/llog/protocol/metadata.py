@@ -8,6 +8,7 @@ live in one place.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata, InvalidArgument, LlogError, PartitionNotInitialized, VersionConflict
@@ -346,14 +347,17 @@ class SequenceAppend:
     deltas: tuple[int, int]
 
 
-def append_to_sequences(oxia: OxiaStore, appends: list[SequenceAppend]) -> list[SequenceKey | LlogError]:
+def append_to_sequences(
+    oxia: OxiaStore, appends: list[SequenceAppend], *, before_each: Callable[[], None] | None = None
+) -> list[SequenceKey | LlogError]:
     """``append_to_sequence`` for several partitions at once: one Oxia write request per shard.
 
-    Each append gets its key or its error (``OxiaUnavailable``: the put may have landed).
+    Each append gets its key or its error (``OxiaUnavailable``: the put may have landed);
+    ``before_each`` runs before each request (``OxiaStore.put_sequential_many``).
     """
     puts = [a.meta._sequence_put(a.generation, a.value, a.deltas) for a in appends]
     results: list[SequenceKey | LlogError] = []
-    for append, written in zip(appends, oxia.put_sequential_many(puts), strict=True):
+    for append, written in zip(appends, oxia.put_sequential_many(puts, before_each=before_each), strict=True):
         if isinstance(written, LlogError):
             results.append(written)
             continue

@@ -386,14 +386,18 @@ class OxiaStore:
 
         return self._call("put_sequential", run, nbytes=len(value), retry=False)
 
-    def put_sequential_many(self, puts: Sequence[SequentialPut]) -> list[Versioned | LlogError]:
+    def put_sequential_many(
+        self, puts: Sequence[SequentialPut], *, before_each: Callable[[], None] | None = None
+    ) -> list[Versioned | LlogError]:
         """Several sequential puts, one Oxia write request per shard instead of one per put.
 
         The server applies a shard's puts together (one log entry, one fsync).
         Each put gets its key or its error; a shard whose answer was lost gives
         each of its puts ``OxiaUnavailable``, outcome unknown, as
-        ``put_sequential`` does. Never retried. The counters record one
-        ``put_sequential`` call per write request.
+        ``put_sequential`` does. Never retried. ``before_each`` runs before
+        each request; the ``LlogError`` it raises becomes the answer of that
+        request's puts and of those not sent yet (a commit deadline). The
+        counters record one ``put_sequential`` call per write request.
         """
         for put in puts:
             _check_deltas(put.deltas)
@@ -404,8 +408,11 @@ class OxiaStore:
             leaders = {i: discovery.get_leader(p.prefix_key, p.partition_key) for i, p in enumerate(puts)}
         except OxiaUnavailable as exc:
             return [exc] * len(puts)
+        except Exception as exc:  # no shard assignments yet: nothing was sent
+            return [OxiaUnavailable(f"put_sequential: {_describe(exc)}")] * len(puts)
         for i, (shard, _) in leaders.items():
             by_shard.setdefault(shard, []).append(i)
+        done: set[int] = set()
         for shard, indexes in by_shard.items():
             stub = leaders[indexes[0]][1]
             request = pb.WriteRequest(shard=shard, puts=[
@@ -419,11 +426,20 @@ class OxiaStore:
 
             nbytes = sum(len(puts[i].value) for i in indexes)
             try:
+                if before_each is not None:
+                    before_each()
+            except LlogError as exc:
+                return [results[i] if i in done else exc for i in range(len(puts))]
+            try:
                 response = self._call("put_sequential", run, nbytes=nbytes, retry=False)
+                if len(response.puts) != len(indexes):
+                    raise OxiaUnavailable(f"put_sequential: {len(response.puts)} answers to {len(indexes)} puts")
             except LlogError as exc:
                 for i in indexes:
                     results[i] = exc
+                done.update(indexes)
                 continue
+            done.update(indexes)
             for i, answer in zip(indexes, response.puts, strict=True):
                 if answer.status == pb.Status.OK:
                     results[i] = Versioned(answer.key, puts[i].value, int(answer.version.version_id))
