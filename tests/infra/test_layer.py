@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aws_cdk.assertions import Template
 
-from infra.layer import LAYER_REQUIREMENTS, PipLayerBundler, pip_options, read_requirements
+from infra.layer import COMPILE_OPTIONS, LAYER_REQUIREMENTS, PipLayerBundler, pip_options, read_requirements
 from tests.infra.helpers import ROOT, resources
 
 NAME = re.compile(r"^([A-Za-z0-9._-]+)")
@@ -80,6 +80,14 @@ def test_docker_fallback_installs_the_same_pins() -> None:
     assert "cp -r /asset-input/llog /asset-output/python/" in command[2]
 
 
+def test_docker_fallback_compiles_the_layer_as_the_local_bundler_does() -> None:
+    script = PipLayerBundler().docker_command()[2]
+    stale_byte_code_removed = script.index("-name __pycache__ -prune -exec rm -rf")
+    compiled = script.index(f"PYTHONHASHSEED=0 python {' '.join(COMPILE_OPTIONS)} /asset-output/python")
+    assert stale_byte_code_removed < compiled
+    assert "--invalidation-mode unchecked-hash -d /opt/python" in script
+
+
 def test_asset_hash_follows_sources_and_requirements(tmp_path: Path) -> None:
     package = tmp_path / "llog"
     package.mkdir()
@@ -99,6 +107,20 @@ def test_asset_hash_follows_sources_and_requirements(tmp_path: Path) -> None:
     assert PipLayerBundler(package_dir=package, requirements=requirements, architecture="x86_64").fingerprint() != (
         bundler.fingerprint()
     )
+
+
+def test_asset_hash_says_whether_and_by_which_python_the_layer_is_compiled(tmp_path: Path) -> None:
+    package = tmp_path / "llog"
+    package.mkdir()
+    (package / "__init__.py").write_text("VERSION = 1\n")
+
+    def fingerprint(compiler: tuple[str, str] | None) -> str:
+        return PipLayerBundler(package_dir=package, compiler=compiler).fingerprint()
+
+    sources_only = fingerprint(None)
+    compiled = fingerprint(("/usr/bin/python3.13", "3.13.0"))
+    assert len({sources_only, compiled, fingerprint(("/usr/bin/python3.13", "3.13.1"))}) == 3
+    assert fingerprint(("/elsewhere/python3.13", "3.13.0")) == compiled  # where the compiler is does not matter
 
 
 def test_without_pip_the_bundler_defers_to_docker(tmp_path: Path) -> None:
