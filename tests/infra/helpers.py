@@ -46,3 +46,15 @@ def make_stack(overrides: Mapping[str, Any] | None = None, **stack_kwargs: Any) 
 
 def resources(template: Template, resource_type: str) -> dict[str, dict[str, Any]]:
     return {k: dict(v) for k, v in template.find_resources(resource_type).items()}
+
+
+def function_named_in(stack: LlogStack, uri: Any) -> str:
+    """The one function of the stack whose logical id an integration URI names."""
+    text = json.dumps(uri)
+    found = [
+        name
+        for name, fn in stack.functions.by_name.items()
+        if stack.get_logical_id(fn.node.default_child) in text  # type: ignore[arg-type]
+    ]
+    assert len(found) == 1, text
+    return found[0]

@@ -9,7 +9,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 
 from functions.common import names, routes
 from infra.stack import LlogStack
-from tests.infra.helpers import resources
+from tests.infra.helpers import function_named_in, resources
 
 NAG = Match.string_like_regexp("AwsSolutions-.*")
 
@@ -41,14 +41,7 @@ def methods(template: Template) -> dict[tuple[str, str], dict[str, Any]]:
 
 
 def target_function(stack: LlogStack, props: dict[str, Any]) -> str:
-    uri = json.dumps(props["Integration"]["Uri"])
-    found = [
-        name
-        for name, fn in stack.functions.by_name.items()
-        if stack.get_logical_id(fn.node.default_child) in uri  # type: ignore[arg-type]
-    ]
-    assert len(found) == 1, uri
-    return found[0]
+    return function_named_in(stack, props["Integration"]["Uri"])
 
 
 def test_every_route_goes_to_its_function(dev_stack: LlogStack, dev_template: Template) -> None:

@@ -12,7 +12,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 from functions.common import names, routes
 from infra.http_api import DEFAULT_STAGE
 from infra.stack import LlogStack
-from tests.infra.helpers import resources
+from tests.infra.helpers import function_named_in, resources
 
 NAG = Match.string_like_regexp("AwsSolutions-.*")
 
@@ -26,14 +26,7 @@ def target_function(stack: LlogStack, template: Template, route: dict[str, Any])
     target = json.dumps(route["Target"])
     integrations = resources(template, "AWS::ApiGatewayV2::Integration")
     (integration,) = [props["Properties"] for key, props in integrations.items() if key in target]
-    uri = json.dumps(integration["IntegrationUri"])
-    found = [
-        name
-        for name, fn in stack.functions.by_name.items()
-        if stack.get_logical_id(fn.node.default_child) in uri  # type: ignore[arg-type]
-    ]
-    assert len(found) == 1, uri
-    return found[0]
+    return function_named_in(stack, integration["IntegrationUri"])
 
 
 def test_every_route_goes_to_its_function(http_stack: LlogStack, http_template: Template) -> None:
