@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt requirements-infra.txt llog_layer/pyproject.toml pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt requirements-infra.txt llog_layer/pyproject.toml client/pyproject.toml pyproject.toml | cksum | cut -d' ' -f1)
 NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut -d' ' -f1)
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
@@ -31,7 +31,7 @@ $(STAMP):
 	  { echo "Python >= 3.11 is required (found $$($(PYTHON) --version 2>&1))"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -r requirements-infra.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e llog_layer -e .
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e llog_layer -e client -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

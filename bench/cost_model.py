@@ -179,6 +179,7 @@ class Code:
     produce_first_oxia_writes: int = 3  # a writer's first request to a partition (a cold Lambda environment):
     # ProduceService initializes the partition, three create-only puts (registry entry, cursor, control) that
     # find the records there; a failed conditional put is a WAL write all the same
+    produce_first_topic_reads: int = 1  # and its topic's record, read once per environment (then cached)
     compaction_oxia_reads: int = 15  # per compacted object: the claim check before compact_once, then its
     # 14: control (recover_pending), meta/compaction, cursor, control + index scan (_select), cursor again;
     # _finish: record, cursor, control (_index_for), the end entry; record; record, cursor (_advance); record
@@ -188,8 +189,9 @@ class Code:
     worker_oxia_writes: int = 4  # per invocation: the claim and its release (OxiaStore), the session's creation
     # and its close (the Oxia client's own calls, counted as the server's WAL writes; in Lambda a frozen
     # environment's session expires instead of closing, which the test does not wait for)
-    planner_oxia_reads_per_tick: int = 1  # LogCatalog.partitions: one listing of the partition registry
-    gc_oxia_reads_per_run: int = 2  # two listings of the partition registry (retention, compacted objects)
+    planner_oxia_reads_per_tick: int = 2  # LogCatalog.partitions: the topic records and the partition registry
+    gc_oxia_reads_per_run: int = 3  # the topic records (reclaim, retention settings) and two listings of the
+    # partition registry (retention, compacted objects)
     gc_oxia_reads_per_partition: int = 11  # per run, with an age limit that removes a range: retention 6
     # (control, the first index entry (one lookup), cursor and meta/compaction (the bound it stays below, read
     # because a range may go), one index page up to the first entry it keeps, control before the log start's
@@ -369,7 +371,8 @@ def oxia_write_ms(a: Assumptions) -> float:
 
 def produce_oxia_reads(a: Assumptions) -> float:
     """Oxia reads per produce request: the protocol's common path plus its first appends' share."""
-    return a.protocol.produce_reads + a.protocol.produce_first_reads * a.first_append_share
+    first = a.protocol.produce_first_reads + a.code.produce_first_topic_reads
+    return a.protocol.produce_reads + first * a.first_append_share
 
 
 def produce_oxia_writes(a: Assumptions) -> float:

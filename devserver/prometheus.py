@@ -2,10 +2,74 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from llog.service.groups import PartitionLag
 from llog.store.metrics import OperationCounters
+
+log = logging.getLogger(__name__)
+
+LAG_REFRESH_S = 15.0  # a usual Prometheus scrape interval: one read of every group per scrape at most
+
+
+class ConsumerLagReport:
+    """``groups`` of ``/metrics``: every consumer group's lag per partition, read on a background thread.
+
+    Reading the report starts a refresh when the last one began ``LAG_REFRESH_S``
+    ago or more, and answers with the last result: ``/metrics`` never waits on
+    Oxia, nor fails with it (``last_error`` until a refresh succeeds).
+    """
+
+    def __init__(
+        self,
+        lags: Callable[[], list[PartitionLag]],
+        *,
+        refresh_s: float = LAG_REFRESH_S,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._lags = lags
+        self.refresh_s = refresh_s
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._lock = threading.Lock()
+        self._result: list[dict[str, Any]] = []
+        self._refreshed_at_ms: int | None = None
+        self._last_error: str | None = None
+        self._last_start: float | None = None
+        self._running = False
+
+    def report(self) -> dict[str, Any]:
+        with self._lock:
+            due = self._last_start is None or self._clock() - self._last_start >= self.refresh_s
+            start = due and not self._running
+            if start:
+                self._running, self._last_start = True, self._clock()
+            report = {
+                "lag": list(self._result),
+                "refreshed_at_ms": self._refreshed_at_ms,
+                "refreshing": self._running,
+                "last_error": self._last_error,
+            }
+        if start:
+            threading.Thread(target=self._refresh, name="llog-group-lag", daemon=True).start()
+        return report
+
+    def _refresh(self) -> None:
+        try:
+            found = [{"group": lag.group, **lag.to_json()} for lag in self._lags()]
+        except Exception as exc:  # /metrics must outlive any Oxia failure
+            log.warning("reading the consumer groups' lag failed: %s", exc)
+            with self._lock:
+                self._last_error, self._running = f"{type(exc).__name__}: {exc}", False
+            return
+        with self._lock:
+            self._result, self._refreshed_at_ms = found, int(self._wall_clock() * 1000)
+            self._last_error, self._running = None, False
 
 
 def operations_json(counters: OperationCounters) -> dict[str, dict[str, float]]:
@@ -140,4 +204,36 @@ def prometheus_text(doc: dict[str, Any]) -> str:
     family("llog_tail_cache_misses_total", "counter", "Tail cache lookups that missed.", [({}, cache["misses"])])
     family("llog_tail_cache_bytes", "gauge", "Bytes held by the tail cache.", [({}, cache["bytes"])])
     family("llog_tail_cache_max_bytes", "gauge", "Tail cache capacity (0: disabled).", [({}, cache["max_bytes"])])
+    if "groups" in doc:
+        _group_families(family, doc["groups"])
     return "\n".join(lines) + "\n"
+
+
+def _group_families(family: Family, groups: dict[str, Any]) -> None:
+    """Consumer lag per group and partition (shared state: aggregate with max across processes, never sum)."""
+    labelled = [({k: lag[k] for k in ("group", "topic", "partition")}, lag) for lag in groups["lag"]]
+    family(
+        "llog_consumer_group_lag",
+        "gauge",
+        "Offsets a consumer group has still to read in a partition (from max(committed, log start) to the end).",
+        [(labels, lag["lag"]) for labels, lag in labelled if lag["lag"] is not None],
+    )
+    family(
+        "llog_consumer_group_committed_offset",
+        "gauge",
+        "The next offset a consumer group will read in a partition (its committed offset).",
+        [(labels, lag["committed"]) for labels, lag in labelled if lag["committed"] is not None],
+    )
+    family(
+        "llog_consumer_group_below_log_start",
+        "gauge",
+        "1 when retention removed offsets the group had not read (it resumes at the log start).",
+        [(labels, int(lag["below_log_start"])) for labels, lag in labelled if lag["committed"] is not None],
+    )
+    if groups["refreshed_at_ms"] is not None:
+        family(
+            "llog_consumer_group_lag_timestamp_seconds",
+            "gauge",
+            "When the consumer lag above was read (Unix seconds).",
+            [({}, groups["refreshed_at_ms"] / 1000)],
+        )

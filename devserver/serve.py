@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from devserver import events
 from devserver.batching import BatchingConfig, BatchingProducer
 from devserver.billing import BillingConfig, S3Billing
-from devserver.prometheus import BILLING, operations_json, prometheus_text
+from devserver.prometheus import BILLING, ConsumerLagReport, operations_json, prometheus_text
 from functions.admin import app as admin_app
 from functions.common import names, routes, telemetry
 from functions.common.errors import client_error
@@ -47,6 +47,7 @@ from llog.config import Limits, WriterConfig
 from llog.errors import LlogError
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeService
+from llog.service.groups import GroupService
 from llog.service.produce import ProduceService
 from llog.service.tail_cache import TailCache
 from llog.store.oxia import OxiaStore
@@ -203,6 +204,8 @@ class LlogServer:
         self.services = services or ServeServices.from_env()
         self.started_at_ms = int(time.time() * 1000)
         self.http = HttpCounters()
+        groups = GroupService.on(self.services.oxia, root=self.services.root)
+        self.consumer_lag = ConsumerLagReport(groups.lags)
         self._inflight = 0
         self._inflight_cond = threading.Condition()
         self._closing = False
@@ -438,6 +441,7 @@ class LlogServer:
                 "bytes": s.tail_cache.size_bytes,
                 "max_bytes": s.tail_cache.max_bytes,
             },
+            "groups": self.consumer_lag.report(),
         }
 
 

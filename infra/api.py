@@ -37,6 +37,10 @@ from infra.observability import PERIOD, ApiMetrics
 from infra.settings import ApiAuth
 
 ADMIN_IAM_ONLY_SUFFIXES = ("/fence", "/unfence")
+# Operator writes that stay IAM-only when clients use API keys: creating, growing and deleting topics.
+ADMIN_IAM_ONLY_METHODS = frozenset(
+    {("POST", "/topics"), ("POST", "/topics/{topic}/partitions"), ("DELETE", "/topics/{topic}")}
+)
 CATCH_ALL = "{proxy+}"
 
 # API Gateway's validation message has unescaped quotes: a fixed text keeps the body valid JSON.
@@ -48,8 +52,8 @@ def _error_template(error: str, error_type: str, retriable: bool) -> dict[str, s
     return {"application/json": body}
 
 
-def is_iam_only(resource: str) -> bool:
-    return resource.endswith(ADMIN_IAM_ONLY_SUFFIXES)
+def is_iam_only(resource: str, method: str = "ANY") -> bool:
+    return resource.endswith(ADMIN_IAM_ONLY_SUFFIXES) or (method, resource) in ADMIN_IAM_ONLY_METHODS
 
 
 class Api(Construct):
@@ -109,8 +113,9 @@ class Api(Construct):
             "BodyValidator", validate_request_body=True, validate_request_parameters=True
         )
         self.request_models: dict[str, apigw.Model] = {}
-        for name, title in ((names.PRODUCE, "ProduceRequest"), (names.CONSUME, "ConsumeRequest")):
-            self.request_models[name] = self.api.add_model(
+        # Keyed by path: the produce and consume functions own other POST routes with other bodies.
+        for path, title in (("/produce", "ProduceRequest"), ("/consume", "ConsumeRequest")):
+            self.request_models[path] = self.api.add_model(
                 f"{title}Model",
                 content_type="application/json",
                 model_name=title,
@@ -131,12 +136,12 @@ class Api(Construct):
         for route in routes.ROUTES:
             resource = self._resource(route.resource)
             owners[route.resource] = route.function
-            body_model = self.request_models.get(route.function) if route.method == "POST" else None
+            body_model = self.request_models.get(route.resource) if route.method == "POST" else None
             self._method(
                 resource,
                 route.method,
                 route.function,
-                iam_only=is_iam_only(route.resource),
+                iam_only=is_iam_only(route.resource, route.method),
                 model=body_model,
             )
         # ANY on every resource: the owner answers 405, the admin function 404 elsewhere.

@@ -3,9 +3,11 @@
 :class:`PipLayerBundler` is a CDK ``ILocalBundling``: it runs this interpreter's pip with
 ``--platform manylinux… --implementation cp --python-version 3.13 --abi cp313
 --only-binary=:all: --no-deps -r infra/layer-requirements.txt`` into ``<output>/python`` and
-copies the ``llog`` package next to it, then compiles the whole tree with a CPython 3.13
-(``compileall --invalidation-mode unchecked-hash``). Only when pip is not available does it return
-``False``, and CDK falls back to the same commands inside the Lambda build image (Docker).
+copies the ``llog`` and ``llog_client`` packages next to it (``llog.service`` routes keys with
+``llog_client.partitioner``; both are sources of this repository, not wheels), then compiles the
+whole tree with a CPython 3.13 (``compileall --invalidation-mode unchecked-hash``). Only when pip
+is not available does it return ``False``, and CDK falls back to the same commands inside the
+Lambda build image (Docker).
 
 Why the byte code: ``/opt`` is read-only in Lambda, so without ``__pycache__/*.cpython-313.pyc``
 in the layer every cold start compiles ``llog`` and every dependency from source (about half of
@@ -14,7 +16,7 @@ compiled with ``-d /opt/python`` and a fixed hash seed they are byte-for-byte re
 magic number must be the runtime's, so only a CPython 3.13 compiles; without one the layer ships
 sources only (it works, with a slower cold start) and the build says so.
 
-The asset hash is computed from the llog sources, the requirements file, the pip options and the
+The asset hash is computed from the sources of both packages, the requirements file, the pip options and the
 compiler (or "sources only"), so an unchanged layer is not rebuilt or re-uploaded, and template
 tests can skip bundling (context ``aws:cdk:bundling-stacks: []``) and still get a stable hash.
 """
@@ -28,6 +30,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, Protocol, cast
 
@@ -38,6 +41,9 @@ from constructs import Construct
 
 ROOT = Path(__file__).resolve().parents[1]
 LLOG_SOURCE_DIR = ROOT / "llog_layer"
+CLIENT_SOURCE_DIR = ROOT / "client"
+# The repository's packages the layer carries as sources, each at the top of python/.
+LAYER_PACKAGES: tuple[Path, ...] = (LLOG_SOURCE_DIR / "llog", CLIENT_SOURCE_DIR / "llog_client")
 LAYER_REQUIREMENTS = Path(__file__).resolve().with_name("layer-requirements.txt")
 
 Architecture = Literal["arm64", "x86_64"]
@@ -104,14 +110,14 @@ class PipLayerBundler:
     def __init__(
         self,
         *,
-        package_dir: Path = LLOG_SOURCE_DIR / "llog",
+        packages: Sequence[Path] = LAYER_PACKAGES,
         requirements: Path = LAYER_REQUIREMENTS,
         architecture: Architecture = "arm64",
         python: str = sys.executable,
         compiler: tuple[str, str] | None | Literal["find"] = "find",
     ) -> None:
         """``compiler``: the CPython 3.13 that compiles the layer and its version; ``None`` ships sources only."""
-        self.package_dir = package_dir
+        self.packages = tuple(packages)
         self.requirements = requirements
         self.architecture: Architecture = architecture
         self.python = python
@@ -147,7 +153,9 @@ class PipLayerBundler:
                 f"llog layer: pip failed ({result.returncode}): {' '.join(command)}\n{result.stdout}{result.stderr}"
             )
         shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts are of no use in a layer
-        shutil.copytree(self.package_dir, target / "llog", ignore=shutil.ignore_patterns(*_IGNORED), dirs_exist_ok=True)
+        for package in self.packages:
+            ignore = shutil.ignore_patterns(*_IGNORED)
+            shutil.copytree(package, target / package.name, ignore=ignore, dirs_exist_ok=True)
         self.compile(target)
         return target
 
@@ -169,15 +177,19 @@ class PipLayerBundler:
             raise RuntimeError(f"llog layer: compileall failed ({result.returncode}): {' '.join(command)}\n{output}")
 
     def docker_command(self) -> list[str]:
-        """The same installation and compilation inside the Lambda build image (the fallback; its python is 3.13)."""
+        """The same installation and compilation inside the Lambda build image (the fallback; its python is 3.13).
+
+        The image mounts the repository root at ``/asset-input``.
+        """
         pins = " ".join(f"'{r}'" for r in read_requirements(self.requirements))
         options = " ".join(pip_options(self.architecture))
         environment = " ".join(f"{name}={value}" for name, value in COMPILE_ENVIRONMENT.items())
+        sources = " ".join(f"/asset-input/{package.relative_to(ROOT).as_posix()}" for package in self.packages)
         return [
             "bash",
             "-c",
             f"pip install --quiet --disable-pip-version-check --target /asset-output/python {options} {pins}"
-            f" && cp -r /asset-input/{self.package_dir.name} /asset-output/python/"
+            f" && cp -r {sources} /asset-output/python/"
             " && find /asset-output/python -name __pycache__ -prune -exec rm -rf {} +"
             f" && {environment} python {' '.join(COMPILE_OPTIONS)} /asset-output/python",
         ]
@@ -194,10 +206,11 @@ class PipLayerBundler:
         digest.update(f"{self.architecture} {PYTHON_VERSION} {pip_options(self.architecture)}\n".encode())
         digest.update(f"{self.bytecode()} {COMPILE_OPTIONS}\n".encode())
         digest.update(self.requirements.read_bytes())
-        for path in sorted(self.package_dir.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
-                digest.update(path.relative_to(self.package_dir).as_posix().encode() + b"\0")
-                digest.update(path.read_bytes())
+        for package in self.packages:
+            for path in sorted(package.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
+                    digest.update(f"{package.name}/{path.relative_to(package).as_posix()}".encode() + b"\0")
+                    digest.update(path.read_bytes())
         return digest.hexdigest()
 
 
@@ -215,14 +228,14 @@ def bundling_options(bundler: LocalBundler) -> BundlingOptions:
 
 
 class LlogLayer(Construct):
-    """``layer``: the llog library and its run-time dependencies for python3.13 on ``architecture``."""
+    """``layer``: the llog library, llog_client and their run-time dependencies for python3.13 on ``architecture``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, architecture: Architecture = "arm64") -> None:
         super().__init__(scope, construct_id)
         self.bundler = PipLayerBundler(architecture=architecture)
         self.architecture = lambda_.Architecture.ARM_64 if architecture == "arm64" else lambda_.Architecture.X86_64
         code = lambda_.Code.from_asset(
-            str(LLOG_SOURCE_DIR),
+            str(ROOT),
             asset_hash_type=AssetHashType.CUSTOM,
             asset_hash=self.bundler.fingerprint(),
             bundling=bundling_options(self.bundler),

@@ -5,8 +5,8 @@ count, CPU, memory) are built in; LlogStack hands in the rest: :meth:`add_functi
 functions: invocations, errors, throttles, duration p99; an error alarm each),
 :meth:`add_dead_letter_queues` (depth; alarm at one message), :meth:`add_api` (requests,
 4xx/5xx, latency; 5xx alarm), :meth:`add_llog_metrics` (the functions' EMF metrics in
-namespace ``llog``; compaction-lag alarm) and :meth:`add_glue_job` (a Glue job's runs: failed
-runs, records and bytes; an alarm on every failed run). Alarms have no
+namespace ``llog``, consumer lag per group and partition; compaction-lag alarm) and
+:meth:`add_glue_job` (a Glue job's runs: failed runs, records and bytes; an alarm on every failed run). Alarms have no
 action until :meth:`add_alarm_action` gives them one (for example an SNS topic); actions given
 earlier also apply to alarms added later.
 """
@@ -201,6 +201,22 @@ class Observability(Construct):
             cw.GraphWidget(
                 title="llog: records compacted", left=[metric("RecordsCompacted", names.COMPACTION_WORKER)], width=6
             ),
+        )
+        # One line per group, topic and partition, whichever exist: the planner emits ConsumerLag for
+        # every partition a consumer group has committed in (docs/GROUPS.md).
+        consumer_lag = cw.MathExpression(
+            expression=(
+                f"SEARCH('{{{names.METRIC_NAMESPACE},service,group,topic,partition}} "
+                f"MetricName=\"ConsumerLag\" service=\"{names.COMPACTION_PLANNER}\"', 'Maximum', 60)"
+            ),
+            using_metrics={},
+            label="",
+            period=PERIOD,
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="llog: consumer lag by group, topic and partition (offsets)", left=[consumer_lag], width=WIDTH
+            )
         )
         self._alarm(
             "CompactionLag",

@@ -1,7 +1,9 @@
-"""Operator routes: health, partition catalog and status, fence and unfence.
+"""Operator routes: health, topics, partition catalog and status, fence and unfence.
 
 * ``GET /health``: this instance (docs/HTTP_API.md; answers without touching Oxia);
-* ``GET /topics``: every registered partition, from ``LogCatalog.partitions()``;
+* ``GET /topics``: every topic that is not deleted and its registered partitions, from ``LogCatalog.topics()``;
+* ``POST /topics`` (201 created, 200 found with the same settings), ``GET /topics/{topic}``,
+  ``POST /topics/{topic}/partitions`` (grow), ``DELETE /topics/{topic}``: ``llog.protocol.topics``;
 * ``GET /topics/{topic}/partitions/{partition}``: ``LogCatalog.status`` (404 if
   the partition is not initialized);
 * ``POST /topics/{topic}/partitions/{partition}/fence`` and ``/unfence``
@@ -27,10 +29,10 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.common import names
-from functions.common.http import create_resolver, json_response, resolver_handler
+from functions.common.http import create_resolver, json_body, json_response, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
-from llog.config import broker_id_from_env
+from llog.config import Limits, broker_id_from_env
 from llog.errors import InvalidPartition
 from llog.format.keys import validate_partition, validate_topic
 
@@ -51,6 +53,7 @@ def create_service() -> AdminService:
 
 
 _service: Lazy[AdminService] = Lazy(create_service, lambda service: service.close())
+_limits: Lazy[Limits] = Lazy(Limits.from_env)
 
 
 def set_service(service: AdminService | None) -> None:
@@ -65,6 +68,7 @@ def set_server_info(host: str | None, port: int | None) -> None:
 
 def reset() -> None:
     _service.reset()
+    _limits.reset()
     set_server_info(None, None)
 
 
@@ -99,6 +103,30 @@ def create_app() -> APIGatewayRestResolver:
     @app.get("/topics")
     def get_topics() -> Response[str]:
         return json_response(200, _service.get().topics())
+
+    @app.post("/topics")
+    def create_topic() -> Response[str]:
+        from llog.service.http_contract import parse_create_topic
+
+        topic, partitions, config = parse_create_topic(json_body(app.current_event, _limits.get()))
+        created, description = _service.get().create_topic(topic, partitions, config)
+        return json_response(201 if created else 200, description)
+
+    @app.get("/topics/<topic>")
+    def describe_topic(topic: str) -> Response[str]:
+        return json_response(200, _service.get().describe_topic(validate_topic(unquote(topic))))
+
+    @app.delete("/topics/<topic>")
+    def delete_topic(topic: str) -> Response[str]:
+        return json_response(200, _service.get().delete_topic(validate_topic(unquote(topic))))
+
+    @app.post("/topics/<topic>/partitions")
+    def grow_topic(topic: str) -> Response[str]:
+        from llog.service.http_contract import parse_grow_topic
+
+        name = validate_topic(unquote(topic))
+        partitions = parse_grow_topic(json_body(app.current_event, _limits.get()))
+        return json_response(200, _service.get().grow_topic(name, partitions))
 
     @app.get("/topics/<topic>/partitions/<partition>")
     def get_partition(topic: str, partition: str) -> Response[str]:

@@ -7,6 +7,10 @@
 | ``PartitionNotInitialized`` | 404 |
 | ``OffsetOutOfRange`` | 400 |
 | ``LogFenced`` | 409 |
+| ``UnknownGroup`` | 404 |
+| ``UnknownTopic`` | 404 |
+| ``TopicExists``, ``TopicDeleted`` (topics) | 409 |
+| ``UnknownMember``, ``StaleGeneration``, ``NotPartitionOwner`` (consumer groups) | 409 |
 | any retriable ``LlogError`` (``OxiaUnavailable``, ``BlobStoreUnavailable``, | 503, ``Retry-After: 1`` |
 | ``BackPressureRejected``, ``AppendConflict``, ``AppendOutcomeUnknown``, ...) | |
 | anything else (``ConfigurationError``, ``CorruptData``, ``BlobNotFound``, a bug) | 500 |
@@ -25,7 +29,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from llog.errors import InvalidArgument, LlogError, LogFenced, OffsetOutOfRange, PartitionNotInitialized
+from llog.errors import (
+    InvalidArgument,
+    LlogError,
+    LogFenced,
+    NotPartitionOwner,
+    OffsetOutOfRange,
+    PartitionNotInitialized,
+    StaleGeneration,
+    TopicDeleted,
+    TopicExists,
+    UnknownGroup,
+    UnknownMember,
+    UnknownTopic,
+)
 
 RETRY_AFTER_S = 1
 
@@ -40,6 +57,14 @@ def status_for(error: BaseException) -> int:
     if isinstance(error, PartitionNotInitialized):
         return 404
     if isinstance(error, LogFenced):
+        return 409
+    if isinstance(error, UnknownGroup):
+        return 404
+    if isinstance(error, UnknownTopic):
+        return 404
+    if isinstance(error, TopicExists | TopicDeleted):
+        return 409
+    if isinstance(error, UnknownMember | StaleGeneration | NotPartitionOwner):
         return 409
     if isinstance(error, LlogError) and error.retriable:
         return 503

@@ -1,4 +1,9 @@
-"""``POST /consume``: parse with ``http_contract``, fetch with ``ConsumeService``, answer per docs/HTTP_API.md.
+"""``POST /consume`` and the consumer-group routes ``/groups...``, answered per docs/HTTP_API.md.
+
+``POST /consume``: parse with ``http_contract``, fetch with ``ConsumeService``.
+``GET /groups``, ``GET /groups/{group}``, ``POST /groups/{group}/join``,
+``/heartbeat``, ``/leave``, ``/commit``: ``GroupService`` (docs/GROUPS.md), on
+the consume service's Oxia store (one client per execution environment).
 
 200 with one result per requested partition (records, ``high_watermark``,
 ``next_fetch_offset``; failures such as ``OffsetOutOfRange`` or
@@ -16,6 +21,7 @@ imported with it, not with this module (the Lambda init phase).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
@@ -28,6 +34,7 @@ from llog.config import Limits
 
 if TYPE_CHECKING:
     from llog.service.consume import ConsumeService
+    from llog.service.groups import GroupService
 
 
 def create_service() -> ConsumeService:
@@ -36,18 +43,28 @@ def create_service() -> ConsumeService:
     return ConsumeService.from_env()
 
 
+def create_group_service() -> GroupService:
+    from llog.service.groups import GroupService
+
+    storage = _service.get().reader.storage
+    return GroupService.on(storage.oxia, root=storage.root)
+
+
 telemetry = Telemetry(names.CONSUME)
 _service: Lazy[ConsumeService] = Lazy(create_service, lambda service: service.close())
+_groups: Lazy[GroupService] = Lazy(create_group_service)  # its Oxia store is the consume service's
 _limits: Lazy[Limits] = Lazy(Limits.from_env)
 
 
 def set_service(service: ConsumeService | None) -> None:
     """Use ``service`` (owned by the caller) instead of one from the environment."""
+    _groups.reset()
     _service.set(service)
 
 
 def reset() -> None:
-    """Forget the service (closing it if it was created here) and the limits."""
+    """Forget the services (closing the consume service if it was created here) and the limits."""
+    _groups.reset()
     _service.reset()
     _limits.reset()
 
@@ -67,6 +84,33 @@ def create_app() -> APIGatewayRestResolver:
         telemetry.metric("BytesConsumed", MetricUnit.Bytes, sum(r.nbytes for r in results))
         telemetry.errors(None if r.error is None else r.error.error_type for r in results)
         return json_response(status, body)
+
+    @app.get("/groups")
+    def list_groups() -> Response[str]:
+        return json_response(200, _groups.get().list_groups())
+
+    @app.get("/groups/<group>")
+    def describe_group(group: str) -> Response[str]:
+        return json_response(200, _groups.get().describe(unquote(group)))
+
+    @app.post("/groups/<group>/join")
+    def join_group(group: str) -> Response[str]:
+        return json_response(200, _groups.get().join(unquote(group), json_body(app.current_event, _limits.get())))
+
+    @app.post("/groups/<group>/heartbeat")
+    def heartbeat(group: str) -> Response[str]:
+        doc = json_body(app.current_event, _limits.get())
+        return json_response(200, _groups.get().heartbeat(unquote(group), doc))
+
+    @app.post("/groups/<group>/leave")
+    def leave_group(group: str) -> Response[str]:
+        return json_response(200, _groups.get().leave(unquote(group), json_body(app.current_event, _limits.get())))
+
+    @app.post("/groups/<group>/commit")
+    def commit_offsets(group: str) -> Response[str]:
+        answer = _groups.get().commit(unquote(group), json_body(app.current_event, _limits.get()))
+        telemetry.metric("OffsetsCommitted", MetricUnit.Count, len(answer["committed"]))
+        return json_response(200, answer)
 
     return app
 

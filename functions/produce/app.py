@@ -2,8 +2,11 @@
 
 200 when every partition's batch was appended, 409 for partial or other
 failures (each result says ``ok``, ``error_type``, ``error``, ``retriable``),
-503 when all failed with back-pressure; 400/413 for a malformed request,
-which writes nothing.
+503 when all failed with back-pressure; 400/413 for a malformed request or a
+partition past an explicit topic's count, 404 (``UnknownTopic``) for a
+deleted topic or a keyed entry (no partition) of a topic never created; none
+of these writes anything. A keyed entry gives one result per partition its
+records were routed to.
 
 The service is created on the first request of an execution environment
 (``ProduceService.from_env()``: one S3 PUT per request, partitions
@@ -71,8 +74,8 @@ def create_app() -> APIGatewayRestResolver:
         from llog.service.http_contract import parse_produce_request, produce_response
 
         limits = _limits.get()
-        groups = parse_produce_request(json_body(app.current_event, limits), limits)
-        results = _service.get().produce(groups)
+        entries = parse_produce_request(json_body(app.current_event, limits), limits)
+        groups, results = _service.get().produce_groups(entries)
         status, body = produce_response(results)
         ok = [i for i, r in enumerate(results) if r.ok]
         telemetry.metric("RecordsProduced", MetricUnit.Count, sum(results[i].count for i in ok))

@@ -86,6 +86,8 @@ SETTINGS: Mapping[str, Setting] = {
         Setting("LLOG_RETENTION_MS", "0", "age of compacted ranges retention removes (0: keep)"),
         Setting("LLOG_RETENTION_BYTES", "0", "size per partition above which retention removes (0: keep)"),
         Setting("LLOG_RETENTION_TOPICS", "{}", 'per-topic retention, JSON {"topic": {"ms": …, "bytes": …}}'),
+        # consumer groups
+        Setting("LLOG_GROUP_EXPIRY_MS", str(7 * 24 * 3600 * 1000), "idle time after which an empty group goes"),
         # identity
         Setting("LLOG_BROKER_ID", "", "broker id GET /health reports (unset: function name and instance)"),
     )
@@ -439,6 +441,11 @@ class CompactionScheduleConfig:
         if not self.queue_url:
             raise ConfigurationError("LLOG_COMPACTION_QUEUE_URL is not set (the compaction task queue)")
         return self.queue_url
+
+
+def group_expiry_ms_from_env(env: Environ | None = None) -> int:
+    """``LLOG_GROUP_EXPIRY_MS``: how long a group with no live member and no commit is kept (docs/GROUPS.md)."""
+    return setting_int(environ() if env is None else env, "LLOG_GROUP_EXPIRY_MS", minimum=1)
 
 
 def broker_id_from_env(env: Environ | None = None) -> str | None:

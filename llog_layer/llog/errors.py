@@ -42,6 +42,29 @@ class BatchTooLarge(InvalidArgument):
     """A batch exceeds the limits of the ``bytes-batch-v1`` format."""
 
 
+# --- topics (llog.protocol.topics) ---------------------------------------------
+
+
+class UnknownTopic(LlogError):
+    """The topic does not exist (never created, or deleted), or is not an explicit topic where one is needed."""
+
+    def __init__(self, topic: str, message: str | None = None) -> None:
+        super().__init__(message or f"topic {topic!r} does not exist")
+        self.topic = topic
+
+
+class TopicExists(LlogError):
+    """A create named an existing topic with other settings."""
+
+
+class TopicDeleted(LlogError):
+    """The topic was deleted and its data is being reclaimed; the name is free again once GC has done that."""
+
+
+class InvalidPartitionCount(InvalidArgument):
+    """A partition count is out of range, or would shrink a topic (counts only grow)."""
+
+
 # --- log state ---------------------------------------------------------------
 
 
@@ -109,6 +132,28 @@ class InconsistentReadState(LlogError):
     """The sparse index has a gap or overlap that should not exist."""
 
     retriable = True
+
+
+# --- consumer groups (llog.protocol.groups) ---------------------------------------
+
+
+class UnknownGroup(LlogError):
+    """The consumer group does not exist (never joined, or expired)."""
+
+
+class UnknownMember(LlogError):
+    """The member id is not in the group: it never joined, left, or its session expired.
+
+    Join again (without a member id) to get a new one.
+    """
+
+
+class StaleGeneration(LlogError):
+    """The request names an older generation of the group: rejoin to learn the current assignment."""
+
+
+class NotPartitionOwner(LlogError):
+    """The member's assignment in the current generation does not hold the partition."""
 
 
 # --- data integrity ------------------------------------------------------------

@@ -75,7 +75,7 @@ def test_unexpected_exceptions_do_not_leak_their_message():
         ("/produce", "produce", "/produce", None, ("POST",)),
         ("/consume", "consume", "/consume", None, ("POST",)),
         ("/health", "admin", "/health", None, ("GET",)),
-        ("/topics", "admin", "/topics", None, ("GET",)),
+        ("/topics", "admin", "/topics", None, ("GET", "POST")),
         ("/topics/orders/partitions/3", "admin", "/topics/{topic}/partitions/{partition}",
          {"topic": "orders", "partition": "3"}, ("GET",)),
         ("/topics/o/partitions/x/fence", "admin", "/topics/{topic}/partitions/{partition}/fence",

@@ -182,7 +182,7 @@ def test_a_later_request_retries_a_store_that_failed(dead_oxia_env: Env, monkeyp
         ("produce", "PUT", "/produce", "POST"),
         ("consume", "DELETE", "/consume", "POST"),
         ("admin", "POST", "/health", "GET"),
-        ("admin", "DELETE", "/topics", "GET"),
+        ("admin", "DELETE", "/topics", "GET, POST"),
         ("admin", "PUT", "/topics/orders/partitions/0", "GET"),
         ("admin", "GET", "/topics/orders/partitions/0/fence", "POST"),
         ("admin", "GET", "/topics/orders/partitions/0/unfence", "POST"),
@@ -197,7 +197,7 @@ def test_wrong_method_is_405_with_allow(dead_oxia_env: Env, function, method, pa
 
 
 @pytest.mark.parametrize("function", ["produce", "consume", "admin"])
-@pytest.mark.parametrize("path", ["/", "/nope", "/produce/extra", "/topics/orders", "/topics/a/partitions/0/x"])
+@pytest.mark.parametrize("path", ["/", "/nope", "/produce/extra", "/topics/orders/x", "/topics/a/partitions/0/x"])
 def test_unknown_paths_are_404_json_on_every_function(dead_oxia_env: Env, function, path):
     answer = invoke(function, load_event("unknown_path", path=path))
     assert_error(answer, 404, "NotFound")
@@ -352,11 +352,12 @@ def test_an_injected_service_is_used_and_not_closed_by_reset(dead_oxia_env: Env)
     closed = []
 
     class Recording:
-        def produce(self, groups):
+        def produce_groups(self, entries):
             from llog.client.writer import AppendResult
 
-            return [AppendResult(g.topic, g.partition, len(g.records), 1, len(g.records), "k", "s3://b/k")
-                    for g in groups]
+            groups = list(entries)
+            return groups, [AppendResult(g.topic, g.partition, len(g.records), 1, len(g.records), "k", "s3://b/k")
+                            for g in groups]
 
         def close(self):
             closed.append(True)

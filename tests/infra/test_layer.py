@@ -52,7 +52,7 @@ def test_layer_covers_llog_runtime_dependencies_at_the_tested_versions() -> None
         match = NAME.match(dependency)
         assert match is not None
         name = normalize(match.group(1))
-        if name != "boto3":
+        if name not in ("boto3", "llog-client"):  # llog-client: copied from client/ as sources
             assert name in layer, f"llog depends on {name} but the layer does not install it"
     dev_lock = pins([line.strip() for line in (ROOT / "requirements-dev.txt").read_text().splitlines()
                      if "==" in line and not line.startswith("#")])  # fmt: skip
@@ -77,7 +77,7 @@ def test_docker_fallback_installs_the_same_pins() -> None:
     for requirement in read_requirements():
         assert f"'{requirement}'" in command[2]
     assert "--no-deps" in command[2]
-    assert "cp -r /asset-input/llog /asset-output/python/" in command[2]
+    assert "cp -r /asset-input/llog_layer/llog /asset-input/client/llog_client /asset-output/python/" in command[2]
 
 
 def test_docker_fallback_compiles_the_layer_as_the_local_bundler_does() -> None:
@@ -88,13 +88,20 @@ def test_docker_fallback_compiles_the_layer_as_the_local_bundler_does() -> None:
     assert "--invalidation-mode unchecked-hash -d /opt/python" in script
 
 
+def test_the_layer_carries_llog_and_the_client_packages_as_sources() -> None:
+    assert [package.relative_to(ROOT).as_posix() for package in PipLayerBundler().packages] == [
+        "llog_layer/llog",
+        "client/llog_client",
+    ]
+
+
 def test_asset_hash_follows_sources_and_requirements(tmp_path: Path) -> None:
     package = tmp_path / "llog"
     package.mkdir()
     (package / "__init__.py").write_text("VERSION = 1\n")
     requirements = tmp_path / "requirements.txt"
     requirements.write_text(LAYER_REQUIREMENTS.read_text())
-    bundler = PipLayerBundler(package_dir=package, requirements=requirements)
+    bundler = PipLayerBundler(packages=[package], requirements=requirements)
     first = bundler.fingerprint()
     (package / "__pycache__").mkdir()
     (package / "__pycache__" / "x.cpython-313.pyc").write_bytes(b"\0")
@@ -104,7 +111,13 @@ def test_asset_hash_follows_sources_and_requirements(tmp_path: Path) -> None:
     assert second != first
     requirements.write_text(requirements.read_text() + "extra==1.0\n")
     assert bundler.fingerprint() != second
-    assert PipLayerBundler(package_dir=package, requirements=requirements, architecture="x86_64").fingerprint() != (
+    assert PipLayerBundler(packages=[package], requirements=requirements, architecture="x86_64").fingerprint() != (
+        bundler.fingerprint()
+    )
+    client = tmp_path / "llog_client"
+    client.mkdir()
+    (client / "__init__.py").write_text("VERSION = 2\n")
+    assert PipLayerBundler(packages=[package, client], requirements=requirements).fingerprint() != (
         bundler.fingerprint()
     )
 
@@ -115,7 +128,7 @@ def test_asset_hash_says_whether_and_by_which_python_the_layer_is_compiled(tmp_p
     (package / "__init__.py").write_text("VERSION = 1\n")
 
     def fingerprint(compiler: tuple[str, str] | None) -> str:
-        return PipLayerBundler(package_dir=package, compiler=compiler).fingerprint()
+        return PipLayerBundler(packages=[package], compiler=compiler).fingerprint()
 
     sources_only = fingerprint(None)
     compiled = fingerprint(("/usr/bin/python3.13", "3.13.0"))

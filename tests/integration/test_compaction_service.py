@@ -83,7 +83,7 @@ def test_the_planner_reads_each_partition_at_most_twice_and_finds_the_lag_of_sep
     # One listing of the registry; per partition one scan of meta/, and the tail of an open sequence
     # (the fenced one is sealed: its high watermark is in meta/control).
     open_sequences = 4 if protocol is AppendProtocol.SEQUENTIAL else 0
-    assert ops == {"list": 1, "range_scan": 5} | ({"get_lower": open_sequences} if open_sequences else {})
+    assert ops == {"list": 1, "range_scan": 6} | ({"get_lower": open_sequences} if open_sequences else {})
     assert sum(ops.values()) - 1 <= 2 * plan.partitions_seen
 
 

@@ -516,7 +516,7 @@ class TestWithoutOxia:
         requests = {(r["method"], r["route"], r["status"]): r["count"] for r in doc["http"]["requests"]}
         for key in [("POST", "/produce", 409), ("POST", "/produce", 400), ("GET", "/{proxy+}", 404)]:
             assert requests[key] == before.get(key, 0) + 1
-        assert doc["oxia"]["put"]["errors"] >= 1
+        assert doc["oxia"]["get"]["errors"] >= 1
         batcher_fields = {
             "flushes", "flushed_calls", "rejected", "buffered_bytes", "in_flight",
             "max_bytes", "max_delay_ms", "max_buffer_bytes", "max_in_flight",
@@ -535,7 +535,7 @@ class TestWithoutOxia:
         assert status == 200
         assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
         assert re.search(r'^llog_http_requests_total\{method="POST",route="/produce",status="409"\} [1-9]', text, re.M)
-        assert 'llog_storage_operation_errors_total{store="oxia",op="put"}' in text
+        assert 'llog_storage_operation_errors_total{store="oxia",op="get"}' in text
         assert "# TYPE llog_batcher_flushes_total counter" in text
         assert "llog_tail_cache_max_bytes 536870912" in text
         for line in text.splitlines():
@@ -678,7 +678,9 @@ def test_fence_over_http(live_server):
     assert status == 409
     assert [r["ok"] for r in doc["results"]] == [True, False]
     assert doc["results"][1]["error_type"] == "LogFenced"
-    assert call_json(live_server, "GET", "/topics")[1] == {"topics": [{"topic": "orders", "partitions": [0, 1]}]}
+    assert call_json(live_server, "GET", "/topics")[1] == {
+        "topics": [{"topic": "orders", "partitions": [0, 1], "explicit": False}]
+    }
 
 
 @pytest.mark.oxia
@@ -724,3 +726,106 @@ def test_shutdown_lets_a_long_poll_whose_body_is_arriving_finish(live_server):
     assert resp.status == 200, doc
     assert [(r["records"], r["next_fetch_offset"]) for r in doc["results"]] == [([], 3)]
     assert not stopper.is_alive()
+
+
+# The README's consumer-group examples (bodies verbatim; the member id comes from the join).
+EXAMPLE_JOIN = '{"topics": ["orders"], "session_timeout_ms": 10000}'
+EXAMPLE_COMMIT = """{
+    "member_id": "%s",
+    "generation": 1,
+    "offsets": [{"topic": "orders", "partition": 0, "offset": 2}]
+  }"""
+
+
+@pytest.mark.oxia
+def test_a_consumer_group_over_http_and_its_lag_in_metrics(live_server):
+    assert call_json(live_server, "POST", "/produce", EXAMPLE_PRODUCE)[0] == 200
+
+    status, joined = call_json(live_server, "POST", "/groups/billing/join", EXAMPLE_JOIN)
+    assert status == 200, joined
+    assert joined["assignments"] == [{"topic": "orders", "partitions": [0, 1]}]
+    member = joined["member_id"]
+    status, committed = call_json(live_server, "POST", "/groups/billing/commit", EXAMPLE_COMMIT % member)
+    assert status == 200, committed
+    status, group = call_json(live_server, "GET", "/groups/billing")
+    assert status == 200
+    assert [(o["partition"], o["committed"], o["lag"]) for o in group["offsets"]] == [(0, 2, 1), (1, None, None)]
+    assert call_json(live_server, "GET", "/groups") == (200, {"groups": ["billing"]})
+
+    def lag_in_metrics() -> list[dict[str, Any]]:
+        return [x for x in call_json(live_server, "GET", "/metrics")[1]["groups"]["lag"] if x["committed"]]
+
+    wait_until(lambda: bool(lag_in_metrics()), "/metrics has read the group's lag")
+    assert lag_in_metrics() == [
+        {"group": "billing", "topic": "orders", "partition": 0, "committed": 2, "log_start": 1, "high_watermark": 2,
+         "lag": 1, "below_log_start": False}
+    ]
+    text = call(live_server, "GET", "/metrics/prometheus")[2].decode()
+    assert 'llog_consumer_group_lag{group="billing",topic="orders",partition="0"} 1\n' in text
+    assert 'llog_consumer_group_committed_offset{group="billing",topic="orders",partition="0"} 2\n' in text
+
+    status, left = call_json(live_server, "POST", "/groups/billing/leave", json.dumps({"member_id": member}))
+    assert (status, left["left"]) == (200, True)
+    status, gone = call_json(live_server, "POST", "/groups/billing/heartbeat",
+                             json.dumps({"member_id": member, "generation": 1}))
+    assert (status, gone["error_type"]) == (409, "UnknownMember")
+
+
+# --- topics and keyed produce over HTTP ------------------------------------------------------------
+
+
+@pytest.mark.oxia
+def test_topics_and_keyed_produce_over_http(live_server):
+    from llog_client.partitioner import partition_for_key
+
+    status, created = call_json(live_server, "POST", "/topics", json.dumps({"topic": "events", "partitions": 3}))
+    assert (status, created["partitions"], created["explicit"]) == (201, 3, True)
+    assert call_json(live_server, "POST", "/topics", json.dumps({"topic": "events", "partitions": 3}))[0] == 200
+
+    keyed = {"topic_partitions": [{"topic": "events", "partition": None,
+                                   "records": [{"key": f"k{i}", "value": f"v{i}"} for i in range(9)]}]}  # fmt: skip
+    status, produced = call_json(live_server, "POST", "/produce", json.dumps(keyed))
+    assert status == 200, produced
+    expected = {p: [f"v{i}" for i in range(9) if partition_for_key(f"k{i}".encode(), 3) == p] for p in range(3)}
+    assert {r["partition"]: r["count"] for r in produced["results"]} == {
+        p: len(v) for p, v in expected.items() if v
+    }
+    fetch = {"topic_partitions": [{"topic": "events", "partition": p, "fetch_offset": 1} for p in range(3)]}
+    status, consumed = call_json(live_server, "POST", "/consume", json.dumps(fetch))
+    assert {r["partition"]: [rec["value"] for rec in r["records"]] for r in consumed["results"]} == expected
+
+    status, grown = call_json(live_server, "POST", "/topics/events/partitions", json.dumps({"partitions": 4}))
+    assert (status, grown["partitions"]) == (200, 4)
+    status, described = call_json(live_server, "GET", "/topics/events")
+    assert [s["high_watermark"] for s in described["partition_status"]] == [len(expected[p]) for p in range(3)] + [0]
+    past = {"topic_partitions": [{"topic": "events", "partition": 4, "records": ["x"]}]}
+    assert call_json(live_server, "POST", "/produce", json.dumps(past))[1]["error_type"] == "InvalidPartition"
+
+    status, deleted = call_json(live_server, "DELETE", "/topics/events")
+    assert (status, deleted) == (200, {"topic": "events", "deleted": True})
+    status, refused = call_json(live_server, "POST", "/produce", json.dumps(keyed))
+    assert (status, refused["error_type"]) == (404, "UnknownTopic")
+    assert call_json(live_server, "GET", "/topics/events")[0] == 404
+    status, listed = call_json(live_server, "GET", "/topics")
+    assert listed == {"topics": []}
+
+
+# The README's topic examples (bodies verbatim).
+README_CREATE_TOPIC = '{"topic": "payments", "partitions": 6, "config": {"retention_ms": 604800000}}'
+README_KEYED_PRODUCE = (
+    '{"topic_partitions": [{"topic": "payments", "records": [{"key": "customer-7", "value": "paid"}]}]}'
+)
+
+
+@pytest.mark.oxia
+def test_the_readme_topic_examples(live_server):
+    from llog_client.partitioner import partition_for_key
+
+    status, created = call_json(live_server, "POST", "/topics", README_CREATE_TOPIC)
+    assert (status, created["partitions"], created["config"]["retention_ms"]) == (201, 6, 604800000)
+    status, produced = call_json(live_server, "POST", "/produce", README_KEYED_PRODUCE)
+    assert status == 200, produced
+    assert [r["partition"] for r in produced["results"]] == [partition_for_key(b"customer-7", 6)]
+    status, grown = call_json(live_server, "POST", "/topics/payments/partitions", '{"partitions": 12}')
+    assert (status, grown["partitions"]) == (200, 12)
+    assert call_json(live_server, "DELETE", "/topics/payments") == (200, {"topic": "payments", "deleted": True})

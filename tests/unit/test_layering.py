@@ -21,6 +21,9 @@ into or out of it is reported.
 
 Outside the layers:
 
+* ``llog_client`` (``client/llog_client``, the HTTP client, shipped in the layer next to ``llog``)
+  imports nothing of ``llog``, ``functions`` or ``devserver``: it installs and runs without them.
+  Inside ``llog`` only ``llog.service`` imports it (keyed produce routes with its partitioner).
 * ``llog`` never imports the packages that are not in the Lambda layer (``functions``,
   ``devserver``, ``tests``, ``infra``, ``bench``, ``scripts``, the Glue job's ``llog_export``) nor
   Powertools; only ``llog.store`` imports the client libraries (``oxia``, ``grpc``, ``boto3``,
@@ -52,6 +55,7 @@ AREAS: tuple[tuple[str, Path, Path], ...] = (
     ("functions", ROOT, ROOT / "functions"),
     ("devserver", ROOT, ROOT / "devserver"),
     ("glue_jobs", ROOT / "glue_jobs", ROOT / "glue_jobs"),
+    ("llog_client", ROOT / "client", ROOT / "client" / "llog_client"),
 )
 
 LAYERS = ("errors", "format", "base", "store", "protocol", "client", "service", "top")
@@ -64,6 +68,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "functions": ("devserver", "tests", "infra", "bench", "scripts"),
     "devserver": ("tests", "infra", "bench", "scripts"),
     "glue_jobs": ("functions", "devserver", "tests", "infra", "bench", "scripts"),
+    "llog_client": ("llog", "functions", "devserver", "tests", "infra", "bench", "scripts", "llog_export"),
 }
 STORE_ONLY = ("oxia", "grpc", "boto3", "botocore")
 IO_LIBRARIES = (
@@ -71,6 +76,7 @@ IO_LIBRARIES = (
     "selectors", "select", "subprocess", "shutil", "tempfile", "pathlib", "sqlite3", "mmap",
 )  # fmt: skip
 GLUE_CEILING = "protocol"
+CLIENT_IMPORTER = "llog.service"
 
 
 @dataclass(frozen=True, order=True)
@@ -144,6 +150,8 @@ def broken_rules(area: str, module: str, imported: str, packages: frozenset[str]
                 yield f"only llog.store imports {library}"
         if within(module, "llog.format") and any(within(imported, library) for library in IO_LIBRARIES):
             yield "format does no I/O"
+        if within(imported, "llog_client") and not within(module, CLIENT_IMPORTER):
+            yield f"only {CLIENT_IMPORTER} imports llog_client"
     if not within(imported, "llog"):
         return
     imported_layer = llog_layer(imported, packages)
@@ -268,6 +276,13 @@ def test_the_checker_sees_every_kind_of_import() -> None:
         ("glue_jobs", "llog_export.job", "import llog\nfrom llog.protocol.manifest import ManifestStore", []),
         ("glue_jobs", "llog_export.job", "from llog.client.reader import LogReader",
          ["glue_jobs imports llog only up to protocol"]),
+        ("llog", "llog.service.produce", "from llog_client.partitioner import partition_for_key", []),
+        ("llog", "llog.protocol.topics", "from llog_client.partitioner import partition_for_key",
+         ["only llog.service imports llog_client"]),
+        ("llog", "llog.cli", "import llog_client.cli", ["only llog.service imports llog_client"]),
+        ("llog_client", "llog_client.producer", "import urllib3\nfrom llog_client.errors import LlogClientError", []),
+        ("llog_client", "llog_client.cli", "from llog.cli import COMMAND_GROUP\nfrom devserver import serve",
+         ["llog_client never imports devserver", "llog_client never imports llog"]),
     ],
 )  # fmt: skip
 def test_rules(area: str, module: str, source: str, expected: list[str]) -> None:

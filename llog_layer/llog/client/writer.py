@@ -166,6 +166,10 @@ class LogWriter:
             meta, config=self.config, sequential=self._sequential, fault_hook=self._fault_hook
         )
 
+    def forget(self, topic: str, partition: int) -> None:
+        """Drop what this writer caches of a partition (its open sequential generation): it was deleted."""
+        self._sequential.forget(PartitionKeys(topic, partition, self.storage.root))
+
     def recover_pending(self, topic: str, partition: int) -> bool:
         """Finish a pending append left by a crashed writer; True if there was one."""
         return append_cas.recover_pending(self._metadata(topic, partition), self._fault_hook)

@@ -10,13 +10,16 @@ Layout (docs/PROTOCOL.md, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``
     {root}/{topic}/partitions/{partition}/seq/{generation:010d}/e-{position:020d}-{fences:020d}
                                     (sequential partitions, docs/SEQUENTIAL_APPEND.md)
     {root}/__catalog/partitions/{topic}:{partition:010d}      (the registry, llog.protocol.registry)
+    {root}/__catalog/topics/{topic}                           (topic records, llog.protocol.topics)
+    {root}/__catalog/groups/{group}                           (consumer groups, llog.format.group_keys)
     {root}/wal-shared/{uuid}                                   (S3)
     {root}/{topic}/partitions/{partition}/data/compacted/{uuid} (S3)
     {root}/{topic}/partitions/{partition}/manifests/{start:020d}-{end:020d}.json (S3)
 
 Every Oxia record of a topic-partition uses ``partition_key = "{topic}:{partition}"``
-so that one partition lives on one Oxia shard; the registry's records share
-``partition_key = "__catalog"``, so one ordered scan on one shard lists them.
+so that one partition lives on one Oxia shard; the registry's records and the
+topic records share ``partition_key = "__catalog"``, so one ordered scan on one
+shard lists either.
 
 Oxia (v0.17.1, hierarchical key sorting) orders keys by their number of
 ``/`` first, then bytewise with ``/`` above every other byte. A scan or a
@@ -246,6 +249,33 @@ class PartitionKeys:
         return None if parsed is None else SequenceKey(generation, parsed[0], parsed[1])
 
     @property
+    def sequence_folders_scan(self) -> tuple[str, str]:
+        """``[start, end)`` of every generation's sequence keys (``seq/{g}/e-…``), at their one depth.
+
+        Both bounds have the depth of a sequence key; generation numbers are
+        ten digits from 1, so ``seq/0000000000/`` sorts before all of them and
+        ``seq/~/`` after (``~`` above every digit).
+        """
+        return f"{self.base}/seq/{0:0{GENERATION_WIDTH}d}/", f"{self.base}/seq/~/"
+
+    @property
+    def oxia_ranges(self) -> tuple[tuple[str, str], ...]:
+        """``[start, end)`` ranges, one per key depth, that together hold every Oxia key of the partition.
+
+        What deleting a partition removes (``llog.protocol.topics``); a new kind
+        of per-partition key must be covered here. ``meta/`` comes first: once
+        ``meta/control`` is gone, every reader, writer and compactor finds the
+        partition not initialized and stops.
+        """
+        meta = f"{self.base}/meta/"
+        return (meta, f"{meta}~"), (self.index_prefix, self.index_scan_end), self.sequence_folders_scan
+
+    @property
+    def object_prefix(self) -> str:
+        """Every S3 object of this partition (compacted objects, manifests) lies under it."""
+        return f"{self.base}/"
+
+    @property
     def compacted_prefix(self) -> str:
         return f"{self.base}/data/compacted/"
 
@@ -277,11 +307,12 @@ class PartitionKeys:
 
 @dataclass(frozen=True)
 class RegistryKeys:
-    """Keys of the registry of partitions (``llog.protocol.registry``): one depth, one shard.
+    """Keys of the registry of partitions (``llog.protocol.registry``) and of topic records: one shard.
 
     ``{root}/__catalog/partitions/{topic}:{partition:010d}``: a colon cannot
     occur in a topic, so ``{topic}:`` bounds exactly one topic's partitions,
-    and zero padding sorts them numerically.
+    and zero padding sorts them numerically. ``{root}/__catalog/topics/{topic}``
+    (``llog.protocol.topics``) has the same depth, in a folder of its own.
     """
 
     root: str = DEFAULT_ROOT_PREFIX
@@ -318,6 +349,29 @@ class RegistryKeys:
         try:
             return validate_topic(topic), validate_partition(int(digits))
         except (InvalidTopicName, InvalidPartition):
+            return None
+
+    # --- topic records ----------------------------------------------------------------
+
+    @property
+    def topics_prefix(self) -> str:
+        return f"{self.root}/__catalog/topics/"
+
+    @property
+    def topics_scan_end(self) -> str:
+        """Exclusive end of every topic record's key: ``~`` sorts after every topic character."""
+        return f"{self.topics_prefix}~"
+
+    def topic(self, topic: str) -> str:
+        return f"{self.topics_prefix}{validate_topic(topic)}"
+
+    def parse_topic(self, key: str) -> str | None:
+        """The topic a topic record's key names, or None if it is not one."""
+        if not key.startswith(self.topics_prefix):
+            return None
+        try:
+            return validate_topic(key[len(self.topics_prefix) :])
+        except InvalidTopicName:
             return None
 
 

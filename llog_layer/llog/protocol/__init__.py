@@ -42,6 +42,15 @@ name here exists.
 | A24 | claims              | claims.CompactorClaims.try_claim             |                           |             |
 |     |                     | claims.CompactorClaims.held                  |                           |             |
 |     |                     | claims.CompactorClaims.release               |                           |             |
+| A25 | topic create, grow  | topics.TopicRegistry.create                  |                           | I10 I11     |
+|     |                     | topics.TopicRegistry.grow                    |                           |             |
+| A26 | topic delete        | topics.TopicRegistry.delete                  |                           | I12         |
+| A27 | topic reclaim       | topics.reclaim_topic                         |                           | I8 I13      |
+| A28 | consumer groups     | groups.GroupCoordinator.join                 |                           | I14         |
+|     |                     | groups.GroupCoordinator.heartbeat            |                           |             |
+|     |                     | groups.GroupCoordinator.leave                |                           |             |
+|     |                     | groups.GroupCoordinator.commit               |                           |             |
+|     |                     | groups.GroupCoordinator.expire_idle          |                           |             |
 
 Each action, where it is specified and what it does:
 
@@ -99,6 +108,16 @@ Each action, where it is specified and what it does:
 * A24 claims (docs/PROTOCOL.md, "Compaction"): an ephemeral
   ``meta/compactor-claim`` per partition. It only avoids wasted work: no
   invariant rests on it.
+* A25-A27 topics (``llog.protocol.topics``, docs/HTTP_API.md "Topics"): a
+  create-only (create) or compare-and-set (grow, delete) topic record, then
+  the partitions it names are initialized (create, grow) or fenced (delete);
+  each is idempotent, so a crash is finished by repeating it. Reclaim deletes
+  a deleted topic's Oxia keys, objects and registry entries, the record last.
+  That module's docstring argues I11-I13 (its T1-T4).
+* A28 consumer groups (``llog.protocol.groups``, docs/GROUPS.md): read the
+  group's one record, drop expired leases, apply, write it back with a
+  compare-and-set on the version read; a refused action writes nothing
+  (I14, argued in that module's docstring).
 
 Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protocols):
 
@@ -135,4 +154,15 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
   the compaction cursor and any running compaction.
 * I10 Every initialized partition is registered: the registry record is
   written before ``meta/control``.
+* I11 A topic's partition count only grows, and its name is claimed
+  create-only: two creates of one name agree, or one gets ``TopicExists``.
+* I12 After a topic's delete returns, no append to it succeeds: every
+  partition is fenced first.
+* I13 Reclaim touches only the deleted topic's own keys and objects, and
+  nothing writes to a reclaimed partition (writers trust a topic record for a
+  bounded time, and reclaim waits longer than that).
+* I14 A consumer group's members hold disjoint partitions covering what they
+  subscribe to, its generation only grows, and an offset is committed only by
+  the partition's owner in the current generation, checked on the version of
+  the group record the commit replaces.
 """

@@ -1,20 +1,26 @@
-"""Read-only views of the log for operators (``GET /topics``, ``GET /topics/{t}/partitions/{p}``).
+"""Read-only views of the log for operators (``GET /topics``, ``GET /topics/{t}``, ``GET /topics/{t}/partitions/{p}``).
 
 Partitions are discovered through the registry (``llog.protocol.registry``); a
 registered partition whose ``meta/control`` does not exist yet (a crash
 during its creation) raises ``PartitionNotInitialized`` from ``status``.
+Topics are the registry's topics plus the topic records
+(``llog.protocol.topics``): a topic with a record is explicit, one without is
+implicit (created by produce). A deleted topic is listed nowhere, and so
+neither compacted nor described, from its deletion on.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from llog.errors import PartitionNotInitialized
+from llog.errors import PartitionNotInitialized, UnknownTopic
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.registry import PartitionRegistry
+from llog.protocol.topics import PARTITION_CONCURRENCY, TopicRecord, TopicRegistry
 from llog.store.oxia import OxiaStore
 
 
@@ -50,15 +56,83 @@ class PartitionStatus:
         }
 
 
+@dataclass(frozen=True)
+class TopicListing:
+    topic: str
+    partitions: list[int]  # registered, in numeric order
+    explicit: bool  # created with a topic record, not implicitly by produce
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partitions": self.partitions, "explicit": self.explicit}
+
+
+def partition_summary(status: PartitionStatus | None, partition: int) -> dict[str, Any]:
+    """One partition of a topic's description; a partition not initialized yet reads as empty."""
+    if status is None:
+        return {"partition": partition, "high_watermark": 0, "log_start": 1, "next_offset": 1,
+                "log_state": "NOT_INITIALIZED"}  # fmt: skip
+    return {
+        "partition": partition,
+        "high_watermark": status.high_watermark,
+        "log_start": status.log_start_offset,
+        "next_offset": status.next_offset,
+        "log_state": status.log_state,
+    }
+
+
 class LogCatalog:
     def __init__(self, oxia: OxiaStore, *, root: str = DEFAULT_ROOT_PREFIX) -> None:
         self.oxia = oxia
         self.root = root
         self._registry = PartitionRegistry(oxia, root=root)
+        self.topic_records = TopicRegistry(oxia, root=root)
+
+    def topics(self) -> list[TopicListing]:
+        """Every topic that is not deleted, in name order: two reads (topic records, registry)."""
+        registered = self._registry.partitions()
+        records = self.topic_records.records()
+        names = sorted(set(registered) | set(records))
+        return [
+            TopicListing(t, registered.get(t, []), t in records)
+            for t in names
+            if not (t in records and records[t].deleted)
+        ]
 
     def partitions(self) -> dict[str, list[int]]:
-        """Every registered partition, by topic, sorted."""
-        return self._registry.partitions()
+        """Every registered partition of the topics that are not deleted, by topic, sorted."""
+        return {listing.topic: listing.partitions for listing in self.topics() if listing.partitions}
+
+    def describe(self, topic: str) -> dict[str, Any]:
+        """A topic's settings and each partition's offsets; ``UnknownTopic`` if deleted or never created."""
+        record = self.topic_records.get(topic)
+        if record is not None and record.deleted:
+            raise UnknownTopic(topic, f"topic {topic!r} was deleted")
+        registered = self._registry.partitions(topic).get(topic, [])
+        if record is None and not registered:
+            raise UnknownTopic(topic)
+        partitions = list(range(record.partitions)) if record is not None else registered
+        with ThreadPoolExecutor(min(PARTITION_CONCURRENCY, len(partitions))) as pool:
+            statuses = list(pool.map(lambda p: self._status_or_none(topic, p), partitions))
+        return {
+            "topic": topic,
+            "partitions": len(partitions),
+            "config": self._config_json(record),
+            "created_at_ms": None if record is None else record.created_at_ms,
+            "explicit": record is not None,
+            "partition_status": [partition_summary(s, p) for s, p in zip(statuses, partitions, strict=True)],
+        }
+
+    @staticmethod
+    def _config_json(record: TopicRecord | None) -> dict[str, Any]:
+        if record is None:  # implicit: each partition has the protocol its creator was configured with
+            return {"append_protocol": None, "retention_ms": None, "retention_bytes": None}
+        return record.config.to_json()
+
+    def _status_or_none(self, topic: str, partition: int) -> PartitionStatus | None:
+        try:
+            return self.status(topic, partition)
+        except PartitionNotInitialized:
+            return None
 
     def status(self, topic: str, partition: int) -> PartitionStatus:
         """Two Oxia reads at most: the ``meta/`` records in one scan, and a sequential partition's tail.

@@ -10,8 +10,13 @@ Two kinds of garbage:
   references: left by a compaction that died before recording itself, or
   that lost a race.
 
-Each run first applies retention (``llog.protocol.retention``, docs/RETENTION.md),
-which deletes the compacted objects of the ranges it removes itself.
+Each run first reclaims deleted topics whose deletion is older than the
+grace (``llog.protocol.topics.reclaim_topic``: their Oxia keys, their
+compacted objects and manifests, their registry entries, then their topic
+records), then applies retention (``llog.protocol.retention``,
+docs/RETENTION.md), which deletes the compacted objects of the ranges it
+removes itself. A reclaimed partition's WAL slices are unreferenced from then
+on, so its shared WAL blobs go with the rest.
 
 Safety rests on one bound: nothing starts referencing an object more than
 ``max_commit_delay`` after its PUT began (writers and compactors check it
@@ -27,7 +32,7 @@ order (object ids are UUIDv7), from a per-partition watermark in Oxia.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import islice
@@ -41,6 +46,7 @@ from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.registry import PartitionRegistry
 from llog.protocol.retention import Retention
+from llog.protocol.topics import TopicRecord, TopicRegistry, reclaim_due, reclaim_topic
 from llog.store.s3 import ObjectInfo
 from llog.store.storage import Storage
 
@@ -69,12 +75,19 @@ class GcReport:
     # Old objects under wal-shared/ whose LLS1 header cannot be read (foreign or damaged): kept, never
     # deleted, and reported as warnings, not errors: they recur every run and do not make it fail.
     wal_unreadable_kept: int = 0
+    topics_reclaimed: int = 0
+    reclaim_partitions: int = 0
+    reclaim_objects_deleted: int = 0
+    reclaim_bytes_deleted: int = 0
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     @property
     def deleted(self) -> int:
-        return self.wal_blobs_deleted + self.compacted_deleted + self.retention_objects_deleted
+        return (
+            self.wal_blobs_deleted + self.compacted_deleted + self.retention_objects_deleted
+            + self.reclaim_objects_deleted
+        )  # fmt: skip
 
 
 class GarbageCollector:
@@ -82,6 +95,7 @@ class GarbageCollector:
         self.storage = storage
         self.config = config or GcConfig()
         self._registry = PartitionRegistry(storage.oxia, root=storage.root)
+        self._topics = TopicRegistry(storage.oxia, root=storage.root, clock=storage.clock)
         self.retention = Retention(storage, config=self.config.retention)
 
     @classmethod
@@ -99,21 +113,52 @@ class GarbageCollector:
 
     def collect(self) -> GcReport:
         report = GcReport()
-        # Retention first: the WAL blobs of the ranges it removes become garbage in the same run.
-        self.enforce_retention(report)
+        topics = self._topics.records()
+        # Reclaim and retention first: the WAL blobs they free become garbage in the same run.
+        self.reclaim_deleted_topics(topics, report)
+        self.enforce_retention(report, topics)
         self.collect_wal(report)
         self.collect_compacted(report)
         log.info("gc: %s", report)
         return report
 
+    # --- deleted topics --------------------------------------------------------------
+
+    def reclaim_deleted_topics(self, topics: Mapping[str, TopicRecord], report: GcReport) -> None:
+        """Reclaim every deleted topic whose deletion is older than the grace (``llog.protocol.topics``)."""
+        now_ms = int(self.storage.clock() * 1000)
+        for record in topics.values():
+            if not reclaim_due(record, now_ms, self.config.grace_ms):
+                continue
+            try:
+                result = reclaim_topic(self.storage, record)
+            except LlogError as exc:
+                report.errors.append(f"reclaim {record.topic}: {exc}")
+                continue
+            report.topics_reclaimed += result.finished
+            report.reclaim_partitions += result.partitions_reclaimed
+            report.reclaim_objects_deleted += result.objects_deleted
+            report.reclaim_bytes_deleted += result.bytes_deleted
+            report.warnings.extend(result.deferred[: max(0, MAX_WARNINGS - len(report.warnings))])
+            log.info("gc: reclaimed deleted topic %s: %s", record.topic, result)
+
     # --- retention -----------------------------------------------------------------
 
-    def enforce_retention(self, report: GcReport) -> None:
-        """Every partition: apply its topic's retention and finish truncations a crash left behind."""
+    def enforce_retention(self, report: GcReport, topics: Mapping[str, TopicRecord] | None = None) -> None:
+        """Every partition: apply its topic's retention and finish truncations a crash left behind.
+
+        ``topics`` are the topic records (read here if not given): an explicit
+        topic's config may set its own limits, and a deleted topic is left to reclaim.
+        """
+        topics = self._topics.records() if topics is None else topics
         for topic, partitions in self._registry.partitions().items():
+            record = topics.get(topic)
+            if record is not None and record.deleted:
+                continue
+            policy = None if record is None else record.config.retention(self.retention.config.policy(topic))
             for partition in partitions:
                 try:
-                    result = self.retention.enforce(topic, partition)
+                    result = self.retention.enforce(topic, partition, policy)
                 except PartitionNotInitialized:
                     continue  # registered, not created yet (llog.protocol.registry): nothing to retain
                 except LlogError as exc:

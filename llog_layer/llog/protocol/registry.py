@@ -1,12 +1,14 @@
 """The registry of partitions: how every component finds the topics and partitions that exist.
 
 A partition is registered (``{root}/__catalog/partitions/{topic}:{p}``,
-docs/FORMATS.md) *before* its ``meta/control`` record is created, so the
+docs/PROTOCOL.md) *before* its ``meta/control`` record is created, so the
 invariant "every initialized partition is registered" holds at every crash
 point; a crash in between leaves a registered partition that is not
 initialized yet, which discovery callers skip (``PartitionNotInitialized``)
 and the next ``initialize_partition`` completes. Registration is a
-create-only put: idempotent, and it never rewrites an entry.
+create-only put: idempotent, and it never rewrites an entry. An entry is
+removed only when a deleted topic's partition has been reclaimed, after
+everything else of it (``llog.protocol.topics``).
 
 Discovery reads the registry with scans bounded to its one key depth. A
 scan under the root prefix cannot find partitions on Oxia v0.17.1, which
@@ -48,6 +50,10 @@ class PartitionRegistry:
         except VersionConflict:
             return False
         return True
+
+    def deregister(self, topic: str, partition: int) -> None:
+        """Remove a partition's entry: the last step of reclaiming a deleted topic (``llog.protocol.topics``)."""
+        self.oxia.delete(self.keys.partition(topic, partition), partition_key=self.keys.partition_key)
 
     def partitions(self, topic: str | None = None) -> dict[str, list[int]]:
         """Registered partitions by topic, topics in name order, partitions in numeric order.

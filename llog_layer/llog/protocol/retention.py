@@ -1,5 +1,8 @@
 """Retention: per-topic limits by age and by size (docs/RETENTION.md). Default: keep everything.
 
+A topic's limits come from its record's config (``llog.protocol.topics``) where
+it sets them, else from the deployment's settings (``RetentionConfig``).
+
 Truncation moves a partition's log start (``meta/control.log_start_offset``)
 forward past whole compacted ranges, then removes what lies below it:
 
@@ -103,8 +106,11 @@ class Retention:
         self.config = config or RetentionConfig()
         self.manifests = ManifestStore(storage.blobs, bucket=storage.bucket, root=storage.root)
 
-    def enforce(self, topic: str, partition: int) -> RetentionResult:
+    def enforce(self, topic: str, partition: int, policy: RetentionPolicy | None = None) -> RetentionResult:
         """Apply the topic's policy to one partition, and finish any earlier truncation.
+
+        ``policy`` is the topic's own (its record's config, ``llog.protocol.topics``);
+        without one, the configured policy of the topic.
 
         A partition that keeps everything and was never truncated costs one read
         of ``meta/control``. Otherwise the index is read from its first key (keys
@@ -117,7 +123,7 @@ class Retention:
         meta = PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
         index = PartitionIndex.load(meta)
         before = index.control.log_start_offset
-        policy = self.config.policy(topic)
+        policy = self.config.policy(topic) if policy is None else policy
         if policy.keeps_everything and before == INITIAL_OFFSET:
             return RetentionResult(topic, partition, before, before)
         now_ms = int(self.storage.clock() * 1000)

@@ -19,20 +19,26 @@ while they are not (connecting, or the server has notifications off), it
 re-polls with backoff from 20 ms doubling to 500 ms. A partition the cache
 knows to be empty at its tail is re-read from Oxia only when a notification
 names it, on a re-check, and on the final poll.
+
+A deleted topic (``llog.protocol.topics``) is refused with ``UnknownTopic``
+for the whole request: deletion fences every partition, so only a fenced
+partition's read costs a look at its topic record.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from llog.client.reader import LogReader, LogRecord, record_at
-from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange
+from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, UnknownTopic
 from llog.format.codec import RecordBatch, decode_batch
-from llog.format.documents import INITIAL_OFFSET, IndexedBatch
+from llog.format.documents import INITIAL_OFFSET, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys
+from llog.protocol.topics import TopicRegistry
 from llog.service.tail_cache import TailCache
 from llog.store.changes import Changes, Wakeup
 from llog.store.fetch import BlobFetcher
@@ -117,6 +123,11 @@ class ConsumeService:
         # tail cache reads no control record but still reports it.
         self._log_starts: dict[tuple[str, int], int] = {}
 
+    @functools.cached_property
+    def _topics(self) -> TopicRegistry:
+        """Read only for a fenced partition (a deleted topic's are): created on first use."""
+        return TopicRegistry(self.reader.storage.oxia, root=self.reader.storage.root)
+
     @classmethod
     def from_env(cls) -> ConsumeService:
         """The consume Lambda's service: a cache of compacted objects (``LLOG_CONSUME_OBJECT_CACHE_BYTES``)."""
@@ -134,6 +145,9 @@ class ConsumeService:
             while True:
                 final = self._clock() >= deadline
                 results = self._fetch(request, EVERYTHING if final else changed)
+                for result in results:
+                    if isinstance(result.error, UnknownTopic):
+                        raise result.error
                 if final or sum(r.nbytes for r in results) >= request.min_bytes or all(r.error for r in results):
                     return results
                 remaining = deadline - self._clock()
@@ -210,6 +224,10 @@ class ConsumeService:
                     return plan
         try:
             info = self.reader.partition_info(req.topic, req.partition)
+            if info.control.log_state is LogState.FENCED:
+                record = self._topics.get(req.topic)
+                if record is not None and record.deleted:
+                    raise UnknownTopic(req.topic, f"topic {req.topic!r} was deleted")
             plan.high_watermark = info.high_watermark
             plan.log_start_offset = self._log_starts[(req.topic, req.partition)] = info.log_start
             if cache is not None:

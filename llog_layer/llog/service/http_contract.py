@@ -1,4 +1,4 @@
-"""The HTTP contract of docs/HTTP_API.md (``POST /produce``, ``POST /consume``) as plain functions.
+"""The HTTP contract of docs/HTTP_API.md (``POST /produce``, ``POST /consume``, topics) as plain functions.
 
 Parsing turns a decoded JSON body into typed requests and raises
 ``RequestRejected`` (with the HTTP status to answer) for anything malformed,
@@ -16,15 +16,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llog.client.writer import AppendResult, SharedAppendGroup
+from llog.client.writer import AppendResult
 from llog.config import Limits
 from llog.errors import InvalidArgument, LlogError
 from llog.format.codec import Headers, Record
 from llog.format.keys import validate_partition, validate_topic
+from llog.protocol.topics import MAX_PARTITIONS
 from llog.service.consume import ConsumeRequest, FetchPartition, PartitionFetch
+from llog.service.produce import ProduceEntry
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
 
 
 class RequestRejected(LlogError):
@@ -94,15 +95,23 @@ def _int_field(
     return value
 
 
-def _topic_partition(item: Mapping[str, Any], where: str) -> tuple[str, int]:
+def _topic(item: Mapping[str, Any], where: str) -> str:
     topic = item.get("topic")
     if not isinstance(topic, str) or not topic:
         raise RequestRejected(f"{where}.topic must be a non-empty string")
+    try:
+        return validate_topic(topic)
+    except InvalidArgument as exc:
+        raise RequestRejected(f"{where}: {exc}", error_type=exc.error_type) from None
+
+
+def _topic_partition(item: Mapping[str, Any], where: str) -> tuple[str, int]:
+    topic = _topic(item, where)
     partition = item.get("partition")
     if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
         raise RequestRejected(f"{where}.partition must be a non-negative integer")
     try:
-        return validate_topic(topic), validate_partition(partition)
+        return topic, validate_partition(partition)
     except InvalidArgument as exc:
         raise RequestRejected(f"{where}: {exc}", error_type=exc.error_type) from None
 
@@ -189,7 +198,8 @@ def _topic_partitions(body: Mapping[str, Any], limits: Limits) -> list[Any]:
 # --- produce -------------------------------------------------------------------------
 
 
-def parse_produce_request(doc: Any, limits: Limits) -> list[SharedAppendGroup]:
+def parse_produce_request(doc: Any, limits: Limits) -> list[ProduceEntry]:
+    """Each entry names a partition, or (none, or null) routes its records by key among the topic's partitions."""
     body = _object(doc, "the request body")
     items = _topic_partitions(body, limits)
     groups = []
@@ -197,7 +207,9 @@ def parse_produce_request(doc: Any, limits: Limits) -> list[SharedAppendGroup]:
     for i, raw in enumerate(items):
         where = f"topic_partitions[{i}]"
         item = _object(raw, where)
-        topic, partition = _topic_partition(item, where)
+        # Without a partition (or null) the records are routed by key among the topic's partitions.
+        keyed = item.get("partition") is None
+        topic, partition = (_topic(item, where), None) if keyed else _topic_partition(item, where)
         records_raw = _non_empty_list(item.get("records"), f"{where}.records")
         total += len(records_raw)
         if total > limits.max_records_per_request:
@@ -206,7 +218,7 @@ def parse_produce_request(doc: Any, limits: Limits) -> list[SharedAppendGroup]:
                 error_type="LimitExceeded",
             )
         records = [_record(r, f"{where}.records[{j}]") for j, r in enumerate(records_raw)]
-        groups.append(SharedAppendGroup(topic, partition, records))
+        groups.append(ProduceEntry(topic, partition, records))
     return groups
 
 
@@ -238,6 +250,43 @@ def produce_response(results: Sequence[AppendResult]) -> tuple[int, dict[str, An
         "success_count": len(results) - len(errors),
         "error_count": len(errors),
     }
+
+
+# --- topics --------------------------------------------------------------------------
+
+
+def _only_fields(doc: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(doc) - set(allowed))
+    if unknown:
+        raise RequestRejected(f"{where} has unknown fields: {', '.join(unknown)} (known: {', '.join(allowed)})")
+
+
+def _partition_count(doc: Mapping[str, Any], *, default: int | None = None) -> int:
+    value = doc.get("partitions", default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PARTITIONS:
+        raise RequestRejected(
+            f"partitions must be an integer from 1 to {MAX_PARTITIONS}", error_type="InvalidPartitionCount"
+        )
+    return value
+
+
+def parse_create_topic(doc: Any) -> tuple[str, int, dict[str, Any] | None]:
+    """``POST /topics``: ``(topic, partitions, config)``; the config is checked by ``TopicConfig.parse``."""
+    body = _object(doc, "the request body")
+    _only_fields(body, ("topic", "partitions", "config"), "the request body")
+    config = body.get("config")
+    if config is not None:
+        config = dict(_object(config, "config"))
+    return _topic(body, "the request body"), _partition_count(body, default=1), config
+
+
+def parse_grow_topic(doc: Any) -> int:
+    """``POST /topics/{topic}/partitions``: the new partition count."""
+    body = _object(doc, "the request body")
+    _only_fields(body, ("partitions",), "the request body")
+    if "partitions" not in body:
+        raise RequestRejected("the request body needs partitions, the new partition count")
+    return _partition_count(body)
 
 
 # --- consume -------------------------------------------------------------------------

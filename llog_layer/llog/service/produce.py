@@ -1,20 +1,39 @@
-"""The produce service behind ``POST /produce``: lazy partition creation, then one shared append.
+"""The produce service behind ``POST /produce``: topic checks, keyed routing, lazy partition creation, appends.
 
 A partition is initialized on the first write this process sees for it
 (docs/PROTOCOL.md); successful initializations are remembered for the life of
 the process (a Lambda execution environment or ``llog serve``). A Lambda
 appends each request on its own; ``llog serve`` passes a batching appender,
 which turns concurrent requests into one shared WAL object.
+
+Topics (``llog.protocol.topics``): the topic record of every topic a request
+names is read once and trusted for ``TOPIC_CACHE_TTL_MS`` (no Oxia read per
+request in the steady state), except that a partition at or past the cached
+count re-reads it before the request is refused (counts only grow). An entry
+without a partition routes each record by its key with Kafka's partitioner
+(``llog_client.partitioner``); records without a key go to one partition per
+request and topic, round-robin across requests. A deleted topic is refused
+(``UnknownTopic``) as soon as its record is seen; an append racing the delete
+fails on the fence (``LogFenced``), and the record, read again, turns that
+into ``UnknownTopic``. A topic whose record changed identity (deleted,
+reclaimed, created again), or was not confirmed for ``STALE_TOPIC_MS``, has
+its partitions forgotten: they are initialized again before the next write.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
-from llog.errors import LlogError
+from llog.errors import InvalidPartition, LlogError, LogFenced, UnknownTopic
+from llog.format.codec import Record
+from llog.protocol.topics import STALE_TOPIC_MS, TOPIC_CACHE_TTL_MS, TopicRecord, TopicRegistry
+from llog_client.partitioner import partition_for_key
 
 
 class SharedAppender(Protocol):
@@ -25,11 +44,72 @@ class SharedAppender(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class ProduceEntry:
+    """One topic entry of a produce request: a batch for ``partition``, or (``None``) records routed by key."""
+
+    topic: str
+    partition: int | None
+    records: Sequence[Record | bytes]
+
+
+@dataclass
+class _CachedTopic:
+    record: TopicRecord | None  # None: no record (an implicit topic, or none at all)
+    checked_at: float  # the service's clock, seconds
+
+    @property
+    def identity(self) -> tuple[int, bool] | None:
+        return None if self.record is None else (self.record.created_at_ms, self.record.deleted)
+
+
+def route(
+    entries: Sequence[ProduceEntry | SharedAppendGroup],
+    partitions: Mapping[str, int],
+    next_partition: Callable[[int], int],
+) -> list[SharedAppendGroup]:
+    """The batches of a request: one per entry with a partition; per keyed entry, one per partition its records go to.
+
+    A keyed record goes to ``partition_for_key(key, n)`` among its topic's ``partitions[topic]``;
+    the keyless records of one request and topic all go to one partition, ``next_partition(n)``
+    (asked once per request and topic). Batches come in the order their first record does.
+    """
+    groups: list[SharedAppendGroup] = []
+    sticky: dict[str, int] = {}
+    for entry in entries:
+        if entry.partition is not None:
+            groups.append(SharedAppendGroup(entry.topic, entry.partition, entry.records))
+            continue
+        count = partitions[entry.topic]
+        routed: dict[int, list[Record | bytes]] = {}
+        for item in entry.records:
+            key = item.key if isinstance(item, Record) else None
+            if key is not None:
+                partition = partition_for_key(key, count)
+            else:
+                if entry.topic not in sticky:
+                    sticky[entry.topic] = next_partition(count)
+                partition = sticky[entry.topic]
+            routed.setdefault(partition, []).append(item)
+        groups.extend(SharedAppendGroup(entry.topic, p, batch) for p, batch in routed.items())
+    return groups
+
+
 class ProduceService:
-    def __init__(self, writer: LogWriter, *, batcher: SharedAppender | None = None) -> None:
+    def __init__(
+        self,
+        writer: LogWriter,
+        *,
+        batcher: SharedAppender | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.writer = writer
         self.batcher = batcher
+        self.topics = TopicRegistry(writer.storage.oxia, root=writer.root, writer_config=writer.config)
+        self._clock = clock
         self._initialized: set[tuple[str, int]] = set()
+        self._cached: dict[str, _CachedTopic] = {}
+        self._round_robin: Iterator[int] = itertools.count()
         self._lock = threading.Lock()
 
     @classmethod
@@ -37,15 +117,45 @@ class ProduceService:
         """The service of a produce Lambda: one shared append per request."""
         return cls(LogWriter.from_env())
 
-    def produce(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]:
-        """Append every group; invalid input raises before anything is written."""
-        for group in groups:
-            validate_group(group, self.writer.root)
+    def produce(self, entries: Sequence[ProduceEntry | SharedAppendGroup]) -> list[AppendResult]:
+        """Append every entry; one result per partition batch written (``produce_groups``)."""
+        return self.produce_groups(entries)[1]
+
+    def produce_groups(
+        self, entries: Sequence[ProduceEntry | SharedAppendGroup]
+    ) -> tuple[list[SharedAppendGroup], list[AppendResult]]:
+        """Route, check and append every entry: the groups written and their results, in the same order.
+
+        Invalid input, an unknown or deleted topic and a partition past an
+        explicit topic's count raise before anything is written; a request
+        whose every batch failed on a topic deleted meanwhile raises
+        ``UnknownTopic`` too (nothing of it is in the log). A topic
+        whose record cannot be read (Oxia out of reach) fails its batches,
+        as a partition that cannot be initialized does; its keyed entries,
+        which cannot be routed, fail the request.
+        """
+        for entry in entries:
+            validate_group(SharedAppendGroup(entry.topic, entry.partition or 0, entry.records), self.writer.root)
+        records: dict[str, TopicRecord | None] = {}
+        unreadable: dict[str, LlogError] = {}
+        for topic in dict.fromkeys(entry.topic for entry in entries):
+            try:
+                records[topic] = self._topic(topic)
+            except LlogError as exc:
+                unreadable[topic] = exc
+        for entry in entries:
+            if entry.topic not in unreadable:
+                records[entry.topic] = self._check(entry, records[entry.topic])
+            elif entry.partition is None:
+                raise unreadable[entry.topic]
+        groups = self._route(entries, records)
         results: dict[int, AppendResult] = {}
         ready: list[tuple[int, SharedAppendGroup]] = []
         for i, group in enumerate(groups):
             try:
-                self._ensure_initialized(group.topic, group.partition)
+                if group.topic in unreadable:
+                    raise unreadable[group.topic]
+                self._ensure_initialized(group.topic, group.partition, records[group.topic])
             except LlogError as exc:
                 results[i] = AppendResult(group.topic, group.partition, len(group.records), error=exc)
             else:
@@ -54,13 +164,93 @@ class ProduceService:
             appender = self.batcher or self.writer
             appended = appender.append_shared([g for _, g in ready])
             results.update((i, r) for (i, _), r in zip(ready, appended, strict=True))
-        return [results[i] for i in range(len(groups))]
+        final = self._deleted_as_unknown([results[i] for i in range(len(groups))])
+        unknown = [r.error for r in final if isinstance(r.error, UnknownTopic)]
+        if unknown and len(unknown) == len(final):
+            raise unknown[0]  # every batch met a delete: the request's answer is that the topic is gone
+        return groups, final
 
-    def _ensure_initialized(self, topic: str, partition: int) -> None:
+    # --- topics ------------------------------------------------------------------------------
+
+    def _topic(self, topic: str, *, refresh: bool = False) -> TopicRecord | None:
+        """The topic's record as this process knows it, read again if older than the TTL (or ``refresh``)."""
+        now = self._clock()
+        with self._lock:
+            cached = self._cached.get(topic)
+        if cached is not None and not refresh and now - cached.checked_at < TOPIC_CACHE_TTL_MS / 1000:
+            return cached.record
+        fresh = _CachedTopic(self.topics.get(topic), now)
+        with self._lock:
+            if cached is not None and (
+                cached.identity != fresh.identity or now - cached.checked_at >= STALE_TOPIC_MS / 1000
+            ):
+                self._forget(topic)  # possibly deleted and reclaimed since: create its partitions afresh
+            self._cached[topic] = fresh
+        return fresh.record
+
+    def _forget(self, topic: str) -> None:
+        """Forget what this process knows of a topic's partitions (called with the lock held)."""
+        for pid in [pid for pid in self._initialized if pid[0] == topic]:
+            self._initialized.discard(pid)
+            # The writer's cached open generation of a reclaimed partition names a sequence that is gone.
+            self.writer.forget(*pid)
+
+    def _check(self, entry: ProduceEntry | SharedAppendGroup, record: TopicRecord | None) -> TopicRecord | None:
+        """The entry's topic record if the entry may be written to it; raises otherwise (nothing written)."""
+        if record is not None and record.deleted:
+            raise UnknownTopic(entry.topic, f"topic {entry.topic!r} was deleted")
+        if entry.partition is None:
+            if record is None:
+                raise UnknownTopic(
+                    entry.topic,
+                    f"topic {entry.topic!r} was not created (POST /topics): records without a partition are routed "
+                    "by key among an explicit topic's partitions; name a partition to produce to an implicit topic",
+                )
+            return record
+        if record is not None and entry.partition >= record.partitions:
+            record = self._topic(entry.topic, refresh=True)  # grown since it was cached?
+            if record is not None and (record.deleted or entry.partition >= record.partitions):
+                if record.deleted:
+                    raise UnknownTopic(entry.topic, f"topic {entry.topic!r} was deleted")
+                raise InvalidPartition(
+                    f"partition {entry.partition} does not exist: topic {entry.topic!r} has {record.partitions} "
+                    f"partitions (0 to {record.partitions - 1})"
+                )
+        return record
+
+    def _route(
+        self, entries: Sequence[ProduceEntry | SharedAppendGroup], records: dict[str, TopicRecord | None]
+    ) -> list[SharedAppendGroup]:
+        counts = {topic: record.partitions for topic, record in records.items() if record is not None}
+        return route(entries, counts, lambda count: next(self._round_robin) % count)
+
+    def _deleted_as_unknown(self, results: list[AppendResult]) -> list[AppendResult]:
+        """A fenced partition of a topic whose record now says deleted: report ``UnknownTopic``."""
+        deleted = set()
+        for topic in {r.topic for r in results if isinstance(r.error, LogFenced)}:
+            try:
+                record = self._topic(topic, refresh=True)
+            except LlogError:
+                continue  # cannot tell: the batch stays LogFenced, which it is
+            if record is not None and record.deleted:
+                deleted.add(topic)
+        return [
+            AppendResult(r.topic, r.partition, r.count, error=UnknownTopic(r.topic, f"topic {r.topic!r} was deleted"))
+            if r.topic in deleted and isinstance(r.error, LogFenced)
+            else r
+            for r in results
+        ]
+
+    # --- partitions ------------------------------------------------------------------------
+
+    def _ensure_initialized(self, topic: str, partition: int, record: TopicRecord | None) -> None:
         pid = (topic, partition)
         if pid in self._initialized:
             return
-        self.writer.initialize_partition(topic, partition)
+        if record is None:
+            self.writer.initialize_partition(topic, partition)
+        else:  # an explicit topic's partitions have its protocol, whatever this process's default
+            self.topics.initialize(record, [partition])
         with self._lock:
             self._initialized.add(pid)
 
@@ -68,4 +258,3 @@ class ProduceService:
         if self.batcher is not None:
             self.batcher.close()
         self.writer.close()
-

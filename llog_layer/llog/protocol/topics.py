@@ -1,0 +1,435 @@
+"""Topics: a named set of partitions ``0..N-1`` with settings, created, grown and deleted explicitly.
+
+A topic record (``{root}/__catalog/topics/{topic}``, ``partition_key =
+"__catalog"``, docs/FORMAT.md) holds ``{"partitions", "config",
+"created_at_ms", "state", "deleted_at_ms"}``. A topic without a record whose
+partitions are registered (created by a produce naming partition numbers,
+``llog.protocol.registry``) is *implicit*: it keeps working as before, one
+partition per partition number seen.
+
+Actions, each idempotent, so a crash at any point is finished by repeating it
+(or by the next action that needs its result):
+
+* **create**: put the record create-only, then initialize every partition
+  (register, cursor, control: ``PartitionMetadata.create`` with the topic's
+  protocol). Crash after the record: the next create with the same settings,
+  a grow, or a produce to the partition initializes what is missing. A create
+  of an implicit topic's name adopts its partitions (the count must cover them).
+* **grow**: compare-and-set the record to the larger count, then initialize
+  the new partitions. Crash after the record: as for create.
+* **delete**: compare-and-set the record to ``state: "deleted"``, then make
+  sure every partition exists and fence it (``fence.set_state``). Crash after
+  the record: the next delete fences; until then produce processes refuse the
+  topic as soon as they see the record (below). Deleting an implicit topic
+  writes a deleted record for it.
+* **reclaim** (``reclaim_topic``, called by GC once the deletion is older than
+  GC's grace plus ``RECLAIM_DELAY_MS``): per partition, delete its Oxia keys
+  (one bounded range per key depth, ``PartitionKeys.oxia_ranges``, ``meta/``
+  first, so anything still reading it finds it not initialized), then its S3
+  objects (compacted objects, manifests), then its registry entry; last, the
+  topic record. Crash anywhere: the record is still there, deleted, and the
+  next pass repeats every step (deleting what is gone is a no-op). Shared WAL
+  blobs are left to GC, which deletes them once no index references them.
+
+Invariants:
+
+* T1 Partition counts only grow, and a record's name claim is create-only: two
+  creates of one name agree or one gets ``TopicExists``.
+* T2 After a delete returns, no append to the topic succeeds: every partition
+  is fenced, so an append racing the delete fails (``LogFenced``, which the
+  produce service reports as ``UnknownTopic`` once it reads the record).
+* T3 Reclaim never touches another topic's data: it works only under the
+  deleted topic's own prefixes, and the name cannot be created again while
+  its record exists, i.e. until reclaim has finished.
+* T4 Nothing writes to a reclaimed partition. A produce process trusts a
+  topic record it read for at most ``TOPIC_CACHE_TTL_MS``, and treats an entry
+  not confirmed for ``STALE_TOPIC_MS`` as a possibly reclaimed topic (it forgets
+  the partitions it initialized); reclaim waits GC's grace
+  (> twice the writers' commit delay) plus ``RECLAIM_DELAY_MS`` >= both.
+  The compaction planner no longer lists a deleted topic
+  (``LogCatalog.partitions``), and a compactor still holding a partition's
+  claim defers that partition's reclaim. (A compaction task queued before the
+  delete and claimed in the instant between that check and the deletion of
+  ``meta/`` could still write; the time bounds make it remote, not impossible.)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from llog.config import RetentionPolicy, WriterConfig
+from llog.errors import (
+    CorruptMetadata,
+    InvalidArgument,
+    InvalidPartitionCount,
+    TopicDeleted,
+    TopicExists,
+    UnknownTopic,
+    VersionConflict,
+)
+from llog.format.documents import AppendProtocol, LogState
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, RegistryKeys, validate_topic
+from llog.protocol import fence
+from llog.protocol.append_sequential import SequentialAppender
+from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.registry import PartitionRegistry
+from llog.store.oxia import CREATE_ONLY, OxiaStore
+from llog.store.storage import Storage
+
+MAX_PARTITIONS = 10_000
+TOPIC_CACHE_TTL_MS = 10_000  # a produce process reads a topic's record at most this often
+# A cached topic not confirmed for this long may have been deleted and reclaimed unseen: its partitions are
+# initialized again before the next write. Reclaim waits at least this long after a deletion (T4), so an idle
+# topic pays that only after ten minutes.
+STALE_TOPIC_MS = 10 * 60 * 1000
+RECLAIM_DELAY_MS = STALE_TOPIC_MS
+PARTITION_CONCURRENCY = 16  # partitions initialized, fenced or described at once
+
+
+class TopicState(str, Enum):
+    ACTIVE = "active"
+    DELETED = "deleted"
+
+
+def _limit(doc: Any, name: str) -> int | None:
+    value = doc.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"config.{name} must be a positive integer or null, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """A topic's settings. A retention limit left null leaves the deployment's (``LLOG_RETENTION_*``) in force."""
+
+    append_protocol: AppendProtocol
+    retention_ms: int | None = None
+    retention_bytes: int | None = None
+
+    FIELDS = ("append_protocol", "retention_ms", "retention_bytes")
+
+    @classmethod
+    def parse(cls, doc: Any, *, default_protocol: AppendProtocol) -> TopicConfig:
+        """A config document (fields optional); ``InvalidArgument`` names what is wrong."""
+        if doc is None:
+            doc = {}
+        if not isinstance(doc, dict):
+            raise InvalidArgument("config must be a JSON object")
+        unknown = sorted(set(doc) - set(cls.FIELDS))
+        if unknown:
+            raise InvalidArgument(f"config has unknown keys: {', '.join(unknown)} (known: {', '.join(cls.FIELDS)})")
+        protocol = doc.get("append_protocol")
+        if protocol is None:
+            protocol = default_protocol
+        else:
+            try:
+                protocol = AppendProtocol(protocol)
+            except ValueError:
+                choices = ", ".join(p.value for p in AppendProtocol)
+                raise InvalidArgument(f"config.append_protocol {protocol!r} is not one of {choices}") from None
+        return cls(protocol, _limit(doc, "retention_ms"), _limit(doc, "retention_bytes"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "append_protocol": self.append_protocol.value,
+            "retention_ms": self.retention_ms,
+            "retention_bytes": self.retention_bytes,
+        }
+
+    def retention(self, default: RetentionPolicy) -> RetentionPolicy:
+        """The policy of the topic's partitions: its own limits, the deployment's where it sets none."""
+        return RetentionPolicy(
+            default.max_age_ms if self.retention_ms is None else self.retention_ms,
+            default.max_bytes if self.retention_bytes is None else self.retention_bytes,
+        )
+
+
+def validate_partition_count(partitions: object) -> int:
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or not 1 <= partitions <= MAX_PARTITIONS:
+        raise InvalidPartitionCount(f"partitions must be an integer from 1 to {MAX_PARTITIONS}, got {partitions!r}")
+    return partitions
+
+
+@dataclass(frozen=True)
+class TopicRecord:
+    topic: str
+    partitions: int
+    config: TopicConfig
+    created_at_ms: int
+    state: TopicState = TopicState.ACTIVE
+    deleted_at_ms: int | None = None
+    version_id: int | None = field(default=None, compare=False)  # None: not stored yet
+
+    @property
+    def deleted(self) -> bool:
+        return self.state is TopicState.DELETED
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "partitions": self.partitions,
+                "config": self.config.to_json(),
+                "created_at_ms": self.created_at_ms,
+                "state": self.state.value,
+                "deleted_at_ms": self.deleted_at_ms,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def decode(cls, topic: str, value: bytes, version_id: int) -> TopicRecord:
+        try:
+            doc = json.loads(value)
+            # A field a newer version added is ignored (docs/FORMAT.md, "Compatibility").
+            stored = {k: v for k, v in doc["config"].items() if k in TopicConfig.FIELDS}
+            return cls(
+                topic,
+                validate_partition_count(doc["partitions"]),
+                TopicConfig.parse(stored, default_protocol=AppendProtocol.SEQUENTIAL),
+                int(doc["created_at_ms"]),
+                TopicState(doc["state"]),
+                None if doc.get("deleted_at_ms") is None else int(doc["deleted_at_ms"]),
+                version_id,
+            )
+        except (ValueError, KeyError, TypeError, InvalidArgument) as exc:
+            raise CorruptMetadata(f"topic record of {topic!r} is not readable: {exc}") from None
+
+
+class TopicRegistry:
+    """Create, read, grow and delete topic records, and initialize or fence their partitions."""
+
+    def __init__(
+        self,
+        oxia: OxiaStore,
+        *,
+        root: str = DEFAULT_ROOT_PREFIX,
+        clock: Callable[[], float] = time.time,
+        writer_config: WriterConfig | None = None,
+    ) -> None:
+        self.oxia = oxia
+        self.root = root
+        self.keys = RegistryKeys(root)
+        self.registry = PartitionRegistry(oxia, root=root, clock=clock)
+        self._clock = clock
+        self._writer_config = writer_config or WriterConfig()
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def get(self, topic: str) -> TopicRecord | None:
+        """The topic's record (one Oxia read), or None: implicit or unknown."""
+        found = self.oxia.get(self.keys.topic(topic), partition_key=self.keys.partition_key)
+        return None if found is None else TopicRecord.decode(topic, found.value, found.version_id)
+
+    def records(self) -> dict[str, TopicRecord]:
+        """Every topic record, by name (one scan)."""
+        found = {}
+        scan = self.oxia.range_scan(
+            self.keys.topics_prefix, self.keys.topics_scan_end, partition_key=self.keys.partition_key
+        )
+        for item in scan:
+            topic = self.keys.parse_topic(item.key)
+            if topic is not None:
+                found[topic] = TopicRecord.decode(topic, item.value, item.version_id)
+        return found
+
+    def active(self, topic: str) -> TopicRecord:
+        """The record of an explicit topic that is not deleted; ``UnknownTopic`` otherwise."""
+        record = self.get(topic)
+        if record is None or record.deleted:
+            raise UnknownTopic(topic)
+        return record
+
+    # --- create, grow ------------------------------------------------------------------------
+
+    def create(self, topic: str, partitions: int, config: TopicConfig) -> tuple[TopicRecord, bool]:
+        """Create the topic (True) or find it with the same settings (False); then initialize every partition."""
+        validate_topic(topic)
+        validate_partition_count(partitions)
+        while True:
+            record = self.get(topic)
+            if record is None:
+                registered = self.registry.partitions(topic).get(topic, [])
+                if registered and registered[-1] >= partitions:
+                    raise InvalidPartitionCount(
+                        f"topic {topic!r} already has partition {registered[-1]} (created by produce): "
+                        f"partitions must be at least {registered[-1] + 1}"
+                    )
+                record = TopicRecord(topic, partitions, config, self._now_ms())
+                try:
+                    version = self.oxia.put(
+                        self.keys.topic(topic),
+                        record.encode(),
+                        partition_key=self.keys.partition_key,
+                        expected_version_id=CREATE_ONLY,
+                    )
+                except VersionConflict:
+                    continue  # created concurrently: compare with that one
+                record, created = replace(record, version_id=version), True
+            else:
+                created = False
+                if record.deleted:
+                    raise TopicDeleted(
+                        f"topic {topic!r} was deleted and its data is not reclaimed yet; the name is free again "
+                        "after the next garbage collection past its grace period"
+                    )
+                if (record.partitions, record.config) != (partitions, config):
+                    raise TopicExists(
+                        f"topic {topic!r} exists with other settings: partitions {record.partitions}, "
+                        f"config {json.dumps(record.config.to_json())}"
+                    )
+            self.initialize(record, range(record.partitions))
+            return record, created
+
+    def grow(self, topic: str, partitions: int) -> TopicRecord:
+        """Raise the partition count (the same count is a no-op that completes a crashed grow)."""
+        validate_partition_count(partitions)
+        while True:
+            record = self.active(topic)
+            if partitions < record.partitions:
+                raise InvalidPartitionCount(
+                    f"topic {topic!r} has {record.partitions} partitions; the count can only grow"
+                )
+            if partitions > record.partitions:
+                grown = replace(record, partitions=partitions)
+                try:
+                    version = self._replace(grown)
+                except VersionConflict:
+                    continue
+                record = replace(grown, version_id=version)
+            self.initialize(record, range(record.partitions))
+            return record
+
+    def initialize(self, record: TopicRecord, partitions: Iterable[int]) -> None:
+        """Create the given partitions of the topic if absent, with the topic's protocol (idempotent)."""
+        self._each(record.topic, partitions, lambda meta: meta.create(record.config.append_protocol))
+
+    # --- delete ------------------------------------------------------------------------------
+
+    def delete(self, topic: str) -> TopicRecord:
+        """Mark the topic deleted, then fence every partition; again on a deleted topic it re-fences."""
+        validate_topic(topic)
+        while True:
+            record = self.get(topic)
+            try:
+                if record is None:
+                    record = self._delete_implicit(topic)
+                elif not record.deleted:
+                    deleted = replace(record, state=TopicState.DELETED, deleted_at_ms=self._now_ms())
+                    record = replace(deleted, version_id=self._replace(deleted))
+            except VersionConflict:
+                continue
+            break
+        registered = self.registry.partitions(topic).get(topic, [])
+        self._each(topic, sorted(set(registered) | set(range(record.partitions))), self._fence(record))
+        return record
+
+    def _delete_implicit(self, topic: str) -> TopicRecord:
+        registered = self.registry.partitions(topic).get(topic, [])
+        if not registered:
+            raise UnknownTopic(topic)
+        now = self._now_ms()
+        record = TopicRecord(
+            topic,
+            registered[-1] + 1,
+            TopicConfig(self._writer_config.append_protocol),
+            now,
+            TopicState.DELETED,
+            now,
+        )
+        version = self.oxia.put(
+            self.keys.topic(topic), record.encode(), partition_key=self.keys.partition_key,
+            expected_version_id=CREATE_ONLY,
+        )  # fmt: skip
+        return replace(record, version_id=version)
+
+    def _fence(self, record: TopicRecord) -> Callable[[PartitionMetadata], object]:
+        # No appender cache to keep: a throwaway one fences sequential partitions.
+        sequential = SequentialAppender(self._writer_config, fault=lambda point: None, clock=self._clock)
+
+        def run(meta: PartitionMetadata) -> object:
+            # A partition the create never got to is created first, fenced: nothing can open it later.
+            meta.create(record.config.append_protocol)
+            return fence.set_state(meta, LogState.FENCED, config=self._writer_config, sequential=sequential)
+
+        return run
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _replace(self, record: TopicRecord) -> int:
+        assert record.version_id is not None, "only a stored record is replaced"
+        return self.oxia.put(
+            self.keys.topic(record.topic),
+            record.encode(),
+            partition_key=self.keys.partition_key,
+            expected_version_id=record.version_id,
+        )
+
+    def _each(self, topic: str, partitions: Iterable[int], action: Callable[[PartitionMetadata], object]) -> None:
+        metas = [PartitionMetadata(self.oxia, PartitionKeys(topic, p, self.root)) for p in partitions]
+        if len(metas) <= 1:
+            for meta in metas:
+                action(meta)
+            return
+        with ThreadPoolExecutor(min(PARTITION_CONCURRENCY, len(metas)), thread_name_prefix="llog-topic") as pool:
+            list(pool.map(action, metas))  # raises the first failure, after every action ended
+
+
+# --- reclaim -----------------------------------------------------------------------------------
+
+
+@dataclass
+class ReclaimResult:
+    partitions_reclaimed: int = 0
+    objects_deleted: int = 0
+    bytes_deleted: int = 0
+    finished: bool = False  # the topic record is gone: the name is free
+    deferred: list[str] = field(default_factory=list)  # partitions left for a later pass, and why
+
+
+def reclaim_due(record: TopicRecord, now_ms: int, grace_ms: int) -> bool:
+    """Whether a deleted topic may be reclaimed now (invariant T4)."""
+    return record.deleted and (record.deleted_at_ms or 0) + grace_ms + RECLAIM_DELAY_MS <= now_ms
+
+
+def reclaim_topic(storage: Storage, record: TopicRecord) -> ReclaimResult:
+    """Delete everything of a deleted topic (see the module docstring); repeatable after any crash."""
+    if not record.deleted:
+        raise InvalidArgument(f"topic {record.topic!r} is not deleted; only a deleted topic is reclaimed")
+    registry = PartitionRegistry(storage.oxia, root=storage.root)
+    keys = RegistryKeys(storage.root)
+    result = ReclaimResult()
+    registered = registry.partitions(record.topic).get(record.topic, [])
+    for partition in sorted(set(registered) | set(range(record.partitions))):
+        partition_keys = PartitionKeys(record.topic, partition, storage.root)
+        pk = partition_keys.partition_key
+        if storage.oxia.get(partition_keys.compactor_claim, partition_key=pk) is not None:
+            result.deferred.append(f"{record.topic}/{partition}: a compactor holds its claim")
+            continue
+        for start, end in partition_keys.oxia_ranges:
+            storage.oxia.delete_range(start, end, partition_key=pk)
+        objects = list(storage.blobs.list(storage.bucket, partition_keys.object_prefix))
+        storage.blobs.delete(storage.bucket, [o.key for o in objects])
+        result.objects_deleted += len(objects)
+        result.bytes_deleted += sum(o.size for o in objects)
+        registry.deregister(record.topic, partition)
+        result.partitions_reclaimed += 1
+    if not result.deferred:
+        assert record.version_id is not None
+        try:
+            storage.oxia.delete(keys.topic(record.topic), partition_key=keys.partition_key,
+                                expected_version_id=record.version_id)  # fmt: skip
+        except VersionConflict:
+            return result  # changed since it was read (another pass): judged again next time
+        result.finished = True
+    return result

@@ -1,0 +1,217 @@
+"""The consumer-group service behind ``/groups`` (docs/HTTP_API.md, "Consumer groups"; docs/GROUPS.md).
+
+Parses the request documents (``RequestRejected``, 400, for a malformed
+one, before anything is read), calls ``GroupCoordinator`` and renders its
+answers. ``describe`` adds each partition's log start and high watermark
+(``LogCatalog.status``, read concurrently) to the committed offsets, hence
+the lag; ``lags`` does the same for every group (``/metrics``, the
+planner's ``ConsumerLag`` metric).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from llog.config import OxiaConfig, group_expiry_ms_from_env, root_prefix_from_env
+from llog.errors import PartitionNotInitialized, UnknownGroup
+from llog.protocol.catalog import LogCatalog
+from llog.protocol.groups import (
+    DEFAULT_SESSION_TIMEOUT_MS,
+    GroupCoordinator,
+    GroupState,
+    OffsetCommit,
+)
+from llog.service.http_contract import RequestRejected
+from llog.store.oxia import OxiaStore
+
+STATUS_CONCURRENCY = 16  # partition status reads of one describe at once
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """A group's position in one partition. ``lag``: offsets still to read, ``None`` without a commit.
+
+    ``committed`` is the next offset to read; reading resumes at ``log_start``
+    when it is below it (retention removed the offsets in between), so those
+    do not count as lag. ``high_watermark`` is the last offset (llog's meaning),
+    so the log ends at ``high_watermark + 1``.
+    """
+
+    group: str
+    topic: str
+    partition: int
+    committed: int | None
+    log_start: int | None
+    high_watermark: int | None
+
+    @property
+    def below_log_start(self) -> bool:
+        return self.committed is not None and self.log_start is not None and self.committed < self.log_start
+
+    @property
+    def lag(self) -> int | None:
+        if self.committed is None or self.log_start is None or self.high_watermark is None:
+            return None
+        return max(0, self.high_watermark + 1 - max(self.committed, self.log_start))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "committed": self.committed,
+            "log_start": self.log_start,
+            "high_watermark": self.high_watermark,
+            "lag": self.lag,
+            "below_log_start": self.below_log_start,
+        }
+
+
+def _object(doc: Any, allowed: set[str], required: set[str]) -> Mapping[str, Any]:
+    if not isinstance(doc, dict):
+        raise RequestRejected("the request body must be a JSON object")
+    unknown = sorted(set(doc) - allowed)
+    if unknown:
+        raise RequestRejected(f"unknown field {unknown[0]!r}; expected {', '.join(sorted(allowed))}")
+    missing = sorted(required - set(doc))
+    if missing:
+        raise RequestRejected(f"missing field {missing[0]!r}")
+    return doc
+
+
+def _int(doc: Mapping[str, Any], name: str) -> int:
+    value = doc[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestRejected(f"{name} must be an integer")
+    return value
+
+
+def _str(doc: Mapping[str, Any], name: str) -> str:
+    value = doc[name]
+    if not isinstance(value, str):
+        raise RequestRejected(f"{name} must be a string")
+    return value
+
+
+def _assignments(assignment: Mapping[str, list[int]]) -> list[dict[str, Any]]:
+    return [{"topic": t, "partitions": ps} for t, ps in sorted(assignment.items())]
+
+
+def _offsets(doc: Mapping[str, Any]) -> list[OffsetCommit]:
+    raw = doc["offsets"]
+    if not isinstance(raw, list) or not raw:
+        raise RequestRejected("offsets must be a non-empty list of {topic, partition, offset}")
+    offsets = []
+    for item in raw:
+        entry = _object(item, {"topic", "partition", "offset"}, {"topic", "partition", "offset"})
+        offsets.append(OffsetCommit(_str(entry, "topic"), _int(entry, "partition"), _int(entry, "offset")))
+    return offsets
+
+
+class GroupService:
+    def __init__(self, coordinator: GroupCoordinator, catalog: LogCatalog) -> None:
+        self.coordinator = coordinator
+        self.catalog = catalog
+
+    @classmethod
+    def from_env(cls) -> GroupService:
+        return cls.on(OxiaStore(OxiaConfig.from_env()), root=root_prefix_from_env())
+
+    @classmethod
+    def on(cls, oxia: OxiaStore, *, root: str) -> GroupService:
+        """The service on an Oxia store someone else owns (``llog serve``, the planner)."""
+        coordinator = GroupCoordinator(oxia, root=root, expiry_ms=group_expiry_ms_from_env())
+        return cls(coordinator, LogCatalog(oxia, root=root))
+
+    def close(self) -> None:
+        self.coordinator.oxia.close()
+
+    # --- routes ---------------------------------------------------------------------------------
+
+    def join(self, group: str, doc: Any) -> dict[str, Any]:
+        body = _object(doc, {"topics", "session_timeout_ms", "member_id"}, {"topics"})
+        timeout = _int(body, "session_timeout_ms") if "session_timeout_ms" in body else DEFAULT_SESSION_TIMEOUT_MS
+        member_id = None if body.get("member_id") is None else _str(body, "member_id")
+        joined = self.coordinator.join(group, body["topics"], session_timeout_ms=timeout, member_id=member_id)
+        return {
+            "group": joined.group,
+            "member_id": joined.member_id,
+            "generation": joined.generation,
+            "assignments": _assignments(joined.assignment),
+            "heartbeat_interval_ms": joined.heartbeat_interval_ms,
+        }
+
+    def heartbeat(self, group: str, doc: Any) -> dict[str, Any]:
+        body = _object(doc, {"member_id", "generation"}, {"member_id", "generation"})
+        beat = self.coordinator.heartbeat(group, _str(body, "member_id"), _int(body, "generation"))
+        return {"generation": beat.generation, "rejoin": beat.rejoin}
+
+    def leave(self, group: str, doc: Any) -> dict[str, Any]:
+        body = _object(doc, {"member_id"}, {"member_id"})
+        member_id = _str(body, "member_id")
+        self.coordinator.leave(group, member_id)
+        return {"group": group, "member_id": member_id, "left": True}
+
+    def commit(self, group: str, doc: Any) -> dict[str, Any]:
+        body = _object(doc, {"member_id", "generation", "offsets"}, {"member_id", "generation", "offsets"})
+        committed = self.coordinator.commit(group, _str(body, "member_id"), _int(body, "generation"), _offsets(body))
+        return {
+            "group": group,
+            "committed": [{"topic": o.topic, "partition": o.partition, "offset": o.offset} for o in committed],
+        }
+
+    def describe(self, group: str) -> dict[str, Any]:
+        state = self.coordinator.describe(group)
+        return {
+            "group": group,
+            "generation": state.generation,
+            "members": [
+                {
+                    "member_id": m,
+                    "topics": v.topics,
+                    "expires_at_ms": v.expires_at_ms,
+                    "assignments": _assignments(v.assignment),
+                }
+                for m, v in sorted(state.members.items())
+            ],
+            "offsets": [lag.to_json() for lag in self._lags(group, state)],
+        }
+
+    def list_groups(self) -> dict[str, Any]:
+        return {"groups": self.coordinator.groups()}
+
+    # --- lag ------------------------------------------------------------------------------------
+
+    def lags(self) -> list[PartitionLag]:
+        """Every group's lag in every partition it covers or has committed (idle groups expired first)."""
+        found = []
+        for group in self.coordinator.groups():
+            try:
+                state = self.coordinator.describe(group)
+            except UnknownGroup:
+                continue  # expired or deleted since the listing
+            found += self._lags(group, state)
+        return found
+
+    def _lags(self, group: str, state: GroupState) -> list[PartitionLag]:
+        covered = {(t, p) for t, ps in state.partitions.items() for p in ps}
+        committed = {(t, p): o for t, ps in state.offsets.items() for p, o in ps.items()}
+        partitions = sorted(covered | committed.keys())
+        if not partitions:
+            return []
+        with ThreadPoolExecutor(min(STATUS_CONCURRENCY, len(partitions))) as pool:
+            ends = list(pool.map(lambda tp: self._ends(*tp), partitions))
+        return [
+            PartitionLag(group, t, p, committed.get((t, p)), start, hw)
+            for (t, p), (start, hw) in zip(partitions, ends, strict=True)
+        ]
+
+    def _ends(self, topic: str, partition: int) -> tuple[int | None, int | None]:
+        """``(log_start, high_watermark)``; ``None`` for a partition that is not initialized (or deleted)."""
+        try:
+            status = self.catalog.status(topic, partition)
+        except PartitionNotInitialized:
+            return None, None
+        return status.log_start_offset, status.high_watermark

@@ -1,0 +1,56 @@
+"""``llog serve`` on the session's Oxia server and moto S3, for the client's tests."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import pytest
+
+from devserver.serve import LlogServer
+from llog.config import S3Config
+from llog_client.producer import RecordMetadata
+from tests.conftest import OxiaServer, serve_env, start_server
+
+
+def call(server: LlogServer, method: str, path: str, body: Any = None) -> Any:
+    """One request to ``server`` with urllib (not the client under test); the decoded JSON answer."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(server.url + path, data=data, method=method,
+                                     headers={"content-type": "application/json"})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def read_partition(server: LlogServer, topic: str, partition: int) -> list[dict[str, Any]]:
+    """Every record of the partition, read with ``POST /consume``."""
+    records: list[dict[str, Any]] = []
+    offset = 1
+    while True:
+        body = {"topic_partitions": [{"topic": topic, "partition": partition, "fetch_offset": offset}]}
+        (result,) = call(server, "POST", "/consume", body)["results"]
+        if result.get("error_type") == "PartitionNotInitialized":
+            return records
+        assert result["ok"], result
+        if not result["records"]:
+            return records
+        records += result["records"]
+        offset = result["next_fetch_offset"]
+
+
+def results(futures: list[Future[RecordMetadata]]) -> list[RecordMetadata]:
+    return [future.result(timeout=0) for future in futures]
+
+
+@pytest.fixture
+def server(
+    monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str, oxia_server: OxiaServer
+) -> Iterator[LlogServer]:
+    srv = start_server(monkeypatch, {**serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address})
+    try:
+        yield srv
+    finally:
+        srv.shutdown()

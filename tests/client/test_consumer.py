@@ -1,0 +1,87 @@
+"""The group consumer against a real ``llog serve``: committed offsets, rebalances, seek."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from devserver.serve import LlogServer
+from llog_client.consumer import Consumer, Record
+from llog_client.producer import Producer
+
+# A bound on the loops that wait for the group to settle, so that a bug fails the test instead of hanging it.
+SETTLE_S = 60
+
+
+def produce(server: LlogServer, topic: str, values: dict[int, list[str]]) -> None:
+    with Producer(server.url) as producer:
+        for partition, partition_values in values.items():
+            for value in partition_values:
+                producer.send(topic, value, partition=partition)
+        producer.flush()
+
+
+def poll_until(consumer: Consumer, done: Callable[[list[Record]], bool]) -> list[Record]:
+    records: list[Record] = []
+    deadline = time.monotonic() + SETTLE_S
+    while not done(records):
+        assert time.monotonic() < deadline, f"gave up with {len(records)} records"
+        records += consumer.poll(0.5)
+    return records
+
+
+def test_a_group_reads_every_record_once_across_restarts(server: LlogServer) -> None:
+    values = {p: [f"p{p}-{i}" for i in range(10)] for p in range(3)}
+    produce(server, "events", values)
+    with Consumer(server.url, "readers", ["events"], enable_auto_commit=False) as consumer:
+        records = poll_until(consumer, lambda got: len(got) >= 30)
+        consumer.commit()
+        assert sorted(consumer.assignment) == [("events", 0), ("events", 1), ("events", 2)]
+    assert sorted(r.value.decode() for r in records) == sorted(v for vs in values.values() for v in vs)
+    for partition in range(3):
+        assert [r.offset for r in records if r.partition == partition] == list(range(1, 11))
+
+    produce(server, "events", {1: ["late"]})
+    with Consumer(server.url, "readers", ["events"]) as consumer:
+        record = next(iter(consumer))  # iterating polls until a record comes
+        assert (record.partition, record.offset, record.value) == (1, 11, b"late")
+        assert consumer.poll(0.2) == []
+
+
+def test_a_new_group_starts_at_the_tail_with_latest_and_seek_rereads(server: LlogServer) -> None:
+    produce(server, "tail", {0: ["old-1", "old-2"]})
+    with Consumer(server.url, "tailers", ["tail"], auto_offset_reset="latest") as consumer:
+        assert consumer.poll(0.2) == []
+        assert consumer.position("tail", 0) == 3
+        produce(server, "tail", {0: ["new"]})
+        (record,) = poll_until(consumer, lambda got: len(got) >= 1)
+        assert record.value == b"new"
+        consumer.seek("tail", 0, 1)
+        again = poll_until(consumer, lambda got: len(got) >= 3)
+        assert [r.value for r in again] == [b"old-1", b"old-2", b"new"]
+
+
+def test_members_share_the_partitions_and_are_told_of_rebalances(server: LlogServer) -> None:
+    produce(server, "shared", {p: [f"v{p}"] for p in range(4)})
+    assigned: dict[str, list[tuple[str, int]]] = {"a": [], "b": []}
+    revoked: dict[str, list[tuple[str, int]]] = {"a": [], "b": []}
+
+    def member(name: str) -> Consumer:
+        return Consumer(server.url, "sharers", ["shared"], session_timeout_ms=3_000,
+                        on_assign=assigned[name].extend, on_revoke=revoked[name].extend)  # fmt: skip
+
+    first, second = member("a"), member("b")
+    try:
+        poll_until(first, lambda got: len(got) >= 4)
+        assert sorted(assigned["a"]) == [("shared", p) for p in range(4)]
+        deadline = time.monotonic() + SETTLE_S
+        while not (first.assignment and second.assignment and len(first.assignment + second.assignment) == 4):
+            assert time.monotonic() < deadline, (first.assignment, second.assignment)
+            first.poll(0.2)
+            second.poll(0.2)
+        assert not set(first.assignment) & set(second.assignment)
+        assert sorted(revoked["a"]) == sorted(second.assignment)
+        assert sorted(assigned["b"]) == sorted(second.assignment)
+    finally:
+        first.close()
+        second.close()

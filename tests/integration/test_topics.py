@@ -1,0 +1,462 @@
+"""Topics (llog.protocol.topics) and keyed produce (llog.service.produce) on a real Oxia server and moto S3.
+
+Create, describe, grow, delete and reclaim; keyed routing by Kafka's partitioner; keyless records
+sticky per request and round-robin across requests; a partition past an explicit topic's count
+refused with nothing written; implicit topics working as before. GC's clock runs ahead past the
+grace and the reclaim delay where a test needs a deleted topic reclaimed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import pytest
+
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter, SharedAppendGroup
+from llog.config import GcConfig, WriterConfig
+from llog.errors import (
+    InvalidArgument,
+    InvalidPartition,
+    InvalidPartitionCount,
+    LogFenced,
+    PartitionNotInitialized,
+    TopicDeleted,
+    TopicExists,
+    UnknownTopic,
+)
+from llog.format.codec import Record
+from llog.format.documents import AppendProtocol
+from llog.format.keys import PartitionKeys, RegistryKeys, shared_wal_prefix
+from llog.protocol.catalog import LogCatalog
+from llog.protocol.compaction import Compactor
+from llog.protocol.gc import GarbageCollector
+from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.topics import (
+    RECLAIM_DELAY_MS,
+    STALE_TOPIC_MS,
+    TopicConfig,
+    TopicRecord,
+    TopicRegistry,
+)
+from llog.service.admin import AdminService
+from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
+from llog.service.produce import ProduceEntry, ProduceService
+from llog.store.oxia import CREATE_ONLY
+from llog.store.storage import Storage
+from llog_client.partitioner import partition_for_key
+from tests.conftest import BUCKET
+from tests.protocols import CAS
+
+pytestmark = pytest.mark.oxia
+
+SEQUENTIAL = AppendProtocol.SEQUENTIAL
+GRACE_MS = 60 * 60 * 1000
+
+
+class Clock:
+    """A clock a test moves forward."""
+
+    def __init__(self) -> None:
+        self.offset_s = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.offset_s
+
+
+def topics(storage: Storage) -> TopicRegistry:
+    return TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+
+
+def config(protocol: AppendProtocol = SEQUENTIAL, **limits: int | None) -> TopicConfig:
+    return TopicConfig(protocol, limits.get("retention_ms"), limits.get("retention_bytes"))
+
+
+def values(reader: LogReader, topic: str, partition: int) -> list[bytes]:
+    return [r.value for r in reader.iter_from(topic, partition, 1)]
+
+
+def objects(storage: Storage, prefix: str) -> list[str]:
+    return [o.key for o in storage.blobs.list(BUCKET, prefix)]
+
+
+def collector_ahead(storage: Storage) -> GarbageCollector:
+    """A collector whose clock is past the grace and the reclaim delay of everything written so far."""
+    ahead_s = (GRACE_MS + RECLAIM_DELAY_MS + 60_000) / 1000
+    clock: Callable[[], float] = lambda: time.time() + ahead_s  # noqa: E731
+    return GarbageCollector(dataclasses.replace(storage, clock=clock), config=GcConfig(grace_ms=GRACE_MS))
+
+
+# --- create, describe, grow ---------------------------------------------------------------------------
+
+
+def test_create_initializes_every_partition_with_the_topics_protocol(storage: Storage, topic: str) -> None:
+    record, created = topics(storage).create(topic, 3, config(AppendProtocol.CAS, retention_ms=60_000))
+    assert created
+    assert (record.partitions, record.config.retention_ms) == (3, 60_000)
+
+    described = LogCatalog(storage.oxia, root=storage.root).describe(topic)
+    assert described["explicit"] is True
+    assert described["partitions"] == 3
+    assert described["config"] == {"append_protocol": "cas", "retention_ms": 60_000, "retention_bytes": None}
+    assert described["created_at_ms"] == record.created_at_ms
+    assert described["partition_status"] == [
+        {"partition": p, "high_watermark": 0, "log_start": 1, "next_offset": 1, "log_state": "OPEN"} for p in range(3)
+    ]
+    for p in range(3):
+        control = PartitionMetadata(storage.oxia, PartitionKeys(topic, p, storage.root)).control().record
+        assert control.protocol is AppendProtocol.CAS
+
+
+def test_create_again_is_idempotent_and_other_settings_conflict(storage: Storage, topic: str) -> None:
+    registry = topics(storage)
+    first, _ = registry.create(topic, 2, config())
+
+    again, created = registry.create(topic, 2, config())
+    assert not created
+    assert again.created_at_ms == first.created_at_ms
+
+    with pytest.raises(TopicExists, match="partitions 2"):
+        registry.create(topic, 3, config())
+    with pytest.raises(TopicExists):
+        registry.create(topic, 2, config(retention_bytes=10))
+    with pytest.raises(InvalidPartitionCount):
+        registry.create(f"{topic}-x", 0, config())
+
+
+def test_a_create_that_crashed_after_its_record_is_completed_by_the_next_create(storage: Storage, topic: str) -> None:
+    registry = topics(storage)
+    record = TopicRecord(topic, 2, config(AppendProtocol.CAS), 1_000)
+    storage.oxia.put(registry.keys.topic(topic), record.encode(), partition_key=registry.keys.partition_key,
+                     expected_version_id=CREATE_ONLY)  # fmt: skip
+    catalog = LogCatalog(storage.oxia, root=storage.root)
+    assert [s["log_state"] for s in catalog.describe(topic)["partition_status"]] == ["NOT_INITIALIZED"] * 2
+
+    _, created = registry.create(topic, 2, config(AppendProtocol.CAS))
+
+    assert not created
+    assert [s["log_state"] for s in catalog.describe(topic)["partition_status"]] == ["OPEN", "OPEN"]
+
+
+def test_a_produce_completes_a_crashed_create_with_the_topics_protocol(storage: Storage, topic: str) -> None:
+    registry = topics(storage)
+    record = TopicRecord(topic, 2, config(AppendProtocol.CAS), 1_000)
+    storage.oxia.put(registry.keys.topic(topic), record.encode(), partition_key=registry.keys.partition_key,
+                     expected_version_id=CREATE_ONLY)  # fmt: skip
+    service = ProduceService(LogWriter(storage))  # this process creates sequential partitions by default
+
+    (result,) = service.produce([ProduceEntry(topic, 1, [b"x"])])
+
+    assert result.ok, result.error
+    control = PartitionMetadata(storage.oxia, PartitionKeys(topic, 1, storage.root)).control().record
+    assert control.protocol is AppendProtocol.CAS
+
+
+def test_grow_only_grows(storage: Storage, topic: str) -> None:
+    registry = topics(storage)
+    registry.create(topic, 2, config())
+
+    assert registry.grow(topic, 5).partitions == 5
+    assert registry.grow(topic, 5).partitions == 5  # the same count: a no-op
+    with pytest.raises(InvalidPartitionCount, match="only grow"):
+        registry.grow(topic, 4)
+    with pytest.raises(UnknownTopic):
+        registry.grow(f"{topic}-none", 3)
+    described = LogCatalog(storage.oxia, root=storage.root).describe(topic)
+    assert [s["log_state"] for s in described["partition_status"]] == ["OPEN"] * 5
+
+
+def test_config_rejects_unknown_keys_and_bad_values() -> None:
+    with pytest.raises(InvalidArgument, match="unknown keys: colour"):
+        TopicConfig.parse({"colour": "red"}, default_protocol=SEQUENTIAL)
+    with pytest.raises(InvalidArgument, match="append_protocol"):
+        TopicConfig.parse({"append_protocol": "fast"}, default_protocol=SEQUENTIAL)
+    with pytest.raises(InvalidArgument, match="retention_ms"):
+        TopicConfig.parse({"retention_ms": -5}, default_protocol=SEQUENTIAL)
+    assert TopicConfig.parse(None, default_protocol=AppendProtocol.CAS) == TopicConfig(AppendProtocol.CAS)
+
+
+# --- implicit topics ----------------------------------------------------------------------------------------
+
+
+def test_implicit_topics_work_as_before_and_describe_as_not_explicit(storage: Storage, topic: str) -> None:
+    service = ProduceService(LogWriter(storage))
+    results = service.produce([ProduceEntry(topic, 0, [b"a"]), ProduceEntry(topic, 4, [b"b"])])
+    assert all(r.ok for r in results)
+    catalog = LogCatalog(storage.oxia, root=storage.root)
+
+    described = catalog.describe(topic)
+
+    assert (described["explicit"], described["partitions"], described["created_at_ms"]) == (False, 2, None)
+    assert [(s["partition"], s["high_watermark"]) for s in described["partition_status"]] == [(0, 1), (4, 1)]
+    assert [(t.topic, t.partitions, t.explicit) for t in catalog.topics()] == [(topic, [0, 4], False)]
+    with pytest.raises(UnknownTopic, match="was not created"):
+        service.produce([ProduceEntry(topic, None, [b"keyed?"])])
+    with pytest.raises(UnknownTopic):
+        catalog.describe(f"{topic}-none")
+    # A create must cover the partitions produce made: then it adopts them.
+    with pytest.raises(InvalidPartitionCount, match="at least 5"):
+        topics(storage).create(topic, 4, config())
+    topics(storage).create(topic, 5, config())
+    assert catalog.describe(topic)["explicit"] is True
+
+
+# --- keyed produce ------------------------------------------------------------------------------------------
+
+
+def test_keyed_records_land_on_kafkas_partition_for_their_key(storage: Storage, topic: str) -> None:
+    topics(storage).create(topic, 4, config())
+    service = ProduceService(LogWriter(storage))
+    keys = [f"key-{i}".encode() for i in range(24)]
+
+    results = service.produce([ProduceEntry(topic, None, [Record(b"v-" + k, key=k) for k in keys])])
+
+    assert all(r.ok for r in results)
+    expected: dict[int, list[bytes]] = {}
+    for k in keys:
+        expected.setdefault(partition_for_key(k, 4), []).append(b"v-" + k)
+    assert [r.partition for r in results] == list(expected)  # one result per partition, first appearance first
+    assert len(expected) > 1
+    reader = LogReader(storage)
+    for p in range(4):
+        assert values(reader, topic, p) == expected.get(p, [])
+
+
+def test_keyless_records_stick_to_one_partition_per_request_round_robin(storage: Storage, topic: str) -> None:
+    topics(storage).create(topic, 3, config())
+    service = ProduceService(LogWriter(storage))
+
+    chosen = []
+    for i in range(4):
+        results = service.produce([ProduceEntry(topic, None, [f"r{i}-a".encode(), f"r{i}-b".encode()])])
+        (result,) = results
+        assert (result.ok, result.count) == (True, 2)
+        chosen.append(result.partition)
+
+    assert [(p - chosen[0]) % 3 for p in chosen] == [0, 1, 2, 0]
+    reader = LogReader(storage)
+    assert values(reader, topic, chosen[0]) == [b"r0-a", b"r0-b", b"r3-a", b"r3-b"]
+
+
+def test_a_partition_past_the_count_is_refused_and_nothing_is_written(storage: Storage, topic: str) -> None:
+    topics(storage).create(topic, 2, config())
+    service = ProduceService(LogWriter(storage))
+    assert service.produce([ProduceEntry(topic, 1, [b"ok"])])[0].ok
+    before = objects(storage, f"{storage.root}/")
+
+    with pytest.raises(InvalidPartition, match="has 2 partitions"):
+        service.produce([ProduceEntry(topic, 0, [b"fine"]), ProduceEntry(topic, 2, [b"past"])])
+
+    assert objects(storage, f"{storage.root}/") == before
+    assert LogReader(storage).high_watermark(topic, 0) == 0
+    with pytest.raises(PartitionNotInitialized):
+        LogReader(storage).high_watermark(topic, 2)
+
+
+def test_a_grow_elsewhere_is_seen_before_a_new_partition_is_refused(storage: Storage, topic: str) -> None:
+    topics(storage).create(topic, 1, config())
+    service = ProduceService(LogWriter(storage))
+    assert service.produce([ProduceEntry(topic, 0, [b"a"])])[0].ok  # caches the count, 1
+
+    topics(storage).grow(topic, 3)  # another process
+
+    (result,) = service.produce([ProduceEntry(topic, 2, [b"c"])])
+    assert result.ok, result.error
+
+
+def test_a_cached_topic_costs_the_produce_no_oxia_operation(storage: Storage, topic: str) -> None:
+    topics(storage).create(topic, 2, config())
+    service = ProduceService(LogWriter(storage))
+    service.produce([ProduceEntry(topic, 0, [b"first"])])  # reads the record, initializes, caches the generation
+
+    before = storage.oxia.counters.snapshot()
+    service.produce([ProduceEntry(topic, 0, [b"second"])])
+    after = storage.oxia.counters.snapshot()
+
+    calls = {op: stats.calls - (before[op].calls if op in before else 0) for op, stats in after.items()}
+    assert {op: n for op, n in calls.items() if n} == {"put_sequential": 1}  # what an implicit topic costs
+
+
+# --- delete and reclaim -------------------------------------------------------------------------------------
+
+
+def test_delete_refuses_produce_consume_describe_and_a_new_create(storage: Storage, topic: str) -> None:
+    registry = topics(storage)
+    registry.create(topic, 2, config())
+    other = f"{topic}-live"
+    cached = ProduceService(LogWriter(storage))  # a process that knew the topic before the delete
+    assert all(r.ok for r in cached.produce([ProduceEntry(topic, 0, [b"before"]), ProduceEntry(other, 0, [b"o"])]))
+
+    registry.delete(topic)
+
+    # Its cached record still says active: the append meets the fence, and the record read again says deleted.
+    raced, live = cached.produce([ProduceEntry(topic, 0, [b"after"]), ProduceEntry(other, 0, [b"o"])])
+    assert isinstance(raced.error, UnknownTopic)
+    assert live.ok
+    with pytest.raises(UnknownTopic):  # now known deleted: refused before anything is written
+        cached.produce([ProduceEntry(topic, 1, [b"after"])])
+    with pytest.raises(UnknownTopic):
+        ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, None, [b"keyed"])])
+    consume = ConsumeService(LogReader(storage))
+    with pytest.raises(UnknownTopic):
+        consume.consume(ConsumeRequest([FetchPartition(topic, 0, 1, 1 << 20)], max_wait_ms=0, min_bytes=1,
+                                       max_bytes=1 << 20))  # fmt: skip
+    catalog = LogCatalog(storage.oxia, root=storage.root)
+    with pytest.raises(UnknownTopic):
+        catalog.describe(topic)
+    assert [t.topic for t in catalog.topics()] == [other]
+    assert list(catalog.partitions()) == [other]  # the compaction planner leaves the deleted one alone
+    with pytest.raises(TopicDeleted):
+        registry.create(topic, 2, config())
+    assert registry.delete(topic).deleted  # again: re-fences, still 200
+    with pytest.raises(UnknownTopic):
+        registry.delete(f"{topic}-none")
+
+
+def test_a_delete_fences_so_an_append_racing_it_fails(storage: Storage, topic: str) -> None:
+    topics(storage).create(topic, 1, config())
+    writer = LogWriter(storage)
+    writer.append(topic, 0, [b"a"])  # the writer caches the open generation: no read before its next put
+
+    topics(storage).delete(topic)
+
+    with pytest.raises(LogFenced):
+        writer.append(topic, 0, [b"b"])
+
+
+def test_a_produce_whose_every_batch_meets_a_delete_is_refused_as_unknown_topic(storage: Storage, topic: str) -> None:
+    topics(storage).create(topic, 2, config())
+    cached = ProduceService(LogWriter(storage))
+    assert cached.produce([ProduceEntry(topic, 0, [b"before"])])[0].ok
+
+    topics(storage).delete(topic)
+
+    with pytest.raises(UnknownTopic, match="was deleted"):
+        cached.produce([ProduceEntry(topic, 0, [b"after"]), ProduceEntry(topic, 1, [b"after"])])
+    assert LogReader(storage).high_watermark(topic, 0) == 1
+
+
+def test_deleting_an_implicit_topic_works_too(storage: Storage, topic: str) -> None:
+    ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 3, [b"x"])])
+
+    record = topics(storage).delete(topic)
+
+    assert (record.deleted, record.partitions) == (True, 4)
+    with pytest.raises(UnknownTopic):
+        ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 3, [b"y"])])
+
+
+def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: Storage, topic: str) -> None:
+    registry = topics(storage)
+    other = f"{topic}-live"
+    registry.create(topic, 2, config())
+    registry.create(other, 1, config())
+    service = ProduceService(LogWriter(storage))
+    for i in range(3):
+        results = service.produce([ProduceEntry(topic, 0, [f"a{i}".encode()]), ProduceEntry(topic, 1, [b"b"]),
+                                   ProduceEntry(other, 0, [f"o{i}".encode()])])  # fmt: skip
+        assert all(r.ok for r in results)
+    compactor = Compactor(storage)
+    for partition in (0, 1):
+        compactor.compact_once(topic, partition)
+    compactor.compact_once(other, 0)
+    topic_prefix = f"{storage.root}/{topic}/"
+    assert objects(storage, topic_prefix), "compacted objects and manifests exist"
+
+    registry.delete(topic)
+    early = GarbageCollector(storage, config=GcConfig(grace_ms=GRACE_MS)).collect()
+    assert early.topics_reclaimed == 0  # not before the grace and the reclaim delay
+    report = collector_ahead(storage).collect()
+
+    assert (report.topics_reclaimed, report.reclaim_partitions, report.errors) == (1, 2, [])
+    assert report.reclaim_objects_deleted >= 4
+    assert objects(storage, topic_prefix) == []
+    keys = RegistryKeys(storage.root)
+    assert storage.oxia.get(keys.topic(topic), partition_key=keys.partition_key) is None
+    for partition in (0, 1):
+        partition_keys = PartitionKeys(topic, partition, storage.root)
+        for start, end in partition_keys.oxia_ranges:
+            assert storage.oxia.list_keys(start, end, partition_key=partition_keys.partition_key) == []
+    assert registry.registry.partitions(topic) == {}
+    # Every WAL blob held slices of both topics: the live one's compaction freed them, and the reclaim the rest.
+    assert objects(storage, shared_wal_prefix(storage.root)) == []
+    reader = LogReader(storage)
+    assert values(reader, other, 0) == [b"o0", b"o1", b"o2"]
+
+    _, created = registry.create(topic, 1, config())
+    assert created
+    assert service.produce([ProduceEntry(topic, 0, [b"new"])])[0].start_offset == 1
+    assert values(reader, topic, 0) == [b"new"]
+
+
+def test_a_process_that_missed_a_delete_and_reclaim_writes_to_the_new_topic_correctly(
+    storage: Storage, topic: str
+) -> None:
+    registry = topics(storage)
+    registry.create(topic, 1, config())
+    clock = Clock()
+    stale = ProduceService(LogWriter(storage), clock=clock)
+    for value in (b"a", b"b", b"c"):
+        assert stale.produce([ProduceEntry(topic, 0, [value])])[0].ok
+    # Fenced and unfenced: the writer's cached generation is no longer the first one.
+    LogWriter(storage).fence(topic, 0)
+    LogWriter(storage).unfence(topic, 0)
+    assert stale.produce([ProduceEntry(topic, 0, [b"d"])])[0].start_offset == 4
+
+    registry.delete(topic)
+    assert collector_ahead(storage).collect().topics_reclaimed == 1
+    registry.create(topic, 1, config())
+    clock.offset_s = STALE_TOPIC_MS / 1000  # the process comes back after a long pause
+
+    (result,) = stale.produce([ProduceEntry(topic, 0, [b"new"])])
+
+    assert (result.ok, result.start_offset) == (True, 1)
+    assert values(LogReader(storage), topic, 0) == [b"new"]
+
+
+def test_a_deleted_topic_keeps_its_data_until_reclaimed_and_retention_leaves_it(storage: Storage, topic: str) -> None:
+    registry = topics(storage)
+    registry.create(topic, 1, config(retention_bytes=1))
+    writer = LogWriter(storage, config=WriterConfig())
+    writer.append_shared([SharedAppendGroup(topic, 0, [b"x"])])
+    registry.delete(topic)
+
+    report = GarbageCollector(storage, config=GcConfig(grace_ms=GRACE_MS)).collect()
+
+    assert (report.topics_reclaimed, report.retention_partitions_truncated) == (0, 0)
+    assert LogReader(storage).read_offset(topic, 0, 1).value == b"x"
+
+
+def test_a_topics_retention_config_applies_to_its_partitions(storage: Storage, topic: str) -> None:
+    registry = topics(storage)
+    registry.create(topic, 1, config(retention_bytes=1))
+    writer = LogWriter(storage)
+    compactor = Compactor(storage)
+    for value in (b"one", b"two", b"three"):
+        writer.append(topic, 0, [value])
+        compactor.compact_once(topic, 0)
+
+    report = collector_ahead(storage).collect()
+
+    assert report.retention_partitions_truncated == 1
+    assert LogCatalog(storage.oxia, root=storage.root).describe(topic)["partition_status"][0]["log_start"] == 3
+
+
+def test_keyed_records_of_a_cas_topic_are_routed_the_same(storage: Storage, topic: str) -> None:
+    topics(storage).create(topic, 2, config(AppendProtocol.CAS))
+    service = ProduceService(LogWriter(storage, config=CAS))
+    results = service.produce([ProduceEntry(topic, None, [Record(b"v", key=b"k")])])
+    assert [r.partition for r in results] == [partition_for_key(b"k", 2)]
+    assert results[0].ok
+
+
+def test_a_deleted_topics_partitions_cannot_be_unfenced(storage: Storage, topic: str) -> None:
+    admin = AdminService(storage.oxia, root=storage.root, writer=LogWriter(storage))
+    admin.create_topic(topic, 1, None)
+    admin.delete_topic(topic)
+
+    with pytest.raises(UnknownTopic):
+        admin.unfence(topic, 0)
+    assert LogReader(storage).partition_info(topic, 0).control.log_state.value == "FENCED"
