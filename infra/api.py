@@ -109,8 +109,9 @@ class Api(Construct):
             "BodyValidator", validate_request_body=True, validate_request_parameters=True
         )
         self.request_models: dict[str, apigw.Model] = {}
-        for name, title in ((names.PRODUCE, "ProduceRequest"), (names.CONSUME, "ConsumeRequest")):
-            self.request_models[name] = self.api.add_model(
+        # Keyed by path: the produce and consume functions own other POST routes with other bodies.
+        for path, title in (("/produce", "ProduceRequest"), ("/consume", "ConsumeRequest")):
+            self.request_models[path] = self.api.add_model(
                 f"{title}Model",
                 content_type="application/json",
                 model_name=title,
@@ -131,7 +132,7 @@ class Api(Construct):
         for route in routes.ROUTES:
             resource = self._resource(route.resource)
             owners[route.resource] = route.function
-            body_model = self.request_models.get(route.function) if route.method == "POST" else None
+            body_model = self.request_models.get(route.resource) if route.method == "POST" else None
             self._method(
                 resource,
                 route.method,

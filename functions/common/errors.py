@@ -7,6 +7,8 @@
 | ``PartitionNotInitialized`` | 404 |
 | ``OffsetOutOfRange`` | 400 |
 | ``LogFenced`` | 409 |
+| ``ProducerFenced``, ``OutOfOrderSequence``, ``UnknownProducer`` (idempotent producers) | 409 |
+| ``OffsetMismatch`` (conditional append; ``ConditionalAppendUnsupported`` is a 400) | 412 |
 | any retriable ``LlogError`` (``OxiaUnavailable``, ``BlobStoreUnavailable``, | 503, ``Retry-After: 1`` |
 | ``BackPressureRejected``, ``AppendConflict``, ``AppendOutcomeUnknown``, ...) | |
 | anything else (``ConfigurationError``, ``CorruptData``, ``BlobNotFound``, a bug) | 500 |
@@ -25,7 +27,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from llog.errors import InvalidArgument, LlogError, LogFenced, OffsetOutOfRange, PartitionNotInitialized
+from llog.errors import (
+    InvalidArgument,
+    LlogError,
+    LogFenced,
+    OffsetMismatch,
+    OffsetOutOfRange,
+    OutOfOrderSequence,
+    PartitionNotInitialized,
+    ProducerFenced,
+    UnknownProducer,
+)
 
 RETRY_AFTER_S = 1
 
@@ -35,6 +47,10 @@ def status_for(error: BaseException) -> int:
 
     if isinstance(error, RequestRejected):
         return error.status
+    if isinstance(error, OffsetMismatch):
+        return 412
+    if isinstance(error, ProducerFenced | OutOfOrderSequence | UnknownProducer):
+        return 409
     if isinstance(error, InvalidArgument | OffsetOutOfRange):
         return 400
     if isinstance(error, PartitionNotInitialized):

@@ -33,6 +33,7 @@ class Route:
 
 ROUTES: tuple[Route, ...] = (
     Route(PRODUCE, "POST", "/produce"),
+    Route(PRODUCE, "POST", "/producers"),
     Route(CONSUME, "POST", "/consume"),
     Route(ADMIN, "GET", "/health"),
     Route(ADMIN, "GET", "/topics"),

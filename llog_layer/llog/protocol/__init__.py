@@ -42,6 +42,15 @@ name here exists.
 | A24 | claims              | claims.CompactorClaims.try_claim             |                           |             |
 |     |                     | claims.CompactorClaims.held                  |                           |             |
 |     |                     | claims.CompactorClaims.release               |                           |             |
+| A25 | producer ids        | producers.ProducerRegistry.issue             |                           | I11         |
+|     |                     | producers.ProducerRegistry.bump              |                           |             |
+|     |                     | producers.ProducerRegistry.validate          |                           |             |
+| A26 | idempotent append   | producers.IdempotentAppender.append          | producer.after_claim      | I11 I12     |
+|     |                     |                                              | producer.after_commit     |             |
+| A27 | take over a claim   | producers.take_over                          |                           | I11 I12     |
+|     |                     | producers.find_committed                     |                           |             |
+| A28 | compact: claims     | producers.claims_floor                       |                           | I12         |
+| A29 | conditional append  | append_cas.append                            |                           | I1 I4       |
 
 Each action, where it is specified and what it does:
 
@@ -99,6 +108,22 @@ Each action, where it is specified and what it does:
 * A24 claims (docs/PROTOCOL.md, "Compaction"): an ephemeral
   ``meta/compactor-claim`` per partition. It only avoids wasted work: no
   invariant rests on it.
+* A25 producer ids (docs/IDEMPOTENCE.md, "Producer ids"): create-only a
+  new id at epoch 0; CAS its epoch up (fencing older epochs); check a
+  request's epoch against it, marking the id used.
+* A26 idempotent append (docs/IDEMPOTENCE.md, "The append"): after the WAL
+  blob's PUT, read the partition's producer state (dedupe, fence, order),
+  CAS a claim on the batch, commit it with its producer tag by the
+  partition's protocol (A3 or A8), CAS the claim into the remembered batches.
+* A27 take over a claim (docs/IDEMPOTENCE.md, "Takeover"): once a claim's
+  commit deadline and margin have passed, look for its tag from its search
+  offset on and record what was found.
+* A28 compact: claims (docs/IDEMPOTENCE.md, "Compaction"): after selecting
+  its run, the compactor takes over expired claims and stops its run before
+  the search offset of any other.
+* A29 conditional append (docs/IDEMPOTENCE.md, "Conditional append"): a CAS
+  reservation is made only if its start offset is the ``expected_offset``;
+  sequential partitions refuse it before the blob's PUT.
 
 Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protocols):
 
@@ -135,4 +160,10 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
   the compaction cursor and any running compaction.
 * I10 Every initialized partition is registered: the registry record is
   written before ``meta/control``.
+* I11 An idempotent producer's batch commits at most once per partition and
+  epoch: every commit happens under the batch's claim, and a claim is taken
+  over only after its attempt can no longer commit (docs/IDEMPOTENCE.md, "Safety").
+* I12 A committed batch's tag stays findable while its claim is unresolved: it
+  lies at or after the claim's search offset, below which compaction (the
+  only step that drops tags) stops.
 """

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
 from llog.errors import LlogError
+from llog.protocol.producers import ProducerIdentity
 
 
 class SharedAppender(Protocol):
@@ -63,6 +64,11 @@ class ProduceService:
         self.writer.initialize_partition(topic, partition)
         with self._lock:
             self._initialized.add(pid)
+
+    def producer(self, producer_id: str | None) -> ProducerIdentity:
+        """``POST /producers``: a new producer id at epoch 0, or ``producer_id`` with its epoch bumped."""
+        registry = self.writer.producers
+        return registry.issue() if producer_id is None else registry.bump(producer_id)
 
     def close(self) -> None:
         if self.batcher is not None:
