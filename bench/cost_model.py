@@ -180,8 +180,9 @@ class Code:
     # ProduceService initializes the partition, three create-only puts (registry entry, cursor, control) that
     # find the records there; a failed conditional put is a WAL write all the same
     produce_first_topic_reads: int = 1  # and its topic's record, read once per environment (then cached)
-    compaction_oxia_reads: int = 15  # per compacted object: the claim check before compact_once, then its
-    # 14: control (recover_pending), meta/compaction, cursor, control + index scan (_select), cursor again;
+    compaction_oxia_reads: int = 16  # per compacted object: the claim check before compact_once, then its
+    # 15: control (recover_pending), meta/compaction, cursor, control + index scan (_select), the scan of the
+    # partition's idempotent producer states (llog.protocol.producers.claims_floor), cursor again;
     # _finish: record, cursor, control (_index_for), the end entry; record; record, cursor (_advance); record
     compaction_oxia_writes: int = 7  # record, end key, 2 state changes, delete_range, cursor, delete record
     worker_oxia_reads: int = 6  # per invocation: the claim check and the final "nothing to do" compact_once
@@ -216,18 +217,25 @@ class ProtocolOxia:
     produce_writes: int  # per partition-append, uncontended
     consume_reads: int  # per consume request and partition: control, the sequence's tail (sequential), index scan
     planner_reads_per_partition: int  # LogCatalog.status: one scan of meta/, the sequence's tail (sequential)
+    # An idempotent producer's partition-append (llog.protocol.producers; not priced in the tables): the
+    # producer state and the partition's next offset read before the claim, the claim's and the finalize's
+    # CAS around the protocol's commit (whose own control read is the one before the claim, for CAS).
+    idempotent_produce_reads: int
+    idempotent_produce_writes: int
 
 
 # writer._commit: read control; CAS control (reserve), create the index entry, CAS control (clear pending).
 # A lost compare-and-set adds a read and a write (and back-off): contention is not modelled. A writer's first
 # append to a partition costs nothing more here (Code.produce_first_oxia_writes apart).
 CAS = ProtocolOxia("cas", produce_reads=1, produce_first_reads=0, produce_writes=3, consume_reads=2,
-                    planner_reads_per_partition=1)  # fmt: skip
+                    planner_reads_per_partition=1, idempotent_produce_reads=2,
+                    idempotent_produce_writes=5)  # fmt: skip
 # SequentialAppender.commit: one sequential put into the cached open generation; the first append of a
 # writer to a partition reads control first (and Code.produce_first_oxia_writes). The high watermark is read
 # from the sequence's tail: + 1 read.
 SEQUENTIAL = ProtocolOxia("sequential", produce_reads=0, produce_first_reads=1, produce_writes=1, consume_reads=3,
-                          planner_reads_per_partition=2)  # fmt: skip
+                          planner_reads_per_partition=2, idempotent_produce_reads=2,
+                          idempotent_produce_writes=3)  # fmt: skip
 PROTOCOLS = (CAS, SEQUENTIAL)
 
 

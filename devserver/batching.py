@@ -26,6 +26,7 @@ request at a time, so there each request is simply one blob.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -193,25 +194,34 @@ class BatchingProducer:
                 raise
 
     def _write(self, batch: list[_Pending]) -> None:
-        # One merged group per partition, records in arrival order.
-        merged: dict[tuple[str, int], list[Record | bytes]] = {}
+        # One merged group per partition, records in arrival order. A group of an idempotent producer or with
+        # an expected offset keeps its own batch (its sequence or offset check is about exactly its records);
+        # plain records arriving after it go into a new merged group, after it.
+        parts: list[tuple[SharedAppendGroup, list[Record | bytes]]] = []
+        merging: dict[tuple[str, int], int] = {}
+        spots: list[list[tuple[int, int]]] = []  # per call, per group: (part, records of the part before it)
         for pending in batch:
+            spots.append([])
             for group in pending.groups:
-                merged.setdefault((group.topic, group.partition), []).extend(group.records)
-        results = self.writer.append_shared([SharedAppendGroup(t, p, recs) for (t, p), recs in merged.items()])
+                pid = (group.topic, group.partition)
+                if group.producer_id is not None or group.expected_offset is not None:
+                    merging.pop(pid, None)
+                    spots[-1].append((len(parts), 0))
+                    parts.append((group, list(group.records)))
+                    continue
+                if pid not in merging:
+                    merging[pid] = len(parts)
+                    parts.append((SharedAppendGroup(group.topic, group.partition, []), []))
+                records = parts[merging[pid]][1]
+                spots[-1].append((merging[pid], len(records)))
+                records.extend(group.records)
+        groups = [dataclasses.replace(group, records=records) for group, records in parts]
+        results = self.writer.append_shared(groups)
         with self._cond:
             self.flushes += 1
             self.flushed_calls += len(batch)
-        by_partition = {(r.topic, r.partition): r for r in results}
-        consumed: dict[tuple[str, int], int] = {}
-        for pending in batch:
-            out = []
-            for group in pending.groups:
-                pid = (group.topic, group.partition)
-                result = by_partition[pid]
-                skip = consumed.get(pid, 0)
-                consumed[pid] = skip + len(group.records)
-                out.append(_slice(result, group, skip))
+        for pending, places in zip(batch, spots, strict=True):
+            out = [_slice(results[i], group, skip) for group, (i, skip) in zip(pending.groups, places, strict=True)]
             pending.future.set_result(out)
 
     def close(self) -> None:
@@ -224,6 +234,8 @@ class BatchingProducer:
 def _slice(result: AppendResult, group: SharedAppendGroup, skip: int) -> AppendResult:
     """The part of a merged partition result that belongs to one caller's group."""
     count = len(group.records)
+    if result.duplicate or (skip == 0 and count == result.count):
+        return result  # the group's own batch
     if result.error is not None or result.start_offset is None:
         return AppendResult(group.topic, group.partition, count, error=result.error)
     start = result.start_offset + skip

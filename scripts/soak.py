@@ -40,6 +40,7 @@ TESTS = (
     "tests/integration/test_sequential_append.py",
     "tests/integration/test_model_sequential.py",
     "tests/integration/test_model_groups.py",
+    "tests/integration/test_model_producers.py",
 )
 # Hypothesis statistics: "- 200 passing, 0 failing, and 22 invalid test cases" (or "examples").
 PASSING = re.compile(r"- (\d+) passing, (\d+) failing")

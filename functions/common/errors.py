@@ -11,6 +11,8 @@
 | ``UnknownTopic`` | 404 |
 | ``TopicExists``, ``TopicDeleted`` (topics) | 409 |
 | ``UnknownMember``, ``StaleGeneration``, ``NotPartitionOwner`` (consumer groups) | 409 |
+| ``ProducerFenced``, ``OutOfOrderSequence``, ``UnknownProducer`` (idempotent producers) | 409 |
+| ``OffsetMismatch`` (conditional append; ``ConditionalAppendUnsupported`` is a 400) | 412 |
 | any retriable ``LlogError`` (``OxiaUnavailable``, ``BlobStoreUnavailable``, | 503, ``Retry-After: 1`` |
 | ``BackPressureRejected``, ``AppendConflict``, ``AppendOutcomeUnknown``, ...) | |
 | anything else (``ConfigurationError``, ``CorruptData``, ``BlobNotFound``, a bug) | 500 |
@@ -34,13 +36,17 @@ from llog.errors import (
     LlogError,
     LogFenced,
     NotPartitionOwner,
+    OffsetMismatch,
     OffsetOutOfRange,
+    OutOfOrderSequence,
     PartitionNotInitialized,
+    ProducerFenced,
     StaleGeneration,
     TopicDeleted,
     TopicExists,
     UnknownGroup,
     UnknownMember,
+    UnknownProducer,
     UnknownTopic,
 )
 
@@ -52,6 +58,10 @@ def status_for(error: BaseException) -> int:
 
     if isinstance(error, RequestRejected):
         return error.status
+    if isinstance(error, OffsetMismatch):
+        return 412
+    if isinstance(error, ProducerFenced | OutOfOrderSequence | UnknownProducer):
+        return 409
     if isinstance(error, InvalidArgument | OffsetOutOfRange):
         return 400
     if isinstance(error, PartitionNotInitialized):

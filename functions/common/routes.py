@@ -33,6 +33,7 @@ class Route:
 
 ROUTES: tuple[Route, ...] = (
     Route(PRODUCE, "POST", "/produce"),
+    Route(PRODUCE, "POST", "/producers"),
     Route(CONSUME, "POST", "/consume"),
     Route(CONSUME, "GET", "/groups"),
     Route(CONSUME, "GET", "/groups/{group}"),

@@ -1,5 +1,7 @@
 """``POST /produce``: parse with ``http_contract``, append with ``ProduceService``, answer per docs/HTTP_API.md.
 
+``POST /producers`` issues an idempotent producer id, or bumps a given id's epoch.
+
 200 when every partition's batch was appended, 409 for partial or other
 failures (each result says ``ok``, ``error_type``, ``error``, ``retriable``),
 503 when all failed with back-pressure; 400/413 for a malformed request or a
@@ -82,6 +84,14 @@ def create_app() -> APIGatewayRestResolver:
         telemetry.metric("BytesProduced", MetricUnit.Bytes, sum(group_bytes(groups[i]) for i in ok))
         telemetry.errors(r.error_type for r in results)
         return json_response(status, body)
+
+    @app.post("/producers")
+    def producers() -> Response[str]:
+        from llog.service.http_contract import parse_producers_request, producer_json
+
+        limits = _limits.get()
+        producer_id = parse_producers_request(json_body(app.current_event, limits))
+        return json_response(200, producer_json(_service.get().producer(producer_id)))
 
     return app
 

@@ -62,6 +62,7 @@ SETTINGS: Mapping[str, Setting] = {
         Setting("LLOG_WRITER_CAS_BACKOFF_MAX_MS", "200", "longest backoff after a lost compare-and-set"),
         Setting("LLOG_WRITER_MAX_COMMIT_DELAY_MS", "60000", "latest reservation after a WAL object's PUT began"),
         Setting("LLOG_WRITER_COMMIT_CONCURRENCY", "16", "partitions of one shared append committed at once"),
+        Setting("LLOG_PRODUCER_EXPIRY_MS", str(7 * 24 * 3600 * 1000), "idle time after which a producer id expires"),
         # HTTP requests
         Setting("LLOG_MAX_REQUEST_BYTES", str(LAMBDA_PAYLOAD_LIMIT), "largest request body"),
         Setting("LLOG_MAX_PARTITIONS_PER_REQUEST", "100", "partitions in one produce or consume request"),
@@ -236,6 +237,8 @@ class WriterConfig:
     # The partitions of one shared append commit concurrently, so a request
     # touching many partitions pays about one Oxia round trip, not one each.
     commit_concurrency: int = default_int("LLOG_WRITER_COMMIT_CONCURRENCY")
+    # An idempotent producer's id and its per-partition state expire after this long unused.
+    producer_expiry_ms: int = default_int("LLOG_PRODUCER_EXPIRY_MS")
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> WriterConfig:
@@ -247,6 +250,7 @@ class WriterConfig:
             max_commit_delay_ms=setting_int(env, "LLOG_WRITER_MAX_COMMIT_DELAY_MS", minimum=1),
             append_protocol=append_protocol_from_env(env),
             commit_concurrency=setting_int(env, "LLOG_WRITER_COMMIT_CONCURRENCY", minimum=1),
+            producer_expiry_ms=setting_int(env, "LLOG_PRODUCER_EXPIRY_MS", minimum=1),
         )
 
     def cas_backoff(self) -> Backoff:

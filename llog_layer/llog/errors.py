@@ -215,3 +215,47 @@ class SessionExpired(LlogError):
     """The Oxia session behind an ephemeral record is gone (e.g. after a freeze)."""
 
     retriable = True
+
+
+# --- idempotent producers and conditional appends (llog.protocol.producers) ---------
+
+
+class UnknownProducer(LlogError):
+    """The producer id was never issued, or it expired after being idle (``POST /producers`` gets a new one)."""
+
+
+class ProducerFenced(LlogError):
+    """The request's producer epoch is older than the producer's current one: a newer instance took over."""
+
+
+class OutOfOrderSequence(LlogError):
+    """The batch's sequence is not the next one this producer owes the partition; nothing was written.
+
+    A gap (a batch lost in between), a retry too old to be remembered, or a
+    retry of a remembered sequence with a different number of records.
+    """
+
+
+class SequenceInFlight(LlogError):
+    """An earlier attempt of this producer on this partition may still commit; retry after a while.
+
+    The earlier attempt's commit deadline has not passed yet: until it has,
+    nobody can tell whether it will commit, so nothing is written now.
+    """
+
+    retriable = True
+
+
+class OffsetMismatch(LlogError):
+    """A conditional append's ``expected_offset`` is not the partition's next offset; nothing was written."""
+
+    def __init__(self, topic: str, partition: int, expected_offset: int, next_offset: int) -> None:
+        super().__init__(f"{topic}/{partition}: expected_offset {expected_offset} is not the next offset {next_offset}")
+        self.topic = topic
+        self.partition = partition
+        self.expected_offset = expected_offset
+        self.next_offset = next_offset
+
+
+class ConditionalAppendUnsupported(InvalidArgument):
+    """The partition's append protocol cannot check ``expected_offset`` atomically (sequential partitions)."""

@@ -1,4 +1,4 @@
-"""``pip install ./llog_layer .`` (no checkout on the path) gives ``llog serve`` and ``llog invoke``."""
+"""``pip install ./client ./llog_layer .`` (no checkout on the path) gives every ``llog`` command."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ pytestmark = pytest.mark.bundling
 PROBE = """
 import json, sys
 from importlib import resources
-import devserver.serve, functions, llog.cli
-files = [m.__file__ for m in (llog.cli, devserver.serve, functions)]
+import devserver.serve, functions, llog.cli, llog_client.cli
+files = [m.__file__ for m in (llog.cli, devserver.serve, functions, llog_client.cli)]
 document = json.loads(resources.files("functions").joinpath("openapi.json").read_bytes())
 sys.stdout.write(json.dumps({"files": files, "title": document["info"]["title"]}) + "\\n")
 llog.cli.main(["--help"])
@@ -30,7 +30,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("plain")
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-         "--target", str(target), str(ROOT / "llog_layer"), str(ROOT)],
+         "--target", str(target), str(ROOT / "client"), str(ROOT / "llog_layer"), str(ROOT)],
         check=True, capture_output=True, text=True, timeout=600,
     )
     return target
@@ -46,5 +46,5 @@ def test_the_commands_come_from_the_installed_packages(installed: Path, tmp_path
     probe = json.loads(first)
     assert all(Path(f).is_relative_to(installed) for f in probe["files"]), probe["files"]
     assert probe["title"]
-    for command in ("compact", "gc", "migrate", "serve", "invoke"):
+    for command in ("compact", "gc", "migrate", "serve", "invoke", "produce", "consume"):
         assert command in help_text

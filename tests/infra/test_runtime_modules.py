@@ -21,6 +21,7 @@ pytestmark = pytest.mark.bundling
 
 ROOT = Path(__file__).resolve().parents[2]
 LLOG_SOURCE = ROOT / "llog_layer" / "llog"
+CLIENT_SOURCE = ROOT / "client" / "llog_client"
 LLOG_EXPORT_SOURCE = ROOT / "glue_jobs" / "llog_export"
 DEVELOPMENT_PACKAGES = frozenset({"devserver", "functions", "tests", "bench", "scripts", "infra", "glue_jobs"})
 DEVELOPMENT_ONLY_WORDS = frozenset({"devstack", "billing", "batching", "serve"})
@@ -61,6 +62,7 @@ def test_layer_holds_no_development_code(bundle: Path) -> None:
 
 def test_layer_llog_is_the_source_tree(bundle: Path) -> None:
     assert tree_difference(bundle / "python" / "llog", LLOG_SOURCE) == {"added": [], "lost": []}
+    assert tree_difference(bundle / "python" / "llog_client", CLIENT_SOURCE) == {"added": [], "lost": []}
 
 
 def test_glue_packages_hold_no_development_code(glue_packages: tuple[Path, dict[str, Any]]) -> None:

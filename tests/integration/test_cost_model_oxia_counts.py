@@ -285,6 +285,36 @@ def test_a_writers_first_produce_request_to_an_existing_partition_also_initializ
         assert count.ops == {"put": 3, "get": 1 + 1, "put_sequential": 1}
 
 
+@PROTOCOLS
+def test_an_idempotent_produce_request_costs_a_state_read_a_next_offset_read_and_two_cas_more(
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+) -> None:
+    now = time.time()
+    # The wall clock stands still: the partition's state vouches for the producer's epoch (it was confirmed
+    # within llog.protocol.producers.REVALIDATE_AFTER_MS), as on a producer's common path.
+    service = ProduceService(new_writer(dataclasses.replace(storage, clock=lambda: now), protocol))
+    producer = service.producer(None)
+
+    def group(sequence: int) -> SharedAppendGroup:
+        return SharedAppendGroup(topic, 0, [b"x" * 1_000], producer.producer_id, producer.epoch, sequence)
+
+    service.produce([group(0)])  # creates the partition and the producer's state there (validated once)
+    with counting(oxia_store, server) as count:
+        (result,) = service.produce([group(1)])
+    assert (result.ok, result.start_offset, result.duplicate) == (True, 2, False)
+    expected = (protocol.idempotent_produce_reads, protocol.idempotent_produce_writes, 0)
+    assert (count.reads, count.writes, count.conflicts) == expected
+    if protocol is cm.CAS:  # state, control; claim, reserve, index entry, clear pending, finalize
+        assert count.ops == {"get": 2, "put": 5}
+    else:  # state, the sequence's tail; claim, the sequential put, finalize
+        assert count.ops == {"get": 1, "get_lower": 1, "put": 2, "put_sequential": 1}
+
+    with counting(oxia_store, server) as retry:
+        (duplicate,) = service.produce([group(1)])
+    assert (duplicate.start_offset, duplicate.duplicate) == (2, True)
+    assert retry.ops == {"get": 1}  # a retry of a remembered batch reads the state and writes nothing
+
+
 # --- consume --------------------------------------------------------------------------------------
 
 
@@ -338,9 +368,9 @@ def test_a_worker_invocation_costs_its_own_operations_plus_those_of_each_compact
 
     per_object = (two.reads - one.reads, two.writes - one.writes)
     per_invocation = (one.reads - per_object[0], one.writes - per_object[1])
-    # A compacted object: the claim check, compact_once's 14 reads; 7 writes (record, end key, two state
+    # A compacted object: the claim check, compact_once's 15 reads; 7 writes (record, end key, two state
     # changes, delete_range, cursor, record deleted).
-    assert per_object == (C.compaction_oxia_reads, C.compaction_oxia_writes) == (15, 7)
+    assert per_object == (C.compaction_oxia_reads, C.compaction_oxia_writes) == (16, 7)
     # An invocation: the claim check and the last, empty pass (control, meta/compaction, cursor, control and
     # an index scan) read; the claim and its release are OxiaStore writes, ...
     assert per_invocation == (C.worker_oxia_reads, 2) == (6, 2)
@@ -351,9 +381,9 @@ def test_a_worker_invocation_costs_its_own_operations_plus_those_of_each_compact
             assert (count.sessions_created, count.sessions_closed) == (1, 1)
             assert count.wal_appends == count.writes + sessions
     assert per_invocation[1] + sessions == C.worker_oxia_writes == 4
-    # claim checks 2, compact_once 13 and an index scan, the empty pass 4 and a scan; the claim and 5 puts of
-    # the compaction; its record's and the claim's deletes
-    assert one.ops == {"get": 2 + 13 + 4, "range_scan": 2, "put": 1 + 5, "delete": 1 + 1, "delete_range": 1}
+    # claim checks 2, compact_once 13, an index scan and a scan of the producer states, the empty pass 4 and a
+    # scan; the claim and 5 puts of the compaction; its record's and the claim's deletes
+    assert one.ops == {"get": 2 + 13 + 4, "range_scan": 2 + 1, "put": 1 + 5, "delete": 1 + 1, "delete_range": 1}
 
 
 # --- the planner ----------------------------------------------------------------------------------

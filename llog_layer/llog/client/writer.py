@@ -6,7 +6,10 @@ own (the partitions concurrently, ``commit_concurrency``), by the protocol the
 partition's ``meta/control`` names: a CAS partition through
 ``llog.protocol.append_cas`` (reserve, materialize, clear pending), a
 sequential one with one Oxia sequential put through
-``llog.protocol.append_sequential`` (docs/SEQUENTIAL_APPEND.md). Fence,
+``llog.protocol.append_sequential`` (docs/SEQUENTIAL_APPEND.md). A group of an
+idempotent producer commits through ``llog.protocol.producers`` around that
+(at most once; docs/IDEMPOTENCE.md), and a group with ``expected_offset`` only
+at that offset (CAS partitions; sequential ones refuse it before the PUT). Fence,
 unfence and migration are ``llog.protocol.fence``. The steps, their crash
 points and the invariants they keep are tabled in ``llog.protocol``.
 """
@@ -20,15 +23,16 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from llog.config import WriterConfig
-from llog.errors import InvalidArgument, LlogError
+from llog.errors import ConditionalAppendUnsupported, InvalidArgument, LlogError, PartitionNotInitialized
 from llog.format.codec import Record, check_record, encode_batch
-from llog.format.documents import ControlRecord, DataRef, LogState
+from llog.format.documents import ControlRecord, DataRef, LogState, ProducerTag
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal_object_key
 from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
 from llog.protocol import append_cas, fence
 from llog.protocol.append_sequential import CommitOutcome, SequentialAppender, SequentialCommit
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT, FaultHook
-from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.metadata import PartitionMetadata, VersionedControl
+from llog.protocol.producers import IdempotentAppender, IdempotentBatch, IdempotentOutcome, ProducerRegistry
 from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -36,11 +40,32 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class SharedAppendGroup:
-    """Records for one topic-partition inside a shared append."""
+    """Records for one topic-partition inside a shared append.
+
+    With ``producer_id`` (and ``producer_epoch``, ``sequence``: the first
+    record's sequence) the batch is committed at most once
+    (``llog.protocol.producers``). With ``expected_offset`` it is appended only
+    if it gets that start offset (CAS partitions only).
+    """
 
     topic: str
     partition: int
     records: Sequence[Record | bytes]
+    producer_id: str | None = None
+    producer_epoch: int | None = None
+    sequence: int | None = None
+    expected_offset: int | None = None
+
+    @property
+    def idempotent(self) -> IdempotentBatch | None:
+        """The batch as an idempotent producer's (validated), or None without a producer."""
+        if self.producer_id is None and self.producer_epoch is None and self.sequence is None:
+            return None
+        if self.producer_id is None or self.producer_epoch is None or self.sequence is None:
+            raise InvalidArgument(
+                f"group {self.topic}/{self.partition}: producer_id, producer_epoch and sequence go together"
+            )
+        return IdempotentBatch(self.producer_id, self.producer_epoch, self.sequence, len(self.records))
 
 
 CommitListener = Callable[[str, int, int, bytes], None]
@@ -54,6 +79,10 @@ def validate_group(group: SharedAppendGroup, root: str = DEFAULT_ROOT_PREFIX) ->
         raise InvalidArgument(f"group {keys.topic}/{keys.partition} has no records")
     for record in group.records:
         check_record(record if isinstance(record, Record) else Record(record))
+    _ = group.idempotent  # validates the producer fields
+    offset = group.expected_offset
+    if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int) or offset < 1):
+        raise InvalidArgument(f"group {keys.topic}/{keys.partition}: expected_offset must be an integer >= 1")
     return keys
 
 
@@ -69,6 +98,7 @@ class AppendResult:
     index_key: str | None = None
     wal_uri: str | None = None
     error: LlogError | None = field(default=None, compare=False)
+    duplicate: bool = False  # an idempotent retry: the offsets are the original's, nothing was written
 
     @property
     def ok(self) -> bool:
@@ -97,6 +127,11 @@ class LogWriter:
         self._fault_hook = fault_hook
         self._commit_listener = commit_listener
         self._sequential = SequentialAppender(self.config, fault=self._fault, clock=storage.clock)
+        self.producers = ProducerRegistry(
+            storage.oxia, root=storage.root, expiry_ms=self.config.producer_expiry_ms, clock=storage.clock,
+            config=self.config,
+        )  # fmt: skip
+        self._idempotent = IdempotentAppender(self.producers, self.config, clock=storage.clock, fault_hook=fault_hook)
         # Threads start on the first append of more than one partition and are reused.
         self._commits = ThreadPoolExecutor(self.config.commit_concurrency, thread_name_prefix="llog-commit")
 
@@ -198,9 +233,11 @@ class LogWriter:
             bodies.append(
                 PartitionBody(keys.topic, keys.partition, len(group.records), encode_batch(group.records, now_ms=now))
             )
+        self._check_conditional(groups)
         blob, slices = build_shared_blob(bodies, now_ms=now)
         location = S3Location(self.storage.bucket, shared_wal_object_key(self.storage.root))
         commit_deadline = time.monotonic() + self.config.max_commit_delay_ms / 1000
+        commit_by_ms = self._now_ms() + self.config.max_commit_delay_ms  # the deadline on the wall clock
 
         try:
             self.storage.blobs.put(location, blob)
@@ -209,12 +246,18 @@ class LogWriter:
         self._fault(WRITER_AFTER_BLOB_PUT)
 
         results = []
-        outcomes = self._commit_all(location, slices, now, commit_deadline)
+        outcomes = self._commit_all(groups, location, slices, now, _Deadline(commit_deadline, commit_by_ms))
         for s, body, outcome in zip(slices, bodies, outcomes, strict=True):
             if isinstance(outcome, LlogError):
                 results.append(AppendResult(s.topic, s.partition, s.msg_count, error=outcome))
                 continue
-            start, end, index_key = outcome
+            if isinstance(outcome, IdempotentOutcome) and outcome.duplicate:
+                results.append(
+                    AppendResult(s.topic, s.partition, s.msg_count, outcome.start_offset, outcome.end_offset,
+                                 duplicate=True)
+                )  # fmt: skip
+                continue
+            start, end, index_key = _offsets(outcome)
             results.append(AppendResult(s.topic, s.partition, s.msg_count, start, end, index_key, location.uri))
             if self._commit_listener is not None:
                 try:
@@ -223,9 +266,27 @@ class LogWriter:
                     log.exception("commit listener failed for %s/%s", s.topic, s.partition)
         return results
 
+    def _check_conditional(self, groups: Sequence[SharedAppendGroup]) -> None:
+        """Refuse ``expected_offset`` on sequential partitions before anything is written (one read each)."""
+        for group in groups:
+            if group.expected_offset is None:
+                continue
+            meta = self._metadata(group.topic, group.partition)
+            try:
+                sequential = self._sequential.knows(meta.keys) or meta.control().record.sequential
+            except PartitionNotInitialized:
+                continue  # its commit reports that, for this group alone
+            if sequential:
+                raise _conditional_unsupported(meta)
+
     def _commit_all(
-        self, location: S3Location, slices: Sequence[BlobSlice], now_ms: int, deadline: float
-    ) -> list[CommitOutcome]:
+        self,
+        groups: Sequence[SharedAppendGroup],
+        location: S3Location,
+        slices: Sequence[BlobSlice],
+        now_ms: int,
+        deadline: _Deadline,
+    ) -> list[_Outcome]:
         """Each slice's commit, the partitions at once (there is no atomicity across them anyway).
 
         Sequential partitions this writer knows put their entries with one Oxia
@@ -237,15 +298,16 @@ class LogWriter:
         metas = [self._metadata(s.topic, s.partition) for s in slices]
         refs = [DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length) for s in slices]
 
-        def commit(i: int) -> CommitOutcome:
+        def commit(i: int) -> _Outcome:
             try:
-                return self._commit_group(metas[i], refs[i], slices[i].msg_count, now_ms, deadline)
+                return self._commit_group(groups[i], metas[i], refs[i], slices[i].msg_count, now_ms, deadline)
             except LlogError as exc:
                 return exc
 
         if len(slices) == 1:
             return [commit(0)]
-        known = [i for i, meta in enumerate(metas) if self._sequential.knows(meta.keys)]
+        plain = [g.producer_id is None and g.expected_offset is None for g in groups]
+        known = [i for i, meta in enumerate(metas) if plain[i] and self._sequential.knows(meta.keys)]
         batched = known if len(known) > 1 else []
         # Groups of one partition commit one after another, in request order, on one thread.
         by_partition: dict[PartitionKeys, list[int]] = {}
@@ -256,7 +318,9 @@ class LogWriter:
                    for indexes in by_partition.values()]  # fmt: skip
         try:
             commits = [SequentialCommit(metas[i], refs[i], slices[i].msg_count, now_ms) for i in batched]
-            outcomes = dict(zip(batched, self._sequential.commit_many(commits, deadline), strict=True))
+            outcomes: dict[int, _Outcome] = dict(
+                zip(batched, self._sequential.commit_many(commits, deadline.monotonic), strict=True)
+            )
         finally:
             wait(futures)
         for future in futures:
@@ -264,23 +328,94 @@ class LogWriter:
         return [outcomes[i] for i in range(len(slices))]
 
     def _commit_group(
-        self, meta: PartitionMetadata, ref: DataRef, count: int, now_ms: int, deadline: float
+        self,
+        group: SharedAppendGroup,
+        meta: PartitionMetadata,
+        ref: DataRef,
+        count: int,
+        now_ms: int,
+        deadline: _Deadline,
+    ) -> _Outcome:
+        """Commit one partition's batch by the partition's protocol, idempotently if it has a producer."""
+        batch = group.idempotent
+        if batch is None:
+            return self._commit_batch(
+                meta, ref, count, now_ms, deadline.monotonic, expected_offset=group.expected_offset
+            )
+        read: list[VersionedControl] = []  # the CAS path's meta/control read, made before the claim
+
+        def next_offset() -> int:
+            if not self._sequential.knows(meta.keys):
+                read.append(meta.control())
+                if not read[-1].record.sequential:
+                    return read[-1].record.sequence_counter
+            return self._sequential.next_offset(meta, read[-1].record if read else None)
+
+        def commit(tag: ProducerTag) -> tuple[int, int, str]:
+            return self._commit_batch(
+                meta, ref, count, now_ms, deadline.monotonic, producer=tag, expected_offset=group.expected_offset,
+                current=read[-1] if read else None,
+            )  # fmt: skip
+
+        return self._idempotent.append(
+            meta, batch, commit_by_ms=deadline.wall_ms, next_offset=next_offset, commit=commit
+        )
+
+    def _commit_batch(
+        self,
+        meta: PartitionMetadata,
+        ref: DataRef,
+        count: int,
+        now_ms: int,
+        deadline: float,
+        *,
+        producer: ProducerTag | None = None,
+        expected_offset: int | None = None,
+        current: VersionedControl | None = None,
     ) -> tuple[int, int, str]:
         """Commit one partition's batch by the partition's protocol; ``(start, end, index_key)``.
 
         A partition known to be sequential costs no read here; otherwise the
-        ``meta/control`` read that picks the protocol is the CAS path's first read.
+        ``meta/control`` read that picks the protocol is the CAS path's first
+        read (``current``, when the caller made it already).
         """
-        if self._sequential.knows(meta.keys):
-            return self._sequential.commit(meta, ref, count, now_ms, deadline)
-        current = meta.control()
+        if self._sequential.knows(meta.keys) and expected_offset is None:
+            return self._sequential.commit(meta, ref, count, now_ms, deadline, producer=producer)
+        current = current or meta.control()
         control = current.record
         try:
             if not control.sequential:
                 start, end = append_cas.append(
-                    meta, ref, count, now_ms, deadline, current, config=self.config, fault_hook=self._fault_hook
-                )
+                    meta, ref, count, now_ms, deadline, current, config=self.config, fault_hook=self._fault_hook,
+                    producer=producer, expected_offset=expected_offset,
+                )  # fmt: skip
                 return start, end, meta.keys.index(end)
         except append_cas.ProtocolChanged as changed:
             control = changed.control
-        return self._sequential.commit(meta, ref, count, now_ms, deadline, control)
+        if expected_offset is not None:  # migrated since the check before the blob's PUT
+            raise _conditional_unsupported(meta)
+        return self._sequential.commit(meta, ref, count, now_ms, deadline, control, producer=producer)
+
+
+@dataclass(frozen=True)
+class _Deadline:
+    """An append's commit deadline: ``time.monotonic()`` for this process, the wall clock for claims."""
+
+    monotonic: float
+    wall_ms: int
+
+
+_Outcome = CommitOutcome | IdempotentOutcome
+
+
+def _offsets(outcome: tuple[int, int, str] | IdempotentOutcome) -> tuple[int, int, str | None]:
+    if isinstance(outcome, IdempotentOutcome):
+        return outcome.start_offset, outcome.end_offset, outcome.index_key
+    return outcome
+
+
+def _conditional_unsupported(meta: PartitionMetadata) -> ConditionalAppendUnsupported:
+    return ConditionalAppendUnsupported(
+        f"{meta.keys.topic}/{meta.keys.partition} uses the sequential append protocol, which cannot check "
+        "expected_offset atomically; only partitions of the cas protocol take conditional appends"
+    )

@@ -188,6 +188,36 @@ class DataRef:
 
 
 @dataclass(frozen=True)
+class ProducerTag:
+    """Which idempotent producer batch an entry holds: ``(producer, epoch, first and last sequence)``.
+
+    Stored in the batch's index entry (or sequence entry, or CAS ``pending``), so
+    a later attempt can find out whether an earlier one committed
+    (``llog.protocol.producers``).
+    """
+
+    producer_id: str
+    epoch: int
+    first_sequence: int
+    last_sequence: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.producer_id, "epoch": self.epoch, "first": self.first_sequence, "last": self.last_sequence}
+
+    @classmethod
+    def from_json(cls, doc: Any, what: str) -> ProducerTag | None:
+        if doc is None:
+            return None
+        what = f"{what} producer tag"
+        if not isinstance(doc, dict):
+            raise CorruptMetadata(f"{what} is not an object")
+        tag = cls(_str(doc, "id", what), _int(doc, "epoch", what), _int(doc, "first", what), _int(doc, "last", what))
+        if tag.last_sequence < tag.first_sequence:
+            raise CorruptMetadata(f"{what} ends before it starts")
+        return tag
+
+
+@dataclass(frozen=True)
 class PendingAppend:
     """An append whose offsets are reserved but whose index entry may not exist yet."""
 
@@ -198,9 +228,10 @@ class PendingAppend:
     ref: DataRef
     created_at_ms: int
     entry_type: EntryType = EntryType.WAL
+    producer: ProducerTag | None = None  # an idempotent append's tag (llog.protocol.producers)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "append_id": self.append_id,
             "start_offset": self.start_offset,
             "end_offset": self.end_offset,
@@ -212,6 +243,9 @@ class PendingAppend:
             "byte_length": self.ref.byte_length,
             "created_at_ms": self.created_at_ms,
         }
+        if self.producer is not None:  # absent otherwise: appends without a producer store what they always did
+            doc["producer"] = self.producer.to_json()
+        return doc
 
     @classmethod
     def from_json(cls, doc: Any) -> PendingAppend:
@@ -226,6 +260,7 @@ class PendingAppend:
             ref=_data_ref(doc, what),
             created_at_ms=_int(doc, "created_at_ms", what),
             entry_type=_enum(EntryType, "WAL" if doc.get("entry_type") is None else doc["entry_type"], what, "type"),
+            producer=ProducerTag.from_json(doc.get("producer"), what),
         )
         if pending.msg_count < 1 or pending.end_offset - pending.start_offset + 1 != pending.msg_count:
             raise CorruptMetadata(
@@ -234,7 +269,9 @@ class PendingAppend:
         return pending
 
     def index_entry(self) -> IndexEntry:
-        return IndexEntry(self.entry_type, self.msg_count, self.ref, self.created_at_ms, self.append_id)
+        return IndexEntry(
+            self.entry_type, self.msg_count, self.ref, self.created_at_ms, self.append_id, producer=self.producer
+        )
 
     def covers(self, offset: int) -> bool:
         return self.start_offset <= offset <= self.end_offset
@@ -333,10 +370,12 @@ class IndexEntry:
     created_at_ms: int
     append_id: str | None = None
     data_bytes: int | None = None  # COMPACTED: the object's size, for size-based retention
+    producer: ProducerTag | None = None  # WAL: the idempotent producer's tag, if it had one
 
     def encode(self) -> bytes:
         return _dump_present(
             {
+                "producer": None if self.producer is None else self.producer.to_json(),
                 "type": self.type.value,
                 "msg_count": self.msg_count,
                 "data_key": self.ref.data_key,
@@ -367,7 +406,135 @@ class IndexEntry:
             created_at_ms=_int(doc, "created_at_ms", what),
             append_id=_str(doc, "append_id", what, optional=True),
             data_bytes=_int(doc, "data_bytes", what, optional=True),
+            producer=ProducerTag.from_json(doc.get("producer"), what),
         )
+
+
+@dataclass(frozen=True)
+class ProducerBatch:
+    """A batch an idempotent producer committed to a partition: its sequences and the offsets it got."""
+
+    first_sequence: int
+    last_sequence: int
+    start_offset: int
+    end_offset: int
+
+    def to_json(self) -> list[int]:
+        return [self.first_sequence, self.last_sequence, self.start_offset, self.end_offset]
+
+    @classmethod
+    def from_json(cls, doc: Any, what: str) -> ProducerBatch:
+        if not (isinstance(doc, list) and len(doc) == 4):
+            raise CorruptMetadata(f"{what} has a batch that is not [first, last, start, end]: {doc!r}")
+        names = ("first", "last", "start", "end")
+        fields = dict(zip(names, doc, strict=True))
+        return cls(*(_int(fields, name, what) for name in names))
+
+
+@dataclass(frozen=True)
+class InFlightClaim:
+    """A producer's batch claimed for a partition, whose commit may or may not have happened yet.
+
+    ``commit_by_ms`` is the claimer's wall-clock time of its commit deadline:
+    its commit is never sent later. ``search_from_offset`` is the partition's
+    next offset before the claim: the batch, if it committed, lies at or after it.
+    """
+
+    claim_id: str
+    first_sequence: int
+    last_sequence: int
+    claimed_at_ms: int
+    commit_by_ms: int
+    search_from_offset: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "claim_id": self.claim_id,
+            "first": self.first_sequence,
+            "last": self.last_sequence,
+            "claimed_at_ms": self.claimed_at_ms,
+            "commit_by_ms": self.commit_by_ms,
+            "search_from_offset": self.search_from_offset,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any, what: str) -> InFlightClaim | None:
+        if doc is None:
+            return None
+        if not isinstance(doc, dict):
+            raise CorruptMetadata(f"{what} in_flight is not an object")
+        return cls(
+            _str(doc, "claim_id", what),
+            _int(doc, "first", what),
+            _int(doc, "last", what),
+            _int(doc, "claimed_at_ms", what),
+            _int(doc, "commit_by_ms", what),
+            _int(doc, "search_from_offset", what),
+        )
+
+
+@dataclass(frozen=True)
+class ProducerState:
+    """``{base}/producers/{producer_id}``: one idempotent producer's state in one partition.
+
+    ``batches`` are its last few committed batches of ``epoch``, oldest first;
+    ``in_flight`` a batch claimed and not yet recorded. ``validated_at_ms`` is
+    when the producer's registry record was last checked (the check is
+    repeated when it is stale), ``touched_at_ms`` when this state was last written.
+    """
+
+    epoch: int
+    batches: tuple[ProducerBatch, ...] = ()
+    in_flight: InFlightClaim | None = None
+    validated_at_ms: int = 0
+    touched_at_ms: int = 0
+
+    def encode(self) -> bytes:
+        return _dump(
+            {
+                "epoch": self.epoch,
+                "batches": [b.to_json() for b in self.batches],
+                "in_flight": None if self.in_flight is None else self.in_flight.to_json(),
+                "validated_at_ms": self.validated_at_ms,
+                "touched_at_ms": self.touched_at_ms,
+            }
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes) -> ProducerState:
+        what = "producer state"
+        doc = _load(raw, what)
+        batches = doc.get("batches")
+        if not isinstance(batches, list):
+            raise CorruptMetadata(f"{what} has no batches list")
+        return cls(
+            epoch=_int(doc, "epoch", what),
+            batches=tuple(ProducerBatch.from_json(b, what) for b in batches),
+            in_flight=InFlightClaim.from_json(doc.get("in_flight"), what),
+            validated_at_ms=_int(doc, "validated_at_ms", what),
+            touched_at_ms=_int(doc, "touched_at_ms", what),
+        )
+
+    def with_changes(self, **changes: Any) -> ProducerState:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ProducerRecord:
+    """``{root}/__catalog/producers/{producer_id}``: an issued producer id, its current epoch, its last use."""
+
+    epoch: int
+    created_at_ms: int
+    touched_at_ms: int
+
+    def encode(self) -> bytes:
+        return _dump({"epoch": self.epoch, "created_at_ms": self.created_at_ms, "touched_at_ms": self.touched_at_ms})
+
+    @classmethod
+    def decode(cls, raw: bytes) -> ProducerRecord:
+        what = "producer record"
+        doc = _load(raw, what)
+        return cls(_int(doc, "epoch", what), _int(doc, "created_at_ms", what), _int(doc, "touched_at_ms", what))
 
 
 FENCE_MARKER = "FENCE"

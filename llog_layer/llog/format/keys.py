@@ -9,17 +9,22 @@ Layout (docs/PROTOCOL.md, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``
     {root}/{topic}/partitions/{partition}/index/{end_offset:020d}
     {root}/{topic}/partitions/{partition}/seq/{generation:010d}/e-{position:020d}-{fences:020d}
                                     (sequential partitions, docs/SEQUENTIAL_APPEND.md)
+    {root}/{topic}/partitions/{partition}/producers/{producer_id}  (idempotent producer state, llog.protocol.producers)
     {root}/__catalog/partitions/{topic}:{partition:010d}      (the registry, llog.protocol.registry)
     {root}/__catalog/topics/{topic}                           (topic records, llog.protocol.topics)
     {root}/__catalog/groups/{group}                           (consumer groups, llog.format.group_keys)
+    {root}/__catalog/producers/{producer_id}                  (issued producer ids, llog.protocol.producers)
     {root}/wal-shared/{uuid}                                   (S3)
     {root}/{topic}/partitions/{partition}/data/compacted/{uuid} (S3)
     {root}/{topic}/partitions/{partition}/manifests/{start:020d}-{end:020d}.json (S3)
 
 Every Oxia record of a topic-partition uses ``partition_key = "{topic}:{partition}"``
-so that one partition lives on one Oxia shard; the registry's records and the
-topic records share ``partition_key = "__catalog"``, so one ordered scan on one
-shard lists either.
+so that one partition lives on one Oxia shard; the registry's records, the
+topic records and the producer ids share ``partition_key = "__catalog"``, so
+one ordered scan on one shard lists any of them. A partition's producer states sit at the depth of
+``meta/`` and ``index/`` in a folder of their own (``producers/`` sorts after
+``meta/~`` and ``index/~``), so no scan of those folders meets them, and
+``[producers/, producers/~)`` holds exactly them (what deleting a partition clears).
 
 Oxia (v0.17.1, hierarchical key sorting) orders keys by their number of
 ``/`` first, then bytewise with ``/`` above every other byte. A scan or a
@@ -59,6 +64,7 @@ _ROOT_SEGMENT_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
 # "wal-shared" would put a topic's compacted objects under the shared WAL prefix;
 # "__catalog" would read as the registry's folder.
 _RESERVED_TOPICS = frozenset({".", "..", "wal-shared", "__catalog"})
+_PRODUCER_ID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 PARTITION_WIDTH = 10  # digits of MAX_PARTITION: registry keys sort numerically within a topic
 
 
@@ -248,6 +254,20 @@ class PartitionKeys:
         parsed = parse_sequence_suffix(key[len(prefix) :])
         return None if parsed is None else SequenceKey(generation, parsed[0], parsed[1])
 
+    # --- idempotent producers (llog.protocol.producers) -----------------------------
+
+    @property
+    def producer_states_prefix(self) -> str:
+        return f"{self.base}/producers/"
+
+    @property
+    def producer_states_scan_end(self) -> str:
+        """Exclusive upper bound of this partition's producer states (``~`` sorts after every id character)."""
+        return f"{self.producer_states_prefix}~"
+
+    def producer_state(self, producer_id: str) -> str:
+        return f"{self.producer_states_prefix}{validate_producer_id(producer_id)}"
+
     @property
     def sequence_folders_scan(self) -> tuple[str, str]:
         """``[start, end)`` of every generation's sequence keys (``seq/{g}/e-…``), at their one depth.
@@ -268,7 +288,12 @@ class PartitionKeys:
         partition not initialized and stops.
         """
         meta = f"{self.base}/meta/"
-        return (meta, f"{meta}~"), (self.index_prefix, self.index_scan_end), self.sequence_folders_scan
+        return (
+            (meta, f"{meta}~"),
+            (self.index_prefix, self.index_scan_end),
+            (self.producer_states_prefix, self.producer_states_scan_end),
+            self.sequence_folders_scan,
+        )
 
     @property
     def object_prefix(self) -> str:
@@ -373,6 +398,27 @@ class RegistryKeys:
             return validate_topic(key[len(self.topics_prefix) :])
         except InvalidTopicName:
             return None
+
+
+@dataclass(frozen=True)
+class ProducerKeys:
+    """Keys of issued producer ids: ``{root}/__catalog/producers/{producer_id}``, on the catalogue's shard."""
+
+    root: str = DEFAULT_ROOT_PREFIX
+    partition_key = "__catalog"
+
+    def __post_init__(self) -> None:
+        validate_root_prefix(self.root)
+
+    def producer(self, producer_id: str) -> str:
+        return f"{self.root}/__catalog/producers/{validate_producer_id(producer_id)}"
+
+
+def validate_producer_id(producer_id: object) -> str:
+    """Return ``producer_id`` if it is a producer id as issued (a lowercase UUID), else raise ``InvalidArgument``."""
+    if not isinstance(producer_id, str) or not _PRODUCER_ID_RE.fullmatch(producer_id):
+        raise InvalidArgument(f"invalid producer_id {producer_id!r}: expected an id issued by POST /producers")
+    return producer_id
 
 
 def shared_wal_prefix(root: str = DEFAULT_ROOT_PREFIX) -> str:

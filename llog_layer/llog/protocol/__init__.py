@@ -51,6 +51,15 @@ name here exists.
 |     |                     | groups.GroupCoordinator.leave                |                           |             |
 |     |                     | groups.GroupCoordinator.commit               |                           |             |
 |     |                     | groups.GroupCoordinator.expire_idle          |                           |             |
+| A29 | producer ids        | producers.ProducerRegistry.issue             |                           | I15         |
+|     |                     | producers.ProducerRegistry.bump              |                           |             |
+|     |                     | producers.ProducerRegistry.validate          |                           |             |
+| A30 | idempotent append   | producers.IdempotentAppender.append          | producer.after_claim      | I15 I16     |
+|     |                     |                                              | producer.after_commit     |             |
+| A31 | take over a claim   | producers.take_over                          |                           | I15 I16     |
+|     |                     | producers.find_committed                     |                           |             |
+| A32 | compact: claims     | producers.claims_floor                       |                           | I16         |
+| A33 | conditional append  | append_cas.append                            |                           | I1 I4       |
 
 Each action, where it is specified and what it does:
 
@@ -118,6 +127,22 @@ Each action, where it is specified and what it does:
   group's one record, drop expired leases, apply, write it back with a
   compare-and-set on the version read; a refused action writes nothing
   (I14, argued in that module's docstring).
+* A29 producer ids (docs/IDEMPOTENCE.md, "Producer ids"): create-only a
+  new id at epoch 0; CAS its epoch up (fencing older epochs); check a
+  request's epoch against it, marking the id used.
+* A30 idempotent append (docs/IDEMPOTENCE.md, "The append"): after the WAL
+  blob's PUT, read the partition's producer state (dedupe, fence, order),
+  CAS a claim on the batch, commit it with its producer tag by the
+  partition's protocol (A3 or A8), CAS the claim into the remembered batches.
+* A31 take over a claim (docs/IDEMPOTENCE.md, "Takeover"): once a claim's
+  commit deadline and margin have passed, look for its tag from its search
+  offset on and record what was found.
+* A32 compact: claims (docs/IDEMPOTENCE.md, "Compaction"): after selecting
+  its run, the compactor takes over expired claims and stops its run before
+  the search offset of any other.
+* A33 conditional append (docs/IDEMPOTENCE.md, "Conditional append"): a CAS
+  reservation is made only if its start offset is the ``expected_offset``;
+  sequential partitions refuse it before the blob's PUT.
 
 Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protocols):
 
@@ -165,4 +190,10 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
   subscribe to, its generation only grows, and an offset is committed only by
   the partition's owner in the current generation, checked on the version of
   the group record the commit replaces.
+* I15 An idempotent producer's batch commits at most once per partition and
+  epoch: every commit happens under the batch's claim, and a claim is taken
+  over only after its attempt can no longer commit (docs/IDEMPOTENCE.md, "Safety").
+* I16 A committed batch's tag stays findable while its claim is unresolved: it
+  lies at or after the claim's search offset, below which compaction (the
+  only step that drops tags) stops.
 """

@@ -32,10 +32,11 @@ from llog.errors import (
     AppendOutcomeUnknown,
     CommitDeadlineExceeded,
     LogFenced,
+    OffsetMismatch,
     StorageUnavailable,
     VersionConflict,
 )
-from llog.format.documents import ControlRecord, DataRef, EntryType, LogState, PendingAppend
+from llog.format.documents import ControlRecord, DataRef, EntryType, LogState, PendingAppend, ProducerTag
 from llog.protocol.faults import WRITER_AFTER_INDEX_WRITE, WRITER_AFTER_RESERVE, FaultHook
 from llog.protocol.metadata import PartitionMetadata, VersionedControl
 
@@ -68,11 +69,17 @@ def append(
     *,
     config: WriterConfig,
     fault_hook: FaultHook | None = None,
+    producer: ProducerTag | None = None,
+    expected_offset: int | None = None,
 ) -> tuple[int, int]:
     """Commit one batch: reserve its offsets, then materialize it; ``(start, end)``.
 
     ``current`` is a just-read ``meta/control``. Raises ``ProtocolChanged`` if
     the partition turns out to be sequential (the caller appends that way).
+    ``producer`` tags the batch (``llog.protocol.producers``). With
+    ``expected_offset`` the batch is reserved only if it gets that start offset
+    (checked against the record the reservation's compare-and-set replaces),
+    else ``OffsetMismatch`` and nothing is written.
     """
     append_id = uuid.uuid4().hex
     backoff = config.cas_backoff()
@@ -94,7 +101,9 @@ def append(
                     f"nothing was committed to {meta.keys.topic}/{meta.keys.partition}"
                 )
             start = control.sequence_counter
-            pending = PendingAppend(append_id, start, start + count - 1, count, ref, now_ms)
+            if expected_offset is not None and start != expected_offset:
+                raise OffsetMismatch(meta.keys.topic, meta.keys.partition, expected_offset, start)
+            pending = PendingAppend(append_id, start, start + count - 1, count, ref, now_ms, producer=producer)
             reservation_sent = True
             try:
                 reserved = reserve(meta, current, pending)

@@ -53,6 +53,7 @@ from llog.format.documents import (
     Generation,
     IndexEntry,
     LogState,
+    ProducerTag,
 )
 from llog.format.keys import MAX_GENERATION, PartitionKeys, SequenceKey
 from llog.protocol.faults import WRITER_AFTER_FENCE_MARKER, WRITER_AFTER_SEQUENCE_PUT
@@ -154,10 +155,10 @@ CommitOutcome = tuple[int, int, str] | LlogError
 """``(start, end, index_key)`` of a committed batch, or why it was not committed."""
 
 
-def _entry(ref: DataRef, count: int, now_ms: int) -> bytes:
+def _entry(ref: DataRef, count: int, now_ms: int, producer: ProducerTag | None = None) -> bytes:
     if count < 1:
         raise InvalidArgument("an append needs at least one record")  # a zero delta would poison the shard
-    return IndexEntry(EntryType.WAL, count, ref, now_ms, uuid.uuid4().hex).encode()
+    return IndexEntry(EntryType.WAL, count, ref, now_ms, uuid.uuid4().hex, producer=producer).encode()
 
 
 def _outcome_unknown(meta: PartitionMetadata, exc: LlogError) -> AppendOutcomeUnknown:
@@ -224,14 +225,16 @@ class SequentialAppender:
         now_ms: int,
         deadline: float,
         control: ControlRecord | None = None,
+        producer: ProducerTag | None = None,
     ) -> tuple[int, int, str]:
         """Append one batch: one sequential put; returns ``(start, end, index_key)``.
 
         ``control`` is a just-read ``meta/control`` (else the cached generation,
         or one read). The put is the commit point; it is never repeated, so a
-        lost answer is ``AppendOutcomeUnknown``.
+        lost answer is ``AppendOutcomeUnknown``. ``producer`` tags the entry
+        (``llog.protocol.producers``).
         """
-        value = _entry(ref, count, now_ms)
+        value = _entry(ref, count, now_ms, producer)
         return self._commit_from(meta, self._target(meta, control), value, count, deadline)
 
     def commit_many(self, commits: Sequence[SequentialCommit], deadline: float) -> list[CommitOutcome]:
@@ -296,6 +299,12 @@ class SequentialAppender:
             f"{meta.keys.topic}/{meta.keys.partition} was fenced and unfenced {MAX_GENERATION_HOPS} times "
             "while this append was in flight"
         )
+
+    def next_offset(self, meta: PartitionMetadata, control: ControlRecord | None = None) -> int:
+        """The open generation's next offset, from its tail (one lookup; the generation cached or read)."""
+        target = self._target(meta, control)
+        tail = meta.sequence_tail(target.generation)
+        return target.base + (0 if tail is None else tail.key.position) + 1
 
     def _check_deadline(self, meta: PartitionMetadata, deadline: float) -> None:
         if time.monotonic() > deadline:

@@ -7,7 +7,9 @@ starting exactly at ``meta/compaction-cursor``, into one partition-local
 1. finish a pending append (so no committed batch is skipped);
 2. resume ``meta/compaction`` if a previous run died part-way;
 3. select WAL entries from the cursor, stopping at a gap, a COMPACTED entry,
-   ``max_offsets`` or ``max_bytes``;
+   ``max_offsets`` or ``max_bytes``, and before the ``search_from_offset`` of
+   an idempotent producer's unresolved claim (whose tag a takeover may still
+   need, ``llog.protocol.producers``);
 4. read the slices, write ``{base}/data/compacted/{uuid}``;
 5. create ``meta/compaction`` (state ``WRITING_COMPACTED_INDEX``);
 6. CAS the range's end key to one COMPACTED entry; state ``DELETING_OLD``;
@@ -49,7 +51,7 @@ from llog.format.documents import (
     compacted_object_metadata,
 )
 from llog.format.keys import PartitionKeys, S3Location
-from llog.protocol import append_cas
+from llog.protocol import append_cas, producers
 from llog.protocol.faults import (
     COMPACTOR_AFTER_BLOB_PUT,
     COMPACTOR_AFTER_CURSOR,
@@ -156,6 +158,10 @@ class Compactor:
 
         cursor = meta.cursor().offset
         run = self._select(meta, cursor)
+        if run:
+            # Read after the selection: a claim made later lies past the run (llog.protocol.producers, E2).
+            floor = producers.claims_floor(meta, int(self.storage.clock() * 1000))
+            run = run if floor is None else [batch for batch in run if batch.end_offset < floor]
         stages.mark("select")
         if not run:
             return nothing_to_do()

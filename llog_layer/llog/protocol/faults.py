@@ -43,6 +43,14 @@ WRITER_AFTER_SEQUENCE_PUT = "writer.after_sequence_put"
 WRITER_AFTER_FENCE_MARKER = "writer.after_fence_marker"
 """A fence marker is in the open generation, which ``meta/control`` does not show sealed yet."""
 
+# --- idempotent append, both protocols (docs/IDEMPOTENCE.md) --------------------------------------
+
+PRODUCER_AFTER_CLAIM = "producer.after_claim"
+"""The producer state claims the batch (``in_flight``); the batch is not committed: a retry takes over later."""
+
+PRODUCER_AFTER_COMMIT = "producer.after_commit"
+"""The batch is committed with its producer tag; ``in_flight`` still claims it: a takeover finds the tag."""
+
 # --- compaction (docs/PROTOCOL.md, "Compaction") --------------------------------------------------
 
 COMPACTOR_AFTER_BLOB_PUT = "compactor.after_blob_put"
@@ -70,6 +78,8 @@ CRASH_POINTS = frozenset(
         WRITER_AFTER_INDEX_WRITE,
         WRITER_AFTER_SEQUENCE_PUT,
         WRITER_AFTER_FENCE_MARKER,
+        PRODUCER_AFTER_CLAIM,
+        PRODUCER_AFTER_COMMIT,
         COMPACTOR_AFTER_BLOB_PUT,
         COMPACTOR_AFTER_RECORD,
         COMPACTOR_AFTER_END_KEY,

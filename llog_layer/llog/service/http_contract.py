@@ -16,11 +16,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llog.client.writer import AppendResult
+from llog.client.writer import AppendResult, SharedAppendGroup
 from llog.config import Limits
-from llog.errors import InvalidArgument, LlogError
+from llog.errors import InvalidArgument, LlogError, OffsetMismatch
 from llog.format.codec import Headers, Record
-from llog.format.keys import validate_partition, validate_topic
+from llog.format.keys import validate_partition, validate_producer_id, validate_topic
+from llog.protocol.producers import ProducerIdentity
 from llog.protocol.topics import MAX_PARTITIONS
 from llog.service.consume import ConsumeRequest, FetchPartition, PartitionFetch
 from llog.service.produce import ProduceEntry
@@ -198,11 +199,32 @@ def _topic_partitions(body: Mapping[str, Any], limits: Limits) -> list[Any]:
 # --- produce -------------------------------------------------------------------------
 
 
-def parse_produce_request(doc: Any, limits: Limits) -> list[ProduceEntry]:
-    """Each entry names a partition, or (none, or null) routes its records by key among the topic's partitions."""
+def _producer(body: Mapping[str, Any]) -> tuple[str, int] | None:
+    """The request's idempotent producer (``producer_id``, ``producer_epoch``), if it names one."""
+    if body.get("producer_id") is None and body.get("producer_epoch") is None:
+        return None
+    producer_id = body.get("producer_id")
+    if not isinstance(producer_id, str):
+        raise RequestRejected("producer_id must be a string, an id issued by POST /producers")
+    try:
+        validate_producer_id(producer_id)
+    except InvalidArgument as exc:
+        raise RequestRejected(str(exc)) from None
+    if body.get("producer_epoch") is None:
+        raise RequestRejected("producer_epoch must be given with producer_id")
+    return producer_id, _int_field(body, "producer_epoch", "request", maximum=2**31 - 1)
+
+
+def parse_produce_request(doc: Any, limits: Limits) -> list[ProduceEntry | SharedAppendGroup]:
+    """Each entry names a partition, or (none, or null) routes its records by key among the topic's partitions.
+
+    An entry with a partition may carry the idempotent producer's ``sequence`` and an ``expected_offset``;
+    a keyed entry may not (a client that wants them routes its records itself).
+    """
     body = _object(doc, "the request body")
     items = _topic_partitions(body, limits)
-    groups = []
+    producer = _producer(body)
+    groups: list[ProduceEntry | SharedAppendGroup] = []
     total = 0
     for i, raw in enumerate(items):
         where = f"topic_partitions[{i}]"
@@ -218,8 +240,32 @@ def parse_produce_request(doc: Any, limits: Limits) -> list[ProduceEntry]:
                 error_type="LimitExceeded",
             )
         records = [_record(r, f"{where}.records[{j}]") for j, r in enumerate(records_raw)]
-        groups.append(ProduceEntry(topic, partition, records))
+        if partition is None:
+            if producer is not None or item.get("sequence") is not None or item.get("expected_offset") is not None:
+                raise RequestRejected(
+                    f"{where} has no partition: an idempotent (producer_id) or conditional (expected_offset) "
+                    "entry must name its partition"
+                )
+            groups.append(ProduceEntry(topic, None, records))
+        else:
+            groups.append(SharedAppendGroup(topic, partition, records, *_entry_conditions(item, where, producer)))
     return groups
+
+
+def _entry_conditions(
+    item: Mapping[str, Any], where: str, producer: tuple[str, int] | None
+) -> tuple[str | None, int | None, int | None, int | None]:
+    """A topic entry's ``(producer_id, producer_epoch, sequence, expected_offset)`` (docs/HTTP_API.md)."""
+    sequence = None
+    if producer is not None:
+        if item.get("sequence") is None:
+            raise RequestRejected(f"{where}.sequence is required: the request names a producer_id")
+        sequence = _int_field(item, "sequence", where)
+    elif item.get("sequence") is not None:
+        raise RequestRejected(f"{where}.sequence needs a producer_id and producer_epoch in the request")
+    expected = None if item.get("expected_offset") is None else _int_field(item, "expected_offset", where, minimum=1)
+    pid, epoch = producer if producer is not None else (None, None)
+    return pid, epoch, sequence, expected
 
 
 def produce_result_json(result: AppendResult) -> dict[str, Any]:
@@ -231,18 +277,25 @@ def produce_result_json(result: AppendResult) -> dict[str, Any]:
             index_key=result.index_key,
             wal_uri=result.wal_uri,
         )
+        if result.duplicate:
+            doc["duplicate"] = True
     else:
         doc.update(error_type=result.error_type, error=str(result.error), retriable=result.error.retriable)
+        if isinstance(result.error, OffsetMismatch):
+            doc["next_offset"] = result.error.next_offset
     return doc
 
 
 def produce_response(results: Sequence[AppendResult]) -> tuple[int, dict[str, Any]]:
-    """Status per docs/HTTP_API.md: 200 all ok; 503 all failed with back-pressure; 409 otherwise."""
+    """Status per docs/HTTP_API.md: 200 all ok; 503 all failed with back-pressure; 412 when every failure is an
+    ``OffsetMismatch``; 409 otherwise."""
     errors = [r for r in results if not r.ok]
     if not errors:
         status = 200
     elif len(errors) == len(results) and all(r.error_type == "BackPressureRejected" for r in errors):
         status = 503
+    elif all(isinstance(r.error, OffsetMismatch) for r in errors):
+        status = 412
     else:
         status = 409
     return status, {
@@ -287,6 +340,28 @@ def parse_grow_topic(doc: Any) -> int:
     if "partitions" not in body:
         raise RequestRejected("the request body needs partitions, the new partition count")
     return _partition_count(body)
+
+
+# --- producers -----------------------------------------------------------------------
+
+
+def parse_producers_request(doc: Any) -> str | None:
+    """``POST /producers``: ``{}`` (a new id) or ``{"producer_id": ...}`` (bump its epoch)."""
+    body = _object(doc, "the request body")
+    unknown = set(body) - {"producer_id"}
+    if unknown:
+        raise RequestRejected(f"the request has unknown fields: {', '.join(sorted(unknown))}")
+    producer_id = body.get("producer_id")
+    if producer_id is None:
+        return None
+    try:
+        return validate_producer_id(producer_id)
+    except InvalidArgument as exc:
+        raise RequestRejected(str(exc)) from None
+
+
+def producer_json(identity: ProducerIdentity) -> dict[str, Any]:
+    return {"producer_id": identity.producer_id, "producer_epoch": identity.epoch}
 
 
 # --- consume -------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from typing import Protocol
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
 from llog.errors import InvalidPartition, LlogError, LogFenced, UnknownTopic
 from llog.format.codec import Record
+from llog.protocol.producers import ProducerIdentity
 from llog.protocol.topics import STALE_TOPIC_MS, TOPIC_CACHE_TTL_MS, TopicRecord, TopicRegistry
 from llog_client.partitioner import partition_for_key
 
@@ -77,6 +78,9 @@ def route(
     groups: list[SharedAppendGroup] = []
     sticky: dict[str, int] = {}
     for entry in entries:
+        if isinstance(entry, SharedAppendGroup):  # a batch for its partition, with its producer fields
+            groups.append(entry)
+            continue
         if entry.partition is not None:
             groups.append(SharedAppendGroup(entry.topic, entry.partition, entry.records))
             continue
@@ -253,6 +257,11 @@ class ProduceService:
             self.topics.initialize(record, [partition])
         with self._lock:
             self._initialized.add(pid)
+
+    def producer(self, producer_id: str | None) -> ProducerIdentity:
+        """``POST /producers``: a new producer id at epoch 0, or ``producer_id`` with its epoch bumped."""
+        registry = self.writer.producers
+        return registry.issue() if producer_id is None else registry.bump(producer_id)
 
     def close(self) -> None:
         if self.batcher is not None:

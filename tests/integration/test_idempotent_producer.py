@@ -1,0 +1,368 @@
+"""Idempotent producers and conditional appends (llog.protocol.producers, docs/IDEMPOTENCE.md), on both protocols.
+
+A retry of a batch whose answer was lost, or whose writer died at any step,
+commits it exactly once; an old epoch is fenced; a gap is refused. Time moves
+by an injected wall clock: a claim is taken over once the clock passes its
+commit deadline and margin.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import pytest
+
+from devserver.batching import BatchingProducer, _Pending
+from devserver.serve import LlogServer
+from llog.client.reader import LogReader
+from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
+from llog.config import WriterConfig
+from llog.errors import (
+    ConditionalAppendUnsupported,
+    OffsetMismatch,
+    OutOfOrderSequence,
+    UnknownProducer,
+)
+from llog.format.documents import AppendProtocol
+from llog.format.keys import PartitionKeys, new_object_id
+from llog.protocol.compaction import Compactor
+from llog.protocol.faults import (
+    PRODUCER_AFTER_CLAIM,
+    PRODUCER_AFTER_COMMIT,
+    WRITER_AFTER_BLOB_PUT,
+    WRITER_AFTER_INDEX_WRITE,
+    WRITER_AFTER_RESERVE,
+    WRITER_AFTER_SEQUENCE_PUT,
+)
+from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.producers import CLAIM_MARGIN_MS, REVALIDATE_AFTER_MS, read_state
+from llog.store.storage import Storage
+from tests.faults import SimulatedCrash, crash_at
+from tests.integration.test_http_server import call_json
+
+pytestmark = pytest.mark.oxia
+
+PROTOCOLS = pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL], ids=["cas", "seq"])
+COMMIT_DELAY_MS = 60_000
+
+
+class Clock:
+    """A wall clock the test moves forward."""
+
+    def __init__(self, start: float) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance_past_claims(self) -> None:
+        self.now += (COMMIT_DELAY_MS + CLAIM_MARGIN_MS) / 1000 + 1
+
+
+@pytest.fixture
+def clock(storage: Storage) -> Clock:
+    return Clock(storage.clock())
+
+
+@pytest.fixture
+def timed(storage: Storage, clock: Clock) -> Storage:
+    return dataclasses.replace(storage, clock=clock)
+
+
+def writer_for(storage: Storage, protocol: AppendProtocol, **kwargs: object) -> LogWriter:
+    config = WriterConfig(append_protocol=protocol, max_commit_delay_ms=COMMIT_DELAY_MS)
+    return LogWriter(storage, config=config, **kwargs)  # type: ignore[arg-type]
+
+
+def produce(
+    writer: LogWriter,
+    topic: str,
+    records: list[bytes],
+    producer: tuple[str, int] | None,
+    sequence: int | None,
+    *,
+    partition: int = 0,
+    expected_offset: int | None = None,
+) -> AppendResult:
+    pid, epoch = producer if producer is not None else (None, None)
+    group = SharedAppendGroup(topic, partition, records, pid, epoch, sequence, expected_offset)
+    (result,) = writer.append_shared([group])
+    return result
+
+
+def values(storage: Storage, topic: str, partition: int = 0) -> list[bytes]:
+    return [r.value for r in LogReader(storage).iter_from(topic, partition, 1)]
+
+
+def new_producer(writer: LogWriter) -> tuple[str, int]:
+    issued = writer.producers.issue()
+    return issued.producer_id, issued.epoch
+
+
+@PROTOCOLS
+def test_a_retry_after_a_lost_answer_returns_the_original_offsets_and_writes_nothing(
+    timed: Storage, topic: str, protocol: AppendProtocol
+) -> None:
+    writer = writer_for(timed, protocol)
+    writer.initialize_partition(topic, 0)
+    producer = new_producer(writer)
+    first = produce(writer, topic, [b"a", b"b"], producer, 0)
+    assert (first.ok, first.start_offset, first.end_offset, first.duplicate) == (True, 1, 2, False)
+    retry = produce(writer, topic, [b"a", b"b"], producer, 0)  # the server wrote it, the client never heard
+    assert (retry.ok, retry.start_offset, retry.end_offset, retry.duplicate) == (True, 1, 2, True)
+    assert produce(writer, topic, [b"c"], producer, 2).start_offset == 3
+    assert produce(writer, topic, [b"c"], producer, 2).duplicate
+    assert produce(writer, topic, [b"a", b"b"], producer, 0).start_offset == 1  # still remembered
+    assert values(timed, topic) == [b"a", b"b", b"c"]
+
+
+@PROTOCOLS
+def test_only_the_last_five_batches_are_remembered(timed: Storage, topic: str, protocol: AppendProtocol) -> None:
+    writer = writer_for(timed, protocol)
+    writer.initialize_partition(topic, 0)
+    producer = new_producer(writer)
+    for seq in range(6):
+        assert produce(writer, topic, [b"%d" % seq], producer, seq).start_offset == seq + 1
+    assert produce(writer, topic, [b"5"], producer, 5).duplicate
+    assert produce(writer, topic, [b"1"], producer, 1).duplicate
+    old = produce(writer, topic, [b"0"], producer, 0)  # too old to be told apart from a gap
+    assert isinstance(old.error, OutOfOrderSequence)
+    assert values(timed, topic) == [b"%d" % seq for seq in range(6)]
+
+
+@PROTOCOLS
+def test_a_gap_a_changed_retry_an_unknown_id_and_an_old_epoch_are_refused(
+    timed: Storage, topic: str, protocol: AppendProtocol
+) -> None:
+    writer = writer_for(timed, protocol)
+    writer.initialize_partition(topic, 0)
+    producer = new_producer(writer)
+    produce(writer, topic, [b"a"], producer, 0)
+    assert produce(writer, topic, [b"c"], producer, 2).error_type == "OutOfOrderSequence"  # 1 is missing
+    assert produce(writer, topic, [b"a", b"x"], producer, 0).error_type == "OutOfOrderSequence"  # not the same batch
+    assert produce(writer, topic, [b"a"], (new_object_id(), 0), 0).error_type == "UnknownProducer"
+    assert produce(writer, topic, [b"a"], (producer[0], 1), 1).error_type == "UnknownProducer"  # never issued
+
+    bumped = writer.producers.bump(producer[0])
+    assert bumped.epoch == 1
+    assert produce(writer, topic, [b"b"], (producer[0], 1), 0).start_offset == 2  # a new epoch starts anywhere
+    assert produce(writer, topic, [b"z"], producer, 1).error_type == "ProducerFenced"
+    writer.initialize_partition(topic, 1)
+    assert produce(writer, topic, [b"z"], producer, 1, partition=1).error_type == "ProducerFenced"  # via registry
+    assert values(timed, topic) == [b"a", b"b"]
+    assert values(timed, topic, 1) == []
+
+
+@PROTOCOLS
+def test_a_bump_fences_the_old_epoch_where_the_new_one_has_not_written_yet(
+    timed: Storage, clock: Clock, topic: str, protocol: AppendProtocol
+) -> None:
+    writer = writer_for(timed, protocol)
+    writer.initialize_partition(topic, 0)
+    producer = new_producer(writer)
+    assert produce(writer, topic, [b"a"], producer, 0).ok
+    writer.producers.bump(producer[0])
+    clock.now += REVALIDATE_AFTER_MS / 1000 + 0.001  # the partition's state no longer vouches for epoch 0
+    assert produce(writer, topic, [b"zombie"], producer, 1).error_type == "ProducerFenced"
+    assert values(timed, topic) == [b"a"]
+
+
+def test_a_producer_expires_when_idle(timed: Storage, clock: Clock, topic: str) -> None:
+    writer = writer_for(timed, AppendProtocol.SEQUENTIAL)
+    writer.initialize_partition(topic, 0)
+    producer = new_producer(writer)
+    assert produce(writer, topic, [b"a"], producer, 0).ok
+    clock.now += writer.config.producer_expiry_ms / 1000 + 1
+    assert produce(writer, topic, [b"b"], producer, 1).error_type == "UnknownProducer"
+    with pytest.raises(UnknownProducer):
+        writer.producers.bump(producer[0])
+
+
+@PROTOCOLS
+def test_attempts_of_one_batch_racing_from_several_writers_commit_it_once(
+    timed: Storage, topic: str, protocol: AppendProtocol
+) -> None:
+    writers = [writer_for(timed, protocol) for _ in range(4)]
+    writers[0].initialize_partition(topic, 0)
+    producer = new_producer(writers[0])
+    produce(writers[0], topic, [b"a"], producer, 0)
+    start = threading.Barrier(len(writers))
+
+    def attempt(writer: LogWriter) -> AppendResult:
+        start.wait()
+        return produce(writer, topic, [b"b", b"c"], producer, 1)
+
+    with ThreadPoolExecutor(len(writers)) as pool:
+        results = list(pool.map(attempt, writers))
+    committed = [r for r in results if r.ok]
+    assert committed  # the claim's winner commits (the others see its claim or its batch)
+    assert {(r.start_offset, r.end_offset) for r in committed} == {(2, 3)}
+    assert sum(not r.duplicate for r in committed) == 1
+    assert {r.error_type for r in results if not r.ok} <= {"SequenceInFlight"}
+    retry = produce(writers[1], topic, [b"b", b"c"], producer, 1)
+    assert (retry.start_offset, retry.duplicate) == (2, True)
+    assert values(timed, topic) == [b"a", b"b", b"c"]
+
+
+# (protocol, crash point, whether the batch had committed when the writer died)
+CRASHES = [
+    (AppendProtocol.CAS, WRITER_AFTER_BLOB_PUT, False),
+    (AppendProtocol.CAS, PRODUCER_AFTER_CLAIM, False),
+    (AppendProtocol.CAS, WRITER_AFTER_RESERVE, True),
+    (AppendProtocol.CAS, WRITER_AFTER_INDEX_WRITE, True),
+    (AppendProtocol.CAS, PRODUCER_AFTER_COMMIT, True),
+    (AppendProtocol.SEQUENTIAL, WRITER_AFTER_BLOB_PUT, False),
+    (AppendProtocol.SEQUENTIAL, PRODUCER_AFTER_CLAIM, False),
+    (AppendProtocol.SEQUENTIAL, WRITER_AFTER_SEQUENCE_PUT, True),
+    (AppendProtocol.SEQUENTIAL, PRODUCER_AFTER_COMMIT, True),
+]
+
+
+@pytest.mark.parametrize(("protocol", "point", "committed"), CRASHES, ids=[f"{p.value}-{c}" for p, c, _ in CRASHES])
+def test_a_retry_after_a_crash_at_any_step_commits_the_batch_exactly_once(
+    timed: Storage, clock: Clock, topic: str, protocol: AppendProtocol, point: str, committed: bool
+) -> None:
+    writer = writer_for(timed, protocol)
+    writer.initialize_partition(topic, 0)
+    producer = new_producer(writer)
+    produce(writer, topic, [b"a"], producer, 0)
+    with pytest.raises(SimulatedCrash):
+        produce(writer_for(timed, protocol, fault_hook=crash_at(point)), topic, [b"b", b"c"], producer, 1)
+    claimed = point != WRITER_AFTER_BLOB_PUT
+    if claimed:
+        # Until the dead attempt's deadline has passed nobody can tell whether it commits: retry later.
+        assert produce(writer, topic, [b"b", b"c"], producer, 1).error_type == "SequenceInFlight"
+        clock.advance_past_claims()
+    retry = produce(writer, topic, [b"b", b"c"], producer, 1)
+    assert (retry.ok, retry.start_offset, retry.end_offset) == (True, 2, 3)
+    assert retry.duplicate is committed
+    assert produce(writer, topic, [b"d"], producer, 3).start_offset == 4
+    assert values(timed, topic) == [b"a", b"b", b"c", b"d"]
+
+
+@PROTOCOLS
+@pytest.mark.parametrize("compacted_while", ["young", "expired"])
+def test_compaction_between_a_claim_and_its_takeover_causes_no_duplicate(
+    timed: Storage, clock: Clock, topic: str, protocol: AppendProtocol, compacted_while: str
+) -> None:
+    writer = writer_for(timed, protocol)
+    writer.initialize_partition(topic, 0)
+    producer = new_producer(writer)
+    produce(writer, topic, [b"a"], producer, 0)
+    with pytest.raises(SimulatedCrash):
+        produce(writer_for(timed, protocol, fault_hook=crash_at(PRODUCER_AFTER_COMMIT)), topic, [b"b"], producer, 1)
+    produce(writer, topic, [b"x"], None, None)  # another producer's record after the tagged one
+    meta = PartitionMetadata(timed.oxia, PartitionKeys(topic, 0, timed.root))
+    compactor = Compactor(timed)
+    if compacted_while == "young":
+        # The claim may still need its tag: compaction stops before the claim's search offset.
+        result = compactor.compact_once(topic, 0)
+        assert (result.outcome, result.end_offset) == ("compacted", 1)
+        assert compactor.compact_once(topic, 0).outcome == "nothing_to_do"
+        clock.advance_past_claims()
+    else:
+        clock.advance_past_claims()
+        # The compactor takes the expired claim over itself (the tag is found), then compacts everything.
+        result = compactor.compact_once(topic, 0)
+        assert (result.outcome, result.start_offset, result.end_offset) == ("compacted", 1, 3)
+        state = read_state(meta, producer[0]).state
+        assert state is not None
+        assert state.in_flight is None
+        assert [(b.first_sequence, b.start_offset) for b in state.batches] == [(0, 1), (1, 2)]
+    retry = produce(writer, topic, [b"b"], producer, 1)
+    assert (retry.start_offset, retry.duplicate) == (2, True)
+    assert values(timed, topic) == [b"a", b"b", b"x"]
+
+
+def test_conditional_appends_on_a_cas_partition(timed: Storage, topic: str) -> None:
+    writer = writer_for(timed, AppendProtocol.CAS)
+    writer.initialize_partition(topic, 0)
+    assert produce(writer, topic, [b"a", b"b"], None, None, expected_offset=1).start_offset == 1
+    mismatch = produce(writer, topic, [b"c"], None, None, expected_offset=1)
+    assert isinstance(mismatch.error, OffsetMismatch)
+    assert mismatch.error.next_offset == 3
+    assert produce(writer, topic, [b"c"], None, None, expected_offset=3).start_offset == 3
+    # With a producer: a retry of an appended conditional batch answers with its offsets.
+    producer = new_producer(writer)
+    assert produce(writer, topic, [b"d"], producer, 0, expected_offset=4).start_offset == 4
+    retry = produce(writer, topic, [b"d"], producer, 0, expected_offset=4)
+    assert (retry.start_offset, retry.duplicate) == (4, True)
+    refused = produce(writer, topic, [b"e"], producer, 1, expected_offset=4)
+    assert isinstance(refused.error, OffsetMismatch)
+    assert produce(writer, topic, [b"e"], producer, 1, expected_offset=5).start_offset == 5  # the claim was released
+    assert values(timed, topic) == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_conditional_appends_are_refused_on_a_sequential_partition_before_anything_is_written(
+    timed: Storage, topic: str
+) -> None:
+    writer = writer_for(timed, AppendProtocol.SEQUENTIAL)
+    writer.initialize_partition(topic, 0)
+    wal_before = [o.key for o in timed.blobs.list(timed.bucket, f"{timed.root}/wal-shared/")]
+    with pytest.raises(ConditionalAppendUnsupported):
+        produce(writer, topic, [b"a"], None, None, expected_offset=1)
+    assert [o.key for o in timed.blobs.list(timed.bucket, f"{timed.root}/wal-shared/")] == wal_before
+    assert values(timed, topic) == []
+
+
+def test_a_producer_state_sits_where_no_index_or_meta_scan_sees_it(timed: Storage, topic: str) -> None:
+    writer = writer_for(timed, AppendProtocol.CAS)
+    writer.initialize_partition(topic, 0)
+    producer = new_producer(writer)
+    produce(writer, topic, [b"a"], producer, 0)
+    meta = PartitionMetadata(timed.oxia, PartitionKeys(topic, 0, timed.root))
+    assert [b.end_offset for b in meta.scan_index(1)] == [1]
+    assert meta.snapshot().control is not None
+    keys = meta.keys
+    found = timed.oxia.list_keys(keys.producer_states_prefix, keys.producer_states_scan_end,
+                                 partition_key=keys.partition_key)  # fmt: skip
+    assert found == [keys.producer_state(producer[0])]
+
+
+# --- llog serve -------------------------------------------------------------------------------------------
+
+
+def test_the_batcher_keeps_an_idempotent_group_apart_and_in_its_place(timed: Storage, topic: str) -> None:
+    """Calls flushed together: plain records of other calls merge per partition, an idempotent batch stays whole,
+    and plain records that arrived after it commit after it."""
+    writer = writer_for(timed, AppendProtocol.SEQUENTIAL)
+    writer.initialize_partition(topic, 0)
+    pid, epoch = new_producer(writer)
+    batcher = BatchingProducer(writer)
+    calls = [
+        [SharedAppendGroup(topic, 0, [b"a1", b"a2"])],
+        [SharedAppendGroup(topic, 0, [b"b1"], pid, epoch, 0)],
+        [SharedAppendGroup(topic, 0, [b"c1"])],
+        [SharedAppendGroup(topic, 0, [b"d1"])],
+    ]
+    batch = [_Pending(groups, 1, 0.0, Future(), taken=True) for groups in calls]
+    batcher._write(batch)
+    results = [pending.future.result()[0] for pending in batch]
+    assert [(r.start_offset, r.end_offset, r.duplicate) for r in results] == [
+        (1, 2, False), (3, 3, False), (4, 4, False), (5, 5, False)
+    ]  # fmt: skip
+    (retry,) = batcher.append_shared(calls[1])
+    assert (retry.start_offset, retry.duplicate) == (3, True)
+    assert values(timed, topic) == [b"a1", b"a2", b"b1", b"c1", b"d1"]
+
+
+def test_idempotent_produce_through_llog_serve(live_server: LlogServer, topic: str) -> None:
+    status, issued = call_json(live_server, "POST", "/producers", "{}")
+    assert status == 200, issued
+    body = {
+        "producer_id": issued["producer_id"],
+        "producer_epoch": issued["producer_epoch"],
+        "topic_partitions": [{"topic": topic, "partition": 0, "records": ["a", "b"], "sequence": 0}],
+    }
+    answers = [call_json(live_server, "POST", "/produce", json.dumps(body)) for _ in range(3)]
+    assert [status for status, _ in answers] == [200, 200, 200]
+    results = [doc["results"][0] for _, doc in answers]
+    assert [(r["start_offset"], r["end_offset"], r.get("duplicate", False)) for r in results] == [
+        (1, 2, False), (1, 2, True), (1, 2, True)
+    ]  # fmt: skip
+    consume = {"topic_partitions": [{"topic": topic, "partition": 0, "fetch_offset": 1}]}
+    status, consumed = call_json(live_server, "POST", "/consume", json.dumps(consume))
+    assert [r["value"] for r in consumed["results"][0]["records"]] == ["a", "b"]
