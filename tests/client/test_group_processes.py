@@ -75,3 +75,7 @@ def test_consumers_share_partitions_and_take_over_a_killed_ones(server: LlogServ
         for process in processes:
             process.wait(timeout=60)
     assert [p.returncode for p in processes[1:]] == [0, 0]
+    # At least once across the kill (the killed consumer's uncommitted records are read again by their new
+    # owner); exactly once where commits followed processing and no member failed.
+    assert set(printed(outputs)) == set(first) | set(second)
+    assert sorted(v for v in printed(outputs) if v.startswith("second-")) == sorted(second)
