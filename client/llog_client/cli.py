@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -107,8 +108,19 @@ class _Tally:
         return sum(self.errors.values())
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM (a service manager's stop) ends a command as Ctrl-C does: what was sent or printed is settled."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, interrupt)
+
+
 def produce(args: argparse.Namespace, stdin: IO[bytes] | None = None, stderr: IO[str] | None = None) -> int:
     """Every line of stdin as a record of ``args.topic``."""
+    _stop_on_sigterm()
     stdin = stdin or sys.stdin.buffer
     stderr = stderr or sys.stderr
     separator = _separator(args.key_separator)
@@ -125,6 +137,8 @@ def produce(args: argparse.Namespace, stdin: IO[bytes] | None = None, stderr: IO
             producer.send(args.topic, line, key=key, partition=args.partition).add_done_callback(tally.done)
             sent += 1
             progress.show(f"{sent} records sent, {tally.acknowledged} acknowledged, {tally.failed} failed")
+    except KeyboardInterrupt:
+        pass  # stop reading; what was sent is flushed below and reported
     finally:
         producer.close()
     progress.show(f"{sent} records sent, {tally.acknowledged} acknowledged, {tally.failed} failed", final=True)
@@ -155,6 +169,7 @@ def _record_line(record: Record, args: argparse.Namespace, separator: bytes | No
 
 def consume(args: argparse.Namespace, stdout: IO[bytes] | None = None, stderr: IO[str] | None = None) -> int:
     """Print the topic's records as a member of ``args.group``, committing what was printed."""
+    _stop_on_sigterm()
     stdout = stdout or sys.stdout.buffer
     stderr = stderr or sys.stderr
     separator = _separator(args.key_separator)

@@ -69,9 +69,9 @@ def test_consumers_share_partitions_and_take_over_a_killed_ones(server: LlogServ
         produce(server, "jobs", second)
         wait_for(outputs[1:], set(second), processes[1:])  # the survivors read every partition now
     finally:
-        for process in processes:
+        for process, stop in zip(processes, (signal.SIGINT, signal.SIGINT, signal.SIGTERM), strict=True):
             if process.poll() is None:
-                process.send_signal(signal.SIGINT)  # commit what was printed, leave
+                process.send_signal(stop)  # Ctrl-C or a service manager's stop: commit what was printed, leave
         for process in processes:
             process.wait(timeout=60)
     assert [p.returncode for p in processes[1:]] == [0, 0]
