@@ -191,8 +191,8 @@ class Code:
     # and its close (the Oxia client's own calls, counted as the server's WAL writes; in Lambda a frozen
     # environment's session expires instead of closing, which the test does not wait for)
     planner_oxia_reads_per_tick: int = 2  # LogCatalog.partitions: the topic records and the partition registry
-    gc_oxia_reads_per_run: int = 3  # the topic records (reclaim, retention settings) and two listings of the
-    # partition registry (retention, compacted objects)
+    gc_oxia_reads_per_run: int = 4  # the topic records (reclaim, retention settings), two listings of the
+    # partition registry (retention, compacted objects) and the producer ids (idle ones are deleted)
     gc_oxia_reads_per_partition: int = 11  # per run, with an age limit that removes a range: retention 6
     # (control, the first index entry (one lookup), cursor and meta/compaction (the bound it stays below, read
     # because a range may go), one index page up to the first entry it keeps, control before the log start's

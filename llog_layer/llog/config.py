@@ -273,6 +273,8 @@ class CompactorConfig:
     # meta/compaction (the first reference to a new object) is never created
     # later than this after the object's PUT began; GC's grace must exceed it.
     max_commit_delay_ms: int = default_int("LLOG_COMPACTOR_MAX_COMMIT_DELAY_MS")
+    # Idle producer states (llog.protocol.producers) are deleted when compaction reads them.
+    producer_expiry_ms: int = default_int("LLOG_PRODUCER_EXPIRY_MS")
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> CompactorConfig:
@@ -281,6 +283,7 @@ class CompactorConfig:
             max_offsets_per_run=setting_int(env, "LLOG_COMPACTOR_MAX_OFFSETS_PER_RUN", minimum=1),
             max_bytes_per_run=setting_int(env, "LLOG_COMPACTOR_MAX_BYTES_PER_RUN", minimum=1),
             max_commit_delay_ms=setting_int(env, "LLOG_COMPACTOR_MAX_COMMIT_DELAY_MS", minimum=1),
+            producer_expiry_ms=setting_int(env, "LLOG_PRODUCER_EXPIRY_MS", minimum=1),
         )
 
 
@@ -359,6 +362,8 @@ class GcConfig:
     # and one at a time that is what bounds a run (a Lambda invocation) in objects.
     read_concurrency: int = default_int("LLOG_GC_READ_CONCURRENCY")
     retention: RetentionConfig = field(default_factory=RetentionConfig)
+    # Producer ids idle this long are deleted by each run (llog.protocol.producers).
+    producer_expiry_ms: int = default_int("LLOG_PRODUCER_EXPIRY_MS")
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> GcConfig:
@@ -368,6 +373,7 @@ class GcConfig:
             max_deletes_per_run=setting_int(env, "LLOG_GC_MAX_DELETES_PER_RUN", minimum=1),
             read_concurrency=setting_int(env, "LLOG_GC_READ_CONCURRENCY", minimum=1),
             retention=RetentionConfig.from_env(env),
+            producer_expiry_ms=setting_int(env, "LLOG_PRODUCER_EXPIRY_MS", minimum=1),
         )
         commit_delay = max(setting_int(env, "LLOG_WRITER_MAX_COMMIT_DELAY_MS"),
                            setting_int(env, "LLOG_COMPACTOR_MAX_COMMIT_DELAY_MS"))

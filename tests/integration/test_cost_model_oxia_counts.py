@@ -452,8 +452,8 @@ def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
     else:
         per_partition = (C.gc_oxia_reads_per_partition_keeping_everything,
                          C.gc_oxia_writes_per_partition_keeping_everything)  # fmt: skip
-    # The topic records (one scan: reclaim, retention settings) and two listings of the registry.
-    assert (count.ops["list"], C.gc_oxia_reads_per_run) == (2, 3)
+    # The topic records and the producer ids (a scan each) and two listings of the registry.
+    assert (count.ops["list"], C.gc_oxia_reads_per_run) == (2, 4)
     # + 1 read per compacted object judged (the index entry it should be named by)
     assert count.reads == C.gc_oxia_reads_per_run + partitions * (per_partition[0] + judged)
     assert count.writes == partitions * per_partition[1]

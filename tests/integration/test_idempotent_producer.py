@@ -37,6 +37,7 @@ from llog.protocol.faults import (
     WRITER_AFTER_RESERVE,
     WRITER_AFTER_SEQUENCE_PUT,
 )
+from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.producers import CLAIM_MARGIN_MS, REVALIDATE_AFTER_MS, read_state
 from llog.store.storage import Storage
@@ -179,6 +180,32 @@ def test_a_producer_expires_when_idle(timed: Storage, clock: Clock, topic: str) 
     assert produce(writer, topic, [b"b"], producer, 1).error_type == "UnknownProducer"
     with pytest.raises(UnknownProducer):
         writer.producers.bump(producer[0])
+
+
+def test_idle_producer_ids_and_states_are_deleted_and_active_ones_kept(
+    timed: Storage, clock: Clock, topic: str
+) -> None:
+    """GC deletes idle ids; compaction deletes idle states without a claim. Neither grows with producers gone."""
+    writer = writer_for(timed, AppendProtocol.SEQUENTIAL)
+    writer.initialize_partition(topic, 0)
+    idle, active = new_producer(writer), new_producer(writer)
+    assert produce(writer, topic, [b"a"], idle, 0).ok
+    clock.now += writer.config.producer_expiry_ms / 1000 / 2 + 1
+    assert produce(writer, topic, [b"b"], active, 0).ok  # the active producer touches its id and its state
+    clock.now += writer.config.producer_expiry_ms / 1000 / 2 + 1  # the idle one is past its expiry now
+    meta = PartitionMetadata(timed.oxia, PartitionKeys(topic, 0, timed.root))
+    assert read_state(meta, idle[0]).state is not None
+
+    report = GarbageCollector(timed).collect()
+    assert report.producers_expired == 1
+    with pytest.raises(UnknownProducer):
+        writer.producers.bump(idle[0])
+    assert writer.producers.bump(active[0]).epoch == 1
+
+    assert Compactor(timed).compact_once(topic, 0).outcome == "compacted"
+    assert read_state(meta, idle[0]).state is None
+    assert read_state(meta, active[0]).state is not None
+    assert produce(writer, topic, [b"c"], idle, 1).error_type == "UnknownProducer"
 
 
 @PROTOCOLS

@@ -410,8 +410,17 @@ class ProducerKeys:
     def __post_init__(self) -> None:
         validate_root_prefix(self.root)
 
+    @property
+    def prefix(self) -> str:
+        return f"{self.root}/__catalog/producers/"
+
+    @property
+    def scan_end(self) -> str:
+        """Exclusive end of every producer id's key (``~`` sorts after every id character)."""
+        return f"{self.prefix}~"
+
     def producer(self, producer_id: str) -> str:
-        return f"{self.root}/__catalog/producers/{validate_producer_id(producer_id)}"
+        return f"{self.prefix}{validate_producer_id(producer_id)}"
 
 
 def validate_producer_id(producer_id: object) -> str:

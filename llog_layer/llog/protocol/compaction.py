@@ -160,7 +160,7 @@ class Compactor:
         run = self._select(meta, cursor)
         if run:
             # Read after the selection: a claim made later lies past the run (llog.protocol.producers, E2).
-            floor = producers.claims_floor(meta, int(self.storage.clock() * 1000))
+            floor = producers.claims_floor(meta, int(self.storage.clock() * 1000), self.config.producer_expiry_ms)
             run = run if floor is None else [batch for batch in run if batch.end_offset < floor]
         stages.mark("select")
         if not run:

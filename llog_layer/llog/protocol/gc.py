@@ -44,6 +44,7 @@ from llog.format.keys import PartitionKeys, S3Location, object_id_time_ms, share
 from llog.format.wal import PREAMBLE, header_length, parse_shared_blob_header
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.producers import ProducerRegistry
 from llog.protocol.registry import PartitionRegistry
 from llog.protocol.retention import Retention
 from llog.protocol.topics import TopicRecord, TopicRegistry, reclaim_due, reclaim_topic
@@ -79,6 +80,7 @@ class GcReport:
     reclaim_partitions: int = 0
     reclaim_objects_deleted: int = 0
     reclaim_bytes_deleted: int = 0
+    producers_expired: int = 0
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -119,8 +121,20 @@ class GarbageCollector:
         self.enforce_retention(report, topics)
         self.collect_wal(report)
         self.collect_compacted(report)
+        self.expire_producers(report)
         log.info("gc: %s", report)
         return report
+
+    def expire_producers(self, report: GcReport) -> None:
+        """Delete producer ids idle past their expiry (their per-partition states go with compaction)."""
+        registry = ProducerRegistry(
+            self.storage.oxia, root=self.storage.root, expiry_ms=self.config.producer_expiry_ms,
+            clock=self.storage.clock,
+        )  # fmt: skip
+        try:
+            report.producers_expired = registry.expire_idle()
+        except LlogError as exc:
+            report.errors.append(f"producer ids: {exc}")
 
     # --- deleted topics --------------------------------------------------------------
 

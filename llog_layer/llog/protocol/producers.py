@@ -152,6 +152,23 @@ class ProducerRegistry:
     def _expired(self, record: ProducerRecord, now_ms: int) -> bool:
         return now_ms - record.touched_at_ms > self.expiry_ms
 
+    def expire_idle(self, now_ms: int | None = None) -> int:
+        """Delete the ids idle past the expiry (they already answer ``UnknownProducer``); how many went.
+
+        Ids are never reused, so a deleted one stays unknown. Each delete names
+        the version it judged: an id used meanwhile is kept.
+        """
+        now = self._now_ms() if now_ms is None else now_ms
+        deleted = 0
+        for found in self.oxia.range_scan(self.keys.prefix, self.keys.scan_end, partition_key=self.keys.partition_key):
+            if not self._expired(ProducerRecord.decode(found.value), now):
+                continue
+            with contextlib.suppress(VersionConflict):
+                deleted += self.oxia.delete(
+                    found.key, partition_key=self.keys.partition_key, expected_version_id=found.version_id
+                )
+        return deleted
+
     def issue(self) -> ProducerIdentity:
         """A new producer id (a UUIDv7) at epoch 0."""
         now = self._now_ms()
@@ -310,12 +327,15 @@ def take_over(meta: PartitionMetadata, producer_id: str, state: ProducerState, v
     return True
 
 
-def claims_floor(meta: PartitionMetadata, now_ms: int) -> int | None:
+def claims_floor(meta: PartitionMetadata, now_ms: int, expiry_ms: int) -> int | None:
     """The lowest ``search_from_offset`` of a claim that may still need its tag; None if there is none (E2).
 
     Compaction calls it after selecting its run and compacts nothing at or past
     it. Expired claims are taken over here first, so an abandoned claim never
-    holds compaction back for longer than its deadline and margin.
+    holds compaction back for longer than its deadline and margin. A state
+    without a claim that was not written for ``expiry_ms`` is deleted (its
+    producer has expired, or starts the partition afresh: P1), on the version
+    read, so the partition's producer states stay bounded by its active producers.
     """
     floor: int | None = None
     prefix = meta.keys.producer_states_prefix
@@ -324,6 +344,12 @@ def claims_floor(meta: PartitionMetadata, now_ms: int) -> int | None:
         producer_id = record.key[len(prefix) :]
         current = VersionedState(ProducerState.decode(record.value), record.version_id)
         claim = current.state.in_flight if current.state is not None else None
+        if current.state is not None and claim is None and now_ms - current.state.touched_at_ms > expiry_ms:
+            with contextlib.suppress(VersionConflict):
+                meta.oxia.delete(
+                    record.key, partition_key=meta.keys.partition_key, expected_version_id=record.version_id
+                )
+            continue
         if current.state is not None and claim is not None and claim_expired(claim, now_ms):
             if take_over(meta, producer_id, current.state, current.version_id):
                 continue
