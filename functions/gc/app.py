@@ -43,6 +43,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     telemetry.metric("RetentionPartitionsTruncated", MetricUnit.Count, report.retention_partitions_truncated)
     telemetry.metric("RetentionRangesRemoved", MetricUnit.Count, report.retention_ranges_removed)
     telemetry.metric("RetentionBytesDeleted", MetricUnit.Bytes, report.retention_bytes_deleted)
+    telemetry.metric("TopicsReclaimed", MetricUnit.Count, report.topics_reclaimed)
+    telemetry.metric("ProducersExpired", MetricUnit.Count, report.producers_expired)
     telemetry.metric("GcErrors", MetricUnit.Count, len(report.errors))
     # Foreign or damaged objects under wal-shared/, kept: a warning every run, not an error (docs/GC.md).
     telemetry.metric("WalUnreadableKept", MetricUnit.Count, report.wal_unreadable_kept)

@@ -155,6 +155,9 @@ def test_gc_handler_reports_what_it_did(
 ) -> None:
     monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
     report = gc_app.handler(event("gc_schedule"), LocalContext("llog-gc"))
-    assert set(report) >= {"wal_blobs_deleted", "compacted_deleted", "errors", "warnings", "wal_unreadable_kept"}
-    assert emf_metrics(capsys.readouterr().out)["GcErrors"] == ("llog", "gc")
+    assert set(report) >= {"wal_blobs_deleted", "compacted_deleted", "errors", "warnings", "wal_unreadable_kept",
+                           "topics_reclaimed", "producers_expired"}  # fmt: skip
+    emitted = emf_metrics(capsys.readouterr().out)
+    for name in ("GcErrors", "TopicsReclaimed", "ProducersExpired"):
+        assert emitted[name] == ("llog", "gc"), name
     assert BUCKET
