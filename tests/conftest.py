@@ -249,3 +249,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("skipped tests (not run, not passed)")
         for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
             terminalreporter.write_line(f"{count} skipped: {reason}")
+
+
+@pytest.fixture
+def live_server(
+    monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str, oxia_server: OxiaServer
+) -> Iterator[LlogServer]:
+    """``llog serve`` on the session's Oxia server and moto S3, under the test's root."""
+    srv = start_server(monkeypatch, {**serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address})
+    try:
+        yield srv
+    finally:
+        srv.shutdown()

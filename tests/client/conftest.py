@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
 from devserver.serve import LlogServer
-from llog.config import S3Config
 from llog_client.producer import RecordMetadata
-from tests.conftest import OxiaServer, serve_env, start_server
 
 
 def call(server: LlogServer, method: str, path: str, body: Any = None) -> Any:
@@ -46,11 +43,6 @@ def results(futures: list[Future[RecordMetadata]]) -> list[RecordMetadata]:
 
 
 @pytest.fixture
-def server(
-    monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str, oxia_server: OxiaServer
-) -> Iterator[LlogServer]:
-    srv = start_server(monkeypatch, {**serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address})
-    try:
-        yield srv
-    finally:
-        srv.shutdown()
+def server(live_server: LlogServer) -> LlogServer:
+    """The client's tests call it ``server``: ``llog serve`` (tests/conftest.py's ``live_server``)."""
+    return live_server
