@@ -829,3 +829,22 @@ def test_the_readme_topic_examples(live_server):
     status, grown = call_json(live_server, "POST", "/topics/payments/partitions", '{"partitions": 12}')
     assert (status, grown["partitions"]) == (200, 12)
     assert call_json(live_server, "DELETE", "/topics/payments") == (200, {"topic": "payments", "deleted": True})
+
+
+# The README's exactly-once example (the body verbatim; the producer id comes from POST /producers).
+README_IDEMPOTENT_PRODUCE = """{"producer_id": "<id>", "producer_epoch": 0,
+       "topic_partitions": [{"topic": "orders", "partition": 0, "sequence": 0, "records": ["a", "b"]}]}"""
+
+
+@pytest.mark.oxia
+def test_the_readme_exactly_once_example(live_server):
+    status, issued = call_json(live_server, "POST", "/producers", "{}")
+    assert (status, issued["producer_epoch"]) == (200, 0)
+    body = README_IDEMPOTENT_PRODUCE.replace("<id>", issued["producer_id"])
+    status, first = call_json(live_server, "POST", "/produce", body)
+    assert status == 200, first
+    status, retried = call_json(live_server, "POST", "/produce", body)  # a retry: the original offsets, nothing written
+    assert status == 200, retried
+    ((a,), (b,)) = first["results"], retried["results"]
+    assert (b["start_offset"], b["end_offset"], b.get("duplicate")) == (a["start_offset"], a["end_offset"], True)
+    assert "duplicate" not in a
