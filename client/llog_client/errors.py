@@ -118,7 +118,9 @@ def _family(error_type: str, status: int | None, retriable: bool) -> type[LlogCl
 def error_from(document: Mapping[str, Any], status: int | None = None) -> LlogClientError:
     """The typed error of an error body or a failed produce result."""
     error_type = str(document.get("error_type") or f"HTTP{status}")
-    retriable = bool(document.get("retriable", status == 503))
+    # A gateway's 502/504 (the function died or timed out) may have written or not: retry it, as a lost
+    # connection is (an idempotent producer's retry is deduplicated by the server).
+    retriable = bool(document.get("retriable", status in (502, 503, 504)))
     message = str(document.get("error") or f"HTTP status {status}")
     family = _family(error_type, status, retriable)
     if family is OffsetMismatchError:

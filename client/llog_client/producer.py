@@ -527,8 +527,7 @@ class Producer:
             logger.info("retrying %s/%s (attempt %d): %s", batch.topic, batch.partition, batch.attempts + 1, error)
             return
         self._partitions[(batch.topic, batch.partition)].batches.popleft()
-        # A retriable error that ran out of time says nothing about whether the batch was written.
-        self._finish(batch, error=error, outcome_known=not error.retriable)
+        self._finish(batch, error=error, outcome_known=_not_written(error))
 
     def _finish(
         self,
@@ -556,3 +555,16 @@ class Producer:
         self._buffered -= sum(len(record) for record in batch.records)
         self._unfinished -= len(batch.records)
         self._lock.notify_all()
+
+
+def _not_written(error: LlogClientError) -> bool:
+    """Whether ``error`` says the batch was not written: a refusal llog itself answered (a 4xx with an
+    ``error_type``). A retriable error that ran out of time, a 5xx or a gateway's bare status (a 502 or
+    504 while the function may still be appending) says nothing either way."""
+    status = error.status
+    return (
+        not error.retriable
+        and status is not None
+        and 400 <= status < 500
+        and not error.error_type.startswith("HTTP")
+    )

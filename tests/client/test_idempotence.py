@@ -75,3 +75,28 @@ def test_a_conditional_batch_is_written_only_at_its_expected_offset(server: Llog
 
 def results_within(futures: list[Future[RecordMetadata]]) -> list[RecordMetadata]:
     return [future.result(timeout=30) for future in futures]
+
+
+def test_a_gateway_timeout_after_the_write_is_retried_not_taken_as_unwritten(
+    server: LlogServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """API Gateway answers 504 while the function still appends: the batch is retried, and found written."""
+    timed_out: list[Any] = []
+    exchange = Transport.exchange
+
+    def time_out_the_first_answer(self: Transport, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+        answer = exchange(self, method, path, body, **kwargs)
+        if path == "/produce" and not timed_out:
+            timed_out.append(answer)  # written; the client sees the gateway's bare 504
+            return 504, {"message": "Endpoint request timed out"}
+        return answer
+
+    monkeypatch.setattr(Transport, "exchange", time_out_the_first_answer)
+    with Producer(server.url, linger_ms=50) as producer:
+        first = [producer.send("gateway", f"a{i}", partition=0) for i in range(3)]
+        producer.flush()
+        second = [producer.send("gateway", f"b{i}", partition=0) for i in range(3)]  # same count, next sequence
+        producer.flush()
+    assert [m.offset for m in results(first)] == [1, 2, 3]
+    assert [m.offset for m in results(second)] == [4, 5, 6]
+    assert [r["value"] for r in read_partition(server, "gateway", 0)] == ["a0", "a1", "a2", "b0", "b1", "b2"]

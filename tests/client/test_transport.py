@@ -55,6 +55,9 @@ def test_no_server_is_a_retriable_transport_error() -> None:
         ({"error_type": "InternalError", "error": "x", "retriable": False}, 500, ServerError, False),
         ({"error": "Forbidden"}, 403, AccessDeniedError, False),
         ({"error": "Too big"}, 413, InvalidRequestError, False),
+        # A gateway's bare 502/504: the function died or timed out, the batch may or may not be in the log.
+        ({"message": "Internal server error"}, 502, UnavailableError, True),
+        ({"message": "Endpoint request timed out"}, 504, UnavailableError, True),
     ],
 )
 def test_error_types_map_to_their_family(

@@ -329,10 +329,17 @@ def test_conditional_appends_are_refused_on_a_sequential_partition_before_anythi
     writer = writer_for(timed, AppendProtocol.SEQUENTIAL)
     writer.initialize_partition(topic, 0)
     wal_before = [o.key for o in timed.blobs.list(timed.bucket, f"{timed.root}/wal-shared/")]
-    with pytest.raises(ConditionalAppendUnsupported):
-        produce(writer, topic, [b"a"], None, None, expected_offset=1)
+    refused = produce(writer, topic, [b"a"], None, None, expected_offset=1)
+    assert isinstance(refused.error, ConditionalAppendUnsupported)
     assert [o.key for o in timed.blobs.list(timed.bucket, f"{timed.root}/wal-shared/")] == wal_before
     assert values(timed, topic) == []
+    # Beside other groups (llog serve's batcher merges requests): only the refused one fails.
+    plain, conditional = writer.append_shared(
+        [SharedAppendGroup(topic, 0, [b"b"]), SharedAppendGroup(topic, 0, [b"c"], expected_offset=2)]
+    )
+    assert (plain.ok, plain.start_offset) == (True, 1)
+    assert isinstance(conditional.error, ConditionalAppendUnsupported)
+    assert values(timed, topic) == [b"b"]
 
 
 def test_a_producer_state_sits_where_no_index_or_meta_scan_sees_it(timed: Storage, topic: str) -> None:

@@ -226,6 +226,18 @@ class LogWriter:
         """
         if not groups:
             raise InvalidArgument("append_shared needs at least one group")
+        refused = self.conditional_refusals(groups)
+        if not refused:
+            return self._append_shared(groups)
+        # A refused group fails alone: the others (in llog serve, other requests' batches) are appended.
+        kept = [g for i, g in enumerate(groups) if i not in refused]
+        appended = iter(self._append_shared(kept) if kept else [])
+        return [
+            AppendResult(g.topic, g.partition, len(g.records), error=refused[i]) if i in refused else next(appended)
+            for i, g in enumerate(groups)
+        ]
+
+    def _append_shared(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]:
         now = self._now_ms()
         bodies = []
         for group in groups:
@@ -233,7 +245,6 @@ class LogWriter:
             bodies.append(
                 PartitionBody(keys.topic, keys.partition, len(group.records), encode_batch(group.records, now_ms=now))
             )
-        self._check_conditional(groups)
         blob, slices = build_shared_blob(bodies, now_ms=now)
         location = S3Location(self.storage.bucket, shared_wal_object_key(self.storage.root))
         commit_deadline = time.monotonic() + self.config.max_commit_delay_ms / 1000
@@ -266,9 +277,15 @@ class LogWriter:
                     log.exception("commit listener failed for %s/%s", s.topic, s.partition)
         return results
 
-    def _check_conditional(self, groups: Sequence[SharedAppendGroup]) -> None:
-        """Refuse ``expected_offset`` on sequential partitions before anything is written (one read each)."""
-        for group in groups:
+    def conditional_refusals(self, groups: Sequence[SharedAppendGroup]) -> dict[int, LlogError]:
+        """The groups whose ``expected_offset`` cannot be checked, by index, before anything is written.
+
+        A sequential partition cannot check it atomically (``ConditionalAppendUnsupported``); a
+        partition whose control record cannot be read fails with that error. One read per
+        conditional group of a partition not known to be sequential; nothing for other groups.
+        """
+        refused: dict[int, LlogError] = {}
+        for i, group in enumerate(groups):
             if group.expected_offset is None:
                 continue
             meta = self._metadata(group.topic, group.partition)
@@ -276,8 +293,12 @@ class LogWriter:
                 sequential = self._sequential.knows(meta.keys) or meta.control().record.sequential
             except PartitionNotInitialized:
                 continue  # its commit reports that, for this group alone
+            except LlogError as exc:
+                refused[i] = exc
+                continue
             if sequential:
-                raise _conditional_unsupported(meta)
+                refused[i] = _conditional_unsupported(meta)
+        return refused
 
     def _commit_all(
         self,
@@ -307,7 +328,9 @@ class LogWriter:
         if len(slices) == 1:
             return [commit(0)]
         plain = [g.producer_id is None and g.expected_offset is None for g in groups]
-        known = [i for i, meta in enumerate(metas) if plain[i] and self._sequential.knows(meta.keys)]
+        # A partition with an idempotent or conditional group commits all its groups on one thread instead.
+        special = {meta.keys for i, meta in enumerate(metas) if not plain[i]}
+        known = [i for i, meta in enumerate(metas) if meta.keys not in special and self._sequential.knows(meta.keys)]
         batched = known if len(known) > 1 else []
         # Groups of one partition commit one after another, in request order, on one thread.
         by_partition: dict[PartitionKeys, list[int]] = {}

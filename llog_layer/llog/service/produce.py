@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
-from llog.errors import InvalidPartition, LlogError, LogFenced, UnknownTopic
+from llog.errors import ConditionalAppendUnsupported, InvalidPartition, LlogError, LogFenced, UnknownTopic
 from llog.format.codec import Record
 from llog.protocol.producers import ProducerIdentity
 from llog.protocol.topics import STALE_TOPIC_MS, TOPIC_CACHE_TTL_MS, TopicRecord, TopicRegistry
@@ -164,6 +164,13 @@ class ProduceService:
                 results[i] = AppendResult(group.topic, group.partition, len(group.records), error=exc)
             else:
                 ready.append((i, group))
+        conditional = [g for _, g in ready if g.expected_offset is not None]
+        if conditional:
+            # Refused for the whole request before anything is written, here rather than in a batcher's
+            # flush (one more control read per conditional group; the writer checks again at its append).
+            for error in self.writer.conditional_refusals(conditional).values():
+                if isinstance(error, ConditionalAppendUnsupported):
+                    raise error
         if ready:
             appender = self.batcher or self.writer
             appended = appender.append_shared([g for _, g in ready])
