@@ -69,7 +69,9 @@ def reset() -> None:
 
 def report_consumer_lag() -> int:
     """Expire idle groups, then one ``ConsumerLag`` datapoint per group and partition with a commit; how many."""
-    lags = [(x, lag) for x in _groups.get().lags() if (lag := x.lag) is not None]
+    groups = _groups.get()
+    groups.coordinator.expire_idle()
+    lags = [(x, lag) for x in groups.lags() if (lag := x.lag) is not None]
     if telemetry.enabled():
         for x, lag in lags:
             with single_metric(

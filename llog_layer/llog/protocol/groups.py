@@ -471,6 +471,17 @@ class GroupCoordinator:
         self.expire_idle()
         return self._names()
 
+    def states(self) -> dict[str, GroupState]:
+        """Every group as of now, by name (expired leases dropped, idle-expired groups left out): one read each,
+        nothing written."""
+        now = self.now_ms()
+        found = {}
+        for group in self._names():
+            state = self._read(group, now)[0]
+            if state is not None:
+                found[group] = state
+        return found
+
     def expire_idle(self, now_ms: int | None = None) -> list[str]:
         """Delete every group with no live member and no commit for ``expiry_ms``; the names deleted.
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llog.config import OxiaConfig, group_expiry_ms_from_env, root_prefix_from_env
-from llog.errors import PartitionNotInitialized, UnknownGroup
+from llog.errors import PartitionNotInitialized
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.groups import (
     DEFAULT_SESSION_TIMEOUT_MS,
@@ -185,13 +185,9 @@ class GroupService:
     # --- lag ------------------------------------------------------------------------------------
 
     def lags(self) -> list[PartitionLag]:
-        """Every group's lag in every partition it covers or has committed (idle groups expired first)."""
+        """Every group's lag in every partition it covers or has committed; one read per group, nothing written."""
         found = []
-        for group in self.coordinator.groups():
-            try:
-                state = self.coordinator.describe(group)
-            except UnknownGroup:
-                continue  # expired or deleted since the listing
+        for group, state in self.coordinator.states().items():
             found += self._lags(group, state)
         return found
 

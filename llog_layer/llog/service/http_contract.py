@@ -348,9 +348,7 @@ def parse_grow_topic(doc: Any) -> int:
 def parse_producers_request(doc: Any) -> str | None:
     """``POST /producers``: ``{}`` (a new id) or ``{"producer_id": ...}`` (bump its epoch)."""
     body = _object(doc, "the request body")
-    unknown = set(body) - {"producer_id"}
-    if unknown:
-        raise RequestRejected(f"the request has unknown fields: {', '.join(sorted(unknown))}")
+    _only_fields(body, ("producer_id",), "the request body")
     producer_id = body.get("producer_id")
     if producer_id is None:
         return None
