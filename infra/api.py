@@ -114,7 +114,11 @@ class Api(Construct):
         )
         self.request_models: dict[str, apigw.Model] = {}
         # Keyed by path: the produce and consume functions own other POST routes with other bodies.
-        for path, title in (("/produce", "ProduceRequest"), ("/consume", "ConsumeRequest")):
+        for path, title in (
+            ("/produce", "ProduceRequest"),
+            ("/consume", "ConsumeRequest"),
+            ("/offsets", "OffsetsRequest"),
+        ):
             self.request_models[path] = self.api.add_model(
                 f"{title}Model",
                 content_type="application/json",

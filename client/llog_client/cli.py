@@ -8,7 +8,8 @@ would and keyless lines spread over the partitions). It exits 1 if any record fa
 committed offsets (a group without any: the tail, or the start with ``--from-beginning``), one per
 line (the value; ``KEY<sep>VALUE`` with ``--key-separator``) or as JSON lines (``--format json``).
 Offsets are committed after the records were printed, so a killed consumer's successor prints
-every record at least once. ``--count N`` stops after N records.
+every record at least once. ``--count N`` stops after N records. ``--from-time T`` reads each
+partition the member gets from the first record at or after T (``POST /offsets``).
 
 The commands reach ``--url``, else ``$LLOG_URL``, else ``make dev``'s ``http://127.0.0.1:8080``;
 ``--api-key`` (``$LLOG_API_KEY``) or ``--sigv4-region`` authenticate to a deployed API. They are
@@ -28,6 +29,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import Future
+from datetime import UTC, datetime
 from typing import IO, Any
 
 from llog_client.auth import ApiKeyAuth, Auth, SigV4Auth
@@ -179,6 +181,7 @@ def consume(args: argparse.Namespace, stdout: IO[bytes] | None = None, stderr: I
         args.url or default_url(), args.group, [args.topic], _auth(args),
         enable_auto_commit=False, auto_offset_reset="earliest" if args.from_beginning else "latest",
         session_timeout_ms=args.session_timeout_ms,
+        on_assign=None if args.from_time is None else lambda gained: consumer.seek_to_time(args.from_time, gained),
     )  # fmt: skip
     try:
         while args.count is None or printed < args.count:
@@ -220,6 +223,19 @@ def _keep_first(consumer: Consumer, records: list[Record], count: int) -> list[R
     return kept
 
 
+def _time_ms(text: str) -> int:
+    """``--from-time``: ms since the epoch, or an ISO 8601 time (UTC unless it names its offset)."""
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a time: {text!r} (ISO 8601, or ms since the epoch)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1000)
+
+
 def register_produce(subparsers: Any) -> None:
     parser = subparsers.add_parser("produce", help="send lines of stdin as records to a topic (kcat -P)")
     parser.add_argument("topic")
@@ -236,6 +252,10 @@ def register_consume(subparsers: Any) -> None:
     parser.add_argument("--group", required=True, help="the consumer group (its committed offsets are shared)")
     parser.add_argument("--from-beginning", action="store_true",
                         help="a group without committed offsets starts at the log start (default: tail)")  # fmt: skip
+    parser.add_argument("--from-time", type=_time_ms, default=None, metavar="TIME",
+                        help="read each partition this member gets from the first record at or after TIME "
+                             "(ISO 8601, e.g. 2026-11-24T09:00:00Z, or ms since the epoch), "
+                             "whatever the group committed")  # fmt: skip
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="text: the value per line; json: one JSON object per record")  # fmt: skip
     parser.add_argument("--key-separator", default=None, metavar="SEP", help="text format: print KEY SEP VALUE")

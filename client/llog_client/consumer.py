@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -179,6 +179,32 @@ class Consumer:
         if offset < FIRST_OFFSET:
             raise ValueError(f"offsets start at {FIRST_OFFSET}, got {offset}")
         self._positions[(topic, partition)] = offset
+
+    def offsets_for_times(self, times: Mapping[TopicPartition, int | str]) -> dict[TopicPartition, int | None]:
+        """Kafka's ``offsetsForTimes`` (``POST /offsets``): per partition, the first offset whose record
+        timestamp is at or after the time (ms since the epoch), or ``"earliest"`` / ``"latest"``; None
+        where no record is that late. Any partition, assigned or not."""
+        items = [{"topic": t, "partition": p, "timestamp_ms": ts} for (t, p), ts in times.items()]
+        found: dict[TopicPartition, int | None] = {}
+        for start in range(0, len(items), MAX_REQUEST_PARTITIONS):
+            _, answer = self.transport.request(
+                "POST", "/offsets", {"topic_partitions": items[start : start + MAX_REQUEST_PARTITIONS]}
+            )
+            for result in answer["results"]:
+                tp = (str(result["topic"]), int(result["partition"]))
+                if not result.get("ok"):
+                    raise error_from(result)
+                found[tp] = None if result["offset"] is None else int(result["offset"])
+        return found
+
+    def seek_to_time(self, timestamp_ms: int, partitions: Sequence[TopicPartition] | None = None) -> None:
+        """Read ``partitions`` (default: every assigned one) from the first record at or after
+        ``timestamp_ms``; a partition with no record that late is read from its tail."""
+        chosen = self.assignment if partitions is None else list(partitions)
+        found = self.offsets_for_times({tp: timestamp_ms for tp in chosen})
+        tails = self.offsets_for_times({tp: "latest" for tp, offset in found.items() if offset is None})
+        for tp in chosen:
+            self.seek(*tp, found[tp] or tails[tp] or FIRST_OFFSET)  # "latest" always has an offset
 
     def close(self) -> None:
         """Commit (with auto-commit), leave the group and stop heartbeating."""

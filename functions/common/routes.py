@@ -35,6 +35,7 @@ ROUTES: tuple[Route, ...] = (
     Route(PRODUCE, "POST", "/produce"),
     Route(PRODUCE, "POST", "/producers"),
     Route(CONSUME, "POST", "/consume"),
+    Route(CONSUME, "POST", "/offsets"),
     Route(CONSUME, "GET", "/groups"),
     Route(CONSUME, "GET", "/groups/{group}"),
     Route(CONSUME, "POST", "/groups/{group}/join"),

@@ -1,6 +1,8 @@
-"""``POST /consume`` and the consumer-group routes ``/groups...``, answered per docs/HTTP_API.md.
+"""``POST /consume``, ``POST /offsets`` and the consumer-group routes ``/groups...``, answered per docs/HTTP_API.md.
 
 ``POST /consume``: parse with ``http_contract``, fetch with ``ConsumeService``.
+``POST /offsets``: each partition's offset for a time, ``earliest`` or ``latest``
+(Kafka's ListOffsets; docs/RECOVERY.md, "Offset for a timestamp").
 ``GET /groups``, ``GET /groups/{group}``, ``POST /groups/{group}/join``,
 ``/heartbeat``, ``/leave``, ``/commit``: ``GroupService`` (docs/GROUPS.md), on
 the consume service's Oxia store (one client per execution environment).
@@ -84,6 +86,16 @@ def create_app() -> APIGatewayRestResolver:
         telemetry.metric("BytesConsumed", MetricUnit.Bytes, sum(r.nbytes for r in results))
         telemetry.errors(None if r.error is None else r.error.error_type for r in results)
         return json_response(status, body)
+
+    @app.post("/offsets")
+    def list_offsets() -> Response[str]:
+        from llog.service.http_contract import offsets_response, parse_offsets_request
+
+        limits = _limits.get()
+        request = parse_offsets_request(json_body(app.current_event, limits), limits)
+        answers = _service.get().list_offsets(request)
+        telemetry.errors(None if a.error is None else a.error.error_type for a in answers)
+        return json_response(*offsets_response(answers))
 
     @app.get("/groups")
     def list_groups() -> Response[str]:

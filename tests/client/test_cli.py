@@ -5,12 +5,14 @@ from __future__ import annotations
 import io
 import json
 import sys
+from datetime import datetime
 
 import pytest
 
 from devserver.serve import LlogServer
 from llog.cli import main
 from llog_client import cli as client_cli
+from llog_client.producer import Producer
 from tests.client.conftest import call
 
 
@@ -60,3 +62,30 @@ def test_produce_reports_failed_records_and_exits_1(
     status = run_produce(monkeypatch, ["produce", "shut", "--url", server.url, "--partition", "0"], b"b\nc\n")
     assert status == 1
     assert "2 of 2 records failed (2 LogFenced)" in capsys.readouterr().err
+
+
+def test_consume_from_time_overrides_committed_offsets(
+    server: LlogServer, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
+    with Producer(server.url) as producer:
+        for stamp in ("2026-11-24T08:00:00Z", "2026-11-24T09:00:00Z", "2026-11-24T10:00:00Z"):
+            producer.send("clock", f"at {stamp}", partition=0, timestamp_ms=time_ms(stamp))
+        producer.flush()
+    argv = ["consume", "clock", "--url", server.url, "--group", "g", "--from-beginning", "--count", "3"]
+    assert main(argv) == 0
+    capsysbinary.readouterr()
+    assert main([*argv[:-2], "--from-time", "2026-11-24T08:30:00+00:00", "--count", "2"]) == 0
+    assert capsysbinary.readouterr().out == b"at 2026-11-24T09:00:00Z\nat 2026-11-24T10:00:00Z\n"
+    assert main([*argv[:-2], "--from-time", str(time_ms("2026-11-24T10:00:00Z")), "--count", "1"]) == 0
+    assert capsysbinary.readouterr().out == b"at 2026-11-24T10:00:00Z\n"
+
+
+def test_from_time_must_be_a_time(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["consume", "clock", "--group", "g", "--from-time", "yesterday"])
+    assert exited.value.code == 2
+    assert "not a time: 'yesterday'" in capsys.readouterr().err
+
+
+def time_ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso).timestamp() * 1000)

@@ -85,3 +85,24 @@ def test_members_share_the_partitions_and_are_told_of_rebalances(server: LlogSer
     finally:
         first.close()
         second.close()
+
+
+def test_seek_to_time_and_offsets_for_times(server: LlogServer) -> None:
+    hour = 3_600_000
+    base = 1_795_000_000_000
+    with Producer(server.url) as producer:
+        for partition in (0, 1):
+            for i in range(6):
+                producer.send("timed", f"p{partition}-{i}", partition=partition, timestamp_ms=base + i * hour)
+        producer.flush()
+    with Consumer(server.url, "time-travellers", ["timed"], enable_auto_commit=False) as consumer:
+        assert consumer.poll(0.2) is not None
+        found = consumer.offsets_for_times({("timed", 0): base + 2 * hour + 1, ("timed", 1): "earliest"})
+        assert found == {("timed", 0): 4, ("timed", 1): 1}
+        assert consumer.offsets_for_times({("timed", 0): base + 9 * hour}) == {("timed", 0): None}
+        consumer.seek_to_time(base + 4 * hour)
+        assert (consumer.position("timed", 0), consumer.position("timed", 1)) == (5, 5)
+        records = poll_until(consumer, lambda got: len(got) >= 4)
+        assert sorted(r.value.decode() for r in records) == ["p0-4", "p0-5", "p1-4", "p1-5"]
+        consumer.seek_to_time(base + 9 * hour, [("timed", 1)])  # later than every record: the tail
+        assert consumer.position("timed", 1) == 7

@@ -464,3 +464,26 @@ def test_an_implicit_topic_describes_as_not_explicit(oxia_env: Env):
     assert [s["high_watermark"] for s in described.body["partition_status"]] == [2, 1]
     grow = invoke("admin", topic_event("topic_grow"))
     assert (grow.status, grow.body["error_type"]) == (404, "UnknownTopic")
+
+
+def test_offsets_for_times_earliest_and_latest(oxia_env: Env):
+    stamps = [1_700_000_000_000, 1_700_000_060_000, 1_700_000_030_000]
+    records = [{"value": f"r{i}", "timestamp_ms": ts} for i, ts in enumerate(stamps)]
+    assert invoke("produce", load_event("produce", body=produce_body(("orders", 0, records)))).status == 200
+    answer = invoke("consume", load_event("offsets"))
+    assert answer.status == 200, answer.body
+    at_time, earliest = answer.body["results"]
+    assert (at_time["ok"], at_time["offset"], at_time["timestamp_ms"]) == (True, 1, stamps[0])
+    assert (earliest["ok"], earliest["error_type"]) == (False, "PartitionNotInitialized")
+
+    def lookup(timestamp: int | str) -> dict[str, Any]:
+        body = {"topic_partitions": [{"topic": "orders", "partition": 0, "timestamp_ms": timestamp}]}
+        found = invoke("consume", load_event("offsets", body=body))
+        assert found.status == 200, found.body
+        result: dict[str, Any] = found.body["results"][0]
+        return result
+
+    # The first record at or after the time in offset order, though timestamps go back at offset 3.
+    assert (lookup(1_700_000_020_000)["offset"], lookup(1_700_000_020_000)["timestamp_ms"]) == (2, stamps[1])
+    assert lookup(1_700_000_060_001)["offset"] is None
+    assert (lookup("earliest")["offset"], lookup("latest")["offset"], lookup("latest")["high_watermark"]) == (1, 4, 3)

@@ -295,6 +295,24 @@ def test_consume_validation_rules_through_the_handler(dead_oxia_env: Env, body, 
 
 
 @pytest.mark.parametrize(
+    "item",
+    [
+        {"topic": "orders", "partition": 0},
+        {"topic": "orders", "partition": 0, "timestamp_ms": "yesterday"},
+        {"topic": "orders", "partition": 0, "timestamp_ms": -1},
+        {"topic": "orders", "partition": 0, "timestamp_ms": 1.5},
+        {"topic": "orders", "partition": 0, "timestamp_ms": True},
+        {"topic": "orders", "partition": 0, "timestamp_ms": 1, "fetch_offset": 1},
+        {"topic": "orders", "partition": -1, "timestamp_ms": 1},
+    ],
+)
+def test_offsets_validation_rules_through_the_handler(dead_oxia_env: Env, item):
+    answer = invoke("consume", load_event("offsets", body={"topic_partitions": [item]}))
+    assert_error(answer, 400, "InvalidRequest")
+    assert consume_app._service.peek() is None
+
+
+@pytest.mark.parametrize(
     ("path", "error_type"),
     [
         ("/topics/wal-shared/partitions/0", "InvalidTopicName"),

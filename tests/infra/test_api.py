@@ -108,7 +108,7 @@ def test_produce_and_consume_validate_the_top_level_body(dev_template: Template)
     (validator_id, validator) = next(iter(resources(dev_template, "AWS::ApiGateway::RequestValidator").items()))
     assert validator["Properties"]["ValidateRequestBody"] is True
     models = resources(dev_template, "AWS::ApiGateway::Model")
-    for path, title in (("/produce", "ProduceRequest"), ("/consume", "ConsumeRequest")):
+    for path, title in (("/produce", "ProduceRequest"), ("/consume", "ConsumeRequest"), ("/offsets", "OffsetsRequest")):
         props = found[(path, "POST")]
         assert props["RequestValidatorId"] == {"Ref": validator_id}
         model_ref = props["RequestModels"]["application/json"]["Ref"]
@@ -120,7 +120,7 @@ def test_produce_and_consume_validate_the_top_level_body(dev_template: Template)
         assert "maxItems" not in json.dumps(schema)
         assert title in json.dumps(models[model_ref])
     for (path, method), props in found.items():
-        if (path, method) not in (("/produce", "POST"), ("/consume", "POST")):
+        if (path, method) not in (("/produce", "POST"), ("/consume", "POST"), ("/offsets", "POST")):
             assert "RequestValidatorId" not in props, (path, method)
 
 

@@ -16,8 +16,8 @@ index changes under them (compaction), so they see each offset exactly once.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 
 from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange
 from llog.format.codec import Headers, RecordBatch, decode_batch
@@ -29,6 +29,11 @@ from llog.store.fetch import fetch_ref
 from llog.store.storage import Storage
 
 SCAN_PAGE = 256
+# Index entries per read when looking for a time: the first page is small (the answer is often near the
+# log start, and a page costs its whole length to decode), each next one four times larger up to the last.
+TIME_SCAN_PAGES = (16, 64, 256, 1024)
+EARLIEST = "earliest"
+LATEST = "latest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +55,26 @@ class PartitionInfo:
     high_watermark: int
     control: ControlRecord
     index: PartitionIndex
+
+
+@dataclass(frozen=True)
+class TimestampOffset:
+    """Where a timestamp falls in a partition (Kafka's ListOffsets).
+
+    ``offset`` is the first offset whose record timestamp is at or after the
+    asked time (``timestamp_ms`` is that record's), the log start for
+    ``earliest`` and ``high_watermark + 1`` for ``latest``; None when no record
+    is that late. ``batches_read`` counts the batches fetched to find it (at
+    most one, plus one per index entry written before entries carried time spans).
+    """
+
+    topic: str
+    partition: int
+    offset: int | None
+    timestamp_ms: int | None
+    log_start: int
+    high_watermark: int
+    batches_read: int = 0
 
 
 class LogReader:
@@ -132,6 +157,68 @@ class LogReader:
         data = fetch_ref(self.storage.blobs, batch.entry.ref)
         return decode_batch(data, expected_count=batch.entry.msg_count)
 
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int | str) -> TimestampOffset:
+        """The first offset whose record timestamp is ``>= timestamp_ms`` (or ``"earliest"``, ``"latest"``).
+
+        Timestamps need not grow with offsets: the answer is the first such
+        record in offset order, as a scan would find it. Compacted entries
+        carry the greatest timestamp from the log start through their end,
+        which never decreases, so the compacted part of the log is bisected
+        (``_skip_compacted``: about log2(compacted entries) reads); from there
+        index entries are read forward until one's time span reaches the time,
+        then that one batch. An entry without a time span (written by an older
+        version) is fetched and read instead.
+        """
+        info = self.partition_info(topic, partition)
+        found = TimestampOffset(topic, partition, None, None, info.log_start, info.high_watermark)
+        if timestamp_ms == EARLIEST:
+            return replace(found, offset=info.log_start)
+        if timestamp_ms == LATEST:
+            return replace(found, offset=info.high_watermark + 1)
+        if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int):
+            raise InvalidArgument(
+                f"timestamp must be an integer (ms), {EARLIEST!r} or {LATEST!r}, got {timestamp_ms!r}"
+            )
+        if info.high_watermark < info.log_start:
+            return found  # empty
+        batches_read = 0
+        start = self._skip_compacted(info, timestamp_ms)
+        for batch in self._iter_batches(info.index, start, info.high_watermark, TIME_SCAN_PAGES):
+            span = batch.entry.ref.times
+            if span is not None and span.max_ms < timestamp_ms:
+                continue
+            records = self.fetch(batch)
+            batches_read += 1
+            first = max(batch.start_offset, info.log_start)
+            for offset in range(first, min(batch.end_offset, info.high_watermark) + 1):
+                record_ts = records.timestamp_ms(offset - batch.start_offset)
+                if record_ts >= timestamp_ms:
+                    return replace(found, offset=offset, timestamp_ms=record_ts, batches_read=batches_read)
+        return replace(found, batches_read=batches_read)
+
+    @staticmethod
+    def _skip_compacted(info: PartitionInfo, timestamp_ms: int) -> int:
+        """An offset no record before which is as late as ``timestamp_ms``: where a time scan may start.
+
+        Bisects the compacted ranges below the compaction cursor on their
+        ``log_max_timestamp_ms``: the first range whose value reaches the time
+        holds the answer, or (when retention removed a later record than any
+        kept) lies before it. Stops at a range without the value.
+        """
+        low = info.log_start
+        high = min(info.index.meta.cursor().offset - 1, info.high_watermark)
+        found = None
+        while low <= high:
+            batch = info.index.covering((low + high) // 2)
+            log_max = None if batch is None else batch.entry.log_max_timestamp_ms
+            if batch is None or log_max is None:
+                break
+            if log_max >= timestamp_ms:
+                found, high = batch.start_offset, batch.start_offset - 1
+            else:
+                low = batch.end_offset + 1
+        return max(found if found is not None else low, info.log_start)
+
     # --- reads -----------------------------------------------------------------
 
     def read_offset(self, topic: str, partition: int, offset: int) -> LogRecord:
@@ -169,13 +256,16 @@ class LogReader:
 
         ``page`` index entries are read at a time: a caller that stops early asks for fewer.
         """
-        return self._iter_batches(info.index, start_offset, info.high_watermark, page)
+        return self._iter_batches(info.index, start_offset, info.high_watermark, (page,))
 
-    def _iter_batches(self, index: PartitionIndex, start: int, last: int, page_size: int = SCAN_PAGE
+    def _iter_batches(self, index: PartitionIndex, start: int, last: int, page_sizes: Sequence[int] = (SCAN_PAGE,)
                       ) -> Iterator[IndexedBatch]:  # fmt: skip
+        """``page_sizes``: the entries read per page, in turn; the last size is kept from then on."""
         next_offset = start
+        pages = 0
         while next_offset <= last:
-            page = index.scan(next_offset, limit=page_size)
+            page = index.scan(next_offset, limit=page_sizes[min(pages, len(page_sizes) - 1)])
+            pages += 1
             # The first entry must cover next_offset; otherwise the tail is a
             # pending append, or the index moved: resolve that offset directly.
             if not page or not page[0].covers(next_offset):

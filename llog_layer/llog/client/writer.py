@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from llog.config import WriterConfig
 from llog.errors import ConditionalAppendUnsupported, InvalidArgument, LlogError, PartitionNotInitialized
 from llog.format.codec import Record, check_record, encode_batch
-from llog.format.documents import ControlRecord, DataRef, LogState, ProducerTag
+from llog.format.documents import ControlRecord, DataRef, LogState, ProducerTag, TimeSpan
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal_object_key
 from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
 from llog.protocol import append_cas, fence
@@ -257,7 +257,11 @@ class LogWriter:
         self._fault(WRITER_AFTER_BLOB_PUT)
 
         results = []
-        outcomes = self._commit_all(groups, location, slices, now, _Deadline(commit_deadline, commit_by_ms))
+        refs = [
+            DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length, TimeSpan.of_batch(body.body))
+            for s, body in zip(slices, bodies, strict=True)
+        ]
+        outcomes = self._commit_all(groups, refs, slices, now, _Deadline(commit_deadline, commit_by_ms))
         for s, body, outcome in zip(slices, bodies, outcomes, strict=True):
             if isinstance(outcome, LlogError):
                 results.append(AppendResult(s.topic, s.partition, s.msg_count, error=outcome))
@@ -303,7 +307,7 @@ class LogWriter:
     def _commit_all(
         self,
         groups: Sequence[SharedAppendGroup],
-        location: S3Location,
+        refs: Sequence[DataRef],
         slices: Sequence[BlobSlice],
         now_ms: int,
         deadline: _Deadline,
@@ -317,7 +321,6 @@ class LogWriter:
         afterwards.
         """
         metas = [self._metadata(s.topic, s.partition) for s in slices]
-        refs = [DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length) for s in slices]
 
         def commit(i: int) -> _Outcome:
             try:

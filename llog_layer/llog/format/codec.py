@@ -373,6 +373,22 @@ class RecordBatch:
         )
 
 
+def batch_time_span(batch: bytes | bytearray | memoryview) -> tuple[int, int]:
+    """The least and greatest record timestamp of an encoded batch, read from its timestamp section alone.
+
+    For batches this process just encoded (the writer, the compactor): it does
+    not check the CRC. Raises ``CorruptBatch`` on a batch too short to hold it.
+    """
+    raw = memoryview(batch).cast("B")
+    if len(raw) < HEADER_SIZE:
+        raise CorruptBatch(f"batch is {len(raw)} bytes, shorter than its {HEADER_SIZE}-byte header")
+    count = HEADER.unpack_from(raw, 0)[3]
+    if count == 0 or len(raw) < HEADER_SIZE + 8 * count:
+        raise CorruptBatch(f"batch of {count} records has no room for its timestamps")
+    timestamps = _int_array("q", raw[HEADER_SIZE : HEADER_SIZE + 8 * count])
+    return min(timestamps), max(timestamps)
+
+
 def decode_batch(data: bytes | bytearray | memoryview, *, expected_count: int | None = None) -> RecordBatch:
     """Validate and open a batch; ``expected_count`` cross-checks the index entry."""
     batch = RecordBatch(data)

@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Any, TypeVar
 
 from llog.errors import CorruptMetadata
-from llog.format.codec import ENCODING
+from llog.format.codec import ENCODING, batch_time_span
 
 INITIAL_OFFSET = 1
 
@@ -143,7 +143,19 @@ def _data_ref(doc: dict[str, Any], what: str) -> DataRef:
         encoding=_str(doc, "encoding", what),
         byte_offset=_int(doc, "byte_offset", what, optional=True),
         byte_length=_int(doc, "byte_length", what, optional=True),
+        times=TimeSpan.from_doc(doc, what),
     )
+
+
+def _ref_fields(ref: DataRef) -> dict[str, Any]:
+    """A ``DataRef`` as the flat fields of the documents that hold one; without a time span, none of its fields."""
+    fields: dict[str, Any] = {
+        "data_key": ref.data_key,
+        "encoding": ref.encoding,
+        "byte_offset": ref.byte_offset,
+        "byte_length": ref.byte_length,
+    }
+    return fields | TimeSpan.optional_fields(ref.times)
 
 
 def _dump(doc: dict[str, Any]) -> bytes:
@@ -155,12 +167,13 @@ def _dump_present(doc: dict[str, Any]) -> bytes:
     return _dump({name: value for name, value in doc.items() if value is not None})
 
 
-def _int(doc: dict[str, Any], name: str, what: str, *, optional: bool = False) -> Any:
+def _int(doc: dict[str, Any], name: str, what: str, *, optional: bool = False, signed: bool = False) -> Any:
     value = doc.get(name)
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise CorruptMetadata(f"{what} field {name!r} is not a non-negative integer: {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or (value < 0 and not signed):
+        kind = "an integer" if signed else "a non-negative integer"
+        raise CorruptMetadata(f"{what} field {name!r} is not {kind}: {value!r}")
     return value
 
 
@@ -174,13 +187,54 @@ def _str(doc: dict[str, Any], name: str, what: str, *, optional: bool = False) -
 
 
 @dataclass(frozen=True)
+class TimeSpan:
+    """The least and greatest record timestamp (ms) of a batch.
+
+    Index entries, ``pending``, compaction records and manifests carry it, so
+    offset-for-timestamp reads index entries and then at most one batch
+    (docs/RECOVERY.md, "Offset for a timestamp"). Entries written before it
+    existed have none.
+    """
+
+    min_ms: int
+    max_ms: int
+
+    def __post_init__(self) -> None:
+        if self.min_ms > self.max_ms:
+            raise CorruptMetadata(f"time span [{self.min_ms}, {self.max_ms}] is inverted")
+
+    @classmethod
+    def of_batch(cls, batch: bytes | bytearray | memoryview) -> TimeSpan:
+        return cls(*batch_time_span(batch))
+
+    def fields(self) -> dict[str, int]:
+        return {"min_timestamp_ms": self.min_ms, "max_timestamp_ms": self.max_ms}
+
+    @staticmethod
+    def optional_fields(span: TimeSpan | None) -> dict[str, int]:
+        return {} if span is None else span.fields()
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any], what: str) -> TimeSpan | None:
+        # Record timestamps are any int64, as in Kafka: before the epoch too.
+        low = _int(doc, "min_timestamp_ms", what, optional=True, signed=True)
+        high = _int(doc, "max_timestamp_ms", what, optional=True, signed=True)
+        if low is None and high is None:
+            return None
+        if low is None or high is None:
+            raise CorruptMetadata(f"{what} has only one of min_timestamp_ms and max_timestamp_ms")
+        return cls(low, high)
+
+
+@dataclass(frozen=True)
 class DataRef:
-    """Where a range of records lives: an S3 URI and, for shared blobs, a byte slice."""
+    """Where a batch of records lives (an S3 URI and, for shared blobs, a byte slice) and its time span."""
 
     data_key: str
     encoding: str = ENCODING
     byte_offset: int | None = None
     byte_length: int | None = None
+    times: TimeSpan | None = None
 
     def __post_init__(self) -> None:
         if (self.byte_offset is None) != (self.byte_length is None):
@@ -237,10 +291,7 @@ class PendingAppend:
             "end_offset": self.end_offset,
             "msg_count": self.msg_count,
             "entry_type": self.entry_type.value,
-            "data_key": self.ref.data_key,
-            "encoding": self.ref.encoding,
-            "byte_offset": self.ref.byte_offset,
-            "byte_length": self.ref.byte_length,
+            **_ref_fields(self.ref),
             "created_at_ms": self.created_at_ms,
         }
         if self.producer is not None:  # absent otherwise: appends without a producer store what they always did
@@ -371,6 +422,9 @@ class IndexEntry:
     append_id: str | None = None
     data_bytes: int | None = None  # COMPACTED: the object's size, for size-based retention
     producer: ProducerTag | None = None  # WAL: the idempotent producer's tag, if it had one
+    # COMPACTED: the greatest record timestamp from the log start through this entry's end; it never
+    # decreases from one compacted entry to the next, so a time lookup bisects them (llog.client.reader).
+    log_max_timestamp_ms: int | None = None
 
     def encode(self) -> bytes:
         return _dump_present(
@@ -378,13 +432,11 @@ class IndexEntry:
                 "producer": None if self.producer is None else self.producer.to_json(),
                 "type": self.type.value,
                 "msg_count": self.msg_count,
-                "data_key": self.ref.data_key,
-                "encoding": self.ref.encoding,
-                "byte_offset": self.ref.byte_offset,
-                "byte_length": self.ref.byte_length,
+                **_ref_fields(self.ref),
                 "created_at_ms": self.created_at_ms,
                 "append_id": self.append_id,
                 "data_bytes": self.data_bytes,
+                "log_max_timestamp_ms": self.log_max_timestamp_ms,
             }
         )
 
@@ -407,6 +459,7 @@ class IndexEntry:
             append_id=_str(doc, "append_id", what, optional=True),
             data_bytes=_int(doc, "data_bytes", what, optional=True),
             producer=ProducerTag.from_json(doc.get("producer"), what),
+            log_max_timestamp_ms=_int(doc, "log_max_timestamp_ms", what, optional=True, signed=True),
         )
 
 
@@ -617,6 +670,8 @@ class CompactionRecord:
     encoding: str = ENCODING
     last_source_start_offset: int | None = None
     data_bytes: int | None = None
+    times: TimeSpan | None = None  # of the compacted batch; None in records written before time spans
+    log_max_timestamp_ms: int | None = None  # for the COMPACTED entry (IndexEntry.log_max_timestamp_ms)
 
     @property
     def index_deletions_started(self) -> bool:
@@ -639,6 +694,8 @@ class CompactionRecord:
                 "created_at_ms": self.created_at_ms,
                 "last_source_start_offset": self.last_source_start_offset,
                 "data_bytes": self.data_bytes,
+                "log_max_timestamp_ms": self.log_max_timestamp_ms,
+                **TimeSpan.optional_fields(self.times),
             }
         )
 
@@ -658,6 +715,8 @@ class CompactionRecord:
             encoding=_str(doc, "encoding", what),
             last_source_start_offset=_int(doc, "last_source_start_offset", what, optional=True),
             data_bytes=_int(doc, "data_bytes", what, optional=True),
+            times=TimeSpan.from_doc(doc, what),
+            log_max_timestamp_ms=_int(doc, "log_max_timestamp_ms", what, optional=True, signed=True),
         )
 
 
@@ -688,6 +747,7 @@ class CompactedRange:
     compaction_id: str
     created_at_ms: int
     encoding: str = ENCODING
+    times: TimeSpan | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.start_offset <= self.end_offset:
@@ -708,6 +768,7 @@ class CompactedRange:
             record.compaction_id,
             record.created_at_ms,
             record.encoding,
+            record.times,
         )
 
     def encode(self) -> bytes:
@@ -723,6 +784,7 @@ class CompactedRange:
                 "encoding": self.encoding,
                 "compaction_id": self.compaction_id,
                 "created_at_ms": self.created_at_ms,
+                **TimeSpan.optional_fields(self.times),
             }
         )
 
@@ -740,6 +802,7 @@ class CompactedRange:
             compaction_id=_str(doc, "compaction_id", what),
             created_at_ms=_int(doc, "created_at_ms", what),
             encoding=_str(doc, "encoding", what),
+            times=TimeSpan.from_doc(doc, what),
         )
         if _int(doc, "record_count", what) != decoded.record_count:
             raise CorruptMetadata(f"{what} record_count disagrees with its offsets")

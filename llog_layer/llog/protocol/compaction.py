@@ -48,6 +48,7 @@ from llog.format.documents import (
     EntryType,
     IndexedBatch,
     IndexEntry,
+    TimeSpan,
     compacted_object_metadata,
 )
 from llog.format.keys import PartitionKeys, S3Location
@@ -157,7 +158,8 @@ class Compactor:
             )
 
         cursor = meta.cursor().offset
-        run = self._select(meta, cursor)
+        index = PartitionIndex.load(meta)
+        run = self._select(index, cursor)
         if run:
             # Read after the selection: a claim made later lies past the run (llog.protocol.producers, E2).
             floor = producers.claims_floor(meta, int(self.storage.clock() * 1000), self.config.producer_expiry_ms)
@@ -168,6 +170,7 @@ class Compactor:
 
         start, end = run[0].start_offset, run[-1].end_offset
         body = self._rewrite(run, start, end)
+        times = TimeSpan.of_batch(body)
         stages.mark("read_and_encode")
         location = S3Location(self.storage.bucket, meta.keys.compacted_object_key())
         commit_deadline = time.monotonic() + self.config.max_commit_delay_ms / 1000
@@ -185,6 +188,8 @@ class Compactor:
             created_at_ms=int(self.storage.clock() * 1000),
             last_source_start_offset=run[-1].start_offset,
             data_bytes=len(body),
+            times=times,
+            log_max_timestamp_ms=self._log_max_timestamp(index, start, times),
         )
         if meta.cursor().offset != start:
             # Another compactor committed a range while we were reading and writing.
@@ -216,11 +221,11 @@ class Compactor:
 
     # --- selection and rewrite -------------------------------------------------
 
-    def _select(self, meta: PartitionMetadata, cursor: int) -> list[IndexedBatch]:
+    def _select(self, index: PartitionIndex, cursor: int) -> list[IndexedBatch]:
         run: list[IndexedBatch] = []
         offsets = size = 0
         expected = cursor
-        for batch in PartitionIndex.load(meta).scan(cursor, limit=1024):
+        for batch in index.scan(cursor, limit=1024):
             if batch.entry.type is not EntryType.WAL or batch.start_offset != expected:
                 break  # a COMPACTED entry, a gap, or (first entry) not starting at the cursor
             if run and batch.generation != run[0].generation:
@@ -236,6 +241,23 @@ class Compactor:
             size += length
             expected = batch.end_offset + 1
         return run
+
+    @staticmethod
+    def _log_max_timestamp(index: PartitionIndex, start: int, times: TimeSpan) -> int | None:
+        """The greatest timestamp from the log start through a new range starting at ``start``.
+
+        The previous compacted range's (it ends at ``start - 1``: the cursor only passes compacted
+        ranges) and this range's own; this range's alone at the log start. None when the previous
+        range has none (compacted before entries carried it): lookups scan instead of bisecting there.
+        """
+        if start <= index.control.log_start_offset:
+            return times.max_ms
+        previous = index.covering(start - 1)
+        if previous is None and start <= index.meta.control().record.log_start_offset:
+            return times.max_ms  # retention removed the previous range since the index was read
+        if previous is None or previous.entry.log_max_timestamp_ms is None:
+            return None
+        return max(previous.entry.log_max_timestamp_ms, times.max_ms)
 
     def _rewrite(self, run: list[IndexedBatch], start: int, end: int) -> bytes:
         fetcher = BlobFetcher(self.storage.blobs)
@@ -325,9 +347,10 @@ class Compactor:
         entry = IndexEntry(
             EntryType.COMPACTED,
             record.msg_count,
-            DataRef(record.data_key, ENCODING),
+            DataRef(record.data_key, ENCODING, times=record.times),
             record.created_at_ms,
             data_bytes=record.data_bytes,
+            log_max_timestamp_ms=record.log_max_timestamp_ms,
         )
         # A compare-and-set on the existing key: it never creates a key, so in a
         # sequence it never moves the counter.

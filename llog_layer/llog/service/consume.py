@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from llog.client.reader import LogReader, LogRecord, record_at
+from llog.client.reader import LogReader, LogRecord, TimestampOffset, record_at
 from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, UnknownTopic
 from llog.format.codec import RecordBatch, decode_batch
 from llog.format.documents import INITIAL_OFFSET, IndexedBatch, LogState
@@ -95,6 +95,22 @@ class PartitionFetch:
         return sum(record_bytes(r) for r in self.records)
 
 
+@dataclass(frozen=True)
+class OffsetQuery:
+    """One partition of ``POST /offsets``: a time in ms, or ``earliest`` / ``latest``."""
+
+    topic: str
+    partition: int
+    timestamp: int | str
+
+
+@dataclass(frozen=True)
+class OffsetAnswer:
+    query: OffsetQuery
+    found: TimestampOffset | None = None
+    error: LlogError | None = None
+
+
 @dataclass
 class _Plan:
     request: FetchPartition
@@ -135,6 +151,18 @@ class ConsumeService:
 
     def close(self) -> None:
         self.reader.close()
+
+    def list_offsets(self, request: list[OffsetQuery]) -> list[OffsetAnswer]:
+        """``POST /offsets``: each partition's offset for a time (or earliest, latest); failures inline."""
+        answers = []
+        for query in request:
+            try:
+                found = self.reader.offset_for_timestamp(query.topic, query.partition, query.timestamp)
+            except LlogError as exc:
+                answers.append(OffsetAnswer(query, error=exc))
+            else:
+                answers.append(OffsetAnswer(query, found))
+        return answers
 
     def consume(self, request: ConsumeRequest) -> list[PartitionFetch]:
         deadline = self._clock() + request.max_wait_ms / 1000

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llog.client.reader import EARLIEST, LATEST
 from llog.client.writer import AppendResult, SharedAppendGroup
 from llog.config import Limits
 from llog.errors import InvalidArgument, LlogError, OffsetMismatch
@@ -23,7 +24,7 @@ from llog.format.codec import Headers, Record
 from llog.format.keys import validate_partition, validate_producer_id, validate_topic
 from llog.protocol.producers import ProducerIdentity
 from llog.protocol.topics import MAX_PARTITIONS
-from llog.service.consume import ConsumeRequest, FetchPartition, PartitionFetch
+from llog.service.consume import ConsumeRequest, FetchPartition, OffsetAnswer, OffsetQuery, PartitionFetch
 from llog.service.produce import ProduceEntry
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -400,6 +401,51 @@ def parse_consume_request(doc: Any, limits: Limits) -> ConsumeRequest:
             limits.max_response_bytes,
         ),
     )
+
+
+def parse_offsets_request(doc: Any, limits: Limits) -> list[OffsetQuery]:
+    """``POST /offsets``: ``topic_partitions`` of ``{topic, partition, timestamp_ms}``; a time may be
+    ``"earliest"`` or ``"latest"``."""
+    body = _object(doc, "the request body")
+    _only_fields(body, ("topic_partitions",), "the request body")
+    queries = []
+    seen = set()
+    for i, raw in enumerate(_topic_partitions(body, limits)):
+        where = f"topic_partitions[{i}]"
+        item = _object(raw, where)
+        _only_fields(item, ("topic", "partition", "timestamp_ms"), where)
+        topic, partition = _topic_partition(item, where)
+        if (topic, partition) in seen:
+            raise RequestRejected(f"{where} repeats {topic}/{partition}")
+        seen.add((topic, partition))
+        timestamp = item.get("timestamp_ms")
+        if timestamp not in (EARLIEST, LATEST) and (
+            isinstance(timestamp, bool) or not isinstance(timestamp, int) or not 0 <= timestamp <= INT64_MAX
+        ):
+            raise RequestRejected(
+                f'{where}.timestamp_ms must be a time in ms since the epoch (0 to {INT64_MAX}), "earliest" or "latest"'
+            )
+        queries.append(OffsetQuery(topic, partition, timestamp))
+    return queries
+
+
+def offsets_response(answers: Sequence[OffsetAnswer]) -> tuple[int, dict[str, Any]]:
+    """200 with one result per partition; a partition's failure is reported inline, as in ``/consume``."""
+    results = []
+    for answer in answers:
+        query, found = answer.query, answer.found
+        doc: dict[str, Any] = {"topic": query.topic, "partition": query.partition, "ok": answer.error is None}
+        if found is not None:
+            doc.update(
+                offset=found.offset,
+                timestamp_ms=found.timestamp_ms,
+                log_start_offset=found.log_start,
+                high_watermark=found.high_watermark,
+            )
+        if answer.error is not None:
+            doc.update(error_type=answer.error.error_type, error=str(answer.error), retriable=answer.error.retriable)
+        results.append(doc)
+    return 200, {"results": results}
 
 
 def error_body(error: LlogError | str, error_type: str | None = None) -> dict[str, Any]:
