@@ -8,7 +8,7 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia versitygw iceberg test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load soak clean
+.PHONY: help setup oxia versitygw iceberg chromium screenshots test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load soak clean
 
 help:
 	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server and VersityGW (idempotent)"
@@ -23,8 +23,9 @@ help:
 	@echo "make soak [SOAK_ARGS='--scale 20 --model-examples 200'] - the reliability harness at length (docs/RELIABILITY.md)"
 	@echo "make load LOAD_ARGS='--rate 500 --duration 30' - load test of the HTTP API (make dev's :8080), then reconcile"
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
+	@echo "make screenshots - regenerate docs/img/console-*.png: the console (http://127.0.0.1:8080/console) on sample data"
 
-setup: $(STAMP) oxia versitygw iceberg
+setup: $(STAMP) $(NPM_STAMP) oxia versitygw iceberg chromium
 
 $(STAMP):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -50,8 +51,18 @@ versitygw:
 iceberg:
 	@scripts/fetch-iceberg.sh || [ -z "$${LLOG_REQUIRE_ICEBERG:-}" ] || exit 1
 
+# Debian's Chromium, for the console's browser tests (tests/browser) and make screenshots. Without it
+# they are reported as skipped; LLOG_REQUIRE_BROWSER=1 makes that an error.
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	     { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || \
+	       { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }; }; then :; \
+	  else echo "Chromium is missing: install it as root (apt-get install -y chromium) for tests/browser and make screenshots"; \
+	    [ -z "$${LLOG_REQUIRE_BROWSER:-}" ] || exit 1; fi; }
+
 $(NPM_STAMP): package-lock.json
-	@command -v npm >/dev/null || { echo "Node.js and npm are required for the CDK app (make synth)"; exit 1; }
+	@command -v npm >/dev/null || { echo "Node.js and npm are required for the CDK app (make synth) and the console's charts"; exit 1; }
 	npm ci --no-audit --no-fund
 	@rm -f node_modules/.installed-*
 	@touch $@
@@ -120,6 +131,10 @@ soak: setup
 # Against `make dev` (or any API: LOAD_ARGS="--url https://... --auth sigv4"); docs/LOAD_TEST.md.
 load: $(STAMP)
 	$(PY) bench/load.py $(LOAD_ARGS)
+
+# The console's pictures in docs/img/: a temporary stack (Oxia, moto S3, llog serve) with sample data, Chromium.
+screenshots: setup
+	$(PY) -m devserver.console.screenshots docs/img
 
 clean:
 	rm -rf $(VENV) .tools .dev .soak .pytest_cache .mypy_cache .ruff_cache llog_layer/*.egg-info cdk.out node_modules

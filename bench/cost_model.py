@@ -180,9 +180,10 @@ class Code:
     # ProduceService initializes the partition, three create-only puts (registry entry, cursor, control) that
     # find the records there; a failed conditional put is a WAL write all the same
     produce_first_topic_reads: int = 1  # and its topic's record, read once per environment (then cached)
-    compaction_oxia_reads: int = 16  # per compacted object: the claim check before compact_once, then its
-    # 15: control (recover_pending), meta/compaction, cursor, control + index scan (_select), the scan of the
-    # partition's idempotent producer states (llog.protocol.producers.claims_floor), cursor again;
+    compaction_oxia_reads: int = 17  # per compacted object: the claim check before compact_once, then its
+    # 16: control (recover_pending), meta/compaction, cursor, control + index scan (_select), the scan of the
+    # partition's idempotent producer states (llog.protocol.producers.claims_floor), the previous compacted
+    # entry (its log max timestamp; none for a partition's first range), cursor again;
     # _finish: record, cursor, control (_index_for), the end entry; record; record, cursor (_advance); record
     compaction_oxia_writes: int = 7  # record, end key, 2 state changes, delete_range, cursor, delete record
     worker_oxia_reads: int = 6  # per invocation: the claim check and the final "nothing to do" compact_once
@@ -191,8 +192,9 @@ class Code:
     # and its close (the Oxia client's own calls, counted as the server's WAL writes; in Lambda a frozen
     # environment's session expires instead of closing, which the test does not wait for)
     planner_oxia_reads_per_tick: int = 2  # LogCatalog.partitions: the topic records and the partition registry
-    gc_oxia_reads_per_run: int = 4  # the topic records (reclaim, retention settings), two listings of the
-    # partition registry (retention, compacted objects) and the producer ids (idle ones are deleted)
+    gc_oxia_reads_per_run: int = 5  # the namespace identity (llog.protocol.namespace), the topic records
+    # (reclaim, retention settings), two listings of the partition registry (retention, compacted objects) and
+    # the producer ids (idle ones are deleted)
     gc_oxia_reads_per_partition: int = 11  # per run, with an age limit that removes a range: retention 6
     # (control, the first index entry (one lookup), cursor and meta/compaction (the bound it stays below, read
     # because a range may go), one index page up to the first entry it keeps, control before the log start's
@@ -568,6 +570,7 @@ def fixed_monthly(shape: OxiaShape, a: Assumptions) -> dict[str, float]:
     gc_runs_part = Part(
         invocations=1,
         gb_seconds=billed_gb_seconds(gc_ms, c.gc_memory_mb),
+        s3_get_class=1,  # the namespace identity's S3 copy
         oxia_reads=c.gc_oxia_reads_per_run,
         log_bytes=a.log_bytes_per_invocation,
     ).times(gc_runs)

@@ -8,7 +8,8 @@ Lambda environment, the process shares one Oxia store, one S3 client, a
 and a ``TailCache`` (``LLOG_TAIL_CACHE_MAX_BYTES``, 0 disables it) between
 produce and consume. It also serves ``GET /metrics`` (JSON; ``s3.billing``
 holds the S3 billing estimate of ``devserver.billing``), ``GET
-/metrics/prometheus`` and ``GET /openapi.json``. SIGTERM/SIGINT stop it
+/metrics/prometheus``, ``GET /openapi.json`` and the console (``GET /console``,
+``devserver/console``). SIGTERM/SIGINT stop it
 gracefully: no new requests, in-flight ones finish, the batcher flushes, Oxia
 closes.
 """
@@ -16,6 +17,7 @@ closes.
 from __future__ import annotations
 
 import argparse
+import bisect
 import contextlib
 import json
 import logging
@@ -32,7 +34,7 @@ from types import FrameType, ModuleType
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from devserver import events
+from devserver import console, events
 from devserver.batching import BatchingConfig, BatchingProducer
 from devserver.billing import BillingConfig, S3Billing
 from devserver.prometheus import BILLING, ConsumerLagReport, operations_json, prometheus_text
@@ -42,13 +44,13 @@ from functions.common.errors import client_error
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
 from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
+from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import Limits, WriterConfig
 from llog.errors import LlogError
 from llog.service.admin import AdminService
-from llog.service.consume import ConsumeService
+from llog.service.consume import ConsumeRequest, ConsumeService, PartitionFetch
 from llog.service.groups import GroupService
-from llog.service.produce import ProduceService
+from llog.service.produce import ProduceEntry, ProduceService
 from llog.service.tail_cache import TailCache
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
@@ -63,7 +65,52 @@ IDLE_CONNECTION_TIMEOUT_S = 30
 # handshakes past it and clients saw resets and timeouts. The kernel caps it at net.core.somaxconn.
 LISTEN_BACKLOG = 1024
 SERVE_PATHS = ("/metrics", "/metrics/prometheus", "/openapi.json")  # served by llog serve itself
+# Upper bounds (ms) of the request latency histogram in /metrics; a last bucket counts the rest.
+LATENCY_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000)
 DRAIN_MARGIN_S = 10
+
+
+class Traffic:
+    """Records and bytes produced and consumed (the EMF metrics of a Lambda, which llog serve turns off)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = {"produced_records": 0, "produced_bytes": 0, "consumed_records": 0, "consumed_bytes": 0}
+
+    def add(self, direction: str, records: int, nbytes: int) -> None:
+        with self._lock:
+            self._counts[f"{direction}_records"] += records
+            self._counts[f"{direction}_bytes"] += nbytes
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+class CountedProduceService(ProduceService):
+    """``ProduceService`` counting what it appended, as the produce handler's ``RecordsProduced`` does."""
+
+    traffic: Traffic
+
+    def produce_groups(
+        self, entries: Sequence[ProduceEntry | SharedAppendGroup]
+    ) -> tuple[list[SharedAppendGroup], list[AppendResult]]:
+        groups, results = super().produce_groups(entries)
+        ok = [i for i, r in enumerate(results) if r.ok]
+        nbytes = sum(produce_app.group_bytes(groups[i]) for i in ok)
+        self.traffic.add("produced", sum(results[i].count for i in ok), nbytes)
+        return groups, results
+
+
+class CountedConsumeService(ConsumeService):
+    """``ConsumeService`` counting what it returned, as the consume handler's ``RecordsConsumed`` does."""
+
+    traffic: Traffic
+
+    def consume(self, request: ConsumeRequest) -> list[PartitionFetch]:
+        results = super().consume(request)
+        self.traffic.add("consumed", sum(len(r.records) for r in results), sum(r.nbytes for r in results))
+        return results
 
 
 @dataclass
@@ -79,6 +126,7 @@ class ServeServices:
     consume: ConsumeService
     root: str
     billing: S3Billing
+    traffic: Traffic
 
     @classmethod
     def from_env(cls) -> ServeServices:
@@ -90,16 +138,21 @@ class ServeServices:
             storage, config=WriterConfig.from_env(), commit_listener=cache.on_commit if cache.enabled else None
         )
         batcher = BatchingProducer(writer, BatchingConfig.from_env())
+        traffic = Traffic()
+        produce = CountedProduceService(writer, batcher=batcher)
+        consume = CountedConsumeService(LogReader(storage), tail_cache=cache)
+        produce.traffic = consume.traffic = traffic
         return cls(
             oxia=oxia,
             blobs=blobs,
             writer=writer,
             batcher=batcher,
             tail_cache=cache,
-            produce=ProduceService(writer, batcher=batcher),
-            consume=ConsumeService(LogReader(storage), tail_cache=cache),
+            produce=produce,
+            consume=consume,
             root=root,
             billing=S3Billing.for_root(blobs, storage.bucket, root, BillingConfig.from_env()),
+            traffic=traffic,
         )
 
     def close(self) -> None:
@@ -113,12 +166,22 @@ class HttpCounters:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: dict[tuple[str, str, int], list[float]] = {}  # (method, route, status) -> [count, seconds]
+        self._latency: dict[tuple[str, str], list[int]] = {}  # (method, route) -> count per LATENCY_BOUNDS_MS bucket
 
     def record(self, method: str, route: str, status: int, seconds: float) -> None:
+        bucket = bisect.bisect_left(LATENCY_BOUNDS_MS, seconds * 1000)
         with self._lock:
             entry = self._counts.setdefault((method, route, status), [0, 0.0])
             entry[0] += 1
             entry[1] += seconds
+            self._latency.setdefault((method, route), [0] * (len(LATENCY_BOUNDS_MS) + 1))[bucket] += 1
+
+    def latency(self) -> dict[str, Any]:
+        """Cumulative histograms: a reader takes two and subtracts them for a window's quantiles."""
+        with self._lock:
+            items = sorted((key, list(counts)) for key, counts in self._latency.items())
+        routes = [{"method": m, "route": r, "counts": counts} for (m, r), counts in items]
+        return {"bounds_ms": list(LATENCY_BOUNDS_MS), "routes": routes}
 
     def snapshot(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -303,8 +366,8 @@ class LlogServer:
         method = "GET" if request.command == "HEAD" else request.command  # HEAD: GET without the body
         parts = urlsplit(request.path)
         path = parts.path or "/"
-        serve_route = method == "GET" and path in SERVE_PATHS
-        route = path if serve_route else str(routes.match(path).resource)  # bounded label set
+        serve_route = method == "GET" and (path in SERVE_PATHS or console.owns(path))
+        route = console.ROUTE if console.owns(path) else path if serve_route else str(routes.match(path).resource)
         # Admitted or refused once, under the lock shutdown sets ``_closing`` with: a request admitted
         # here is served to the end, even if shutdown begins while its body is still being read, and
         # shutdown waits until its answer is written (a process that exits sooner loses it).
@@ -346,6 +409,8 @@ class LlogServer:
         if path == "/metrics/prometheus":
             text = prometheus_text(self.metrics()).encode()
             return 200, [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")], text
+        if console.owns(path):
+            return console.serve(path)
         return self._openapi()
 
     def _dispatch(
@@ -420,7 +485,8 @@ class LlogServer:
         cfg = s.batcher.config
         return {
             "server": {"host": self.host, "port": self.port, "started_at_ms": self.started_at_ms, "root": s.root},
-            "http": {"requests": self.http.snapshot()},
+            "http": {"requests": self.http.snapshot(), "latency": self.http.latency()},
+            "records": s.traffic.snapshot(),
             "oxia": operations_json(s.oxia.counters),
             "s3": {**operations_json(s.blobs.counters), BILLING: s.billing.report()},
             "batcher": {

@@ -7,7 +7,7 @@
   answers 404 in JSON, so API Gateway's own 403 "Missing Authentication Token" never answers
   an unknown path of an authorized caller.
 * Auth (``llog:apiAuth``): ``iam`` (default): every method uses IAM (SigV4). ``api_key``:
-  every method requires an API key of the usage plan, except fence/unfence (and every method
+  every method requires an API key of the usage plan, except fence/unfence/compact (and every method
   on their resources), which stay IAM-only.
 * Request validation: ``POST /produce`` and ``POST /consume`` need a JSON object body with a
   non-empty ``topic_partitions`` array (functions/openapi.json's top-level shape). Everything finer
@@ -17,6 +17,10 @@
   like the handler's.
 * Stage: JSON access logs to a log group, X-Ray tracing, execution logging of errors,
   throttling (stage-wide method settings, and the usage plan in ``api_key`` mode).
+* CORS (``llog:corsOrigins``, none by default): an ``OPTIONS`` method on every resource answers
+  the browser's preflight at the gateway (a mock integration: no API key, no IAM, no function),
+  and the gateway's own error answers carry ``Access-Control-Allow-Origin``, so a page can read
+  them; the functions add it to theirs (``functions.common.cors``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_lambda as lambda_
@@ -32,11 +36,11 @@ from aws_cdk import aws_logs as logs
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct, IConstruct
 
-from functions.common import names, routes
+from functions.common import cors, names, routes
 from infra.observability import PERIOD, ApiMetrics
 from infra.settings import ApiAuth
 
-ADMIN_IAM_ONLY_SUFFIXES = ("/fence", "/unfence")
+ADMIN_IAM_ONLY_SUFFIXES = ("/fence", "/unfence", "/compact")
 # Operator writes that stay IAM-only when clients use API keys: creating, growing and deleting topics.
 ADMIN_IAM_ONLY_METHODS = frozenset(
     {("POST", "/topics"), ("POST", "/topics/{topic}/partitions"), ("DELETE", "/topics/{topic}")}
@@ -69,6 +73,7 @@ class Api(Construct):
         throttle_burst: int,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
+        cors_origins: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.auth = auth
@@ -108,7 +113,7 @@ class Api(Construct):
             ),
             disable_execute_api_endpoint=False,
         )
-        self._add_gateway_responses()
+        self._add_gateway_responses(cors_origins)
         self.validator = self.api.add_request_validator(
             "BodyValidator", validate_request_body=True, validate_request_parameters=True
         )
@@ -156,6 +161,18 @@ class Api(Construct):
         self._method(self.api.root, "ANY", names.ADMIN, iam_only=False)
         proxy = self.api.root.add_resource(CATCH_ALL)
         self._method(proxy, "ANY", names.ADMIN, iam_only=False)
+        # Preflights: an OPTIONS method beats ANY on its resource; {proxy+}'s covers unknown paths.
+        self.preflight_methods: list[apigw.Method] = []
+        if cors_origins:
+            for preflighted in (self.api.root, *self._all_resources()):
+                self.preflight_methods.append(
+                    preflighted.add_cors_preflight(
+                        allow_origins=list(cors_origins),
+                        allow_headers=list(cors.ALLOW_HEADERS),
+                        allow_methods=list(cors.ALLOW_METHODS),
+                        max_age=Duration.seconds(cors.MAX_AGE_S),
+                    )
+                )
 
         self.usage_plan: apigw.UsagePlan | None = None
         self.api_key: apigw.IApiKey | None = None
@@ -188,7 +205,7 @@ class Api(Construct):
                     id="AwsSolutions-APIG4",
                     reason="llog:apiAuth=api_key: produce, consume and the read-only routes are authorized by "
                     "a required API key of the usage plan (AuthorizationType NONE plus ApiKeyRequired); "
-                    "fence/unfence stay IAM-only.",
+                    "fence/unfence/compact stay IAM-only.",
                 )
             )
         NagSuppressions.add_resource_suppressions(self.api, suppressions, apply_to_children=True)
@@ -271,7 +288,16 @@ class Api(Construct):
         self.methods.append(method)
         return method
 
-    def _add_gateway_responses(self) -> None:
+    def _add_gateway_responses(self, cors_origins: tuple[str, ...]) -> None:
+        headers: dict[str, str] | None = None
+        if len(cors_origins) == 1:
+            headers = {"Access-Control-Allow-Origin": f"'{cors_origins[0]}'"}
+        elif cors_origins:
+            # A gateway response cannot choose among origins, so it echoes the caller's. What it reveals is
+            # the gateway's own error message, which the same request from anywhere else gets too (API keys
+            # and SigV4 are explicit headers, never ambient credentials); the preflight and the functions'
+            # answers still admit the listed origins only.
+            headers = {"Access-Control-Allow-Origin": "method.request.header.origin", "Vary": "'Origin'"}
         responses = (
             (apigw.ResponseType.DEFAULT_4_XX, "$context.error.messageString", "$context.error.responseType", False),
             (apigw.ResponseType.DEFAULT_5_XX, "$context.error.messageString", "$context.error.responseType", True),
@@ -284,4 +310,5 @@ class Api(Construct):
                 f"Response{response_type.response_type}",
                 type=response_type,
                 templates=_error_template(error, error_type, retriable),
+                response_headers=headers,
             )

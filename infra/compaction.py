@@ -12,19 +12,17 @@
 
 from __future__ import annotations
 
-from aws_cdk import Aws, Duration, RemovalPolicy
-from aws_cdk import aws_iam as iam
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
-from aws_cdk import aws_scheduler as scheduler
-from aws_cdk import aws_scheduler_targets as targets
 from aws_cdk import aws_sqs as sqs
-from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
+from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
+
+from infra.schedules import ScheduledInvocation, schedule_invocations
 
 MAX_RECEIVE_COUNT = 5
 VISIBILITY_FACTOR = 6
-SCHEDULE_RETRY_ATTEMPTS = 2
 # A missed planner run is superseded by the next one; a GC run may wait longer.
 PLANNER_MAX_EVENT_AGE = Duration.minutes(5)
 GC_MAX_EVENT_AGE = Duration.hours(1)
@@ -82,44 +80,17 @@ class Compaction(Construct):
         worker.add_event_source(self.event_source)
 
         # One role for both schedules: it may invoke the planner and GC (and their versions) only.
-        self.scheduler_role = iam.Role(
+        self.scheduler_role, schedules = schedule_invocations(
             self,
-            "SchedulerRole",
-            assumed_by=iam.ServicePrincipal(
-                "scheduler.amazonaws.com", conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}}
-            ),
-            description=f"llog {stage}: EventBridge Scheduler invokes the compaction planner and GC",
+            role_description=f"llog {stage}: EventBridge Scheduler invokes the compaction planner and GC",
+            what="planner and GC",
+            invocations={
+                "PlannerSchedule": ScheduledInvocation(
+                    planner, compaction_schedule, f"llog {stage}: compaction planner", PLANNER_MAX_EVENT_AGE
+                ),
+                "GcSchedule": ScheduledInvocation(
+                    gc, gc_schedule, f"llog {stage}: garbage collection", GC_MAX_EVENT_AGE
+                ),
+            },
         )
-        self.planner_schedule = self._invoke_on_schedule(
-            "PlannerSchedule", f"llog {stage}: compaction planner", compaction_schedule, planner, PLANNER_MAX_EVENT_AGE
-        )
-        self.gc_schedule = self._invoke_on_schedule(
-            "GcSchedule", f"llog {stage}: garbage collection", gc_schedule, gc, GC_MAX_EVENT_AGE
-        )
-        # After the schedules: their grants create the role's default policy.
-        NagSuppressions.add_resource_suppressions(
-            self.scheduler_role,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-IAM5",
-                    reason="lambda:InvokeFunction on '<function arn>:*' covers the versions and aliases of the "
-                    "planner and GC functions only (CDK's grantInvoke); no other function.",
-                    applies_to=[RegexAppliesTo(regex=r"/^Resource::<[A-Za-z0-9]+\.Arn>:\*$/g")],
-                )
-            ],
-            apply_to_children=True,
-        )
-
-    def _invoke_on_schedule(
-        self, construct_id: str, description: str, expression: str, function: lambda_.IFunction, max_event_age: Duration
-    ) -> scheduler.Schedule:
-        """A schedule that invokes ``function`` as ``scheduler_role``, retrying a failed invocation."""
-        return scheduler.Schedule(
-            self,
-            construct_id,
-            description=description,
-            schedule=scheduler.ScheduleExpression.expression(expression),
-            target=targets.LambdaInvoke(
-                function, retry_attempts=SCHEDULE_RETRY_ATTEMPTS, max_event_age=max_event_age, role=self.scheduler_role
-            ),
-        )
+        self.planner_schedule, self.gc_schedule = schedules["PlannerSchedule"], schedules["GcSchedule"]

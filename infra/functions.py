@@ -1,4 +1,4 @@
-"""The six llog Lambda functions: one reusable :class:`LlogFunction` construct, and :class:`Functions`.
+"""The llog Lambda functions: one reusable :class:`LlogFunction` construct, and :class:`Functions`.
 
 Every function (docs/DEPLOY.md, "Functions"):
 
@@ -36,6 +36,7 @@ WORKER_TIMEOUT = Duration.minutes(5)
 # The worker stops compacting after this and releases its claim (its own 10 s margin applies too).
 COMPACTION_BUDGET_MS = 240_000
 GC_TIMEOUT = Duration.minutes(15)
+RECOVERY_TIMEOUT = Duration.minutes(15)  # verify and backup: Lambda's longest
 PLANNER_TIMEOUT = Duration.minutes(1)
 
 
@@ -56,7 +57,9 @@ SPECS: Mapping[str, FunctionSpec] = {
         FunctionSpec(
             names.CONSUME, "POST /consume: fetch records", 1024, API_TIMEOUT, {"LLOG_CONSUME_MAX_WAIT_MS": "20000"}
         ),
-        FunctionSpec(names.ADMIN, "health, topics, partition status, fence/unfence, unknown paths", 512, API_TIMEOUT),
+        FunctionSpec(
+            names.ADMIN, "health, topics, partition status, fence/unfence, compact, unknown paths", 512, API_TIMEOUT
+        ),
         FunctionSpec(
             names.COMPACTION_PLANNER, "scheduled: enqueue partitions that need compaction", 512, PLANNER_TIMEOUT
         ),
@@ -68,6 +71,9 @@ SPECS: Mapping[str, FunctionSpec] = {
             {"LLOG_COMPACTION_BUDGET_MS": str(COMPACTION_BUDGET_MS)},
         ),
         FunctionSpec(names.GC, "scheduled: delete S3 objects nothing references", 1024, GC_TIMEOUT),
+        FunctionSpec(names.VERIFY, "scheduled: check partitions against the protocol's invariants", 1024,
+                     RECOVERY_TIMEOUT),  # fmt: skip
+        FunctionSpec(names.BACKUP, "scheduled: back the Oxia state up to S3", 1024, RECOVERY_TIMEOUT),
     )
 }
 
@@ -193,7 +199,7 @@ class LlogFunction(Construct):
 
 
 class Functions(Construct):
-    """``by_name``: the six functions; S3 grants scoped to ``<bucket>/<root_prefix>/*``."""
+    """``by_name``: the functions of ``names.FUNCTIONS``; S3 grants scoped to ``<bucket>/<root_prefix>/*``."""
 
     def __init__(
         self,
@@ -236,21 +242,30 @@ class Functions(Construct):
         self._allow(names.PRODUCE, "PutObjects", ["s3:PutObject"], [objects])
         self._allow(names.CONSUME, "GetObjects", ["s3:GetObject"], [objects])
         self._allow(names.COMPACTION_WORKER, "GetPutObjects", ["s3:GetObject", "s3:PutObject"], [objects])
+        # POST .../compact (IAM-only) runs a compaction pass in the admin function.
+        self._allow(names.ADMIN, "GetPutObjects", ["s3:GetObject", "s3:PutObject"], [objects])
         self._allow(names.GC, "GetDeleteObjects", ["s3:GetObject", "s3:DeleteObject"], [objects])
-        self._allow(
-            names.GC,
-            "ListRootPrefix",
-            ["s3:ListBucket"],
-            [bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [f"{root_prefix}/*"]}},
-        )
-        # The admin function fences through Oxia alone and the planner reads only Oxia: no S3.
+        # verify reads only; backup writes under {root}/__catalog/backups/ and deletes the backups it prunes.
+        self._allow(names.VERIFY, "GetObjects", ["s3:GetObject"], [objects])
+        self._allow(names.BACKUP, "GetPutDeleteObjects", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                    [objects])  # fmt: skip
+        for lister in (names.GC, names.VERIFY, names.BACKUP):
+            self._allow(
+                lister,
+                "ListRootPrefix",
+                ["s3:ListBucket"],
+                [bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{root_prefix}/*"]}},
+            )
+        # The planner reads only Oxia: no S3.
         key = bucket.encryption_key
         if key is not None:
             # llog:bucketEncryption=kms: writers make data keys, readers decrypt (exact actions, no wildcard).
             writes = ["kms:GenerateDataKey", "kms:Decrypt"]
             for name, actions in ((names.PRODUCE, writes), (names.CONSUME, ["kms:Decrypt"]),
-                                  (names.COMPACTION_WORKER, writes), (names.GC, ["kms:Decrypt"])):  # fmt: skip
+                                  (names.COMPACTION_WORKER, writes), (names.ADMIN, writes),
+                                  (names.GC, ["kms:Decrypt"]), (names.VERIFY, ["kms:Decrypt"]),
+                                  (names.BACKUP, writes)):  # fmt: skip
                 self._allow(name, "BucketKey", actions, [key.key_arn])
 
     @property

@@ -5,13 +5,20 @@ API Gateway HTTP API, at $1.00 per million requests instead of the REST API's $3
   the function that owns it, ``ANY`` on the same path to that function too (it answers 405 with
   ``Allow``), and the ``$default`` route (every other path, ``/`` and the intermediate paths
   included) to the admin function, which answers 404 in JSON.
-* Auth: IAM (SigV4) on every route, ``$default`` included. HTTP APIs have no API keys or usage
-  plans, so ``llog:apiAuth`` must be ``iam`` (infra/settings.py refuses ``api_key``).
+* Auth: IAM (SigV4) on every route, ``$default`` included (but the CORS preflight routes, below).
+  HTTP APIs have no API keys or usage plans, so ``llog:apiAuth`` must be ``iam`` (infra/settings.py
+  refuses ``api_key``).
 * Payload format 1.0: the functions receive the REST API's event shape (``resource``, ``path``,
   ``httpMethod``, ``multiValueHeaders``, ``requestContext.requestId``), which Powertools'
   ``APIGatewayRestResolver`` (functions/common/http.py) serves unchanged.
 * Stage ``$default`` (no stage segment in the URL), deployed automatically, throttled stage-wide,
   JSON access logs to a log group.
+* CORS (``llog:corsOrigins``, none by default): the API's ``cors_preflight`` configuration, whose
+  headers the gateway puts on every answer to a listed origin. The gateway answers a preflight
+  by itself only where no route matches ``OPTIONS``, and here ``ANY`` routes and ``$default``
+  (all IAM) match every path; so each path also gets an ``OPTIONS`` route without auth, to its
+  owner (``/{proxy+}`` and ``/``: admin), which answers 204 (``LLOG_CORS_ORIGINS``). A page
+  still has to sign every other request with SigV4 (docs/CONSOLE.md).
 
 What it gives up against the REST API (docs/DEPLOY.md, "Front door"): API keys and usage plans,
 request-body validation at the gateway (the handlers validate every body anyway, with the same
@@ -29,16 +36,17 @@ import json
 from collections.abc import Mapping
 
 import jsii
-from aws_cdk import RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
-from functions.common import names, routes
+from functions.common import cors, names, routes
 from infra.observability import PERIOD, ApiMetrics
 
 DEFAULT_STAGE = "$default"
@@ -84,6 +92,7 @@ class HttpFrontDoor(Construct):
         throttle_burst: int,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
+        cors_origins: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.access_log_group = logs.LogGroup(
@@ -104,6 +113,14 @@ class HttpFrontDoor(Construct):
             default_authorizer=authorizers.HttpIamAuthorizer(),
             default_integration=integration[names.ADMIN],  # the $default route: 404 for unknown paths
             disable_execute_api_endpoint=False,
+            cors_preflight=apigwv2.CorsPreflightOptions(
+                allow_origins=list(cors_origins),
+                allow_headers=list(cors.ALLOW_HEADERS),
+                allow_methods=[apigwv2.CorsHttpMethod(method) for method in cors.ALLOW_METHODS],
+                max_age=Duration.seconds(cors.MAX_AGE_S),
+            )
+            if cors_origins
+            else None,
         )
         self.routes: list[apigwv2.HttpRoute] = []
         owners: dict[str, str] = {}
@@ -115,6 +132,29 @@ class HttpFrontDoor(Construct):
         for path, owner in owners.items():
             any_method = [apigwv2.HttpMethod.ANY]
             self.routes += self.api.add_routes(path=path, methods=any_method, integration=integration[owner])
+        self.preflight_routes: list[apigwv2.HttpRoute] = []
+        if cors_origins:
+            preflight_owners = {**owners, "/": names.ADMIN, routes.CATCH_ALL_RESOURCE: names.ADMIN}
+            for path, owner in preflight_owners.items():
+                self.preflight_routes += self.api.add_routes(
+                    path=path,
+                    methods=[apigwv2.HttpMethod.OPTIONS],
+                    integration=integration[owner],
+                    authorizer=apigwv2.HttpNoneAuthorizer(),
+                )
+            for preflight in self.preflight_routes:
+                NagSuppressions.add_resource_suppressions(
+                    preflight,
+                    [
+                        NagPackSuppression(
+                            id="AwsSolutions-APIG4",
+                            reason="A CORS preflight (OPTIONS) carries no credentials by the Fetch standard; the "
+                            "function answers it 204 without reading or writing anything. Every other route "
+                            "stays IAM-only.",
+                        )
+                    ],
+                    apply_to_children=True,
+                )
         self.stage = apigwv2.HttpStage(
             self,
             "Stage",

@@ -1,12 +1,14 @@
 """The CloudWatch dashboard and alarms, built from what exists.
 
 The data bucket (request rates, errors, latency, size) and the Oxia processes (running task
-count, CPU, memory) are built in; LlogStack hands in the rest: :meth:`add_functions` (the six
+count, CPU, memory) are built in; LlogStack hands in the rest: :meth:`add_functions` (the
 functions: invocations, errors, throttles, duration p99; an error alarm each),
 :meth:`add_dead_letter_queues` (depth; alarm at one message), :meth:`add_api` (requests,
 4xx/5xx, latency; 5xx alarm), :meth:`add_llog_metrics` (the functions' EMF metrics in
 namespace ``llog``, consumer lag per group and partition; compaction-lag alarm) and
-:meth:`add_glue_job` (a Glue job's runs: failed runs, records and bytes; an alarm on every failed run). Alarms have no
+:meth:`add_glue_job` (a Glue job's runs: failed runs, records and bytes; an alarm on every failed run) and
+:meth:`add_recovery` (the recovery point bound, backups and verification; alarms on damage and on
+partitions a backup left out). Alarms have no
 action until :meth:`add_alarm_action` gives them one (for example an SNS topic); actions given
 earlier also apply to alarms added later.
 """
@@ -226,6 +228,60 @@ class Observability(Construct):
             evaluation_periods=3,
             description=f"llog {self.stage}: a partition is more than {compaction_lag_threshold} offsets "
             "behind compaction for 15 minutes",
+        )
+
+    def add_recovery(self, *, backup_schedule: str, verify_schedule: str) -> None:
+        """A row for recovery (docs/RECOVERY.md): the recovery point bound, backups, verification; their alarms.
+
+        After losing Oxia, committed compacted ranges survive in S3 and the latest backup holds the index
+        up to its time, so what can be lost is at most what was appended since the last backup *and* not
+        compacted yet: the RPO is bounded by min(compaction lag, backup interval). The lag graph is the
+        planner's ``MaxCompactionLag``; the backup interval is the schedule, shown next to it.
+        """
+
+        def metric(name: str, service: str, statistic: str = "Sum") -> cw.Metric:
+            return _metric(names.METRIC_NAMESPACE, name, {"service": service}, statistic, period=Duration.hours(1))
+
+        lag = _metric(names.METRIC_NAMESPACE, "MaxCompactionLag", {"service": names.COMPACTION_PLANNER}, "Maximum")
+        problems = metric("VerifyProblems", names.VERIFY, "Maximum")
+        backup_errors = metric("BackupErrors", names.BACKUP, "Maximum")
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="llog: recovery point: max compaction lag (offsets)", left=[lag], width=6),
+            cw.TextWidget(
+                markdown="**Recovery point objective** (docs/RECOVERY.md) <= min(compaction lag, backup interval)."
+                f"\n\nBackup interval: `{backup_schedule}` (`llog:backupSchedule`)."
+                f"\n\nVerification: `{verify_schedule}` (`llog:verifySchedule`).",
+                width=6,
+                height=6,
+            ),
+            cw.GraphWidget(
+                title="llog: backups (hourly)",
+                left=[metric("BackupCompleted", names.BACKUP), backup_errors],
+                right=[metric("PartitionsBackedUp", names.BACKUP, "Maximum")],
+                width=6,
+            ),
+            cw.GraphWidget(
+                title="llog: verification (hourly)",
+                left=[problems, metric("OrphanedObjects", names.VERIFY, "Maximum")],
+                right=[metric("PartitionsVerified", names.VERIFY, "Maximum")],
+                width=6,
+            ),
+        )
+        # Each run emits one datapoint: the alarm keeps its state between runs (missing data ignored).
+        self._alarm(
+            "VerifyProblems",
+            problems,
+            threshold=1,
+            missing=cw.TreatMissingData.IGNORE,
+            description=f"llog {self.stage}: verification found damage; `llog verify` names the keys "
+            "(docs/RECOVERY.md, \"Verify a partition\")",
+        )
+        self._alarm(
+            "BackupErrors",
+            backup_errors,
+            threshold=1,
+            missing=cw.TreatMissingData.IGNORE,
+            description=f"llog {self.stage}: the last backup left partitions out (see the backup function's log)",
         )
 
     def add_glue_job(self, job_name: str, failures: events.IRule) -> None:

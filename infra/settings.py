@@ -86,6 +86,10 @@ _TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _RESERVED_TOPICS = frozenset({".", "..", "wal-shared"})
 # Glue database names that Athena accepts without quoting rules: lowercase, digits, underscore.
 _DATABASE_RE = re.compile(r"^[a-z0-9_]{1,255}$")
+# A browser origin as the browser sends it in ``Origin``: lowercase scheme and host, no path; CORS compares
+# the strings exactly. Host: a DNS name, an IPv4 address or a bracketed IPv6 address.
+_ORIGIN_RE = re.compile(r"^(https?)://([a-z0-9]([a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\])(:([0-9]{1,5}))?$")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class SettingsError(ValueError):
@@ -187,6 +191,30 @@ def _topics(reader: _Reader, key: str) -> tuple[str, ...]:
     return topics
 
 
+def _is_origin(origin: str) -> bool:
+    match = _ORIGIN_RE.match(origin)
+    if match is None:
+        return False
+    port = match.group(5)
+    # A browser drops the scheme's default port and leading zeros: "http://h:80" never matches an Origin.
+    return port is None or (port[0] != "0" and int(port) < 65536 and int(port) != _DEFAULT_PORTS[match.group(1)])
+
+
+def _cors_origins(reader: _Reader, key: str) -> tuple[str, ...]:
+    """The browser origins the API answers CORS for (the console's, for example); none by default."""
+    if reader.raw(key) == []:
+        return ()
+    origins = reader.string_list(key, ())
+    expected = ('a list of origins "scheme://host[:port]" as a browser sends them (http or https, lowercase, '
+                'no path or trailing "/", no default port, no "*"), such as "http://127.0.0.1:8080"')  # fmt: skip
+    for origin in origins:
+        if not _is_origin(origin):
+            raise _fail(key, expected, origin)
+    if len(set(origins)) != len(origins):
+        raise _fail(key, "a list of distinct origins", list(origins))
+    return origins
+
+
 def _retention_topics(reader: _Reader, key: str) -> str:
     """Per-topic retention as the JSON the GC function reads (``LLOG_RETENTION_TOPICS``), checked by llog's parser."""
     value = reader.raw(key)
@@ -246,6 +274,13 @@ class LlogSettings:
     retention_topics: str = "{}"
     # The append protocol of new partitions (LLOG_APPEND_PROTOCOL); existing ones keep theirs.
     append_protocol: str = AppendProtocol.SEQUENTIAL.value
+    # Recovery (infra/recovery.py, docs/RECOVERY.md): the backup's interval bounds the recovery point
+    # objective with the compaction lag; verification reads every retained byte, so it runs less often.
+    backup_schedule: str = "rate(1 hour)"
+    verify_schedule: str = "rate(1 day)"
+    # Browser origins allowed to call the API (CORS: preflight at the gateway, headers on every answer);
+    # empty: no CORS at all. docs/CONSOLE.md, "Against a deployed stack".
+    cors_origins: tuple[str, ...] = ()
 
     @property
     def stack_name(self) -> str:
@@ -341,4 +376,7 @@ class LlogSettings:
             append_protocol=AppendProtocol(
                 r.choice("appendProtocol", (*APPEND_PROTOCOLS, LEGACY_CAS_NAME), AppendProtocol.SEQUENTIAL.value)
             ).value,
+            backup_schedule=_schedule(r, "backupSchedule", "rate(1 hour)"),
+            verify_schedule=_schedule(r, "verifySchedule", "rate(1 day)"),
+            cors_origins=_cors_origins(r, "corsOrigins"),
         )

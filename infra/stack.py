@@ -1,12 +1,12 @@
 """LlogStack: the whole llog deployment of one stage, one construct per concern.
 
-Constructs: ``network``, ``storage``, ``oxia``, ``layer``, ``functions`` (the six Lambda
+Constructs: ``network``, ``storage``, ``oxia``, ``layer``, ``functions`` (the Lambda
 functions, in ``network.private_subnets`` with ``oxia.client_security_group``), ``compaction``
-(task queue, dead-letter queue, worker event source, planner and GC schedules), ``api`` (the
-REST API, or with ``llog:frontDoor=http`` the HTTP API of ``HttpFrontDoor``), ``observability``
-(dashboard and alarms of all of them) and ``analytics`` (the Glue export job, its bucket,
-database and schedule). Glue is outside the VPC: it reads S3 only,
-through the manifests compaction publishes after each commit, never Oxia.
+(task queue, dead-letter queue, worker event source, planner and GC schedules), ``recovery``
+(the verify and backup schedules), ``api`` (the REST API, or with ``llog:frontDoor=http`` the
+HTTP API of ``HttpFrontDoor``), ``observability`` (dashboard and alarms of all of them) and
+``analytics`` (the Glue export job, its bucket, database and schedule). Glue is outside the VPC:
+it reads S3 only, through the manifests compaction publishes after each commit, never Oxia.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from functions.common import names
+from functions.common import cors, names
 from infra.analytics import Analytics
 from infra.api import Api
 from infra.compaction import Compaction
@@ -27,6 +27,7 @@ from infra.layer import LlogLayer
 from infra.network import Network
 from infra.observability import Observability
 from infra.oxia import OxiaCluster
+from infra.recovery import Recovery
 from infra.settings import LlogSettings
 from infra.storage import Storage
 
@@ -98,6 +99,10 @@ class LlogStack(Stack):
                     "LLOG_GC_GRACE_MS": str(settings.gc_grace_period_hours * 3_600_000),
                     **settings.retention_environment(),
                 },
+                # Verification counts unreferenced compacted objects older than GC's grace as orphans.
+                names.VERIFY: {"LLOG_GC_GRACE_MS": str(settings.gc_grace_period_hours * 3_600_000)},
+                # The API functions add Access-Control-Allow-Origin for these origins (none: no CORS).
+                **{name: cors.environment(settings.cors_origins) for name in names.API_FUNCTIONS},
             },
             bucket=self.storage.bucket,
             root_prefix=settings.root_prefix,
@@ -117,6 +122,15 @@ class LlogStack(Stack):
             gc_schedule=settings.gc_schedule,
             removal_policy=removal,
         )
+        self.recovery = Recovery(
+            self,
+            "Recovery",
+            stage=settings.stage,
+            verify=self.functions[names.VERIFY],
+            backup=self.functions[names.BACKUP],
+            verify_schedule=settings.verify_schedule,
+            backup_schedule=settings.backup_schedule,
+        )
         planner = self.functions[names.COMPACTION_PLANNER]
         planner.add_environment("LLOG_COMPACTION_QUEUE_URL", self.compaction.queue.queue_url)
         planner.add_environment("LLOG_COMPACTION_SCHEDULE", settings.compaction_schedule)
@@ -129,6 +143,7 @@ class LlogStack(Stack):
                 functions=self.functions.by_name,
                 throttle_rate=settings.api_throttle_rate,
                 throttle_burst=settings.api_throttle_burst,
+                cors_origins=settings.cors_origins,
                 log_retention=retention,
                 removal_policy=removal,
             )
@@ -141,6 +156,7 @@ class LlogStack(Stack):
                 auth=settings.api_auth,
                 throttle_rate=settings.api_throttle_rate,
                 throttle_burst=settings.api_throttle_burst,
+                cors_origins=settings.cors_origins,
                 log_retention=retention,
                 removal_policy=removal,
             )
@@ -151,6 +167,9 @@ class LlogStack(Stack):
         self.observability.add_dead_letter_queues([self.compaction.dead_letter_queue])
         self.observability.add_api(self.api.metrics())
         self.observability.add_llog_metrics(compaction_lag_threshold=settings.compaction_lag_alarm_threshold)
+        self.observability.add_recovery(
+            backup_schedule=settings.backup_schedule, verify_schedule=settings.verify_schedule
+        )
         self.analytics = Analytics(
             self,
             "Analytics",

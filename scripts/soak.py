@@ -5,7 +5,9 @@ their ``make test`` examples and a longer model run, then prints (and writes
 to ``.soak/report.json``) what ran: examples fuzzed per test, the model's
 operations, crashes per crash point, Oxia restarts and S3 faults injected, and
 the pytest outcome. Records lost or invented would fail the model test, so a
-passing run means zero of each.
+passing run means zero of each. Every model run ends with ``llog verify`` of
+its partitions (docs/RECOVERY.md), which must find no problem: the report's
+``model.partitions_verified`` counts them.
 
     .venv/bin/python scripts/soak.py [--scale 20] [--model-examples 200] [--model-steps 60]
 """

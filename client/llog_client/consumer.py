@@ -6,7 +6,9 @@ the member is unknown, its lease having expired), the next ``poll`` joins again:
 the partitions the member lost and ``on_assign`` the ones it gained (the assignment is sticky, so
 usually few). A gained partition is read from its committed offset (``GET /groups/{group}``); without
 one, from ``auto_offset_reset``: ``"earliest"`` (the log start) or ``"latest"`` (the tail). A
-committed offset below the log start (retention removed those records) reads from the log start.
+committed offset below the log start (retention removed those records) reads from the log start, and
+a range whose records were lost (``RecordsLost``: Oxia lost its data and a rebuild could not recover
+them) is skipped with a warning.
 
 ``poll(timeout)`` is one long-poll ``POST /consume`` over the assigned partitions (at most 100 per
 request: the server's limit; more are read in turns). ``commit()`` commits, synchronously, the
@@ -396,5 +398,8 @@ class Consumer:
             else:
                 self._positions[tp] = high_watermark + 1
             logger.warning("group %s: %s; reading %s/%s from %d", self.group, error, *tp, self._positions[tp])
+        elif error.error_type == "RecordsLost":  # a range a rebuild could not recover: its records are gone
+            self._positions[tp] = int(result["next_fetch_offset"])
+            logger.warning("group %s: %s; skipping to %s/%s@%d", self.group, error, *tp, self._positions[tp])
         elif error.error_type != "PartitionNotInitialized" and not error.retriable:  # not written yet: nothing to read
             raise error

@@ -6,15 +6,18 @@
   ``POST /topics/{topic}/partitions`` (grow), ``DELETE /topics/{topic}``: ``llog.protocol.topics``;
 * ``GET /topics/{topic}/partitions/{partition}``: ``LogCatalog.status`` (404 if
   the partition is not initialized);
+* ``GET /topics/{topic}/partitions/{partition}/storage``: what the partition keeps (from its index);
 * ``POST /topics/{topic}/partitions/{partition}/fence`` and ``/unfence``
-  (``LogWriter``; deployed behind IAM authorization).
+  (``LogWriter``; deployed behind IAM authorization);
+* ``POST /topics/{topic}/partitions/{partition}/compact``: one bounded compaction pass, as
+  ``llog compact`` (``compact_until_caught_up``; deployed behind IAM authorization).
 
 Path parameters are validated (topic name rules, partition a decimal integer
 in ``[0, 2**31-1]``) before anything is read: 400 otherwise. The admin
 function also answers every unknown path (404), as API Gateway's catch-all.
 The service (and the Oxia client's modules) is created by the first request
 that needs it, so ``/health`` and unknown paths never load it; S3 (botocore)
-only by the first fence or unfence.
+only by the first fence, unfence or compaction.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ telemetry = Telemetry(names.ADMIN)
 STARTED_AT_MS = int(time.time() * 1000)
 INSTANCE_ID = uuid.uuid4().hex[:16]
 _server: dict[str, Any] = {"host": None, "port": None}
+# One compaction request's time budget, at most: well inside API Gateway's 29 s integration timeout.
+COMPACT_BUDGET_S = 10.0
+COMPACT_SAFETY_MARGIN_S = 5.0  # left to read the status and answer before the function times out
 
 
 def create_service() -> AdminService:
@@ -93,6 +99,12 @@ def partition_id(topic: str, partition: str) -> tuple[str, int]:
     return topic, validate_partition(int(partition))
 
 
+def compact_budget_s(context: LambdaContext) -> float:
+    """``COMPACT_BUDGET_S``, or less when the function has less time left."""
+    remaining_s = context.get_remaining_time_in_millis() / 1000 - COMPACT_SAFETY_MARGIN_S
+    return max(0.0, min(COMPACT_BUDGET_S, remaining_s))
+
+
 def create_app() -> APIGatewayRestResolver:
     app = create_resolver(telemetry)
 
@@ -132,6 +144,16 @@ def create_app() -> APIGatewayRestResolver:
     def get_partition(topic: str, partition: str) -> Response[str]:
         t, p = partition_id(topic, partition)
         return json_response(200, _service.get().status(t, p))
+
+    @app.get("/topics/<topic>/partitions/<partition>/storage")
+    def get_partition_storage(topic: str, partition: str) -> Response[str]:
+        t, p = partition_id(topic, partition)
+        return json_response(200, _service.get().storage_usage(t, p))
+
+    @app.post("/topics/<topic>/partitions/<partition>/compact")
+    def compact(topic: str, partition: str) -> Response[str]:
+        t, p = partition_id(topic, partition)
+        return json_response(200, _service.get().compact(t, p, budget_s=compact_budget_s(app.lambda_context)))
 
     @app.post("/topics/<topic>/partitions/<partition>/fence")
     def fence(topic: str, partition: str) -> Response[str]:

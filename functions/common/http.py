@@ -10,6 +10,11 @@
   (Powertools' pydantic validation is not used: requests are parsed by
   ``llog.service.http_contract``, whose rejections are the 400/413 of docs/HTTP_API.md).
 
+With ``LLOG_CORS_ORIGINS`` set (``functions.common.cors``), every one of these
+answers, errors included, carries ``Access-Control-Allow-Origin`` for an allowed
+``Origin``, and an ``OPTIONS`` request is answered 204 as a preflight (Powertools'
+``CORSConfig``; behind the REST API the gateway answers preflights itself).
+
 ``llog serve`` runs handlers on many threads at once, so there is one resolver
 per thread (``PerThread``), and each keeps its request on itself
 (``ThreadOwnResolver``): Powertools stores the current event on ``BaseRouter``,
@@ -27,16 +32,16 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
-from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.common import routes
+from functions.common import cors, routes
 from functions.common.errors import client_error, error_answer
 from functions.common.lazy import PerThread
 from functions.common.telemetry import Handler, Telemetry
-from llog.config import Limits
+from llog.config import Limits, cors_origins_from_env
 from llog.errors import LlogError
 
 JSON = "application/json"
@@ -93,9 +98,22 @@ class ThreadOwnResolver(APIGatewayRestResolver):
         return super().resolve(event, context)
 
 
+def cors_config() -> CORSConfig | None:
+    """CORS for the origins of ``LLOG_CORS_ORIGINS``, read once per resolver; None (no CORS) without any."""
+    origins = cors_origins_from_env()
+    if not origins:
+        return None
+    return CORSConfig(
+        allow_origin=origins[0],
+        extra_origins=list(origins[1:]),
+        allow_headers=list(cors.ALLOW_HEADERS),
+        max_age=cors.MAX_AGE_S,
+    )
+
+
 def create_resolver(telemetry: Telemetry) -> APIGatewayRestResolver:
     """A resolver with llog's error, 404 and 405 answers for ``telemetry``'s function, which adds its routes."""
-    app = ThreadOwnResolver()
+    app = ThreadOwnResolver(cors=cors_config())
     logger = telemetry.logger
 
     def on_error(exc: Exception) -> Response[str]:

@@ -1,4 +1,4 @@
-"""The names of llog's six Lambda functions, and the namespace of their metrics.
+"""The names of llog's Lambda functions, and the namespace of their metrics.
 
 A function's name is its directory (handler ``functions.<name>.app.handler``),
 its Powertools service (the ``service`` key of its logs and the ``service``
@@ -13,8 +13,10 @@ ADMIN = "admin"
 COMPACTION_PLANNER = "compaction_planner"
 COMPACTION_WORKER = "compaction_worker"
 GC = "gc"
+VERIFY = "verify"  # scheduled: checks partitions against the protocol's invariants (docs/RECOVERY.md)
+BACKUP = "backup"  # scheduled: backs the Oxia state up to S3 (docs/RECOVERY.md)
 
 API_FUNCTIONS = (PRODUCE, CONSUME, ADMIN)  # behind the REST API (``routes``)
-FUNCTIONS = (*API_FUNCTIONS, COMPACTION_PLANNER, COMPACTION_WORKER, GC)
+FUNCTIONS = (*API_FUNCTIONS, COMPACTION_PLANNER, COMPACTION_WORKER, GC, VERIFY, BACKUP)
 
 METRIC_NAMESPACE = "llog"

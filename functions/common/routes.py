@@ -51,6 +51,8 @@ ROUTES: tuple[Route, ...] = (
     Route(ADMIN, "GET", "/topics/{topic}/partitions/{partition}"),
     Route(ADMIN, "POST", "/topics/{topic}/partitions/{partition}/fence"),
     Route(ADMIN, "POST", "/topics/{topic}/partitions/{partition}/unfence"),
+    Route(ADMIN, "GET", "/topics/{topic}/partitions/{partition}/storage"),
+    Route(ADMIN, "POST", "/topics/{topic}/partitions/{partition}/compact"),
 )
 
 

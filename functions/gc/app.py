@@ -1,5 +1,8 @@
 """Scheduled retention (docs/RETENTION.md) and garbage collection of S3 objects nothing references (docs/GC.md).
 
+A run that finds Oxia's state lost (``NamespaceMismatch``, docs/GC.md "The namespace guard") deletes
+nothing, counts one ``GcErrors`` and fails the invocation.
+
 The collector's modules (Oxia and S3 clients) are imported by the first invocation, not with this module.
 """
 
@@ -14,6 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from functions.common import names
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
+from llog.errors import NamespaceMismatch
 
 if TYPE_CHECKING:
     from llog.protocol.gc import GarbageCollector
@@ -36,7 +40,14 @@ def reset() -> None:
 
 @telemetry.lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    report = _collector.get().collect()
+    try:
+        report = _collector.get().collect()
+    except NamespaceMismatch as exc:
+        # Oxia lost its state: the run deleted nothing and fails (the function's error alarm) until
+        # the topics are rebuilt and the namespace adopted (docs/RECOVERY.md).
+        telemetry.metric("GcErrors", MetricUnit.Count, 1)
+        telemetry.logger.error("garbage collection refused: %s", exc, extra={"error_type": exc.error_type})
+        raise
     telemetry.metric("WalBlobsDeleted", MetricUnit.Count, report.wal_blobs_deleted)
     telemetry.metric("CompactedObjectsDeleted", MetricUnit.Count, report.compacted_deleted)
     telemetry.metric("BytesDeleted", MetricUnit.Bytes, report.wal_bytes_deleted + report.compacted_bytes_deleted)

@@ -10,6 +10,19 @@
 ``llog migrate --topic T --partition P``
     Switch one partition to the sequential append protocol, one way.
 
+``llog verify [--topic T [--partition P]] [--json] [--no-data]``
+    Check partitions against the protocol's invariants, reading only
+    (docs/RECOVERY.md, "Verify a partition"); exit status 1 on any problem.
+
+``llog backup [--topic T]...``, ``llog restore [--backup ID] [--topic T]...``, ``llog rebuild --topic T``
+    Back up the Oxia state to S3, restore a backup into an empty namespace,
+    rebuild a topic from S3 after its Oxia data is lost (docs/RECOVERY.md);
+    each prints its report as JSON.
+
+``llog adopt-namespace``
+    After every topic is rebuilt or restored, write S3's namespace identity
+    into the new Oxia, so that garbage collection runs again (docs/RECOVERY.md).
+
 Other packages add commands through the ``llog.commands`` entry point group
 (an entry point names a ``register(subparsers)`` function): the repository's
 ``devserver`` package adds ``llog serve`` and ``llog invoke``.
@@ -26,8 +39,13 @@ from importlib.metadata import entry_points
 
 from llog.client.writer import LogWriter
 from llog.errors import LlogError
+from llog.protocol.backup import back_up_topics, restore_backup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.gc import GarbageCollector
+from llog.protocol.namespace import adopt_namespace
+from llog.protocol.rebuild import rebuild_topic
+from llog.protocol.verify import Verifier, VerifyReport
+from llog.store.storage import Storage
 
 COMMAND_GROUP = "llog.commands"
 
@@ -75,6 +93,69 @@ def _gc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    """Verify partitions (docs/RECOVERY.md, "Verify a partition"): a summary and the first problems; 1 on any."""
+    if args.partition is not None and args.topic is None:
+        print("llog verify: --partition needs --topic", file=sys.stderr)
+        return 2
+    verifier = Verifier.from_env(read_data=not args.no_data)
+    try:
+        report = verifier.verify(None if args.topic is None else [args.topic], args.partition)
+    except LlogError as exc:
+        print(f"llog verify: {exc.error_type}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        verifier.close()
+    print(json.dumps(report.to_json()) if args.json else _verify_table(report))
+    return 0 if report.ok else 1
+
+
+def _verify_table(report: VerifyReport, shown: int = 20) -> str:
+    lines = [f"{s.topic}/{s.partition}: {s.protocol}, offsets [{s.log_start}, {s.high_watermark}], cursor {s.cursor}, "
+             f"{s.entries} entries, {s.compacted_ranges} compacted, {s.manifests} manifests, {s.objects_checked} "
+             f"objects, {s.orphans} orphans, {s.problems} problems" for s in report.partitions]  # fmt: skip
+    lines.append(f"{len(report.partitions)} partition(s) verified, {report.problem_count} problem(s), "
+                 f"{report.orphans} orphaned object(s)")  # fmt: skip
+    lines += [f"{p.kind.value}\t{p.topic}/{p.partition}\t{p.key}\t{p.detail}" for p in report.problems[:shown]]
+    return "\n".join(lines)
+
+
+def _recovery(args: argparse.Namespace) -> int:
+    """``backup``, ``restore``, ``rebuild`` or ``adopt-namespace`` (docs/RECOVERY.md): print the report as JSON;
+    1 on a refusal or error."""
+    storage = Storage.from_env()
+    try:
+        if args.command == "backup":
+            report = back_up_topics(storage, args.topic)
+            print(json.dumps(report.to_json()))
+            return 0 if report.ok else 1
+        if args.command == "restore":
+            print(json.dumps(restore_backup(storage, args.backup, args.topic).to_json()))
+        elif args.command == "adopt-namespace":
+            print(json.dumps(adopt_namespace(storage).to_json()))
+        else:
+            print(json.dumps([r.to_json() for r in rebuild_topic(storage, args.topic)], indent=2))
+    except LlogError as exc:
+        print(f"llog {args.command}: {exc.error_type}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        storage.close()
+    return 0
+
+
+def _add_recovery_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    backup = sub.add_parser("backup", help="back up topics' Oxia state, groups and producer ids to S3")
+    backup.add_argument("--topic", action="append", help="only this topic (repeatable; default: every topic)")
+    restore = sub.add_parser("restore", help="write a backup into a namespace where its topics have no state")
+    restore.add_argument("--backup", help="the backup's id (default: the newest complete one)")
+    restore.add_argument("--topic", action="append", help="only this topic (repeatable; default: every topic)")
+    rebuild = sub.add_parser("rebuild", help="rebuild a topic's Oxia state from S3 after the Oxia data is lost")
+    rebuild.add_argument("--topic", required=True)
+    adopt = sub.add_parser("adopt-namespace", help="after rebuilding or restoring every topic, let GC run again")
+    for command in (backup, restore, rebuild, adopt):
+        command.set_defaults(run=_recovery)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llog",
@@ -91,9 +172,16 @@ def build_parser() -> argparse.ArgumentParser:
     for command in (compact, migrate):
         command.add_argument("--topic", required=True)
         command.add_argument("--partition", type=int, required=True)
+    verify = sub.add_parser("verify", help="check partitions against the protocol's invariants, reading only")
+    verify.add_argument("--topic", help="only this topic (default: every topic)")
+    verify.add_argument("--partition", type=int, help="only this partition of --topic")
+    verify.add_argument("--json", action="store_true", help="print the whole report as one JSON document")
+    verify.add_argument("--no-data", action="store_true", help="check objects' sizes, not their bytes' CRC32C")
+    verify.set_defaults(run=_verify)
     compact.set_defaults(run=_compact)
     gc.set_defaults(run=_gc)
     migrate.set_defaults(run=_migrate)
+    _add_recovery_commands(sub)
     for plugin in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
         plugin.load()(sub)
     return parser

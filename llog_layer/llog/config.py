@@ -84,11 +84,14 @@ SETTINGS: Mapping[str, Setting] = {
         Setting("LLOG_GC_GRACE_MS", str(24 * 3600 * 1000), "age below which GC keeps any object"),
         Setting("LLOG_GC_MAX_DELETES_PER_RUN", "100000", "objects one GC run deletes at most"),
         Setting("LLOG_GC_READ_CONCURRENCY", "16", "WAL object headers GC reads at once"),
+        Setting("LLOG_BACKUP_KEEP", "7", "complete backups llog backup keeps (older ones are deleted)"),
         Setting("LLOG_RETENTION_MS", "0", "age of compacted ranges retention removes (0: keep)"),
         Setting("LLOG_RETENTION_BYTES", "0", "size per partition above which retention removes (0: keep)"),
         Setting("LLOG_RETENTION_TOPICS", "{}", 'per-topic retention, JSON {"topic": {"ms": …, "bytes": …}}'),
         # consumer groups
         Setting("LLOG_GROUP_EXPIRY_MS", str(7 * 24 * 3600 * 1000), "idle time after which an empty group goes"),
+        # the HTTP API
+        Setting("LLOG_CORS_ORIGINS", "", "origins whose pages may call the API (CORS), comma-separated; empty: none"),
         # identity
         Setting("LLOG_BROKER_ID", "", "broker id GET /health reports (unset: function name and instance)"),
     )
@@ -352,6 +355,16 @@ class RetentionConfig:
             )
         return cls(default, topics)
 
+
+def cors_origins_from_env(env: Environ | None = None) -> tuple[str, ...]:
+    """``LLOG_CORS_ORIGINS``: the origins the API functions answer with CORS headers (docs/CONSOLE.md)."""
+    raw = setting(environ() if env is None else env, "LLOG_CORS_ORIGINS")
+    return tuple(origin.strip() for origin in raw.split(",") if origin.strip())
+
+
+def backup_keep_from_env(env: Environ | None = None) -> int:
+    """``LLOG_BACKUP_KEEP``: how many complete backups ``llog backup`` keeps (docs/RECOVERY.md)."""
+    return setting_int(environ() if env is None else env, "LLOG_BACKUP_KEEP", minimum=1)
 
 
 @dataclass(frozen=True)

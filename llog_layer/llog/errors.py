@@ -134,6 +134,28 @@ class InconsistentReadState(LlogError):
     retriable = True
 
 
+class RecordsLost(LlogError):
+    """Offsets ``first`` .. ``last`` were committed but their records are gone: a rebuild from S3 after Oxia
+    lost its data could not recover them (a ``LOST`` index entry, docs/RECOVERY.md "Rebuild from S3").
+
+    Not retriable: reading continues at ``next_offset``.
+    """
+
+    def __init__(self, topic: str, partition: int, first: int, last: int) -> None:
+        super().__init__(
+            f"offsets [{first}, {last}] of {topic}/{partition} were lost (Oxia's data was lost and the rebuild "
+            f"from S3 could not recover them); continue at {last + 1}"
+        )
+        self.topic = topic
+        self.partition = partition
+        self.first = first
+        self.last = last
+
+    @property
+    def next_offset(self) -> int:
+        return self.last + 1
+
+
 # --- consumer groups (llog.protocol.groups) ---------------------------------------
 
 
@@ -194,6 +216,31 @@ class BlobStoreUnavailable(StorageUnavailable):
 
 class BlobNotFound(LlogError):
     """An S3 object referenced by the log does not exist."""
+
+
+# --- recovery (llog.protocol.backup, llog.protocol.rebuild, llog.protocol.namespace) ---------
+
+
+class BackupNotFound(LlogError):
+    """No complete backup with that id (or none at all, or none holding the topic) under the root."""
+
+
+class NamespaceNotEmpty(LlogError):
+    """Restore or rebuild found Oxia state it would overwrite; nothing was written."""
+
+
+class NamespaceMismatch(LlogError):
+    """Oxia does not hold the namespace identity S3 holds: Oxia's state was lost or replaced.
+
+    Garbage collection refuses to run (it deletes nothing): against an empty or
+    foreign Oxia every shared WAL blob looks unreferenced. ``s3_id`` is the id
+    in S3, ``oxia_id`` the one in Oxia (None: none).
+    """
+
+    def __init__(self, message: str, *, s3_id: str, oxia_id: str | None) -> None:
+        super().__init__(message)
+        self.s3_id = s3_id
+        self.oxia_id = oxia_id
 
 
 class VersionConflict(LlogError):

@@ -78,7 +78,7 @@ def test_api_key_mode_requires_keys_and_keeps_fencing_iam_only(api_key_template:
     topic_writes = {("/topics", "POST"), ("/topics/{topic}/partitions", "POST"), ("/topics/{topic}", "DELETE")}
     assert topic_writes <= set(found)
     for (path, method), props in found.items():
-        if path.endswith(("/fence", "/unfence")) or (path, method) in topic_writes:
+        if path.endswith(("/fence", "/unfence", "/compact")) or (path, method) in topic_writes:
             assert props["AuthorizationType"] == "AWS_IAM", (path, method)
             assert props.get("ApiKeyRequired") in (None, False), (path, method)
         else:
@@ -87,6 +87,7 @@ def test_api_key_mode_requires_keys_and_keeps_fencing_iam_only(api_key_template:
             assert props["ApiKeyRequired"] is True, (path, method)
     assert ("/topics/{topic}/partitions/{partition}/fence", "POST") in found
     assert ("/topics/{topic}/partitions/{partition}/unfence", "POST") in found
+    assert ("/topics/{topic}/partitions/{partition}/compact", "POST") in found
     (plan,) = resources(api_key_template, "AWS::ApiGateway::UsagePlan").values()
     assert plan["Properties"]["Throttle"] == {"BurstLimit": 200, "RateLimit": 100}
     assert len(plan["Properties"]["ApiStages"]) == 1

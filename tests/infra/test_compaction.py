@@ -7,8 +7,9 @@ from typing import Any
 
 from aws_cdk.assertions import Template
 
-from infra.compaction import MAX_RECEIVE_COUNT, SCHEDULE_RETRY_ATTEMPTS
+from infra.compaction import MAX_RECEIVE_COUNT
 from infra.functions import WORKER_TIMEOUT
+from infra.schedules import SCHEDULE_RETRY_ATTEMPTS
 from infra.stack import LlogStack
 from tests.infra.helpers import make_stack, resources
 
@@ -60,9 +61,10 @@ def test_max_concurrency_is_a_setting() -> None:
     assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 25}
 
 
-def schedules(template: Template) -> dict[str, dict[str, Any]]:
-    return {s["Properties"]["ScheduleExpression"]: s["Properties"] for s in
-            resources(template, "AWS::Scheduler::Schedule").values()}  # fmt: skip
+def schedules(template: Template, construct: str = "Compaction") -> dict[str, dict[str, Any]]:
+    """The schedules of one construct of the stack (infra/recovery.py has the others), by expression."""
+    return {s["Properties"]["ScheduleExpression"]: s["Properties"] for logical_id, s in
+            resources(template, "AWS::Scheduler::Schedule").items() if logical_id.startswith(construct)}  # fmt: skip
 
 
 def test_planner_and_gc_schedules(dev_stack: LlogStack, dev_template: Template) -> None:

@@ -171,7 +171,10 @@ def test_s3_grants_are_least_privilege_on_the_root_prefix(dev_stack: LlogStack, 
     bucket_arn = json.dumps({"Fn::GetAtt": [bucket, "Arn"]}, sort_keys=True)
     assert s3_grants(dev_stack, dev_template, "produce") == {"s3:PutObject": (objects, None)}
     assert s3_grants(dev_stack, dev_template, "consume") == {"s3:GetObject": (objects, None)}
-    assert s3_grants(dev_stack, dev_template, "admin") == {}
+    assert s3_grants(dev_stack, dev_template, "admin") == {  # POST .../compact
+        "s3:GetObject": (objects, None),
+        "s3:PutObject": (objects, None),
+    }
     assert s3_grants(dev_stack, dev_template, "compaction_planner") == {}
     assert s3_grants(dev_stack, dev_template, "compaction_worker") == {
         "s3:GetObject": (objects, None),
@@ -179,6 +182,16 @@ def test_s3_grants_are_least_privilege_on_the_root_prefix(dev_stack: LlogStack, 
     }
     assert s3_grants(dev_stack, dev_template, "gc") == {
         "s3:GetObject": (objects, None),
+        "s3:DeleteObject": (objects, None),
+        "s3:ListBucket": (bucket_arn, {"StringLike": {"s3:prefix": ["llog/*"]}}),
+    }
+    assert s3_grants(dev_stack, dev_template, "verify") == {
+        "s3:GetObject": (objects, None),
+        "s3:ListBucket": (bucket_arn, {"StringLike": {"s3:prefix": ["llog/*"]}}),
+    }
+    assert s3_grants(dev_stack, dev_template, "backup") == {
+        "s3:GetObject": (objects, None),
+        "s3:PutObject": (objects, None),
         "s3:DeleteObject": (objects, None),
         "s3:ListBucket": (bucket_arn, {"StringLike": {"s3:prefix": ["llog/*"]}}),
     }
@@ -206,7 +219,8 @@ def test_kms_bucket_key_is_granted_to_the_s3_users() -> None:
 
     stack = make_stack({"llog:stage": "kmsfn", "llog:bucketEncryption": "kms"})
     template = Template.from_stack(stack)
-    for name, expected in (("produce", True), ("consume", True), ("admin", False), ("gc", True)):
+    for name, expected in (("produce", True), ("consume", True), ("admin", True), ("gc", True), ("verify", True),
+                           ("backup", True)):  # fmt: skip
         actions = {a for s in role_statements(stack, template, name) for a in as_list(s["Action"])}
         assert ("kms:Decrypt" in actions) is expected, name
 
@@ -229,10 +243,12 @@ QUEUE_CONSUMER = {"sqs:ChangeMessageVisibility", "sqs:DeleteMessage", "sqs:GetQu
 OWN_ACTIONS = {
     "produce": {"s3:PutObject"},
     "consume": {"s3:GetObject"},
-    "admin": set(),
+    "admin": {"s3:GetObject", "s3:PutObject"},  # POST .../compact
     "compaction_planner": {"sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"},
     "compaction_worker": {"s3:GetObject", "s3:PutObject"} | QUEUE_CONSUMER,
     "gc": {"s3:DeleteObject", "s3:GetObject", "s3:ListBucket"},
+    "verify": {"s3:GetObject", "s3:ListBucket"},  # reads only
+    "backup": {"s3:DeleteObject", "s3:GetObject", "s3:ListBucket", "s3:PutObject"},  # prunes old backups
 }
 
 

@@ -48,6 +48,7 @@ from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector
+from llog.protocol.namespace import check_namespace
 from llog.protocol.retention import Retention
 from llog.service.compaction import CompactionTask, plan_compaction, run_compaction_task
 from llog.service.consume import MAX_BATCHES_PER_PARTITION, ConsumeRequest, ConsumeService, FetchPartition
@@ -346,8 +347,11 @@ def test_a_worker_invocation_costs_its_own_operations_plus_those_of_each_compact
     server: Server, root: str, topic: str, protocol: cm.ProtocolOxia, storage: Storage
 ) -> None:
     writer = new_writer(storage, protocol)
-    fill(writer, topic, 0, 2)  # one object's worth (max_offsets_per_run=2 below)
-    fill(writer, topic, 1, 4)  # two objects' worth
+    fill(writer, topic, 0, 4)  # two objects' worth (max_offsets_per_run=2 below)
+    fill(writer, topic, 1, 6)  # three objects' worth
+    # The steady state: a partition's first compacted range reads no previous one (its log max timestamp).
+    for partition in (0, 1):
+        Compactor(storage, config=CompactorConfig(max_offsets_per_run=2)).compact_once(topic, partition)
 
     def invocation(partition: int, objects: int) -> Count:
         """One worker invocation in Lambda: an Oxia client (and session) of its own, gone at the end."""
@@ -368,9 +372,9 @@ def test_a_worker_invocation_costs_its_own_operations_plus_those_of_each_compact
 
     per_object = (two.reads - one.reads, two.writes - one.writes)
     per_invocation = (one.reads - per_object[0], one.writes - per_object[1])
-    # A compacted object: the claim check, compact_once's 15 reads; 7 writes (record, end key, two state
+    # A compacted object: the claim check, compact_once's 16 reads; 7 writes (record, end key, two state
     # changes, delete_range, cursor, record deleted).
-    assert per_object == (C.compaction_oxia_reads, C.compaction_oxia_writes) == (16, 7)
+    assert per_object == (C.compaction_oxia_reads, C.compaction_oxia_writes) == (17, 7)
     # An invocation: the claim check and the last, empty pass (control, meta/compaction, cursor, control and
     # an index scan) read; the claim and its release are OxiaStore writes, ...
     assert per_invocation == (C.worker_oxia_reads, 2) == (6, 2)
@@ -381,9 +385,17 @@ def test_a_worker_invocation_costs_its_own_operations_plus_those_of_each_compact
             assert (count.sessions_created, count.sessions_closed) == (1, 1)
             assert count.wal_appends == count.writes + sessions
     assert per_invocation[1] + sessions == C.worker_oxia_writes == 4
-    # claim checks 2, compact_once 13, an index scan and a scan of the producer states, the empty pass 4 and a
-    # scan; the claim and 5 puts of the compaction; its record's and the claim's deletes
-    assert one.ops == {"get": 2 + 13 + 4, "range_scan": 2 + 1, "put": 1 + 5, "delete": 1 + 1, "delete_range": 1}
+    # claim checks 2, compact_once 13, a ceiling read of the previous compacted entry, an index scan and a scan
+    # of the producer states, the empty pass 4 and a scan; the claim and 5 puts of the compaction; its record's
+    # and the claim's deletes
+    assert one.ops == {
+        "get": 2 + 13 + 4,
+        "get_ceiling": 1,
+        "range_scan": 2 + 1,
+        "put": 1 + 5,
+        "delete": 1 + 1,
+        "delete_range": 1,
+    }
 
 
 # --- the planner ----------------------------------------------------------------------------------
@@ -437,6 +449,7 @@ def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
     policy = RetentionPolicy(max_age_ms=2 * DAY_S * 1000) if retention else RetentionPolicy()
     gc = GarbageCollector(dataclasses.replace(storage, clock=clock_at(25 * 3600)),
                           config=GcConfig(retention=RetentionConfig(policy)))  # fmt: skip
+    check_namespace(storage)  # the steady state: an earlier run created the namespace identity
 
     with counting(oxia_store, server) as count:
         report = gc.collect()
@@ -452,8 +465,9 @@ def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
     else:
         per_partition = (C.gc_oxia_reads_per_partition_keeping_everything,
                          C.gc_oxia_writes_per_partition_keeping_everything)  # fmt: skip
-    # The topic records and the producer ids (a scan each) and two listings of the registry.
-    assert (count.ops["list"], C.gc_oxia_reads_per_run) == (2, 4)
+    # The namespace identity (a get: the guard, llog.protocol.namespace), the topic records and the producer
+    # ids (a scan each) and two listings of the registry.
+    assert (count.ops["list"], C.gc_oxia_reads_per_run) == (2, 5)
     # + 1 read per compacted object judged (the index entry it should be named by)
     assert count.reads == C.gc_oxia_reads_per_run + partitions * (per_partition[0] + judged)
     assert count.writes == partitions * per_partition[1]

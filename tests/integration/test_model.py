@@ -22,7 +22,8 @@ against a model of what was acknowledged:
 * garbage collection never deletes an object that an index entry at or above
   the log start, a pending append or an unfinished compaction that will write
   or publish it references, and retention never removes a range (or deletes
-  the object) of a compaction whose ``meta/compaction`` record still exists.
+  the object) of a compaction whose ``meta/compaction`` record still exists;
+* at the end of each run, ``llog verify`` finds no problem in any partition.
 
 ``make test`` runs a bounded number of examples; ``make soak`` raises them with
 ``LLOG_MODEL_EXAMPLES`` and ``LLOG_MODEL_STEPS``. A failing example prints a
@@ -64,6 +65,7 @@ from llog.protocol.compaction import Compactor
 from llog.protocol.faults import FaultHook
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.verify import Verifier
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
@@ -121,6 +123,7 @@ class Counts:
     compactions: int = 0
     gc_runs: int = 0
     reads: int = 0
+    partitions_verified: int = 0  # by the final ``llog verify`` of each run, which found no problem
 
 
 COUNTS = Counts()
@@ -388,6 +391,11 @@ class LogMachine(RuleBasedStateMachine):
         # Whatever was left pending must be readable after recovery, like everything acknowledged.
         for partition in PARTITIONS:
             self._check_reads(partition)
+        # Whatever state the run left (crashed compactions, pending appends, fences, truncations), verification
+        # finds no damage in it (docs/RECOVERY.md, "Verify a partition").
+        report = Verifier(self.storage, grace_ms=GRACE_MS).verify()
+        assert report.problems == [], report.problems
+        COUNTS.partitions_verified += len(report.partitions)
 
 
 def _live_entries(entries: list[IndexedBatch], meta: PartitionMetadata, log_start: int) -> list[IndexedBatch]:

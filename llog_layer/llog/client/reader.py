@@ -10,6 +10,10 @@
 3. fetch the batch (an S3 range GET for a slice of a shared blob);
 4. decode ``bytes-batch-v1``, checking the record count against the index.
 
+An offset in a LOST entry (a range a rebuild from S3 could not recover,
+docs/RECOVERY.md) has no batch: reading it raises ``RecordsLost``, which
+names the range and the offset to continue at.
+
 Scans walk the index forward in pages and re-resolve point-wise when the
 index changes under them (compaction), so they see each offset exactly once.
 """
@@ -19,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange
+from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange, RecordsLost
 from llog.format.codec import Headers, RecordBatch, decode_batch
-from llog.format.documents import ControlRecord, IndexedBatch
+from llog.format.documents import ControlRecord, EntryType, IndexedBatch
 from llog.format.keys import PartitionKeys
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
@@ -185,8 +189,8 @@ class LogReader:
         start = self._skip_compacted(info, timestamp_ms)
         for batch in self._iter_batches(info.index, start, info.high_watermark, TIME_SCAN_PAGES):
             span = batch.entry.ref.times
-            if span is not None and span.max_ms < timestamp_ms:
-                continue
+            if batch.entry.type is EntryType.LOST or (span is not None and span.max_ms < timestamp_ms):
+                continue  # no record there is that late (a LOST range has none)
             records = self.fetch(batch)
             batches_read += 1
             first = max(batch.start_offset, info.log_start)
@@ -222,7 +226,7 @@ class LogReader:
     # --- reads -----------------------------------------------------------------
 
     def read_offset(self, topic: str, partition: int, offset: int) -> LogRecord:
-        batch = self.resolve(topic, partition, offset)
+        batch = readable(topic, partition, self.resolve(topic, partition, offset))
         try:
             records = self.fetch(batch)
         except BlobNotFound:
@@ -279,10 +283,12 @@ class LogReader:
                     return
 
     def _scan(self, index: PartitionIndex, start: int, last: int) -> Iterator[LogRecord]:
+        keys = index.meta.keys
         next_offset = start
         for batch in self._iter_batches(index, start, last):
             if batch.end_offset < next_offset:
                 continue  # already served by a wider batch found on a re-resolve
+            readable(keys.topic, keys.partition, batch)
             try:
                 records = self.fetch(batch)
             except BlobNotFound:  # see read_offset
@@ -292,6 +298,13 @@ class LogReader:
             for offset in range(next_offset, stop + 1):
                 yield record_at(records, batch.start_offset, offset)
             next_offset = stop + 1
+
+
+def readable(topic: str, partition: int, batch: IndexedBatch) -> IndexedBatch:
+    """``batch``; ``RecordsLost`` if it is a LOST entry (offsets a rebuild could not recover)."""
+    if batch.entry.type is EntryType.LOST:
+        raise RecordsLost(topic, partition, batch.start_offset, batch.end_offset)
+    return batch
 
 
 def record_at(batch: RecordBatch, start_offset: int, offset: int) -> LogRecord:

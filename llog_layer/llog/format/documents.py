@@ -29,6 +29,9 @@ class LogState(str, Enum):
 class EntryType(str, Enum):
     WAL = "WAL"
     COMPACTED = "COMPACTED"
+    # Offsets whose records are gone: written by a rebuild from S3 over the range it could not recover
+    # (llog.protocol.rebuild). It names no data (``NO_DATA``); a read there is ``RecordsLost``.
+    LOST = "LOST"
 
 
 class AppendProtocol(str, Enum):
@@ -241,6 +244,10 @@ class DataRef:
             raise CorruptMetadata("byte_offset and byte_length must be given together")
 
 
+NO_DATA = DataRef("")
+"""The ``ref`` of a LOST index entry: no object (its stored document has none of the data fields)."""
+
+
 @dataclass(frozen=True)
 class ProducerTag:
     """Which idempotent producer batch an entry holds: ``(producer, epoch, first and last sequence)``.
@@ -413,7 +420,10 @@ class ControlRecord:
 
 @dataclass(frozen=True)
 class IndexEntry:
-    """``index/{end_offset}``: a batch of ``msg_count`` records ending at the key's offset."""
+    """``index/{end_offset}``: a batch of ``msg_count`` records ending at the key's offset.
+
+    A LOST entry (``lost``) holds the offsets a rebuild could not recover: ``ref`` is ``NO_DATA``.
+    """
 
     type: EntryType
     msg_count: int
@@ -432,13 +442,18 @@ class IndexEntry:
                 "producer": None if self.producer is None else self.producer.to_json(),
                 "type": self.type.value,
                 "msg_count": self.msg_count,
-                **_ref_fields(self.ref),
+                **({} if self.type is EntryType.LOST else _ref_fields(self.ref)),
                 "created_at_ms": self.created_at_ms,
                 "append_id": self.append_id,
                 "data_bytes": self.data_bytes,
                 "log_max_timestamp_ms": self.log_max_timestamp_ms,
             }
         )
+
+    @classmethod
+    def lost(cls, msg_count: int, created_at_ms: int, log_max_timestamp_ms: int | None = None) -> IndexEntry:
+        """A LOST entry over ``msg_count`` offsets (``log_max_timestamp_ms``: as a COMPACTED entry's, if known)."""
+        return cls(EntryType.LOST, msg_count, NO_DATA, created_at_ms, log_max_timestamp_ms=log_max_timestamp_ms)
 
     @classmethod
     def decode(cls, raw: bytes) -> IndexEntry:
@@ -451,10 +466,13 @@ class IndexEntry:
         msg_count = _int(doc, "msg_count", what)
         if msg_count < 1:
             raise CorruptMetadata(f"{what} has msg_count {msg_count}")
+        lost = entry_type is EntryType.LOST
+        if lost and doc.get("data_key") is not None:
+            raise CorruptMetadata(f"{what} of type LOST names data {doc['data_key']!r}")
         return cls(
             type=entry_type,
             msg_count=msg_count,
-            ref=_data_ref(doc, what),
+            ref=NO_DATA if lost else _data_ref(doc, what),
             created_at_ms=_int(doc, "created_at_ms", what),
             append_id=_str(doc, "append_id", what, optional=True),
             data_bytes=_int(doc, "data_bytes", what, optional=True),
@@ -588,6 +606,23 @@ class ProducerRecord:
         what = "producer record"
         doc = _load(raw, what)
         return cls(_int(doc, "epoch", what), _int(doc, "created_at_ms", what), _int(doc, "touched_at_ms", what))
+
+
+@dataclass(frozen=True)
+class NamespaceRecord:
+    """The namespace identity (``llog.protocol.namespace``): ``{root}/__catalog/namespace`` in Oxia and
+    ``{root}/__catalog/namespace.json`` in S3 hold the same document."""
+
+    namespace_id: str
+    created_at_ms: int
+
+    def encode(self) -> bytes:
+        return _dump({"namespace_id": self.namespace_id, "created_at_ms": self.created_at_ms})
+
+    @classmethod
+    def decode(cls, raw: bytes, what: str = "namespace record") -> NamespaceRecord:
+        doc = _load(raw, what)
+        return cls(_str(doc, "namespace_id", what), _int(doc, "created_at_ms", what))
 
 
 FENCE_MARKER = "FENCE"

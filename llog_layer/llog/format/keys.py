@@ -14,13 +14,15 @@ Layout (docs/PROTOCOL.md, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``
     {root}/__catalog/topics/{topic}                           (topic records, llog.protocol.topics)
     {root}/__catalog/groups/{group}                           (consumer groups, llog.format.group_keys)
     {root}/__catalog/producers/{producer_id}                  (issued producer ids, llog.protocol.producers)
+    {root}/__catalog/namespace                                (the namespace identity, llog.protocol.namespace)
+    {root}/__catalog/namespace.json                            (S3: the same identity)
     {root}/wal-shared/{uuid}                                   (S3)
     {root}/{topic}/partitions/{partition}/data/compacted/{uuid} (S3)
     {root}/{topic}/partitions/{partition}/manifests/{start:020d}-{end:020d}.json (S3)
 
 Every Oxia record of a topic-partition uses ``partition_key = "{topic}:{partition}"``
 so that one partition lives on one Oxia shard; the registry's records, the
-topic records and the producer ids share ``partition_key = "__catalog"``, so
+topic records, the producer ids and the namespace identity share ``partition_key = "__catalog"``, so
 one ordered scan on one shard lists any of them. A partition's producer states sit at the depth of
 ``meta/`` and ``index/`` in a folder of their own (``producers/`` sorts after
 ``meta/~`` and ``index/~``), so no scan of those folders meets them, and
@@ -398,6 +400,26 @@ class RegistryKeys:
             return validate_topic(key[len(self.topics_prefix) :])
         except InvalidTopicName:
             return None
+
+
+@dataclass(frozen=True)
+class NamespaceKeys:
+    """Where the namespace identity lives (``llog.protocol.namespace``): ``{root}/__catalog/namespace`` in
+    Oxia, on the catalogue's shard, and ``{root}/__catalog/namespace.json`` in S3."""
+
+    root: str = DEFAULT_ROOT_PREFIX
+    partition_key = "__catalog"
+
+    def __post_init__(self) -> None:
+        validate_root_prefix(self.root)
+
+    @property
+    def record(self) -> str:
+        return f"{self.root}/__catalog/namespace"
+
+    @property
+    def object_key(self) -> str:
+        return f"{self.root}/__catalog/namespace.json"
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,15 @@ name here exists.
 |     |                     | producers.find_committed                     |                           |             |
 | A32 | compact: claims     | producers.claims_floor                       |                           | I16         |
 | A33 | conditional append  | append_cas.append                            |                           | I1 I4       |
+| A34 | verify              | verify.Verifier.verify                       |                           |             |
+| A35 | backup              | backup.back_up_topics                        |                           |             |
+|     |                     | backup.snapshot_partition                    |                           |             |
+| A36 | restore             | backup.restore_backup                        |                           | I10         |
+|     |                     | backup.restore_partition                     |                           |             |
+| A37 | rebuild             | rebuild.rebuild_topic                        |                           | I4 I5 I10   |
+|     |                     | verify.Verifier.verify_partition             |                           |             |
+| A38 | namespace guard     | namespace.check_namespace                    |                           | I8          |
+|     |                     | namespace.adopt_namespace                    |                           |             |
 
 Each action, where it is specified and what it does:
 
@@ -143,6 +152,40 @@ Each action, where it is specified and what it does:
 * A33 conditional append (docs/IDEMPOTENCE.md, "Conditional append"): a CAS
   reservation is made only if its start offset is the ``expected_offset``;
   sequential partitions refuse it before the blob's PUT.
+* A34 verify (docs/RECOVERY.md, "Verify a partition"): read a partition's
+  cursor, ``meta/control``, index, manifests and objects, and report what
+  breaks I1, I3, I4, I5, I6 or I9 (gaps, overlaps, stale keys, missing,
+  short or corrupt objects, a broken manifest chain, a cursor or log start
+  out of bounds). Writes nothing, so it keeps no invariant; what a concurrent
+  writer changes between its reads is confirmed by fresh reads before it is
+  reported.
+* A35 backup (docs/RECOVERY.md, "Back up and restore"): per partition read
+  ``meta/``, the high watermark, every other key, ``meta/`` again (again
+  while compaction, retention or a fence moved it), keep what ends at or
+  below that high watermark, PUT it under ``__catalog/backups/{id}/``; groups
+  before the partitions, producer ids after; ``backup.json`` last. Writes no
+  Oxia key; GC never lists the backups' folder (I8 is untouched).
+* A36 restore (docs/RECOVERY.md, "Back up and restore"): refuse if a restored topic has any key;
+  per partition the registry entry, the other keys, ``meta/control`` last;
+  the topic record after its partitions; groups and producer ids create-only.
+  A crash leaves partitions not initialized, which a new restore refuses
+  (delete them, or use an empty namespace).
+* A37 rebuild (docs/RECOVERY.md, "Rebuild from S3"): from the manifest
+  chain, the newest backup and the objects that still exist, write the
+  entries S3 proves (committed data only: I4), then the cursor and
+  ``meta/control`` so that new offsets start above every offset any
+  surviving object may hold; the lost range is one LOST entry (no data: a
+  read there is ``RecordsLost``), below the cursor (I5), reported per
+  partition. Refuses a topic with any Oxia key. A crash before
+  ``meta/control`` leaves partitions not initialized; delete their keys and
+  run it again.
+* A38 namespace guard (docs/GC.md, "The namespace guard"): before a GC run
+  deletes anything, read the namespace identity from Oxia and from S3;
+  create it where both lack it (Oxia create-only first, then S3), copy Oxia's
+  to S3 where only S3 lacks it, and refuse the run (``NamespaceMismatch``,
+  nothing deleted) when S3's has no equal in Oxia: Oxia's state was lost, and
+  every blob would look unreferenced (I8). ``adopt_namespace`` copies S3's
+  identity into Oxia, create-only, after every topic is rebuilt or restored.
 
 Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protocols):
 
@@ -158,7 +201,8 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
 * I4 No phantom entries: every index entry (and ``pending``, and manifest)
   points at bytes that exist, written by an append that reached its commit
   point (acknowledged, or reported ``AppendOutcomeUnknown``) or by a committed
-  compaction; a rejected append is never readable.
+  compaction; a rejected append is never readable. (A rebuild's LOST entry
+  points at nothing and reads as ``RecordsLost``.)
 * I5 Cursor <= next offset: the compaction cursor only moves forward, and
   never past the high watermark + 1.
 * I6 No overlapping index ranges: the append path only creates keys, one

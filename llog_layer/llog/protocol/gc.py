@@ -10,10 +10,13 @@ Two kinds of garbage:
   references: left by a compaction that died before recording itself, or
   that lost a race.
 
-Each run first reclaims deleted topics whose deletion is older than the
-grace (``llog.protocol.topics.reclaim_topic``: their Oxia keys, their
-compacted objects and manifests, their registry entries, then their topic
-records), then applies retention (``llog.protocol.retention``,
+Each run first checks the namespace identity (``llog.protocol.namespace``):
+if Oxia's state was lost or replaced, so that every blob would look
+unreferenced, it raises ``NamespaceMismatch`` and deletes nothing. Then it
+reclaims deleted topics whose deletion is older than the grace
+(``llog.protocol.topics.reclaim_topic``: their Oxia keys, their compacted
+objects and manifests, their registry entries, then their topic records),
+then applies retention (``llog.protocol.retention``,
 docs/RETENTION.md), which deletes the compacted objects of the ranges it
 removes itself. A reclaimed partition's WAL slices are unreferenced from then
 on, so its shared WAL blobs go with the rest.
@@ -41,14 +44,15 @@ from llog.config import GcConfig
 from llog.errors import BlobNotFound, CorruptData, LlogError, PartitionNotInitialized
 from llog.format.documents import END_OFFSET_METADATA, EntryType
 from llog.format.keys import PartitionKeys, S3Location, object_id_time_ms, shared_wal_prefix
-from llog.format.wal import PREAMBLE, header_length, parse_shared_blob_header
+from llog.format.wal import PREAMBLE, BlobSlice, header_length, parse_shared_blob_header
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.namespace import check_namespace
 from llog.protocol.producers import ProducerRegistry
 from llog.protocol.registry import PartitionRegistry
 from llog.protocol.retention import Retention
 from llog.protocol.topics import TopicRecord, TopicRegistry, reclaim_due, reclaim_topic
-from llog.store.s3 import ObjectInfo
+from llog.store.s3 import BlobStore, ObjectInfo
 from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -92,6 +96,20 @@ class GcReport:
         )  # fmt: skip
 
 
+def read_blob_slices(blobs: BlobStore, location: S3Location, size: int) -> list[BlobSlice]:
+    """The slices a shared WAL blob's LLS1 header names, read with one (rarely two) range GETs.
+
+    ``CorruptData`` if it is not a readable LLS1 blob, ``BlobNotFound`` if it is gone.
+    """
+    if size < PREAMBLE.size:
+        raise CorruptData(f"{location.uri} is {size} bytes, too short for an LLS1 blob")
+    probe = blobs.get_range(location, 0, min(HEADER_PROBE_BYTES, size))
+    needed = header_length(probe[: PREAMBLE.size])
+    if needed > len(probe):
+        probe = blobs.get_range(location, 0, needed)
+    return parse_shared_blob_header(probe, total_size=size)
+
+
 class GarbageCollector:
     def __init__(self, storage: Storage, *, config: GcConfig | None = None) -> None:
         self.storage = storage
@@ -114,6 +132,9 @@ class GarbageCollector:
         return PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
 
     def collect(self) -> GcReport:
+        """One run. Raises ``NamespaceMismatch``, deleting nothing, if Oxia lost its state
+        (``llog.protocol.namespace``)."""
+        check_namespace(self.storage)
         report = GcReport()
         topics = self._topics.records()
         # Reclaim and retention first: the WAL blobs they free become garbage in the same run.
@@ -240,14 +261,8 @@ class GarbageCollector:
             return exc
 
     def _blob_partitions(self, location: S3Location, size: int) -> set[PartitionId]:
-        """The partitions a blob's LLS1 header names, read with one (rarely two) range GETs."""
-        if size < PREAMBLE.size:
-            raise CorruptData(f"{location.uri} is {size} bytes, too short for an LLS1 blob")
-        probe = self.storage.blobs.get_range(location, 0, min(HEADER_PROBE_BYTES, size))
-        needed = header_length(probe[: PREAMBLE.size])
-        if needed > len(probe):
-            probe = self.storage.blobs.get_range(location, 0, needed)
-        return {(s.topic, s.partition) for s in parse_shared_blob_header(probe, total_size=size)}
+        """The partitions a blob's LLS1 header names."""
+        return {(s.topic, s.partition) for s in read_blob_slices(self.storage.blobs, location, size)}
 
     def _references(self, pid: PartitionId, cache: dict[PartitionId, set[str]]) -> set[str]:
         """Data keys a partition's uncompacted index and pending append reference (once per run)."""

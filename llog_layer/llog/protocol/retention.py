@@ -15,10 +15,11 @@ forward past whole compacted ranges, then removes what lies below it:
 4. Delete the removed ranges' compacted objects. Shared WAL blobs are left to
    garbage collection, which deletes them once nothing references them.
 
-Only COMPACTED ranges wholly below the compaction cursor, and below the start
-of a running compaction's range (``meta/compaction``, read after the cursor),
-are removed, never the partition's last index entry (the counter must not move
-back), and never a WAL entry (those belong to compaction). In a sequential partition
+Only COMPACTED ranges (and LOST ones, ``llog.protocol.rebuild``) wholly below
+the compaction cursor, and below the start of a running compaction's range
+(``meta/compaction``, read after the cursor), are removed, never the
+partition's last index entry (the counter must not move back), and never a
+WAL entry (those belong to compaction). In a sequential partition
 (docs/SEQUENTIAL_APPEND.md) the index is read through ``PartitionIndex`` and
 a sealed generation keeps its fence marker, the counter of its sequence. Each step is idempotent and driven
 by the log start in ``meta/control``, so a run that dies part-way is finished
@@ -40,6 +41,10 @@ from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
 from llog.store.storage import Storage
 
+# What retention removes: compacted ranges, and the LOST entries a rebuild wrote over offsets it could not
+# recover (no object; created when the rebuild ran, later than every record before them).
+REMOVABLE = frozenset({EntryType.COMPACTED, EntryType.LOST})
+
 
 def plan_log_start(
     entries: Sequence[IndexedBatch],
@@ -55,12 +60,12 @@ def plan_log_start(
     offset order; ``cursor`` the offset retention stays below: the compaction
     cursor, or the start of a running compaction's range if that is lower
     (``Retention._bound``). The answer is always one past a removable range:
-    a COMPACTED entry wholly below ``cursor`` that is not the partition's last
-    entry.
+    a COMPACTED (or LOST) entry wholly below ``cursor`` that is not the
+    partition's last entry.
     """
     candidates: list[IndexedBatch] = []
     for batch in entries:
-        if batch.entry.type is not EntryType.COMPACTED or batch.end_offset >= cursor:
+        if batch.entry.type not in REMOVABLE or batch.end_offset >= cursor:
             break
         candidates.append(batch)
     if candidates and candidates[-1] is entries[-1]:
@@ -81,10 +86,11 @@ def plan_log_start(
 
 
 def _expired(batch: IndexedBatch, policy: RetentionPolicy, now_ms: int) -> bool:
-    """A compacted range older than the policy's age limit (``plan_log_start`` removes such ranges only)."""
+    """A compacted (or LOST) range older than the policy's age limit (``plan_log_start`` removes such ranges
+    only)."""
     return (
         policy.max_age_ms is not None
-        and batch.entry.type is EntryType.COMPACTED
+        and batch.entry.type in REMOVABLE
         and batch.entry.created_at_ms < now_ms - policy.max_age_ms
     )
 
@@ -199,6 +205,8 @@ class Retention:
 
     def _size_of(self, batch: IndexedBatch) -> int:
         entry = batch.entry
+        if entry.type is EntryType.LOST:
+            return 0  # no object
         if entry.data_bytes is not None:
             return entry.data_bytes
         if entry.ref.byte_length is not None:

@@ -20,6 +20,10 @@ re-polls with backoff from 20 ms doubling to 500 ms. A partition the cache
 knows to be empty at its tail is re-read from Oxia only when a notification
 names it, on a re-check, and on the final poll.
 
+A fetch offset in a range a rebuild could not recover (a LOST index entry)
+fails with ``RecordsLost``, whose ``next_fetch_offset`` is the first offset
+after the range; records before such a range are served first.
+
 A deleted topic (``llog.protocol.topics``) is refused with ``UnknownTopic``
 for the whole request: deletion fences every partition, so only a fenced
 partition's read costs a look at its topic record.
@@ -33,10 +37,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from llog.client.reader import LogReader, LogRecord, TimestampOffset, record_at
-from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, UnknownTopic
+from llog.client.reader import LogReader, LogRecord, TimestampOffset, readable, record_at
+from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, RecordsLost, UnknownTopic
 from llog.format.codec import RecordBatch, decode_batch
-from llog.format.documents import INITIAL_OFFSET, IndexedBatch, LogState
+from llog.format.documents import INITIAL_OFFSET, EntryType, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys
 from llog.protocol.topics import TopicRegistry
 from llog.service.tail_cache import TailCache
@@ -88,7 +92,9 @@ class PartitionFetch:
 
     @property
     def next_fetch_offset(self) -> int:
-        return self.records[-1].offset + 1 if self.records else self.fetch_offset
+        if self.records:
+            return self.records[-1].offset + 1
+        return self.error.next_offset if isinstance(self.error, RecordsLost) else self.fetch_offset
 
     @property
     def nbytes(self) -> int:
@@ -267,7 +273,9 @@ class ConsumeService:
                 raise OffsetOutOfRange(req.topic, req.partition, req.fetch_offset, info.log_start, info.high_watermark)
             estimate = 0
             for batch in self.reader.batches(info, req.fetch_offset, page=MAX_BATCHES_PER_PARTITION):
-                plan.batches.append(batch)
+                if batch.entry.type is EntryType.LOST and plan.batches:
+                    break  # serve the records before it; the next fetch starts in it and is told
+                plan.batches.append(readable(req.topic, req.partition, batch))
                 length = batch.entry.ref.byte_length
                 estimate += length if length is not None else req.partition_max_bytes
                 if estimate >= req.partition_max_bytes or len(plan.batches) >= MAX_BATCHES_PER_PARTITION:
