@@ -26,8 +26,8 @@ they differ:
 * ``Latency``: assumed latencies inside a Lambda function, from which billed
   durations are built (nothing was deployed, so none is measured); the
   sensitivity table scales them.
-* ``FrontDoor`` (REST API, HTTP API, function URLs), ``OxiaStorage`` (EFS, the
-  deployed one; EBS gp3 on ECS on EC2, planned) and ``records_per_request``
+* ``FrontDoor`` (REST API, HTTP API, function URLs), ``OxiaStorage`` (EBS gp3 on
+  ECS on EC2, production's default, or EFS; standalone is always on EFS) and ``records_per_request``
   (small records batched by the client into ``CLIENT_BATCH_BYTES`` requests):
   the deployed defaults in every table but the last two, which price the
   production shape with each and state issue 15's targets as met or not.
@@ -136,10 +136,10 @@ class OxiaStorage:
     deployable: bool
 
 
-EFS = OxiaStorage("efs", True, True)  # infra/oxia.py today: one EFS file system per process
-# ECS on EC2, one instance and one gp3 volume per data server (docs/DEPLOY.md, "Oxia on EBS: the plan");
-# the coordinator stays on Fargate with EFS. Not built yet.
-EBS = OxiaStorage("ebs", False, False)
+EFS = OxiaStorage("efs", True, True)  # llog:oxiaStorage=efs: one EFS file system per process (standalone: always)
+# llog:oxiaStorage=ebs, the default of replicated stages: ECS on EC2, one instance and one gp3 volume per
+# data server (docs/DEPLOY.md, "Oxia on EBS"); the coordinator stays on Fargate with EFS.
+EBS = OxiaStorage("ebs", False, True)
 OXIA_STORAGES = (EFS, EBS)
 
 
@@ -262,14 +262,14 @@ class Latency:
 
 @dataclass(frozen=True)
 class OxiaShape:
-    """Oxia as infra/oxia.py deploys it: Fargate ARM64 tasks, each with its own EFS volume."""
+    """Oxia as infra/oxia.py deploys it: Fargate ARM64 tasks with their own EFS volumes, or data servers on EBS."""
 
     name: str
-    tasks: tuple[tuple[float, float], ...]  # (vCPU, GB memory) per task
-    wal_copies: int  # EFS volumes every Oxia write lands on (the replicas)
+    tasks: tuple[tuple[float, float], ...]  # (vCPU, GB memory) per task (on EBS: per data server's instance)
+    wal_copies: int  # volumes every Oxia write lands on (the replicas)
 
 
-DEV = OxiaShape("dev", ((0.5, 1.0),), 1)  # standalone, llog:oxiaSize=small
+DEV = OxiaShape("dev", ((0.5, 1.0),), 1)  # standalone, llog:oxiaSize=small: always on EFS
 PROD = OxiaShape("prod", ((1.0, 2.0),) * 3 + ((0.25, 0.5),), 3)  # 3 medium data servers + coordinator
 SHAPES = (DEV, PROD)
 
@@ -281,6 +281,8 @@ class Assumptions:
     latency: Latency = field(default_factory=Latency)
     protocol: ProtocolOxia = SEQUENTIAL  # the append protocol of new partitions (build() prints both)
     front_door: FrontDoor = REST_API
+    # The tables' "llog prod" rows price EFS (llog:oxiaStorage=efs); the stack's production default, EBS, is
+    # priced in the configurations and targets tables. Standalone (dev) is always on EFS.
     oxia_storage: OxiaStorage = EFS
     records_per_request: int = 1  # records in each produce request (CLIENT_BATCH_RECORDS: the client's batches)
     # Share of produce requests that are a writer's first append to their partition: in Lambda a cold
@@ -956,9 +958,11 @@ def build(a: Assumptions) -> dict[str, Any]:
         }
         for pr in PROTOCOLS
     }  # fmt: skip
+    on_efs = dataclasses.replace(a, oxia_storage=EFS)  # EFS batching matters only with Oxia on EFS
     doc["efs_batching_sensitivity"] = {
         pr.name: {
-            label(s): {str(b): sum(per_million(s, PROD, dataclasses.replace(a, protocol=pr, efs_batching=b)).values())
+            label(s): {str(b): sum(per_million(s, PROD, dataclasses.replace(on_efs, protocol=pr,
+                                                                           efs_batching=b)).values())
                        for b in EFS_BATCHING}
             for s in REQUEST_SIZES
         }
@@ -1134,7 +1138,7 @@ def _render_sensitivity(doc: Mapping[str, Any]) -> str:
     for f in LATENCY_FACTORS:
         rows += [[f"latencies x{f}", pr, *(usd(lat[pr][s][str(f)]) for s in _sizes())] for pr in _protocols()]
     for b in EFS_BATCHING:
-        rows += [[f"Oxia writes per EFS write: {b:g}", pr, *(usd(efs[pr][s][str(b)]) for s in _sizes())]
+        rows += [[f"Oxia on EFS, Oxia writes per EFS write: {b:g}", pr, *(usd(efs[pr][s][str(b)]) for s in _sizes())]
                  for pr in _protocols()]  # fmt: skip
     table = md_table(["assumption", "protocol", *_sizes()], rows, text_columns=2)
     return "### Sensitivity (llog prod, USD per 1M requests)\n\n" + table
@@ -1143,7 +1147,7 @@ def _render_sensitivity(doc: Mapping[str, Any]) -> str:
 def _configuration_text(name: str) -> str:
     door, storage, protocol = name.split(" ")
     doors = {d.name: d.line for d in FRONT_DOORS}
-    storages = {"efs": "EFS", "ebs": "EBS gp3 (planned)"}
+    storages = {"efs": "EFS", "ebs": "EBS gp3"}
     return f"{doors[door]}, Oxia on {storages[storage]}, {protocol}"
 
 

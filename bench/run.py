@@ -27,6 +27,7 @@ from bench import (  # noqa: E402
     lambda_warm,
     serve,
     tail,
+    timestamps,
 )
 
 OUTPUT = ROOT / "docs" / "PERFORMANCE.md"
@@ -118,6 +119,18 @@ def main() -> int:
         "without and with a 7-day age limit, and retention under a size limit, counted per partition and timed "
         "(median of 3). The issue's 1,000 x 1,000 takes ~15 minutes to fill here: "
         "`bench/discovery.py --entries 100 1000`.\n\n" + discovery_table,
+    ))
+
+    print("timestamp lookup benchmark ...", flush=True)
+    timestamps_table = measured(lambda: timestamps.table(timestamps.run(entries=100_000, runs=5)))
+    sections.append((
+        "Offset for a timestamp: one lookup on 100,000 index entries",
+        "bench/timestamps.py",
+        "Two partitions of 100,000 one-record index entries, timestamps one second apart, on a local Oxia "
+        "standalone (fsync off) and moto S3: one never compacted (WAL entries, read forward page by page: the worst "
+        "case) and one whose entries are all compacted (bisected on their log max timestamp). Each row is the "
+        "median of 5 lookups with the Oxia reads and S3 GETs of one (docs/RECOVERY.md, \"Offset for a timestamp\").\n\n"
+        + timestamps_table,
     ))
 
     print("export benchmark ...", flush=True)

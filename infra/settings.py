@@ -25,12 +25,16 @@ from llog.format.documents import LEGACY_CAS_NAME, AppendProtocol
 PREFIX = "llog:"
 
 OxiaMode = Literal["standalone", "replicated"]
+OxiaStorage = Literal["efs", "ebs"]
 ApiAuth = Literal["iam", "api_key"]
 BucketEncryption = Literal["s3_managed", "kms"]
 ExportTableFormat = Literal["parquet", "iceberg"]
 FrontDoor = Literal["rest", "http"]
 
 OXIA_MODES: tuple[OxiaMode, ...] = ("standalone", "replicated")
+# Where the data servers keep their data: an EFS file system each (Fargate), or a gp3 volume each on
+# an EC2 instance of their own (ECS on EC2). docs/DEPLOY.md, "Oxia".
+OXIA_STORAGES: tuple[OxiaStorage, ...] = ("efs", "ebs")
 API_AUTH_MODES: tuple[ApiAuth, ...] = ("iam", "api_key")
 BUCKET_ENCRYPTIONS: tuple[BucketEncryption, ...] = ("s3_managed", "kms")
 EXPORT_TABLE_FORMATS: tuple[ExportTableFormat, ...] = ("parquet", "iceberg")
@@ -281,6 +285,8 @@ class LlogSettings:
     # Browser origins allowed to call the API (CORS: preflight at the gateway, headers on every answer);
     # empty: no CORS at all. docs/CONSOLE.md, "Against a deployed stack".
     cors_origins: tuple[str, ...] = ()
+    # The data servers' storage (infra/oxia.py); standalone is always on EFS.
+    oxia_storage: OxiaStorage = "efs"
 
     @property
     def stack_name(self) -> str:
@@ -312,6 +318,13 @@ class LlogSettings:
             raise _fail("oxiaNamespace", "1-64 characters from [A-Za-z0-9._-]", namespace)
         if oxia_mode == "standalone" and namespace != "default":
             raise _fail("oxiaNamespace", '"default": an Oxia standalone server has only that namespace', namespace)
+
+        oxia_storage = cast(
+            OxiaStorage, r.choice("oxiaStorage", OXIA_STORAGES, "ebs" if oxia_mode == "replicated" else "efs")
+        )
+        if oxia_mode == "standalone" and oxia_storage != "efs":
+            raise _fail("oxiaStorage", '"efs" with llog:oxiaMode=standalone: EBS volumes on EC2 are built for the '
+                        "three data servers of the replicated mode only", oxia_storage)  # fmt: skip
 
         max_azs = r.integer("maxAzs", 3 if production else 2, 2, 6)
         nat_gateways = r.integer("natGateways", 1, 0, 6)
@@ -379,4 +392,5 @@ class LlogSettings:
             backup_schedule=_schedule(r, "backupSchedule", "rate(1 hour)"),
             verify_schedule=_schedule(r, "verifySchedule", "rate(1 day)"),
             cors_origins=_cors_origins(r, "corsOrigins"),
+            oxia_storage=oxia_storage,
         )

@@ -79,6 +79,7 @@ class LlogStack(Stack):
             stage=settings.stage,
             mode=settings.oxia_mode,
             size=settings.oxia_size,
+            storage=settings.oxia_storage,
             shards=settings.oxia_shards,
             namespace=settings.oxia_namespace,
             log_retention=retention,

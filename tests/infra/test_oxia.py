@@ -36,7 +36,7 @@ from infra.stack import LlogStack
 from llog.config import OxiaConfig
 from llog.store.oxia import OxiaStore
 from tests.conftest import TOOLS_BIN, UNAVAILABLE_REASON, _oxia_unavailable
-from tests.infra.helpers import make_app, resources
+from tests.infra.helpers import make_app, make_stack, resources
 
 IMAGE = "oxia/oxia:0.17.1"
 HEALTH = ["CMD", "oxia", "health", "--port=6649"]
@@ -130,8 +130,10 @@ def test_standalone_data_lives_on_an_encrypted_efs_volume(dev_template: Template
     assert volume["AuthorizationConfig"]["AccessPointId"] == {"Ref": ap_id}
 
 
-def test_one_task_at_a_time_per_volume(dev_template: Template, prod_template: Template) -> None:
-    for template in (dev_template, prod_template):
+def test_one_task_at_a_time_per_volume(
+    dev_template: Template, prod_template: Template, efs_prod_template: Template
+) -> None:
+    for template in (dev_template, prod_template, efs_prod_template):
         for service in resources(template, "AWS::ECS::Service").values():
             props = service["Properties"]
             assert props["DesiredCount"] == 1
@@ -150,6 +152,18 @@ def test_standalone_has_a_stable_name_and_service_address(dev_stack: LlogStack, 
 
 
 # -- replicated (production) ------------------------------------------------------------------
+# Production defaults to the data servers on EBS (tests/infra/test_oxia_ebs.py); the EFS shape of
+# every process is checked here on a production stack with llog:oxiaStorage=efs.
+
+
+@pytest.fixture(scope="module")
+def efs_prod_stack() -> LlogStack:
+    return make_stack({"llog:stage": "prod", "llog:oxiaStorage": "efs"})
+
+
+@pytest.fixture(scope="module")
+def efs_prod_template(efs_prod_stack: LlogStack) -> Template:
+    return Template.from_stack(efs_prod_stack)
 
 
 def test_replicated_runs_a_coordinator_and_three_data_servers(prod_stack: LlogStack, prod_template: Template) -> None:
@@ -169,22 +183,22 @@ def test_replicated_runs_a_coordinator_and_three_data_servers(prod_stack: LlogSt
     assert [n.name for n in prod_stack.oxia.nodes] == ["oxia-0", "oxia-1", "oxia-2", "oxia-coordinator"]
 
 
-def test_every_process_has_its_own_persistent_volume(prod_template: Template) -> None:
-    file_systems = resources(prod_template, "AWS::EFS::FileSystem")
+def test_every_process_has_its_own_persistent_volume(efs_prod_template: Template) -> None:
+    file_systems = resources(efs_prod_template, "AWS::EFS::FileSystem")
     assert len(file_systems) == 4
-    volumes = [efs_volume(prod_template, task_id) for task_id in containers(prod_template)]
+    volumes = [efs_volume(efs_prod_template, task_id) for task_id in containers(efs_prod_template)]
     assert sorted(v["FilesystemId"]["Ref"] for v in volumes) == sorted(file_systems)
     assert len({v["AuthorizationConfig"]["AccessPointId"]["Ref"] for v in volumes}) == 4
-    for container in containers(prod_template).values():
+    for container in containers(efs_prod_template).values():
         assert container["MountPoints"] == [{"ContainerPath": "/data", "ReadOnly": False, "SourceVolume": "data"}]
 
 
-def test_each_task_may_mount_only_its_own_volume(prod_template: Template) -> None:
-    policies = resources(prod_template, "AWS::IAM::Policy")
-    for task_id in containers(prod_template):
-        task = resources(prod_template, "AWS::ECS::TaskDefinition")[task_id]["Properties"]
+def test_each_task_may_mount_only_its_own_volume(efs_prod_template: Template) -> None:
+    policies = resources(efs_prod_template, "AWS::IAM::Policy")
+    for task_id in containers(efs_prod_template):
+        task = resources(efs_prod_template, "AWS::ECS::TaskDefinition")[task_id]["Properties"]
         role = task["TaskRoleArn"]["Fn::GetAtt"][0]
-        fs_id = efs_volume(prod_template, task_id)["FilesystemId"]["Ref"]
+        fs_id = efs_volume(efs_prod_template, task_id)["FilesystemId"]["Ref"]
         statements = [
             s
             for p in policies.values()
@@ -198,11 +212,11 @@ def test_each_task_may_mount_only_its_own_volume(prod_template: Template) -> Non
                                         "elasticfilesystem:ClientRootAccess"}  # fmt: skip
 
 
-def test_each_volume_admits_only_its_own_task_role(prod_template: Template) -> None:
-    file_systems = resources(prod_template, "AWS::EFS::FileSystem")
-    for task_id in containers(prod_template):
-        task = resources(prod_template, "AWS::ECS::TaskDefinition")[task_id]["Properties"]
-        fs_id = efs_volume(prod_template, task_id)["FilesystemId"]["Ref"]
+def test_each_volume_admits_only_its_own_task_role(efs_prod_template: Template) -> None:
+    file_systems = resources(efs_prod_template, "AWS::EFS::FileSystem")
+    for task_id in containers(efs_prod_template):
+        task = resources(efs_prod_template, "AWS::ECS::TaskDefinition")[task_id]["Properties"]
+        fs_id = efs_volume(efs_prod_template, task_id)["FilesystemId"]["Ref"]
         (statement,) = file_systems[fs_id]["Properties"]["FileSystemPolicy"]["Statement"]
         assert statement["Effect"] == "Allow"
         assert statement["Principal"] == {"AWS": task["TaskRoleArn"]}
@@ -284,7 +298,11 @@ def _check_security_groups(stack: LlogStack, template: Template) -> None:
     server = logical_id(stack, oxia.server_security_group)
     coordinator = logical_id(stack, oxia.coordinator_security_group) if oxia.coordinator_security_group else server
     node_sgs = {n.name: (coordinator if n.role == "coordinator" else server) for n in oxia.nodes}
-    efs_sgs = {n.name: logical_id(stack, n.file_system.connections.security_groups[0]) for n in oxia.nodes}
+    efs_sgs = {
+        n.name: logical_id(stack, n.file_system.connections.security_groups[0])
+        for n in oxia.nodes
+        if n.file_system is not None
+    }
     rules = ingress_rules(template)
     assert rules
     for rule in rules:
@@ -315,10 +333,20 @@ def test_standalone_security_groups(dev_stack: LlogStack, dev_template: Template
     assert not [r for r in ingress_rules(dev_template) if r["FromPort"] == 6649]
 
 
-def test_replicated_security_groups(prod_stack: LlogStack, prod_template: Template) -> None:
-    _check_security_groups(prod_stack, prod_template)
-    internal = [r for r in ingress_rules(prod_template) if r["FromPort"] == 6649]
+@pytest.mark.parametrize("storage", ["ebs", "efs"])
+def test_replicated_security_groups(
+    storage: str,
+    prod_stack: LlogStack,
+    prod_template: Template,
+    efs_prod_stack: LlogStack,
+    efs_prod_template: Template,
+) -> None:
+    stack, template = (prod_stack, prod_template) if storage == "ebs" else (efs_prod_stack, efs_prod_template)
+    _check_security_groups(stack, template)
+    internal = [r for r in ingress_rules(template) if r["FromPort"] == 6649]
     assert len(internal) == 2  # from the data servers themselves and from the coordinator
+    nfs = [r for r in ingress_rules(template) if r["FromPort"] == 2049]
+    assert len(nfs) == (1 if storage == "ebs" else 4)  # EBS: only the coordinator's file system
 
 
 # -- placement --------------------------------------------------------------------------------
@@ -340,6 +368,7 @@ def test_with_three_known_azs_each_data_server_is_pinned_to_its_own_az() -> None
         stage="test",
         mode="replicated",
         size=OXIA_SIZES["small"],
+        storage="efs",
         shards=3,
         namespace="default",
         log_retention=logs.RetentionDays.ONE_WEEK,

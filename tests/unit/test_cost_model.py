@@ -349,12 +349,14 @@ def test_cost_md_holds_exactly_what_the_script_prints() -> None:
 
 def test_the_deployable_front_doors_are_the_cdk_apps_and_rest_is_the_default() -> None:
     assert A.front_door is cm.REST_API
-    assert A.oxia_storage is cm.EFS
+    assert A.oxia_storage is cm.EFS  # the tables' prod rows; the stack's default EBS is in the configurations table
     assert A.records_per_request == 1
     assert tuple(d.name for d in cm.FRONT_DOORS if d.deployable) == FRONT_DOORS
     no_context: dict[str, object] = {}
     assert LlogSettings.from_context(no_context.get).front_door == cm.REST_API.name
-    assert not cm.EBS.deployable  # infra/oxia.py runs Oxia on EFS only (docs/DEPLOY.md, "Oxia on EBS: the plan")
+    assert cm.EBS.deployable  # infra/oxia.py, llog:oxiaStorage (docs/DEPLOY.md, "Oxia on EBS")
+    assert LlogSettings.from_context({"llog:stage": "prod"}.get).oxia_storage == cm.EBS.name
+    assert LlogSettings.from_context(no_context.get).oxia_storage == cm.EFS.name  # dev: standalone
 
 
 def test_the_http_api_bills_one_request_per_512_kb_of_body_and_function_urls_none() -> None:
@@ -425,7 +427,8 @@ def test_the_targets_table_is_the_configurations_table_against_the_targets(doc: 
         assert t["batched_small_records_met"] == (batched <= cm.TARGET_BATCHED_SMALL_RECORDS_PER_GB)
     deployed = targets["rest efs cas"]
     assert deployed["deployable"]
-    assert not targets["http ebs cas"]["deployable"]
+    assert targets["http ebs cas"]["deployable"]  # llog:oxiaStorage=ebs, the production default
+    assert not targets["url ebs cas"]["deployable"]  # function URLs are not offered
     assert table["rest efs cas"]["1 KB requests"] == doc["per_gb"]["1 KB"]["llog prod cas"]
 
 
