@@ -27,10 +27,13 @@ they differ:
   durations are built (nothing was deployed, so none is measured); the
   sensitivity table scales them.
 * ``FrontDoor`` (REST API, HTTP API, function URLs), ``OxiaStorage`` (EBS gp3 on
-  ECS on EC2, production's default, or EFS; standalone is always on EFS) and ``records_per_request``
+  ECS on EC2, production's default, or EFS) and ``records_per_request``
   (small records batched by the client into ``CLIENT_BATCH_BYTES`` requests):
   the deployed defaults in every table but the last two, which price the
   production shape with each and state issue 15's targets as met or not.
+  Each shape is priced on the storage the stack gives it (``on_shape``): the
+  production shape on ``Assumptions.oxia_storage``, the dev shape (standalone)
+  always on EFS.
 
 Every table of docs/COST.md is printed by this script; ``--json`` gives the same numbers.
 """
@@ -141,6 +144,7 @@ EFS = OxiaStorage("efs", True, True)  # llog:oxiaStorage=efs: one EFS file syste
 # data server (docs/DEPLOY.md, "Oxia on EBS"); the coordinator stays on Fargate with EFS.
 EBS = OxiaStorage("ebs", False, True)
 OXIA_STORAGES = (EFS, EBS)
+STORAGE_TEXT = {EFS.name: "EFS", EBS.name: "EBS gp3"}  # how the tables name them
 
 
 @dataclass(frozen=True)
@@ -281,9 +285,9 @@ class Assumptions:
     latency: Latency = field(default_factory=Latency)
     protocol: ProtocolOxia = SEQUENTIAL  # the append protocol of new partitions (build() prints both)
     front_door: FrontDoor = REST_API
-    # The tables' "llog prod" rows price EFS (llog:oxiaStorage=efs); the stack's production default, EBS, is
-    # priced in the configurations and targets tables. Standalone (dev) is always on EFS.
-    oxia_storage: OxiaStorage = EFS
+    # The production shape's Oxia storage (llog:oxiaStorage; EBS, the default of replicated stages). The dev
+    # shape is standalone, which the stack always puts on EFS, whatever this says (on_shape).
+    oxia_storage: OxiaStorage = EBS
     records_per_request: int = 1  # records in each produce request (CLIENT_BATCH_RECORDS: the client's batches)
     # Share of produce requests that are a writer's first append to their partition: in Lambda a cold
     # environment's. Both protocols pay for it with three create-only puts (the partition's initialization),
@@ -375,6 +379,11 @@ def front_door_tiers(a: Assumptions) -> tuple[tuple[float, float], ...]:
     if a.front_door is FUNCTION_URL:
         return ((math.inf, 0.0),)
     return a.prices.apigw_rest_tiers
+
+
+def on_shape(shape: OxiaShape, a: Assumptions) -> Assumptions:
+    """``a`` with the Oxia storage the stack deploys for ``shape``: standalone (dev) is always on EFS."""
+    return dataclasses.replace(a, oxia_storage=EFS) if shape is DEV else a
 
 
 def oxia_write_ms(a: Assumptions) -> float:
@@ -507,7 +516,7 @@ def per_request(size: int, a: Assumptions) -> Part:
 
 
 def oxia_efs_usd(writes: float, shape: OxiaShape, a: Assumptions) -> float:
-    if not a.oxia_storage.per_write_charge:
+    if not on_shape(shape, a).oxia_storage.per_write_charge:
         return 0.0
     metered = writes / a.efs_batching * shape.wal_copies * a.efs_kib_per_write * KIB
     return metered / GIB * a.prices.efs_elastic_write_per_gb
@@ -530,6 +539,7 @@ def line_items(part: Part, shape: OxiaShape, a: Assumptions) -> dict[str, float]
 
 def per_million(size: int, shape: OxiaShape, a: Assumptions) -> dict[str, float]:
     """Variable cost of one million produce requests, by bill line."""
+    a = on_shape(shape, a)
     return {k: v * 1e6 for k, v in line_items(per_request(size, a), shape, a).items()}
 
 
@@ -550,6 +560,7 @@ def _fixed_monthly(shape: OxiaShape, a: Assumptions) -> tuple[tuple[str, float],
 
 def fixed_monthly(shape: OxiaShape, a: Assumptions) -> dict[str, float]:
     """What the stack costs each month with no traffic beyond ``a.partitions`` partitions being compacted."""
+    a = on_shape(shape, a)
     p, c, lat, pr = a.prices, a.code, a.latency, a.protocol
     ticks = SECONDS_PER_MONTH / c.planner_interval_s
     gc_runs = SECONDS_PER_MONTH / c.gc_interval_s
@@ -603,6 +614,7 @@ def fixed_monthly(shape: OxiaShape, a: Assumptions) -> dict[str, float]:
 
 def llog_monthly(size: int, bytes_per_s: float, shape: OxiaShape, a: Assumptions) -> dict[str, float]:
     """Fixed plus variable monthly cost at a steady ``bytes_per_s`` of payload, API Gateway tiered."""
+    a = on_shape(shape, a)
     requests = bytes_per_s / size * SECONDS_PER_MONTH
     one = per_request(size, a)
     variable = line_items(one.times(requests), shape, a)
@@ -801,7 +813,7 @@ def size_meeting(usd_per_gb: float, a: Assumptions, lo: int = 256_000, hi: int =
 
 
 def fixed_monthly_by_storage(a: Assumptions) -> dict[str, float]:
-    """The production shape's fixed monthly total with each Oxia storage (CAS protocol)."""
+    """The production shape's fixed monthly total with each Oxia storage (``a``'s protocol)."""
     return {storage.name: sum(fixed_monthly(PROD, dataclasses.replace(a, oxia_storage=storage)).values())
             for storage in OXIA_STORAGES}  # fmt: skip
 
@@ -993,7 +1005,11 @@ def _assumptions_json(a: Assumptions) -> dict[str, Any]:
     doc = dataclasses.asdict(a)
     doc.pop("protocol")  # the report covers both
     doc["prices"]["apigw_rest_tiers"] = [[None if math.isinf(c) else c, r] for c, r in a.prices.apigw_rest_tiers]
-    doc["shapes"] = {s.name: {"tasks": [list(t) for t in s.tasks], "wal_copies": s.wal_copies} for s in SHAPES}
+    doc["shapes"] = {
+        s.name: {"tasks": [list(t) for t in s.tasks], "wal_copies": s.wal_copies,
+                 "oxia_storage": on_shape(s, a).oxia_storage.name}
+        for s in SHAPES
+    }  # fmt: skip
     doc["protocols"] = {pr.name: dataclasses.asdict(pr) for pr in PROTOCOLS}
     return doc
 
@@ -1034,11 +1050,22 @@ def _by_protocol(name: str, cells: Mapping[str, list[str]]) -> list[list[str]]:
     return [[f"{name}, {pr}", *cells[pr]] for pr in _protocols()]
 
 
-def _display(name: str) -> str:
-    """``"llog prod cas"`` -> ``"llog prod, cas"``; other names as they are."""
+def _storage(doc: Mapping[str, Any], shape: str) -> str:
+    """``"EBS gp3"``: the Oxia storage the report priced ``shape`` with."""
+    return STORAGE_TEXT[doc["assumptions"]["shapes"][shape]["oxia_storage"]]
+
+
+def _shape_text(doc: Mapping[str, Any], shape: str) -> str:
+    """``"prod shape (Oxia on EBS gp3)"``, ``"dev shape (standalone Oxia on EFS)"``."""
+    standalone = "standalone " if doc["assumptions"]["shapes"][shape]["wal_copies"] == 1 else ""
+    return f"{shape} shape ({standalone}Oxia on {_storage(doc, shape)})"
+
+
+def _display(doc: Mapping[str, Any], name: str) -> str:
+    """``"llog prod cas"`` -> ``"llog prod (EBS gp3), cas"``; other names as they are."""
     words = name.split(" ")
     if words[0] == "llog" and len(words) == 3:
-        return f"llog {words[1]}, {words[2]}"
+        return f"llog {words[1]} ({_storage(doc, words[1])}), {words[2]}"
     return name
 
 
@@ -1055,7 +1082,8 @@ def _render_counts(doc: Mapping[str, Any]) -> str:
             if any(any(v) for v in values.values()):
                 cells = {pr: [f"{v:.{digits}f}" for v in values[pr]] for pr in _protocols()}
                 rows += _by_protocol(f"{name}: {part}", cells)
-    return "### Operations per produce request\n\n" + md_table(["per produce request", *_sizes()], rows)
+    header = f"per produce request, {_shape_text(doc, PROD.name)}"  # Lambda time follows the Oxia storage
+    return "### Operations per produce request\n\n" + md_table([header, *_sizes()], rows)
 
 
 def _render_per_million(doc: Mapping[str, Any]) -> str:
@@ -1064,10 +1092,11 @@ def _render_per_million(doc: Mapping[str, Any]) -> str:
     rows = []
     for item in per[_sizes()[0]][prod["cas"]]:
         rows += _by_protocol(item, {pr: [usd(per[s][key][item]) for s in _sizes()] for pr, key in prod.items()})
+    prod_shape, dev_shape = _shape_text(doc, PROD.name), _shape_text(doc, DEV.name)
     for pr, key in prod.items():
-        rows.append([f"**llog, prod shape, {pr}**", *(f"**{usd(sum(per[s][key].values()))}**" for s in _sizes())])
+        rows.append([f"**llog, {prod_shape}, {pr}**", *(f"**{usd(sum(per[s][key].values()))}**" for s in _sizes())])
     for pr in _protocols():
-        rows.append([f"llog, dev shape (standalone Oxia), {pr}",
+        rows.append([f"llog, {dev_shape}, {pr}",
                      *(usd(sum(per[s][f"llog dev {pr}"].values())) for s in _sizes())])  # fmt: skip
     for name, key in (("Kinesis on-demand (data in + out)", "kinesis on-demand"),
                       ("Kinesis provisioned (at scale)", "kinesis provisioned")):  # fmt: skip
@@ -1076,7 +1105,8 @@ def _render_per_million(doc: Mapping[str, Any]) -> str:
 
 
 def _render_per_gb(doc: Mapping[str, Any]) -> str:
-    names = {f"llog {shape} {pr}": f"llog, {shape} shape, {pr}" for shape in ("prod", "dev") for pr in _protocols()}
+    names = {f"llog {shape} {pr}": f"llog, {_shape_text(doc, shape)}, {pr}" for shape in ("prod", "dev")
+             for pr in _protocols()}  # fmt: skip
     names |= {"kinesis on-demand": "Kinesis on-demand", "kinesis provisioned": "Kinesis provisioned (at scale)"}
     rows = [[name, *(usd(doc["per_gb"][s][key], 3) for s in _sizes())] for key, name in names.items()]
     return "### Variable cost per GB ingested\n\n" + md_table(["USD per GB (2^30 B) of payload", *_sizes()], rows)
@@ -1086,13 +1116,23 @@ def _render_fixed(doc: Mapping[str, Any]) -> str:
     fixed = doc["fixed_monthly"]
     shapes = ("dev", "prod")
     rows = []
-    for item in fixed["dev"]["cas"]:
-        rows += _by_protocol(item, {pr: [usd(fixed[shape][pr][item]) for shape in shapes] for pr in _protocols()})
+    # Every line of either shape, in the order of the shape with the most (EC2 and EBS: the prod shape on EBS).
+    items = dict.fromkeys(
+        item for shape in sorted(shapes, key=lambda s: -len(fixed[s]["cas"])) for item in fixed[shape]["cas"]
+    )
+
+    def cell(shape: str, pr: str, item: str) -> str:
+        return usd(fixed[shape][pr][item]) if item in fixed[shape][pr] else "-"
+
+    for item in items:
+        rows += _by_protocol(item, {pr: [cell(shape, pr, item) for shape in shapes] for pr in _protocols()})
     totals = {pr: [f"**{usd(sum(fixed[shape][pr].values()))}**" for shape in shapes] for pr in _protocols()}
     rows += [[f"**{name}**", *cells] for name, *cells in _by_protocol("total", totals)]
     topic = doc["one_more_topic_monthly"]
-    more = md_table(["one more low-traffic topic", "USD per month"], [[_display(k), usd(v)] for k, v in topic.items()])
-    table = md_table(["USD per month", "dev (standalone)", "prod (replicated)"], rows)
+    more = md_table(["one more low-traffic topic", "USD per month"],
+                    [[_display(doc, k), usd(v)] for k, v in topic.items()])  # fmt: skip
+    columns = [f"dev (standalone, {_storage(doc, 'dev')})", f"prod (replicated, {_storage(doc, 'prod')})"]
+    table = md_table(["USD per month", *columns], rows)
     return f"### Fixed monthly cost\n\n{table}\n\n{more}"
 
 
@@ -1104,7 +1144,7 @@ def _render_monthly(doc: Mapping[str, Any]) -> str:
         for mb, cols in doc["monthly"][label(size)].items():
             rate = f"{float(mb) * 1e6 / size:,.1f}"
             rows.append([label(size), mb, rate, *(usd(sum(cols[k].values()), 0) for k in columns)])
-    headers = ["request", "MB/s", "requests/s", *(_display(k) for k in llog), "Kinesis on-demand",
+    headers = ["request", "MB/s", "requests/s", *(_display(doc, k) for k in llog), "Kinesis on-demand",
                "Kinesis provisioned"]  # fmt: skip
     return "### Monthly total at steady throughput\n\n" + md_table(headers, rows)
 
@@ -1120,10 +1160,10 @@ def _render_break_even(doc: Mapping[str, Any]) -> str:
         for shape in ("dev", "prod"):
             for kinesis in ("on-demand", "provisioned"):
                 texts = [_break_even_text(found[f"llog {shape} {pr} vs Kinesis {kinesis}"]) for pr in _protocols()]
-                rows.append([s, f"llog {shape} vs Kinesis {kinesis}", *texts])
+                rows.append([s, f"llog {shape} ({_storage(doc, shape)}) vs Kinesis {kinesis}", *texts])
     sizes = doc["break_even_request_bytes_vs_on_demand"]
     by_size = "\n".join(
-        f"* {_display(name)} vs Kinesis on-demand, variable cost per GB: "
+        f"* {_display(doc, name)} vs Kinesis on-demand, variable cost per GB: "
         + ("never below 1 MB" if size is None else f"llog is cheaper from requests of {size / 1000:,.0f} KB")
         for name, size in sizes.items()
     )
@@ -1134,21 +1174,21 @@ def _render_break_even(doc: Mapping[str, Any]) -> str:
 
 def _render_sensitivity(doc: Mapping[str, Any]) -> str:
     lat, efs = doc["latency_sensitivity"], doc["efs_batching_sensitivity"]
-    rows = []
+    rows, storage = [], _storage(doc, PROD.name)
     for f in LATENCY_FACTORS:
-        rows += [[f"latencies x{f}", pr, *(usd(lat[pr][s][str(f)]) for s in _sizes())] for pr in _protocols()]
+        rows += [[f"Oxia on {storage}, latencies x{f}", pr, *(usd(lat[pr][s][str(f)]) for s in _sizes())]
+                 for pr in _protocols()]  # fmt: skip
     for b in EFS_BATCHING:
         rows += [[f"Oxia on EFS, Oxia writes per EFS write: {b:g}", pr, *(usd(efs[pr][s][str(b)]) for s in _sizes())]
                  for pr in _protocols()]  # fmt: skip
     table = md_table(["assumption", "protocol", *_sizes()], rows, text_columns=2)
-    return "### Sensitivity (llog prod, USD per 1M requests)\n\n" + table
+    return "### Sensitivity (llog, prod shape, USD per 1M requests)\n\n" + table
 
 
 def _configuration_text(name: str) -> str:
     door, storage, protocol = name.split(" ")
     doors = {d.name: d.line for d in FRONT_DOORS}
-    storages = {"efs": "EFS", "ebs": "EBS gp3"}
-    return f"{doors[door]}, Oxia on {storages[storage]}, {protocol}"
+    return f"{doors[door]}, Oxia on {STORAGE_TEXT[storage]}, {protocol}"
 
 
 def _render_configurations(doc: Mapping[str, Any]) -> str:

@@ -28,7 +28,8 @@ from llog.service import consume
 from llog.store import fetch
 
 ROOT = Path(__file__).resolve().parents[2]
-A = cm.Assumptions()
+A = cm.Assumptions()  # the production shape on EBS (the stack's default), the dev shape on EFS
+ON_EFS = dataclasses.replace(A, oxia_storage=cm.EFS)  # the production shape on EFS (llog:oxiaStorage=efs)
 SIZES = cm.REQUEST_SIZES
 PROTOCOLS = pytest.mark.parametrize("protocol", cm.PROTOCOLS, ids=[p.name for p in cm.PROTOCOLS])
 
@@ -67,11 +68,19 @@ def test_the_tables_show_both_protocols_where_they_differ_and_once_where_not() -
                 "| Oxia writes: produce, sequential | 1.030 | 1.030 | 1.030 |",
                 "| API Gateway requests: produce | 1.000 | 1.000 | 1.000 |"):  # fmt: skip
         assert row in text
-    for line in ("Oxia EFS writes", "Lambda GB-seconds", "**llog, prod shape", "llog, dev shape (standalone Oxia)"):
+    lines = ("Lambda GB-seconds", "**llog, prod shape (Oxia on EBS gp3)", "llog, dev shape (standalone Oxia on EFS)")
+    for line in lines:
         assert f"| {line}, cas |" in text or f"| {line}, cas** |" in text
         assert f"| {line}, sequential |" in text or f"| {line}, sequential** |" in text
     assert "| API Gateway (REST) |" in text  # the same in both protocols: one row
     assert "| S3 requests |" in text
+    # The bill lines are the production shape's: on EBS no write is charged, with either protocol.
+    assert "| Oxia EFS writes | $0.00 | $0.00 | $0.00 | $0.00 |" in text
+    # With the production shape on EFS every Oxia write is: the protocols' lines differ, and the labels say EFS.
+    on_efs = cm.render(cm.build(ON_EFS), ON_EFS)
+    for line in ("Oxia EFS writes", "**llog, prod shape (Oxia on EFS)", "llog, dev shape (standalone Oxia on EFS)"):
+        assert f"| {line}, cas |" in on_efs or f"| {line}, cas** |" in on_efs
+        assert f"| {line}, sequential |" in on_efs or f"| {line}, sequential** |" in on_efs
 
 
 @PROTOCOLS
@@ -81,13 +90,15 @@ def test_the_total_per_million_is_the_sum_of_its_parts(
     size: int, shape: cm.OxiaShape, protocol: cm.ProtocolOxia
 ) -> None:
     a = cm.with_protocol(A, protocol)
-    by_part = sum(sum(cm.line_items(part, shape, a).values()) for part in cm.parts(size, a).values())
+    # The parts of a shape take the time of its own Oxia storage (the dev shape's is always EFS).
+    shaped = cm.on_shape(shape, a)
+    by_part = sum(sum(cm.line_items(part, shape, a).values()) for part in cm.parts(size, shaped).values())
     by_line = sum(cm.per_million(size, shape, a).values())
     assert by_line == pytest.approx(by_part * 1e6, rel=1e-12)
     # ... and the per-request counts are the sums of the parts' counts.
-    one = cm.per_request(size, a)
+    one = cm.per_request(size, shaped)
     for f in dataclasses.fields(cm.Part):
-        assert getattr(one, f.name) == pytest.approx(sum(getattr(p, f.name) for p in cm.parts(size, a).values()))
+        assert getattr(one, f.name) == pytest.approx(sum(getattr(p, f.name) for p in cm.parts(size, shaped).values()))
 
 
 @PROTOCOLS
@@ -118,10 +129,16 @@ def test_a_sequential_append_is_one_oxia_write_and_a_cas_append_three(size: int)
     warm = dataclasses.replace(A, first_append_share=0.0)  # every request on a warm writer: the common path
     assert [cm.produce_part(size, cm.with_protocol(warm, p)).oxia_writes for p in (cm.CAS, cm.SEQUENTIAL)] == [3, 1]
     assert [cm.produce_part(size, cm.with_protocol(warm, p)).oxia_reads for p in (cm.CAS, cm.SEQUENTIAL)] == [1, 0]
-    # Three sequential fsync'd writes become one: the produce function runs two Oxia writes shorter.
-    assert cas.gb_seconds - sequential.gb_seconds == pytest.approx(
-        cm.billed_gb_seconds(2 * A.latency.oxia_write_ms + A.latency.oxia_read_ms, A.code.produce_memory_mb), abs=1e-3
-    )
+    # Three sequential fsync'd writes become one: the produce function runs two Oxia writes and the CAS
+    # protocol's control read shorter: 2 x 10 + 2 = 22 ms on EFS, 2 x 3 + 2 = 8 ms on EBS (1024 MB: GB-s = s).
+    write_ms = {cm.EFS: A.latency.oxia_write_ms, cm.EBS: A.latency.oxia_write_ms_ebs}
+    assert [write_ms[cm.EFS], write_ms[cm.EBS], A.latency.oxia_read_ms] == [10, 3, 2]
+    for storage, saved_s in ((cm.EFS, 0.022), (cm.EBS, 0.008)):
+        on = dataclasses.replace(A, oxia_storage=storage)
+        cas, sequential = (cm.produce_part(size, cm.with_protocol(on, p)) for p in (cm.CAS, cm.SEQUENTIAL))
+        saved = cm.billed_gb_seconds(2 * write_ms[storage] + A.latency.oxia_read_ms, A.code.produce_memory_mb)
+        assert saved == pytest.approx(saved_s)
+        assert cas.gb_seconds - sequential.gb_seconds == pytest.approx(saved, abs=1e-3)  # 1 ms: rounding
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -135,12 +152,17 @@ def test_the_protocols_differ_only_in_oxia_and_in_the_time_it_takes(size: int) -
     # The high watermark of a sequential partition costs a read more (its sequence's tail).
     assert cm.SEQUENTIAL.consume_reads == cm.CAS.consume_reads + 1
     assert cm.SEQUENTIAL.planner_reads_per_partition == cm.CAS.planner_reads_per_partition + 1
-    # Oxia's EFS line follows the writes: the produce path's share drops to about a third (exactly a third
-    # on a warm writer; the cold environments' partition initializations cost both protocols the same).
+    # With Oxia on EFS its line follows the writes: the produce path's share drops to about a third (exactly
+    # a third on a warm writer; the cold environments' partition initializations cost both protocols the same).
     first = A.code.produce_first_oxia_writes * A.first_append_share
-    efs = {p.name: cm.line_items(cm.produce_part(size, cm.with_protocol(A, p)), cm.PROD, A)["Oxia EFS writes"]
-           for p in cm.PROTOCOLS}  # fmt: skip
-    assert efs["sequential"] == pytest.approx(efs["cas"] * (1 + first) / (3 + first))
+    for shape, on in ((cm.PROD, ON_EFS), (cm.DEV, A)):  # the production shape on EFS; the dev shape, always on EFS
+        efs = {p.name: cm.line_items(cm.produce_part(size, cm.with_protocol(on, p)), shape, on)["Oxia EFS writes"]
+               for p in cm.PROTOCOLS}  # fmt: skip
+        assert efs["cas"] > 0
+        assert efs["sequential"] == pytest.approx(efs["cas"] * (1 + first) / (3 + first))
+    # On EBS (the production default) no write is charged, with either protocol.
+    for p in cm.PROTOCOLS:
+        assert cm.line_items(cm.produce_part(size, cm.with_protocol(A, p)), cm.PROD, A)["Oxia EFS writes"] == 0
     for shape in cm.SHAPES:
         totals = [sum(cm.per_million(size, shape, cm.with_protocol(A, p)).values()) for p in (cm.CAS, cm.SEQUENTIAL)]
         assert totals[1] < totals[0]
@@ -220,7 +242,11 @@ def test_fixed_costs_follow_the_deployed_shapes() -> None:
     p = A.prices
     dev, prod = cm.fixed_monthly(cm.DEV, A), cm.fixed_monthly(cm.PROD, A)
     assert dev["Oxia Fargate tasks"] == pytest.approx((0.5 * p.fargate_arm_vcpu_hour + 1 * p.fargate_arm_gb_hour) * 730)
-    assert prod["Oxia Fargate tasks"] > 6 * dev["Oxia Fargate tasks"]
+    # On EFS the production shape runs four Fargate tasks, three of 1 vCPU / 2 GB (on EBS, the default, only its
+    # coordinator is a task: test_oxia_on_ebs_has_no_per_write_charge_shorter_writes_and_ec2_instead_of_fargate).
+    assert cm.fixed_monthly(cm.PROD, ON_EFS)["Oxia Fargate tasks"] > 6 * dev["Oxia Fargate tasks"]
+    assert "Oxia EC2 instances" in prod
+    assert dev == cm.fixed_monthly(cm.DEV, ON_EFS)  # standalone is on EFS whatever the production shape's storage
     assert dev["NAT gateway"] == prod["NAT gateway"] == pytest.approx(0.045 * 730)
     more = dataclasses.replace(A, partitions=A.partitions + 5)
     assert cm.fixed_monthly(cm.PROD, more)["Compaction and GC schedules"] > prod["Compaction and GC schedules"]
@@ -244,13 +270,21 @@ def test_break_even_results_are_where_the_totals_cross(doc: dict[str, Any], prot
 
 
 def test_efs_batching_and_latency_move_only_their_own_lines() -> None:
-    batched = dataclasses.replace(A, efs_batching=4.0)
-    base, lines = cm.per_million(64_000, cm.PROD, A), cm.per_million(64_000, cm.PROD, batched)
+    batched = dataclasses.replace(ON_EFS, efs_batching=4.0)  # the production shape on EFS
+    base, lines = cm.per_million(64_000, cm.PROD, ON_EFS), cm.per_million(64_000, cm.PROD, batched)
+    assert base["Oxia EFS writes"] > 0
     assert lines["Oxia EFS writes"] == pytest.approx(base["Oxia EFS writes"] / 4)
     assert {k: v for k, v in lines.items() if k != "Oxia EFS writes"} == {
         k: v for k, v in base.items() if k != "Oxia EFS writes"
     }
-    slow = cm.per_million(64_000, cm.PROD, dataclasses.replace(A, latency=A.latency.scaled(2)))
+    # The dev shape is on EFS by default too; the production shape on EBS has no EFS writes to batch.
+    dev, dev_batched = (cm.per_million(64_000, cm.DEV, dataclasses.replace(A, efs_batching=b)) for b in (1.0, 4.0))
+    assert dev["Oxia EFS writes"] > 0
+    assert dev_batched["Oxia EFS writes"] == pytest.approx(dev["Oxia EFS writes"] / 4)
+    assert cm.per_million(64_000, cm.PROD, dataclasses.replace(A, efs_batching=4.0)) == cm.per_million(
+        64_000, cm.PROD, A
+    )
+    slow = cm.per_million(64_000, cm.PROD, dataclasses.replace(ON_EFS, latency=ON_EFS.latency.scaled(2)))
     assert slow["Lambda GB-seconds"] > base["Lambda GB-seconds"]
     assert slow["S3 requests"] == base["S3 requests"]
 
@@ -349,7 +383,7 @@ def test_cost_md_holds_exactly_what_the_script_prints() -> None:
 
 def test_the_deployable_front_doors_are_the_cdk_apps_and_rest_is_the_default() -> None:
     assert A.front_door is cm.REST_API
-    assert A.oxia_storage is cm.EFS  # the tables' prod rows; the stack's default EBS is in the configurations table
+    assert A.oxia_storage is cm.EBS  # the production shape's, as the stack deploys replicated stages
     assert A.records_per_request == 1
     assert tuple(d.name for d in cm.FRONT_DOORS if d.deployable) == FRONT_DOORS
     no_context: dict[str, object] = {}
@@ -357,6 +391,12 @@ def test_the_deployable_front_doors_are_the_cdk_apps_and_rest_is_the_default() -
     assert cm.EBS.deployable  # infra/oxia.py, llog:oxiaStorage (docs/DEPLOY.md, "Oxia on EBS")
     assert LlogSettings.from_context({"llog:stage": "prod"}.get).oxia_storage == cm.EBS.name
     assert LlogSettings.from_context(no_context.get).oxia_storage == cm.EFS.name  # dev: standalone
+    # Each shape is priced on the storage the stack gives its stage.
+    for stage, shape in (("dev", cm.DEV), ("prod", cm.PROD)):
+        storage = LlogSettings.from_context({"llog:stage": stage}.get).oxia_storage
+        assert cm.on_shape(shape, A).oxia_storage.name == storage, stage
+    assert cm.on_shape(cm.DEV, A).oxia_storage is cm.EFS
+    assert cm.on_shape(cm.PROD, ON_EFS) is ON_EFS
 
 
 def test_the_http_api_bills_one_request_per_512_kb_of_body_and_function_urls_none() -> None:
@@ -380,12 +420,15 @@ def test_the_http_api_bills_one_request_per_512_kb_of_body_and_function_urls_non
 
 
 def test_oxia_on_ebs_has_no_per_write_charge_shorter_writes_and_ec2_instead_of_fargate() -> None:
-    ebs = dataclasses.replace(A, oxia_storage=cm.EBS)
+    ebs, efs = dataclasses.replace(A, oxia_storage=cm.EBS), ON_EFS
     p = A.prices
     for size in SIZES:
         assert cm.per_million(size, cm.PROD, ebs)["Oxia EFS writes"] == 0
-        assert cm.per_million(size, cm.PROD, A)["Oxia EFS writes"] > 0
-        fast, slow = cm.produce_part(size, ebs), cm.produce_part(size, A)
+        assert cm.per_million(size, cm.PROD, efs)["Oxia EFS writes"] > 0
+        # The dev shape (standalone) stays on EFS: the same whatever the production shape's storage.
+        assert cm.per_million(size, cm.DEV, ebs) == cm.per_million(size, cm.DEV, efs)
+        assert cm.per_million(size, cm.DEV, ebs)["Oxia EFS writes"] > 0
+        fast, slow = cm.produce_part(size, ebs), cm.produce_part(size, efs)
         assert slow.gb_seconds - fast.gb_seconds == pytest.approx(
             math.ceil(slow.oxia_writes * (A.latency.oxia_write_ms - A.latency.oxia_write_ms_ebs)) / 1000, abs=2e-3
         )
@@ -397,7 +440,8 @@ def test_oxia_on_ebs_has_no_per_write_charge_shorter_writes_and_ec2_instead_of_f
     assert fixed["Oxia EC2 instances"] == pytest.approx(DATA_SERVERS * p.ec2_c7g_medium_hour * 730)
     assert fixed["Oxia EBS gp3 volumes"] == pytest.approx(DATA_SERVERS * A.ebs_gb_per_volume * p.ebs_gp3_gb_month)
     assert fixed["Oxia EFS storage"] == pytest.approx(A.efs_gb_per_volume * p.efs_standard_gb_month)  # coordinator
-    assert "Oxia EC2 instances" not in cm.fixed_monthly(cm.PROD, A)
+    assert "Oxia EC2 instances" not in cm.fixed_monthly(cm.PROD, efs)
+    assert "Oxia EC2 instances" not in cm.fixed_monthly(cm.DEV, ebs)
 
 
 def test_a_client_batch_of_small_records_costs_what_one_request_of_its_bytes_does() -> None:
@@ -425,11 +469,15 @@ def test_the_targets_table_is_the_configurations_table_against_the_targets(doc: 
         batched = row["1 KB records, client-batched to 256 KB"]
         assert t["batched_small_records_per_gb"] == batched
         assert t["batched_small_records_met"] == (batched <= cm.TARGET_BATCHED_SMALL_RECORDS_PER_GB)
-    deployed = targets["rest efs cas"]
-    assert deployed["deployable"]
-    assert targets["http ebs cas"]["deployable"]  # llog:oxiaStorage=ebs, the production default
+    assert targets["rest ebs sequential"]["deployable"]  # the stack's production default
+    assert targets["rest efs cas"]["deployable"]
+    assert targets["http ebs cas"]["deployable"]
     assert not targets["url ebs cas"]["deployable"]  # function URLs are not offered
-    assert table["rest efs cas"]["1 KB requests"] == doc["per_gb"]["1 KB"]["llog prod cas"]
+    # The other tables' production shape is the default configuration: the REST API, Oxia on EBS.
+    for protocol in cm.PROTOCOLS:
+        name = cm.configuration_name(A.front_door, A.oxia_storage, protocol)
+        assert name == f"rest ebs {protocol.name}"
+        assert table[name]["1 KB requests"] == doc["per_gb"]["1 KB"][f"llog prod {protocol.name}"]
 
 
 @pytest.mark.parametrize("name", ["rest efs cas", "http ebs cas"])
