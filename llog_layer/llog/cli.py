@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
@@ -190,7 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], int] = args.run
-    return run(args)
+    try:
+        return run(args)
+    except LlogError as exc:  # a setting missing, Oxia out of reach, ...: one line, not a traceback
+        print(f"llog {args.command}: {exc.error_type}: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # the reader went away (| head): nothing more to say, nor to flush at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

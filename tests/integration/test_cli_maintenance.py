@@ -17,6 +17,21 @@ def env(monkeypatch: pytest.MonkeyPatch, s3_config: S3Config, root: str) -> None
     set_env(monkeypatch, moto_s3_env(s3_config, root))
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["verify", "--topic", "orders"], ["backup"], ["rebuild", "--topic", "orders"], ["gc"],
+     ["compact", "--topic", "orders", "--partition", "0"]],
+)  # fmt: skip
+def test_a_missing_setting_is_one_line_and_exit_status_1(
+    env: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    monkeypatch.delenv("LLOG_S3_BUCKET", raising=False)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"llog {argv[0]}: ConfigurationError: LLOG_S3_BUCKET is not set")
+    assert err.count("\n") == 1  # one line, no traceback
+
+
 @pytest.fixture
 def two_records(env: None, monkeypatch: pytest.MonkeyPatch, oxia_config: OxiaConfig, writer: LogWriter,
                 topic: str) -> None:
