@@ -196,9 +196,11 @@ class Code:
     # and its close (the Oxia client's own calls, counted as the server's WAL writes; in Lambda a frozen
     # environment's session expires instead of closing, which the test does not wait for)
     planner_oxia_reads_per_tick: int = 2  # LogCatalog.partitions: the topic records and the partition registry
-    gc_oxia_reads_per_run: int = 5  # the namespace identity (llog.protocol.namespace), the topic records
-    # (reclaim, retention settings), two listings of the partition registry (retention, compacted objects) and
-    # the producer ids (idle ones are deleted)
+    gc_oxia_reads_per_run: int = 6  # the namespace identity (llog.protocol.namespace) twice: the guard, and
+    # again right before the WAL blobs judged unreferenced are deleted; the topic records (reclaim, retention
+    # settings), two listings of the partition registry (retention, compacted objects) and the producer ids
+    # (idle ones are deleted). A partition with orphaned compacted objects to delete (rare: a compaction that
+    # died) reads the identity once more.
     gc_oxia_reads_per_partition: int = 11  # per run, with an age limit that removes a range: retention 6
     # (control, the first index entry (one lookup), cursor and meta/compaction (the bound it stays below, read
     # because a range may go), one index page up to the first entry it keeps, control before the log start's
@@ -583,7 +585,7 @@ def fixed_monthly(shape: OxiaShape, a: Assumptions) -> dict[str, float]:
     gc_runs_part = Part(
         invocations=1,
         gb_seconds=billed_gb_seconds(gc_ms, c.gc_memory_mb),
-        s3_get_class=1,  # the namespace identity's S3 copy
+        s3_get_class=2,  # the namespace identity's S3 copy: the guard, and again before the WAL deletes
         oxia_reads=c.gc_oxia_reads_per_run,
         log_bytes=a.log_bytes_per_invocation,
     ).times(gc_runs)

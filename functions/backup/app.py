@@ -5,9 +5,11 @@ newest ``LLOG_BACKUP_KEEP`` complete backups. Emits ``BackupCompleted`` (1 per
 finished backup), ``PartitionsBackedUp`` and ``BackupErrors`` (partitions that
 could not be read, left out of this backup; infra/observability.py alarms on
 them). Its interval bounds the recovery point objective together with the
-compaction lag (docs/RECOVERY.md, "Recovery point objective"). The backup's
-modules (Oxia and S3 clients) are imported by the first invocation, not with
-this module.
+compaction lag (docs/RECOVERY.md, "Recovery point objective"). A run that
+finds Oxia's state lost (``NamespaceMismatch``, docs/GC.md "The namespace
+guard") writes and prunes nothing, counts one ``BackupErrors`` and fails the
+invocation. The backup's modules (Oxia and S3 clients) are imported by the
+first invocation, not with this module.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from functions.common import names
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
+from llog.errors import NamespaceMismatch
 
 if TYPE_CHECKING:
     from llog.store.storage import Storage
@@ -44,7 +47,14 @@ def reset() -> None:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from llog.protocol.backup import back_up_topics
 
-    report = back_up_topics(_storage.get())
+    try:
+        report = back_up_topics(_storage.get())
+    except NamespaceMismatch as exc:
+        # Oxia lost its state: a backup of it would hold nothing and prune the real ones. The run fails
+        # (the function's error alarm) until the topics are rebuilt and the namespace adopted (docs/RECOVERY.md).
+        telemetry.metric("BackupErrors", MetricUnit.Count, 1)
+        telemetry.logger.error("backup refused: %s", exc, extra={"error_type": exc.error_type})
+        raise
     telemetry.metric("BackupCompleted", MetricUnit.Count, 1)
     telemetry.metric("PartitionsBackedUp", MetricUnit.Count,
                      sum(p.high_watermark is not None for ps in report.topics.values() for p in ps))  # fmt: skip

@@ -13,7 +13,10 @@ from functions.backup import app as backup_app
 from functions.common.telemetry import LocalContext
 from functions.verify import app as verify_app
 from llog.client.writer import LogWriter
-from llog.format.keys import S3Location
+from llog.errors import NamespaceMismatch
+from llog.format.keys import NamespaceKeys, S3Location
+from llog.protocol.backup import backup_ids
+from llog.protocol.namespace import check_namespace
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.functions.conftest import Env
@@ -95,3 +98,22 @@ def test_backup_backs_up_every_partition(records: LogWriter, capsys: pytest.Capt
     out = capsys.readouterr().out
     assert emf_metrics(out)["BackupErrors"] == ("llog", "backup")
     assert (emf_values(out)["BackupCompleted"], emf_values(out)["PartitionsBackedUp"]) == (1, 2)
+
+
+def test_backup_refuses_when_oxia_lost_its_state_and_counts_an_error(
+    records: LogWriter, oxia_env: Env, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = Storage.from_env()
+    try:
+        check_namespace(storage)
+        keys = NamespaceKeys(storage.root)
+        assert storage.oxia.delete(keys.record, partition_key=keys.partition_key)  # as if Oxia's data was lost
+        with pytest.raises(NamespaceMismatch, match="No backup was written"):
+            backup_app.handler(event("backup_schedule"), LocalContext("llog-backup"))
+        assert backup_ids(storage) == []  # nothing written, nothing pruned
+    finally:
+        storage.close()
+    assert emf_values(capsys.readouterr().out)["BackupErrors"] == 1
+    [refusal] = [r for r in caplog.records if r.getMessage().startswith("backup refused")]
+    assert refusal.levelname == "ERROR"
+    assert getattr(refusal, "error_type", None) == "NamespaceMismatch"

@@ -20,18 +20,24 @@ from llog import cli
 from llog.client.reader import LogReader
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config, WriterConfig
-from llog.errors import BackupNotFound, NamespaceNotEmpty
-from llog.format.documents import AppendProtocol
+from llog.errors import BackupNotFound, NamespaceMismatch, NamespaceNotEmpty
+from llog.format.documents import AppendProtocol, ProducerState
+from llog.format.keys import PartitionKeys
+from llog.protocol import backup
 from llog.protocol.backup import (
     BackupLayout,
     back_up_topics,
     backup_ids,
     complete_backups,
+    live_keys,
+    read_partition_snapshot,
     restore_backup,
 )
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
+from llog.protocol.index import PartitionIndex
+from llog.protocol.namespace import check_namespace, read_namespace
 from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
@@ -179,3 +185,92 @@ def test_old_backups_are_pruned_and_gc_never_touches_backups(storage: Storage, t
     GarbageCollector(late).collect()
     layout = BackupLayout(storage.root)
     assert [o.key for o in storage.blobs.list(storage.bucket, layout.summary(made[-1]))] == [layout.summary(made[-1])]
+
+
+def test_a_backup_of_an_oxia_that_lost_its_state_is_refused_and_prunes_nothing(
+    storage: Storage, target: Storage, topic: str
+) -> None:
+    """The scheduled backup against an empty Oxia (same root and bucket) would write a backup of nothing and,
+    after ``keep`` runs, prune every real one: the namespace guard refuses it first."""
+    writer = LogWriter(storage, config=CAS)
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a"])
+    check_namespace(storage)  # GC's first run created the identity in both stores
+    good = back_up_topics(storage, keep=1).backup_id
+    for _ in range(2):
+        with pytest.raises(NamespaceMismatch, match="No backup was written"):
+            back_up_topics(target, keep=1)
+    assert backup_ids(storage) == [good]
+    assert read_namespace(target).oxia is None  # the check is read-only: it created nothing
+
+
+def test_pruning_keeps_the_newest_backup_of_each_partition_whatever_its_age(storage: Storage, topic: str) -> None:
+    writer = LogWriter(storage, config=CAS)
+    other = f"{topic}-other"
+    for name in (topic, other):
+        writer.initialize_partition(name, 0)
+        writer.append(name, 0, [b"a"])
+    first = back_up_topics(storage, [topic, other], now_ms=1_760_000_000_000, keep=1).backup_id
+    both = back_up_topics(storage, [topic, other], now_ms=1_760_000_000_001, keep=1)
+    assert both.deleted_backups == [first]  # a newer backup holds each of its partitions
+    later = [back_up_topics(storage, [other], now_ms=1_760_000_000_002 + i, keep=1) for i in range(3)]
+    # Backups without `topic` (as an emptied or partial Oxia would give) never delete its last copy.
+    assert backup_ids(storage) == [both.backup_id, later[-1].backup_id]
+    assert [r.deleted_backups for r in later] == [[], [later[0].backup_id], [later[1].backup_id]]
+    assert complete_backups(storage)[1].topics == {topic: [0], other: [0]}
+
+
+def test_a_producer_state_read_after_the_high_watermark_is_cut_back_to_it(
+    storage: Storage, target: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An idempotent batch finalized between the snapshot's high watermark and its scan of ``producers/``: its
+    entry is left out, so the restored state must not remember it (a retry would be a false duplicate)."""
+    writer = LogWriter(storage, config=CAS)
+    writer.initialize_partition(topic, 0)
+    producer = writer.producers.issue()
+    before = SharedAppendGroup(topic, 0, [b"kept"], producer.producer_id, producer.epoch, 0)
+    assert writer.append_shared([before])[0].ok
+    late = SharedAppendGroup(topic, 0, [b"late-1", b"late-2"], producer.producer_id, producer.epoch, 1)
+    landed: list[AppendResult] = []
+
+    class AppendsAfterReadingTheHighWatermark(PartitionIndex):
+        def high_watermark(self) -> int:
+            hw = super().high_watermark()
+            if not landed:
+                landed.append(writer.append_shared([late])[0])
+            return hw
+
+    monkeypatch.setattr(backup, "PartitionIndex", AppendsAfterReadingTheHighWatermark)
+    report = back_up_topics(storage, [topic], keep=3)
+    monkeypatch.undo()
+    assert report.ok, report.errors
+    assert report.topics[topic][0].high_watermark == 1
+    assert (landed[0].start_offset, landed[0].end_offset) == (2, 3)
+    snapshot = read_partition_snapshot(storage, report.backup_id, topic, 0)
+    keys = PartitionKeys(topic, 0, storage.root)
+    state = ProducerState.decode(snapshot.value(storage.root, keys.producer_state(producer.producer_id)) or b"")
+    assert [(b.start_offset, b.end_offset) for b in state.batches] == [(1, 1)]
+
+    restore_backup(target, report.backup_id)
+    target_writer = LogWriter(target, config=CAS)
+    assert target_writer.append_shared([before])[0].duplicate  # remembered below the high watermark
+    retry = target_writer.append_shared([late])[0]
+    assert retry.ok
+    assert not retry.duplicate  # not in the restored log: committed now, once
+    assert (retry.start_offset, retry.end_offset) == (2, 3)
+    assert [r.value for r in LogReader(target).iter_from(topic, 0, 1)] == [b"kept", b"late-1", b"late-2"]
+    assert target_writer.append_shared([late])[0].duplicate
+
+
+def test_restore_in_place_refuses_when_s3_holds_ranges_compacted_after_the_backup(
+    storage: Storage, target: Storage, topic: str
+) -> None:
+    writer = LogWriter(storage, config=CAS)
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a", b"b"])
+    report = back_up_topics(storage, [topic], keep=3)
+    writer.append(topic, 0, [b"acknowledged after the backup"])
+    assert Compactor(storage).compact_once(topic, 0).end_offset == 3  # its manifest names [1, 3]
+    with pytest.raises(NamespaceNotEmpty, match="compacted after it"):
+        restore_backup(target, report.backup_id)  # an empty Oxia, the same root: offset 3 would be reused
+    assert live_keys(target.oxia, target.root, topic, [0]) == []  # nothing written

@@ -25,12 +25,12 @@ from llog.client.writer import LogWriter
 from llog.config import CompactorConfig, RetentionConfig, RetentionPolicy, S3Config
 from llog.errors import CorruptMetadata, OffsetOutOfRange, RecordsLost
 from llog.format.codec import ENCODING
-from llog.format.documents import EntryType, IndexEntry
+from llog.format.documents import CompactionCursor, EntryType, IndexEntry
 from llog.format.keys import PartitionKeys
 from llog.protocol.compaction import Compactor
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
-from llog.protocol.rebuild import rebuild_topic
+from llog.protocol.rebuild import LOG_MAX_NOTHING, rebuild_topic
 from llog.protocol.retention import Retention
 from llog.protocol.verify import Verifier
 from llog.store.storage import Storage
@@ -200,3 +200,43 @@ def test_compaction_goes_on_after_the_lost_range_and_retention_removes_it_below_
         LogReader(after).read_offset(topic, 0, 20)
     assert PartitionIndex.load(meta).covering(LOST[0]) is None
     assert LogReader(after).read_offset(topic, 0, 37).value == b"tail"
+
+
+def test_a_compaction_moves_the_cursor_over_a_lost_range_a_rebuild_left_it_before(
+    storage: Storage, oxia: LosableOxia, topic: str
+) -> None:
+    """A rebuild that stopped after writing meta/control leaves the cursor at the LOST entry's start."""
+    after, _ = _rebuilt(storage, oxia, topic)
+    meta = PartitionMetadata(after.oxia, PartitionKeys(topic, 0, after.root))
+    meta.replace_cursor(CompactionCursor(LOST[0]), meta.versioned_cursor().version_id)
+    LogWriter(after, config=CAS).append(topic, 0, [b"n1", b"n2"])  # 31, 32
+    result = Compactor(after).compact_once(topic, 0)
+    assert (result.outcome, result.start_offset, result.end_offset) == ("compacted", NEXT, NEXT + 1)
+    assert meta.cursor().offset == NEXT + 2
+    _, problems = Verifier(after).verify_partition(topic, 0)
+    assert problems == []
+
+
+def test_with_nothing_recovered_the_ranges_compacted_after_the_lost_one_still_get_a_log_max(
+    storage: Storage, oxia: LosableOxia, topic: str
+) -> None:
+    before = _on(storage, oxia)
+    _append(before, CAS, topic, 0, 4)  # 1..12, never compacted
+    oxia.lose_everything()
+    after = _on(storage, oxia)
+    [report] = rebuild_topic(after, topic, writer_config=CAS)
+    assert (report.recovered, report.next_offset) == ([], 13)
+    time.sleep(0.01)  # the new records' timestamps are later than every original one
+    LogWriter(after, config=CAS).append(topic, 0, [b"new-1", b"new-2"])  # 13, 14
+    result = Compactor(after).compact_once(topic, 0)
+    assert (result.start_offset, result.end_offset) == (13, 14)
+
+    index = PartitionIndex.load(PartitionMetadata(after.oxia, PartitionKeys(topic, 0, after.root)))
+    lost, compacted = index.covering(1), index.covering(13)
+    assert lost is not None
+    assert compacted is not None
+    assert (lost.entry.type, lost.entry.log_max_timestamp_ms) == (EntryType.LOST, LOG_MAX_NOTHING)
+    reader = LogReader(after)
+    new = reader.read_offset(topic, 0, 14)
+    assert compacted.entry.log_max_timestamp_ms == new.timestamp_ms
+    assert reader.offset_for_timestamp(topic, 0, new.timestamp_ms).offset == 13

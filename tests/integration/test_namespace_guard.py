@@ -19,9 +19,9 @@ from llog.client.reader import LogReader
 from llog.config import CompactorConfig, S3Config
 from llog.errors import BlobNotFound, NamespaceMismatch
 from llog.format.documents import NamespaceRecord
-from llog.format.keys import NamespaceKeys, S3Location, shared_wal_prefix
+from llog.format.keys import NamespaceKeys, PartitionKeys, S3Location, shared_wal_prefix
 from llog.protocol.compaction import Compactor
-from llog.protocol.gc import GarbageCollector, GcReport
+from llog.protocol.gc import GarbageCollector, GcReport, PartitionId
 from llog.protocol.namespace import NamespaceState, adopt_namespace, check_namespace, read_namespace
 from llog.protocol.rebuild import rebuild_topic
 from llog.store.oxia import CREATE_ONLY
@@ -182,3 +182,56 @@ def test_the_gc_function_fails_the_invocation_and_counts_an_error_when_oxia_lost
     assert refusal.levelname == "ERROR"
     assert getattr(refusal, "error_type", None) == "NamespaceMismatch"
     assert "llog adopt-namespace" in refusal.getMessage()
+
+
+def _lose_oxia_during_the_run(storage: Storage, topic: str) -> None:
+    """Oxia's state goes while GC reads references: the identity and every key of the partition."""
+    _delete_oxia_record(storage)
+    keys = PartitionKeys(topic, 0, storage.root)
+    for start, end in keys.oxia_ranges:
+        storage.oxia.delete_range(start, end, partition_key=keys.partition_key)
+
+
+def test_gc_checks_the_namespace_again_before_deleting_wal_blobs(
+    storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Oxia lost after the run's first check: its lookups find no partition, which reads as "no reference";
+    the check before the deletes stops the run with every WAL blob still there."""
+    _compacted_log(storage, topic)
+    check_namespace(storage)
+    blobs = _wal_blobs(storage)
+    references = GarbageCollector._references
+    lost: list[bool] = []
+
+    def losing_oxia_first(self: GarbageCollector, pid: PartitionId, cache: dict[PartitionId, set[str]]) -> set[str]:
+        if not lost:
+            lost.append(True)
+            _lose_oxia_during_the_run(storage, topic)
+        return references(self, pid, cache)
+
+    monkeypatch.setattr(GarbageCollector, "_references", losing_oxia_first)
+    with pytest.raises(NamespaceMismatch, match="stopped before deleting"):
+        GarbageCollector(_late(storage)).collect()
+    assert lost
+    assert _wal_blobs(storage) == blobs
+
+
+def test_gc_checks_the_namespace_again_before_deleting_compacted_objects(
+    storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _compacted_log(storage, topic)
+    check_namespace(storage)
+    compacted = sorted(o.key for o in storage.blobs.list(storage.bucket, PartitionKeys(topic, 0, storage.root)
+                                                          .compacted_prefix))  # fmt: skip
+    assert len(compacted) == 1
+
+    def judged_unreferenced_as_oxia_goes(self: GarbageCollector, index: object, location: S3Location) -> bool:
+        _delete_oxia_record(storage)  # the index read a moment ago came from an Oxia that is now gone
+        return False
+
+    monkeypatch.setattr(GarbageCollector, "collect_wal", lambda self, report: None)
+    monkeypatch.setattr(GarbageCollector, "_compacted_referenced", judged_unreferenced_as_oxia_goes)
+    with pytest.raises(NamespaceMismatch, match="stopped before deleting"):
+        GarbageCollector(_late(storage)).collect()
+    assert sorted(o.key for o in storage.blobs.list(storage.bucket, PartitionKeys(topic, 0, storage.root)
+                                                    .compacted_prefix)) == compacted  # fmt: skip

@@ -135,3 +135,25 @@ def test_entries_without_time_spans_are_read_instead(storage: Storage, topic: st
     meta.replace_entry(first.key, stripped, first.version_id)
     found = LogReader(storage).offset_for_timestamp(topic, 0, BASE_MS + 5)
     assert (found.offset, found.timestamp_ms, found.batches_read) == (2, BASE_MS + 7, 2)
+
+
+def test_a_range_retention_removes_mid_bisection_does_not_skip_the_answer(
+    storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ranges [1-10] ... [41-50]; the answer is offset 15. When [1-10] disappears while the bisection probes
+    below a range that reaches the time (retention, racing the lookup), the lookup still reads from the bound
+    it proved, not from that range."""
+    writer = LogWriter(storage, config=CAS)
+    writer.initialize_partition(topic, 0)
+    stamps = [BASE_MS + (100 if offset == 15 else offset) for offset in range(1, 51)]
+    for first in range(0, 50, 10):
+        writer.append(topic, 0, [Record(b"r", timestamp_ms=ts) for ts in stamps[first : first + 10]])
+    compactor = Compactor(storage, config=CompactorConfig(max_offsets_per_run=10))
+    for _ in range(5):
+        compactor.compact_once(topic, 0)
+    covering = PartitionIndex.covering
+    monkeypatch.setattr(
+        PartitionIndex, "covering", lambda index, offset: None if offset <= 10 else covering(index, offset)
+    )
+    found = LogReader(storage).offset_for_timestamp(topic, 0, BASE_MS + 60)
+    assert (found.offset, found.timestamp_ms) == (15, BASE_MS + 100)

@@ -21,13 +21,14 @@ import pytest
 from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog import cli
 from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, OxiaConfig, S3Config, WriterConfig
 from llog.errors import NamespaceNotEmpty, RecordsLost
 from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys
-from llog.protocol.backup import back_up_topics
+from llog.protocol.backup import BackupReport, back_up_topics
 from llog.protocol.compaction import Compactor
+from llog.protocol.faults import PRODUCER_AFTER_CLAIM
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.namespace import adopt_namespace
@@ -245,3 +246,73 @@ def test_a_rebuild_from_a_backup_taken_after_an_earlier_rebuild_keeps_its_lost_r
         reader.read_offset(topic, 0, 20)
     assert (lost.value.first, lost.value.last) == (RUN + 1, 30)
     assert [r.offset for r in reader.read_range(topic, 0, 31, 36)] == list(range(31, 37))
+
+
+def test_a_slice_committed_after_the_backup_counts_though_the_backup_references_its_blob(
+    storage: Storage, oxia: LosableOxia, topic: str
+) -> None:
+    """One blob holds two slices of the partition, committed one after the other (a plain group, then an
+    idempotent one, as llog serve batches them); the backup, taken between the two commits, references the
+    blob through the first slice only. The second slice's offsets are not assigned again."""
+    before = _on(storage, oxia)
+    backups: list[BackupReport] = []
+
+    def back_up_between_the_commits(point: str) -> None:
+        if point == PRODUCER_AFTER_CLAIM and not backups:
+            backups.append(back_up_topics(before, [topic], keep=2))
+
+    writer = LogWriter(before, config=CAS, fault_hook=back_up_between_the_commits)
+    writer.initialize_partition(topic, 0)
+    producer = writer.producers.issue()
+    plain, idempotent = writer.append_shared([
+        SharedAppendGroup(topic, 0, [b"a1", b"a2", b"a3"]),
+        SharedAppendGroup(topic, 0, [b"b1", b"b2", b"b3"], producer.producer_id, producer.epoch, 0),
+    ])  # fmt: skip
+    assert [(r.start_offset, r.end_offset) for r in (plain, idempotent)] == [(1, 3), (4, 6)]
+    assert plain.wal_uri == idempotent.wal_uri
+    [backup] = backups
+    assert backup.ok
+    assert [p.high_watermark for p in backup.topics[topic]] == [3]
+
+    oxia.lose_everything()
+    after = _on(storage, oxia)
+    [report] = rebuild_topic(after, topic, writer_config=CAS)
+    assert report.recovered == [RecoveredRange(1, 3, f"backup {backup.backup_id}")]
+    assert report.unplaced_wal_records == 3
+    assert [(r.first, r.last) for r in report.lost] == [(4, 6)]
+    assert report.next_offset == 7
+    assert LogWriter(after, config=CAS).append(topic, 0, [b"new"]).start_offset == 7
+
+
+def test_a_second_loss_after_a_rebuild_keeps_its_lost_range_and_reuses_no_acknowledged_offset(
+    storage: Storage, oxia: LosableOxia, topic: str
+) -> None:
+    """The rebuild backs the topic up, so its LOST entry and next offset survive a second loss of Oxia
+    (with no backup taken meanwhile), after GC removed the lost range's WAL blobs."""
+    before = _on(storage, oxia)
+    _append(before, CAS, topic, 0, 10)  # 1..30
+    Compactor(before, config=CompactorConfig(max_offsets_per_run=RUN)).compact_once(topic, 0)
+    _collect_garbage(before)
+    oxia.lose_everything()
+    first = _on(storage, oxia)
+    [report] = rebuild_topic(first, topic, writer_config=CAS)
+    assert [(r.first, r.last) for r in report.lost] == [(RUN + 1, 30)]
+    assert report.rebuilt_backup_id is not None
+    assert report.notes == []
+    assert adopt_namespace(first).adopted
+    _collect_garbage(first)  # the lost range's WAL blobs: nothing references them any more
+    writer = LogWriter(first, config=CAS)
+    acknowledged = [writer.append(topic, 0, [b"x", b"y"]) for _ in range(3)]  # 31..36, not compacted
+    assert [(a.start_offset, a.end_offset) for a in acknowledged] == [(31, 32), (33, 34), (35, 36)]
+
+    oxia.lose_everything()
+    second = _on(storage, oxia)
+    [again] = rebuild_topic(second, topic, writer_config=CAS)
+    assert again.backup_id == report.rebuilt_backup_id
+    assert again.recovered == [RecoveredRange(1, RUN, "manifest")]
+    assert [(r.first, r.last) for r in again.lost] == [(RUN + 1, 30), (31, 36)]
+    assert (again.unplaced_wal_records, again.next_offset) == (6, 37)
+    with pytest.raises(RecordsLost) as lost:
+        LogReader(second).read_offset(topic, 0, 33)
+    assert (lost.value.first, lost.value.last, lost.value.next_offset) == (31, 36, 37)
+    assert LogWriter(second, config=CAS).append(topic, 0, [b"z"]).start_offset == 37

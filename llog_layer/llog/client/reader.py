@@ -209,19 +209,20 @@ class LogReader:
         holds the answer, or (when retention removed a later record than any
         kept) lies before it. Stops at a range without the value.
         """
+        # Every offset below ``low`` is proven earlier than the time; a stop (a range without the value, or
+        # one retention removed meanwhile) keeps that bound, and a finished search ends with low at the range.
         low = info.log_start
         high = min(info.index.meta.cursor().offset - 1, info.high_watermark)
-        found = None
         while low <= high:
             batch = info.index.covering((low + high) // 2)
             log_max = None if batch is None else batch.entry.log_max_timestamp_ms
             if batch is None or log_max is None:
                 break
             if log_max >= timestamp_ms:
-                found, high = batch.start_offset, batch.start_offset - 1
+                high = batch.start_offset - 1
             else:
                 low = batch.end_offset + 1
-        return max(found if found is not None else low, info.log_start)
+        return low
 
     # --- reads -----------------------------------------------------------------
 

@@ -46,6 +46,24 @@ through or recovers from:
 * Fences and unfences change ``meta/control``; a fence marker that landed
   before its seal is kept with its void keys (the first writer or unfence
   after a restore seals the generation, A9).
+* Idempotent producer states (``producers/``) are scanned after ``hw``, so
+  they may remember a batch finalized since, whose entry the snapshot drops:
+  restored as read, a retry of it would be answered "duplicate" with offsets
+  that hold other records (or none). So each state is cut back to ``hw``
+  (``_producer_state_at``): a remembered batch ending above ``hw`` is
+  dropped, and so is an in-flight claim whose ``search_from_offset`` lies
+  past ``hw + 1`` (claimed after the snapshot's point: its batch, if it
+  committed, lies above ``hw``). This keeps I15 and I16 in the restored
+  namespace: every batch still remembered has its entry, with its tag, in
+  the restored index (which holds everything up to ``hw``); a batch that
+  committed above ``hw`` is not in the restored log, and its retry commits
+  it once, after ``hw``; a kept claim's search offset is at most ``hw + 1``,
+  the restored next offset, so a batch it may have committed lies at or
+  after it in the restored log, or (above ``hw``) was not restored and its
+  takeover finds no tag, which is true of the restored log. Reading
+  ``producers/`` before ``hw`` would give the same guarantees but miss states
+  finalized between the two reads (their claims, still in flight, are
+  then resolved by a takeover after the claim margin).
 
 Catalog records are read at points chosen so a restore never contradicts a
 partition: the groups *before* the partitions (a committed offset is at most
@@ -58,7 +76,9 @@ A backup also records when it started and finished.
 **Restore** writes one backup into a namespace where the restored topics
 have no key: no topic record, no registry entry, no key of any of their
 partitions; anything present raises ``NamespaceNotEmpty`` before the first
-write. Per partition the registry entry comes first (I10), ``meta/control``
+write, and so does a manifest in S3 of a range ending past a partition's
+backed-up high watermark (a restore in place after more was compacted would
+reuse acknowledged offsets). Per partition the registry entry comes first (I10), ``meta/control``
 last (the existence marker): a restore that stops part-way leaves
 partitions that are not initialized, and the topic record is written after
 all of its partitions. Groups and producer ids are created only where
@@ -87,7 +107,7 @@ from llog.errors import (
     UnknownTopic,
     VersionConflict,
 )
-from llog.format.documents import ControlRecord
+from llog.format.documents import ControlRecord, ProducerState
 from llog.format.group_keys import GroupKeys
 from llog.format.keys import (
     PARTITION_WIDTH,
@@ -100,6 +120,7 @@ from llog.format.keys import (
 )
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.namespace import verify_namespace
 from llog.protocol.registry import PartitionRegistry
 from llog.protocol.topics import PARTITION_CONCURRENCY, TopicRegistry
 from llog.store.oxia import CREATE_ONLY, OxiaStore
@@ -333,6 +354,18 @@ def _beyond(keys: PartitionKeys, control: ControlRecord, key: str, hw: int) -> b
     return False
 
 
+def _producer_state_at(raw: bytes, hw: int) -> bytes:
+    """A producer state as of ``hw`` (module docstring): batches ending above it and claims made after it
+    dropped; the stored value itself if nothing is."""
+    state = ProducerState.decode(raw)
+    claim = state.in_flight
+    cut = state.with_changes(
+        batches=tuple(b for b in state.batches if b.end_offset <= hw),
+        in_flight=claim if claim is None or claim.search_from_offset <= hw + 1 else None,
+    )
+    return raw if cut == state else cut.encode()
+
+
 def snapshot_partition(storage: Storage, topic: str, partition: int) -> PartitionSnapshot | None:
     """The partition's Oxia records as of its high watermark (module docstring); None: not initialized."""
     keys = PartitionKeys(topic, partition, storage.root)
@@ -353,7 +386,9 @@ def snapshot_partition(storage: Storage, topic: str, partition: int) -> Partitio
         if _stable_meta(keys, _meta_records(storage.oxia, keys)) != _stable_meta(keys, before):
             continue  # a compaction, retention or fence moved on meanwhile: read again
         records = {
-            _relative(storage.root, k): _text(v, k)
+            _relative(storage.root, k): _text(
+                _producer_state_at(v, hw) if k.startswith(keys.producer_states_prefix) else v, k
+            )
             for k, v in sorted(found.items())
             if k not in _skipped(keys) and not _beyond(keys, control, k, hw)
         }
@@ -444,7 +479,17 @@ def back_up_topics(
     storage clock); ``keep`` complete backups are kept (default
     ``LLOG_BACKUP_KEEP``). A partition that cannot be read is reported in
     ``errors`` and left out; the backup is still completed with the rest.
+
+    Backing up every topic (``topics`` None, the scheduled run) first checks
+    the namespace identity, read-only (``verify_namespace``): against an Oxia
+    that lost its state every read would come back empty and the run would
+    write a backup of nothing, so it raises ``NamespaceMismatch`` and writes
+    and prunes nothing. Named topics are not checked: each must exist in
+    Oxia (``UnknownTopic``), so a rebuild can back up what it rebuilt before
+    the namespace is adopted; pruning keeps every partition's newest backup.
     """
+    if topics is None:
+        verify_namespace(storage, "No backup was written and none was pruned")
     keep = backup_keep_from_env() if keep is None else keep
     started = int(storage.clock() * 1000) if now_ms is None else now_ms
     layout = BackupLayout(storage.root)
@@ -546,14 +591,25 @@ def complete_backups(storage: Storage) -> list[BackupSummary]:
 def prune_backups(storage: Storage, keep: int) -> list[str]:
     """Delete every backup older than the newest ``keep`` complete ones; the ids deleted.
 
-    Incomplete backups newer than the oldest kept one stay: they may still be running.
+    Incomplete backups newer than the oldest kept one stay: they may still be
+    running. So does, whatever its age, the newest complete backup holding
+    each topic/partition that any complete backup holds: a backup that left
+    partitions out (an error, a backup of named topics, or one of an Oxia
+    that lost them) never makes the last copy of a partition go. The price:
+    a deleted topic's last backup stays until deleted by hand.
     """
     ids = backup_ids(storage)
-    complete = [s.backup_id for s in complete_backups(storage)][:keep]
+    complete = complete_backups(storage)  # newest first
     if len(complete) < keep:
         return []
-    oldest_kept = complete[-1]
-    doomed = [i for i in ids if i < oldest_kept]
+    oldest_kept = complete[keep - 1].backup_id
+    newest_holding: dict[tuple[str, int], str] = {}
+    for summary in complete:
+        for topic, partitions in summary.topics.items():
+            for partition in partitions:
+                newest_holding.setdefault((topic, partition), summary.backup_id)
+    last_copies = set(newest_holding.values())
+    doomed = [i for i in ids if i < oldest_kept and i not in last_copies]
     layout = BackupLayout(storage.root)
     for backup_id in doomed:
         objects = [o.key for o in storage.blobs.list(storage.bucket, layout.folder(backup_id))]
@@ -627,7 +683,14 @@ def restore_backup(
 
     ``topics`` (default: every topic of the backup) must each be in it.
     Raises ``BackupNotFound``, or ``NamespaceNotEmpty`` (naming the keys
-    found) before anything is written if any restored topic has a key.
+    found) before anything is written if any restored topic has a key, or if
+    S3 under the root holds a manifest of a range ending past a partition's
+    backed-up high watermark: records were acknowledged and compacted after
+    the backup, and restoring it in place would give their offsets to new
+    records (``llog.protocol.rebuild`` is the way back then). That catches
+    only what compaction published: WAL blobs written after the backup, and
+    objects the backup's entries name but GC has deleted since, are not
+    checked (docs/RECOVERY.md).
     """
     if backup_id is None:
         newest = complete_backups(storage)
@@ -647,18 +710,26 @@ def restore_backup(
             f"exist(s); restore into an empty namespace (or another LLOG_ROOT_PREFIX)"
         )
     catalog = read_catalog(storage, summary.backup_id)
+    snapshots = {t: [read_partition_snapshot(storage, summary.backup_id, t, p) for p in summary.topics[t]]
+                 for t in names}  # fmt: skip
+    newer = [key for ss in snapshots.values() for snapshot in ss for key in _manifests_past(storage, snapshot)]
+    if newer:
+        raise NamespaceNotEmpty(
+            f"refusing to restore backup {summary.backup_id} in place: S3 holds manifests of ranges compacted "
+            f"after it ({', '.join(newer[:3])}{' …' if len(newer) > 3 else ''}); restoring would hand out "
+            "acknowledged offsets again. Use `llog rebuild` (docs/RECOVERY.md)"
+        )
     report = RestoreReport(summary.backup_id)
     registry_keys = RegistryKeys(storage.root)
     for topic in names:
         partitions = summary.topics[topic]
-        snapshots = [read_partition_snapshot(storage, summary.backup_id, topic, p) for p in partitions]
 
         def restore(snapshot: PartitionSnapshot) -> int:
             entry = _relative(storage.root, registry_keys.partition(snapshot.topic, snapshot.partition))
             return restore_partition(storage.oxia, storage.root, snapshot, catalog.registry.get(entry))
 
         with ThreadPoolExecutor(PARTITION_CONCURRENCY, thread_name_prefix="llog-restore") as pool:
-            report.records += sum(pool.map(restore, snapshots))
+            report.records += sum(pool.map(restore, snapshots[topic]))
         report.topics[topic] = partitions
         record = catalog.topic_records.get(_relative(storage.root, registry_keys.topic(topic)))
         if record is not None:  # last: the topic exists once all its partitions do
@@ -676,6 +747,16 @@ def restore_backup(
         else:
             report.producers_skipped += 1
     return report
+
+
+def _manifests_past(storage: Storage, snapshot: PartitionSnapshot) -> list[str]:
+    """Manifest keys under the restore's root of ranges ending past the snapshot's high watermark (one LIST)."""
+    keys = snapshot.keys(storage.root)
+    return [
+        o.key
+        for o in storage.blobs.list(storage.bucket, keys.manifest_prefix)
+        if (span := keys.parse_manifest_key(o.key)) is not None and span[1] > snapshot.high_watermark
+    ]
 
 
 def restore_partition(oxia: OxiaStore, root: str, snapshot: PartitionSnapshot, registered: str | None) -> int:

@@ -6,7 +6,9 @@ starting exactly at ``meta/compaction-cursor``, into one partition-local
 
 1. finish a pending append (so no committed batch is skipped);
 2. resume ``meta/compaction`` if a previous run died part-way;
-3. select WAL entries from the cursor, stopping at a gap, a COMPACTED entry,
+3. move the cursor over any LOST entry starting at it (a rebuild's lost
+   range, ``llog.protocol.rebuild``: no data to compact); select WAL entries
+   from the cursor, stopping at a gap, a COMPACTED or LOST entry,
    ``max_offsets`` or ``max_bytes``, and before the ``search_from_offset`` of
    an idempotent producer's unresolved claim (whose tag a takeover may still
    need, ``llog.protocol.producers``);
@@ -222,10 +224,19 @@ class Compactor:
     # --- selection and rewrite -------------------------------------------------
 
     def _select(self, index: PartitionIndex, cursor: int) -> list[IndexedBatch]:
+        """The WAL run to compact from the cursor; the cursor is first moved over LOST entries starting at it.
+
+        A LOST entry (``llog.protocol.rebuild``) has no data to compact: a rebuild relies on this to pass its
+        lost range, and a rebuild that stopped before it moved the cursor is finished here, in the same scan.
+        """
         run: list[IndexedBatch] = []
         offsets = size = 0
         expected = cursor
         for batch in index.scan(cursor, limit=1024):
+            if not run and batch.entry.type is EntryType.LOST and batch.start_offset == expected:
+                expected = batch.end_offset + 1
+                self._advance_cursor(index.meta, expected)
+                continue
             if batch.entry.type is not EntryType.WAL or batch.start_offset != expected:
                 break  # a COMPACTED entry, a gap, or (first entry) not starting at the cursor
             if run and batch.generation != run[0].generation:

@@ -12,7 +12,14 @@ Two kinds of garbage:
 
 Each run first checks the namespace identity (``llog.protocol.namespace``):
 if Oxia's state was lost or replaced, so that every blob would look
-unreferenced, it raises ``NamespaceMismatch`` and deletes nothing. Then it
+unreferenced, it raises ``NamespaceMismatch`` and deletes nothing. Oxia can
+also be lost while a run reads references (a lookup then finds no partition,
+which reads as "no reference"), so the steps that delete what they judged
+unreferenced (WAL blobs, orphaned compacted objects) check it again,
+read-only, after their reads and right before each batch of deletes, and stop
+the run with ``NamespaceMismatch`` there. Reclaim and retention delete only
+what they removed from Oxia themselves first (a CAS that fails on a lost
+Oxia) or what belongs to a topic deleted before. Then it
 reclaims deleted topics whose deletion is older than the grace
 (``llog.protocol.topics.reclaim_topic``: their Oxia keys, their compacted
 objects and manifests, their registry entries, then their topic records),
@@ -41,13 +48,13 @@ from dataclasses import dataclass, field
 from itertools import islice
 
 from llog.config import GcConfig
-from llog.errors import BlobNotFound, CorruptData, LlogError, PartitionNotInitialized
+from llog.errors import BlobNotFound, CorruptData, LlogError, NamespaceMismatch, PartitionNotInitialized
 from llog.format.documents import END_OFFSET_METADATA, EntryType
 from llog.format.keys import PartitionKeys, S3Location, object_id_time_ms, shared_wal_prefix
 from llog.format.wal import PREAMBLE, BlobSlice, header_length, parse_shared_blob_header
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
-from llog.protocol.namespace import check_namespace
+from llog.protocol.namespace import check_namespace, verify_namespace
 from llog.protocol.producers import ProducerRegistry
 from llog.protocol.registry import PartitionRegistry
 from llog.protocol.retention import Retention
@@ -124,6 +131,12 @@ class GarbageCollector:
 
     def close(self) -> None:
         self.storage.close()
+
+    def _verify_before_deleting(self, garbage: list[ObjectInfo]) -> None:
+        """The namespace check again, once per batch of deletes: the references just read came from the Oxia
+        that still holds the identity, not from one lost or replaced meanwhile (``NamespaceMismatch``)."""
+        if garbage:
+            verify_namespace(self.storage, "Garbage collection stopped before deleting the objects it judged")
 
     def _cutoff_ms(self) -> int:
         return int(self.storage.clock() * 1000) - self.config.grace_ms
@@ -238,6 +251,7 @@ class GarbageCollector:
                     garbage.append(obj)
                     if len(garbage) >= self.config.max_deletes_per_run:
                         break
+        self._verify_before_deleting(garbage)
         self.storage.blobs.delete(self.storage.bucket, [o.key for o in garbage])
         report.wal_blobs_deleted += len(garbage)
         report.wal_bytes_deleted += sum(o.size for o in garbage)
@@ -292,6 +306,8 @@ class GarbageCollector:
             for partition in partitions:
                 try:
                     self._collect_partition(self._metadata(topic, partition), cutoff, report)
+                except NamespaceMismatch:
+                    raise  # the whole run stops: no other partition's references can be trusted either
                 except LlogError as exc:
                     report.errors.append(f"{topic}/{partition}: {exc}")
                 if report.deleted >= self.config.max_deletes_per_run:
@@ -318,6 +334,7 @@ class GarbageCollector:
             else:
                 garbage.append(obj)
             judged = obj.key
+        self._verify_before_deleting(garbage)
         self.storage.blobs.delete(self.storage.bucket, [o.key for o in garbage])
         report.compacted_deleted += len(garbage)
         report.compacted_bytes_deleted += sum(o.size for o in garbage)

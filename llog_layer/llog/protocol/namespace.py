@@ -31,10 +31,18 @@ Oxia, create-only, and GC runs again. Adopting before every topic is back
 would let GC delete the WAL blobs a later rebuild counts to place its next
 offset.
 
+``verify_namespace`` is the read-only half (the same two reads, nothing
+created): GC repeats it right before each batch of deletes, since Oxia can be
+lost while a run is reading references, and every backup run starts with it,
+so a backup of an emptied Oxia never replaces (and prunes) the real ones.
+
 What it does not catch: an Oxia and an S3 object lost together (both absent
-again looks like a new deployment), and a loss before the first run of a
-version with the guard. Writers and compactors are not guarded: they must be
-stopped until the rebuild is done (docs/RECOVERY.md).
+again looks like a new deployment), a loss before the first run of a
+version with the guard, an Oxia rolled back to an older snapshot of itself
+(same id: its indexes simply lack what was written since), and the loss of a
+shard other than the catalogue's (``__catalog`` holds the record). Writers and
+compactors are not guarded: they must be stopped until the rebuild is done
+(docs/RECOVERY.md).
 """
 
 from __future__ import annotations
@@ -91,17 +99,34 @@ def _create_in_oxia(storage: Storage, record: NamespaceRecord) -> tuple[Namespac
         return NamespaceRecord.decode(found.value, keys.record), False
 
 
-def _mismatch(storage: Storage, s3: NamespaceRecord, oxia: NamespaceRecord | None) -> NamespaceMismatch:
+def _mismatch(storage: Storage, s3: NamespaceRecord, oxia: NamespaceRecord | None, refused: str) -> NamespaceMismatch:
     held = "no namespace record" if oxia is None else f"namespace {oxia.namespace_id}"
     return NamespaceMismatch(
         f"Oxia's state under {storage.root}/ was lost or replaced: S3 ({_location(storage).uri}) names namespace "
-        f"{s3.namespace_id}, Oxia ({NamespaceKeys(storage.root).record}) holds {held}. Garbage collection deleted "
-        "nothing: against this Oxia every WAL object would look unreferenced. Stop writers and compactors, run "
+        f"{s3.namespace_id}, Oxia ({NamespaceKeys(storage.root).record}) holds {held}. {refused}: against this "
+        "Oxia every WAL object would look unreferenced and every topic empty. Stop writers and compactors, run "
         "`llog rebuild --topic T` (or `llog restore`) for every topic, then `llog adopt-namespace` "
         "(docs/RECOVERY.md).",
         s3_id=s3.namespace_id,
         oxia_id=None if oxia is None else oxia.namespace_id,
     )
+
+
+def _verified(storage: Storage, state: NamespaceState, refused: str) -> None:
+    if state.s3 is not None and (state.oxia is None or state.oxia.namespace_id != state.s3.namespace_id):
+        raise _mismatch(storage, state.s3, state.oxia, refused)
+
+
+def verify_namespace(storage: Storage, refused: str) -> NamespaceState:
+    """Both copies of the identity; ``NamespaceMismatch`` if S3 holds one that Oxia does not. Writes nothing.
+
+    The read-only check (module docstring): a namespace with no identity yet
+    in S3 passes (``check_namespace``, GC's first step, creates it).
+    ``refused`` tells, in the error, what the caller did not do.
+    """
+    state = read_namespace(storage)
+    _verified(storage, state, refused)
+    return state
 
 
 def check_namespace(storage: Storage) -> NamespaceRecord:
@@ -110,9 +135,8 @@ def check_namespace(storage: Storage) -> NamespaceRecord:
     The table in the module docstring; GC calls this before it deletes anything.
     """
     state = read_namespace(storage)
-    if state.s3 is not None:
-        if state.oxia is None or state.oxia.namespace_id != state.s3.namespace_id:
-            raise _mismatch(storage, state.s3, state.oxia)
+    _verified(storage, state, "Garbage collection deleted nothing")
+    if state.oxia is not None and state.s3 is not None:
         return state.oxia
     oxia = state.oxia
     if oxia is None:

@@ -17,35 +17,52 @@ Per partition (``rebuild_topic``), with nothing of it in Oxia (else
 3. **The next offset** ``N``. Let ``K`` be the highest offset any evidence
    names: ``R``, the backup's high watermark, the end of any manifest or
    compacted object. Let ``U`` be the records of the WAL slices of the
-   partition that no recovered or backed-up entry references (of blobs not
-   older than the backup's start minus the GC grace, when there is a backup).
-   Then ``N = K + U + 1``.
+   partition that no recovered or backed-up entry references (a slice is
+   named by its blob and byte offset; of blobs not older than the backup's
+   start minus the GC grace, when there is a backup). Then ``N = K + U + 1``.
+   A WAL blob that cannot be read is only noted in the report: its records
+   are not in ``U``, and the operator must check the report's notes.
 4. **Writes**, in the order ``initialize`` uses: the registry entry (I10),
    the recovered entries under ``index/`` and, when ``N > R + 1``, one LOST
    entry at ``N - 1`` over ``[R + 1, N - 1]`` (no data: a read there raises
-   ``RecordsLost``, which names the offset to continue at), the cursor,
+   ``RecordsLost``, which names the offset to continue at; its
+   ``log_max_timestamp_ms`` is the recovered entries' or, with none, the least
+   int64, so compaction after it goes on giving one), the cursor,
    ``meta/control`` last.
    A sequential partition gets ``index/`` as its generation 0, sealed at
    ``N - 1``, and an open generation ``G`` (one past every generation the
-   backup knew) from ``N - 1``; each older generation's sequence gets a
-   fence marker first, so a writer still holding one lands void and follows
-   ``meta/control`` (docs/SEQUENTIAL_APPEND.md, §4).
+   backup knew) from ``N - 1``; each older generation's sequence the backup
+   knew gets a fence marker first, so a writer still holding one lands void
+   and follows ``meta/control`` (docs/SEQUENTIAL_APPEND.md, §4). That covers
+   only the generations the backup knew (only the first without a backup):
+   writers must be stopped during a rebuild (preconditions below).
 5. **Over the lost range.** Compaction selects WAL entries from the cursor
-   and stops at any other (the LOST one), and GC keeps only the WAL blobs
-   entries at or above the cursor reference. So the cursor is first set to
-   the first recovered WAL entry (or ``N`` if there is none); when
-   ``N > R + 1`` the recovered WAL entries are compacted at once and the
-   cursor is then moved over the lost range to ``N`` (I5: ``N ≤`` high
-   watermark + 1). Retention removes a LOST entry like a compacted range.
+   and stops at any other, and GC keeps only the WAL blobs entries at or
+   above the cursor reference. So the cursor is first set to the first
+   recovered WAL entry (or ``N`` if there is none); when ``N > R + 1`` the
+   recovered WAL entries are compacted at once, and compaction, reaching the
+   LOST entry at the cursor, moves the cursor over it to ``N`` (I5: ``N ≤``
+   high watermark + 1). A rebuild that stops before that leaves it to the
+   next compaction run. Retention removes a LOST entry like a compacted range.
+6. **A backup of the rebuilt topic** (``llog.protocol.backup``; its id is
+   ``RebuildReport.rebuilt_backup_id``; it prunes no older backup). A LOST
+   entry exists only in Oxia: after a second loss, without it, ``K`` could
+   fall below this rebuild's ``N`` and offsets acknowledged since be assigned
+   again. With it, the next rebuild keeps the lost range lost and starts
+   above everything since. The remaining exposure is a second loss before
+   this backup completes; a failed backup is reported in the notes.
 
 **Why no new record takes an offset that a surviving object held.** Every
 offset in ``(K, true high watermark]`` was committed in a batch whose end lies
 above ``K``, so not inside any compacted object or manifest (their ends are
 at most ``K``, and a compacted range holds whole batches): its records were
-in a WAL blob that an index entry referenced when Oxia was lost, and GC never
-deletes a referenced blob (I8). That blob is not referenced by the recovered
-or backed-up entries (those end at or below ``K``, one slice per partition
-per blob), and, with a backup, it was written after the backup started minus
+in a WAL blob slice that an index entry referenced when Oxia was lost, and GC
+never deletes a referenced blob (I8). That slice is not referenced by the
+recovered or backed-up entries (those end at or below ``K``; slices are told
+apart by blob and byte offset, since one blob can hold several slices of a
+partition, each committed on its own: llog serve keeps idempotent and
+conditional groups as their own slices, and one request may name a partition
+twice), and, with a backup, its blob was written after the backup started minus
 the commit delay (an earlier one committed before the backup read the
 partition, at most at its high watermark): it is among the ``U`` records.
 So the true high watermark is at most ``K + U`` and new offsets start past
@@ -63,11 +80,14 @@ unplaced WAL records); a LOST entry of a backup (an earlier rebuild's) stays
 lost. Reads of a lost offset raise ``RecordsLost``: a consumer continues at
 ``N``.
 
-Preconditions (docs/RECOVERY.md): no writer or compactor runs against the
-namespace until every topic is rebuilt. GC refuses to run meanwhile
-(``llog.protocol.namespace``: on an empty namespace it would find every WAL
-blob unreferenced, and ``U`` counts them) until ``llog adopt-namespace``,
-which comes last. Groups and producer ids are not rebuilt.
+Preconditions (docs/RECOVERY.md): writers MUST be stopped, and no writer or
+compactor runs against the namespace until every topic is rebuilt. The fence
+markers above stop only writers of the generations the backup knew; any
+other writer (a CAS one, or one of a later generation) could initialize or
+append to a partition while it is rebuilt, and reuse offsets. GC refuses to
+run meanwhile (``llog.protocol.namespace``: on an empty namespace it would
+find every WAL blob unreferenced, and ``U`` counts them) until
+``llog adopt-namespace``, which comes last. Groups and producer ids are not rebuilt.
 """
 
 from __future__ import annotations
@@ -101,6 +121,7 @@ from llog.format.wal import BlobSlice
 from llog.protocol.backup import (
     BackupSummary,
     PartitionSnapshot,
+    back_up_topics,
     complete_backups,
     live_keys,
     read_catalog,
@@ -118,6 +139,7 @@ from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
 
+LOG_MAX_NOTHING = -(2**63)  # a LOST entry's log max with no record before it: below every int64 timestamp
 COMPACTION_BUDGET_S = 3600.0  # compacting the recovered WAL entries before moving the cursor over the lost range
 
 
@@ -149,7 +171,8 @@ class RebuildReport:
     unplaced_wal_records: int = 0  # U: records of WAL slices no entry places
     next_offset: int = INITIAL_OFFSET  # N: where appends continue
     lost: list[LostRange] = field(default_factory=list)
-    backup_id: str | None = None
+    backup_id: str | None = None  # the backup the rebuild read
+    rebuilt_backup_id: str | None = None  # the backup taken of the rebuilt topic (None if it could not be)
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -165,15 +188,17 @@ class RebuildReport:
             "next_offset": self.next_offset,
             "lost": [{"first": r.first, "last": r.last, "reason": r.reason} for r in self.lost],
             "backup_id": self.backup_id,
+            "rebuilt_backup_id": self.rebuilt_backup_id,
             "notes": self.notes,
         }
 
 
 @dataclass(frozen=True)
 class WalSlice:
-    """A partition's slice of a surviving shared WAL blob."""
+    """A partition's slice of a surviving shared WAL blob (a blob may hold several slices of one partition)."""
 
     uri: str
+    byte_offset: int  # with ``uri``, what an index entry's ``DataRef`` names
     created_ms: int
     msg_count: int
 
@@ -202,7 +227,7 @@ def wal_slices(storage: Storage, topic: str) -> tuple[dict[int, list[WalSlice]],
             created = object_id_time_ms(obj.key.rsplit("/", 1)[-1]) or obj.last_modified_ms
             for s in slices:
                 if s.topic == topic:
-                    found.setdefault(s.partition, []).append(WalSlice(uri, created, s.msg_count))
+                    found.setdefault(s.partition, []).append(WalSlice(uri, s.byte_offset, created, s.msg_count))
     return found, unreadable
 
 
@@ -362,9 +387,11 @@ def _plan(evidence: _Evidence, partition: int, default_protocol: AppendProtocol,
                 continue
             known.setdefault(end, f"compacted object {uri}")
     high = max(known)
-    referenced = named | {b.entry.ref.data_key for b in backed_up}
+    # By slice, not by blob: one blob can hold several slices of the partition, committed separately
+    # (llog serve keeps idempotent and conditional groups apart; a request may name a partition twice).
+    referenced = {(b.entry.ref.data_key, b.entry.ref.byte_offset) for b in [*entries, *backed_up]}
     oldest = None if backup is None else backup.started_at_ms - grace_ms
-    unplaced = [s for s in evidence.wal.get(partition, []) if s.uri not in referenced
+    unplaced = [s for s in evidence.wal.get(partition, []) if (s.uri, s.byte_offset) not in referenced
                 and (oldest is None or s.created_ms >= oldest)]  # fmt: skip
     report.recovered_end = recovered_end
     report.known_high_watermark = high
@@ -381,7 +408,7 @@ def _plan(evidence: _Evidence, partition: int, default_protocol: AppendProtocol,
     if stopped is not None and high == recovered_end:
         report.notes.append(f"recovery stopped at {recovered_end}: {stopped}")
     if report.next_offset > recovered_end + 1:  # the lost offsets, as one entry a read reports as RecordsLost
-        gone = IndexEntry.lost(report.next_offset - 1 - recovered_end, _now_ms(storage), _log_max_through(entries))
+        gone = IndexEntry.lost(report.next_offset - 1 - recovered_end, _now_ms(storage), _log_max_before_lost(entries))
         entries.append(IndexedBatch(report.next_offset - 1, gone))
     state = LogState.OPEN if control is None else control.log_state
     generations = [g.number for g in control.generations] if control is not None else []
@@ -403,8 +430,13 @@ def _log_max_after(previous: int | None, entry: IndexEntry, *, first: bool) -> i
     return times.max_ms if previous is None else max(previous, times.max_ms)
 
 
-def _log_max_through(entries: list[IndexedBatch]) -> int | None:
-    """``_log_max_after`` through the last of ``entries`` (which start at the log start)."""
+def _log_max_before_lost(entries: list[IndexedBatch]) -> int | None:
+    """The LOST entry's ``log_max_timestamp_ms``: ``_log_max_after`` through the last of ``entries`` (which
+    start at the log start), or the least int64 (record timestamps are signed) when there are none, so that
+    the first range compacted after it still gets a value (compaction takes the greater of it and its own).
+    """
+    if not entries:
+        return LOG_MAX_NOTHING
     value: int | None = None
     for i, batch in enumerate(entries):
         value = _log_max_after(value, batch.entry, first=i == 0)
@@ -439,13 +471,13 @@ def _write(storage: Storage, plan: _Plan, compactor: Compactor) -> None:
         control = control.with_changes(protocol=AppendProtocol.SEQUENTIAL, generations=generations)
     storage.oxia.put(keys.control, control.encode(), partition_key=keys.partition_key, expected_version_id=CREATE_ONLY)
     if first_wal is not None and gap:
+        # Compaction moves the cursor over the LOST entry once it reaches it (so does any later run, if this
+        # one stops first: the partition is consistent either way).
         compact_until_caught_up(compactor, report.topic, report.partition, budget_s=COMPACTION_BUDGET_S)
-        current = meta.versioned_cursor()
-        if current.cursor.offset == report.recovered_end + 1 and current.version_id is not None:
-            meta.replace_cursor(CompactionCursor(report.next_offset), current.version_id)
-        else:
-            report.notes.append(f"the compaction cursor stayed at {current.cursor.offset}: compact the partition "
-                                f"up to {report.recovered_end} and move it to {report.next_offset}")  # fmt: skip
+        cursor = meta.cursor().offset
+        if cursor < report.next_offset:
+            report.notes.append(f"the compaction cursor stayed at {cursor}: the next compaction runs on from "
+                                f"there and moves it over the lost range to {report.next_offset}")  # fmt: skip
 
 
 def _now_ms(storage: Storage) -> int:
@@ -491,10 +523,35 @@ def rebuild_topic(
     compactor = Compactor(storage)
     for plan in plans:
         if evidence.unreadable:
-            plan.report.notes.append(f"{len(evidence.unreadable)} WAL object(s) could not be read: "
-                                     f"{'; '.join(evidence.unreadable[:3])}")  # fmt: skip
+            plan.report.notes.append(f"{len(evidence.unreadable)} WAL object(s) could not be read, and their "
+                                     "records are not counted in the unplaced WAL records: check that they hold "
+                                     f"none of this partition's: {'; '.join(evidence.unreadable[:3])}")  # fmt: skip
         _write(storage, plan, compactor)
     if record_value is not None:  # last, as a create does: the topic is explicit again once its partitions exist
         storage.oxia.put(registry_keys.topic(topic), record_value.encode(), partition_key=registry_keys.partition_key,
                          expected_version_id=CREATE_ONLY)  # fmt: skip
-    return [plan.report for plan in plans]
+    reports = [plan.report for plan in plans]
+    if reports:
+        _back_up_rebuilt(storage, topic, reports, keep=len(backups) + 1)
+    return reports
+
+
+def _back_up_rebuilt(storage: Storage, topic: str, reports: list[RebuildReport], *, keep: int) -> None:
+    """Back the rebuilt topic up, so its LOST entries and next offsets are in S3 (module docstring, 6).
+
+    It prunes no backup (``keep``: every complete one and this one): the older ones hold the topics
+    not rebuilt yet, and the groups and producer ids.
+    """
+    try:
+        backup = back_up_topics(storage, [topic], keep=keep)
+    except LlogError as exc:
+        failed = f"{exc.error_type}: {exc}"
+    else:
+        failed = "; ".join(backup.errors)
+        for report in reports:
+            report.rebuilt_backup_id = backup.backup_id
+    if failed:
+        note = (f"the backup after the rebuild failed ({failed}): take one (llog backup --topic {topic}) before any "
+                "writer starts, or a second loss of Oxia may reuse offsets")  # fmt: skip
+        for report in reports:
+            report.notes.append(note)
