@@ -32,7 +32,7 @@ from llog.protocol.faults import PRODUCER_AFTER_CLAIM
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.namespace import adopt_namespace
-from llog.protocol.rebuild import LostRange, RecoveredRange, rebuild_topic
+from llog.protocol.rebuild import LostRange, RebuildReport, RecoveredRange, rebuild_topic
 from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
 from tests.conftest import TOOLS_BIN, moto_s3_env, set_env
@@ -218,9 +218,9 @@ def test_rebuild_reserves_offsets_when_no_gc_ran_and_never_reuses_one(
     assert LogWriter(after, config=CAS).append(topic, 0, [b"x"]).start_offset == 31
 
 
-def test_a_rebuild_from_a_backup_taken_after_an_earlier_rebuild_keeps_its_lost_range_lost(
-    storage: Storage, oxia: LosableOxia, topic: str
-) -> None:
+def _rebuilt_once(storage: Storage, oxia: LosableOxia, topic: str) -> tuple[Storage, RebuildReport]:
+    """Offsets 1..30, the first RUN compacted; Oxia lost, the topic rebuilt (RUN+1..30 lost), the namespace
+    adopted and GC run (the lost range's WAL blobs: nothing references them any more)."""
     before = _on(storage, oxia)
     _append(before, CAS, topic, 0, 10)  # 1..30
     Compactor(before, config=CompactorConfig(max_offsets_per_run=RUN)).compact_once(topic, 0)
@@ -230,7 +230,14 @@ def test_a_rebuild_from_a_backup_taken_after_an_earlier_rebuild_keeps_its_lost_r
     [report] = rebuild_topic(first, topic, writer_config=CAS)
     assert [(r.first, r.last) for r in report.lost] == [(RUN + 1, 30)]
     assert adopt_namespace(first).adopted
-    _collect_garbage(first)  # the lost range's WAL blobs: nothing references them any more
+    _collect_garbage(first)
+    return first, report
+
+
+def test_a_rebuild_from_a_backup_taken_after_an_earlier_rebuild_keeps_its_lost_range_lost(
+    storage: Storage, oxia: LosableOxia, topic: str
+) -> None:
+    first, _ = _rebuilt_once(storage, oxia, topic)
     _append(first, CAS, topic, 0, 2)  # 31..36
     assert back_up_topics(first, [topic], keep=2).ok
 
@@ -289,18 +296,9 @@ def test_a_second_loss_after_a_rebuild_keeps_its_lost_range_and_reuses_no_acknow
 ) -> None:
     """The rebuild backs the topic up, so its LOST entry and next offset survive a second loss of Oxia
     (with no backup taken meanwhile), after GC removed the lost range's WAL blobs."""
-    before = _on(storage, oxia)
-    _append(before, CAS, topic, 0, 10)  # 1..30
-    Compactor(before, config=CompactorConfig(max_offsets_per_run=RUN)).compact_once(topic, 0)
-    _collect_garbage(before)
-    oxia.lose_everything()
-    first = _on(storage, oxia)
-    [report] = rebuild_topic(first, topic, writer_config=CAS)
-    assert [(r.first, r.last) for r in report.lost] == [(RUN + 1, 30)]
+    first, report = _rebuilt_once(storage, oxia, topic)
     assert report.rebuilt_backup_id is not None
     assert report.notes == []
-    assert adopt_namespace(first).adopted
-    _collect_garbage(first)  # the lost range's WAL blobs: nothing references them any more
     writer = LogWriter(first, config=CAS)
     acknowledged = [writer.append(topic, 0, [b"x", b"y"]) for _ in range(3)]  # 31..36, not compacted
     assert [(a.start_offset, a.end_offset) for a in acknowledged] == [(31, 32), (33, 34), (35, 36)]
