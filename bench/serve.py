@@ -160,6 +160,16 @@ class Service:
             proc.kill()
             proc.wait(10)
 
+    def cpu_seconds(self) -> float:
+        """User plus system CPU the server process has used so far (Linux ``/proc``; 0 elsewhere)."""
+        if self._proc is None:
+            return 0.0
+        try:
+            fields = Path(f"/proc/{self._proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
     def metrics(self) -> dict[str, Any]:
         """``GET /metrics`` (llog serve)."""
         with urllib.request.urlopen(self.url + "/metrics", timeout=TIMEOUT_S) as response:
@@ -175,14 +185,16 @@ def _health(service: Service) -> None:
 def llog_serve(name: str, address: str, s3: S3Config, tmp: Path) -> Service:
     """``python -m devserver.serve`` against the stack: the LLOG_* settings of scripts/dev.py, nothing inherited."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLOG_")}
-    env.update({
-        "LLOG_OXIA_SERVICE_ADDRESS": address,
-        "LLOG_S3_BUCKET": BUCKET,
-        "LLOG_S3_ENDPOINT_URL": s3.endpoint_url or "",
-        "LLOG_S3_REGION_NAME": s3.region_name or "us-east-1",
-        "LLOG_S3_ACCESS_KEY_ID": s3.access_key_id or "testing",
-        "LLOG_S3_SECRET_ACCESS_KEY": s3.secret_access_key or "testing",
-    })
+    env.update(
+        {
+            "LLOG_OXIA_SERVICE_ADDRESS": address,
+            "LLOG_S3_BUCKET": BUCKET,
+            "LLOG_S3_ENDPOINT_URL": s3.endpoint_url or "",
+            "LLOG_S3_REGION_NAME": s3.region_name or "us-east-1",
+            "LLOG_S3_ACCESS_KEY_ID": s3.access_key_id or "testing",
+            "LLOG_S3_SECRET_ACCESS_KEY": s3.secret_access_key or "testing",
+        }
+    )
     port = free_port()
     args = [sys.executable, "-m", "devserver.serve", "--port", str(port)]
     return Service(name, args, env, tmp / f"{name}.log", port, _health)
@@ -229,11 +241,13 @@ def produce_request(topic: str, partitions: Sequence[int], value: str = VALUE) -
 
 
 def consume_request(topic: str, partition: int, fetch_offset: int, max_wait_ms: int) -> bytes:
-    return json.dumps({
-        "topic_partitions": [{"topic": topic, "partition": partition, "fetch_offset": fetch_offset}],
-        "max_wait_ms": max_wait_ms,
-        "min_bytes": 1,
-    }).encode()
+    return json.dumps(
+        {
+            "topic_partitions": [{"topic": topic, "partition": partition, "fetch_offset": fetch_offset}],
+            "max_wait_ms": max_wait_ms,
+            "min_bytes": 1,
+        }
+    ).encode()
 
 
 Check = Callable[[int, bytes], str | None]  # (status, body) -> None when it succeeded, else the error's key
@@ -362,10 +376,18 @@ def produce_scenario(serve: Service, key: str, what: str) -> dict[str, Any]:
     clients = 32 if key == "clients32" else 1
     payload = produce_request(topic, partitions)
     counts: list[dict[str, int]] = []
+    cpu: list[float] = []
+
+    def at_start() -> None:
+        counts.append(op_counts(serve.metrics()))
+        cpu.append(serve.cpu_seconds())
+
     result = closed_loop(serve.url, "/produce", lambda _i: payload, produce_check(len(partitions)), clients=clients,
-                         seconds=PRODUCE_S, at_start=lambda: counts.append(op_counts(serve.metrics())))  # fmt: skip
+                         seconds=PRODUCE_S, at_start=at_start)  # fmt: skip
+    used = serve.cpu_seconds() - cpu[0]
     ops = counts_between(counts[0], op_counts(serve.metrics()))
-    return {**loop_row(what, clients, result, ops), "partitions_per_request": len(partitions)}
+    return {**loop_row(what, clients, result, ops), "partitions_per_request": len(partitions),
+            "server_cpu_ms_per_request": used * 1000 / max(result.requests, 1)}  # fmt: skip
 
 
 def tail_scenario(producer: Service, consumer: Service, what: str, rng: random.Random) -> dict[str, Any]:
@@ -446,8 +468,9 @@ def load_config(shape: LoadShape, url: str, *, reconcile: bool) -> load.LoadConf
 
 
 def ingest_scenario(serve: Service) -> dict[str, Any]:
-    before = op_counts(serve.metrics())
+    before, cpu = op_counts(serve.metrics()), serve.cpu_seconds()
     summary = load.run(load_config(INGEST, serve.url, reconcile=False), load.no_auth)
+    used = serve.cpu_seconds() - cpu
     ops = counts_between(before, op_counts(serve.metrics()))
     return {
         "clients": INGEST.clients,
@@ -458,6 +481,7 @@ def ingest_scenario(serve: Service) -> dict[str, Any]:
         "requests": summary["requests"]["sent"],
         "p50_ms": summary["latency_ms"]["p50"],
         "p99_ms": summary["latency_ms"]["p99"],
+        "server_cpu_ms_per_request": used * 1000 / max(summary["requests"]["sent"], 1),
         "s3_puts": ops["s3_puts"],
         "mean_put_bytes": ops["s3_put_bytes"] / ops["s3_puts"] if ops["s3_puts"] else 0.0,
         "errors": summary["errors"],
@@ -547,13 +571,15 @@ def s2_lite(binary: str, s3: S3Config, tmp: Path) -> Service:
     init = tmp / "s2-init.json"
     init.write_text(json.dumps({"basins": [{"name": PEER_BASIN, "streams": [{"name": PEER_STREAM}]}]}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S2"))}
-    env.update({
-        "AWS_ENDPOINT_URL_S3": s3.endpoint_url or "",
-        "AWS_REGION": s3.region_name or "us-east-1",
-        "AWS_ACCESS_KEY_ID": s3.access_key_id or "testing",
-        "AWS_SECRET_ACCESS_KEY": s3.secret_access_key or "testing",
-        "RUST_LOG": "warn",
-    })
+    env.update(
+        {
+            "AWS_ENDPOINT_URL_S3": s3.endpoint_url or "",
+            "AWS_REGION": s3.region_name or "us-east-1",
+            "AWS_ACCESS_KEY_ID": s3.access_key_id or "testing",
+            "AWS_SECRET_ACCESS_KEY": s3.secret_access_key or "testing",
+            "RUST_LOG": "warn",
+        }
+    )
     port = free_port()
     args = [binary, "--bucket", PEER_BUCKET, "--port", str(port), "--no-dashboard", "--init-file", str(init)]
     return Service("s2-lite", args, env, tmp / "s2-lite.log", port, _peer_append)
@@ -641,6 +667,11 @@ def targets(r: Mapping[str, Any]) -> list[str]:
            _ratio(idle["p50_ms"], floor["floor_ms"]), 2, True)  # fmt: skip
     target(f"32 clients requests/s / 1 client's ({_f(busy['requests_per_s'])} / {_f(idle['requests_per_s'])})",
            _ratio(busy["requests_per_s"], idle["requests_per_s"]), 15, False)  # fmt: skip
+    cpu_ms, single_rate = busy.get("server_cpu_ms_per_request"), idle["requests_per_s"]
+    if cpu_ms and single_rate:
+        lines.append(f"  * server CPU per request at 32 clients: {cpu_ms:.2f} ms, so one core serves at most "
+                     f"{1000 / cpu_ms:.0f} requests/s; 15x the single client's rate ({15 * single_rate:.0f} "
+                     f"requests/s) needs at most {1000 / (15 * single_rate):.2f} ms")  # fmt: skip
     target("32 clients S3 PUTs per request", busy["s3_puts_per_request"], 0.25, True)
     target(f"32 clients p99 / 1 client's p50 ({_f(busy['p99_ms'])} ms / {_f(idle['p50_ms'])} ms)",
            _ratio(busy["p99_ms"], idle["p50_ms"]), 4, True)  # fmt: skip
@@ -667,14 +698,16 @@ def report(r: Mapping[str, Any]) -> str:
         f"{_f(floor['s3_put_p50_ms'], 2)} ms + Oxia put p50 {_f(floor['oxia_put_p50_ms'], 2)} ms = "
         f"**{_f(floor['floor_ms'], 2)} ms**.",
         "",
-        "| produce | requests | requests/s | p50 ms | p99 ms | S3 PUTs/request | Oxia writes/request | errors |",
-        "|---|---|---|---|---|---|---|---|",
+        "| produce | requests | requests/s | p50 ms | p99 ms | S3 PUTs/request | Oxia writes/request | "
+        "server CPU ms/request | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for key, _ in PRODUCE_SCENARIOS:
         row = r["produce"][key]
         out.append(f"| {row['what']} | {row['requests']} | {_f(row['requests_per_s'])} | {_f(row['p50_ms'])} | "
                    f"{_f(row['p99_ms'])} | {_f(row['s3_puts_per_request'], 3)} | "
-                   f"{_f(row['oxia_writes_per_request'], 2)} | {_errors(row['errors'])} |")  # fmt: skip
+                   f"{_f(row['oxia_writes_per_request'], 2)} | {_f(row['server_cpu_ms_per_request'], 2)} | "
+                   f"{_errors(row['errors'])} |")  # fmt: skip
     out += [
         "",
         "| tail consumer (long-poll) | samples | produce p50 ms | produce→consume p50 ms | p99 ms | "
@@ -687,13 +720,14 @@ def report(r: Mapping[str, Any]) -> str:
     llog, raw = r["ingest"]["llog"], r["ingest"]["raw_s3"]
     out += [
         "",
-        "| ingest | MB/s | requests or PUTs | p50 ms | p99 ms | S3 PUTs, mean size | errors |",
-        "|---|---|---|---|---|---|---|",
+        "| ingest | MB/s | requests or PUTs | p50 ms | p99 ms | S3 PUTs, mean size | server CPU ms/request | errors |",
+        "|---|---|---|---|---|---|---|---|",
         f"| llog serve: {llog['clients']} clients, {llog['batch']} records of {llog['record_size']} B per request, "
         f"{llog['partitions']} partitions | {_f(llog['mb_per_s'], 2)} | {llog['requests']} | {_f(llog['p50_ms'])} | "
-        f"{_f(llog['p99_ms'])} | {llog['s3_puts']}, {llog['mean_put_bytes']:.0f} B | {_errors(llog['errors'])} |",
+        f"{_f(llog['p99_ms'])} | {llog['s3_puts']}, {llog['mean_put_bytes']:.0f} B | "
+        f"{_f(llog['server_cpu_ms_per_request'], 2)} | {_errors(llog['errors'])} |",
         f"| raw S3 PUTs: {raw['writers']} writers, {raw['object_bytes']} B objects | {_f(raw['mb_per_s'], 2)} | "
-        f"{raw['puts']} | {_f(raw['p50_ms'])} | - | {raw['puts']}, {raw['object_bytes']} B | 0 |",
+        f"{raw['puts']} | {_f(raw['p50_ms'])} | - | {raw['puts']}, {raw['object_bytes']} B | - | 0 |",
     ]
     many = r["many_clients"]
     out += [

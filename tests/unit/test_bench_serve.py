@@ -12,7 +12,7 @@ def produce_row(what: str, requests_per_s: float, p50: float, p99: float, s3_put
                 ) -> dict[str, Any]:  # fmt: skip
     return {"what": what, "clients": 1, "requests": 100, "requests_per_s": requests_per_s, "p50_ms": p50,
             "p99_ms": p99, "s3_puts_per_request": s3_puts, "oxia_writes_per_request": oxia_writes,
-            "errors": {}}  # fmt: skip
+            "server_cpu_ms_per_request": 1000 / requests_per_s, "errors": {}}  # fmt: skip
 
 
 def results(**changes: Any) -> dict[str, Any]:
@@ -34,6 +34,7 @@ def results(**changes: Any) -> dict[str, Any]:
         "ingest": {
             "llog": {"clients": 16, "partitions": 4, "batch": 100, "record_size": 1024, "mb_per_s": 30.0,
                      "requests": 1000, "p50_ms": 80.0, "p99_ms": 200.0, "s3_puts": 100, "mean_put_bytes": 800000.0,
+                     "server_cpu_ms_per_request": 3.5,
                      "errors": {}},
             "raw_s3": {"writers": 4, "object_bytes": 800000, "puts": 300, "mb_per_s": 50.0, "p50_ms": 40.0},
         },
@@ -49,8 +50,9 @@ def test_report_renders_every_table_and_each_target_with_its_numbers() -> None:
     text = serve.report(results())
     assert "S3 server: **versitygw**" in text
     assert "= **5.00 ms**" in text
-    assert "| idle | 100 | 100.0 | 8.0 | 20.0 | 1.000 | 1.00 | 0 |" in text
-    assert "| 32 clients | 100 | 2000.0 | 15.0 | 30.0 | 0.100 | 0.10 | 409 X: 2 |" in text
+    assert "| idle | 100 | 100.0 | 8.0 | 20.0 | 1.000 | 1.00 | 10.00 | 0 |" in text
+    assert "| 32 clients | 100 | 2000.0 | 15.0 | 30.0 | 0.100 | 0.10 | 0.50 | 409 X: 2 |" in text
+    assert "| 80.0 | 200.0 | 100, 800000 B | 3.50 | 0 |" in text
     assert "| other process | 39 | 10.0 | 40.0 | 90.0 | 30.0 | consume 200: offsets None, not [7]: 1 |" in text
     assert "| 256 keep-alive clients, 1 record per request, 16 partitions | 3000 |" in text
     assert "Peer (s2-lite 0.43.4): not measured: no s2-lite binary." in text
@@ -58,12 +60,14 @@ def test_report_renders_every_table_and_each_target_with_its_numbers() -> None:
     assert "Idle produce p50 / floor (8.0 ms / 5.0 ms): 1.60 (≤ 2): met" in targets
     assert "32 clients requests/s / 1 client's (2000.0 / 100.0): 20.00 (≥ 15): met" in targets
     assert "32 clients p99 / 1 client's p50 (30.0 ms / 8.0 ms): 3.75 (≤ 4): met" in targets
+    assert "  * server CPU per request at 32 clients: 0.50 ms, so one core serves at most 2000 requests/s; 15x the " \
+           "single client's rate (1500 requests/s) needs at most 0.67 ms" in targets  # fmt: skip
     assert "16-partition request p50 / 1-partition p50 (12.0 ms / 8.0 ms): 1.50 (≤ 2): met" in targets
     assert "same process: produce→consume p50 / produce p50 (11.0 ms / 10.0 ms): 1.10 (≤ 1.5): met" in targets
     assert "other process: produce→consume p50 / produce p50 (40.0 ms / 10.0 ms): 4.00 (≤ 1.5): **not met**" in targets
     assert "Sustained ingest MB/s / raw S3 PUT MB/s (30.00 / 50.00): 0.60 (≥ 0.5): met" in targets
     assert "resets and refused connections: 0 (= 0): met" in targets
-    assert targets.count("* ") == 9
+    assert targets.count("\n* ") == 9
 
 
 def test_a_missing_measurement_is_not_met_and_peer_rows_render() -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange, RecordsLost
 from llog.format.codec import Headers, RecordBatch, decode_batch
@@ -109,6 +110,33 @@ class LogReader:
         index = PartitionIndex.load(self._metadata(topic, partition))
         control = index.control
         return PartitionInfo(topic, partition, control.log_start_offset, index.high_watermark(), control, index)
+
+    def tail(
+        self, topic: str, partition: int, start_offset: int, *, page: int
+    ) -> tuple[PartitionInfo, list[IndexedBatch] | None]:
+        """``partition_info``, and the batches from ``start_offset`` when the scan that found them proves the rest.
+
+        A sequential partition's high watermark costs a read of its sequence's
+        tail. A reader at the tail need not pay it: one index scan from the entry
+        ending at or after ``start_offset - 1`` that returns fewer than ``page + 1``
+        contiguous entries, the first covering ``start_offset - 1``, has read every
+        entry up to the tail, so its last entry ends at the high watermark (only the
+        one before ``start_offset``: the reader is at the tail). A long-poll woken by
+        an append then reads control and one page, two reads instead of three.
+        Anything the scan does not prove (a gap, a full page, nothing before
+        ``start_offset``, a CAS partition, whose high watermark is in control) is
+        answered as ``partition_info`` does, with None for the batches (``batches``
+        reads them).
+        """
+        index = PartitionIndex.load(self._metadata(topic, partition))
+        control = index.control
+        if index.sequential and start_offset > control.log_start_offset:
+            scanned = index.scan(start_offset - 1, limit=page + 1)
+            proven = len(scanned) <= page and bool(scanned) and scanned[0].covers(start_offset - 1)
+            if proven and all(b.start_offset == a.end_offset + 1 for a, b in pairwise(scanned)):
+                info = PartitionInfo(topic, partition, control.log_start_offset, scanned[-1].end_offset, control, index)
+                return info, [b for b in scanned if b.end_offset >= start_offset]
+        return PartitionInfo(topic, partition, control.log_start_offset, index.high_watermark(), control, index), None
 
     def high_watermark(self, topic: str, partition: int) -> int:
         """The last committed offset; 0 for an empty partition."""

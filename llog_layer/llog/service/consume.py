@@ -257,7 +257,7 @@ class ConsumeService:
                 if plan.high_watermark is not None:
                     return plan
         try:
-            info = self.reader.partition_info(req.topic, req.partition)
+            info, scanned = self.reader.tail(req.topic, req.partition, req.fetch_offset, page=MAX_BATCHES_PER_PARTITION)
             if info.control.log_state is LogState.FENCED:
                 record = self._topics.get(req.topic)
                 if record is not None and record.deleted:
@@ -272,7 +272,12 @@ class ConsumeService:
             if not info.log_start <= req.fetch_offset <= info.high_watermark:
                 raise OffsetOutOfRange(req.topic, req.partition, req.fetch_offset, info.log_start, info.high_watermark)
             estimate = 0
-            for batch in self.reader.batches(info, req.fetch_offset, page=MAX_BATCHES_PER_PARTITION):
+            batches = (
+                self.reader.batches(info, req.fetch_offset, page=MAX_BATCHES_PER_PARTITION)
+                if scanned is None
+                else scanned
+            )
+            for batch in batches:
                 if batch.entry.type is EntryType.LOST and plan.batches:
                     break  # serve the records before it; the next fetch starts in it and is told
                 plan.batches.append(readable(req.topic, req.partition, batch))

@@ -44,6 +44,7 @@ from llog.config import OxiaConfig
 from llog.errors import InvalidArgument, LlogError, OxiaUnavailable, SessionExpired, VersionConflict
 from llog.store.changes import ChangeFeed
 from llog.store.metrics import OperationCounters
+from llog.store.oxia_wire import WRITE_METHOD, PutAnswer, WritePut, decode_write_response, encode_write_request
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,14 @@ class _DeadlineInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamCli
         return continuation(self._details(client_call_details), request)
 
 
+class _Stub(OxiaClientStub):  # type: ignore[misc]
+    """The generated stub, plus ``Write`` with bytes in and out (``llog.store.oxia_wire`` encodes them)."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        super().__init__(channel)
+        self.write_bytes = channel.unary_unary(WRITE_METHOD)
+
+
 class _DeadlineConnectionPool(ConnectionPool):  # type: ignore[misc]
     def __init__(self, timeout_s: float) -> None:
         super().__init__()
@@ -148,7 +157,7 @@ class _DeadlineConnectionPool(ConnectionPool):  # type: ignore[misc]
             entry = self.connections.get(address)
             if entry is None:
                 channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
-                entry = (channel, OxiaClientStub(grpc.intercept_channel(channel, self._interceptor)))
+                entry = (channel, _Stub(grpc.intercept_channel(channel, self._interceptor)))
                 self.connections[address] = entry
             return entry[1]
 
@@ -415,14 +424,16 @@ class OxiaStore:
         done: set[int] = set()
         for shard, indexes in by_shard.items():
             stub = leaders[indexes[0]][1]
-            request = pb.WriteRequest(shard=shard, puts=[
-                pb.PutRequest(key=puts[i].prefix_key, value=puts[i].value, partition_key=puts[i].partition_key,
-                              sequence_key_delta=list(puts[i].deltas))
-                for i in indexes
+            request = encode_write_request(shard, [
+                WritePut(puts[i].prefix_key, puts[i].value, puts[i].partition_key, puts[i].deltas) for i in indexes
             ])  # fmt: skip
 
-            def run(_: _Client, stub: OxiaClientStub = stub, request: pb.WriteRequest = request) -> Any:
-                return stub.write(request)
+            def run(_: _Client, stub: _Stub = stub, request: bytes = request) -> list[PutAnswer]:
+                answer = stub.write_bytes(request)
+                try:
+                    return decode_write_response(answer)
+                except ValueError as exc:  # sent, and the answer is unreadable: the outcome is unknown
+                    raise OxiaUnavailable(f"put_sequential: unreadable answer: {exc}") from exc
 
             nbytes = sum(len(puts[i].value) for i in indexes)
             try:
@@ -431,18 +442,18 @@ class OxiaStore:
             except LlogError as exc:
                 return [results[i] if i in done else exc for i in range(len(puts))]
             try:
-                response = self._call("put_sequential", run, nbytes=nbytes, retry=False)
-                if len(response.puts) != len(indexes):
-                    raise OxiaUnavailable(f"put_sequential: {len(response.puts)} answers to {len(indexes)} puts")
+                answers = self._call("put_sequential", run, nbytes=nbytes, retry=False)
+                if len(answers) != len(indexes):
+                    raise OxiaUnavailable(f"put_sequential: {len(answers)} answers to {len(indexes)} puts")
             except LlogError as exc:
                 for i in indexes:
                     results[i] = exc
                 done.update(indexes)
                 continue
             done.update(indexes)
-            for i, answer in zip(indexes, response.puts, strict=True):
-                if answer.status == pb.Status.OK:
-                    results[i] = Versioned(answer.key, puts[i].value, int(answer.version.version_id))
+            for i, answer in zip(indexes, answers, strict=True):
+                if answer.status == pb.Status.OK and answer.key is not None:
+                    results[i] = Versioned(answer.key, puts[i].value, answer.version_id)
                 else:
                     results[i] = OxiaUnavailable(f"put_sequential of {puts[i].prefix_key}: status {answer.status}")
         return results

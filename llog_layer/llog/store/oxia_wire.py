@@ -1,0 +1,164 @@
+"""Oxia's ``Write`` call on the wire, for the sequential puts of a multi-partition append.
+
+The Oxia client's generated messages (betterproto2, pure Python) cost about
+60 µs per put to build and serialize and 40 µs per answer to parse: 1.6 ms of
+a 16-partition append, more than the write itself. Only the fields those puts
+use are written here (``WriteRequest.shard``, ``puts``; ``PutRequest.key``,
+``value``, ``partition_key``, ``sequence_key_delta``, packed); an answer is
+read for ``PutResponse.status``, ``version.version_id`` and ``key``, and
+every other field is skipped, as protobuf's rules require. Field numbers are
+those of Oxia's ``client.proto`` (v0.17.1); tests/unit/test_oxia_wire.py
+checks both directions against the client's own messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+WRITE_METHOD = "/io.streamnative.oxia.proto.OxiaClient/Write"
+
+_VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
+_INT64_RANGE = 1 << 64
+
+
+@dataclass(frozen=True)
+class WritePut:
+    """One sequential put of a ``WriteRequest``."""
+
+    key: str
+    value: bytes
+    partition_key: str
+    sequence_key_delta: Sequence[int]
+
+
+@dataclass(frozen=True)
+class PutAnswer:
+    """One ``PutResponse``: its status (0 is OK), the version id and the key the server chose."""
+
+    status: int
+    version_id: int
+    key: str | None
+
+
+def _varint(value: int, out: bytearray) -> None:
+    if value < 0:
+        value += _INT64_RANGE  # int64: ten bytes of two's complement
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _field(tag: int, data: bytes | bytearray, out: bytearray) -> None:
+    out.append(tag)
+    _varint(len(data), out)
+    out += data
+
+
+def encode_write_request(shard: int, puts: Sequence[WritePut]) -> bytes:
+    out = bytearray(b"\x08")  # field 1 (shard), varint
+    _varint(shard, out)
+    for put in puts:
+        message = bytearray()  # proto3: an empty string or bytes field is left out
+        if put.key:
+            _field(0x0A, put.key.encode(), message)  # 1: key
+        if put.value:
+            _field(0x12, put.value, message)  # 2: value
+        _field(0x32, put.partition_key.encode(), message)  # 6: partition_key
+        if put.sequence_key_delta:
+            packed = bytearray()
+            for delta in put.sequence_key_delta:
+                _varint(delta, packed)
+            _field(0x3A, packed, message)  # 7: sequence_key_delta, packed
+        _field(0x12, message, out)  # 2: puts
+    return bytes(out)
+
+
+class _Reader:
+    def __init__(self, data: bytes | memoryview) -> None:
+        self.data = memoryview(data)
+        self.pos = 0
+
+    def done(self) -> bool:
+        return self.pos >= len(self.data)
+
+    def varint(self) -> int:
+        value = shift = 0
+        while True:
+            if self.pos >= len(self.data) or shift > 63:
+                raise ValueError("truncated or overlong varint")
+            byte = self.data[self.pos]
+            self.pos += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+
+    def field(self) -> tuple[int, int]:
+        key = self.varint()
+        return key >> 3, key & 7
+
+    def length_delimited(self) -> memoryview:
+        n = self.varint()
+        end = self.pos + n
+        if end > len(self.data):
+            raise ValueError("truncated length-delimited field")
+        chunk = self.data[self.pos : end]
+        self.pos = end
+        return chunk
+
+    def skip(self, wire_type: int) -> None:
+        if wire_type == _VARINT:
+            self.varint()
+        elif wire_type == _LEN:
+            self.length_delimited()
+        elif wire_type in (_FIXED64, _FIXED32):
+            self.pos += 8 if wire_type == _FIXED64 else 4
+            if self.pos > len(self.data):
+                raise ValueError("truncated fixed-width field")
+        else:
+            raise ValueError(f"unsupported wire type {wire_type}")
+
+
+def _int64(value: int) -> int:
+    return value - _INT64_RANGE if value >= 1 << 63 else value
+
+
+def _version_id(data: memoryview) -> int:
+    reader, version_id = _Reader(data), 0
+    while not reader.done():
+        number, wire_type = reader.field()
+        if number == 1 and wire_type == _VARINT:
+            version_id = _int64(reader.varint())
+        else:
+            reader.skip(wire_type)
+    return version_id
+
+
+def _put_answer(data: memoryview) -> PutAnswer:
+    reader = _Reader(data)
+    status, version_id, key = 0, 0, None
+    while not reader.done():
+        number, wire_type = reader.field()
+        if number == 1 and wire_type == _VARINT:
+            status = reader.varint()
+        elif number == 2 and wire_type == _LEN:
+            version_id = _version_id(reader.length_delimited())
+        elif number == 3 and wire_type == _LEN:
+            key = str(reader.length_delimited(), "utf-8")
+        else:
+            reader.skip(wire_type)
+    return PutAnswer(status, version_id, key)
+
+
+def decode_write_response(data: bytes) -> list[PutAnswer]:
+    """The ``puts`` of a ``WriteResponse``, in order; raises ``ValueError`` on bytes that are not one."""
+    reader, answers = _Reader(data), []
+    while not reader.done():
+        number, wire_type = reader.field()
+        if number == 1 and wire_type == _LEN:
+            answers.append(_put_answer(reader.length_delimited()))
+        else:
+            reader.skip(wire_type)
+    return answers
