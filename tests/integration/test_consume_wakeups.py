@@ -214,3 +214,47 @@ def test_a_wakeup_wakes_a_waiter_in_another_thread() -> None:
     changes = wakeup.wait(JOIN_S)
     timer.join()
     assert changes == Changes(frozenset({"k"}))
+
+
+def reads_by_op(storage: Storage) -> dict[str, int]:
+    return {op: s.calls for op, s in storage.oxia.counters.snapshot().items()}
+
+
+def test_a_sequential_waiter_woken_by_an_append_reads_one_index_page(
+    storage: Storage, consumer_storage: Storage, topic: str
+) -> None:
+    # Its first round read control; no notification named control since, so the round
+    # the append's notification starts reads only the scan that proves the new tail.
+    writer = LogWriter(storage)
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"before"])
+    service = ConsumeService(LogReader(consumer_storage))
+    await_notifications(consumer_storage.oxia)
+    before = reads_by_op(consumer_storage)
+
+    waiter = Waiter(service, topic, offset=2)
+    writer.append(topic, 0, [b"after"])
+    result = waiter.join()
+
+    assert [r.value for r in result.records] == [b"after"]
+    made = {op: n - before.get(op, 0) for op, n in reads_by_op(consumer_storage).items()}
+    assert {op: n for op, n in made.items() if n} == {"get": 1, "range_scan": 2}
+
+
+def test_a_control_change_while_waiting_is_read_again(storage: Storage, consumer_storage: Storage, topic: str) -> None:
+    # Fence and unfence open a new generation: a waiter still using the control record of
+    # its first round would scan the old one and wait out max_wait_ms (no re-check here).
+    writer = LogWriter(storage)
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"before"])
+    service = ConsumeService(LogReader(consumer_storage))
+    await_notifications(consumer_storage.oxia)
+
+    waiter = Waiter(service, topic, offset=2)
+    writer.fence(topic, 0)
+    writer.unfence(topic, 0)
+    writer.append(topic, 0, [b"in the new generation"])
+    result = waiter.join()
+
+    assert [(r.offset, r.value) for r in result.records] == [(2, b"in the new generation")]
+    assert result.high_watermark == 2

@@ -7,8 +7,6 @@ reader of its own.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,12 +15,10 @@ from llog.client.reader import LogReader
 from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config
 from llog.format.documents import IndexedBatch
-from llog.service.consume import ConsumeService, PartitionFetch
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
-from tests.integration.test_consume import await_notifications, part, request
 from tests.protocols import CAS
 
 pytestmark = pytest.mark.oxia
@@ -136,26 +132,3 @@ def test_a_cas_partition_reads_as_before(storage: Storage, own_reader: LogReader
     info, batches = own_reader.tail(topic, 0, 5, page=64)
     assert (info.high_watermark, batches) == (sum(BATCH_SIZES), None)  # its high watermark is in control
     assert reads(own_reader, before) == {"get": 1}
-
-
-def test_a_long_poll_woken_by_another_writers_append_reads_control_and_one_page_a_round(
-    writer: LogWriter, own_reader: LogReader, topic: str
-) -> None:
-    fill(writer, topic, (1, 1))
-    service = ConsumeService(own_reader)
-    await_notifications(own_reader.storage.oxia)
-    before = reads(own_reader)
-    woken: list[PartitionFetch] = []
-    waiter = threading.Thread(
-        target=lambda: woken.extend(service.consume(request(part(topic, offset=3), max_wait_ms=20_000)))
-    )
-    waiter.start()
-    time.sleep(0.3)  # the waiter reads the tail (nothing new) and waits for a notification
-    writer.append(topic, 0, [b"third"])  # another client's append: the reader learns of it from Oxia
-    waiter.join(30)
-    assert [(r.offset, r.value) for r in woken[0].records] == [(3, b"third")]
-    assert woken[0].high_watermark == 3
-    made = reads(own_reader, before)
-    # Each round (the first, at the tail, and the one the notification starts) is control and one page.
-    assert set(made) == {"get", "range_scan"}, made
-    assert made["get"] == made["range_scan"] <= 3, made

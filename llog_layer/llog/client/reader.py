@@ -112,7 +112,7 @@ class LogReader:
         return PartitionInfo(topic, partition, control.log_start_offset, index.high_watermark(), control, index)
 
     def tail(
-        self, topic: str, partition: int, start_offset: int, *, page: int
+        self, topic: str, partition: int, start_offset: int, *, page: int, control: ControlRecord | None = None
     ) -> tuple[PartitionInfo, list[IndexedBatch] | None]:
         """``partition_info``, and the batches from ``start_offset`` when the scan that found them proves the rest.
 
@@ -126,9 +126,12 @@ class LogReader:
         Anything the scan does not prove (a gap, a full page, nothing before
         ``start_offset``, a CAS partition, whose high watermark is in control) is
         answered as ``partition_info`` does, with None for the batches (``batches``
-        reads them).
+        reads them). ``control``: a control record the caller knows is still
+        current (a long-poll no notification about it has reached since it read
+        it), used instead of reading it again.
         """
-        index = PartitionIndex.load(self._metadata(topic, partition))
+        meta = self._metadata(topic, partition)
+        index = PartitionIndex.load(meta) if control is None else PartitionIndex(meta, control)
         control = index.control
         if index.sequential and start_offset > control.log_start_offset:
             scanned = index.scan(start_offset - 1, limit=page + 1)

@@ -13,7 +13,12 @@ commit keys (``meta/control``, which a CAS append changes, and the
 ``seq/`` folder, where a sequential append adds a key), shared by every
 waiter of the process (``OxiaStore.changes()``), and, with a tail cache, by
 this process's own appends, which it then serves from the cache without
-reading Oxia. Correctness does not rest on notifications: with the
+reading Oxia. Within one long-poll, a partition's ``meta/control`` read in
+one round is used again in the next unless a notification named it (a
+partition's keys are on one Oxia shard, whose notifications arrive in commit
+order, so a change committed before the append that woke the waiter is
+notified before it): a sequential partition woken by an append then costs one
+index scan. Correctness does not rest on notifications: with the
 notification streams up, a waiter re-reads every ``RECHECK_S`` regardless;
 while they are not (connecting, or the server has notifications off), it
 re-polls with backoff from 20 ms doubling to 500 ms. A partition the cache
@@ -34,13 +39,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
 from llog.client.reader import LogReader, LogRecord, TimestampOffset, readable, record_at
 from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, RecordsLost, UnknownTopic
 from llog.format.codec import RecordBatch, decode_batch
-from llog.format.documents import INITIAL_OFFSET, EntryType, IndexedBatch, LogState
+from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys
 from llog.protocol.topics import TopicRegistry
 from llog.service.tail_cache import TailCache
@@ -56,6 +61,13 @@ POLL_MAX_S = 0.5
 # a second (an idle long-poll of 20 s costs about 20 reads instead of about 45).
 RECHECK_S = 1.0
 EVERYTHING = Changes(everything=True)
+
+PartitionId = tuple[str, int]
+
+
+def _control_tag(pid: PartitionId) -> tuple[str, PartitionId]:
+    """The wake-up tag of a partition's ``meta/control`` (its ``seq/`` folder's tag is ``pid`` itself)."""
+    return ("meta/control", pid)
 
 
 @dataclass(frozen=True)
@@ -173,24 +185,31 @@ class ConsumeService:
     def consume(self, request: ConsumeRequest) -> list[PartitionFetch]:
         deadline = self._clock() + request.max_wait_ms / 1000
         wakeup = Wakeup()
+        feed = self.reader.storage.oxia.changes()
         with self._watching(request, wakeup):
             delay = POLL_INITIAL_S
             changed = Changes()  # the first round trusts the cached tails
+            controls: dict[PartitionId, ControlRecord] = {}  # read in an earlier round, not notified since
             while True:
                 final = self._clock() >= deadline
-                results = self._fetch(request, EVERYTHING if final else changed)
+                if final:  # the last round reads everything afresh
+                    changed, controls = EVERYTHING, {}
+                results = self._fetch(request, changed, controls)
                 for result in results:
                     if isinstance(result.error, UnknownTopic):
                         raise result.error
                 if final or sum(r.nbytes for r in results) >= request.min_bytes or all(r.error for r in results):
                     return results
                 remaining = deadline - self._clock()
-                if self.reader.storage.oxia.changes().live:
+                live = feed.live
+                if live:
                     timeout = min(RECHECK_S, remaining)
                 else:
                     timeout, delay = min(delay, remaining), min(delay * 2, POLL_MAX_S)
                 # Timed out: nothing was notified, but something may have changed unnoticed.
                 changed = wakeup.wait(timeout) or EVERYTHING
+                notified = live and feed.live and not changed.everything
+                controls = {p: c for p, c in controls.items() if notified and _control_tag(p) not in changed.tags}
 
     @contextlib.contextmanager
     def _watching(self, request: ConsumeRequest, wakeup: Wakeup) -> Iterator[None]:
@@ -199,13 +218,13 @@ class ConsumeService:
             yield
             return
         pids = list(dict.fromkeys((p.topic, p.partition) for p in request.partitions))
-        keys: dict[str, tuple[str, int]] = {}
+        keys: dict[str, Hashable] = {}
         for pid in pids:
             try:
                 partition_keys = PartitionKeys(*pid, root=self.reader.storage.root)
             except LlogError:
                 continue  # an invalid name: its read reports the error
-            keys[partition_keys.control] = keys[partition_keys.sequences] = pid
+            keys[partition_keys.control], keys[partition_keys.sequences] = _control_tag(pid), pid
         with contextlib.ExitStack() as stack:
             stack.enter_context(self.reader.storage.oxia.changes().watching(wakeup, keys))
             if self.tail_cache is not None:
@@ -214,9 +233,14 @@ class ConsumeService:
 
     # --- one round -------------------------------------------------------------
 
-    def _fetch(self, request: ConsumeRequest, changed: Changes) -> list[PartitionFetch]:
-        """One read of every partition; a cached tail is trusted unless ``changed`` names its partition."""
-        plans = [self._plan(p, self._trust_cached_tail(p, changed)) for p in request.partitions]
+    def _fetch(
+        self, request: ConsumeRequest, changed: Changes, controls: dict[PartitionId, ControlRecord]
+    ) -> list[PartitionFetch]:
+        """One read of every partition; a cached tail is trusted unless ``changed`` names its partition.
+
+        ``controls``: control records still current, used instead of reading them; each one read is added.
+        """
+        plans = [self._plan(p, self._trust_cached_tail(p, changed), controls) for p in request.partitions]
         fetcher = BlobFetcher(self.reader.storage.blobs, self.object_cache)
         # A failed prefetch is not fatal: each partition meets the error again
         # when it reads its own bytes, and reports it.
@@ -236,11 +260,12 @@ class ConsumeService:
         # A notification about a partition this process appends to is almost always that
         # append's own (its commit point comes before the writer returns; the cache wakes us
         # when the batch lands): another writer's append there waits for the re-check.
-        return (req.topic, req.partition) not in changed.tags or (
+        pid = (req.topic, req.partition)
+        return (pid not in changed.tags and _control_tag(pid) not in changed.tags) or (
             self.tail_cache is not None and self.tail_cache.appended_here(req.topic, req.partition)
         )
 
-    def _plan(self, req: FetchPartition, trust_cached_tail: bool) -> _Plan:
+    def _plan(self, req: FetchPartition, trust_cached_tail: bool, controls: dict[PartitionId, ControlRecord]) -> _Plan:
         plan = _Plan(req, log_start_offset=self._log_starts.get((req.topic, req.partition), INITIAL_OFFSET))
         cache = self.tail_cache
         if cache is not None:
@@ -257,7 +282,11 @@ class ConsumeService:
                 if plan.high_watermark is not None:
                     return plan
         try:
-            info, scanned = self.reader.tail(req.topic, req.partition, req.fetch_offset, page=MAX_BATCHES_PER_PARTITION)
+            pid = (req.topic, req.partition)
+            info, scanned = self.reader.tail(
+                req.topic, req.partition, req.fetch_offset, page=MAX_BATCHES_PER_PARTITION, control=controls.get(pid)
+            )
+            controls[pid] = info.control
             if info.control.log_state is LogState.FENCED:
                 record = self._topics.get(req.topic)
                 if record is not None and record.deleted:
