@@ -9,3 +9,7 @@ from llog.config import WriterConfig
 from llog.format.documents import AppendProtocol
 
 CAS = WriterConfig(append_protocol=AppendProtocol.CAS)
+
+# Every batch read from S3, none from its index entry: for the tests of the S3 read path
+# (small batches are otherwise also kept in their index entries, LLOG_INLINE_BATCH_MAX_BYTES).
+CAS_S3_ONLY = WriterConfig(append_protocol=AppendProtocol.CAS, inline_batch_max_bytes=0)

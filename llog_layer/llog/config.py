@@ -62,6 +62,7 @@ SETTINGS: Mapping[str, Setting] = {
         Setting("LLOG_WRITER_CAS_BACKOFF_MAX_MS", "200", "longest backoff after a lost compare-and-set"),
         Setting("LLOG_WRITER_MAX_COMMIT_DELAY_MS", "60000", "latest reservation after a WAL object's PUT began"),
         Setting("LLOG_WRITER_COMMIT_CONCURRENCY", "16", "partitions of one shared append committed at once"),
+        Setting("LLOG_INLINE_BATCH_MAX_BYTES", "1024", "a batch this small is also kept in its index entry (0: off)"),
         Setting("LLOG_PRODUCER_EXPIRY_MS", str(7 * 24 * 3600 * 1000), "idle time after which a producer id expires"),
         # HTTP requests
         Setting("LLOG_MAX_REQUEST_BYTES", str(LAMBDA_PAYLOAD_LIMIT), "largest request body"),
@@ -242,6 +243,9 @@ class WriterConfig:
     commit_concurrency: int = default_int("LLOG_WRITER_COMMIT_CONCURRENCY")
     # An idempotent producer's id and its per-partition state expire after this long unused.
     producer_expiry_ms: int = default_int("LLOG_PRODUCER_EXPIRY_MS")
+    # An encoded batch up to this size is also written into its index entry, so a
+    # reader of the log's tail gets it from Oxia without an S3 GET (0: never).
+    inline_batch_max_bytes: int = default_int("LLOG_INLINE_BATCH_MAX_BYTES")
 
     @classmethod
     def from_env(cls, env: Environ | None = None) -> WriterConfig:
@@ -254,6 +258,7 @@ class WriterConfig:
             append_protocol=append_protocol_from_env(env),
             commit_concurrency=setting_int(env, "LLOG_WRITER_COMMIT_CONCURRENCY", minimum=1),
             producer_expiry_ms=setting_int(env, "LLOG_PRODUCER_EXPIRY_MS", minimum=1),
+            inline_batch_max_bytes=setting_int(env, "LLOG_INLINE_BATCH_MAX_BYTES"),
         )
 
     def cas_backoff(self) -> Backoff:

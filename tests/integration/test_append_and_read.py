@@ -8,6 +8,7 @@ import pytest
 
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
+from llog.config import S3Config, WriterConfig
 from llog.errors import (
     CorruptBatch,
     CorruptData,
@@ -16,12 +17,18 @@ from llog.errors import (
     OffsetOutOfRange,
     PartitionNotInitialized,
 )
-from llog.format.codec import Record
-from llog.format.documents import CompactionCursor, ControlRecord, LogState
+from llog.format.codec import Record, encode_batch
+from llog.format.documents import AppendProtocol, CompactionCursor, ControlRecord, LogState
 from llog.format.keys import PartitionKeys, S3Location
+from llog.protocol.compaction import Compactor, compact_until_caught_up
+from llog.protocol.index import PartitionIndex
+from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.verify import ProblemKind, verify
+from llog.store.fetch import fetch_ref
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
+from tests.protocols import CAS_S3_ONLY
 
 pytestmark = pytest.mark.oxia
 
@@ -48,8 +55,7 @@ def test_offsets_start_at_one_and_are_contiguous(writer: LogWriter, reader: LogR
     writer.initialize_partition(topic, 0)
     assert reader.high_watermark(topic, 0) == 0
 
-    ranges = [(r.start_offset, r.end_offset) for r in
-              (writer.append(topic, 0, [b"x"] * n) for n in (1, 3, 2, 5))]
+    ranges = [(r.start_offset, r.end_offset) for r in (writer.append(topic, 0, [b"x"] * n) for n in (1, 3, 2, 5))]
 
     assert ranges == [(1, 1), (2, 4), (5, 6), (7, 11)]
     assert reader.high_watermark(topic, 0) == 11
@@ -92,17 +98,18 @@ def test_every_offset_reads_back_exact_bytes_keys_headers_timestamps(
     assert [r.offset for r in reader.iter_from(topic, 0, 1)] == [1, 2, 3, 4]
 
 
-def test_one_shared_blob_serves_several_partitions_by_range_get(
-    writer: LogWriter, storage: Storage, s3_config, topic: str
-) -> None:
+def test_one_shared_blob_serves_several_partitions_by_range_get(storage: Storage, s3_config, topic: str) -> None:
+    writer = LogWriter(storage, config=CAS_S3_ONLY)
     other = f"{topic}-b"
     for t, p in ((topic, 0), (topic, 1), (other, 0)):
         writer.initialize_partition(t, p)
-    results = writer.append_shared([
-        SharedAppendGroup(topic, 0, [b"p0-a", b"p0-b"]),
-        SharedAppendGroup(topic, 1, [b"p1-a"]),
-        SharedAppendGroup(other, 0, [b"o-a", b"o-b", b"o-c"]),
-    ])
+    results = writer.append_shared(
+        [
+            SharedAppendGroup(topic, 0, [b"p0-a", b"p0-b"]),
+            SharedAppendGroup(topic, 1, [b"p1-a"]),
+            SharedAppendGroup(other, 0, [b"o-a", b"o-b", b"o-c"]),
+        ]
+    )
     assert all(r.ok for r in results)
     assert len({r.wal_uri for r in results}) == 1
     assert results[0].wal_uri is not None
@@ -169,8 +176,9 @@ def test_fenced_log_rejects_appends_until_unfenced(
     assert writer.append(topic, 0, [b"after"]).start_offset == 2
 
 
-def test_corrupted_blob_is_a_clear_error(writer: LogWriter, reader: LogReader, blob_store: BlobStore,
-                                         topic: str) -> None:
+def test_corrupted_blob_is_a_clear_error(storage: Storage, reader: LogReader, blob_store: BlobStore,
+                                         topic: str) -> None:  # fmt: skip
+    writer = LogWriter(storage, config=CAS_S3_ONLY)
     writer.initialize_partition(topic, 0)
     result = writer.append(topic, 0, [b"a" * 100])
     assert result.wal_uri is not None
@@ -190,3 +198,62 @@ def test_corrupted_blob_is_a_clear_error(writer: LogWriter, reader: LogReader, b
     blob_store.put(location, b"garbage")
     with pytest.raises(CorruptData, match="shorter than the requested range"):
         reader.read_offset(topic, 0, 1)
+
+
+# --- small batches kept in their index entries (LLOG_INLINE_BATCH_MAX_BYTES) ----------------------
+
+
+@pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL])
+def test_a_small_batch_is_read_from_its_index_entry_and_a_large_one_from_s3(
+    storage: Storage, s3_config: S3Config, topic: str, protocol: AppendProtocol
+) -> None:
+    writer = LogWriter(storage, config=WriterConfig(append_protocol=protocol, inline_batch_max_bytes=1024))
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"small"])  # a 56-byte batch
+    writer.append(topic, 0, [b"x" * 1000])  # 1,048 bytes: over the limit
+    reader = LogReader(dataclasses.replace(storage, blobs=BlobStore(s3_config)))  # counters of its own
+
+    small, large = PartitionIndex.load(reader._metadata(topic, 0)).scan(1)
+    assert small.entry.ref.inline is not None
+    assert small.entry.ref.inline == fetch_ref(storage.blobs, small.entry.ref)  # the very bytes of the slice
+    assert large.entry.ref.inline is None
+
+    assert reader.read_offset(topic, 0, 1).value == b"small"
+    assert reader.storage.blobs.counters.total_calls() == 0
+    assert reader.read_offset(topic, 0, 2).value == b"x" * 1000
+    assert reader.storage.blobs.counters.snapshot()["range_get"].calls == 1
+
+
+def test_compaction_and_verify_take_inline_batches(storage: Storage, s3_config: S3Config, topic: str) -> None:
+    writer = LogWriter(storage)
+    writer.initialize_partition(topic, 0)
+    for i in range(3):
+        writer.append(topic, 0, [f"r{i}".encode()])
+    assert verify(storage, [topic]).problems == []
+
+    counted = dataclasses.replace(storage, blobs=BlobStore(s3_config))
+    compact_until_caught_up(Compactor(counted), topic, 0, budget_s=60)
+    ops = counted.blobs.counters.snapshot()
+    assert "get" not in ops  # the WAL slices came from their entries
+    assert "range_get" not in ops
+    assert [r.value for r in LogReader(storage).read_range(topic, 0, 1, 3)] == [b"r0", b"r1", b"r2"]
+
+
+def test_verify_finds_an_inline_copy_that_is_not_the_slice(storage: Storage, topic: str) -> None:
+    writer = LogWriter(storage)
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a" * 50])
+    (batch,) = PartitionIndex.load(PartitionMetadata(storage.oxia, PartitionKeys(topic, 0, storage.root))).scan(1)
+    ref = batch.entry.ref
+    assert ref.inline is not None
+    assert ref.byte_offset is not None
+    # Another valid batch of the same size and count in the slice: it decodes, but is not the entry's copy.
+    location = S3Location.parse(ref.data_key)
+    blob = storage.blobs.get(location)
+    other = encode_batch([b"b" * 50])
+    assert len(other) == len(ref.inline)
+    storage.blobs.put(location, blob[: ref.byte_offset] + other + blob[ref.byte_offset + len(other) :])
+
+    report = verify(storage, [topic])
+
+    assert [(p.kind, p.key) for p in report.problems] == [(ProblemKind.INLINE_MISMATCH, ref.data_key)]

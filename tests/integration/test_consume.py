@@ -28,7 +28,7 @@ from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
-from tests.protocols import CAS
+from tests.protocols import CAS, CAS_S3_ONLY
 
 pytestmark = pytest.mark.oxia
 
@@ -95,8 +95,9 @@ def tail_cached(storage: Storage, reader_storage: Storage, topic: str) -> TailCa
 
 
 def test_partitions_sharing_one_wal_blob_fetch_it_once(
-    writer: LogWriter, service: ConsumeService, reader_storage: Storage, topic: str
+    storage: Storage, service: ConsumeService, reader_storage: Storage, topic: str
 ) -> None:
+    writer = LogWriter(storage, config=CAS_S3_ONLY)
     for p in range(3):
         writer.initialize_partition(topic, p)
     groups = [SharedAppendGroup(topic, p, [f"{p}-a".encode(), f"{p}-b".encode()]) for p in range(3)]
@@ -137,9 +138,7 @@ def test_max_bytes_is_shared_by_the_partitions_of_a_request(
     assert second.error is None
 
 
-def test_the_first_record_always_goes_out_however_large(
-    writer: LogWriter, service: ConsumeService, topic: str
-) -> None:
+def test_the_first_record_always_goes_out_however_large(writer: LogWriter, service: ConsumeService, topic: str) -> None:
     for p in (0, 1):
         writer.initialize_partition(topic, p)
         writer.append(topic, p, [b"y" * 1000, b"z"])

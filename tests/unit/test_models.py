@@ -269,7 +269,28 @@ def test_compaction_index_deletions_started(state, started):
 
 def test_data_ref_defaults():
     ref = DataRef("s3://b/k")
-    assert (ref.encoding, ref.byte_offset, ref.byte_length) == (ENCODING, None, None)
+    assert (ref.encoding, ref.byte_offset, ref.byte_length, ref.inline) == (ENCODING, None, None, None)
+
+
+def test_an_inline_batch_round_trips_as_base64_and_is_absent_otherwise():
+    inline_ref = DataRef("s3://b/k", ENCODING, 177, 4, inline=b"\x00\xffab")
+    entry = IndexEntry(EntryType.WAL, 2, inline_ref, NOW)
+    assert doc_of(entry.encode())["inline"] == "AP9hYg=="
+    assert IndexEntry.decode(entry.encode()) == entry
+    assert "inline" not in doc_of(INDEX_ENTRY.encode())
+    pending = PendingAppend("a", 1, 2, 2, inline_ref, NOW)
+    assert PendingAppend.from_json(json.loads(json.dumps(pending.to_json()))) == pending
+
+
+@pytest.mark.parametrize(
+    ("inline", "message"),
+    [("not base64!", "'inline' is not base64"), ("AP9h", "inline batch of 3 bytes for a slice of 4"), (7, "string")],
+)
+def test_a_bad_inline_batch_is_corrupt_metadata(inline, message):
+    doc = doc_of(IndexEntry(EntryType.WAL, 2, DataRef("s3://b/k", ENCODING, 0, 4, inline=b"abcd"), NOW).encode())
+    doc["inline"] = inline
+    with pytest.raises(CorruptMetadata, match=message):
+        IndexEntry.decode(raw_of(doc))
 
 
 # --- unknown extra fields are ignored -----------------------------------------------------------

@@ -188,8 +188,9 @@ class LogReader:
             raise OffsetOutOfRange(keys.topic, keys.partition, offset, control.log_start_offset, shown)
 
     def fetch(self, batch: IndexedBatch) -> RecordBatch:
-        """Download and decode the batch: a range GET for shared-blob slices, else a whole GET."""
-        data = fetch_ref(self.storage.blobs, batch.entry.ref)
+        """Decode the batch: its inline copy, else a range GET for shared-blob slices, else a whole GET."""
+        ref = batch.entry.ref
+        data = ref.inline if ref.inline is not None else fetch_ref(self.storage.blobs, ref)
         return decode_batch(data, expected_count=batch.entry.msg_count)
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int | str) -> TimestampOffset:

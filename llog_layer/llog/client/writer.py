@@ -257,10 +257,12 @@ class LogWriter:
         self._fault(WRITER_AFTER_BLOB_PUT)
 
         results = []
+        inline_max = self.config.inline_batch_max_bytes
         refs = [
-            DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length, TimeSpan.of_batch(body.body))
+            DataRef(location.uri, s.encoding, s.byte_offset, s.byte_length, TimeSpan.of_batch(body.body),
+                    inline=body.body if len(body.body) <= inline_max else None)
             for s, body in zip(slices, bodies, strict=True)
-        ]
+        ]  # fmt: skip
         outcomes = self._commit_all(groups, refs, slices, now, _Deadline(commit_deadline, commit_by_ms))
         for s, body, outcome in zip(slices, bodies, outcomes, strict=True):
             if isinstance(outcome, LlogError):

@@ -8,8 +8,10 @@ fields are ignored so that newer writers stay readable by older readers.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -147,7 +149,18 @@ def _data_ref(doc: dict[str, Any], what: str) -> DataRef:
         byte_offset=_int(doc, "byte_offset", what, optional=True),
         byte_length=_int(doc, "byte_length", what, optional=True),
         times=TimeSpan.from_doc(doc, what),
+        inline=_inline(doc, what),
     )
+
+
+def _inline(doc: dict[str, Any], what: str) -> bytes | None:
+    text = _str(doc, "inline", what, optional=True)
+    if text is None:
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise CorruptMetadata(f"{what} field 'inline' is not base64") from None
 
 
 def _ref_fields(ref: DataRef) -> dict[str, Any]:
@@ -158,6 +171,8 @@ def _ref_fields(ref: DataRef) -> dict[str, Any]:
         "byte_offset": ref.byte_offset,
         "byte_length": ref.byte_length,
     }
+    if ref.inline is not None:  # absent otherwise: documents without one read as they always did
+        fields["inline"] = base64.b64encode(ref.inline).decode("ascii")
     return fields | TimeSpan.optional_fields(ref.times)
 
 
@@ -238,10 +253,15 @@ class DataRef:
     byte_offset: int | None = None
     byte_length: int | None = None
     times: TimeSpan | None = None
+    # A small batch's bytes, also kept here: readers and compaction take them from Oxia
+    # without a GET; the slice in S3 stays, for recovery (which reads only S3) and verify.
+    inline: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if (self.byte_offset is None) != (self.byte_length is None):
             raise CorruptMetadata("byte_offset and byte_length must be given together")
+        if self.inline is not None and len(self.inline) != self.byte_length:
+            raise CorruptMetadata(f"an inline batch of {len(self.inline)} bytes for a slice of {self.byte_length}")
 
 
 NO_DATA = DataRef("")

@@ -108,6 +108,7 @@ class ProblemKind(StrEnum):
     RANGE_OUTSIDE_OBJECT = "range_outside_object"  # I4: the entry's bytes lie past the object's end
     CORRUPT_BATCH = "corrupt_batch"  # I3: the bytes fail the CRC32C, do not decode, or hold another count
     OBJECT_MISMATCH = "object_mismatch"  # I3: a compacted object's size or range disagrees with its entry
+    INLINE_MISMATCH = "inline_mismatch"  # I3: the copy of a small batch in its entry differs from the object's bytes
     MANIFEST_MISSING = "manifest_missing"  # I4: a committed compacted range has no manifest
     MANIFEST_MISMATCH = "manifest_mismatch"  # I4: a manifest is unreadable or names another object
     MANIFEST_UNINDEXED = "manifest_unindexed"  # I4: a manifest for a range the index does not hold as compacted
@@ -490,6 +491,8 @@ class Verifier:
                 data = fetch_ref(self.storage.blobs, ref)
                 found.append(len(data))
                 decode_batch(data, expected_count=entry.msg_count)
+                if ref.inline is not None and ref.inline != data:
+                    found.append((batch, ProblemKind.INLINE_MISMATCH, "the entry's inline copy is not the object's"))
             except BlobNotFound:
                 found.append((batch, ProblemKind.OBJECT_MISSING, "the object does not exist"))
             except CorruptData as exc:  # a short read, a bad CRC32C, another record count
@@ -571,7 +574,8 @@ class Verifier:
             except BlobNotFound:
                 return True
             return False  # published since, by the compaction that was finishing
-        if problem.kind in (kind.OBJECT_MISSING, kind.RANGE_OUTSIDE_OBJECT, kind.CORRUPT_BATCH, kind.OBJECT_MISMATCH):
+        if problem.kind in (kind.OBJECT_MISSING, kind.RANGE_OUTSIDE_OBJECT, kind.CORRUPT_BATCH, kind.OBJECT_MISMATCH,
+                            kind.INLINE_MISMATCH):  # fmt: skip
             # Still referenced by the entry holding the offset? (Compaction or retention may have replaced it.)
             covering = fresh.covering(offset)
             return covering is not None and covering.entry.ref.data_key == problem.key

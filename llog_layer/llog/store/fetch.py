@@ -23,7 +23,7 @@ FETCH_THREADS = 8
 
 
 def fetch_ref(blobs: BlobStore, ref: DataRef) -> bytes:
-    """The bytes of one ref: a range GET for a slice of a shared blob, else a whole GET."""
+    """The bytes of one ref in S3, never its inline copy: a range GET for a slice of a shared blob, else a GET."""
     location = S3Location.parse(ref.data_key)
     if ref.byte_offset is not None and ref.byte_length is not None:
         return blobs.get_range(location, ref.byte_offset, ref.byte_length)
@@ -42,7 +42,8 @@ class BlobFetcher:
     def prefetch(self, refs: Sequence[DataRef]) -> None:
         by_key: dict[str, list[DataRef]] = {}
         for ref in refs:
-            by_key.setdefault(ref.data_key, []).append(ref)
+            if ref.inline is None:  # a batch kept in its entry needs no GET
+                by_key.setdefault(ref.data_key, []).append(ref)
         jobs: list[tuple[str, int | None, int | None]] = []  # (key, start, end); None: whole object
         for key, key_refs in by_key.items():
             if any(r.byte_offset is None or r.byte_length is None for r in key_refs):
@@ -75,7 +76,9 @@ class BlobFetcher:
         self._spans.setdefault(key, []).append((start, data))
 
     def get(self, ref: DataRef) -> bytes:
-        """The bytes of ``ref``, from what ``prefetch`` fetched (fetching now if it did not)."""
+        """The bytes of ``ref``: its inline copy, or what ``prefetch`` fetched (fetching now if it did not)."""
+        if ref.inline is not None:
+            return ref.inline
         if ref.byte_offset is None or ref.byte_length is None:
             if ref.data_key not in self._whole:
                 self._fetch_whole(ref.data_key)
