@@ -54,6 +54,7 @@ PAYLOAD = b"x" * 100
 PROTOCOLS = ("cas", "sequential")
 KINDS = ("threads", "processes")
 TARGET_WRITERS = 32
+WORKER_CONNECT_TIMEOUT_MS = 60_000
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,9 @@ def _diff(before: dict[str, OperationStats], after: dict[str, OperationStats]) -
 
 def _writer(address: str, s3_config: S3Config, protocol: str, oxia: OperationCounters, s3: OperationCounters
             ) -> LogWriter:  # fmt: skip
-    storage = Storage(OxiaStore(OxiaConfig(address), counters=oxia), BlobStore(s3_config, counters=s3), BUCKET,
+    # Patient connecting: 64 writer processes start at once on a small machine.
+    config = OxiaConfig(address, connect_timeout_ms=WORKER_CONNECT_TIMEOUT_MS)
+    storage = Storage(OxiaStore(config, counters=oxia), BlobStore(s3_config, counters=s3), BUCKET,
                       DEFAULT_ROOT_PREFIX)  # fmt: skip
     return LogWriter(storage, config=WriterConfig(append_protocol=AppendProtocol(protocol)))
 
@@ -128,6 +131,9 @@ def _process_worker(address: str, s3_config: S3Config, scenario: Scenario, topic
         result.oxia = _diff(oxia_before, oxia.snapshot())
         result.s3 = {op: v[0] for op, v in _diff(s3_before, s3.snapshot()).items()}
         out.put(result)
+    except Exception as exc:
+        gate.abort()  # the other writers stop waiting for this one
+        out.put(f"writer {index}: {type(exc).__name__}: {exc}")
     finally:
         writer.close()
 
@@ -172,10 +178,13 @@ def _run_processes(address: str, s3_config: S3Config, scenario: Scenario, topic:
     ]
     for p in procs:
         p.start()
-    results = [out.get(timeout=300 + seconds) for _ in procs]
+    answers = [out.get(timeout=300 + seconds) for _ in procs]
     for p in procs:
         p.join(60)
-    return results
+    failed = [a for a in answers if isinstance(a, str)]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(procs)} writer processes failed; first: {failed[0]}")
+    return answers
 
 
 def one_run(address: str, s3_config: S3Config, scenario: Scenario, seconds: float) -> dict[str, Any]:

@@ -110,9 +110,9 @@ def default_int(name: str) -> int:
     return int(SETTINGS[name].default)
 
 
-def setting_int(env: Environ, name: str, *, minimum: int = 0) -> int:
+def setting_int(env: Environ, name: str, *, minimum: int = 0, maximum: int | None = None) -> int:
     """An integer setting (default from ``SETTINGS``); ``ConfigurationError`` naming it when invalid."""
-    return env_int(env, name, default_int(name), minimum=minimum)
+    return env_int(env, name, default_int(name), minimum=minimum, maximum=maximum)
 
 
 def environ() -> Environ:
@@ -129,7 +129,7 @@ def _get(env: Environ, *names: str) -> str | None:
     return None
 
 
-def env_int(env: Environ, name: str, default: int, *, minimum: int = 0) -> int:
+def env_int(env: Environ, name: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
     """An integer variable, ``default`` when unset; ``ConfigurationError`` naming it when invalid."""
     raw = env.get(name)
     if raw is None or raw == "":
@@ -139,6 +139,8 @@ def env_int(env: Environ, name: str, default: int, *, minimum: int = 0) -> int:
     value = int(raw)
     if value < minimum:
         raise ConfigurationError(f"{name}={value} must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise ConfigurationError(f"{name}={value} must be at most {maximum}")
     return value
 
 
@@ -225,6 +227,11 @@ def append_protocol_from_env(env: Environ | None = None) -> AppendProtocol:
         raise ConfigurationError(f"LLOG_APPEND_PROTOCOL={raw!r} is not one of {choices}") from None
 
 
+# Inline batches ride in Oxia values (and, for CAS partitions, in meta/control's pending,
+# rewritten on every reservation): they stay small.
+INLINE_BATCH_LIMIT = 64 * 1024
+
+
 @dataclass(frozen=True)
 class WriterConfig:
     """Writer tuning: how hard to fight for ``meta/control`` under contention."""
@@ -258,7 +265,7 @@ class WriterConfig:
             append_protocol=append_protocol_from_env(env),
             commit_concurrency=setting_int(env, "LLOG_WRITER_COMMIT_CONCURRENCY", minimum=1),
             producer_expiry_ms=setting_int(env, "LLOG_PRODUCER_EXPIRY_MS", minimum=1),
-            inline_batch_max_bytes=setting_int(env, "LLOG_INLINE_BATCH_MAX_BYTES"),
+            inline_batch_max_bytes=setting_int(env, "LLOG_INLINE_BATCH_MAX_BYTES", maximum=INLINE_BATCH_LIMIT),
         )
 
     def cas_backoff(self) -> Backoff:

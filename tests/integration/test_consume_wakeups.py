@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterable, Iterator
 
 import pytest
 
@@ -188,6 +188,28 @@ def test_a_feed_that_cannot_connect_keeps_trying_and_closes_at_once() -> None:
 
 
 # --- Wakeup ---------------------------------------------------------------------------------
+
+
+def test_one_batch_of_notifications_wakes_a_waiter_once_with_all_its_tags() -> None:
+    # One Oxia log entry may change a partition's control and add a sequence key: a waiter
+    # must not see the second change without the first (it would keep a stale control record).
+    class CountingWakeup(Wakeup):
+        wakes = 0
+
+        def wake(self, tag: Hashable | None = None) -> None:
+            self.wakes += 1
+            super().wake(tag)
+
+        def wake_tags(self, tags: Iterable[Hashable | None]) -> None:
+            self.wakes += 1
+            super().wake_tags(tags)
+
+    feed = ChangeFeed(lambda: [])
+    wakeup = CountingWakeup()
+    feed._watchers.add(wakeup, {"p/meta/control": "control", "p/seq/": "seq"})
+    feed._dispatch(["p/seq/0000000001/e-1-0", "p/meta/control"])
+    assert wakeup.wakes == 1
+    assert wakeup.wait(0) == Changes(frozenset({"control", "seq"}))
 
 
 def test_a_wakeup_reports_and_clears_what_woke_it() -> None:

@@ -132,3 +132,19 @@ def test_a_cas_partition_reads_as_before(storage: Storage, own_reader: LogReader
     info, batches = own_reader.tail(topic, 0, 5, page=64)
     assert (info.high_watermark, batches) == (sum(BATCH_SIZES), None)  # its high watermark is in control
     assert reads(own_reader, before) == {"get": 1}
+
+
+def test_a_reused_control_record_that_proves_nothing_is_read_afresh(
+    writer: LogWriter, own_reader: LogReader, topic: str
+) -> None:
+    fill(writer, topic, (2, 3))
+    stale = own_reader.partition_info(topic, 0).control
+    writer.fence(topic, 0)
+    writer.unfence(topic, 0)  # a generation the stale record does not know
+    writer.append(topic, 0, [b"six"])
+    before = reads(own_reader)
+    info, batches = own_reader.tail(topic, 0, 1, page=64, control=stale)  # offset 1: nothing before it to prove
+    assert batches is None
+    assert info.high_watermark == 6
+    assert reads(own_reader, before)["get"] == 1  # control, read again for the answer
+    assert info.control == own_reader.partition_info(topic, 0).control

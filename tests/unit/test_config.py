@@ -109,6 +109,17 @@ def test_env_int():
         env_int({"X": "-1"}, "X", 7)
     with pytest.raises(ConfigurationError, match="X='x' is not an integer"):
         env_int({"X": "x"}, "X", 7)
+    assert env_int({"X": "9"}, "X", 7, maximum=9) == 9
+    with pytest.raises(ConfigurationError, match="X=10 must be at most 9"):
+        env_int({"X": "10"}, "X", 7, maximum=9)
+
+
+def test_inline_batches_are_bounded_and_can_be_turned_off():
+    assert WriterConfig.from_env({}).inline_batch_max_bytes == 1024
+    assert WriterConfig.from_env({"LLOG_INLINE_BATCH_MAX_BYTES": "0"}).inline_batch_max_bytes == 0
+    assert WriterConfig.from_env({"LLOG_INLINE_BATCH_MAX_BYTES": "65536"}).inline_batch_max_bytes == 65536
+    with pytest.raises(ConfigurationError, match="LLOG_INLINE_BATCH_MAX_BYTES=65537 must be at most 65536"):
+        WriterConfig.from_env({"LLOG_INLINE_BATCH_MAX_BYTES": "65537"})
 
 
 @pytest.mark.parametrize(

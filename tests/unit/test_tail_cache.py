@@ -15,7 +15,7 @@ from llog.client.reader import LogReader
 from llog.config import CacheConfig
 from llog.format.codec import Record, RecordBatch, decode_batch, encode_batch
 from llog.service.consume import ConsumeService
-from llog.service.tail_cache import TailCache
+from llog.service.tail_cache import TailCache, cache_tag
 from llog.store.changes import Changes, Wakeup
 
 
@@ -137,8 +137,8 @@ def test_watching_wakes_on_an_add_to_a_watched_partition_only_while_registered()
         cache.add("orders", 1, 1, batch(b"other"), at_end=True)
         assert wakeup.wait(0) is None
         cache.add("orders", 0, 1, batch(b"a"), at_end=True)
-        # Untagged: the news is in the cache, nothing to re-read from Oxia.
-        assert wakeup.wait(0) == Changes()
+        # Tagged as the cache's news: nothing to re-read from Oxia.
+        assert wakeup.wait(0) == Changes(frozenset({cache_tag(("orders", 0))}))
         cache.add("orders", 0, 1, batch(b"a"), at_end=True)  # already cached: no news
         assert wakeup.wait(0) is None
     cache.add("orders", 0, 2, batch(b"b"), at_end=True)
@@ -153,7 +153,7 @@ def test_watching_wakes_a_waiter_in_another_thread():
         timer.start()
         woke = wakeup.wait(30)
         timer.join()
-    assert woke == Changes()
+    assert woke == Changes(frozenset({cache_tag(("orders", 0))}))
     assert cache.cached_high_watermark("orders", 0) == 1
 
 

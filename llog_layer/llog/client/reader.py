@@ -126,12 +126,14 @@ class LogReader:
         Anything the scan does not prove (a gap, a full page, nothing before
         ``start_offset``, a CAS partition, whose high watermark is in control) is
         answered as ``partition_info`` does, with None for the batches (``batches``
-        reads them). ``control``: a control record the caller knows is still
-        current (a long-poll no notification about it has reached since it read
-        it), used instead of reading it again.
+        reads them). ``control``: a control record the caller believes current
+        (a long-poll no notification about it has reached since it read it),
+        used instead of reading it again for the scan; when the scan proves
+        nothing, control is read afresh for the answer.
         """
         meta = self._metadata(topic, partition)
-        index = PartitionIndex.load(meta) if control is None else PartitionIndex(meta, control)
+        reused = control is not None
+        index = PartitionIndex(meta, control) if control is not None else PartitionIndex.load(meta)
         control = index.control
         if index.sequential and start_offset > control.log_start_offset:
             scanned = index.scan(start_offset - 1, limit=page + 1)
@@ -139,6 +141,9 @@ class LogReader:
             if proven and all(b.start_offset == a.end_offset + 1 for a, b in pairwise(scanned)):
                 info = PartitionInfo(topic, partition, control.log_start_offset, scanned[-1].end_offset, control, index)
                 return info, [b for b in scanned if b.end_offset >= start_offset]
+        if reused:
+            index = PartitionIndex.load(meta)
+            control = index.control
         return PartitionInfo(topic, partition, control.log_start_offset, index.high_watermark(), control, index), None
 
     def high_watermark(self, topic: str, partition: int) -> int:

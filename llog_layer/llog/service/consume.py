@@ -48,7 +48,7 @@ from llog.format.codec import RecordBatch, decode_batch
 from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys
 from llog.protocol.topics import TopicRegistry
-from llog.service.tail_cache import TailCache
+from llog.service.tail_cache import TailCache, cache_tag
 from llog.store.changes import Changes, Wakeup
 from llog.store.fetch import BlobFetcher
 from llog.store.object_cache import ObjectCache
@@ -208,7 +208,10 @@ class ConsumeService:
                     timeout, delay = min(delay, remaining), min(delay * 2, POLL_MAX_S)
                 # Timed out: nothing was notified, but something may have changed unnoticed.
                 changed = wakeup.wait(timeout) or EVERYTHING
+                # Only Oxia's notifications are ordered with control's changes: a wake by the
+                # tail cache (this process's own append) may come first, so it keeps none.
                 notified = live and feed.live and not changed.everything
+                notified = notified and not any(cache_tag(p) in changed.tags for p in controls)
                 controls = {p: c for p, c in controls.items() if notified and _control_tag(p) not in changed.tags}
 
     @contextlib.contextmanager

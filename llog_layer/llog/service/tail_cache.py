@@ -48,6 +48,11 @@ class _Tail:
         return self.batches[-1][1]
 
 
+def cache_tag(pid: PartitionId) -> tuple[str, PartitionId]:
+    """The tag a ``TailCache`` wakes its watchers with: a batch of ``pid`` is in the cache."""
+    return ("tail cache", pid)
+
+
 class TailCache(ByteBoundedCache):
     """Thread-safe; holds at most ``max_bytes`` of encoded batches (0 disables it)."""
 
@@ -165,10 +170,11 @@ class TailCache(ByteBoundedCache):
     def watching(self, partitions: list[PartitionId], wakeup: Wakeup) -> Iterator[None]:
         """Wake ``wakeup`` whenever a batch is added at the tail of one of ``partitions``.
 
-        Untagged: the news is in the cache, so the waiter need not re-read Oxia.
+        Tagged ``cache_tag(pid)``: the news is in the cache, so the waiter need not
+        re-read Oxia for it (this wake is not ordered with Oxia's notifications).
         """
         with self._lock:
-            self._watchers.add(wakeup, dict.fromkeys(partitions))
+            self._watchers.add(wakeup, {pid: cache_tag(pid) for pid in partitions})
         try:
             yield
         finally:

@@ -71,6 +71,13 @@ class Wakeup:
             self._woken = True
             self._cond.notify_all()
 
+    def wake_tags(self, tags: Iterable[Hashable | None]) -> None:
+        """``wake`` once for several changes: the waiter sees all of them or none."""
+        with self._cond:
+            self._tags.update(t for t in tags if t is not None)
+            self._woken = True
+            self._cond.notify_all()
+
     def wake_all(self) -> None:
         with self._cond:
             self._everything = self._woken = True
@@ -111,6 +118,11 @@ class Watchers(Generic[K]):
     def wake(self, key: K) -> None:
         for wakeup, tag in self._by_key.get(key, {}).items():
             wakeup.wake(tag)
+
+    def collect(self, key: K, into: dict[Wakeup, list[Hashable | None]]) -> None:
+        """The waiters of ``key`` and their tags, added to ``into`` (to wake each once, ``Wakeup.wake_tags``)."""
+        for wakeup, tag in self._by_key.get(key, {}).items():
+            into.setdefault(wakeup, []).append(tag)
 
     def everyone(self) -> set[Wakeup]:
         return {w for waiters in self._by_key.values() for w in waiters}
@@ -253,12 +265,17 @@ class ChangeFeed:
             waiter.wake_all()
 
     def _dispatch(self, keys: Iterable[str]) -> None:
+        # One batch of notifications (one Oxia log entry may change several keys)
+        # wakes each waiter once with all its tags, so no waiter sees part of it.
         with self._lock:
             if not self._watchers:
                 return
+            woken: dict[Wakeup, list[Hashable | None]] = {}
             for key in keys:
-                self._watchers.wake(key)
+                self._watchers.collect(key, woken)
                 slash = key.find("/")
                 while slash >= 0:
-                    self._watchers.wake(key[: slash + 1])
+                    self._watchers.collect(key[: slash + 1], woken)
                     slash = key.find("/", slash + 1)
+            for wakeup, tags in woken.items():
+                wakeup.wake_tags(tags)
