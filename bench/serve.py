@@ -185,16 +185,14 @@ def _health(service: Service) -> None:
 def llog_serve(name: str, address: str, s3: S3Config, tmp: Path) -> Service:
     """``python -m devserver.serve`` against the stack: the LLOG_* settings of scripts/dev.py, nothing inherited."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLOG_")}
-    env.update(
-        {
-            "LLOG_OXIA_SERVICE_ADDRESS": address,
-            "LLOG_S3_BUCKET": BUCKET,
-            "LLOG_S3_ENDPOINT_URL": s3.endpoint_url or "",
-            "LLOG_S3_REGION_NAME": s3.region_name or "us-east-1",
-            "LLOG_S3_ACCESS_KEY_ID": s3.access_key_id or "testing",
-            "LLOG_S3_SECRET_ACCESS_KEY": s3.secret_access_key or "testing",
-        }
-    )
+    env.update({
+        "LLOG_OXIA_SERVICE_ADDRESS": address,
+        "LLOG_S3_BUCKET": BUCKET,
+        "LLOG_S3_ENDPOINT_URL": s3.endpoint_url or "",
+        "LLOG_S3_REGION_NAME": s3.region_name or "us-east-1",
+        "LLOG_S3_ACCESS_KEY_ID": s3.access_key_id or "testing",
+        "LLOG_S3_SECRET_ACCESS_KEY": s3.secret_access_key or "testing",
+    })  # fmt: skip
     port = free_port()
     args = [sys.executable, "-m", "devserver.serve", "--port", str(port)]
     return Service(name, args, env, tmp / f"{name}.log", port, _health)
