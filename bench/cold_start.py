@@ -73,6 +73,9 @@ class Layout:
     name: str
     task_root: Path = ROOT
     layer: Path = ROOT / "llog_layer"
+    # The repository keeps llog_client (which llog.service imports) beside the layer's
+    # sources; a layer built by infra/layer.py holds both packages.
+    client: Path | None = ROOT / "client"
 
 
 REPOSITORY = Layout("sources (repository)")
@@ -86,7 +89,7 @@ def lambda_env(function: str, *, tracing: bool = True, layout: Layout = REPOSITO
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LAMBDA_", "AWS_LAMBDA_", "POWERTOOLS_"))}
     env.update(
-        PYTHONPATH=f"{layout.task_root}{os.pathsep}{layout.layer}",
+        PYTHONPATH=os.pathsep.join(str(p) for p in (layout.task_root, layout.layer, layout.client) if p is not None),
         PYTHONDONTWRITEBYTECODE="1",
         LAMBDA_TASK_ROOT=str(layout.task_root),
         AWS_LAMBDA_FUNCTION_NAME=f"llog-{function}",
@@ -123,8 +126,8 @@ def layouts(python: str) -> Iterator[tuple[str, list[Layout]]]:
         yield (
             f"the layer as infra/layer.py builds it, for {architecture}",
             [
-                Layout("sources only", task_root, sources),
-                Layout("layer precompiled", task_root, precompiled),
+                Layout("sources only", task_root, sources, client=None),
+                Layout("layer precompiled", task_root, precompiled, client=None),
             ],
         )
 

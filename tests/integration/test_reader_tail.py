@@ -84,12 +84,16 @@ def test_nothing_before_the_start_falls_back_to_reading_the_tail(
     assert reads(own_reader, before) == {"get": 1, "get_lower": 1}
 
 
-def test_a_full_page_proves_nothing_and_falls_back(writer: LogWriter, own_reader: LogReader, topic: str) -> None:
+def test_a_full_page_serves_its_batches_and_reads_the_tail(
+    writer: LogWriter, own_reader: LogReader, topic: str
+) -> None:
     fill(writer, topic)
     # From offset 5 the entries ending at 4, 6, 11 and 12: four, more than a page of three plus the one before.
+    before = reads(own_reader)
     info, batches = own_reader.tail(topic, 0, 5, page=3)
-    assert batches is None
+    assert reads(own_reader, before) == {"get": 1, "range_scan": 1, "get_lower": 1}  # a reader catching up
     assert info.high_watermark == sum(BATCH_SIZES)
+    assert batches == expected(own_reader, topic, 5)[1][:3]
     info, batches = own_reader.tail(topic, 0, 5, page=4)  # page + 1 = 5 > 4 entries: the scan saw the end
     assert info.high_watermark == sum(BATCH_SIZES)
     assert batches == expected(own_reader, topic, 5)[1]

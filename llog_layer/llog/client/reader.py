@@ -122,8 +122,9 @@ class LogReader:
         contiguous entries, the first covering ``start_offset - 1``, has read every
         entry up to the tail, so its last entry ends at the high watermark (only the
         one before ``start_offset``: the reader is at the tail). A long-poll woken by
-        an append then reads control and one page, two reads instead of three.
-        Anything the scan does not prove (a gap, a full page, nothing before
+        an append then reads control and one page, two reads instead of three. A
+        full page's batches are returned too, with the tail read for the high
+        watermark. Anything the scan does not prove (a gap, nothing before
         ``start_offset``, a CAS partition, whose high watermark is in control) is
         answered as ``partition_info`` does, with None for the batches (``batches``
         reads them). ``control``: a control record the caller believes current
@@ -137,10 +138,17 @@ class LogReader:
         control = index.control
         if index.sequential and start_offset > control.log_start_offset:
             scanned = index.scan(start_offset - 1, limit=page + 1)
-            proven = len(scanned) <= page and bool(scanned) and scanned[0].covers(start_offset - 1)
-            if proven and all(b.start_offset == a.end_offset + 1 for a, b in pairwise(scanned)):
-                info = PartitionInfo(topic, partition, control.log_start_offset, scanned[-1].end_offset, control, index)
-                return info, [b for b in scanned if b.end_offset >= start_offset]
+            contiguous = bool(scanned) and scanned[0].covers(start_offset - 1)
+            if contiguous and all(b.start_offset == a.end_offset + 1 for a, b in pairwise(scanned)):
+                batches = [b for b in scanned if b.end_offset >= start_offset]
+                # A short page reached the tail; a full one (a reader catching up) still serves its
+                # batches, and only the high watermark is read.
+                high_watermark = scanned[-1].end_offset if len(scanned) <= page else None
+                if high_watermark is None and not reused:
+                    high_watermark = index.high_watermark()
+                if high_watermark is not None:
+                    info = PartitionInfo(topic, partition, control.log_start_offset, high_watermark, control, index)
+                    return info, batches
         if reused:
             index = PartitionIndex.load(meta)
             control = index.control
