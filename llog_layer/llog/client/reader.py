@@ -30,7 +30,7 @@ from llog.format.documents import ControlRecord, EntryType, IndexedBatch
 from llog.format.keys import PartitionKeys
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
-from llog.store.fetch import fetch_ref
+from llog.store.fetch import batch_bytes
 from llog.store.storage import Storage
 
 SCAN_PAGE = 256
@@ -202,9 +202,7 @@ class LogReader:
 
     def fetch(self, batch: IndexedBatch) -> RecordBatch:
         """Decode the batch: its inline copy, else a range GET for shared-blob slices, else a whole GET."""
-        ref = batch.entry.ref
-        data = ref.inline if ref.inline is not None else fetch_ref(self.storage.blobs, ref)
-        return decode_batch(data, expected_count=batch.entry.msg_count)
+        return decode_batch(batch_bytes(self.storage.blobs, batch.entry.ref), expected_count=batch.entry.msg_count)
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp_ms: int | str) -> TimestampOffset:
         """The first offset whose record timestamp is ``>= timestamp_ms`` (or ``"earliest"``, ``"latest"``).

@@ -48,7 +48,7 @@ from llog.format.codec import RecordBatch, decode_batch
 from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys
 from llog.protocol.topics import TopicRegistry
-from llog.service.tail_cache import TailCache, cache_tag
+from llog.service.tail_cache import PartitionId, TailCache, cache_tag
 from llog.store.changes import Changes, Wakeup
 from llog.store.fetch import BlobFetcher
 from llog.store.object_cache import ObjectCache
@@ -61,8 +61,6 @@ POLL_MAX_S = 0.5
 # a second (an idle long-poll of 20 s costs about 20 reads instead of about 45).
 RECHECK_S = 1.0
 EVERYTHING = Changes(everything=True)
-
-PartitionId = tuple[str, int]
 
 
 def _control_tag(pid: PartitionId) -> tuple[str, PartitionId]:

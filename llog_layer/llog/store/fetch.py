@@ -30,6 +30,11 @@ def fetch_ref(blobs: BlobStore, ref: DataRef) -> bytes:
     return blobs.get(location)
 
 
+def batch_bytes(blobs: BlobStore, ref: DataRef) -> bytes:
+    """The bytes of one batch for a reader: its inline copy when its entry has one, else ``fetch_ref``."""
+    return ref.inline if ref.inline is not None else fetch_ref(blobs, ref)
+
+
 class BlobFetcher:
     """Fetches byte ranges for one request, each blob range at most once, in parallel."""
 
