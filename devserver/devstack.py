@@ -267,6 +267,9 @@ class VersityGW:
             "--region",
             self.region,
             "--quiet",  # no request log on stdout
+            # As S3 does; without it versitygw closes the connection after every response, so each S3 call
+            # paid a new TCP connection (more latency and client CPU than S3 costs).
+            "--keep-alive",
             "posix",
             str(self.root_dir),
         ]

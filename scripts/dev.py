@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from devserver.devstack import OxiaProcess, VersityGW, find_oxia_binary, find_versitygw_binary
-from devserver.serve import LlogServer
+from devserver.serve import LlogServer, logging_from_a_writer_thread
 from llog.config import env_int
 from llog.errors import LlogError
 from llog.protocol.catalog import LogCatalog
@@ -124,7 +124,11 @@ def inconsistent_data() -> str | None:
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    with logging_from_a_writer_thread():
+        return _run()
+
+
+def _run() -> int:
     oxia_bin, vgw_bin = find_oxia_binary([TOOLS / "bin"]), find_versitygw_binary([TOOLS / "bin"])
     if oxia_bin is None:
         print(f"make dev needs the Oxia server: {unavailable_reason('oxia')}", file=sys.stderr)

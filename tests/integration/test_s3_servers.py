@@ -14,6 +14,7 @@ reason, and ``LLOG_REQUIRE_VERSITYGW=1`` makes that a failure.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -123,6 +124,31 @@ def test_put_get_range_head_and_metadata(any_blobs: BlobStore) -> None:
     any_blobs.put(empty, b"")
     assert any_blobs.get(empty) == b""
     assert any_blobs.head(empty).size == 0
+
+
+def test_a_put_sends_its_body_without_waiting_for_100_continue(any_blobs: BlobStore) -> None:
+    """botocore's default asks for ``Expect: 100-continue`` and waits a round trip for it; a WAL write does not."""
+    expect: list[str | None] = []
+    any_blobs.events.register(
+        "before-send.s3.PutObject", lambda request, **_: expect.append(request.headers.get("Expect"))
+    )
+    location = S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}")
+    any_blobs.put(location, b"x" * 5000)
+    assert expect == [None]
+    assert any_blobs.get(location) == b"x" * 5000
+
+
+def test_versitygw_keeps_connections_open(versitygw: VersityGW, caplog: pytest.LogCaptureFixture) -> None:
+    """As S3 does (make dev and the benchmarks start it so): a client's calls reuse its one connection."""
+    blobs = BlobStore(versitygw.config(BUCKET))
+    location = S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}")
+    with caplog.at_level(logging.DEBUG, logger="urllib3.connectionpool"):
+        for _ in range(4):
+            blobs.put(location, b"x" * 100)
+        assert blobs.get(location) == b"x" * 100
+    connects = [r.getMessage() for r in caplog.records if "connection" in r.getMessage().lower()]
+    assert len(connects) == 1, connects
+    assert connects[0].startswith("Starting new HTTP connection")
 
 
 def test_missing_objects_and_buckets(any_blobs: BlobStore) -> None:

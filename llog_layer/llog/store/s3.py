@@ -52,6 +52,7 @@ class BlobStore:
         import botocore.config
         import botocore.session
         from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.handlers import add_expect_header
 
         self._errors = (BotoCoreError, ClientError)  # what a client call raises; ``_fail`` maps them
         # botocore's stubs type every client as BaseClient; boto3's name the S3 one.
@@ -71,6 +72,10 @@ class BlobStore:
                 s3={"addressing_style": "path"} if config.endpoint_url else None,
             ),
         )
+        # botocore asks for "Expect: 100-continue" on every PUT with a body, then waits for S3's interim answer
+        # before sending it: a round trip more per WAL write. A body here is at most one WAL blob, so it goes
+        # at once; a refused PUT (a missing bucket, bad credentials) wastes only that.
+        client.meta.events.unregister("before-call.s3", add_expect_header)
         self._client = cast("S3Client", client)
 
     @classmethod
