@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
@@ -54,7 +54,7 @@ from bench.stack import (  # noqa: E402
     stats_diff,
 )
 from llog.client.reader import LogReader, LogRecord  # noqa: E402
-from llog.client.writer import LogWriter  # noqa: E402
+from llog.client.writer import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.config import CacheConfig, Limits, OxiaConfig, S3Config, WriterConfig  # noqa: E402
 from llog.format.documents import INITIAL_OFFSET, AppendProtocol  # noqa: E402
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys  # noqa: E402
@@ -74,6 +74,7 @@ MIB = 1024 * 1024
 READERS = ("lambda", "serve", "iter_from")
 PHASES = ("tail", "compacted")
 PROTOCOLS = ("cas", "sequential")
+T = TypeVar("T")
 PARTITION_MAX_BYTES = Limits().default_partition_max_bytes
 MAX_RESPONSE_BYTES = Limits().max_response_bytes
 
@@ -153,7 +154,7 @@ def merge_runs(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     return [median_row(samples) for samples in groups.values()]
 
 
-def turn(readers: Sequence[str], i: int) -> list[str]:
+def turn(readers: Sequence[T], i: int) -> list[T]:
     """``readers`` rotated by ``i``: who goes first changes from one read to the next."""
     k = i % len(readers) if readers else 0
     return [*readers[k:], *readers[:k]]
@@ -342,6 +343,71 @@ def run(*, batches: int = 320, records: int = 100, runs: int = 3, protocol: str 
         return merge_runs(samples)
 
 
+def many_partitions(*, partitions: int = 16, samples: int = 60, concurrencies: Sequence[int] = (1, 16),
+                    protocol: str = "sequential") -> list[dict[str, Any]]:  # fmt: skip
+    """One consume request for ``partitions`` partitions, each with one new batch, per ``read_concurrency``.
+
+    A sample appends one record of 1 KiB to every partition (one shared append), then each reader (the
+    consume Lambda's service, one per ``read_concurrency``, taking turns going first) reads them all in one
+    request from where it stopped. Latency is of the consume call alone.
+    """
+    with local_stack(BUCKET) as (address, s3_config):
+        topic = f"bench-partitions-{uuid.uuid4().hex[:8]}"
+        writer = LogWriter(_storage(address, s3_config), config=WriterConfig(append_protocol=AppendProtocol(protocol)))
+        readers = {c: ConsumeReader(address, s3_config, max_wait_ms=0, cache=None) for c in concurrencies}
+        for c, reader in readers.items():
+            reader.service = ConsumeService(reader.log, read_concurrency=c)
+        tallies = {c: Tally() for c in concurrencies}
+        reads: dict[int, int] = dict.fromkeys(concurrencies, 0)
+        try:
+            for p in range(partitions):
+                writer.initialize_partition(topic, p)
+            for reader in readers.values():
+                reader.warm_up(topic)
+            offset = INITIAL_OFFSET
+            groups = [SharedAppendGroup(topic, p, [b"x" * RECORD_SIZE]) for p in range(partitions)]
+            for i in range(samples):
+                if not all(r.ok for r in writer.append_shared(groups)):
+                    raise RuntimeError("append failed")
+                wanted = [FetchPartition(topic, p, offset, PARTITION_MAX_BYTES) for p in range(partitions)]
+                request = ConsumeRequest(wanted, max_wait_ms=0, min_bytes=1, max_bytes=MAX_RESPONSE_BYTES)
+                for c in turn(list(concurrencies), i):
+                    before = readers[c].oxia_counters.snapshot()
+                    t0 = time.perf_counter()
+                    results = readers[c].service.consume(request)
+                    elapsed = time.perf_counter() - t0
+                    if any(r.error is not None or len(r.records) != 1 for r in results):
+                        raise RuntimeError(f"read_concurrency {c}: {[(r.error, len(r.records)) for r in results]}")
+                    reads[c] += sum(s.calls for op, s in stats_diff(before, readers[c].oxia_counters.snapshot()).items()
+                                    if op in READ_OPS)  # fmt: skip
+                    tallies[c].add([rec for r in results for rec in r.records], elapsed)
+                offset += 1
+        finally:
+            for reader in readers.values():
+                reader.close()
+            writer.close()
+        return [{"partitions": partitions, "read_concurrency": c, "protocol": protocol, "requests": samples,
+                 "p50_ms": percentile(tallies[c].latencies, 0.5) * 1000,
+                 "p99_ms": percentile(tallies[c].latencies, 0.99) * 1000,
+                 "oxia_reads_per_request": reads[c] / samples} for c in concurrencies]  # fmt: skip
+
+
+def partitions_report(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| partitions per request | `LLOG_CONSUME_READ_CONCURRENCY` | protocol | requests | p50 ms | p99 ms "
+        "| Oxia reads / request |",
+        "|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['partitions']} | {r['read_concurrency']} | {r['protocol']} | {r['requests']} "
+                     f"| {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['oxia_reads_per_request']:.1f} |")  # fmt: skip
+    serial, parallel = rows[0], rows[-1]
+    if len(rows) > 1 and parallel["p50_ms"] > 0:
+        lines += ["", f"Reading the partitions at once: p50 {serial['p50_ms']:.2f} ms → {parallel['p50_ms']:.2f} ms "
+                      f"({serial['p50_ms'] / parallel['p50_ms']:.1f}x faster), the same Oxia reads."]  # fmt: skip
+    return "\n".join(lines)
+
+
 # --- report --------------------------------------------------------------------------------------
 
 
@@ -408,7 +474,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-wait-ms", type=int, default=0)
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--partitions", type=int, default=0,
+                        help="instead: one request for this many partitions, read one after another and at once")
     args = parser.parse_args(argv)
+    if args.partitions:
+        return print_rows(lambda: many_partitions(partitions=args.partitions), partitions_report, as_json=args.json)
     return print_rows(
         lambda: run(batches=args.batches, records=args.records, runs=args.runs, protocol=args.protocol,
                     max_wait_ms=args.max_wait_ms, phases=args.phases),  # fmt: skip

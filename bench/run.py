@@ -88,6 +88,7 @@ def main() -> int:
 
     print("consume benchmark ...", flush=True)
     consume_table = measured(lambda: consume.report(consume.run(batches=320, records=100, runs=3)))
+    partitions_table = measured(lambda: consume.partitions_report(consume.many_partitions(partitions=16)))
     sections.append((
         "Consume and compaction: a tail reader, the compactor and a reader of compacted history",
         "bench/consume.py",
@@ -104,7 +105,11 @@ def main() -> int:
         "GETs returned per value byte. Records/s and MB/s count only the time inside the read calls; "
         "p50 is per request (one consume call, or one whole `iter_from` scan). The `compaction` row is the "
         "compactor between the two phases: each `compact_once` (one object) timed by its stages, with its own "
-        "S3 GETs and Oxia reads per MB compacted.\n\n" + consume_table,
+        "S3 GETs and Oxia reads per MB compacted.\n\n" + consume_table
+        + "\n\n*Many partitions* (`bench/consume.py --partitions 16`): one consume request for 16 partitions of a "
+        "sequential topic, each with one new record of 1 KiB, as the consume Lambda serves it (no tail cache), "
+        "with the partitions' Oxia reads one after another (`LLOG_CONSUME_READ_CONCURRENCY=1`) and at once "
+        "(the default, 16); 60 requests each, taking turns.\n\n" + partitions_table,
     ))
 
     print("discovery benchmark ...", flush=True)

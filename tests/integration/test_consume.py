@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -110,6 +110,54 @@ def test_partitions_sharing_one_wal_blob_fetch_it_once(
     ops = reader_storage.blobs.counters.snapshot()
     assert ops["range_get"].calls == 1, "three slices of one blob: one merged range GET"
     assert "get" not in ops
+
+
+class MeetingReader(LogReader):
+    """A reader whose ``tail`` waits until ``parties`` calls are in it at once (a ``BrokenBarrierError`` if not)."""
+
+    def __init__(self, storage: Storage, parties: int) -> None:
+        super().__init__(storage)
+        self.meeting = threading.Barrier(parties, timeout=10)
+        self.threads: set[str] = set()
+
+    def tail(self, *args: Any, **kwargs: Any) -> Any:
+        self.threads.add(threading.current_thread().name)
+        self.meeting.wait()
+        return super().tail(*args, **kwargs)
+
+
+def test_the_partitions_of_a_request_are_read_from_oxia_at_once(
+    writer: LogWriter, reader_storage: Storage, topic: str
+) -> None:
+    for p in range(4):
+        writer.initialize_partition(topic, p)
+        writer.append(topic, p, [f"{p}-{i}".encode() for i in range(3)])
+    reader = MeetingReader(reader_storage, parties=4)  # read one after another, the first would wait alone
+    service = ConsumeService(reader)
+
+    fetched = service.consume(request(*(part(topic, p, offset=2) for p in (3, 1, 0, 2))))
+
+    assert [(r.partition, values(r), r.high_watermark) for r in fetched] == [
+        (p, [f"{p}-1".encode(), f"{p}-2".encode()], 3) for p in (3, 1, 0, 2)
+    ]
+    assert len(reader.threads) == 4
+    service.close()
+
+
+def test_read_concurrency_1_reads_the_partitions_one_after_another(
+    writer: LogWriter, reader_storage: Storage, topic: str
+) -> None:
+    for p in range(2):
+        writer.initialize_partition(topic, p)
+        writer.append(topic, p, [b"x"])
+    reader = MeetingReader(reader_storage, parties=1)
+    service = ConsumeService(reader, read_concurrency=1)
+
+    fetched = service.consume(request(part(topic, 0), part(topic, 1)))
+
+    assert [values(r) for r in fetched] == [[b"x"], [b"x"]]
+    assert reader.threads == {threading.current_thread().name}
+    service.close()
 
 
 def test_partition_max_bytes_cuts_records(writer: LogWriter, service: ConsumeService, topic: str) -> None:

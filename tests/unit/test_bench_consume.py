@@ -186,3 +186,15 @@ def test_the_script_reports_not_measured_when_there_is_no_oxia(monkeypatch: pyte
     monkeypatch.setattr(consume, "run", unavailable)
     assert consume.main([]) == 2
     assert capsys.readouterr().err == "Not measured here: no Oxia binary\n"
+
+
+def test_the_partitions_report_compares_reading_one_after_another_with_at_once() -> None:
+    rows = [
+        {"partitions": 16, "read_concurrency": c, "protocol": "sequential", "requests": 60, "p50_ms": p50,
+         "p99_ms": 2 * p50, "oxia_reads_per_request": 16.0}
+        for c, p50 in ((1, 24.0), (16, 6.0))
+    ]  # fmt: skip
+    text = consume.partitions_report(rows)
+    assert "| 16 | 1 | sequential | 60 | 24.00 | 48.00 | 16.0 |" in text
+    assert "| 16 | 16 | sequential | 60 | 6.00 | 12.00 | 16.0 |" in text
+    assert "p50 24.00 ms → 6.00 ms (4.0x faster)" in text

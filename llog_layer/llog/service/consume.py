@@ -1,7 +1,9 @@
 """The consume service behind ``POST /consume`` (docs/HTTP_API.md).
 
 For each requested partition: plan the batches from ``fetch_offset`` (a tail
-cache hit needs no Oxia; otherwise ``meta/control`` and the sparse index),
+cache hit needs no Oxia; otherwise ``meta/control`` and the sparse index, the
+partitions that need them read at once, up to ``read_concurrency``, so a
+request for many partitions waits about one Oxia round trip, not one each),
 fetch every needed byte range once per request (slices of one shared WAL blob
 requested by several partitions become one range GET), decode, and cut the
 records to ``partition_max_bytes`` and the request's ``max_bytes``.
@@ -40,9 +42,11 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Hashable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from llog.client.reader import LogReader, LogRecord, TimestampOffset, readable, record_at
+from llog.config import default_int, environ, setting_int
 from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, RecordsLost, UnknownTopic
 from llog.format.codec import RecordBatch, decode_batch
 from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType, IndexedBatch, LogState
@@ -136,6 +140,7 @@ class _Plan:
     cached: list[tuple[int, RecordBatch]] = field(default_factory=list)  # (start_offset, batch)
     error: LlogError | None = None
     known_empty: bool = False
+    from_cache: bool = False  # planned from the tail cache alone: no Oxia read
 
 
 class ConsumeService:
@@ -146,8 +151,12 @@ class ConsumeService:
         tail_cache: TailCache | None = None,
         object_cache: ObjectCache | None = None,
         clock: Callable[[], float] = time.monotonic,
+        read_concurrency: int = default_int("LLOG_CONSUME_READ_CONCURRENCY"),
     ) -> None:
         self.reader = reader
+        self.read_concurrency = read_concurrency
+        # Reads the partitions of one request at once; its threads start with the first request that needs them.
+        self._reads = ThreadPoolExecutor(read_concurrency, thread_name_prefix="llog-consume")
         self.tail_cache = tail_cache if tail_cache is not None and tail_cache.enabled else None
         self.object_cache = object_cache if object_cache is not None and object_cache.enabled else None
         self._clock = clock
@@ -163,9 +172,14 @@ class ConsumeService:
     @classmethod
     def from_env(cls) -> ConsumeService:
         """The consume Lambda's service: a cache of compacted objects (``LLOG_CONSUME_OBJECT_CACHE_BYTES``)."""
-        return cls(LogReader.from_env(), object_cache=ObjectCache.from_env())
+        return cls(
+            LogReader.from_env(),
+            object_cache=ObjectCache.from_env(),
+            read_concurrency=read_concurrency_from_env(),
+        )
 
     def close(self) -> None:
+        self._reads.shutdown()
         self.reader.close()
 
     def list_offsets(self, request: list[OffsetQuery]) -> list[OffsetAnswer]:
@@ -241,7 +255,13 @@ class ConsumeService:
 
         ``controls``: control records still current, used instead of reading them; each one read is added.
         """
-        plans = [self._plan(p, self._trust_cached_tail(p, changed), controls) for p in request.partitions]
+        plans = [self._plan_from_cache(p, self._trust_cached_tail(p, changed)) for p in request.partitions]
+        unread = [plan for plan in plans if not plan.from_cache]
+        if len(unread) > 1 and self.read_concurrency > 1:
+            list(self._reads.map(lambda plan: self._plan_from_oxia(plan, controls), unread))
+        else:
+            for plan in unread:
+                self._plan_from_oxia(plan, controls)
         fetcher = BlobFetcher(self.reader.storage.blobs, self.object_cache)
         # A failed prefetch is not fatal: each partition meets the error again
         # when it reads its own bytes, and reports it.
@@ -266,13 +286,14 @@ class ConsumeService:
             self.tail_cache is not None and self.tail_cache.appended_here(req.topic, req.partition)
         )
 
-    def _plan(self, req: FetchPartition, trust_cached_tail: bool, controls: dict[PartitionId, ControlRecord]) -> _Plan:
+    def _plan_from_cache(self, req: FetchPartition, trust_cached_tail: bool) -> _Plan:
+        """What the tail cache holds from ``fetch_offset``; ``from_cache`` when that is the whole plan."""
         plan = _Plan(req, log_start_offset=self._log_starts.get((req.topic, req.partition), INITIAL_OFFSET))
         cache = self.tail_cache
         if cache is not None:
             cached_hw = cache.cached_high_watermark(req.topic, req.partition)
             if trust_cached_tail and cached_hw is not None and req.fetch_offset == cached_hw + 1:
-                plan.high_watermark, plan.known_empty = cached_hw, True
+                plan.high_watermark, plan.known_empty, plan.from_cache = cached_hw, True, True
                 return plan
             offset = req.fetch_offset
             while (hit := cache.lookup(req.topic, req.partition, offset)) is not None:
@@ -280,8 +301,16 @@ class ConsumeService:
                 offset = hit[0] + len(hit[1])
             if plan.cached:
                 plan.high_watermark = cache.cached_high_watermark(req.topic, req.partition)
-                if plan.high_watermark is not None:
-                    return plan
+                plan.from_cache = plan.high_watermark is not None
+        return plan
+
+    def _plan_from_oxia(self, plan: _Plan, controls: dict[PartitionId, ControlRecord]) -> None:
+        """The rest of ``plan`` from ``meta/control`` and the index; each partition's on a thread of its own.
+
+        ``controls`` is shared by those threads: each writes only its own partition's record.
+        """
+        req = plan.request
+        cache = self.tail_cache
         try:
             pid = (req.topic, req.partition)
             info, scanned = self.reader.tail(
@@ -298,7 +327,7 @@ class ConsumeService:
                 cache.note_high_watermark(req.topic, req.partition, info.high_watermark)
             # Cached batches of a reader catching up: serve them; the next request reads on.
             if plan.cached or req.fetch_offset == info.high_watermark + 1:
-                return plan
+                return
             if not info.log_start <= req.fetch_offset <= info.high_watermark:
                 raise OffsetOutOfRange(req.topic, req.partition, req.fetch_offset, info.log_start, info.high_watermark)
             estimate = 0
@@ -320,7 +349,6 @@ class ConsumeService:
                 plan.high_watermark = plan.cached[-1][0] + len(plan.cached[-1][1]) - 1
             else:
                 plan.error = exc
-        return plan
 
     def _assemble(self, plan: _Plan, fetcher: BlobFetcher, budget: int, *, first: bool) -> PartitionFetch:
         req = plan.request
@@ -368,3 +396,8 @@ class ConsumeService:
         return PartitionFetch(
             req.topic, req.partition, req.fetch_offset, records, plan.high_watermark, plan.log_start_offset, error
         )
+
+
+def read_concurrency_from_env() -> int:
+    """``LLOG_CONSUME_READ_CONCURRENCY``: partitions of one consume request read from Oxia at once."""
+    return setting_int(environ(), "LLOG_CONSUME_READ_CONCURRENCY", minimum=1)
