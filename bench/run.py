@@ -106,10 +106,10 @@ def main() -> int:
         "p50 is per request (one consume call, or one whole `iter_from` scan). The `compaction` row is the "
         "compactor between the two phases: each `compact_once` (one object) timed by its stages, with its own "
         "S3 GETs and Oxia reads per MB compacted.\n\n" + consume_table
-        + "\n\n*Many partitions* (`bench/consume.py --partitions 16`): one consume request for 16 partitions of a "
-        "sequential topic, each with one new record of 1 KiB, as the consume Lambda serves it (no tail cache), "
-        "with the partitions' Oxia reads one after another (`LLOG_CONSUME_READ_CONCURRENCY=1`) and at once "
-        "(the default, 16); 60 requests each, taking turns.\n\n" + partitions_table,
+        + "\n\n*Many partitions* (`bench/consume.py --partitions 16`): after each shared append of one record "
+        "of 1 KiB to each of 16 partitions of a sequential topic, one consume request for partition 0 and one "
+        "for all 16, as the consume Lambda serves them (no tail cache), each reader with its own clients; "
+        "60 requests each, taking turns.\n\n" + partitions_table,
     ))
 
     print("discovery benchmark ...", flush=True)

@@ -114,15 +114,18 @@ class OxiaProcess:
         log_path: Path | None = None,
         fsync: bool = False,
         new_session: bool = False,
+        shards: int = 1,
     ) -> None:
         """``new_session``: run in a session of its own, so that a Ctrl-C in the
-        terminal reaches only the parent, which then stops it in order."""
+        terminal reaches only the parent, which then stops it in order. ``shards``:
+        of the default namespace (a test spreads keys over several)."""
         self.binary = binary
         self.data_dir = data_dir
         self.port = port or free_port()
         self.log_path = log_path or data_dir / "oxia.log"
         self.fsync = fsync
         self.new_session = new_session
+        self.shards = shards
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -144,6 +147,7 @@ class OxiaProcess:
             "--wal-dir",
             str(self.data_dir / "wal"),
             f"--wal-sync-data={'true' if self.fsync else 'false'}",
+            f"--shards={self.shards}",
         ]
         with open(self.log_path, "ab") as log_file:
             self._proc = subprocess.Popen(

@@ -50,7 +50,7 @@ from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import Limits, WriterConfig
 from llog.errors import LlogError
 from llog.service.admin import AdminService
-from llog.service.consume import ConsumeRequest, ConsumeService, PartitionFetch, read_concurrency_from_env
+from llog.service.consume import ConsumeRequest, ConsumeService, PartitionFetch
 from llog.service.groups import GroupService
 from llog.service.produce import ProduceEntry, ProduceService
 from llog.service.tail_cache import TailCache
@@ -142,8 +142,7 @@ class ServeServices:
         batcher = BatchingProducer(writer, BatchingConfig.from_env())
         traffic = Traffic()
         produce = CountedProduceService(writer, batcher=batcher)
-        reader = LogReader(storage)
-        consume = CountedConsumeService(reader, tail_cache=cache, read_concurrency=read_concurrency_from_env())
+        consume = CountedConsumeService(LogReader(storage), tail_cache=cache)
         produce.traffic = consume.traffic = traffic
         return cls(
             oxia=oxia,

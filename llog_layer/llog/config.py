@@ -71,7 +71,6 @@ SETTINGS: Mapping[str, Setting] = {
         Setting("LLOG_CONSUME_MAX_WAIT_MS", "20000", "longest long poll of a consume request"),
         Setting("LLOG_CONSUME_MAX_RESPONSE_BYTES", str(4 * 1024 * 1024), "largest consume response (raw bytes)"),
         Setting("LLOG_CONSUME_DEFAULT_PARTITION_MAX_BYTES", str(1024 * 1024), "a partition's default max_bytes"),
-        Setting("LLOG_CONSUME_READ_CONCURRENCY", "16", "partitions of one consume request read from Oxia at once"),
         Setting("LLOG_CONSUME_OBJECT_CACHE_BYTES", str(256 * 1024 * 1024), "cache of compacted objects (0: off)"),
         Setting("LLOG_TAIL_CACHE_MAX_BYTES", str(512 * 1024 * 1024), "llog serve's cache of new batches (0: off)"),
         # compaction

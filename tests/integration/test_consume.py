@@ -11,15 +11,17 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple, NoReturn
 
 import pytest
 
 from devserver.batching import BatchingConfig, BatchingProducer
 from llog.client.reader import LogReader
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
-from llog.config import OxiaConfig, S3Config
+from llog.config import OxiaConfig, S3Config, WriterConfig
+from llog.errors import OxiaUnavailable
 from llog.format.codec import Record
+from llog.format.documents import AppendProtocol
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.service.produce import ProduceService
 from llog.service.tail_cache import TailCache
@@ -112,52 +114,46 @@ def test_partitions_sharing_one_wal_blob_fetch_it_once(
     assert "get" not in ops
 
 
-class MeetingReader(LogReader):
-    """A reader whose ``tail`` waits until ``parties`` calls are in it at once (a ``BrokenBarrierError`` if not)."""
-
-    def __init__(self, storage: Storage, parties: int) -> None:
-        super().__init__(storage)
-        self.meeting = threading.Barrier(parties, timeout=10)
-        self.threads: set[str] = set()
-
-    def tail(self, *args: Any, **kwargs: Any) -> Any:
-        self.threads.add(threading.current_thread().name)
-        self.meeting.wait()
-        return super().tail(*args, **kwargs)
-
-
-def test_the_partitions_of_a_request_are_read_from_oxia_at_once(
-    writer: LogWriter, reader_storage: Storage, topic: str
+@pytest.mark.parametrize("protocol", ["sequential", "cas"])
+def test_the_control_records_of_a_request_are_one_oxia_read(
+    storage: Storage, reader_storage: Storage, topic: str, protocol: str
 ) -> None:
+    """Four partitions: their meta/control in one read (one shard), then each its index page (sequential)."""
+    writer = LogWriter(storage, config=WriterConfig(append_protocol=AppendProtocol(protocol)))
     for p in range(4):
         writer.initialize_partition(topic, p)
         writer.append(topic, p, [f"{p}-{i}".encode() for i in range(3)])
-    reader = MeetingReader(reader_storage, parties=4)  # read one after another, the first would wait alone
-    service = ConsumeService(reader)
+    service = ConsumeService(LogReader(reader_storage))
+    before = reader_storage.oxia.counters.snapshot()
 
-    fetched = service.consume(request(*(part(topic, p, offset=2) for p in (3, 1, 0, 2))))
+    fetched = service.consume(request(*(part(topic, p, offset=3) for p in range(4))))
 
-    assert [(r.partition, values(r), r.high_watermark) for r in fetched] == [
-        (p, [f"{p}-1".encode(), f"{p}-2".encode()], 3) for p in (3, 1, 0, 2)
-    ]
-    assert len(reader.threads) == 4
+    assert [values(r) for r in fetched] == [[f"{p}-2".encode()] for p in range(4)]
+    reads = {op: s.calls - (before[op].calls if op in before else 0)
+             for op, s in reader_storage.oxia.counters.snapshot().items()}  # fmt: skip
+    assert reads.get("get") == 1
+    assert sum(reads.values()) == 5  # were 8: a control read and an index read a partition
     service.close()
 
 
-def test_read_concurrency_1_reads_the_partitions_one_after_another(
-    writer: LogWriter, reader_storage: Storage, topic: str
+def test_a_failed_read_of_the_control_records_is_each_partitions_error_without_reading_again(
+    writer: LogWriter, reader_storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for p in range(2):
+    for p in range(3):
         writer.initialize_partition(topic, p)
         writer.append(topic, p, [b"x"])
-    reader = MeetingReader(reader_storage, parties=1)
-    service = ConsumeService(reader, read_concurrency=1)
+    service = ConsumeService(LogReader(reader_storage))
 
-    fetched = service.consume(request(part(topic, 0), part(topic, 1)))
+    def unavailable(keys: object) -> NoReturn:
+        raise OxiaUnavailable("get failed: Oxia is out of reach")
 
-    assert [values(r) for r in fetched] == [[b"x"], [b"x"]]
-    assert reader.threads == {threading.current_thread().name}
-    service.close()
+    monkeypatch.setattr(reader_storage.oxia, "get_many", unavailable)
+    before = reader_storage.oxia.counters.snapshot()
+
+    fetched = service.consume(request(*(part(topic, p) for p in range(3))))
+
+    assert [type(r.error) for r in fetched] == [OxiaUnavailable] * 3
+    assert reader_storage.oxia.counters.snapshot() == before  # no partition read its own
 
 
 def test_partition_max_bytes_cuts_records(writer: LogWriter, service: ConsumeService, topic: str) -> None:

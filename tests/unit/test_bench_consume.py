@@ -188,13 +188,13 @@ def test_the_script_reports_not_measured_when_there_is_no_oxia(monkeypatch: pyte
     assert capsys.readouterr().err == "Not measured here: no Oxia binary\n"
 
 
-def test_the_partitions_report_compares_reading_one_after_another_with_at_once() -> None:
+def test_the_partitions_report_compares_many_partitions_with_one() -> None:
     rows = [
-        {"partitions": 16, "read_concurrency": c, "protocol": "sequential", "requests": 60, "p50_ms": p50,
-         "p99_ms": 2 * p50, "oxia_reads_per_request": 16.0}
-        for c, p50 in ((1, 24.0), (16, 6.0))
+        {"partitions": n, "protocol": "sequential", "requests": 60, "p50_ms": p50, "p99_ms": 2 * p50,
+         "oxia_reads_per_request": reads}
+        for n, p50, reads in ((1, 4.0, 2.0), (16, 10.0, 17.0))
     ]  # fmt: skip
     text = consume.partitions_report(rows)
-    assert "| 16 | 1 | sequential | 60 | 24.00 | 48.00 | 16.0 |" in text
-    assert "| 16 | 16 | sequential | 60 | 6.00 | 12.00 | 16.0 |" in text
-    assert "p50 24.00 ms → 6.00 ms (4.0x faster)" in text
+    assert "| 1 | sequential | 60 | 4.00 | 8.00 | 2.0 |" in text
+    assert "| 16 | sequential | 60 | 10.00 | 20.00 | 17.0 |" in text
+    assert "16 partitions: 2.5x the p50 of one for a single partition, with 17.0 Oxia reads (2.0 for one" in text

@@ -7,7 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from oxia.internal.proto.io.streamnative.oxia import proto as pb
 
-from llog.store.oxia_wire import PutAnswer, WritePut, decode_write_response, encode_write_request
+from llog.store.oxia_wire import (
+    GetAnswer,
+    PutAnswer,
+    WritePut,
+    decode_read_response,
+    decode_write_response,
+    encode_read_request,
+    encode_write_request,
+)
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 UINT64 = st.integers(min_value=0, max_value=2**64 - 1)
@@ -36,18 +44,51 @@ def test_a_write_request_is_byte_for_byte_the_generated_messages(shard: int, put
     assert pb.WriteRequest().parse(encoded) == expected
 
 
+VERSIONS = st.builds(
+    pb.Version,
+    version_id=INT64,
+    modifications_count=INT64,
+    created_timestamp=UINT64,
+    modified_timestamp=UINT64,
+    session_id=st.none() | INT64,
+    client_identity=st.none() | st.text(max_size=20),
+)
+
+
+@given(shard=INT64, keys=st.lists(st.text(max_size=80), max_size=20))
+def test_a_read_request_is_byte_for_byte_the_generated_messages(shard: int, keys: list[str]) -> None:
+    expected = pb.ReadRequest(shard=shard, gets=[pb.GetRequest(key=k, include_value=True) for k in keys])
+    encoded = encode_read_request(shard, keys)
+    assert encoded == bytes(expected)
+    assert pb.ReadRequest().parse(encoded) == expected
+
+
+GET_ANSWERS = st.builds(
+    pb.GetResponse,
+    status=st.sampled_from(list(pb.Status)),
+    version=VERSIONS,
+    value=st.none() | st.binary(max_size=300),
+    key=st.none() | st.text(max_size=80),
+    secondary_index_key=st.none() | st.text(max_size=20),
+)
+
+
+@given(answers=st.lists(GET_ANSWERS, max_size=20))
+def test_a_read_response_reads_as_the_generated_messages_do(answers: list[pb.GetResponse]) -> None:
+    """Every field of the answer is present: what is not read must be skipped correctly."""
+    decoded = decode_read_response(bytes(pb.ReadResponse(gets=answers)))
+    assert decoded == [GetAnswer(int(a.status), a.version.version_id, a.value or b"") for a in answers]
+
+
+def test_bytes_that_are_not_a_read_response_raise_value_error() -> None:
+    with pytest.raises(ValueError, match="truncated"):
+        decode_read_response(b"\x0a\x05\x08")
+
+
 ANSWERS = st.builds(
     pb.PutResponse,
     status=st.sampled_from(list(pb.Status)),
-    version=st.builds(
-        pb.Version,
-        version_id=INT64,
-        modifications_count=INT64,
-        created_timestamp=UINT64,
-        modified_timestamp=UINT64,
-        session_id=st.none() | INT64,
-        client_identity=st.none() | st.text(max_size=20),
-    ),
+    version=VERSIONS,
     key=st.none() | st.text(max_size=80),
 )
 

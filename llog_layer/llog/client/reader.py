@@ -112,7 +112,14 @@ class LogReader:
         return PartitionInfo(topic, partition, control.log_start_offset, index.high_watermark(), control, index)
 
     def tail(
-        self, topic: str, partition: int, start_offset: int, *, page: int, control: ControlRecord | None = None
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        *,
+        page: int,
+        control: ControlRecord | None = None,
+        fresh: bool = False,
     ) -> tuple[PartitionInfo, list[IndexedBatch] | None]:
         """``partition_info``, and the batches from ``start_offset`` when the scan that found them proves the rest.
 
@@ -130,10 +137,11 @@ class LogReader:
         reads them). ``control``: a control record the caller believes current
         (a long-poll no notification about it has reached since it read it),
         used instead of reading it again for the scan; when the scan proves
-        nothing, control is read afresh for the answer.
+        nothing, control is read afresh for the answer, unless ``fresh`` says the
+        caller has just read it (several partitions' records in one request).
         """
         meta = self._metadata(topic, partition)
-        reused = control is not None
+        reused = control is not None and not fresh
         index = PartitionIndex(meta, control) if control is not None else PartitionIndex.load(meta)
         control = index.control
         if index.sequential and start_offset > control.log_start_offset:

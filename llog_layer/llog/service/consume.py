@@ -1,9 +1,9 @@
 """The consume service behind ``POST /consume`` (docs/HTTP_API.md).
 
 For each requested partition: plan the batches from ``fetch_offset`` (a tail
-cache hit needs no Oxia; otherwise ``meta/control`` and the sparse index, the
-partitions that need them read at once, up to ``read_concurrency``, so a
-request for many partitions waits about one Oxia round trip, not one each),
+cache hit needs no Oxia; otherwise ``meta/control`` and the sparse index; when
+several partitions need their control record, those are one Oxia read request
+per shard),
 fetch every needed byte range once per request (slices of one shared WAL blob
 requested by several partitions become one range GET), decode, and cut the
 records to ``partition_max_bytes`` and the request's ``max_bytes``.
@@ -42,11 +42,9 @@ import contextlib
 import functools
 import time
 from collections.abc import Callable, Hashable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from llog.client.reader import LogReader, LogRecord, TimestampOffset, readable, record_at
-from llog.config import default_int, environ, setting_int
 from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, RecordsLost, UnknownTopic
 from llog.format.codec import RecordBatch, decode_batch
 from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType, IndexedBatch, LogState
@@ -151,12 +149,8 @@ class ConsumeService:
         tail_cache: TailCache | None = None,
         object_cache: ObjectCache | None = None,
         clock: Callable[[], float] = time.monotonic,
-        read_concurrency: int = default_int("LLOG_CONSUME_READ_CONCURRENCY"),
     ) -> None:
         self.reader = reader
-        self.read_concurrency = read_concurrency
-        # Reads the partitions of one request at once; its threads start with the first request that needs them.
-        self._reads = ThreadPoolExecutor(read_concurrency, thread_name_prefix="llog-consume")
         self.tail_cache = tail_cache if tail_cache is not None and tail_cache.enabled else None
         self.object_cache = object_cache if object_cache is not None and object_cache.enabled else None
         self._clock = clock
@@ -172,14 +166,9 @@ class ConsumeService:
     @classmethod
     def from_env(cls) -> ConsumeService:
         """The consume Lambda's service: a cache of compacted objects (``LLOG_CONSUME_OBJECT_CACHE_BYTES``)."""
-        return cls(
-            LogReader.from_env(),
-            object_cache=ObjectCache.from_env(),
-            read_concurrency=read_concurrency_from_env(),
-        )
+        return cls(LogReader.from_env(), object_cache=ObjectCache.from_env())
 
     def close(self) -> None:
-        self._reads.shutdown()
         self.reader.close()
 
     def list_offsets(self, request: list[OffsetQuery]) -> list[OffsetAnswer]:
@@ -257,11 +246,9 @@ class ConsumeService:
         """
         plans = [self._plan_from_cache(p, self._trust_cached_tail(p, changed)) for p in request.partitions]
         unread = [plan for plan in plans if not plan.from_cache]
-        if len(unread) > 1 and self.read_concurrency > 1:
-            list(self._reads.map(lambda plan: self._plan_from_oxia(plan, controls), unread))
-        else:
-            for plan in unread:
-                self._plan_from_oxia(plan, controls)
+        fresh = self._read_controls(unread, controls)
+        for plan in unread:
+            self._plan_from_oxia(plan, controls, fresh)
         fetcher = BlobFetcher(self.reader.storage.blobs, self.object_cache)
         # A failed prefetch is not fatal: each partition meets the error again
         # when it reads its own bytes, and reports it.
@@ -304,17 +291,62 @@ class ConsumeService:
                 plan.from_cache = plan.high_watermark is not None
         return plan
 
-    def _plan_from_oxia(self, plan: _Plan, controls: dict[PartitionId, ControlRecord]) -> None:
-        """The rest of ``plan`` from ``meta/control`` and the index; each partition's on a thread of its own.
+    def _read_controls(
+        self, plans: list[_Plan], controls: dict[PartitionId, ControlRecord]
+    ) -> dict[PartitionId, ControlRecord | LlogError]:
+        """When several partitions in ``plans`` need a ``meta/control`` that ``controls`` lacks: all of them, in
+        one Oxia request per shard; the error of that read for each, when it failed.
 
-        ``controls`` is shared by those threads: each writes only its own partition's record.
+        A partition missing from the answer (not initialized, an unreadable record)
+        reads its own, and meets its error there. A failed read is not repeated
+        partition by partition: Oxia was out of reach for all of them.
+        """
+        wanted: dict[PartitionId, tuple[str, str]] = {}  # (key, partition key)
+        for plan in plans:
+            pid = (plan.request.topic, plan.request.partition)
+            if pid not in controls:
+                with contextlib.suppress(LlogError):  # an invalid name: its read reports it
+                    keys = PartitionKeys(*pid, root=self.reader.storage.root)
+                    wanted[pid] = keys.control, keys.partition_key
+        if len(wanted) < 2:
+            return {}
+        pids = list(wanted)
+        try:
+            found = self.reader.storage.oxia.get_many([wanted[p] for p in pids])
+        except LlogError as exc:
+            return dict.fromkeys(pids, exc)
+        fresh: dict[PartitionId, ControlRecord | LlogError] = {}
+        for pid, record in zip(pids, found, strict=True):
+            if record is not None:
+                with contextlib.suppress(LlogError):
+                    fresh[pid] = ControlRecord.decode(record.value)
+        return fresh
+
+    def _plan_from_oxia(
+        self,
+        plan: _Plan,
+        controls: dict[PartitionId, ControlRecord],
+        fresh: dict[PartitionId, ControlRecord | LlogError],
+    ) -> None:
+        """The rest of ``plan`` from ``meta/control`` and the index.
+
+        ``controls``: records a long-poll reuses, and each one read is added. ``fresh``: records
+        ``_read_controls`` read just now (never of a partition in ``controls``), or its error.
         """
         req = plan.request
         cache = self.tail_cache
         try:
             pid = (req.topic, req.partition)
+            just_read = fresh.get(pid)
+            if isinstance(just_read, LlogError):
+                raise just_read
             info, scanned = self.reader.tail(
-                req.topic, req.partition, req.fetch_offset, page=MAX_BATCHES_PER_PARTITION, control=controls.get(pid)
+                req.topic,
+                req.partition,
+                req.fetch_offset,
+                page=MAX_BATCHES_PER_PARTITION,
+                control=just_read if just_read is not None else controls.get(pid),
+                fresh=just_read is not None,
             )
             controls[pid] = info.control
             if info.control.log_state is LogState.FENCED:
@@ -397,7 +429,3 @@ class ConsumeService:
             req.topic, req.partition, req.fetch_offset, records, plan.high_watermark, plan.log_start_offset, error
         )
 
-
-def read_concurrency_from_env() -> int:
-    """``LLOG_CONSUME_READ_CONCURRENCY``: partitions of one consume request read from Oxia at once."""
-    return setting_int(environ(), "LLOG_CONSUME_READ_CONCURRENCY", minimum=1)

@@ -44,7 +44,17 @@ from llog.config import OxiaConfig
 from llog.errors import InvalidArgument, LlogError, OxiaUnavailable, SessionExpired, VersionConflict
 from llog.store.changes import ChangeFeed
 from llog.store.metrics import OperationCounters
-from llog.store.oxia_wire import WRITE_METHOD, PutAnswer, WritePut, decode_write_response, encode_write_request
+from llog.store.oxia_wire import (
+    READ_METHOD,
+    WRITE_METHOD,
+    GetAnswer,
+    PutAnswer,
+    WritePut,
+    decode_read_response,
+    decode_write_response,
+    encode_read_request,
+    encode_write_request,
+)
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +150,12 @@ class _DeadlineInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamCli
 
 
 class _Stub(OxiaClientStub):  # type: ignore[misc]
-    """The generated stub, plus ``Write`` with bytes in and out (``llog.store.oxia_wire`` encodes them)."""
+    """The generated stub, plus ``Write`` and ``Read`` with bytes in and out (``llog.store.oxia_wire``)."""
 
     def __init__(self, channel: grpc.Channel) -> None:
         super().__init__(channel)
         self.write_bytes = channel.unary_unary(WRITE_METHOD)
+        self.read_bytes = channel.unary_stream(READ_METHOD)
 
 
 class _DeadlineConnectionPool(ConnectionPool):  # type: ignore[misc]
@@ -358,12 +369,65 @@ class OxiaStore:
                 k, value, version = c.get(key, partition_key=partition_key, comparison_type=comparison)
             except oxia.ex.KeyNotFound:
                 return None
-            return Versioned(k, value, version.version_id())
+            # The client gives None for an empty value (the field is left out on the wire).
+            return Versioned(k, value if value is not None else b"", version.version_id())
 
         return self._call(op, run)
 
     def get(self, key: str, *, partition_key: str) -> Versioned | None:
         return self._get("get", key, partition_key, oxia.ComparisonType.EQUAL)
+
+    def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Versioned | None]:
+        """Exact gets of ``(key, partition_key)`` pairs: one Oxia read request per shard, not one per key.
+
+        Each answer is what ``get`` would return. Retried as ``get`` is (a read
+        changes nothing; each attempt asks for the shard's leader again); a shard
+        that cannot be read fails the whole call with ``OxiaUnavailable``. The
+        counters record one ``get`` call per request.
+        """
+        if not keys:
+            return []
+        try:
+            discovery = self._get_client()._service_discovery
+            shards = [discovery.get_leader(key, partition_key)[0] for key, partition_key in keys]
+        except OxiaUnavailable:
+            raise
+        except Exception as exc:  # no shard assignments yet
+            raise OxiaUnavailable(f"get: {_describe(exc)}") from exc
+        by_shard: dict[int, list[int]] = {}
+        for i, shard in enumerate(shards):
+            by_shard.setdefault(shard, []).append(i)
+        found: list[Versioned | None] = [None] * len(keys)
+        for shard, indexes in by_shard.items():
+            request = encode_read_request(shard, [keys[i][0] for i in indexes])
+            first = keys[indexes[0]]
+
+            def run(c: _Client, shard: int = shard, request: bytes = request, first: tuple[str, str] = first,
+                    wanted: int = len(indexes)) -> list[GetAnswer]:  # fmt: skip
+                leader, stub = c._service_discovery.get_leader(*first)
+                if leader != shard:
+                    raise OxiaUnavailable(f"get: the shard of {first[0]} changed")
+                answers: list[GetAnswer] = []
+                call = stub.read_bytes(request)
+                try:
+                    for response in call:  # the answers may come in several responses
+                        answers += decode_read_response(response)
+                        if len(answers) >= wanted:
+                            break
+                except ValueError as exc:
+                    raise OxiaUnavailable(f"get: unreadable answer: {exc}") from exc
+                finally:
+                    call.cancel()  # the server ends the stream after the last answer; this frees it if not
+                if len(answers) != wanted:
+                    raise OxiaUnavailable(f"get: {len(answers)} answers to {wanted} gets")
+                return answers
+
+            for i, answer in zip(indexes, self._call("get", run), strict=True):
+                if answer.status == pb.Status.OK:
+                    found[i] = Versioned(keys[i][0], answer.value, answer.version_id)
+                elif answer.status != pb.Status.KEY_NOT_FOUND:
+                    raise OxiaUnavailable(f"get of {keys[i][0]}: status {answer.status}")
+        return found
 
     def get_ceiling(self, key: str, *, partition_key: str) -> Versioned | None:
         """Lowest key >= ``key`` on the partition's shard (may belong to another partition)."""

@@ -1,4 +1,5 @@
-"""Oxia's ``Write`` call on the wire, for the sequential puts of a multi-partition append.
+"""Oxia's ``Write`` and ``Read`` calls on the wire: the sequential puts of a multi-partition append,
+and the gets of a consume request for many partitions.
 
 The Oxia client's generated messages (betterproto2, pure Python) cost about
 60 µs per put to build and serialize and 40 µs per answer to parse: 1.6 ms of
@@ -6,8 +7,11 @@ a 16-partition append, more than the write itself. Only the fields those puts
 use are written here (``WriteRequest.shard``, ``puts``; ``PutRequest.key``,
 ``value``, ``partition_key``, ``sequence_key_delta``, packed); an answer is
 read for ``PutResponse.status``, ``version.version_id`` and ``key``, and
-every other field is skipped, as protobuf's rules require. Field numbers are
-those of Oxia's ``client.proto`` (v0.17.1); tests/unit/test_oxia_wire.py
+every other field is skipped, as protobuf's rules require. The same holds
+for ``Read``: a ``ReadRequest`` of exact-key gets (``shard``, ``gets``;
+``GetRequest.key``, ``include_value``) and its answers read for
+``GetResponse.status``, ``version.version_id`` and ``value``. Field numbers
+are those of Oxia's ``client.proto`` (v0.17.1); tests/unit/test_oxia_wire.py
 checks both directions against the client's own messages.
 """
 
@@ -17,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 WRITE_METHOD = "/io.streamnative.oxia.proto.OxiaClient/Write"
+READ_METHOD = "/io.streamnative.oxia.proto.OxiaClient/Read"
 
 _VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
 _INT64_RANGE = 1 << 64
@@ -39,6 +44,15 @@ class PutAnswer:
     status: int
     version_id: int
     key: str | None
+
+
+@dataclass(frozen=True)
+class GetAnswer:
+    """One ``GetResponse``: its status (0 is OK, 1 is KEY_NOT_FOUND), the version id and the value."""
+
+    status: int
+    version_id: int
+    value: bytes
 
 
 def _varint(value: int, out: bytearray) -> None:
@@ -72,6 +86,19 @@ def encode_write_request(shard: int, puts: Sequence[WritePut]) -> bytes:
                 _varint(delta, packed)
             _field(0x3A, packed, message)  # 7: sequence_key_delta, packed
         _field(0x12, message, out)  # 2: puts
+    return bytes(out)
+
+
+def encode_read_request(shard: int, keys: Sequence[str]) -> bytes:
+    """A ``ReadRequest`` getting each of ``keys`` exactly, with its value."""
+    out = bytearray(b"\x08")  # field 1 (shard), varint
+    _varint(shard, out)
+    for key in keys:
+        message = bytearray()
+        if key:
+            _field(0x0A, key.encode(), message)  # 1: key
+        message += b"\x10\x01"  # 2: include_value = true; comparison_type EQUAL is the default, left out
+        _field(0x12, message, out)  # 2: gets
     return bytes(out)
 
 
@@ -159,6 +186,34 @@ def decode_write_response(data: bytes) -> list[PutAnswer]:
         number, wire_type = reader.field()
         if number == 1 and wire_type == _LEN:
             answers.append(_put_answer(reader.length_delimited()))
+        else:
+            reader.skip(wire_type)
+    return answers
+
+
+def _get_answer(data: memoryview) -> GetAnswer:
+    reader = _Reader(data)
+    status, version_id, value = 0, 0, b""
+    while not reader.done():
+        number, wire_type = reader.field()
+        if number == 1 and wire_type == _VARINT:
+            status = reader.varint()
+        elif number == 2 and wire_type == _LEN:
+            version_id = _version_id(reader.length_delimited())
+        elif number == 3 and wire_type == _LEN:
+            value = bytes(reader.length_delimited())
+        else:
+            reader.skip(wire_type)
+    return GetAnswer(status, version_id, value)
+
+
+def decode_read_response(data: bytes) -> list[GetAnswer]:
+    """The ``gets`` of one ``ReadResponse`` (a read's answers may come in several); raises ``ValueError``."""
+    reader, answers = _Reader(data), []
+    while not reader.done():
+        number, wire_type = reader.field()
+        if number == 1 and wire_type == _LEN:
+            answers.append(_get_answer(reader.length_delimited()))
         else:
             reader.skip(wire_type)
     return answers

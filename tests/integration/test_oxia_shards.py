@@ -1,0 +1,72 @@
+"""OxiaStore's calls that send one request per shard, against an Oxia standalone with four shards."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devserver.devstack import OxiaProcess, find_oxia_binary
+from llog.config import OxiaConfig
+from llog.store.oxia import OxiaStore, SequentialPut
+from tests.conftest import TOOLS_BIN
+
+pytestmark = pytest.mark.oxia
+
+SHARDS = 4
+
+
+@pytest.fixture(scope="module")
+def sharded_store(tmp_path_factory: pytest.TempPathFactory, oxia_server: object) -> Iterator[OxiaStore]:
+    """``oxia_server`` first: it fails (or skips) the run when there is no Oxia binary, as every Oxia test does."""
+    binary = find_oxia_binary([TOOLS_BIN])
+    assert binary is not None
+    process = OxiaProcess(binary, Path(tmp_path_factory.mktemp("oxia-sharded")), shards=SHARDS)
+    process.start()
+    try:
+        with OxiaStore(OxiaConfig(process.address, request_timeout_ms=3_000)) as store:
+            yield store
+    finally:
+        process.stop()
+
+
+def partition_keys_on_every_shard(store: OxiaStore) -> list[str]:
+    discovery = store._get_client()._service_discovery
+    by_shard: dict[int, str] = {}
+    for i in range(200):
+        by_shard.setdefault(discovery.get_leader("k", f"pk-{i}")[0], f"pk-{i}")
+    assert len(by_shard) == SHARDS
+    return list(by_shard.values())
+
+
+def test_get_many_answers_as_get_does_with_one_request_per_shard(sharded_store: OxiaStore) -> None:
+    pks = partition_keys_on_every_shard(sharded_store)
+    for pk in pks:
+        sharded_store.put(f"/get-many/{pk}/a", f"{pk}-a".encode(), partition_key=pk)
+        sharded_store.put(f"/get-many/{pk}/b", b"", partition_key=pk)  # an empty value is still found
+    keys = [(f"/get-many/{pk}/{name}", pk) for name in ("b", "missing", "a") for pk in reversed(pks)]
+    before = sharded_store.counters.snapshot().get("get")
+
+    found = sharded_store.get_many(keys)
+
+    after = sharded_store.counters.snapshot()["get"]
+    assert after.calls - (before.calls if before else 0) == SHARDS
+    assert found == [sharded_store.get(key, partition_key=pk) for key, pk in keys]
+    assert [f is None for f in found] == [name == "missing" for name in ("b", "missing", "a") for _ in pks]
+    assert found[0] is not None
+    assert found[0].value == b""
+    assert sharded_store.get_many([]) == []
+
+
+def test_put_sequential_many_across_shards(sharded_store: OxiaStore) -> None:
+    pks = partition_keys_on_every_shard(sharded_store)
+    puts = [SequentialPut(f"/seq-many/{pk}/seq", pk.encode(), pk, (1,)) for pk in pks for _ in range(2)]
+
+    answers = sharded_store.put_sequential_many(puts)
+
+    keys = [a.key for a in answers if not isinstance(a, Exception)]
+    assert keys == [f"/seq-many/{pk}/seq-{n:020d}" for pk in pks for n in (1, 2)]
+    owners = [pk for pk in pks for _ in range(2)]
+    read = [sharded_store.get(k, partition_key=pk) for k, pk in zip(keys, owners, strict=True)]
+    assert [r.value if r else None for r in read] == [pk.encode() for pk in owners]
