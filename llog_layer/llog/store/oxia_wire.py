@@ -17,11 +17,14 @@ checks both directions against the client's own messages.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 WRITE_METHOD = "/io.streamnative.oxia.proto.OxiaClient/Write"
 READ_METHOD = "/io.streamnative.oxia.proto.OxiaClient/Read"
+
+T = TypeVar("T")
 
 _VARINT, _FIXED64, _LEN, _FIXED32 = 0, 1, 2, 5
 _INT64_RANGE = 1 << 64
@@ -163,9 +166,11 @@ def _version_id(data: memoryview) -> int:
     return version_id
 
 
-def _put_answer(data: memoryview) -> PutAnswer:
+def _answer(data: memoryview) -> tuple[int, int, memoryview | None]:
+    """A ``PutResponse`` or ``GetResponse``: status (1), ``version.version_id`` (2), and field 3 (the key of
+    a put's answer, the value of a get's), None when absent."""
     reader = _Reader(data)
-    status, version_id, key = 0, 0, None
+    status, version_id, third = 0, 0, None
     while not reader.done():
         number, wire_type = reader.field()
         if number == 1 and wire_type == _VARINT:
@@ -173,47 +178,39 @@ def _put_answer(data: memoryview) -> PutAnswer:
         elif number == 2 and wire_type == _LEN:
             version_id = _version_id(reader.length_delimited())
         elif number == 3 and wire_type == _LEN:
-            key = str(reader.length_delimited(), "utf-8")
+            third = reader.length_delimited()
         else:
             reader.skip(wire_type)
-    return PutAnswer(status, version_id, key)
+    return status, version_id, third
+
+
+def _put_answer(data: memoryview) -> PutAnswer:
+    status, version_id, key = _answer(data)
+    return PutAnswer(status, version_id, None if key is None else str(key, "utf-8"))
+
+
+def _get_answer(data: memoryview) -> GetAnswer:
+    status, version_id, value = _answer(data)
+    return GetAnswer(status, version_id, b"" if value is None else bytes(value))
+
+
+def _answers(data: bytes, parse: Callable[[memoryview], T]) -> list[T]:
+    """Field 1 of a ``WriteResponse`` (``puts``) or ``ReadResponse`` (``gets``), each parsed, in order."""
+    reader, answers = _Reader(data), []
+    while not reader.done():
+        number, wire_type = reader.field()
+        if number == 1 and wire_type == _LEN:
+            answers.append(parse(reader.length_delimited()))
+        else:
+            reader.skip(wire_type)
+    return answers
 
 
 def decode_write_response(data: bytes) -> list[PutAnswer]:
     """The ``puts`` of a ``WriteResponse``, in order; raises ``ValueError`` on bytes that are not one."""
-    reader, answers = _Reader(data), []
-    while not reader.done():
-        number, wire_type = reader.field()
-        if number == 1 and wire_type == _LEN:
-            answers.append(_put_answer(reader.length_delimited()))
-        else:
-            reader.skip(wire_type)
-    return answers
-
-
-def _get_answer(data: memoryview) -> GetAnswer:
-    reader = _Reader(data)
-    status, version_id, value = 0, 0, b""
-    while not reader.done():
-        number, wire_type = reader.field()
-        if number == 1 and wire_type == _VARINT:
-            status = reader.varint()
-        elif number == 2 and wire_type == _LEN:
-            version_id = _version_id(reader.length_delimited())
-        elif number == 3 and wire_type == _LEN:
-            value = bytes(reader.length_delimited())
-        else:
-            reader.skip(wire_type)
-    return GetAnswer(status, version_id, value)
+    return _answers(data, _put_answer)
 
 
 def decode_read_response(data: bytes) -> list[GetAnswer]:
     """The ``gets`` of one ``ReadResponse`` (a read's answers may come in several); raises ``ValueError``."""
-    reader, answers = _Reader(data), []
-    while not reader.done():
-        number, wire_type = reader.field()
-        if number == 1 and wire_type == _LEN:
-            answers.append(_get_answer(reader.length_delimited()))
-        else:
-            reader.skip(wire_type)
-    return answers
+    return _answers(data, _get_answer)
