@@ -428,4 +428,3 @@ class ConsumeService:
         return PartitionFetch(
             req.topic, req.partition, req.fetch_offset, records, plan.high_watermark, plan.log_start_offset, error
         )
-
