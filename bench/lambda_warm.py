@@ -126,21 +126,13 @@ def environment_run(app: ModuleType, function: str, import_ms: float, samples: i
 
 def run(samples: int = 200) -> list[dict[str, Any]]:
     """Every case in its own interpreter, against one Oxia standalone and one moto server."""
-    from bench.stack import local_stack
+    from bench.stack import local_stack, stack_env
 
     python, label = cold_start.lambda_python()
     root = f"bench-lambda-{uuid.uuid4().hex[:8]}"
     rows = []
     with local_stack(BUCKET) as (address, s3_config):
-        storage = {
-            "LLOG_OXIA_SERVICE_ADDRESS": address,
-            "LLOG_S3_BUCKET": BUCKET,
-            "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url or "",
-            "LLOG_S3_REGION_NAME": s3_config.region_name or "us-east-1",
-            "LLOG_S3_ACCESS_KEY_ID": s3_config.access_key_id or "",
-            "LLOG_S3_SECRET_ACCESS_KEY": s3_config.secret_access_key or "",
-            "LLOG_ROOT_PREFIX": root,
-        }
+        storage = {**stack_env(address, s3_config, BUCKET), "LLOG_ROOT_PREFIX": root}
         for function, tracing in CASES:
             env = {**cold_start.lambda_env(function, tracing=tracing), **storage}
             records = 0 if function == "produce" else samples

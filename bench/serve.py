@@ -61,7 +61,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
 
 from bench import load  # noqa: E402
 from bench.reconcile import Outcome  # noqa: E402
-from bench.stack import WRITE_OPS, local_stack, measure_floor, versitygw_binary  # noqa: E402
+from bench.stack import WRITE_OPS, local_stack, measure_floor, stack_env, versitygw_binary  # noqa: E402
 from devserver.devstack import free_port  # noqa: E402
 from llog.config import S3Config  # noqa: E402
 from llog.format.keys import S3Location  # noqa: E402
@@ -185,14 +185,7 @@ def _health(service: Service) -> None:
 def llog_serve(name: str, address: str, s3: S3Config, tmp: Path) -> Service:
     """``python -m devserver.serve`` against the stack: the LLOG_* settings of scripts/dev.py, nothing inherited."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLOG_")}
-    env.update({
-        "LLOG_OXIA_SERVICE_ADDRESS": address,
-        "LLOG_S3_BUCKET": BUCKET,
-        "LLOG_S3_ENDPOINT_URL": s3.endpoint_url or "",
-        "LLOG_S3_REGION_NAME": s3.region_name or "us-east-1",
-        "LLOG_S3_ACCESS_KEY_ID": s3.access_key_id or "testing",
-        "LLOG_S3_SECRET_ACCESS_KEY": s3.secret_access_key or "testing",
-    })  # fmt: skip
+    env.update(stack_env(address, s3, BUCKET))
     port = free_port()
     args = [sys.executable, "-m", "devserver.serve", "--port", str(port)]
     return Service(name, args, env, tmp / f"{name}.log", port, _health)

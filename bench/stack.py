@@ -83,6 +83,18 @@ def local_stack(bucket: str, *, fsync: bool = True, s3_server: str = "moto") -> 
             oxia.stop()
 
 
+def stack_env(address: str, s3_config: S3Config, bucket: str) -> dict[str, str]:
+    """The LLOG_* settings that point a process (``llog serve``, a handler) at a local stack."""
+    return {
+        "LLOG_OXIA_SERVICE_ADDRESS": address,
+        "LLOG_S3_BUCKET": bucket,
+        "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url or "",
+        "LLOG_S3_REGION_NAME": s3_config.region_name or "us-east-1",
+        "LLOG_S3_ACCESS_KEY_ID": s3_config.access_key_id or "testing",
+        "LLOG_S3_SECRET_ACCESS_KEY": s3_config.secret_access_key or "testing",
+    }
+
+
 def stats_diff(before: dict[str, OperationStats], after: dict[str, OperationStats]) -> dict[str, OperationStats]:
     """Per operation, what happened between two ``OperationCounters.snapshot()`` calls."""
     out = {}

@@ -377,6 +377,21 @@ class OxiaStore:
     def get(self, key: str, *, partition_key: str) -> Versioned | None:
         return self._get("get", key, partition_key, oxia.ComparisonType.EQUAL)
 
+    def _by_shard(self, op: str, keys: Sequence[tuple[str, str]]) -> dict[int, list[int]]:
+        """The indexes of ``(key, partition_key)`` pairs, by the shard that holds each (``OxiaUnavailable``
+        when the shards are not known yet)."""
+        try:
+            discovery = self._get_client()._service_discovery
+            shards = [discovery.get_leader(key, partition_key)[0] for key, partition_key in keys]
+        except OxiaUnavailable:
+            raise
+        except Exception as exc:  # no shard assignments yet
+            raise OxiaUnavailable(f"{op}: {_describe(exc)}") from exc
+        by_shard: dict[int, list[int]] = {}
+        for i, shard in enumerate(shards):
+            by_shard.setdefault(shard, []).append(i)
+        return by_shard
+
     def get_many(self, keys: Sequence[tuple[str, str]]) -> list[Versioned | None]:
         """Exact gets of ``(key, partition_key)`` pairs: one Oxia read request per shard, not one per key.
 
@@ -387,18 +402,8 @@ class OxiaStore:
         """
         if not keys:
             return []
-        try:
-            discovery = self._get_client()._service_discovery
-            shards = [discovery.get_leader(key, partition_key)[0] for key, partition_key in keys]
-        except OxiaUnavailable:
-            raise
-        except Exception as exc:  # no shard assignments yet
-            raise OxiaUnavailable(f"get: {_describe(exc)}") from exc
-        by_shard: dict[int, list[int]] = {}
-        for i, shard in enumerate(shards):
-            by_shard.setdefault(shard, []).append(i)
         found: list[Versioned | None] = [None] * len(keys)
-        for shard, indexes in by_shard.items():
+        for shard, indexes in self._by_shard("get", keys).items():
             request = encode_read_request(shard, [keys[i][0] for i in indexes])
             first = keys[indexes[0]]
 
@@ -474,20 +479,15 @@ class OxiaStore:
         """
         for put in puts:
             _check_deltas(put.deltas)
-        by_shard: dict[int, list[int]] = {}
         results: list[Versioned | LlogError] = [OxiaUnavailable("not sent")] * len(puts)
         try:
+            by_shard = self._by_shard("put_sequential", [(p.prefix_key, p.partition_key) for p in puts])
             discovery = self._get_client()._service_discovery
-            leaders = {i: discovery.get_leader(p.prefix_key, p.partition_key) for i, p in enumerate(puts)}
-        except OxiaUnavailable as exc:
+        except OxiaUnavailable as exc:  # nothing was sent
             return [exc] * len(puts)
-        except Exception as exc:  # no shard assignments yet: nothing was sent
-            return [OxiaUnavailable(f"put_sequential: {_describe(exc)}")] * len(puts)
-        for i, (shard, _) in leaders.items():
-            by_shard.setdefault(shard, []).append(i)
         done: set[int] = set()
         for shard, indexes in by_shard.items():
-            stub = leaders[indexes[0]][1]
+            _, stub = discovery.get_leader(puts[indexes[0]].prefix_key, puts[indexes[0]].partition_key)
             request = encode_write_request(shard, [
                 WritePut(puts[i].prefix_key, puts[i].value, puts[i].partition_key, puts[i].deltas) for i in indexes
             ])  # fmt: skip
