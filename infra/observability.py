@@ -55,13 +55,13 @@ def _metric(
 
 @dataclass(frozen=True)
 class ApiMetrics:
-    """The front door's metrics (REST and HTTP APIs name them and their dimensions differently)."""
+    """The front door's metrics (REST and HTTP APIs and the serve fleet's load balancer name them differently)."""
 
     count: cw.Metric
     client_errors: cw.Metric
     server_errors: cw.Metric
-    latency: cw.Metric  # p99
-    integration_latency: cw.Metric  # p99
+    latency: cw.IMetric  # p99, ms
+    integration_latency: cw.IMetric | None  # p99, ms (the serve fleet has none: the tasks answer themselves)
 
 
 class Observability(Construct):
@@ -172,7 +172,11 @@ class Observability(Construct):
         self.dashboard.add_widgets(
             cw.GraphWidget(title="API: requests", left=[api.count], width=6),
             cw.GraphWidget(title="API: 4xx / 5xx", left=[api.client_errors, api.server_errors], width=6),
-            cw.GraphWidget(title="API: latency p99 (ms)", left=[api.latency, api.integration_latency], width=12),
+            cw.GraphWidget(
+                title="API: latency p99 (ms)",
+                left=[m for m in (api.latency, api.integration_latency) if m is not None],
+                width=12,
+            ),
         )
         self._alarm(
             "Api5xx",

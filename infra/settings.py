@@ -29,7 +29,8 @@ OxiaStorage = Literal["efs", "ebs"]
 ApiAuth = Literal["iam", "api_key"]
 BucketEncryption = Literal["s3_managed", "kms"]
 ExportTableFormat = Literal["parquet", "iceberg"]
-FrontDoor = Literal["rest", "http"]
+FrontDoor = Literal["rest", "http", "serve"]
+ServeEndpoint = Literal["balancer", "dns"]
 
 OXIA_MODES: tuple[OxiaMode, ...] = ("standalone", "replicated")
 # Where the data servers keep their data: an EFS file system each (Fargate), or a gp3 volume each on
@@ -38,9 +39,14 @@ OXIA_STORAGES: tuple[OxiaStorage, ...] = ("efs", "ebs")
 API_AUTH_MODES: tuple[ApiAuth, ...] = ("iam", "api_key")
 BUCKET_ENCRYPTIONS: tuple[BucketEncryption, ...] = ("s3_managed", "kms")
 EXPORT_TABLE_FORMATS: tuple[ExportTableFormat, ...] = ("parquet", "iceberg")
-# The API in front of produce, consume and admin: a REST API (API keys, usage plans, request validation)
-# or an HTTP API ($1.00 instead of $3.50 per million requests; IAM auth only). docs/DEPLOY.md, "Front door".
-FRONT_DOORS: tuple[FrontDoor, ...] = ("rest", "http")
+# The API in front of produce, consume and admin: a REST API (API keys, usage plans, request validation),
+# an HTTP API ($1.00 instead of $3.50 per million requests; IAM auth only), or the serve fleet (llog serve
+# on ECS behind an internal load balancer: group commit, no per-request charge, admitted by security
+# group). docs/DEPLOY.md, "Front door".
+FRONT_DOORS: tuple[FrontDoor, ...] = ("rest", "http", "serve")
+# How callers reach the serve fleet: an internal load balancer, or DNS names of the tasks (Cloud Map, no per-byte
+# charge). infra/serve_fleet.py.
+SERVE_ENDPOINTS: tuple[ServeEndpoint, ...] = ("balancer", "dns")
 # LLOG_APPEND_PROTOCOL of the functions: the protocol of partitions they create (docs/SEQUENTIAL_APPEND.md).
 APPEND_PROTOCOLS: tuple[str, ...] = tuple(p.value for p in AppendProtocol)
 # Glue worker types the export job may run on (G.1X: 4 vCPU, 16 GB ... G.8X: 32 vCPU, 128 GB).
@@ -258,6 +264,8 @@ class LlogSettings:
     access_log_retention_days: int
     api_auth: ApiAuth
     front_door: FrontDoor = "rest"
+    serve_tasks: int = 2  # llog:frontDoor=serve: Fargate tasks of the fleet, and how callers reach them
+    serve_endpoint: ServeEndpoint = "balancer"
     api_throttle_rate: int = 100
     api_throttle_burst: int = 200
     compaction_max_concurrency: int = 10
@@ -350,6 +358,9 @@ class LlogSettings:
         if front_door == "http" and api_auth != "iam":
             raise _fail("apiAuth", '"iam" with llog:frontDoor=http: HTTP APIs have no API keys or usage plans',
                         api_auth)  # fmt: skip
+        if front_door == "serve" and r.raw("apiAuth") is not None:
+            raise _fail("apiAuth", "unset with llog:frontDoor=serve: the fleet's load balancer admits callers by "
+                        "security group, without request signing or API keys", api_auth)  # fmt: skip
         glue_database = r.string("glueDatabase", default_glue_database(stage))
         if not _DATABASE_RE.match(glue_database):
             raise _fail("glueDatabase", "1-255 characters from [a-z0-9_] (a Glue database name Athena accepts)",
@@ -372,6 +383,8 @@ class LlogSettings:
             access_log_retention_days=access_log_retention,
             api_auth=api_auth,
             front_door=front_door,
+            serve_tasks=r.integer("serveTasks", 2, 1, 100),
+            serve_endpoint=cast(ServeEndpoint, r.choice("serveEndpoint", SERVE_ENDPOINTS, "balancer")),
             api_throttle_rate=r.integer("apiThrottleRateLimit", 100, 1, 10_000),
             api_throttle_burst=r.integer("apiThrottleBurstLimit", 200, 1, 5_000),
             compaction_max_concurrency=r.integer("compactionMaxConcurrency", 10, 2, 1000),

@@ -3,8 +3,9 @@
 Constructs: ``network``, ``storage``, ``oxia``, ``layer``, ``functions`` (the Lambda
 functions, in ``network.private_subnets`` with ``oxia.client_security_group``), ``compaction``
 (task queue, dead-letter queue, worker event source, planner and GC schedules), ``recovery``
-(the verify and backup schedules), ``api`` (the REST API, or with ``llog:frontDoor=http`` the
-HTTP API of ``HttpFrontDoor``), ``observability`` (dashboard and alarms of all of them) and
+(the verify and backup schedules), ``api`` (the REST API, with ``llog:frontDoor=http`` the
+HTTP API of ``HttpFrontDoor``, with ``llog:frontDoor=serve`` the ``ServeFleet``: llog serve on
+Oxia's ECS cluster behind an internal load balancer), ``observability`` (dashboard and alarms of all of them) and
 ``analytics`` (the Glue export job, its bucket, database and schedule). Glue is outside the VPC:
 it reads S3 only, through the manifests compaction publishes after each commit, never Oxia.
 """
@@ -28,6 +29,7 @@ from infra.network import Network
 from infra.observability import Observability
 from infra.oxia import OxiaCluster
 from infra.recovery import Recovery
+from infra.serve_fleet import ServeFleet
 from infra.settings import LlogSettings
 from infra.storage import Storage
 
@@ -135,8 +137,25 @@ class LlogStack(Stack):
         planner = self.functions[names.COMPACTION_PLANNER]
         planner.add_environment("LLOG_COMPACTION_QUEUE_URL", self.compaction.queue.queue_url)
         planner.add_environment("LLOG_COMPACTION_SCHEDULE", settings.compaction_schedule)
-        self.api: Api | HttpFrontDoor
-        if settings.front_door == "http":
+        self.api: Api | HttpFrontDoor | ServeFleet
+        if settings.front_door == "serve":
+            self.api = ServeFleet(
+                self,
+                "ServeFleet",
+                cluster=self.oxia.cluster,
+                vpc=self.network.vpc,
+                subnets=self.network.private_subnets,
+                oxia_client_security_group=self.oxia.client_security_group,
+                endpoint=settings.serve_endpoint,
+                namespace=self.oxia.dns_namespace,
+                environment=self.function_environment(),
+                bucket=self.storage.bucket,
+                root_prefix=settings.root_prefix,
+                tasks=settings.serve_tasks,
+                log_retention=retention,
+                removal_policy=removal,
+            )
+        elif settings.front_door == "http":
             self.api = HttpFrontDoor(
                 self,
                 "HttpApi",
@@ -166,7 +185,9 @@ class LlogStack(Stack):
         )
         self.observability.add_functions("Functions", self.functions.by_name)
         self.observability.add_dead_letter_queues([self.compaction.dead_letter_queue])
-        self.observability.add_api(self.api.metrics())
+        api_metrics = self.api.metrics()
+        if api_metrics is not None:  # the serve fleet reached by DNS has no front door of its own to watch
+            self.observability.add_api(api_metrics)
         self.observability.add_llog_metrics(compaction_lag_threshold=settings.compaction_lag_alarm_threshold)
         self.observability.add_recovery(
             backup_schedule=settings.backup_schedule, verify_schedule=settings.verify_schedule
@@ -209,6 +230,13 @@ class LlogStack(Stack):
             value=self.api.url,
             description=f"llog {settings.front_door.upper()} API (append /produce, /consume, ...)",
         )
+        if isinstance(self.api, ServeFleet):
+            CfnOutput(
+                self,
+                "ServeClientSecurityGroupId",
+                value=self.api.client_security_group.security_group_id,
+                description="Security group whose members the serve fleet's load balancer admits (port 80)",
+            )
         CfnOutput(self, "CompactionQueueUrl", value=self.compaction.queue.queue_url, description="compaction tasks")
         if isinstance(self.api, Api) and self.api.api_key is not None:
             CfnOutput(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -58,3 +60,16 @@ def function_named_in(stack: LlogStack, uri: Any) -> str:
     ]
     assert len(found) == 1, text
     return found[0]
+
+
+def find_python313() -> str | None:
+    """A CPython 3.13 (the Lambda runtime's and the serve image's version): ``$LLOG_PYTHON313``, on PATH, or pyenv's."""
+    candidates = [os.environ.get("LLOG_PYTHON313", ""), shutil.which("python3.13") or ""]
+    candidates.append(str(Path.home() / ".pyenv" / "versions" / "3.13.0" / "bin" / "python3.13"))
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
+                                   capture_output=True, text=True, check=False)  # fmt: skip
+            if probe.returncode == 0 and probe.stdout.strip() == "(3, 13)":
+                return candidate
+    return None

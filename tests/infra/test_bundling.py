@@ -8,7 +8,6 @@ with ``test_runtime_modules.py``.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from infra.layer import PipLayerBundler
+from tests.infra.helpers import find_python313
 
 pytestmark = pytest.mark.bundling
 
@@ -97,18 +97,6 @@ def test_native_libraries_are_arm64(bundle: Path) -> None:
 def test_layer_is_small(bundle: Path) -> None:
     size = sum(p.stat().st_size for p in bundle.rglob("*") if p.is_file())
     assert size < MAX_LAYER_BYTES, f"{size / 2**20:.1f} MiB"
-
-
-def find_python313() -> str | None:
-    candidates = [os.environ.get("LLOG_PYTHON313", ""), shutil.which("python3.13") or ""]
-    candidates.append(str(Path.home() / ".pyenv" / "versions" / "3.13.0" / "bin" / "python3.13"))
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file():
-            probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"],
-                                   capture_output=True, text=True, check=False)  # fmt: skip
-            if probe.returncode == 0 and probe.stdout.strip() == "(3, 13)":
-                return candidate
-    return None
 
 
 def test_same_pins_import_on_cpython_313(tmp_path: Path) -> None:

@@ -1,0 +1,316 @@
+"""The ``llog serve`` front door (``llog:frontDoor=serve``): ECS Fargate tasks behind an internal load balancer.
+
+Each task runs the process ``make dev`` runs (``python -m devserver.serve``, image
+``infra/serve.Dockerfile``): the routes and handlers of the Lambda functions, plus what only a
+long-lived process has, **group commit** (concurrent produce requests share one WAL object and one
+Oxia write per partition, docs/PERFORMANCE.md) and a tail cache. It is the front door for
+throughput and cost per GB (docs/COST.md); the API Gateway front doors are the ones for
+per-request authentication and no idle cost (docs/DEPLOY.md, "Front door").
+
+* **Tasks**: ``tasks`` Fargate tasks (ARM64, 1 vCPU, 2 GiB) on Oxia's ECS cluster, in the private
+  subnets, with Oxia's client security group; the functions' ``LLOG_*`` environment; S3 object
+  actions on ``<bucket>/<root_prefix>/*`` only (produce writes, consume reads, the admin routes'
+  compaction pass writes); logs to their own log group. Rolling deploys (at least 50% in service)
+  with the circuit breaker. ECS stops a task with SIGTERM, on which ``llog serve`` drains (no new
+  requests, in-flight ones answered, its batcher flushed) within the 30 s stop timeout.
+* **Endpoint** (``llog:serveEndpoint``):
+
+  * ``balancer`` (the default): an internal Application Load Balancer in the private subnets, HTTP
+    on port 80 to the tasks' port 8080, health check ``GET /health`` (answered without Oxia or S3),
+    invalid header fields dropped, a 60 s idle timeout (a long-poll consume waits at most 20 s),
+    connections drained for 30 s when a task leaves. ``url``: ``http://<its DNS name>/``. It bills
+    every byte through it (docs/COST.md), and its metrics feed the dashboard and the 5xx alarm.
+  * ``dns``: no load balancer. Each task registers an A record ``llog-serve.<namespace>`` in Oxia's
+    Cloud Map namespace while its container health check (``GET /health``) passes, as Oxia's servers
+    do; clients resolve the name and connect to a task. ``url``: ``http://llog-serve.<namespace>:8080/``.
+    No per-byte charge; no load-balancer metrics (the tasks' ``GET /metrics/prometheus`` remains).
+
+* **Access**: only members of ``client_security_group`` reach the endpoint; the network is the
+  authentication (no request signing, no API keys), as for Oxia itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from aws_cdk import Duration, IgnoreMode, RemovalPolicy
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_servicediscovery as servicediscovery
+from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
+from constructs import Construct
+
+from infra.observability import PERIOD, ApiMetrics
+from infra.settings import ServeEndpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = "infra/serve.Dockerfile"
+CONTAINER_PORT = 8080
+LISTENER_PORT = 80
+TASK_CPU = 1024
+TASK_MEMORY_MIB = 2048
+STOP_TIMEOUT = Duration.seconds(30)
+DNS_NAME = "llog-serve"
+# Docker-ignore patterns over the repository root: the build context is what the Dockerfile copies.
+IMAGE_CONTEXT = [
+    "*",
+    f"!{DOCKERFILE}",
+    "!infra/layer-requirements.txt",
+    "!infra/serve-requirements.txt",
+    "!llog_layer/llog/**",
+    "!client/llog_client/**",
+    "!functions/**",
+    "!devserver/**",
+    "**/__pycache__",
+    "**/*.pyc",
+    "**/*.pyo",
+]
+
+
+def image_asset(scope: Construct, construct_id: str) -> ecr_assets.DockerImageAsset:
+    """The ``llog serve`` image, for ARM64, built by ``cdk deploy`` from the paths of ``IMAGE_CONTEXT``."""
+    return ecr_assets.DockerImageAsset(
+        scope,
+        construct_id,
+        directory=str(ROOT),
+        file=DOCKERFILE,
+        platform=ecr_assets.Platform.LINUX_ARM64,
+        ignore_mode=IgnoreMode.DOCKER,
+        exclude=IMAGE_CONTEXT,
+    )
+
+
+class ServeFleet(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: ecs.ICluster,
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        oxia_client_security_group: ec2.ISecurityGroup,
+        endpoint: ServeEndpoint,
+        namespace: servicediscovery.IPrivateDnsNamespace,
+        environment: Mapping[str, str],
+        bucket: s3.IBucket,
+        root_prefix: str,
+        tasks: int,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
+        self.image = image_asset(self, "Image")
+        self.task_definition = ecs.FargateTaskDefinition(
+            self,
+            "Task",
+            cpu=TASK_CPU,
+            memory_limit_mib=TASK_MEMORY_MIB,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.ARM64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
+        self.task_definition.add_container(
+            "serve",
+            image=ecs.ContainerImage.from_docker_image_asset(self.image),
+            essential=True,
+            environment=dict(environment),
+            logging=ecs.LogDrivers.aws_logs(stream_prefix="serve", log_group=self.log_group),
+            port_mappings=[ecs.PortMapping(container_port=CONTAINER_PORT, protocol=ecs.Protocol.TCP)],
+            stop_timeout=STOP_TIMEOUT,
+            ulimits=[ecs.Ulimit(name=ecs.UlimitName.NOFILE, soft_limit=65535, hard_limit=65535)],
+            # What Cloud Map registers a task by (endpoint "dns"); the image has Python, not curl.
+            health_check=ecs.HealthCheck(
+                command=["CMD", "python", "-c", "import urllib.request as r; "
+                         f"r.urlopen('http://127.0.0.1:{CONTAINER_PORT}/health', timeout=2)"],  # fmt: skip
+                interval=Duration.seconds(10),
+                timeout=Duration.seconds(5),
+                retries=3,
+                start_period=Duration.seconds(30),
+            ),
+        )
+        self._grant_objects(bucket, root_prefix)
+
+        self.client_security_group = ec2.SecurityGroup(
+            self,
+            "ClientSecurityGroup",
+            vpc=vpc,
+            description=f"llog serve clients: admitted by the fleet endpoint ({endpoint})",
+            allow_all_outbound=True,
+        )
+        self.task_security_group = ec2.SecurityGroup(
+            self, "TaskSecurityGroup", vpc=vpc, description="llog serve tasks", allow_all_outbound=True
+        )
+        self.service = ecs.FargateService(
+            self,
+            "Service",
+            cluster=cluster,
+            task_definition=self.task_definition,
+            desired_count=tasks,
+            min_healthy_percent=50,
+            max_healthy_percent=200,
+            circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
+            security_groups=[self.task_security_group, oxia_client_security_group],
+            vpc_subnets=subnets,
+            assign_public_ip=False,
+            propagate_tags=ecs.PropagatedTagSource.SERVICE,
+            enable_ecs_managed_tags=True,
+            cloud_map_options=(
+                ecs.CloudMapOptions(
+                    name=DNS_NAME,
+                    cloud_map_namespace=namespace,
+                    dns_record_type=servicediscovery.DnsRecordType.A,
+                    dns_ttl=Duration.seconds(10),
+                )
+                if endpoint == "dns"
+                else None
+            ),
+        )
+        self.balancer: elbv2.ApplicationLoadBalancer | None = None
+        if endpoint == "dns":
+            self.task_security_group.add_ingress_rule(
+                self.client_security_group, ec2.Port.tcp(CONTAINER_PORT), "llog serve clients"
+            )
+            self.url = f"http://{DNS_NAME}.{namespace.namespace_name}:{CONTAINER_PORT}/"
+        else:
+            self.balancer = self._add_balancer(vpc, subnets)
+            self.url = f"http://{self.balancer.load_balancer_dns_name}/"
+        self._suppress_nag_findings()
+
+    def _add_balancer(self, vpc: ec2.IVpc, subnets: ec2.SubnetSelection) -> elbv2.ApplicationLoadBalancer:
+        self.balancer_security_group = ec2.SecurityGroup(
+            self, "BalancerSecurityGroup", vpc=vpc, description="llog serve load balancer", allow_all_outbound=False
+        )
+        self.balancer_security_group.add_ingress_rule(
+            self.client_security_group, ec2.Port.tcp(LISTENER_PORT), "llog serve clients"
+        )
+        self.balancer_security_group.add_egress_rule(
+            self.task_security_group, ec2.Port.tcp(CONTAINER_PORT), "to the llog serve tasks"
+        )
+        self.task_security_group.add_ingress_rule(
+            self.balancer_security_group, ec2.Port.tcp(CONTAINER_PORT), "from the load balancer"
+        )
+        balancer = elbv2.ApplicationLoadBalancer(
+            self,
+            "LoadBalancer",
+            vpc=vpc,
+            vpc_subnets=subnets,
+            internet_facing=False,
+            security_group=self.balancer_security_group,
+            drop_invalid_header_fields=True,
+            idle_timeout=Duration.seconds(60),
+        )
+        listener = balancer.add_listener(
+            "Http", port=LISTENER_PORT, protocol=elbv2.ApplicationProtocol.HTTP, open=False
+        )
+        listener.add_targets(
+            "Tasks",
+            port=CONTAINER_PORT,
+            protocol=elbv2.ApplicationProtocol.HTTP,
+            targets=[self.service],
+            deregistration_delay=STOP_TIMEOUT,
+            health_check=elbv2.HealthCheck(
+                path="/health",
+                healthy_http_codes="200",
+                interval=Duration.seconds(10),
+                timeout=Duration.seconds(5),
+                healthy_threshold_count=2,
+                unhealthy_threshold_count=3,
+            ),
+        )
+        NagSuppressions.add_resource_suppressions(
+            balancer,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-ELB2",
+                    reason="llog serve logs every request (request id, method, path, status, duration) to the "
+                    "tasks' log group; the internal load balancer adds no caller identity beyond the VPC address.",
+                )
+            ],
+        )
+        return balancer
+
+    def metrics(self) -> ApiMetrics | None:
+        """The load balancer's counts of requests and the tasks' answers (latency in ms, as API Gateway's);
+        None without a load balancer."""
+        balancer = self.balancer
+        if balancer is None:
+            return None
+
+        def metric(name: str, statistic: str = "Sum") -> cw.Metric:
+            return balancer.metrics.custom(name, statistic=statistic, period=PERIOD)
+
+        response_ms = cw.MathExpression(
+            expression="seconds * 1000",
+            using_metrics={"seconds": metric("TargetResponseTime", "p99")},
+            label="TargetResponseTime p99 (ms)",
+            period=PERIOD,
+        )
+        return ApiMetrics(
+            count=metric("RequestCount"),
+            client_errors=metric("HTTPCode_Target_4XX_Count"),
+            server_errors=metric("HTTPCode_Target_5XX_Count"),
+            latency=response_ms,
+            integration_latency=None,
+        )
+
+    def _grant_objects(self, bucket: s3.IBucket, root_prefix: str) -> None:
+        objects = f"{bucket.bucket_arn}/{root_prefix}/*"
+        role = self.task_definition.task_role
+        role.add_to_principal_policy(
+            iam.PolicyStatement(sid="GetPutObjects", actions=["s3:GetObject", "s3:PutObject"], resources=[objects])
+        )
+        key = bucket.encryption_key
+        if key is not None:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="BucketKey", actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[key.key_arn]
+                )
+            )
+        NagSuppressions.add_resource_suppressions(
+            role,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM5",
+                    reason=f"Object actions are limited to the llog root prefix ({root_prefix}/*) of the data "
+                    "bucket; object keys carry new UUIDs, so no narrower list exists.",
+                    applies_to=[RegexAppliesTo(regex=r"/^Resource::<[A-Za-z0-9]+\.Arn>\/[A-Za-z0-9._-]+\/\*$/g")],
+                )
+            ],
+            apply_to_children=True,
+        )
+
+    def _suppress_nag_findings(self) -> None:
+        execution_role = self.task_definition.execution_role
+        assert execution_role is not None  # the image is in ECR: ECS pulls it with this role
+        NagSuppressions.add_resource_suppressions(
+            execution_role,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-IAM5",
+                    reason="ecr:GetAuthorizationToken, which ECS calls to pull the image, has no resource-level "
+                    "permissions (the image pull actions themselves name the asset repository).",
+                    applies_to=["Resource::*"],
+                )
+            ],
+            apply_to_children=True,
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.task_definition,
+            [
+                NagPackSuppression(
+                    id="AwsSolutions-ECS2",
+                    reason="The environment holds the same non-secret LLOG_* settings as the functions' "
+                    "(Oxia address, bucket name, root prefix, append protocol); no credential is passed.",
+                )
+            ],
+        )
