@@ -87,6 +87,9 @@ class Prices:
     s3_storage_gb_month: float = 0.023
     s3_put_per_1000: float = 0.005  # PUT, COPY, POST, LIST
     s3_get_per_10000: float = 0.004  # GET and all other requests; DELETE is free
+    alb_hour: float = 0.0225  # Application Load Balancer, per hour
+    alb_lcu_hour: float = 0.008  # per LCU-hour; for large requests the processed-bytes dimension binds:
+    alb_gb_per_lcu_hour: float = 1.0  # 1 GB processed an hour is one LCU (IP targets)
     fargate_arm_vcpu_hour: float = 0.03238
     fargate_arm_gb_hour: float = 0.00356
     efs_standard_gb_month: float = 0.30
@@ -120,6 +123,12 @@ class FrontDoor:
     name: str
     line: str  # the bill line
     deployable: bool  # offered by the CDK app today
+    # The serve fleet (llog:frontDoor=serve): llog serve tasks behind a load balancer, no Lambda in the request
+    # path; its group commit shares one WAL object (one S3 PUT, one index entry, one Oxia write per partition)
+    # between the produce requests of a flush.
+    fleet: bool = False
+    requests_per_flush: float = 1.0
+    balancer: bool = False  # behind the load balancer (llog:serveEndpoint=balancer), else reached by DNS
 
 
 REST_API = FrontDoor("rest", "API Gateway (REST)", True)  # the default: API keys, usage plans, validation
@@ -127,7 +136,15 @@ HTTP_API = FrontDoor("http", "API Gateway (HTTP)", True)  # llog:frontDoor=http,
 # Lambda function URLs cost nothing beyond Lambda; the handlers would need Powertools' LambdaFunctionUrlResolver
 # (payload format 2.0 only), so the CDK app does not offer them (docs/DEPLOY.md, "Front door").
 FUNCTION_URL = FrontDoor("url", "Lambda function URLs", False)
-FRONT_DOORS = (REST_API, HTTP_API, FUNCTION_URL)
+# Measured: bench/serve.py's ingest (16 clients, 100 KB requests, 4 partitions) makes one S3 PUT per 7.9 requests
+# (docs/PERFORMANCE.md, "HTTP"); one client at a time makes one per request, the fleet's worst case.
+MEASURED_REQUESTS_PER_FLUSH = 7.9
+SERVE_BALANCER = FrontDoor("serve", "serve fleet, load balancer", True, True, MEASURED_REQUESTS_PER_FLUSH, True)
+SERVE_DNS = FrontDoor("serve-dns", "serve fleet, DNS", True, True, MEASURED_REQUESTS_PER_FLUSH)
+SERVE_DNS_ALONE = FrontDoor("serve-dns-alone", "serve fleet, DNS, each request flushed alone", True, True, 1.0)
+FRONT_DOORS = (REST_API, HTTP_API, FUNCTION_URL, SERVE_BALANCER, SERVE_DNS, SERVE_DNS_ALONE)
+# Requests per flush the fleet table spans: alone, light sharing, the measured ingest, bench/serve.py's 32 clients.
+REQUESTS_PER_FLUSH = (1.0, 2.0, 4.0, MEASURED_REQUESTS_PER_FLUSH, 14.7)
 
 
 @dataclass(frozen=True)
@@ -152,6 +169,11 @@ class Code:
     """Constants of llog and of the CDK app (infra/) the counts follow from."""
 
     produce_memory_mb: int = 1024  # infra/functions.py SPECS
+    serve_tasks: int = 2  # llog:serveTasks (infra/settings.py)
+    serve_task_vcpu: float = 1.0  # infra/serve_fleet.py TASK_CPU
+    serve_task_gb: float = 2.0  # infra/serve_fleet.py TASK_MEMORY_MIB
+    serve_log_bytes_per_request: int = 200  # llog serve's access-log line, to the tasks' log group
+    http_overhead_bytes: int = 600  # request and response headers and a produce answer, through the load balancer
     consume_memory_mb: int = 1024
     worker_memory_mb: int = 2048
     planner_memory_mb: int = 512
@@ -325,6 +347,7 @@ class Part:
     oxia_writes: float = 0.0
     log_bytes: float = 0.0
     traces: float = 0.0
+    balancer_bytes: float = 0.0  # processed by the serve fleet's load balancer
 
     def __add__(self, other: Part) -> Part:
         return Part(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
@@ -368,7 +391,7 @@ def request_body_bytes(size: int, a: Assumptions) -> int:
 
 def front_door_requests(body_bytes: float, a: Assumptions) -> float:
     """Requests the front door bills for one call: REST 1, HTTP one per 512 KB of request, function URLs none."""
-    if a.front_door is FUNCTION_URL:
+    if a.front_door is FUNCTION_URL or a.front_door.fleet:
         return 0.0
     if a.front_door is HTTP_API:
         return float(max(1, math.ceil(body_bytes / a.prices.apigw_http_metered_bytes)))
@@ -378,7 +401,7 @@ def front_door_requests(body_bytes: float, a: Assumptions) -> float:
 def front_door_tiers(a: Assumptions) -> tuple[tuple[float, float], ...]:
     if a.front_door is HTTP_API:
         return a.prices.apigw_http_tiers
-    if a.front_door is FUNCTION_URL:
+    if a.front_door is FUNCTION_URL or a.front_door.fleet:
         return ((math.inf, 0.0),)
     return a.prices.apigw_rest_tiers
 
@@ -500,12 +523,53 @@ def gc_part(size: int, a: Assumptions) -> Part:
 
 
 def parts(size: int, a: Assumptions) -> dict[str, Part]:
+    if a.front_door.fleet:
+        return fleet_parts(size, a)
     return {
         "produce": produce_part(size, a),
         "consume": consume_part(size, a),
         "compaction": compaction_part(size, a),
         "gc": gc_part(size, a),
     }
+
+
+def fleet_parts(size: int, a: Assumptions) -> dict[str, Part]:
+    """Through the serve fleet: a flush of ``requests_per_flush`` requests is one WAL entry of their bytes, which
+    the consumers, compaction and GC handle as the functions handle one request's; the tasks' compute is fixed
+    (``fleet_monthly``). Each request, and each consumer's read of it, adds an access-log line and, behind the load
+    balancer, its bytes through it."""
+    c, k = a.code, a.front_door.requests_per_flush
+    entry = max(1, round(size * k))
+    in_tasks = {"invocations": 0.0, "gb_seconds": 0.0, "log_bytes": 0.0, "traces": 0.0}
+    shared = {
+        "produce": dataclasses.replace(produce_part(entry, a), **in_tasks),
+        "consume": dataclasses.replace(consume_part(entry, a), **in_tasks),
+        "compaction": compaction_part(entry, a),
+        "gc": gc_part(entry, a),
+    }
+    found = {name: part.times(1 / k) for name, part in shared.items()}
+    # The produce request in, and each consumer's answer out, about as large (values base64-encoded alike).
+    through = (request_body_bytes(size, a) + c.http_overhead_bytes) * (1 + a.consumers)
+    found["requests"] = Part(
+        balancer_bytes=through if a.front_door.balancer else 0.0,
+        log_bytes=c.serve_log_bytes_per_request * (1 + a.consumers),
+    )
+    return found
+
+
+def balancer_usd(nbytes: float, a: Assumptions) -> float:
+    """The load balancer's LCU charge for the bytes it processes (their dimension binds for these requests)."""
+    return nbytes / GIB / a.prices.alb_gb_per_lcu_hour * a.prices.alb_lcu_hour
+
+
+def fleet_monthly(a: Assumptions) -> dict[str, float]:
+    """The serve fleet's fixed monthly cost: its Fargate tasks and the load balancer's hours (if it has one)."""
+    p, c = a.prices, a.code
+    task = c.serve_task_vcpu * p.fargate_arm_vcpu_hour + c.serve_task_gb * p.fargate_arm_gb_hour
+    found = {"Serve fleet Fargate tasks": c.serve_tasks * task * HOURS_PER_MONTH}
+    if a.front_door.balancer:
+        found["Serve fleet load balancer"] = p.alb_hour * HOURS_PER_MONTH
+    return found
 
 
 @functools.cache
@@ -528,7 +592,7 @@ def line_items(part: Part, shape: OxiaShape, a: Assumptions) -> dict[str, float]
     """USD of ``part`` by bill line, API Gateway at its first tier."""
     p = a.prices
     return {
-        a.front_door.line: part.api_requests * front_door_tiers(a)[0][1] / 1e6,
+        a.front_door.line: part.api_requests * front_door_tiers(a)[0][1] / 1e6 + balancer_usd(part.balancer_bytes, a),
         "Lambda requests": part.invocations * p.lambda_per_million / 1e6,
         "Lambda GB-seconds": part.gb_seconds * p.lambda_arm_gb_second,
         "S3 requests": part.s3_put_class * p.s3_put_per_1000 / 1e3 + part.s3_get_class * p.s3_get_per_10000 / 1e4,
@@ -620,8 +684,11 @@ def llog_monthly(size: int, bytes_per_s: float, shape: OxiaShape, a: Assumptions
     requests = bytes_per_s / size * SECONDS_PER_MONTH
     one = per_request(size, a)
     variable = line_items(one.times(requests), shape, a)
-    variable[a.front_door.line] = apigw_monthly(one.api_requests * requests, front_door_tiers(a))
-    return {**dict(_fixed_monthly(shape, a)), **variable}
+    variable[a.front_door.line] = apigw_monthly(one.api_requests * requests, front_door_tiers(a)) + balancer_usd(
+        one.balancer_bytes * requests, a
+    )
+    fleet = fleet_monthly(a) if a.front_door.fleet else {}
+    return {**dict(_fixed_monthly(shape, a)), **fleet, **variable}
 
 
 # --- Kinesis Data Streams -------------------------------------------------------------------------
@@ -800,6 +867,23 @@ def targets(a: Assumptions) -> dict[str, dict[str, Any]]:
                     "batched_small_records_met": batched <= TARGET_BATCHED_SMALL_RECORDS_PER_GB,
                 }
     return found
+
+
+def serve_fleet_report(a: Assumptions) -> dict[str, Any]:
+    """The fleet's fixed monthly cost per endpoint, and its variable USD per GB at 256 KB requests (production
+    shape, Oxia on EBS, the sequential protocol) as more requests share each flush."""
+    size = CLIENT_BATCH_BYTES
+    by_flush: dict[str, dict[str, float]] = {}
+    for door in (SERVE_BALANCER, SERVE_DNS):
+        by_flush[door.name] = {}
+        for k in REQUESTS_PER_FLUSH:
+            ak = configured(a, dataclasses.replace(door, requests_per_flush=k), EBS, SEQUENTIAL)
+            by_flush[door.name][str(k)] = per_gb(sum(per_million(size, PROD, ak).values()), size)
+    return {
+        "monthly": {door.name: fleet_monthly(dataclasses.replace(a, front_door=door))
+                    for door in (SERVE_BALANCER, SERVE_DNS)},  # fmt: skip
+        "per_gb_at_256_kb_by_requests_per_flush": by_flush,
+    }
 
 
 def size_meeting(usd_per_gb: float, a: Assumptions, lo: int = 256_000, hi: int = 6_000_000) -> int | None:
@@ -985,6 +1069,7 @@ def build(a: Assumptions) -> dict[str, Any]:
     doc["configurations_per_gb"] = configurations_per_gb(a)
     doc["fixed_monthly_prod_by_oxia_storage"] = fixed_monthly_by_storage(a)
     doc["targets"] = targets(a)
+    doc["serve_fleet"] = serve_fleet_report(a)
     doc["retention_per_gb"] = {str(h): retention_per_gb(a, h) for h in RETENTIONS_H}
     doc["idle_long_poll_consumer_monthly"] = idle_long_poll_monthly(a)
     doc["gc_capacity"] = gc_capacity(a)
@@ -1027,6 +1112,7 @@ def render(doc: Mapping[str, Any], a: Assumptions) -> str:
         _render_sensitivity(doc),
         _render_configurations(doc),
         _render_targets(doc),
+        _render_serve_fleet(doc),
         _render_retention(doc),
         f"### Idle long-polling consumer\n\nOne consumer long-polling an empty partition "
         f"({a.code.consume_max_wait_s:.0f} s waits at {a.code.consume_memory_mb} MB): "
@@ -1201,8 +1287,20 @@ def _render_configurations(doc: Mapping[str, Any]) -> str:
     note = (f"Fixed monthly cost of the production shape: {usd(fixed['efs'])} with Oxia on EFS, "
             f"{usd(fixed['ebs'])} on EBS gp3 (EC2 instances instead of Fargate tasks for the data "
             "servers).")  # fmt: skip
+    fleet = {name: usd(sum(m.values())) for name, m in doc["serve_fleet"]["monthly"].items()}
+    note += (f" The serve fleet adds {fleet[SERVE_BALANCER.name]} a month behind its load balancer, "
+             f"{fleet[SERVE_DNS.name]} reached by DNS (two tasks of 1 vCPU and 2 GiB).")  # fmt: skip
     return ("### Production shape by front door and Oxia storage (USD per GB)\n\n"
             + md_table(["front door, Oxia storage, protocol", *columns], rows) + "\n\n" + note)  # fmt: skip
+
+
+def _render_serve_fleet(doc: Mapping[str, Any]) -> str:
+    table = doc["serve_fleet"]["per_gb_at_256_kb_by_requests_per_flush"]
+    doors = {d.name: d.line for d in FRONT_DOORS}
+    flushes = [str(k) for k in REQUESTS_PER_FLUSH]
+    rows = [[doors[name], *(usd(row[k], 3) for k in flushes)] for name, row in table.items()]
+    headers = ["256 KB requests, Oxia on EBS gp3, sequential", *(f"{float(k):g} per flush" for k in flushes)]
+    return "### Serve fleet by requests per flush (USD per GB, variable cost)\n\n" + md_table(headers, rows)
 
 
 def _size_text(size: int | None) -> str:

@@ -19,7 +19,8 @@ from bench import cost_model as cm
 from functions.common import names
 from infra import functions as fns
 from infra.oxia import COORDINATOR_SIZE, DATA_SERVERS
-from infra.settings import FRONT_DOORS, LlogSettings
+from infra.serve_fleet import TASK_CPU, TASK_MEMORY_MIB
+from infra.settings import FRONT_DOORS, SERVE_ENDPOINTS, LlogSettings
 from llog.config import CompactorConfig, GcConfig, Limits
 from llog.format.documents import AppendProtocol
 from llog.protocol import gc
@@ -323,6 +324,15 @@ def test_function_memory_and_consume_wait_match_infra() -> None:
     assert int(specs[names.CONSUME].environment["LLOG_CONSUME_MAX_WAIT_MS"]) == c.consume_max_wait_s * 1000
 
 
+def test_serve_fleet_matches_infra() -> None:
+    c = cm.Code()
+    settings = LlogSettings.from_context({"llog:frontDoor": "serve"}.get)
+    assert settings.serve_tasks == c.serve_tasks
+    assert (c.serve_task_vcpu, c.serve_task_gb) == (TASK_CPU / 1024, TASK_MEMORY_MIB / 1024)
+    assert settings.serve_endpoint == "balancer"
+    assert cm.SERVE_BALANCER.balancer
+
+
 def test_oxia_shapes_match_infra() -> None:
     for stage, shape in (("dev", cm.DEV), ("prod", cm.PROD)):
         settings = LlogSettings.from_context({"llog:stage": stage}.get)
@@ -385,7 +395,9 @@ def test_the_deployable_front_doors_are_the_cdk_apps_and_rest_is_the_default() -
     assert A.front_door is cm.REST_API
     assert A.oxia_storage is cm.EBS  # the production shape's, as the stack deploys replicated stages
     assert A.records_per_request == 1
-    assert tuple(d.name for d in cm.FRONT_DOORS if d.deployable) == FRONT_DOORS
+    deployable = [d for d in cm.FRONT_DOORS if d.deployable]
+    assert tuple(dict.fromkeys(d.name.split("-")[0] for d in deployable)) == FRONT_DOORS
+    assert {"balancer" if d.balancer else "dns" for d in deployable if d.fleet} == set(SERVE_ENDPOINTS)
     no_context: dict[str, object] = {}
     assert LlogSettings.from_context(no_context.get).front_door == cm.REST_API.name
     assert cm.EBS.deployable  # infra/oxia.py, llog:oxiaStorage (docs/DEPLOY.md, "Oxia on EBS")
@@ -496,3 +508,55 @@ def test_the_size_meeting_a_target_is_where_the_cost_per_gb_crosses_it(doc: dict
         return cm.per_gb(sum(cm.per_million(s, cm.PROD, a).values()), s)
 
     assert usd_per_gb(size) <= cm.TARGET_LARGE_REQUESTS_PER_GB < usd_per_gb(int(size * 0.97))
+
+
+# --- the serve fleet ---------------------------------------------------------------------------------
+
+
+def fleet(door: cm.FrontDoor, k: float | None = None) -> cm.Assumptions:
+    door = door if k is None else dataclasses.replace(door, requests_per_flush=k)
+    return cm.on_shape(cm.PROD, dataclasses.replace(A, front_door=door))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_flush_of_k_requests_costs_each_request_a_kth_of_one_wal_object(size: int) -> None:
+    for k in cm.REQUESTS_PER_FLUSH:
+        one = cm.per_request(size, fleet(cm.SERVE_DNS, k))
+        produce = cm.parts(size, fleet(cm.SERVE_DNS, k))["produce"]
+        assert produce.s3_put_class == pytest.approx(1 / k)
+        assert produce.oxia_writes == pytest.approx(cm.produce_oxia_writes(A) / k)
+        assert one.api_requests == 0
+        # No Lambda in the request path: only compaction's invocations are left, and they are per WAL entry.
+        assert one.invocations == 0
+        assert one.gb_seconds == pytest.approx(
+            (cm.compaction_part(round(size * k), A).gb_seconds + cm.gc_part(round(size * k), A).gb_seconds) / k
+        )
+    alone = cm.per_request(size, fleet(cm.SERVE_DNS_ALONE))
+    assert alone.s3_put_class == cm.per_request(size, A).s3_put_class  # one WAL object per request, as in Lambda
+    assert alone.s3_get_class == cm.per_request(size, A).s3_get_class
+
+
+def test_only_the_load_balancer_bills_bytes_and_hours() -> None:
+    size = cm.CLIENT_BATCH_BYTES
+    balancer, dns = cm.per_request(size, fleet(cm.SERVE_BALANCER)), cm.per_request(size, fleet(cm.SERVE_DNS))
+    body = cm.request_body_bytes(size, A)
+    assert balancer.balancer_bytes == (body + A.code.http_overhead_bytes) * (1 + A.consumers)
+    assert dns.balancer_bytes == 0
+    line = cm.per_million(size, cm.PROD, fleet(cm.SERVE_BALANCER))[cm.SERVE_BALANCER.line]
+    assert line == pytest.approx(balancer.balancer_bytes * 1e6 / cm.GIB * A.prices.alb_lcu_hour)
+    assert cm.per_million(size, cm.PROD, fleet(cm.SERVE_DNS))[cm.SERVE_DNS.line] == 0
+    tasks = A.code.serve_tasks * (A.prices.fargate_arm_vcpu_hour + 2 * A.prices.fargate_arm_gb_hour) * 730
+    assert cm.fleet_monthly(fleet(cm.SERVE_DNS)) == {"Serve fleet Fargate tasks": pytest.approx(tasks)}
+    assert cm.fleet_monthly(fleet(cm.SERVE_BALANCER))["Serve fleet load balancer"] == pytest.approx(0.0225 * 730)
+    monthly = cm.llog_monthly(size, 1e6, cm.PROD, fleet(cm.SERVE_BALANCER))
+    assert monthly["Serve fleet load balancer"] == pytest.approx(0.0225 * 730)
+    assert monthly[cm.SERVE_BALANCER.line] == pytest.approx(balancer.balancer_bytes * 1e6 / size * 2_628_000
+                                                            / cm.GIB * A.prices.alb_lcu_hour)  # fmt: skip
+
+
+def test_the_fleet_gets_cheaper_per_gb_as_flushes_grow() -> None:
+    table = cm.serve_fleet_report(A)["per_gb_at_256_kb_by_requests_per_flush"]
+    for row in table.values():
+        values = [row[str(k)] for k in cm.REQUESTS_PER_FLUSH]
+        assert values == sorted(values, reverse=True)
+    assert table["serve-dns"][str(cm.MEASURED_REQUESTS_PER_FLUSH)] <= cm.TARGET_LARGE_REQUESTS_PER_GB
