@@ -21,6 +21,10 @@ S3 and Oxia operations are counted by llog serve itself (``GET /metrics``).
   per request over 4 partitions; then raw S3 PUTs of llog's mean PUT size
   from as many concurrent writers as llog's batcher may have flushes in
   flight. MB/s count record values (llog) and object bytes (raw).
+* *Flush sharing*: ``bench.load`` at full speed with requests of 250
+  records of 1 KiB (256,000 bytes, the cost model's request size) from 1,
+  4 and 16 clients: produce requests per S3 PUT, the group commit the serve
+  fleet's cost per GB is divided by (docs/COST.md).
 * *256 clients*: ``bench.load`` with 256 keep-alive clients at full speed,
   then every record read back and reconciled; transport errors (resets,
   refusals) are counted.
@@ -94,6 +98,9 @@ class LoadShape:
 
 
 INGEST = LoadShape(clients=16, partitions=4, batch=100, record_size=1024, duration=8.0)
+# Requests of 256,000 bytes of values (the cost model's size, docs/COST.md) from 1, 4 and 16 clients: how many
+# produce requests share one flush (one S3 PUT), the count the serve fleet's cost per GB divides by.
+FLUSH_SHARING = tuple(LoadShape(clients=c, partitions=4, batch=250, record_size=1024, duration=6.0) for c in (1, 4, 16))
 RAW_PUT_S = 4.0
 MANY = LoadShape(clients=256, partitions=16, batch=1, record_size=100, duration=6.0)
 
@@ -458,16 +465,16 @@ def load_config(shape: LoadShape, url: str, *, reconcile: bool) -> load.LoadConf
                            batch=shape.batch, timeout=TIMEOUT_S, reconcile=reconcile)  # fmt: skip
 
 
-def ingest_scenario(serve: Service) -> dict[str, Any]:
+def ingest_scenario(serve: Service, shape: LoadShape = INGEST) -> dict[str, Any]:
     before, cpu = op_counts(serve.metrics()), serve.cpu_seconds()
-    summary = load.run(load_config(INGEST, serve.url, reconcile=False), load.no_auth)
+    summary = load.run(load_config(shape, serve.url, reconcile=False), load.no_auth)
     used = serve.cpu_seconds() - cpu
     ops = counts_between(before, op_counts(serve.metrics()))
     return {
-        "clients": INGEST.clients,
-        "partitions": INGEST.partitions,
-        "batch": INGEST.batch,
-        "record_size": INGEST.record_size,
+        "clients": shape.clients,
+        "partitions": shape.partitions,
+        "batch": shape.batch,
+        "record_size": shape.record_size,
         "mb_per_s": summary["throughput"]["mb_per_s"],
         "requests": summary["requests"]["sent"],
         "p50_ms": summary["latency_ms"]["p50"],
@@ -619,6 +626,7 @@ def run(*, peer: bool = True) -> dict[str, Any]:
             raw = raw_s3_puts(s3, max(1, round(ingest["mean_put_bytes"])), int(results["batcher"]["max_in_flight"]),
                               RAW_PUT_S)  # fmt: skip
             results["ingest"] = {"llog": ingest, "raw_s3": raw}
+            results["flush_sharing"] = [ingest_scenario(a, shape) for shape in FLUSH_SHARING]
             results["many_clients"] = many_clients_scenario(a)
         results["peer"] = peer_scenarios(s3, tmp) if peer else {"skipped": "not asked for (--no-peer)"}
     return results
@@ -719,6 +727,18 @@ def report(r: Mapping[str, Any]) -> str:
         f"{_f(llog['server_cpu_ms_per_request'], 2)} | {_errors(llog['errors'])} |",
         f"| raw S3 PUTs: {raw['writers']} writers, {raw['object_bytes']} B objects | {_f(raw['mb_per_s'], 2)} | "
         f"{raw['puts']} | {_f(raw['p50_ms'])} | - | {raw['puts']}, {raw['object_bytes']} B | - | 0 |",
+    ]
+    sharing = r["flush_sharing"]
+    first = sharing[0]
+    out += [
+        "",
+        f"| produce requests of {first['batch'] * first['record_size']:,} B ({first['batch']} records of "
+        f"{first['record_size']:,} B), {first['partitions']} partitions | requests | S3 PUTs | requests per S3 PUT | "
+        "MB/s | p50 ms | errors |",
+        "|---|---|---|---|---|---|---|",
+        *(f"| {row['clients']} clients | {row['requests']} | {row['s3_puts']} | "
+          f"{_f(row['requests'] / row['s3_puts'] if row['s3_puts'] else None, 2)} | {_f(row['mb_per_s'], 2)} | "
+          f"{_f(row['p50_ms'])} | {_errors(row['errors'])} |" for row in sharing),
     ]
     many = r["many_clients"]
     out += [

@@ -31,6 +31,7 @@ from infra.oxia import OxiaCluster
 from infra.storage import REQUEST_METRICS_ID
 
 PERIOD = Duration.minutes(1)
+ALARM_PERIOD = Duration.minutes(5)  # the front door's 5xx alarm counts over this
 WIDTH = 24
 
 
@@ -59,7 +60,7 @@ class ApiMetrics:
 
     count: cw.Metric
     client_errors: cw.Metric
-    server_errors: cw.Metric
+    server_errors: cw.Metric | cw.MathExpression
     latency: cw.IMetric  # p99, ms
     integration_latency: cw.IMetric | None  # p99, ms (the serve fleet has none: the tasks answer themselves)
 
@@ -180,10 +181,32 @@ class Observability(Construct):
         )
         self._alarm(
             "Api5xx",
-            api.server_errors.with_(period=Duration.minutes(5)),
+            api.server_errors.with_(period=ALARM_PERIOD),
             threshold=5,
             description=f"llog {self.stage}: the API answered with server errors",
         )
+
+    def add_serve_fleet(self, *, cluster_name: str, services: Mapping[str, tuple[str, int]]) -> None:
+        """Per ECS service of the serve fleet (``id: (name, desired count)``), an alarm when it runs fewer tasks
+        than it should (Container Insights' count)."""
+        running = {
+            construct_id: _metric("ECS/ContainerInsights", "RunningTaskCount",
+                                  {"ClusterName": cluster_name, "ServiceName": name}, "Minimum")
+            for construct_id, (name, _) in services.items()
+        }  # fmt: skip
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Serve fleet: running tasks", left=list(running.values()), width=6)
+        )
+        for construct_id, (_, desired) in services.items():
+            self._alarm(
+                f"ServeFleet{construct_id}Tasks",
+                running[construct_id],
+                threshold=desired,
+                comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=3,
+                missing=cw.TreatMissingData.BREACHING,
+                description=f"llog {self.stage}: the serve fleet's {construct_id} runs fewer than its {desired} tasks",
+            )
 
     def add_llog_metrics(self, *, compaction_lag_threshold: int) -> None:
         """The functions' EMF metrics (namespace ``llog``) and an alarm on the compaction lag."""

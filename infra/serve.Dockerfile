@@ -9,7 +9,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /opt/llog
 
 COPY infra/layer-requirements.txt infra/serve-requirements.txt infra/
-RUN pip install --no-cache-dir --no-deps --disable-pip-version-check -r infra/serve-requirements.txt
+RUN pip install --no-cache-dir --no-deps --only-binary=:all: --disable-pip-version-check \
+        -r infra/serve-requirements.txt
 
 COPY llog_layer/llog llog_layer/llog
 COPY client/llog_client client/llog_client

@@ -12,18 +12,21 @@ per-request authentication and no idle cost (docs/DEPLOY.md, "Front door").
   actions on ``<bucket>/<root_prefix>/*`` only (produce writes, consume reads, the admin routes'
   compaction pass writes); logs to their own log group. Rolling deploys (at least 50% in service)
   with the circuit breaker. ECS stops a task with SIGTERM, on which ``llog serve`` drains (no new
-  requests, in-flight ones answered, its batcher flushed) within the 30 s stop timeout.
+  requests, in-flight ones answered, its batcher flushed) within the 60 s stop timeout.
 * **Endpoint** (``llog:serveEndpoint``):
 
   * ``balancer`` (the default): an internal Application Load Balancer in the private subnets, HTTP
     on port 80 to the tasks' port 8080, health check ``GET /health`` (answered without Oxia or S3),
-    invalid header fields dropped, a 60 s idle timeout (a long-poll consume waits at most 20 s),
-    connections drained for 30 s when a task leaves. ``url``: ``http://<its DNS name>/``. It bills
+    invalid header fields dropped, a 25 s idle timeout (above the 20 s of the longest long-poll,
+    below the 30 s after which llog serve closes an idle connection), connections drained for
+    30 s when a task leaves. ``url``: ``http://<its DNS name>/``. It bills
     every byte through it (docs/COST.md), and its metrics feed the dashboard and the 5xx alarm.
-  * ``dns``: no load balancer. Each task registers an A record ``llog-serve.<namespace>`` in Oxia's
-    Cloud Map namespace while its container health check (``GET /health``) passes, as Oxia's servers
-    do; clients resolve the name and connect to a task. ``url``: ``http://llog-serve.<namespace>:8080/``.
-    No per-byte charge; no load-balancer metrics (the tasks' ``GET /metrics/prometheus`` remains).
+  * ``dns``: no load balancer, one service per availability zone (the ``tasks`` spread over them, at
+    least one each). Zone *i*'s tasks register A records ``llog-serve-<i>.<namespace>`` in Oxia's
+    Cloud Map namespace while their container health check (``GET /health``) passes, as Oxia's
+    servers do. A client uses its own zone's name (``zone_urls``; ``url`` is zone 0's), so its
+    bytes never cross zones: no per-byte charge at all (docs/COST.md). No load-balancer metrics
+    (the tasks' ``GET /metrics/prometheus`` remains).
 
 * **Access**: only members of ``client_security_group`` reach the endpoint; the network is the
   authentication (no request signing, no API keys), as for Oxia itself.
@@ -31,6 +34,7 @@ per-request authentication and no idle cost (docs/DEPLOY.md, "Front door").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -47,7 +51,7 @@ from aws_cdk import aws_servicediscovery as servicediscovery
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct
 
-from infra.observability import PERIOD, ApiMetrics
+from infra.observability import ALARM_PERIOD, PERIOD, ApiMetrics
 from infra.settings import ServeEndpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +60,13 @@ CONTAINER_PORT = 8080
 LISTENER_PORT = 80
 TASK_CPU = 1024
 TASK_MEMORY_MIB = 2048
-STOP_TIMEOUT = Duration.seconds(30)
+# ECS's SIGTERM to SIGKILL: a long-poll (at most 20 s, LLOG_CONSUME_MAX_WAIT_MS) answered, the batcher flushed,
+# Oxia closed. Behind the load balancer the task is deregistered (DEREGISTRATION_DELAY) before the SIGTERM.
+STOP_TIMEOUT = Duration.seconds(60)
+DEREGISTRATION_DELAY = Duration.seconds(30)
+# Above the longest long-poll (20 s) and below llog serve's idle keep-alive (IDLE_CONNECTION_TIMEOUT_S, 30 s): the
+# load balancer, not the task, closes an idle connection, so no request races a task's close into a 502.
+BALANCER_IDLE_TIMEOUT = Duration.seconds(25)
 DNS_NAME = "llog-serve"
 # Docker-ignore patterns over the repository root: the build context is what the Dockerfile copies.
 IMAGE_CONTEXT = [
@@ -107,6 +117,7 @@ class ServeFleet(Construct):
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
+        self._cluster = cluster
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=removal_policy)
         self.image = image_asset(self, "Image")
         self.task_definition = ecs.FargateTaskDefinition(
@@ -150,41 +161,64 @@ class ServeFleet(Construct):
         self.task_security_group = ec2.SecurityGroup(
             self, "TaskSecurityGroup", vpc=vpc, description="llog serve tasks", allow_all_outbound=True
         )
-        self.service = ecs.FargateService(
+        self.balancer: elbv2.ApplicationLoadBalancer | None = None
+        # (availability zone, URL) of each zone's tasks, with endpoint "dns".
+        self.zone_urls: list[tuple[str, str]] = []
+        if endpoint == "dns":
+            zone_subnets = vpc.select_subnets(
+                subnet_type=subnets.subnet_type, subnet_group_name=subnets.subnet_group_name, subnets=subnets.subnets
+            ).subnets
+            per_zone = max(1, math.ceil(tasks / len(zone_subnets)))
+            self.desired_counts = [per_zone] * len(zone_subnets)
+            self.services = [
+                self._add_service(f"Service{i}", per_zone, ec2.SubnetSelection(subnets=[subnet]),
+                                  [self.task_security_group, oxia_client_security_group],
+                                  ecs.CloudMapOptions(name=f"{DNS_NAME}-{i}", cloud_map_namespace=namespace,
+                                                      dns_record_type=servicediscovery.DnsRecordType.A,
+                                                      dns_ttl=Duration.seconds(10)))
+                for i, subnet in enumerate(zone_subnets)
+            ]  # fmt: skip
+            self.zone_urls = [
+                (subnet.availability_zone, f"http://{DNS_NAME}-{i}.{namespace.namespace_name}:{CONTAINER_PORT}/")
+                for i, subnet in enumerate(zone_subnets)
+            ]
+            self.task_security_group.add_ingress_rule(
+                self.client_security_group, ec2.Port.tcp(CONTAINER_PORT), "llog serve clients"
+            )
+            self.url = self.zone_urls[0][1]
+        else:
+            self.desired_counts = [tasks]
+            self.services = [
+                self._add_service("Service", tasks, subnets, [self.task_security_group, oxia_client_security_group])
+            ]
+            self.balancer = self._add_balancer(vpc, subnets)
+            self.url = f"http://{self.balancer.load_balancer_dns_name}/"
+        self._suppress_nag_findings()
+
+    def _add_service(
+        self,
+        construct_id: str,
+        desired: int,
+        subnets: ec2.SubnetSelection,
+        security_groups: list[ec2.ISecurityGroup],
+        cloud_map: ecs.CloudMapOptions | None = None,
+    ) -> ecs.FargateService:
+        return ecs.FargateService(
             self,
-            "Service",
-            cluster=cluster,
+            construct_id,
+            cluster=self._cluster,
             task_definition=self.task_definition,
-            desired_count=tasks,
+            desired_count=desired,
             min_healthy_percent=50,
             max_healthy_percent=200,
             circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
-            security_groups=[self.task_security_group, oxia_client_security_group],
+            security_groups=security_groups,
             vpc_subnets=subnets,
             assign_public_ip=False,
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
             enable_ecs_managed_tags=True,
-            cloud_map_options=(
-                ecs.CloudMapOptions(
-                    name=DNS_NAME,
-                    cloud_map_namespace=namespace,
-                    dns_record_type=servicediscovery.DnsRecordType.A,
-                    dns_ttl=Duration.seconds(10),
-                )
-                if endpoint == "dns"
-                else None
-            ),
+            cloud_map_options=cloud_map,
         )
-        self.balancer: elbv2.ApplicationLoadBalancer | None = None
-        if endpoint == "dns":
-            self.task_security_group.add_ingress_rule(
-                self.client_security_group, ec2.Port.tcp(CONTAINER_PORT), "llog serve clients"
-            )
-            self.url = f"http://{DNS_NAME}.{namespace.namespace_name}:{CONTAINER_PORT}/"
-        else:
-            self.balancer = self._add_balancer(vpc, subnets)
-            self.url = f"http://{self.balancer.load_balancer_dns_name}/"
-        self._suppress_nag_findings()
 
     def _add_balancer(self, vpc: ec2.IVpc, subnets: ec2.SubnetSelection) -> elbv2.ApplicationLoadBalancer:
         self.balancer_security_group = ec2.SecurityGroup(
@@ -207,7 +241,7 @@ class ServeFleet(Construct):
             internet_facing=False,
             security_group=self.balancer_security_group,
             drop_invalid_header_fields=True,
-            idle_timeout=Duration.seconds(60),
+            idle_timeout=BALANCER_IDLE_TIMEOUT,
         )
         listener = balancer.add_listener(
             "Http", port=LISTENER_PORT, protocol=elbv2.ApplicationProtocol.HTTP, open=False
@@ -216,8 +250,8 @@ class ServeFleet(Construct):
             "Tasks",
             port=CONTAINER_PORT,
             protocol=elbv2.ApplicationProtocol.HTTP,
-            targets=[self.service],
-            deregistration_delay=STOP_TIMEOUT,
+            targets=self.services,
+            deregistration_delay=DEREGISTRATION_DELAY,
             health_check=elbv2.HealthCheck(
                 path="/health",
                 healthy_http_codes="200",
@@ -249,6 +283,18 @@ class ServeFleet(Construct):
         def metric(name: str, statistic: str = "Sum") -> cw.Metric:
             return balancer.metrics.custom(name, statistic=statistic, period=PERIOD)
 
+        # The tasks' 5xx answers and the load balancer's own (502/503/504: no healthy task, a closed connection),
+        # over the 5 minutes the API alarm counts.
+        def five_minutes(name: str) -> cw.Metric:
+            return balancer.metrics.custom(name, statistic="Sum", period=ALARM_PERIOD)
+
+        server_errors = cw.MathExpression(
+            expression="FILL(tasks, 0) + FILL(balancer, 0)",
+            using_metrics={"tasks": five_minutes("HTTPCode_Target_5XX_Count"),
+                           "balancer": five_minutes("HTTPCode_ELB_5XX_Count")},
+            label="5xx (tasks and load balancer)",
+            period=ALARM_PERIOD,
+        )  # fmt: skip
         response_ms = cw.MathExpression(
             expression="seconds * 1000",
             using_metrics={"seconds": metric("TargetResponseTime", "p99")},
@@ -258,7 +304,7 @@ class ServeFleet(Construct):
         return ApiMetrics(
             count=metric("RequestCount"),
             client_errors=metric("HTTPCode_Target_4XX_Count"),
-            server_errors=metric("HTTPCode_Target_5XX_Count"),
+            server_errors=server_errors,
             latency=response_ms,
             integration_latency=None,
         )
@@ -268,6 +314,15 @@ class ServeFleet(Construct):
         role = self.task_definition.task_role
         role.add_to_principal_policy(
             iam.PolicyStatement(sid="GetPutObjects", actions=["s3:GetObject", "s3:PutObject"], resources=[objects])
+        )
+        # GET /metrics' S3 footprint (devserver/billing.py) lists the root prefix every few minutes.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ListRootPrefix",
+                actions=["s3:ListBucket"],
+                resources=[bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{root_prefix}/*"]}},
+            )
         )
         key = bucket.encryption_key
         if key is not None:

@@ -188,6 +188,12 @@ class LlogStack(Stack):
         api_metrics = self.api.metrics()
         if api_metrics is not None:  # the serve fleet reached by DNS has no front door of its own to watch
             self.observability.add_api(api_metrics)
+        if isinstance(self.api, ServeFleet):
+            self.observability.add_serve_fleet(
+                cluster_name=self.oxia.cluster.cluster_name,
+                services={s.node.id: (s.service_name, n)
+                          for s, n in zip(self.api.services, self.api.desired_counts, strict=True)},  # fmt: skip
+            )
         self.observability.add_llog_metrics(compaction_lag_threshold=settings.compaction_lag_alarm_threshold)
         self.observability.add_recovery(
             backup_schedule=settings.backup_schedule, verify_schedule=settings.verify_schedule
@@ -235,8 +241,12 @@ class LlogStack(Stack):
                 self,
                 "ServeClientSecurityGroupId",
                 value=self.api.client_security_group.security_group_id,
-                description="Security group whose members the serve fleet's load balancer admits (port 80)",
+                description="Security group whose members reach the serve fleet (ApiUrl)",
             )
+            for i, (zone, url) in enumerate(self.api.zone_urls):
+                CfnOutput(self, f"ServeZone{i}Url", value=url,
+                          description=f"the serve fleet's tasks in zone {i}, for clients in that zone")  # fmt: skip
+                CfnOutput(self, f"ServeZone{i}", value=zone, description=f"availability zone of ServeZone{i}Url")
         CfnOutput(self, "CompactionQueueUrl", value=self.compaction.queue.queue_url, description="compaction tasks")
         if isinstance(self.api, Api) and self.api.api_key is not None:
             CfnOutput(

@@ -23,10 +23,12 @@ import pytest
 from aws_cdk.assertions import Annotations, Match, Template
 
 from devserver.devstack import free_port
+from devserver.serve import IDLE_CONNECTION_TIMEOUT_S
 from infra.layer import PipLayerBundler
 from infra.serve_fleet import CONTAINER_PORT, DNS_NAME, DOCKERFILE, LISTENER_PORT, ServeFleet
 from infra.settings import LlogSettings
 from infra.stack import LlogStack
+from llog.config import Limits
 from tests.conftest import serve_env
 from tests.infra.helpers import find_python313, make_app, make_stack, resources
 
@@ -68,7 +70,7 @@ def test_tasks_are_arm64_fargate_with_the_functions_environment(
     assert environment["LLOG_APPEND_PROTOCOL"] == "sequential"
     assert environment["LLOG_ROOT_PREFIX"] == "llog"
     assert container["PortMappings"] == [{"ContainerPort": CONTAINER_PORT, "Protocol": "tcp"}]
-    assert container["StopTimeout"] == 30  # SIGTERM drains: in-flight requests answered, the batcher flushed
+    assert container["StopTimeout"] == 60  # SIGTERM drains: in-flight requests answered, the batcher flushed
     assert container["LogConfiguration"]["LogDriver"] == "awslogs"
     assert "ecr" in json.dumps(container["Image"]).lower()  # the image asset, not a public registry's
     services = [
@@ -102,7 +104,10 @@ def test_internal_load_balancer_admits_only_the_client_security_group(
     assert balancer["Properties"]["Scheme"] == "internal"
     attributes = {a["Key"]: a["Value"] for a in balancer["Properties"]["LoadBalancerAttributes"]}
     assert attributes["routing.http.drop_invalid_header_fields.enabled"] == "true"
-    assert attributes["idle_timeout.timeout_seconds"] == "60"
+    # The balancer closes idle connections before llog serve does (else a request races the task's close into a
+    # 502), and never during a long-poll.
+    idle = int(attributes["idle_timeout.timeout_seconds"])
+    assert Limits().max_wait_ms / 1000 < idle < IDLE_CONNECTION_TIMEOUT_S
     (listener,) = resources(fleet_template, "AWS::ElasticLoadBalancingV2::Listener").values()
     assert (listener["Properties"]["Port"], listener["Properties"]["Protocol"]) == (LISTENER_PORT, "HTTP")
     (target_group,) = resources(fleet_template, "AWS::ElasticLoadBalancingV2::TargetGroup").values()
@@ -138,6 +143,10 @@ def test_internal_load_balancer_admits_only_the_client_security_group(
 
 
 def test_tasks_may_read_and_write_objects_under_the_root_prefix_only(fleet_template: Template) -> None:
+    fleet_template.has_resource_properties("AWS::IAM::Policy", {"PolicyDocument": {"Statement": Match.array_with([
+        Match.object_like({"Sid": "ListRootPrefix", "Action": "s3:ListBucket",
+                           "Condition": {"StringLike": {"s3:prefix": ["llog/*"]}}}),
+    ])}})  # fmt: skip
     statements = [
         s
         for p in resources(fleet_template, "AWS::IAM::Policy").values()
@@ -163,9 +172,24 @@ def test_no_api_gateway_and_the_outputs_name_the_load_balancer(fleet_template: T
     assert "DNSName" in json.dumps(outputs["ApiUrl"]["Value"])
     assert json.dumps(outputs["ApiUrl"]["Value"]).startswith('{"Fn::Join": ["", ["http://"')
     assert "ServeClientSecurityGroupId" in outputs
-    fleet_template.has_resource_properties(
-        "AWS::CloudWatch::Alarm", {"MetricName": "HTTPCode_Target_5XX_Count", "Namespace": "AWS/ApplicationELB"}
-    )
+    (api_alarm,) = [a["Properties"] for a in resources(fleet_template, "AWS::CloudWatch::Alarm").values()
+                    if "the API answered" in a["Properties"]["AlarmDescription"]]  # fmt: skip
+    alarmed = {m["MetricStat"]["Metric"]["MetricName"] for m in api_alarm["Metrics"] if "MetricStat" in m}
+    assert alarmed == {"HTTPCode_Target_5XX_Count", "HTTPCode_ELB_5XX_Count"}
+
+
+@pytest.mark.parametrize("which", ["balancer", "dns"])
+def test_an_alarm_fires_when_fewer_tasks_run_than_asked(which: str, fleet_stack: LlogStack, dns_stack: LlogStack
+                                                        ) -> None:  # fmt: skip
+    template = Template.from_stack(fleet_stack if which == "balancer" else dns_stack)
+    alarms = [a["Properties"] for a in resources(template, "AWS::CloudWatch::Alarm").values()
+              if "serve fleet" in a["Properties"]["AlarmDescription"]]  # fmt: skip
+    # Behind the balancer one service of 2 tasks; by DNS one service of 1 task in each of the 2 zones.
+    assert sorted(a["Threshold"] for a in alarms) == ([2] if which == "balancer" else [1, 1])
+    for alarm in alarms:
+        assert alarm["MetricName"] == "RunningTaskCount"
+        assert (alarm["Namespace"], alarm["Statistic"]) == ("ECS/ContainerInsights", "Minimum")
+        assert (alarm["ComparisonOperator"], alarm["TreatMissingData"]) == ("LessThanThreshold", "breaching")
 
 
 @pytest.fixture(scope="module")
@@ -173,14 +197,30 @@ def dns_stack() -> LlogStack:
     return make_stack({**CONTEXT, "llog:stage": "fleetdns", "llog:serveEndpoint": "dns"})
 
 
-def test_dns_endpoint_registers_healthy_tasks_in_the_oxia_namespace(dns_stack: LlogStack) -> None:
+def test_dns_endpoint_registers_each_zones_healthy_tasks_in_the_oxia_namespace(dns_stack: LlogStack) -> None:
     template = Template.from_stack(dns_stack)
     assert resources(template, "AWS::ElasticLoadBalancingV2::LoadBalancer") == {}
-    services = [s["Properties"] for s in resources(template, "AWS::ServiceDiscovery::Service").values()]
-    (serve,) = [s for s in services if s["Name"] == DNS_NAME]
-    assert serve["DnsConfig"]["DnsRecords"] == [{"TTL": 10, "Type": "A"}]
+    discovery = {s["Properties"]["Name"]: s["Properties"]
+                 for s in resources(template, "AWS::ServiceDiscovery::Service").values()}  # fmt: skip
+    zones = [f"{DNS_NAME}-0", f"{DNS_NAME}-1"]  # the dev shape's two availability zones
+    assert sorted(n for n in discovery if n.startswith(DNS_NAME)) == zones
     namespace = dns_stack.get_logical_id(dns_stack.oxia.dns_namespace.node.default_child)  # type: ignore[arg-type]
-    assert namespace in json.dumps(serve["NamespaceId"])
+    for name in zones:
+        assert discovery[name]["DnsConfig"]["DnsRecords"] == [{"TTL": 10, "Type": "A"}]
+        assert discovery[name]["HealthCheckCustomConfig"] == {"FailureThreshold": 1}  # ECS reports task health
+        assert namespace in json.dumps(discovery[name]["NamespaceId"])
+    # One ECS service per zone, each in that zone's subnet only, one task each (2 tasks over 2 zones).
+    services = [s["Properties"] for s in resources(template, "AWS::ECS::Service").values()
+                if s["Properties"].get("ServiceRegistries") and "ServeFleet" in json.dumps(s)]  # fmt: skip
+    assert len(services) == 2
+    subnets = [json.dumps(s["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"]) for s in services]
+    assert all(len(s["NetworkConfiguration"]["AwsvpcConfiguration"]["Subnets"]) == 1 for s in services)
+    assert subnets[0] != subnets[1]
+    assert [s["DesiredCount"] for s in services] == [1, 1]
+    outputs = template.to_json()["Outputs"]
+    for i in (0, 1):
+        assert f"http://{DNS_NAME}-{i}." in json.dumps(outputs[f"ServeZone{i}Url"]["Value"])
+        assert "Fn::GetAZs" in json.dumps(outputs[f"ServeZone{i}"]["Value"])
     (container,) = serve_task(template)["ContainerDefinitions"]
     assert "/health" in " ".join(container["HealthCheck"]["Command"])  # Cloud Map lists only healthy tasks
     fleet = dns_stack.api
@@ -194,7 +234,7 @@ def test_dns_endpoint_registers_healthy_tasks_in_the_oxia_namespace(dns_stack: L
         (CONTAINER_PORT, True)
     ]
     url = json.dumps(template.to_json()["Outputs"]["ApiUrl"]["Value"])
-    assert f"http://{DNS_NAME}." in url
+    assert f"http://{DNS_NAME}-0." in url
     assert f":{CONTAINER_PORT}/" in url
     descriptions = [a["Properties"]["AlarmDescription"] for a in resources(template, "AWS::CloudWatch::Alarm").values()]
     assert not [d for d in descriptions if "API" in d]  # no front door of its own: no API 5xx alarm

@@ -129,6 +129,45 @@ def test_a_waiter_with_a_tail_cache_is_woken_by_another_processs_append(
     assert reads(consumer_storage) - before <= MAX_READS_WHILE_WAITING
 
 
+def test_another_processs_appends_reach_a_waiter_at_this_processs_own_tail(
+    storage: Storage, consumer_storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two llog serve tasks on one partition. Task A appended last, so its waiter trusts its cached tail
+    # through notifications of that partition; task B appends every 0.2 s, each notification waking the
+    # waiter again. A re-check every RECHECK_S however often it is woken finds B's records.
+    monkeypatch.setattr(consume, "RECHECK_S", 0.5)
+    cache = TailCache(MB)
+    here = LogWriter(consumer_storage, commit_listener=cache.on_commit)
+    here.initialize_partition(topic, 0)
+    other = LogWriter(storage)
+    service = ConsumeService(LogReader(consumer_storage), tail_cache=cache)
+    await_notifications(consumer_storage.oxia)
+    own = here.append(topic, 0, [b"here"]).end_offset
+    assert own is not None
+    assert cache.appended_here(topic, 0)
+    stop = threading.Event()
+
+    def append_elsewhere() -> None:
+        while not stop.wait(0.2):
+            other.append(topic, 0, [b"there"])
+
+    appender = threading.Thread(target=append_elsewhere, daemon=True)
+    appender.start()
+    try:
+        began = time.monotonic()
+        (result,) = service.consume(
+            ConsumeRequest([FetchPartition(topic, 0, own + 1, MB)], 20_000, min_bytes=1, max_bytes=MB)
+        )
+        waited = time.monotonic() - began
+    finally:
+        stop.set()
+        appender.join(JOIN_S)
+    assert result.records, "the waiter returned empty-handed"
+    assert {r.value for r in result.records} == {b"there"}
+    assert result.records[0].offset == own + 1
+    assert waited < 5, f"waited {waited:.1f} s of 20 for appends made every 0.2 s"
+
+
 def test_the_feed_reconnects_after_an_oxia_restart(
     oxia_server: OxiaServer, storage: Storage, consumer_storage: Storage, topic: str
 ) -> None:

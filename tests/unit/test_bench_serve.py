@@ -38,6 +38,12 @@ def results(**changes: Any) -> dict[str, Any]:
                      "errors": {}},
             "raw_s3": {"writers": 4, "object_bytes": 800000, "puts": 300, "mb_per_s": 50.0, "p50_ms": 40.0},
         },
+        "flush_sharing": [
+            {"clients": c, "partitions": 4, "batch": 250, "record_size": 1024, "mb_per_s": 10.0 * c,
+             "requests": 100 * c, "p50_ms": 20.0, "p99_ms": 40.0, "s3_puts": 100 * c // k, "mean_put_bytes": 1.0,
+             "server_cpu_ms_per_request": 2.0, "errors": {}}
+            for c, k in ((1, 1), (4, 2), (16, 8))
+        ],
         "many_clients": {"clients": 256, "partitions": 16, "requests": 3000, "requests_per_s": 500.0,
                          "p50_ms": 400.0, "p99_ms": 1500.0, "transport_errors": 0, "errors": {},
                          "reconciliation": "OK"},
@@ -55,6 +61,9 @@ def test_report_renders_every_table_and_each_target_with_its_numbers() -> None:
     assert "| 80.0 | 200.0 | 100, 800000 B | 3.50 | 0 |" in text
     assert "| other process | 39 | 10.0 | 40.0 | 90.0 | 30.0 | consume 200: offsets None, not [7]: 1 |" in text
     assert "| 256 keep-alive clients, 1 record per request, 16 partitions | 3000 |" in text
+    assert "| produce requests of 256,000 B (250 records of 1,024 B), 4 partitions | requests | S3 PUTs |" in text
+    assert "| 1 clients | 100 | 100 | 1.00 | 10.00 | 20.0 | 0 |" in text
+    assert "| 16 clients | 1600 | 200 | 8.00 | 160.00 | 20.0 | 0 |" in text
     assert "Peer (s2-lite 0.43.4): not measured: no s2-lite binary." in text
     targets = text.split("Targets (issue 15)")[1]
     assert "Idle produce p50 / floor (8.0 ms / 5.0 ms): 1.60 (≤ 2): met" in targets

@@ -191,10 +191,17 @@ class ConsumeService:
             delay = POLL_INITIAL_S
             changed = Changes()  # the first round trusts the cached tails
             controls: dict[PartitionId, ControlRecord] = {}  # read in an earlier round, not notified since
+            recheck_at = self._clock() + RECHECK_S
             while True:
-                final = self._clock() >= deadline
-                if final:  # the last round reads everything afresh
+                now = self._clock()
+                final = now >= deadline
+                # The last round reads everything afresh, and so does one every RECHECK_S however often
+                # notifications came: another process's appends to a partition this process appended to
+                # last wake the waiter without making it distrust its cached tail.
+                if final or now >= recheck_at:
                     changed, controls = EVERYTHING, {}
+                if changed.everything:
+                    recheck_at = now + RECHECK_S
                 results = self._fetch(request, changed, controls)
                 for result in results:
                     if isinstance(result.error, UnknownTopic):
@@ -204,7 +211,7 @@ class ConsumeService:
                 remaining = deadline - self._clock()
                 live = feed.live
                 if live:
-                    timeout = min(RECHECK_S, remaining)
+                    timeout = min(max(0.0, recheck_at - self._clock()), remaining)
                 else:
                     timeout, delay = min(delay, remaining), min(delay * 2, POLL_MAX_S)
                 # Timed out: nothing was notified, but something may have changed unnoticed.
