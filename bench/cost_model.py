@@ -90,6 +90,7 @@ class Prices:
     alb_hour: float = 0.0225  # Application Load Balancer, per hour
     alb_lcu_hour: float = 0.008  # per LCU-hour; for large requests the processed-bytes dimension binds:
     alb_gb_per_lcu_hour: float = 1.0  # 1 GB processed an hour is one LCU (IP targets)
+    inter_az_gb: float = 0.01  # data transfer between availability zones, charged in each direction
     fargate_arm_vcpu_hour: float = 0.03238
     fargate_arm_gb_hour: float = 0.00356
     efs_standard_gb_month: float = 0.30
@@ -129,6 +130,9 @@ class FrontDoor:
     fleet: bool = False
     requests_per_flush: float = 1.0
     balancer: bool = False  # behind the load balancer (llog:serveEndpoint=balancer), else reached by DNS
+    # Callers reach tasks in their own availability zone (llog:serveEndpoint=dns: a name per zone); behind the
+    # load balancer a caller's connection lands on a node in any zone.
+    zonal: bool = False
 
 
 REST_API = FrontDoor("rest", "API Gateway (REST)", True)  # the default: API keys, usage plans, validation
@@ -141,8 +145,9 @@ FUNCTION_URL = FrontDoor("url", "Lambda function URLs", False)
 # fleet's worst case.
 MEASURED_REQUESTS_PER_FLUSH = 7.36
 SERVE_BALANCER = FrontDoor("serve", "serve fleet, load balancer", True, True, MEASURED_REQUESTS_PER_FLUSH, True)
-SERVE_DNS = FrontDoor("serve-dns", "serve fleet, DNS", True, True, MEASURED_REQUESTS_PER_FLUSH)
-SERVE_DNS_ALONE = FrontDoor("serve-dns-alone", "serve fleet, DNS, each request flushed alone", True, True, 1.0)
+SERVE_DNS = FrontDoor("serve-dns", "serve fleet, DNS", True, True, MEASURED_REQUESTS_PER_FLUSH, zonal=True)
+SERVE_DNS_ALONE = FrontDoor("serve-dns-alone", "serve fleet, DNS, each request flushed alone", True, True, 1.0,
+                            zonal=True)  # fmt: skip
 FRONT_DOORS = (REST_API, HTTP_API, FUNCTION_URL, SERVE_BALANCER, SERVE_DNS, SERVE_DNS_ALONE)
 # Requests per flush the fleet table spans: alone, 4 clients' and 16 clients' (measured, above), and bench/serve.py's
 # 32 clients of one record each (0.068 S3 PUTs per request).
@@ -176,6 +181,7 @@ class Code:
     serve_task_gb: float = 2.0  # infra/serve_fleet.py TASK_MEMORY_MIB
     serve_log_bytes_per_request: int = 200  # llog serve's access-log line, to the tasks' log group
     http_overhead_bytes: int = 600  # request and response headers and a produce answer, through the load balancer
+    prod_azs: int = 3  # llog:maxAzs of production stages: callers and tasks spread over three zones
     consume_memory_mb: int = 1024
     worker_memory_mb: int = 2048
     planner_memory_mb: int = 512
@@ -350,6 +356,7 @@ class Part:
     log_bytes: float = 0.0
     traces: float = 0.0
     balancer_bytes: float = 0.0  # processed by the serve fleet's load balancer
+    inter_az_bytes: float = 0.0  # between callers and the serve fleet, across availability zones
 
     def __add__(self, other: Part) -> Part:
         return Part(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
@@ -554,6 +561,8 @@ def fleet_parts(size: int, a: Assumptions) -> dict[str, Part]:
     through = (request_body_bytes(size, a) + c.http_overhead_bytes) * (1 + a.consumers)
     found["requests"] = Part(
         balancer_bytes=through if a.front_door.balancer else 0.0,
+        # A caller in another zone than the task (or load balancer node) it reaches: 2 of 3 when zones are random.
+        inter_az_bytes=0.0 if a.front_door.zonal else through * (1 - 1 / c.prod_azs),
         log_bytes=c.serve_log_bytes_per_request * (1 + a.consumers),
     )
     return found
@@ -565,10 +574,13 @@ def balancer_usd(nbytes: float, a: Assumptions) -> float:
 
 
 def fleet_monthly(a: Assumptions) -> dict[str, float]:
-    """The serve fleet's fixed monthly cost: its Fargate tasks and the load balancer's hours (if it has one)."""
+    """The serve fleet's fixed monthly cost in the production shape: its Fargate tasks and the load balancer's hours
+    (if it has one)."""
     p, c = a.prices, a.code
     task = c.serve_task_vcpu * p.fargate_arm_vcpu_hour + c.serve_task_gb * p.fargate_arm_gb_hour
-    found = {"Serve fleet Fargate tasks": c.serve_tasks * task * HOURS_PER_MONTH}
+    # Reached by DNS, each zone has a service of its own with at least one task (infra/serve_fleet.py).
+    tasks = math.ceil(c.serve_tasks / c.prod_azs) * c.prod_azs if a.front_door.zonal else c.serve_tasks
+    found = {"Serve fleet Fargate tasks": tasks * task * HOURS_PER_MONTH}
     if a.front_door.balancer:
         found["Serve fleet load balancer"] = p.alb_hour * HOURS_PER_MONTH
     return found
@@ -602,6 +614,7 @@ def line_items(part: Part, shape: OxiaShape, a: Assumptions) -> dict[str, float]
         "Oxia EFS writes": oxia_efs_usd(part.oxia_writes, shape, a),
         "Logs and traces": part.log_bytes / GIB * p.cloudwatch_logs_ingest_gb
         + part.traces * p.xray_per_million_traces / 1e6,
+        "Data transfer between zones": part.inter_az_bytes / GIB * 2 * p.inter_az_gb,
     }
 
 
@@ -1290,8 +1303,9 @@ def _render_configurations(doc: Mapping[str, Any]) -> str:
             f"{usd(fixed['ebs'])} on EBS gp3 (EC2 instances instead of Fargate tasks for the data "
             "servers).")  # fmt: skip
     fleet = {name: usd(sum(m.values())) for name, m in doc["serve_fleet"]["monthly"].items()}
-    note += (f" The serve fleet adds {fleet[SERVE_BALANCER.name]} a month behind its load balancer, "
-             f"{fleet[SERVE_DNS.name]} reached by DNS (two tasks of 1 vCPU and 2 GiB).")  # fmt: skip
+    note += (f" The serve fleet adds {fleet[SERVE_BALANCER.name]} a month behind its load balancer (two tasks of "
+             f"1 vCPU and 2 GiB and the balancer's hours), {fleet[SERVE_DNS.name]} reached by DNS (a task in each of "
+             "the three zones).")  # fmt: skip
     return ("### Production shape by front door and Oxia storage (USD per GB)\n\n"
             + md_table(["front door, Oxia storage, protocol", *columns], rows) + "\n\n" + note)  # fmt: skip
 

@@ -331,6 +331,7 @@ def test_serve_fleet_matches_infra() -> None:
     assert (c.serve_task_vcpu, c.serve_task_gb) == (TASK_CPU / 1024, TASK_MEMORY_MIB / 1024)
     assert settings.serve_endpoint == "balancer"
     assert cm.SERVE_BALANCER.balancer
+    assert LlogSettings.from_context({"llog:stage": "prod"}.get).max_azs == c.prod_azs
 
 
 def test_oxia_shapes_match_infra() -> None:
@@ -542,11 +543,19 @@ def test_only_the_load_balancer_bills_bytes_and_hours() -> None:
     body = cm.request_body_bytes(size, A)
     assert balancer.balancer_bytes == (body + A.code.http_overhead_bytes) * (1 + A.consumers)
     assert dns.balancer_bytes == 0
+    # Behind the balancer 2 in 3 callers reach a node in another zone, both ways billed; by DNS none do.
+    assert balancer.inter_az_bytes == pytest.approx(balancer.balancer_bytes * 2 / 3)
+    assert dns.inter_az_bytes == 0
+    lines = cm.per_million(size, cm.PROD, fleet(cm.SERVE_BALANCER))
+    assert lines["Data transfer between zones"] == pytest.approx(balancer.inter_az_bytes * 1e6 / cm.GIB * 0.02)
+    assert cm.per_million(size, cm.PROD, A)["Data transfer between zones"] == 0  # API Gateway, Lambda: none
     line = cm.per_million(size, cm.PROD, fleet(cm.SERVE_BALANCER))[cm.SERVE_BALANCER.line]
     assert line == pytest.approx(balancer.balancer_bytes * 1e6 / cm.GIB * A.prices.alb_lcu_hour)
     assert cm.per_million(size, cm.PROD, fleet(cm.SERVE_DNS))[cm.SERVE_DNS.line] == 0
-    tasks = A.code.serve_tasks * (A.prices.fargate_arm_vcpu_hour + 2 * A.prices.fargate_arm_gb_hour) * 730
-    assert cm.fleet_monthly(fleet(cm.SERVE_DNS)) == {"Serve fleet Fargate tasks": pytest.approx(tasks)}
+    task = (A.prices.fargate_arm_vcpu_hour + 2 * A.prices.fargate_arm_gb_hour) * 730
+    # By DNS one service per zone, at least one task each: 3 tasks over the 3 zones; behind the balancer 2.
+    assert cm.fleet_monthly(fleet(cm.SERVE_DNS)) == {"Serve fleet Fargate tasks": pytest.approx(3 * task)}
+    assert cm.fleet_monthly(fleet(cm.SERVE_BALANCER))["Serve fleet Fargate tasks"] == pytest.approx(2 * task)
     assert cm.fleet_monthly(fleet(cm.SERVE_BALANCER))["Serve fleet load balancer"] == pytest.approx(0.0225 * 730)
     monthly = cm.llog_monthly(size, 1e6, cm.PROD, fleet(cm.SERVE_BALANCER))
     assert monthly["Serve fleet load balancer"] == pytest.approx(0.0225 * 730)
