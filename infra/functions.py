@@ -91,6 +91,22 @@ def asset_excludes(name: str) -> list[str]:
     ]
 
 
+def suppress_root_prefix_wildcard(role: iam.IRole, root_prefix: str) -> None:
+    """cdk-nag reads "<bucket arn>/<prefix>/*" as a wildcard; it is the llog prefix, nothing wider."""
+    NagSuppressions.add_resource_suppressions(
+        role,
+        [
+            NagPackSuppression(
+                id="AwsSolutions-IAM5",
+                reason=f"Object actions are limited to the llog root prefix ({root_prefix}/*) of the data bucket; "
+                "object keys carry new UUIDs, so no narrower list exists.",
+                applies_to=[RegexAppliesTo(regex=r"/^Resource::<[A-Za-z0-9]+\.Arn>\/[A-Za-z0-9._-]+\/\*$/g")],
+            ),
+        ],
+        apply_to_children=True,
+    )
+
+
 def function_code(name: str) -> lambda_.AssetCode:
     """The code asset of function ``name``, staged by copying (no bundling, no Docker)."""
     if name not in SPECS:
@@ -293,17 +309,5 @@ class Functions(Construct):
                 sid=sid, actions=actions, resources=resources, conditions=dict(conditions) if conditions else None
             )
         )
-        # cdk-nag reads "<bucket arn>/<prefix>/*" as a wildcard; it is the llog prefix, nothing wider.
         if resources == [self.objects_arn]:
-            NagSuppressions.add_resource_suppressions(
-                role,
-                [
-                    NagPackSuppression(
-                        id="AwsSolutions-IAM5",
-                        reason=f"Object actions are limited to the llog root prefix ({self.root_prefix}/*) of "
-                        "the data bucket; object keys carry new UUIDs, so no narrower list exists.",
-                        applies_to=[RegexAppliesTo(regex=r"/^Resource::<[A-Za-z0-9]+\.Arn>\/[A-Za-z0-9._-]+\/\*$/g")],
-                    ),
-                ],
-                apply_to_children=True,
-            )
+            suppress_root_prefix_wildcard(role, self.root_prefix)

@@ -48,9 +48,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_servicediscovery as servicediscovery
-from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
+from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from infra.functions import suppress_root_prefix_wildcard
 from infra.observability import ALARM_PERIOD, PERIOD, ApiMetrics
 from infra.settings import ServeEndpoint
 
@@ -331,18 +332,7 @@ class ServeFleet(Construct):
                     sid="BucketKey", actions=["kms:GenerateDataKey", "kms:Decrypt"], resources=[key.key_arn]
                 )
             )
-        NagSuppressions.add_resource_suppressions(
-            role,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-IAM5",
-                    reason=f"Object actions are limited to the llog root prefix ({root_prefix}/*) of the data "
-                    "bucket; object keys carry new UUIDs, so no narrower list exists.",
-                    applies_to=[RegexAppliesTo(regex=r"/^Resource::<[A-Za-z0-9]+\.Arn>\/[A-Za-z0-9._-]+\/\*$/g")],
-                )
-            ],
-            apply_to_children=True,
-        )
+        suppress_root_prefix_wildcard(role, root_prefix)
 
     def _suppress_nag_findings(self) -> None:
         execution_role = self.task_definition.execution_role
