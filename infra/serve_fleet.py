@@ -1,4 +1,4 @@
-"""The ``llog serve`` front door (``llog:frontDoor=serve``): ECS Fargate tasks behind an internal load balancer.
+"""The ``llog serve`` front door (``llog:frontDoor=serve``): ECS Fargate tasks, reached through a load balancer or DNS.
 
 Each task runs the process ``make dev`` runs (``python -m devserver.serve``, image
 ``infra/serve.Dockerfile``): the routes and handlers of the Lambda functions, plus what only a
@@ -9,10 +9,12 @@ per-request authentication and no idle cost (docs/DEPLOY.md, "Front door").
 
 * **Tasks**: ``tasks`` Fargate tasks (ARM64, 1 vCPU, 2 GiB) on Oxia's ECS cluster, in the private
   subnets, with Oxia's client security group; the functions' ``LLOG_*`` environment; S3 object
-  actions on ``<bucket>/<root_prefix>/*`` only (produce writes, consume reads, the admin routes'
-  compaction pass writes); logs to their own log group. Rolling deploys (at least 50% in service)
-  with the circuit breaker. ECS stops a task with SIGTERM, on which ``llog serve`` drains (no new
-  requests, in-flight ones answered, its batcher flushed) within the 60 s stop timeout.
+  reads and writes on ``<bucket>/<root_prefix>/*`` only (produce writes, consume reads, the admin
+  routes' compaction pass writes) and a listing of that prefix (``GET /metrics``' footprint); logs
+  to their own log group; an alarm per service when fewer tasks run than asked. Rolling deploys
+  (at least 50% in service) with the circuit breaker. ECS stops a task with SIGTERM, on which
+  ``llog serve`` drains (no new requests, in-flight ones answered, its batcher flushed) within the
+  60 s stop timeout.
 * **Endpoint** (``llog:serveEndpoint``):
 
   * ``balancer`` (the default): an internal Application Load Balancer in the private subnets, HTTP
