@@ -20,7 +20,7 @@ from llog.client.reader import LogReader
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import OxiaUnavailable
-from llog.format.codec import Record
+from llog.format.codec import Record, decode_batch, encode_batch
 from llog.format.documents import AppendProtocol
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.service.produce import ProduceService
@@ -331,6 +331,26 @@ def test_a_reader_catching_up_through_the_cache_does_not_wait_at_what_it_read(
     assert values(second) == [b"b", b"c"]
     assert second.high_watermark == 3
     assert time.monotonic() - start < 3, "answered from Oxia at once, not after max_wait_ms"
+
+
+def test_cached_batches_of_an_earlier_life_of_the_partition_are_not_served(
+    writer: LogWriter, topic: str, reader_storage: Storage
+) -> None:
+    """A topic deleted, reclaimed and created again starts over at offset 1: batches the cache still holds
+    from before are past the high watermark Oxia reports, and neither served nor kept."""
+    cache = TailCache(MB)
+    cache.add(topic, 0, 1, decode_batch(encode_batch([b"old-1", b"old-2", b"old-3"], now_ms=1)), at_end=False)
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"new-1"])
+    service = ConsumeService(LogReader(reader_storage), tail_cache=cache)
+
+    (result,) = service.consume(request(part(topic)))
+
+    assert values(result) == [b"new-1"]
+    assert result.high_watermark == 1
+    hit = cache.lookup(topic, 0, 1)
+    assert hit is not None
+    assert hit[1].value(0) == b"new-1"  # what the read just cached, not the old batch
 
 
 def test_batching_producer_on_a_real_writer(writer: LogWriter, reader: LogReader, topic: str) -> None:

@@ -14,6 +14,7 @@ import pytest
 from llog.client.reader import LogReader
 from llog.config import CacheConfig
 from llog.format.codec import Record, RecordBatch, decode_batch, encode_batch
+from llog.protocol.topics import STALE_TOPIC_MS
 from llog.service.consume import ConsumeService
 from llog.service.tail_cache import TailCache, cache_tag
 from llog.store.changes import Changes, Wakeup
@@ -234,3 +235,61 @@ def test_a_higher_watermark_from_oxia_ends_the_cached_tail_s_claim():
     assert cache.lookup("orders", 0, 1) is not None  # the records themselves stay
     cache.on_commit("orders", 0, 5, encode_batch([b"e"], now_ms=1))  # this process appends again: the end
     assert cache.cached_high_watermark("orders", 0) == 5
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+STALE_S = STALE_TOPIC_MS / 1000
+
+
+def test_a_partition_oxia_has_not_confirmed_for_stale_topic_ms_is_forgotten():
+    # A deleted topic's partition is confirmed no more; reclaim waits longer than this, so a partition created
+    # again under the same name never meets the old one's batches.
+    clock = Clock()
+    cache = TailCache(1 << 20, clock=clock)
+    cache.on_commit("orders", 0, 1, encode_batch([b"a"], now_ms=1))
+    clock.now += STALE_S
+    assert cache.lookup("orders", 0, 1) is not None  # just within
+    clock.now += 1
+    assert cache.lookup("orders", 0, 1) is None
+    assert cache.cached_high_watermark("orders", 0) is None
+    assert not cache.appended_here("orders", 0)
+    assert cache.size_bytes == 0
+
+
+@pytest.mark.parametrize("confirm", ["re-read", "high watermark", "append"])
+def test_oxia_confirming_the_partition_keeps_its_batches(confirm: str):
+    clock = Clock()
+    cache = TailCache(1 << 20, clock=clock)
+    cache.on_commit("orders", 0, 1, encode_batch([b"a"], now_ms=1))
+    for _ in range(3):
+        clock.now += STALE_S - 1
+        if confirm == "re-read":  # a read through Oxia and S3 of something already cached
+            cache.add("orders", 0, 1, batch(b"a"), at_end=True)
+        elif confirm == "high watermark":
+            cache.note_high_watermark("orders", 0, 1)
+        else:
+            end = cache.cached_high_watermark("orders", 0)
+            assert end is not None
+            cache.on_commit("orders", 0, end + 1, encode_batch([b"b"], now_ms=1))
+    assert cache.lookup("orders", 0, 1) is not None
+
+
+def test_a_high_watermark_below_the_cached_end_drops_the_partition():
+    # Deleted, reclaimed and created again: offsets start over below what the cache holds.
+    cache = TailCache(1 << 20)
+    cache.on_commit("orders", 0, 1, encode_batch([b"a", b"b", b"c"], now_ms=1))
+    cache.note_high_watermark("orders", 0, 1)
+    assert cache.lookup("orders", 0, 1) is None
+    assert cache.cached_high_watermark("orders", 0) is None
+    assert cache.size_bytes == 0
+    cache.on_commit("orders", 0, 1, encode_batch([b"new"], now_ms=1))  # the new partition's first append
+    hit = cache.lookup("orders", 0, 1)
+    assert hit is not None
+    assert hit[1].value(0) == b"new"

@@ -364,6 +364,8 @@ class ConsumeService:
             plan.log_start_offset = self._log_starts[(req.topic, req.partition)] = info.log_start
             if cache is not None:
                 cache.note_high_watermark(req.topic, req.partition, info.high_watermark)
+            if plan.cached and plan.cached[-1][0] + len(plan.cached[-1][1]) - 1 > info.high_watermark:
+                plan.cached.clear()  # an earlier life of the partition (deleted, created again): not these
             # Cached batches of a reader catching up: serve them; the next request reads on.
             if plan.cached or req.fetch_offset == info.high_watermark + 1:
                 return

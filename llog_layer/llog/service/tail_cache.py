@@ -13,18 +13,27 @@ before they finally answer "empty". Only a tail that was the partition's end
 when it was cached (this process's append, or a read that reached the high
 watermark) counts as one: batches a catching-up reader pulled from S3 are
 cached for the next request, but their end says nothing about the partition's.
+
+A partition's batches are only as good as the partition: one deleted, reclaimed
+and created again restarts at offset 1. So a partition's cached batches last
+``STALE_TOPIC_MS`` after Oxia last confirmed it (an append here, a read that
+went through Oxia, a high watermark read at or past the cached end); reclaim
+waits longer than that after a deletion, and a deleted partition is confirmed
+no more. A high watermark read below the cached end drops them at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from llog.config import CacheConfig
 from llog.format.codec import RecordBatch, decode_batch
+from llog.protocol.topics import STALE_TOPIC_MS
 from llog.store.byte_cache import ByteBoundedCache
 from llog.store.changes import Wakeup, Watchers
 
@@ -38,6 +47,7 @@ class _Tail:
     batches: deque[tuple[int, int, RecordBatch]] = field(default_factory=deque)
     at_end: bool = False  # the last batch ended at the partition's high watermark when it was added
     appended_here: bool = False  # the last batch came from this process's writer (``on_commit``)
+    confirmed_at: float = 0.0  # when Oxia last showed the partition (the cache's clock, seconds)
 
     @property
     def first(self) -> int:
@@ -61,8 +71,9 @@ class TailCache(ByteBoundedCache):
         """``LLOG_TAIL_CACHE_MAX_BYTES`` (default 512 MiB; 0 disables the cache)."""
         return cls(CacheConfig.from_env().tail_cache_bytes)
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(max_bytes)
+        self._clock = clock
         self._lock = threading.Lock()
         self._tails: dict[PartitionId, _Tail] = {}
         self._watchers: Watchers[PartitionId] = Watchers()
@@ -90,8 +101,9 @@ class TailCache(ByteBoundedCache):
         pid = (topic, partition)
         end = start_offset + len(batch) - 1
         with self._lock:
-            tail = self._tails.get(pid)
+            tail = self._live(pid)
             if tail is not None and tail.batches and start_offset <= tail.last:
+                tail.confirmed_at = self._clock()  # read (or appended) through Oxia just now
                 if at_end and end == tail.last:
                     tail.at_end = True
                     # A reader may have cached our own append before the writer reported it.
@@ -101,11 +113,19 @@ class TailCache(ByteBoundedCache):
                 self._drop(pid)  # not contiguous with what we hold: start over at this batch
                 tail = self._tails[pid] = _Tail()
             tail.batches.append((start_offset, end, batch))
-            tail.at_end, tail.appended_here = at_end, appended_here
+            tail.at_end, tail.appended_here, tail.confirmed_at = at_end, appended_here, self._clock()
             self._order[(pid, start_offset)] = batch.nbytes
             self._bytes += batch.nbytes
             self._evict()
             self._watchers.wake(pid)
+
+    def _live(self, pid: PartitionId) -> _Tail | None:
+        """The partition's tail, unless Oxia has not confirmed it for ``STALE_TOPIC_MS`` (then dropped)."""
+        tail = self._tails.get(pid)
+        if tail is not None and self._clock() - tail.confirmed_at > STALE_TOPIC_MS / 1000:
+            self._drop(pid)
+            return None
+        return tail
 
     def _drop(self, pid: PartitionId) -> None:
         tail = self._tails.pop(pid, None)
@@ -129,7 +149,7 @@ class TailCache(ByteBoundedCache):
     def lookup(self, topic: str, partition: int, offset: int) -> tuple[int, RecordBatch] | None:
         """``(start_offset, batch)`` of the cached batch holding ``offset``, if any."""
         with self._lock:
-            tail = self._tails.get((topic, partition))
+            tail = self._live((topic, partition))
             if tail is not None and tail.batches and tail.first <= offset <= tail.last:
                 for start, end, batch in tail.batches:
                     if start <= offset <= end:
@@ -145,7 +165,7 @@ class TailCache(ByteBoundedCache):
         batches did not reach the partition's end (a reader catching up).
         """
         with self._lock:
-            tail = self._tails.get((topic, partition))
+            tail = self._live((topic, partition))
             return tail.last if tail is not None and tail.batches and tail.at_end else None
 
     def appended_here(self, topic: str, partition: int) -> bool:
@@ -156,14 +176,22 @@ class TailCache(ByteBoundedCache):
         (at the commit point, before the writer finishes) and is best ignored.
         """
         with self._lock:
-            tail = self._tails.get((topic, partition))
+            tail = self._live((topic, partition))
             return tail is not None and bool(tail.batches) and tail.at_end and tail.appended_here
 
     def note_high_watermark(self, topic: str, partition: int, high_watermark: int) -> None:
-        """A high watermark read from Oxia: a cached tail short of it is no longer the end."""
+        """A high watermark read from Oxia: a cached tail short of it is no longer the end; one past it belongs
+        to an earlier life of the partition (deleted and created again), and is dropped."""
+        pid = (topic, partition)
         with self._lock:
-            tail = self._tails.get((topic, partition))
-            if tail is not None and tail.batches and tail.last < high_watermark:
+            tail = self._live(pid)
+            if tail is None or not tail.batches:
+                return
+            if tail.last > high_watermark:
+                self._drop(pid)
+                return
+            tail.confirmed_at = self._clock()
+            if tail.last < high_watermark:
                 tail.at_end = False
 
     @contextlib.contextmanager
