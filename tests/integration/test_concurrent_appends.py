@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import threading
@@ -14,6 +15,7 @@ import pytest
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, S3Config, WriterConfig
+from llog.errors import CommitDeadlineExceeded
 from llog.format.documents import AppendProtocol
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector
@@ -125,7 +127,10 @@ def test_appends_compaction_and_garbage_collection_all_at_once(
 
     def compact_all(compactor: Compactor) -> None:
         for partition in partitions:
-            compactor.compact_once(topic, partition)
+            # A compaction past its 1 s deadline (a loaded machine) gives up: its object is left for the
+            # collector, which is part of what this race exercises. Any other error fails the test.
+            with contextlib.suppress(CommitDeadlineExceeded):
+                compactor.compact_once(topic, partition)
 
     with ThreadPoolExecutor(8) as pool:
         side = [pool.submit(background, functools.partial(compact_all, c)) for c in compactors]
