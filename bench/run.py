@@ -162,7 +162,8 @@ def main() -> int:
         "the median of 200 one-at-a-time 100-byte S3 PUTs plus that of 200 Oxia puts on the same servers. *Tail*: "
         "a consumer long-polls at the tail, a producer sends one record 10-150 ms later; produce sent to consume "
         "answered, consumer in the producer's process or the other one. *Ingest*: 16 clients x 100 records of "
-        "1 KiB against raw S3 PUTs of llog's mean PUT size from `LLOG_BATCH_MAX_IN_FLIGHT` writers. *256 "
+        "1 KiB against raw S3 PUTs of llog's mean PUT size from `LLOG_BATCH_MAX_IN_FLIGHT` writers. *HTTP "
+        "ceiling*: the same clients against llog serve's HTTP server with nothing behind it (bench/noop_http.py). *256 "
         "clients*: bench/load.py at full speed, then reconciled. *Peer*: s2-lite 0.43.4 with its defaults on "
         "the same S3 server, when installed (`.tools/bin/s2-lite`).\n\n"
         + measured(lambda: serve.report(serve.run())),

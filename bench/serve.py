@@ -25,6 +25,9 @@ S3 and Oxia operations are counted by llog serve itself (``GET /metrics``).
   records of 1 KiB (256,000 bytes, the cost model's request size) from 1,
   4 and 16 clients: produce requests per S3 PUT, the group commit the serve
   fleet's cost per GB is divided by (docs/COST.md).
+* *HTTP ceiling*: the same clients, 1 and 32, against ``llog serve``'s HTTP
+  server with nothing behind it (``bench/noop_http.py``): the most any
+  handler behind that server could reach on this machine.
 * *256 clients*: ``bench.load`` with 256 keep-alive clients at full speed,
   then every record read back and reconciled; transport errors (resets,
   refusals) are counted.
@@ -521,6 +524,19 @@ def raw_s3_puts(s3: S3Config, size: int, writers: int, seconds: float) -> dict[s
             "p50_ms": _ms(puts, 0.50)}  # fmt: skip
 
 
+def ceiling_scenario(tmp: Path) -> dict[str, Any]:
+    """1 and 32 clients against ``bench/noop_http.py``, one-record produce bodies, as in the produce scenarios."""
+    port = free_port()
+    noop = Service("noop-http", [sys.executable, "-m", "bench.noop_http", "--port", str(port)], dict(os.environ),
+                   tmp / "noop-http.log", port, _health)  # fmt: skip
+    payload = produce_request("noop", [0])
+    with running([noop]):
+        return {str(clients): loop_row(f"{clients} clients", clients,
+                                       closed_loop(noop.url, "/produce", lambda _i: payload, status_check,
+                                                   clients=clients, seconds=PRODUCE_S), None)
+                for clients in (1, 32)}  # fmt: skip
+
+
 def many_clients_scenario(serve: Service) -> dict[str, Any]:
     summary = load.run(load_config(MANY, serve.url, reconcile=True), load.no_auth)
     transport = {k: v for k, v in summary["errors"].items() if k.startswith("transport")}
@@ -628,6 +644,7 @@ def run(*, peer: bool = True) -> dict[str, Any]:
             results["ingest"] = {"llog": ingest, "raw_s3": raw}
             results["flush_sharing"] = [ingest_scenario(a, shape) for shape in FLUSH_SHARING]
             results["many_clients"] = many_clients_scenario(a)
+            results["ceiling"] = ceiling_scenario(tmp)
         results["peer"] = peer_scenarios(s3, tmp) if peer else {"skipped": "not asked for (--no-peer)"}
     return results
 
@@ -671,6 +688,11 @@ def targets(r: Mapping[str, Any]) -> list[str]:
         lines.append(f"  * server CPU per request at 32 clients: {cpu_ms:.2f} ms, so one core serves at most "
                      f"{1000 / cpu_ms:.0f} requests/s; 15x the single client's rate ({15 * single_rate:.0f} "
                      f"requests/s) needs at most {1000 / (15 * single_rate):.2f} ms")  # fmt: skip
+    ceiling = r["ceiling"]["32"]["requests_per_s"]
+    if ceiling and single_rate:
+        lines.append(f"  * the same 32 clients against llog serve's HTTP server with nothing behind it: "
+                     f"{ceiling:.0f} requests/s, {ceiling / single_rate:.1f}x the single llog client's rate; "
+                     f"llog reached {busy['requests_per_s'] / ceiling:.2f} of that ceiling")  # fmt: skip
     target("32 clients S3 PUTs per request", busy["s3_puts_per_request"], 0.25, True)
     target(f"32 clients p99 / 1 client's p50 ({_f(busy['p99_ms'])} ms / {_f(idle['p50_ms'])} ms)",
            _ratio(busy["p99_ms"], idle["p50_ms"]), 4, True)  # fmt: skip
@@ -739,6 +761,15 @@ def report(r: Mapping[str, Any]) -> str:
         *(f"| {row['clients']} clients | {row['requests']} | {row['s3_puts']} | "
           f"{_f(row['requests'] / row['s3_puts'] if row['s3_puts'] else None, 2)} | {_f(row['mb_per_s'], 2)} | "
           f"{_f(row['p50_ms'])} | {_errors(row['errors'])} |" for row in sharing),
+    ]
+    out += [
+        "",
+        "| HTTP ceiling: llog serve's HTTP server, nothing behind it | requests | requests/s | p50 ms | p99 ms | "
+        "errors |",
+        "|---|---|---|---|---|---|",
+        *(f"| {row['what']}, 1 record per request | {row['requests']} | {_f(row['requests_per_s'])} | "
+          f"{_f(row['p50_ms'], 2)} | {_f(row['p99_ms'], 2)} | {_errors(row['errors'])} |"
+          for row in r["ceiling"].values()),
     ]
     many = r["many_clients"]
     out += [

@@ -47,6 +47,9 @@ def results(**changes: Any) -> dict[str, Any]:
         "many_clients": {"clients": 256, "partitions": 16, "requests": 3000, "requests_per_s": 500.0,
                          "p50_ms": 400.0, "p99_ms": 1500.0, "transport_errors": 0, "errors": {},
                          "reconciliation": "OK"},
+        "ceiling": {str(c): {"what": f"{c} clients", "clients": c, "requests": 100 * c, "requests_per_s": rate,
+                             "p50_ms": 0.5, "p99_ms": 2.0, "errors": {}}
+                    for c, rate in ((1, 2500.0), (32, 4000.0))},
         "peer": {"skipped": "no s2-lite binary"},
     }  # fmt: skip
     return {**base, **changes}
@@ -64,6 +67,7 @@ def test_report_renders_every_table_and_each_target_with_its_numbers() -> None:
     assert "| produce requests of 256,000 B (250 records of 1,024 B), 4 partitions | requests | S3 PUTs |" in text
     assert "| 1 clients | 100 | 100 | 1.00 | 10.00 | 20.0 | 0 |" in text
     assert "| 16 clients | 1600 | 200 | 8.00 | 160.00 | 20.0 | 0 |" in text
+    assert "| 32 clients, 1 record per request | 3200 | 4000.0 | 0.50 | 2.00 | 0 |" in text
     assert "Peer (s2-lite 0.43.4): not measured: no s2-lite binary." in text
     targets = text.split("Targets (issue 15)")[1]
     assert "Idle produce p50 / floor (8.0 ms / 5.0 ms): 1.60 (≤ 2): met" in targets
@@ -71,6 +75,8 @@ def test_report_renders_every_table_and_each_target_with_its_numbers() -> None:
     assert "32 clients p99 / 1 client's p50 (30.0 ms / 8.0 ms): 3.75 (≤ 4): met" in targets
     assert "  * server CPU per request at 32 clients: 0.50 ms, so one core serves at most 2000 requests/s; 15x the " \
            "single client's rate (1500 requests/s) needs at most 0.67 ms" in targets  # fmt: skip
+    assert "  * the same 32 clients against llog serve's HTTP server with nothing behind it: 4000 requests/s, 40.0x " \
+           "the single llog client's rate; llog reached 0.50 of that ceiling" in targets  # fmt: skip
     assert "16-partition request p50 / 1-partition p50 (12.0 ms / 8.0 ms): 1.50 (≤ 2): met" in targets
     assert "same process: produce→consume p50 / produce p50 (11.0 ms / 10.0 ms): 1.10 (≤ 1.5): met" in targets
     assert "other process: produce→consume p50 / produce p50 (40.0 ms / 10.0 ms): 4.00 (≤ 1.5): **not met**" in targets
