@@ -9,7 +9,8 @@ and a ``TailCache`` (``LLOG_TAIL_CACHE_MAX_BYTES``, 0 disables it) between
 produce and consume. It also serves ``GET /metrics`` (JSON; ``s3.billing``
 holds the S3 billing estimate of ``devserver.billing``), ``GET
 /metrics/prometheus``, ``GET /openapi.json`` and the console (``GET /console``,
-``devserver/console``). SIGTERM/SIGINT stop it
+``devserver/console``); with ``LLOG_SERVE_EMF_INTERVAL_S`` it reports its traffic as
+CloudWatch EMF lines on stdout (``devserver.emf``). SIGTERM/SIGINT stop it
 gracefully: no new requests, in-flight ones finish, the batcher flushes, Oxia
 closes.
 """
@@ -23,6 +24,7 @@ import gc
 import json
 import logging
 import logging.handlers
+import os
 import queue
 import signal
 import sys
@@ -40,6 +42,7 @@ from urllib.parse import urlsplit
 from devserver import console, events
 from devserver.batching import BatchingConfig, BatchingProducer
 from devserver.billing import BillingConfig, S3Billing
+from devserver.emf import EmfReporter, RequestSample
 from devserver.prometheus import BILLING, ConsumerLagReport, operations_json, prometheus_text
 from functions.admin import app as admin_app
 from functions.common import names, routes, telemetry
@@ -68,6 +71,7 @@ IDLE_CONNECTION_TIMEOUT_S = 30
 # handshakes past it and clients saw resets and timeouts. The kernel caps it at net.core.somaxconn.
 LISTEN_BACKLOG = 1024
 SERVE_PATHS = ("/metrics", "/metrics/prometheus", "/openapi.json")  # served by llog serve itself
+HEALTH_ROUTE = "/health"  # load balancers' and ECS's probes: not traffic
 # Upper bounds (ms) of the request latency histogram in /metrics; a last bucket counts the rest.
 LATENCY_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000)
 DRAIN_MARGIN_S = 10
@@ -275,6 +279,7 @@ class LlogServer:
         self.services = services or ServeServices.from_env()
         self.started_at_ms = int(time.time() * 1000)
         self.http = HttpCounters()
+        self.requests = RequestSample()  # of the API routes, for the EMF metrics (LLOG_SERVE_EMF_INTERVAL_S)
         groups = GroupService.on(self.services.oxia, root=self.services.root)
         self.consumer_lag = ConsumerLagReport(groups.lags)
         self._inflight = 0
@@ -403,7 +408,10 @@ class LlogServer:
             if self._closing:
                 request.close_connection = True  # no further request on this connection: the server stops
             # Counted before the reply goes out, so a client that reads /metrics next sees its own request.
-            self.http.record(method, route, status, time.perf_counter() - start)
+            seconds = time.perf_counter() - start
+            self.http.record(method, route, status, seconds)
+            if not serve_route and route != HEALTH_ROUTE:
+                self.requests.add(status, seconds)
             self._write(request, status, headers, payload)
         finally:
             if admitted:
@@ -566,6 +574,7 @@ def collect_garbage_less_often() -> None:
 
 def _serve_until_stopped(args: argparse.Namespace) -> int:
     try:
+        emf_interval_s = EmfReporter.interval_from_env(os.environ)
         server = LlogServer(args.host, args.port)
     except LlogError as exc:
         print(f"llog serve: {exc}", file=sys.stderr)
@@ -583,6 +592,11 @@ def _serve_until_stopped(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         previous[sig] = signal.signal(sig, on_signal)
     server.start()
+    reporter = (
+        EmfReporter(emf_interval_s, server.requests, server.services.traffic.snapshot).start()
+        if emf_interval_s
+        else None
+    )
     print(f"llog serve: listening on {server.url} (Ctrl-C or SIGTERM to stop)", file=sys.stderr, flush=True)
     try:
         while not stop.wait(0.5):
@@ -590,6 +604,8 @@ def _serve_until_stopped(args: argparse.Namespace) -> int:
     finally:
         print("llog serve: shutting down", file=sys.stderr, flush=True)
         server.shutdown()
+        if reporter is not None:
+            reporter.stop()  # the last interval, with the requests the drain answered
         for sig, handler in previous.items():
             with contextlib.suppress(TypeError, ValueError):
                 signal.signal(sig, handler)

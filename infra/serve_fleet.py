@@ -27,8 +27,13 @@ per-request authentication and no idle cost (docs/DEPLOY.md, "Front door").
     least one each). Zone *i*'s tasks register A records ``llog-serve-<i>.<namespace>`` in Oxia's
     Cloud Map namespace while their container health check (``GET /health``) passes, as Oxia's
     servers do. A client uses its own zone's name (``zone_urls``; ``url`` is zone 0's), so its
-    bytes never cross zones: no per-byte charge at all (docs/COST.md). No load-balancer metrics
-    (the tasks' ``GET /metrics/prometheus`` remains).
+    bytes never cross zones: no per-byte charge at all (docs/COST.md). With no load balancer to
+    count requests, the dashboard's API row and the 5xx alarm read the tasks' own EMF metrics.
+
+* **Metrics**: every task reports to CloudWatch every ``EMF_INTERVAL_S`` (EMF lines in its log,
+  devserver/emf.py): the records and bytes it produced and consumed, under the produce and consume
+  functions' names (the dashboard's records and bytes rows add them up), and its requests, 4xx,
+  5xx and a sample of their latencies (``service=serve``).
 
 * **Access**: only members of ``client_security_group`` reach the endpoint; the network is the
   authentication (no request signing, no API keys), as for Oxia itself.
@@ -53,6 +58,7 @@ from aws_cdk import aws_servicediscovery as servicediscovery
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from functions.common import names
 from infra.functions import suppress_root_prefix_wildcard
 from infra.observability import ALARM_PERIOD, PERIOD, ApiMetrics
 from infra.settings import ServeEndpoint
@@ -71,6 +77,7 @@ DEREGISTRATION_DELAY = Duration.seconds(30)
 # load balancer, not the task, closes an idle connection, so no request races a task's close into a 502.
 BALANCER_IDLE_TIMEOUT = Duration.seconds(25)
 DNS_NAME = "llog-serve"
+EMF_INTERVAL_S = 60  # CloudWatch's standard resolution
 # Docker-ignore patterns over the repository root: the build context is what the Dockerfile copies.
 IMAGE_CONTEXT = [
     "*",
@@ -137,7 +144,7 @@ class ServeFleet(Construct):
             "serve",
             image=ecs.ContainerImage.from_docker_image_asset(self.image),
             essential=True,
-            environment=dict(environment),
+            environment={**environment, "LLOG_SERVE_EMF_INTERVAL_S": str(EMF_INTERVAL_S)},
             logging=ecs.LogDrivers.aws_logs(stream_prefix="serve", log_group=self.log_group),
             port_mappings=[ecs.PortMapping(container_port=CONTAINER_PORT, protocol=ecs.Protocol.TCP)],
             stop_timeout=STOP_TIMEOUT,
@@ -276,12 +283,12 @@ class ServeFleet(Construct):
         )
         return balancer
 
-    def metrics(self) -> ApiMetrics | None:
-        """The load balancer's counts of requests and the tasks' answers (latency in ms, as API Gateway's);
-        None without a load balancer."""
+    def metrics(self) -> ApiMetrics:
+        """Behind the load balancer, its counts of requests and the tasks' answers (latency in ms, as API
+        Gateway's); reached by DNS, what the tasks report themselves (their EMF metrics)."""
         balancer = self.balancer
         if balancer is None:
-            return None
+            return self._reported_metrics()
 
         def metric(name: str, statistic: str = "Sum") -> cw.Metric:
             return balancer.metrics.custom(name, statistic=statistic, period=PERIOD)
@@ -309,6 +316,20 @@ class ServeFleet(Construct):
             client_errors=metric("HTTPCode_Target_4XX_Count"),
             server_errors=server_errors,
             latency=response_ms,
+            integration_latency=None,
+        )
+
+    @staticmethod
+    def _reported_metrics() -> ApiMetrics:
+        def metric(name: str, statistic: str = "Sum") -> cw.Metric:
+            return cw.Metric(namespace=names.METRIC_NAMESPACE, metric_name=name,
+                             dimensions_map={"service": names.SERVE}, statistic=statistic, period=PERIOD)  # fmt: skip
+
+        return ApiMetrics(
+            count=metric("Requests"),
+            client_errors=metric("ClientErrors"),
+            server_errors=metric("ServerErrors"),
+            latency=metric("Latency", "p99"),
             integration_latency=None,
         )
 

@@ -185,9 +185,7 @@ class LlogStack(Stack):
         )
         self.observability.add_functions("Functions", self.functions.by_name)
         self.observability.add_dead_letter_queues([self.compaction.dead_letter_queue])
-        api_metrics = self.api.metrics()
-        if api_metrics is not None:  # the serve fleet reached by DNS has no front door of its own to watch
-            self.observability.add_api(api_metrics)
+        self.observability.add_api(self.api.metrics())
         if isinstance(self.api, ServeFleet):
             self.observability.add_serve_fleet(
                 cluster_name=self.oxia.cluster.cluster_name,

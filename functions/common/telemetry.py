@@ -17,9 +17,10 @@ metrics with ``metric`` (infra/observability.py's dashboard and alarms read
 some of them by name).
 
 ``llog serve`` suspends EMF (``suspend_emf``; it exports its own counters at
-``/metrics``), as ``POWERTOOLS_METRICS_DISABLED=true`` does: then nothing is
-added to Powertools' process-wide metric set, which is not meant for
-concurrent requests, and nothing is printed.
+``/metrics`` and reports them as EMF per interval, devserver/emf.py), as
+``POWERTOOLS_METRICS_DISABLED=true`` does: then nothing is added to
+Powertools' process-wide metric set, which is not meant for concurrent
+requests, and the handlers print nothing.
 """
 
 from __future__ import annotations

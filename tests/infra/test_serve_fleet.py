@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aws_cdk import aws_cloudwatch as cw
 from aws_cdk.assertions import Annotations, Match, Template
 
 from devserver.devstack import free_port
@@ -66,7 +67,8 @@ def test_tasks_are_arm64_fargate_with_the_functions_environment(
     assert (task["Cpu"], task["Memory"]) == ("1024", "2048")
     (container,) = task["ContainerDefinitions"]
     environment = {e["Name"]: e["Value"] for e in container["Environment"]}
-    assert set(environment) == set(fleet_stack.function_environment())
+    assert set(environment) == {*fleet_stack.function_environment(), "LLOG_SERVE_EMF_INTERVAL_S"}
+    assert environment["LLOG_SERVE_EMF_INTERVAL_S"] == "60"  # each task reports its metrics every minute
     assert environment["LLOG_APPEND_PROTOCOL"] == "sequential"
     assert environment["LLOG_ROOT_PREFIX"] == "llog"
     assert container["PortMappings"] == [{"ContainerPort": CONTAINER_PORT, "Protocol": "tcp"}]
@@ -225,7 +227,11 @@ def test_dns_endpoint_registers_each_zones_healthy_tasks_in_the_oxia_namespace(d
     assert "/health" in " ".join(container["HealthCheck"]["Command"])  # Cloud Map lists only healthy tasks
     fleet = dns_stack.api
     assert isinstance(fleet, ServeFleet)
-    assert fleet.metrics() is None
+    metrics = fleet.metrics()  # what the tasks report themselves (devserver/emf.py)
+    assert isinstance(metrics.count, cw.Metric)
+    assert (metrics.count.namespace, metrics.count.metric_name, metrics.count.dimensions) == (
+        "llog", "Requests", {"service": "serve"}
+    )  # fmt: skip
     tasks = dns_stack.get_logical_id(fleet.task_security_group.node.default_child)  # type: ignore[arg-type]
     clients = dns_stack.get_logical_id(fleet.client_security_group.node.default_child)  # type: ignore[arg-type]
     ingress = [r["Properties"] for r in resources(template, "AWS::EC2::SecurityGroupIngress").values()
@@ -236,8 +242,13 @@ def test_dns_endpoint_registers_each_zones_healthy_tasks_in_the_oxia_namespace(d
     url = json.dumps(template.to_json()["Outputs"]["ApiUrl"]["Value"])
     assert f"http://{DNS_NAME}-0." in url
     assert f":{CONTAINER_PORT}/" in url
-    descriptions = [a["Properties"]["AlarmDescription"] for a in resources(template, "AWS::CloudWatch::Alarm").values()]
-    assert not [d for d in descriptions if "API" in d]  # no front door of its own: no API 5xx alarm
+    # No load balancer: the API 5xx alarm counts the 5xx answers the tasks report.
+    (api_alarm,) = [a["Properties"] for a in resources(template, "AWS::CloudWatch::Alarm").values()
+                    if "the API answered" in a["Properties"]["AlarmDescription"]]  # fmt: skip
+    assert (api_alarm["Namespace"], api_alarm["MetricName"], api_alarm["Period"]) == ("llog", "ServerErrors", 300)
+    assert api_alarm["Dimensions"] == [{"Name": "service", "Value": "serve"}]
+    widgets = json.dumps(template.to_json())
+    assert '\\"llog\\",\\"Latency\\",\\"service\\",\\"serve\\"' in widgets  # the dashboard's latency row
 
 
 @pytest.mark.parametrize("which", ["balancer", "dns"])

@@ -233,6 +233,60 @@ def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root):
             proc.wait(5)
 
 
+def post_json(url: str, doc: Any) -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_llog_serve_reports_its_traffic_as_emf_on_stdout(s3_config, root, oxia_server, topic):
+    """With LLOG_SERVE_EMF_INTERVAL_S, what the process served reaches stdout as EMF; SIGTERM reports the rest."""
+    env = {**os.environ, **serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address,
+           "LLOG_SERVE_EMF_INTERVAL_S": "3600"}  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "devserver.serve", "--port", "0"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        assert proc.stdout is not None
+        url = None
+        deadline = time.monotonic() + 30
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if "listening on" in line:
+                url = line.split("listening on ", 1)[1].split()[0]
+        assert url is not None, "llog serve did not start"
+        produce = {"topic_partitions": [{"topic": topic, "partition": 0, "records": ["alpha", "beta"]}]}
+        assert post_json(url + "/produce", produce)[0] == 200
+        consume = {"topic_partitions": [{"topic": topic, "partition": 0, "fetch_offset": 1}]}
+        status, answer = post_json(url + "/consume", consume)
+        assert status == 200
+        assert len(answer["results"][0]["records"]) == 2
+        assert post_json(url + "/no-such-route", {})[0] == 404
+        with urllib.request.urlopen(url + "/health", timeout=5) as resp:
+            resp.read()  # a probe, not traffic
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        docs = {}
+        for line in proc.stdout.read().splitlines():
+            doc = json.loads(line)
+            assert doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "llog"
+            docs[doc["service"]] = doc
+        assert (docs["produce"]["RecordsProduced"], docs["produce"]["BytesProduced"]) == ([2], [9])
+        assert (docs["consume"]["RecordsConsumed"], docs["consume"]["BytesConsumed"]) == ([2], [9])
+        serve = docs["serve"]
+        assert (serve["Requests"], serve["ClientErrors"], serve["ServerErrors"]) == ([3], [1], [0])
+        assert len(serve["Latency"]) == 3
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
+
 BURST = 256
 
 
