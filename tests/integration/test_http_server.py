@@ -205,11 +205,13 @@ def test_missing_configuration_stops_the_command(monkeypatch, capsys):
     assert "LLOG_OXIA_SERVICE_ADDRESS" in capsys.readouterr().err
 
 
-def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root):
-    env = {**os.environ, **serve_env(s3_config, root), **unreachable_oxia_env()}
+@contextlib.contextmanager
+def serve_process(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``python -m devserver.serve --port 0`` with ``env`` (stdout and stderr piped) and its URL once it listens;
+    killed at the end if still running."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "devserver.serve", "--port", "0"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         assert proc.stderr is not None
@@ -220,17 +222,23 @@ def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root):
             if "listening on" in line:
                 url = line.split("listening on ", 1)[1].split()[0]
         assert url is not None, "llog serve did not start"
-        with urllib.request.urlopen(url + "/health", timeout=5) as resp:
-            assert json.loads(resp.read())["status"] == "ok"
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(15) == 0
-        rest = proc.stderr.read()
-        assert "shutting down" in rest
-        assert '"GET /health HTTP/1.1" 200' in rest  # the access log's writer thread wrote what it had
+        yield proc, url
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root):
+    with serve_process({**os.environ, **serve_env(s3_config, root), **unreachable_oxia_env()}) as (proc, url):
+        with urllib.request.urlopen(url + "/health", timeout=5) as resp:
+            assert json.loads(resp.read())["status"] == "ok"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+        assert proc.stderr is not None
+        rest = proc.stderr.read()
+        assert "shutting down" in rest
+        assert '"GET /health HTTP/1.1" 200' in rest  # the access log's writer thread wrote what it had
 
 
 def post_json(url: str, doc: Any) -> tuple[int, Any]:
@@ -246,20 +254,7 @@ def test_llog_serve_reports_its_traffic_as_emf_on_stdout(s3_config, root, oxia_s
     """With LLOG_SERVE_EMF_INTERVAL_S, what the process served reaches stdout as EMF; SIGTERM reports the rest."""
     env = {**os.environ, **serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address,
            "LLOG_SERVE_EMF_INTERVAL_S": "3600"}  # fmt: skip
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "devserver.serve", "--port", "0"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        assert proc.stdout is not None
-        url = None
-        deadline = time.monotonic() + 30
-        while url is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if "listening on" in line:
-                url = line.split("listening on ", 1)[1].split()[0]
-        assert url is not None, "llog serve did not start"
+    with serve_process(env) as (proc, url):
         produce = {"topic_partitions": [{"topic": topic, "partition": 0, "records": ["alpha", "beta"]}]}
         assert post_json(url + "/produce", produce)[0] == 200
         consume = {"topic_partitions": [{"topic": topic, "partition": 0, "fetch_offset": 1}]}
@@ -271,20 +266,18 @@ def test_llog_serve_reports_its_traffic_as_emf_on_stdout(s3_config, root, oxia_s
             resp.read()  # a probe, not traffic
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) == 0
+        assert proc.stdout is not None
         docs = {}
         for line in proc.stdout.read().splitlines():
             doc = json.loads(line)
-            assert doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "llog"
-            docs[doc["service"]] = doc
+            if "_aws" in doc:  # not a handler's log line
+                assert doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "llog"
+                docs[doc["service"]] = doc
         assert (docs["produce"]["RecordsProduced"], docs["produce"]["BytesProduced"]) == ([2], [9])
         assert (docs["consume"]["RecordsConsumed"], docs["consume"]["BytesConsumed"]) == ([2], [9])
         serve = docs["serve"]
         assert (serve["Requests"], serve["ClientErrors"], serve["ServerErrors"]) == ([3], [1], [0])
         assert len(serve["Latency"]) == 3
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
 
 
 BURST = 256
