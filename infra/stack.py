@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, RemovalPolicy, Stack, Tags
+from aws_cdk import CfnOutput, Fn, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
@@ -245,6 +245,10 @@ class LlogStack(Stack):
                 CfnOutput(self, f"ServeZone{i}Url", value=url,
                           description=f"the serve fleet's tasks in zone {i}, for clients in that zone")  # fmt: skip
                 CfnOutput(self, f"ServeZone{i}", value=zone, description=f"availability zone of ServeZone{i}Url")
+            if self.api.zone_urls:
+                zone_map = Fn.join(",", [Fn.join("=", [zone, url]) for zone, url in self.api.zone_urls])
+                CfnOutput(self, "ServeZoneUrls", value=zone_map,
+                          description="LLOG_URL of the Python client, which uses its own zone's URL")  # fmt: skip
         CfnOutput(self, "CompactionQueueUrl", value=self.compaction.queue.queue_url, description="compaction tasks")
         if isinstance(self.api, Api) and self.api.api_key is not None:
             CfnOutput(

@@ -45,7 +45,8 @@ MAX_ERRORS_SHOWN = 5
 
 
 def _connection_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=None, help="llog's HTTP API (default: $LLOG_URL, else http://127.0.0.1:8080)")
+    parser.add_argument("--url", default=None, help="llog's HTTP API, or one per zone as <zone>=<url>,... "
+                        "(default: $LLOG_URL, else http://127.0.0.1:8080)")
     auth = parser.add_mutually_exclusive_group()
     auth.add_argument("--api-key", default=None, help=f"send this API key (default: ${API_KEY_VARIABLE})")
     auth.add_argument("--sigv4-region", default=None, metavar="REGION",

@@ -18,6 +18,7 @@ import urllib3
 
 from llog_client.auth import Auth
 from llog_client.errors import LlogClientError, TransportError, error_from
+from llog_client.zones import resolve_url
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 URL_VARIABLE = "LLOG_URL"
@@ -36,7 +37,11 @@ def path(*segments: str) -> str:
 
 
 class Transport:
-    """Sends JSON requests to ``url`` (a base URL, e.g. an API Gateway stage URL) and decodes the answers."""
+    """Sends JSON requests to ``url`` (a base URL, e.g. an API Gateway stage URL) and decodes the answers.
+
+    ``url`` may also map availability zones to URLs (``<zone>=<url>,...``): then it is this
+    machine's zone's URL (``llog_client.zones``).
+    """
 
     def __init__(
         self,
@@ -47,7 +52,7 @@ class Transport:
         read_timeout_s: float = 30.0,
         max_connections: int = 8,
     ) -> None:
-        self.url = (url or default_url()).rstrip("/")
+        self.url = resolve_url(url or default_url()).rstrip("/")
         self.auth = auth
         self.read_timeout_s = read_timeout_s
         self.connect_timeout_s = connect_timeout_s

@@ -223,6 +223,14 @@ def test_dns_endpoint_registers_each_zones_healthy_tasks_in_the_oxia_namespace(d
     for i in (0, 1):
         assert f"http://{DNS_NAME}-{i}." in json.dumps(outputs[f"ServeZone{i}Url"]["Value"])
         assert "Fn::GetAZs" in json.dumps(outputs[f"ServeZone{i}"]["Value"])
+    # The Python client's LLOG_URL: "<zone 0>=<url 0>,<zone 1>=<url 1>" (llog_client/zones.py).
+    pairs = outputs["ServeZoneUrls"]["Value"]["Fn::Join"]
+    assert pairs[0] == ","
+    assert [p["Fn::Join"][0] for p in pairs[1]] == ["=", "="]
+    for i, pair in enumerate(pairs[1]):
+        zone, url = pair["Fn::Join"][1]
+        assert zone == outputs[f"ServeZone{i}"]["Value"]
+        assert url == outputs[f"ServeZone{i}Url"]["Value"]
     (container,) = serve_task(template)["ContainerDefinitions"]
     assert "/health" in " ".join(container["HealthCheck"]["Command"])  # Cloud Map lists only healthy tasks
     fleet = dns_stack.api
