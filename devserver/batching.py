@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
 from llog.config import Environ, env_int
 from llog.errors import LlogError
-from llog.format.codec import Record
+from llog.format.codec import Record, records_bytes
 
 
 class BackPressureRejected(LlogError):
@@ -73,10 +73,6 @@ class _Pending:
     taken: bool = False
 
 
-def _group_bytes(group: SharedAppendGroup) -> int:
-    return sum(len(r.value) + len(r.key or b"") if isinstance(r, Record) else len(r) for r in group.records)
-
-
 class BatchingProducer:
     """Thread-safe front of a ``LogWriter``; ``append_shared`` blocks until its flush completes."""
 
@@ -109,7 +105,7 @@ class BatchingProducer:
     def append_shared(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]:
         for group in groups:
             validate_group(group, self.writer.root)  # invalid input must not poison a shared flush
-        size = sum(_group_bytes(g) for g in groups)
+        size = sum(records_bytes(g.records) for g in groups)
         with self._cond:
             if self._closed:
                 raise LlogError("the batching producer is closed")

@@ -29,7 +29,7 @@ from functions.common.http import create_resolver, json_body, json_response, res
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
 from llog.config import Limits
-from llog.format.codec import Record
+from llog.format.codec import records_bytes
 
 if TYPE_CHECKING:
     from llog.client.writer import SharedAppendGroup
@@ -59,13 +59,7 @@ def reset() -> None:
 
 
 def group_bytes(group: SharedAppendGroup) -> int:
-    total = 0
-    for record in group.records:
-        if isinstance(record, Record):
-            total += len(record.value) + len(record.key or b"") + sum(len(n) + len(v) for n, v in record.headers)
-        else:
-            total += len(record)
-    return total
+    return records_bytes(group.records)
 
 
 def create_app() -> APIGatewayRestResolver:

@@ -31,10 +31,12 @@ from llog.format.codec import (
     VERSION,
     Record,
     RecordBatch,
+    check_records,
     decode_batch,
     decode_headers,
     encode_batch,
     encode_headers,
+    records_bytes,
 )
 from tests.conftest import fuzz_examples
 
@@ -775,3 +777,23 @@ def test_importing_llog_does_not_need_the_oxia_client():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "llog.client.writer.LogWriter" in done.stdout
+
+
+def test_plain_bytes_records_encode_as_records_with_a_value_alone():
+    """The all-bytes fast path writes exactly what the general path writes for the same records."""
+    values = [b"a", b"", b"\x00\xff" * 300, "日本".encode()]
+    fast = encode_batch(values, now_ms=1_700_000_000_000)
+    assert fast == encode_batch([Record(v) for v in values], now_ms=1_700_000_000_000)
+    assert fast == encode_batch([*values[:-1], Record(values[-1])], now_ms=1_700_000_000_000)  # mixed: general path
+    batch = decode_batch(fast)
+    assert [(r.value, r.key, r.headers, r.timestamp_ms) for r in batch] == [
+        (v, None, (), 1_700_000_000_000) for v in values
+    ]
+
+
+def test_records_bytes_counts_values_keys_and_headers_and_check_records_checks_only_records():
+    records: list[Record | bytes] = [b"abc", Record(b"v", b"key", (("h", b"xy"),)), Record(b"", None)]
+    assert records_bytes(records) == 3 + (1 + 3 + 1 + 2) + 0
+    check_records(records)
+    with pytest.raises(InvalidArgument, match="record value must be bytes"):
+        check_records([b"ok", Record("text")])  # type: ignore[arg-type]

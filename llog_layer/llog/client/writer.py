@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from llog.config import WriterConfig
 from llog.errors import ConditionalAppendUnsupported, InvalidArgument, LlogError, PartitionNotInitialized
-from llog.format.codec import Record, check_record, encode_batch
+from llog.format.codec import Record, check_records, encode_batch
 from llog.format.documents import ControlRecord, DataRef, LogState, ProducerTag, TimeSpan
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal_object_key
 from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
@@ -77,8 +77,7 @@ def validate_group(group: SharedAppendGroup, root: str = DEFAULT_ROOT_PREFIX) ->
     keys = PartitionKeys(group.topic, group.partition, root)
     if not group.records:
         raise InvalidArgument(f"group {keys.topic}/{keys.partition} has no records")
-    for record in group.records:
-        check_record(record if isinstance(record, Record) else Record(record))
+    check_records(group.records)
     _ = group.idempotent  # validates the producer fields
     offset = group.expected_offset
     if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int) or offset < 1):

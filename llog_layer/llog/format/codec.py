@@ -16,10 +16,10 @@ import struct
 import sys
 import time
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Literal
+from typing import Literal, cast
 
 # crc32c (not google-crc32c) because it reads any buffer: the check runs on
 # the received bytes in place instead of on a copy of the body.
@@ -145,6 +145,34 @@ def check_record(record: Record) -> None:
             raise InvalidArgument(f"header name {name!r} is not valid Unicode") from None
 
 
+def check_records(records: Iterable[Record | bytes]) -> None:
+    """``check_record`` over a batch's records; a plain ``bytes`` record (a value alone) is always valid."""
+    for record in records:
+        if type(record) is not bytes:
+            check_record(record if isinstance(record, Record) else Record(record))
+
+
+def records_bytes(records: Iterable[Record | bytes]) -> int:
+    """The bytes of the records' values, keys and header names and values: what a producer sent."""
+    total = 0
+    for record in records:
+        if type(record) is bytes:
+            total += len(record)
+        elif isinstance(record, Record):
+            total += len(record.value) + len(record.key or b"")
+            total += sum(len(name) + len(value) for name, value in record.headers)
+        else:
+            total += len(record)
+    return total
+
+
+def _timestamps(values: list[int]) -> array[int]:
+    try:
+        return array("q", values)
+    except (OverflowError, TypeError) as exc:
+        raise InvalidArgument(f"record timestamps must be 64-bit integers: {exc}") from None
+
+
 def _as_bytes(data: bytes | bytearray | memoryview) -> bytes:
     # len() of a memoryview counts items, not bytes: normalise before measuring.
     return data if type(data) is bytes else bytes(data)
@@ -162,42 +190,39 @@ def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None
     if count > MAX_RECORDS:
         raise BatchTooLarge(f"a batch holds at most {MAX_RECORDS} records")
     default_ts = int(time.time() * 1000) if now_ms is None else now_ms
-    recs = [r if isinstance(r, Record) else Record(r) for r in records]
-    for r in recs:
-        check_record(r)
-
-    values = [_as_bytes(r.value) for r in recs]
-    keys = [None if r.key is None else _as_bytes(r.key) for r in recs]
-    has_keys = any(k is not None for k in keys)
-    key_nulls = has_keys and any(k is None for k in keys)
-    has_headers = any(r.headers for r in recs)
-
-    try:
-        timestamps = array("q", [default_ts if r.timestamp_ms is None else r.timestamp_ms for r in recs])
-    except (OverflowError, TypeError) as exc:
-        raise InvalidArgument(f"record timestamps must be 64-bit integers: {exc}") from None
+    flags = 0
+    extra: list[bytes] = []  # the key and header sections
+    if all(type(r) is bytes for r in records):
+        # Values alone (a produce request's plain records): nothing to check, no keys, no headers.
+        values = cast("Sequence[bytes]", records)
+        timestamps = _timestamps([default_ts]) * count
+    else:
+        recs = [r if isinstance(r, Record) else Record(r) for r in records]
+        for r in recs:
+            check_record(r)
+        values = [_as_bytes(r.value) for r in recs]
+        timestamps = _timestamps([default_ts if r.timestamp_ms is None else r.timestamp_ms for r in recs])
+        keys = [None if r.key is None else _as_bytes(r.key) for r in recs]
+        if any(k is not None for k in keys):
+            flags |= FLAG_KEYS
+            key_bytes = [b"" if k is None else k for k in keys]
+            if any(k is None for k in keys):
+                flags |= FLAG_KEY_NULLS
+                bitmap = bytearray((count + 7) // 8)
+                for i, k in enumerate(keys):
+                    if k is not None:
+                        bitmap[i >> 3] |= 1 << (i & 7)
+                extra.append(bytes(bitmap))
+            extra.append(_offsets([len(k) for k in key_bytes], "keys"))
+            extra.append(b"".join(key_bytes))
+        if any(r.headers for r in recs):
+            flags |= FLAG_HEADERS
+            encoded = [encode_headers(r.headers) for r in recs]
+            extra.append(_offsets([len(h) for h in encoded], "headers"))
+            extra.append(b"".join(encoded))
     if not _LITTLE_ENDIAN:
         timestamps.byteswap()
-
-    sections: list[bytes] = [timestamps.tobytes(), _offsets([len(v) for v in values], "values"), b"".join(values)]
-    flags = 0
-    if has_keys:
-        flags |= FLAG_KEYS
-        key_bytes = [b"" if k is None else k for k in keys]
-        if key_nulls:
-            flags |= FLAG_KEY_NULLS
-            bitmap = bytearray((count + 7) // 8)
-            for i, k in enumerate(keys):
-                if k is not None:
-                    bitmap[i >> 3] |= 1 << (i & 7)
-            sections.append(bytes(bitmap))
-        sections.append(_offsets([len(k) for k in key_bytes], "keys"))
-        sections.append(b"".join(key_bytes))
-    if has_headers:
-        flags |= FLAG_HEADERS
-        encoded = [encode_headers(r.headers) for r in recs]
-        sections.append(_offsets([len(h) for h in encoded], "headers"))
-        sections.append(b"".join(encoded))
+    sections = [timestamps.tobytes(), _offsets([len(v) for v in values], "values"), b"".join(values), *extra]
 
     body_parts = []
     for section in sections:

@@ -161,6 +161,20 @@ def _header_name(name: str, where: str) -> str:
     return name
 
 
+def _records(raws: list[Any], where: str) -> list[Record | bytes]:
+    """A topic entry's records; a plain string record is its UTF-8 bytes alone (no key, headers or timestamp)."""
+    records: list[Record | bytes] = []
+    for j, raw in enumerate(raws):
+        if type(raw) is str:
+            try:
+                records.append(raw.encode("utf-8"))
+                continue
+            except UnicodeEncodeError:
+                pass  # _record names the record
+        records.append(_record(raw, f"{where}[{j}]"))
+    return records
+
+
 def _record(raw: Any, where: str) -> Record:
     if isinstance(raw, str) or (isinstance(raw, dict) and set(raw) == {"base64"}):
         return Record(decode_bytes(raw, where))
@@ -240,7 +254,7 @@ def parse_produce_request(doc: Any, limits: Limits) -> list[ProduceEntry | Share
                 f"the request has more than {limits.max_records_per_request} records (LLOG_MAX_RECORDS_PER_REQUEST)",
                 error_type="LimitExceeded",
             )
-        records = [_record(r, f"{where}.records[{j}]") for j, r in enumerate(records_raw)]
+        records = _records(records_raw, f"{where}.records")
         if partition is None:
             if producer is not None or item.get("sequence") is not None or item.get("expected_offset") is not None:
                 raise RequestRejected(
