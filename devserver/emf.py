@@ -10,7 +10,8 @@ instead, one EMF document per service, namespace ``llog``:
   consume functions emit, so the dashboard's records and bytes rows count the
   serve fleet's traffic too.
 * ``service=serve``: ``Requests``, ``ClientErrors`` (4xx), ``ServerErrors``
-  (5xx), and ``Latency`` (ms): a uniform sample of at most
+  (5xx; not the 503s of a task draining on its way out, which clients retry
+  elsewhere), and ``Latency`` (ms): a uniform sample of at most
   ``LATENCY_SAMPLES`` requests of the interval, from which CloudWatch
   computes percentiles. The serve fleet reached by DNS has no load balancer,
   so these are its request metrics and its 5xx alarm.
@@ -22,6 +23,7 @@ the metrics. 0 (the default) reports nothing, as ``make dev`` wants.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import sys
 import threading
@@ -32,6 +34,8 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 from functions.common import names
 from llog.config import Environ, env_int
+
+log = logging.getLogger("llog.serve")
 
 INTERVAL_ENV = "LLOG_SERVE_EMF_INTERVAL_S"
 # EMF takes at most 100 values per metric in one document, and Powertools publishes a metric set on its 100th.
@@ -100,11 +104,17 @@ class EmfReporter:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
-        self.report()
+        self._report_or_log()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
+            self._report_or_log()
+
+    def _report_or_log(self) -> None:
+        try:
             self.report()
+        except Exception:  # a broken stdout must not end the reports for the process's life
+            log.exception("llog serve: EMF report failed")
 
     def report(self) -> None:
         """One document per service with what was counted since the last report; nothing for an idle interval."""

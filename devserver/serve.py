@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import contextlib
-import gc
 import json
 import logging
 import logging.handlers
@@ -75,11 +74,6 @@ HEALTH_ROUTE = "/health"  # load balancers' and ECS's probes: not traffic
 # Upper bounds (ms) of the request latency histogram in /metrics; a last bucket counts the rest.
 LATENCY_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000)
 DRAIN_MARGIN_S = 10
-# Allocations between collections of the youngest generation, and collections of each generation before
-# the next is collected too (CPython's defaults: 700, 10, 10). A produce request allocates hundreds of
-# short-lived objects, so the defaults ran a collection every few requests; with these and the startup
-# objects frozen, 32 clients got 6% and 15% more requests/s in two pairs of runs (docs/PERFORMANCE.md).
-GC_THRESHOLDS = (50_000, 50, 100)
 
 
 class Traffic:
@@ -410,7 +404,8 @@ class LlogServer:
             # Counted before the reply goes out, so a client that reads /metrics next sees its own request.
             seconds = time.perf_counter() - start
             self.http.record(method, route, status, seconds)
-            if not serve_route and route != HEALTH_ROUTE:
+            # Traffic only: not the probes, not llog serve's own pages, not the 503s of a drain (retried elsewhere).
+            if admitted and not serve_route and route != HEALTH_ROUTE:
                 self.requests.add(status, seconds)
             self._write(request, status, headers, payload)
         finally:
@@ -562,16 +557,6 @@ def run(args: argparse.Namespace) -> int:
         return _serve_until_stopped(args)
 
 
-def collect_garbage_less_often() -> None:
-    """Freeze what startup allocated (modules, clients: never garbage) and collect by ``GC_THRESHOLDS``.
-
-    For the ``llog serve`` process only: an embedding process (the tests) keeps its own settings.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
-
-
 def _serve_until_stopped(args: argparse.Namespace) -> int:
     try:
         emf_interval_s = EmfReporter.interval_from_env(os.environ)
@@ -582,7 +567,6 @@ def _serve_until_stopped(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"llog serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2
-    collect_garbage_less_often()
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -591,12 +575,12 @@ def _serve_until_stopped(args: argparse.Namespace) -> int:
     previous: dict[signal.Signals, Callable[[int, FrameType | None], Any] | int | None] = {}
     for sig in (signal.SIGTERM, signal.SIGINT):
         previous[sig] = signal.signal(sig, on_signal)
-    server.start()
     reporter = (
         EmfReporter(emf_interval_s, server.requests, server.services.traffic.snapshot).start()
         if emf_interval_s
         else None
     )
+    server.start()
     print(f"llog serve: listening on {server.url} (Ctrl-C or SIGTERM to stop)", file=sys.stderr, flush=True)
     try:
         while not stop.wait(0.5):

@@ -33,6 +33,8 @@ class MetadataHandler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/v4/task":
             self._answer(200, json.dumps({"Cluster": "c", "AvailabilityZone": self.zone}))
+        elif self.path == "/v4-without-zone/task":
+            self._answer(200, json.dumps({"Cluster": "c"}))
         elif self.path == "/latest/meta-data/placement/availability-zone":
             if self.headers.get("X-aws-ec2-metadata-token") == TOKEN:
                 self._answer(200, self.zone)
@@ -101,6 +103,24 @@ def test_the_zone_of_an_ec2_instance_comes_from_imdsv2_with_a_token(metadata: st
     env = {"AWS_EC2_METADATA_SERVICE_ENDPOINT": metadata}
     assert current_zone(env) == "eu-west-1b"
     assert current_zone({**env, "AWS_EC2_METADATA_DISABLED": "true"}) is None
+
+
+def test_without_a_zone_in_the_task_metadata_the_instance_metadata_is_asked(metadata: str) -> None:
+    env = {"ECS_CONTAINER_METADATA_URI_V4": f"{metadata}/v4-without-zone",
+           "AWS_EC2_METADATA_SERVICE_ENDPOINT": metadata}  # fmt: skip
+    assert current_zone(env) == "eu-west-1b"
+
+
+def test_a_lambda_function_does_not_wait_for_instance_metadata_it_does_not_have(metadata: str) -> None:
+    env = {"AWS_LAMBDA_FUNCTION_NAME": "f", "AWS_EC2_METADATA_SERVICE_ENDPOINT": metadata}
+    assert current_zone(env) is None
+    assert current_zone({"AWS_EC2_METADATA_SERVICE_ENDPOINT": metadata}) == "eu-west-1b"  # the same, not in Lambda
+
+
+def test_a_map_of_one_zone_needs_no_zone(metadata: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="llog_client"):
+        assert resolve_url("eu-west-1a=http://a/", {"AWS_EC2_METADATA_SERVICE_ENDPOINT": metadata}) == "http://a/"
+    assert caplog.text == ""  # the metadata (eu-west-1b, not in the map) was not asked
 
 
 def test_an_unknown_zone_uses_the_first_zones_url_and_warns(metadata: str, caplog: pytest.LogCaptureFixture) -> None:
