@@ -302,6 +302,14 @@ def test_encode_bytes_renders_binary_as_base64():
     assert encode_bytes("\x85".encode()) == {"base64": "woU="}  # a C1 control
 
 
+def test_each_ascii_byte_is_text_or_not_as_the_rule_says():
+    """The ASCII fast path agrees with the rule: text is printable, tab, newline or carriage return."""
+    for byte in range(0x80):
+        data = b"ab" + bytes([byte]) + b"cd"
+        text = byte in (0x09, 0x0A, 0x0D) or 0x20 <= byte < 0x7F
+        assert encode_bytes(data) == (data.decode("ascii") if text else {"base64": base64.b64encode(data).decode()})
+
+
 @settings(max_examples=fuzz_examples(200), deadline=None)
 @given(st.binary(max_size=64))
 def test_encode_decode_property(data):

@@ -135,6 +135,7 @@ def decode_bytes(value: Any, where: str) -> bytes:
 
 # C0 controls but tab, newline and carriage return, DEL, and the C1 controls.
 _CONTROL_CHARACTERS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_TEXT_ASCII = bytes([0x09, 0x0A, 0x0D, *range(0x20, 0x7F)])  # the ASCII bytes of text: printable, tab, newlines
 
 
 def encode_bytes(data: bytes) -> str | dict[str, str]:
@@ -144,6 +145,8 @@ def encode_bytes(data: bytes) -> str | dict[str, str]:
     carriage return. Either form round-trips the exact bytes; the rule only
     keeps binary data (such as ``00 01``) from reading as escaped text.
     """
+    if data.isascii() and not data.translate(None, _TEXT_ASCII):
+        return data.decode("ascii")  # most values: no UTF-8 decoding and no search of the text
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
