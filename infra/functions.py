@@ -215,7 +215,8 @@ class LlogFunction(Construct):
 
 
 class Functions(Construct):
-    """``by_name``: the functions of ``names.FUNCTIONS``; S3 grants scoped to ``<bucket>/<root_prefix>/*``."""
+    """``by_name``: the functions of ``names.FUNCTIONS`` (without the API functions when ``api_functions`` is
+    False: the serve fleet answers the API itself); S3 grants scoped to ``<bucket>/<root_prefix>/*``."""
 
     def __init__(
         self,
@@ -233,12 +234,15 @@ class Functions(Construct):
         root_prefix: str,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
+        api_functions: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         self.bucket = bucket
         self.root_prefix = root_prefix
         self.constructs: dict[str, LlogFunction] = {}
         for name in names.FUNCTIONS:
+            if name in names.API_FUNCTIONS and not api_functions:
+                continue
             self.constructs[name] = LlogFunction(
                 self,
                 "".join(part.capitalize() for part in name.split("_")),
@@ -290,7 +294,7 @@ class Functions(Construct):
 
     @property
     def functions(self) -> list[lambda_.Function]:
-        return [self.by_name[n] for n in names.FUNCTIONS]
+        return list(self.by_name.values())
 
     def __getitem__(self, name: str) -> lambda_.Function:
         return self.by_name[name]
@@ -303,6 +307,8 @@ class Functions(Construct):
         resources: list[str],
         conditions: Mapping[str, object] | None = None,
     ) -> None:
+        if name not in self.constructs:
+            return  # an API function the serve front door does without
         role = self.constructs[name].role
         role.add_to_policy(
             iam.PolicyStatement(

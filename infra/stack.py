@@ -111,6 +111,7 @@ class LlogStack(Stack):
             root_prefix=settings.root_prefix,
             log_retention=retention,
             removal_policy=removal,
+            api_functions=settings.front_door != "serve",  # the serve fleet answers the API itself
         )
         self.compaction = Compaction(
             self,
@@ -148,7 +149,8 @@ class LlogStack(Stack):
                 oxia_client_security_group=self.oxia.client_security_group,
                 endpoint=settings.serve_endpoint,
                 namespace=self.oxia.dns_namespace,
-                environment=self.function_environment(),
+                # The tasks answer the API: the API functions' CORS origins are theirs.
+                environment={**self.function_environment(), **cors.environment(settings.cors_origins)},
                 bucket=self.storage.bucket,
                 root_prefix=settings.root_prefix,
                 tasks=settings.serve_tasks,

@@ -25,6 +25,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 
 from devserver.devstack import free_port
 from devserver.serve import IDLE_CONNECTION_TIMEOUT_S
+from functions.common import names
 from infra.layer import PipLayerBundler
 from infra.serve_fleet import CONTAINER_PORT, DNS_NAME, DOCKERFILE, LISTENER_PORT, ServeFleet
 from infra.settings import LlogSettings
@@ -90,6 +91,19 @@ def test_tasks_are_arm64_fargate_with_the_functions_environment(
     assert network["AssignPublicIp"] == "DISABLED"
     oxia_clients = fleet_stack.get_logical_id(fleet_stack.oxia.client_security_group.node.default_child)  # type: ignore[arg-type]
     assert oxia_clients in json.dumps(network["SecurityGroups"])  # reaches Oxia's public port
+
+
+def test_the_serve_front_door_deploys_no_api_functions_and_its_tasks_take_the_cors_origins() -> None:
+    stack = make_stack({**CONTEXT, "llog:stage": "fleetcors", "llog:corsOrigins": "https://console.example.com"})
+    assert set(stack.functions.by_name) == set(names.FUNCTIONS) - set(names.API_FUNCTIONS)
+    template = Template.from_stack(stack)
+    handlers = {f["Properties"]["Handler"] for f in resources(template, "AWS::Lambda::Function").values()
+                if "Handler" in f["Properties"]}  # fmt: skip
+    assert not {h for h in handlers if h.split(".")[1] in names.API_FUNCTIONS}
+    assert {f"functions.{n}.app.handler" for n in names.FUNCTIONS if n not in names.API_FUNCTIONS} <= handlers
+    (container,) = serve_task(template)["ContainerDefinitions"]
+    environment = {e["Name"]: e["Value"] for e in container["Environment"]}
+    assert environment["LLOG_CORS_ORIGINS"] == "https://console.example.com"
 
 
 def test_serve_settings() -> None:
