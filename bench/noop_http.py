@@ -1,10 +1,11 @@
 """``llog serve``'s HTTP server with nothing behind it: the ceiling bench/serve.py measures its clients against.
 
-Same server class and connection handler as ``devserver.serve`` (HTTP/1.1
-keep-alive, Nagle off, a thread per connection, the same listen backlog), but
-every request is answered at once with a fixed produce answer: no event, no
-handler, no Oxia, no S3. What the benchmark's clients reach against it is the
-most any handler behind that server could give on this machine.
+Same server as ``devserver.serve`` (``devserver.http11``: one event loop,
+HTTP/1.1 keep-alive, Nagle off, the same listen backlog and idle timeout),
+but every request is answered on the loop at once with a fixed produce
+answer: no handler thread, no event, no Oxia, no S3, no access log. What the
+benchmark's clients reach against it is the most any handler behind that
+server could give on this machine.
 
     .venv/bin/python -m bench.noop_http --port 8099
 """
@@ -12,45 +13,50 @@ most any handler behind that server could give on this machine.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import signal
 import sys
 from collections.abc import Sequence
-from types import FrameType
 
 from devserver import serve
+from devserver.http11 import Answer, HttpServer, Request
 
-ANSWER = b'{"results":[{"topic":"t","partition":0,"ok":true,"count":1,"start_offset":1,"end_offset":1}]}'
+ANSWER = Answer(
+    200,
+    [("Content-Type", "application/json")],
+    b'{"results":[{"topic":"t","partition":0,"ok":true,"count":1,"start_offset":1,"end_offset":1}]}',
+)
 
 
-class NoopHandler(serve._Handler):
-    def _handle(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(ANSWER)))
-        self.end_headers()
-        self.wfile.write(ANSWER)
+class NoopApplication:
+    closing = False
 
-    def log_message(self, format: str, *args: object) -> None:
-        pass  # the access log is llog's work, not the HTTP server's
+    def check_head(self, request: Request) -> Answer | None:
+        return None
+
+    async def answer(self, request: Request) -> Answer:
+        return ANSWER
+
+    def finished(self, request: Request) -> None:
+        pass
+
+    def malformed(self, reason: str) -> Answer:
+        return Answer(400, body=reason.encode(), close=True)
+
+
+async def serve_until_terminated(server: HttpServer) -> None:
+    stopped = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stopped.set)
+    await server.serve(stopped)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/noop_http.py", description=__doc__)
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args(argv)
-    httpd = serve._HTTPServer(("127.0.0.1", args.port), NoopHandler)
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        httpd.serve_forever(poll_interval=0.2)
-    finally:
-        httpd.server_close()
+    server = HttpServer("127.0.0.1", args.port, NoopApplication(), backlog=serve.LISTEN_BACKLOG,
+                        idle_timeout_s=serve.IDLE_CONNECTION_TIMEOUT_S)  # fmt: skip
+    asyncio.run(serve_until_terminated(server))
     return 0
 
 

@@ -1,5 +1,8 @@
 """``llog serve [--host 127.0.0.1] [--port 8080]``: the HTTP API from one process.
 
+Connections live on one asyncio event loop (``devserver.http11``); handlers run
+on a pool of threads.
+
 Every request becomes an API Gateway REST proxy event handed to the same
 handler Lambda runs (``functions.produce.app.handler``,
 ``functions.consume.app.handler``, ``functions.admin.app.handler``). Unlike a
@@ -18,6 +21,7 @@ closes.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import bisect
 import contextlib
 import json
@@ -31,8 +35,8 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from types import FrameType, ModuleType
 from typing import Any, ClassVar
@@ -42,6 +46,7 @@ from devserver import console, events
 from devserver.batching import BatchingConfig, BatchingProducer
 from devserver.billing import BillingConfig, S3Billing
 from devserver.emf import EmfReporter, RequestSample
+from devserver.http11 import Answer, HttpServer, Request
 from devserver.prometheus import BILLING, ConsumerLagReport, operations_json, prometheus_text
 from functions.admin import app as admin_app
 from functions.common import names, routes, telemetry
@@ -69,6 +74,9 @@ IDLE_CONNECTION_TIMEOUT_S = 30
 # of clients (16 concurrent produce requests were enough on a busy machine): the kernel dropped the
 # handshakes past it and clients saw resets and timeouts. The kernel caps it at net.core.somaxconn.
 LISTEN_BACKLOG = 1024
+# Handler threads, created as requests need them and reused. A long poll holds one for up to its max_wait_ms,
+# so the bound is far above the 256 clients one process is expected to hold.
+HANDLER_THREADS = 1024
 SERVE_PATHS = ("/metrics", "/metrics/prometheus", "/openapi.json")  # served by llog serve itself
 HEALTH_ROUTE = "/health"  # load balancers' and ECS's probes: not traffic
 # Upper bounds (ms) of the request latency histogram in /metrics; a last bucket counts the rest.
@@ -199,63 +207,27 @@ class HttpCounters:
 
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True  # idle keep-alive connections must not hold up shutdown; requests are drained
-    allow_reuse_address = True
-    request_queue_size = LISTEN_BACKLOG
-    llog: LlogServer
+@dataclass
+class _Admission:
+    """What ``check_head`` decided about a request, kept until its answer is written."""
 
-    def accept_queued(self) -> int:
-        """Hand every connection waiting in the listen queue to a handler thread; return how many.
-
-        Called once the accept loop has stopped and before the listening socket
-        closes: closing it would reset those connections, whose clients have
-        sent their requests and wait; their handlers answer them (503 while
-        shutting down) instead.
-        """
-        self.socket.setblocking(False)
-        accepted = 0
-        while True:
-            try:
-                request, client_address = self.get_request()
-            except OSError:  # BlockingIOError: the queue is empty
-                return accepted
-            accepted += 1
-            try:
-                self.process_request(request, client_address)
-            except Exception:
-                self.handle_error(request, client_address)
-                self.shutdown_request(request)
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _HTTPServer
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in separate writes: with Nagle on, a keep-alive
-    # client's delayed ACK held every reply ~40 ms.
-    disable_nagle_algorithm = True
-    timeout = IDLE_CONNECTION_TIMEOUT_S
-    server_version = "llog"
-
-    def _handle(self) -> None:
-        self.server.llog.handle(self)
-
-    def __getattr__(self, name: str) -> Any:
-        # Every method (TRACE, PROPFIND, ...) reaches the handlers, which answer 404/405 in JSON,
-        # instead of the stdlib's HTML 501.
-        if name.startswith("do_"):
-            return self._handle
-        raise AttributeError(name)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.info("%s %s", self.address_string(), format % args)
+    started: float
+    method: str  # GET for HEAD: a HEAD is answered as its GET
+    path: str
+    query: str
+    route: str  # the metrics' route label
+    serve_route: bool  # answered by llog serve itself (/metrics, the console, ...), not by a handler
+    admitted: bool  # False: shutdown had begun; answered 503
 
 
 class LlogServer:
-    """``llog serve``: a ThreadingHTTPServer in front of the Lambda handlers.
+    """``llog serve``: an asyncio HTTP/1.1 server (``devserver.http11``) in front of the Lambda handlers.
 
-    The handler modules hold their services process-wide (as a Lambda
-    environment does), so one server runs per process at a time.
+    The event loop, on its own thread, holds the connections and parses and
+    writes; each admitted request's handler runs on a pool thread (at most
+    ``HANDLER_THREADS``, reused), as it blocks on Oxia, S3, a group commit or
+    a long poll. The handler modules hold their services process-wide (as a
+    Lambda environment does), so one server runs per process at a time.
     """
 
     _active: ClassVar[LlogServer | None] = None
@@ -281,13 +253,16 @@ class LlogServer:
         self._closing = False
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
+        self._serving = threading.Event()
         try:
-            self.httpd = _HTTPServer((host, port), _Handler)
+            self.httpd = HttpServer(host, port, self, backlog=LISTEN_BACKLOG, idle_timeout_s=IDLE_CONNECTION_TIMEOUT_S)
         except OSError:
             if services is None:
                 self.services.close()
             raise
-        self.httpd.llog = self
+        self._pool = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="llog-serve")
         self._inject()
         # /metrics replaces EMF here; Powertools' metric set is process-wide and not for concurrent requests.
         telemetry.suspend_emf(True)
@@ -297,11 +272,11 @@ class LlogServer:
 
     @property
     def host(self) -> str:
-        return str(self.httpd.server_address[0])
+        return self.httpd.address[0]
 
     @property
     def port(self) -> int:
-        return int(self.httpd.server_address[1])
+        return self.httpd.address[1]
 
     @property
     def url(self) -> str:
@@ -315,13 +290,27 @@ class LlogServer:
         admin_app.set_server_info(self.host, self.port)
 
     def serve_forever(self) -> None:
-        self.httpd.serve_forever(poll_interval=0.2)
+        """Serve on this thread until ``shutdown``."""
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopped = asyncio.Event()
+        self._serving.set()
+        await self.httpd.serve(self._stopped)
 
     def start(self) -> LlogServer:
-        """Serve on a background thread (tests, embedding)."""
+        """Serve on a background thread (tests, embedding); return once it serves."""
         self._thread = threading.Thread(target=self.serve_forever, name="llog-serve", daemon=True)
         self._thread.start()
+        if not self._serving.wait(30):
+            raise RuntimeError("llog serve's event loop did not start")
         return self
+
+    def call_in_loop(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the event loop's thread (it holds every connection while it runs)."""
+        assert self._loop is not None, "not serving"
+        self._loop.call_soon_threadsafe(callback)
 
     @property
     def inflight(self) -> int:
@@ -337,11 +326,11 @@ class LlogServer:
     def shutdown(self) -> None:
         """Refuse new requests, let the requests being served finish, flush the batcher, close Oxia.
 
-        A request is being served from the moment its handler starts (the
+        A request is being served from the moment its head is parsed (the
         decision and the in-flight count change under one lock): it gets its
         normal answer, even if its body was still arriving when shutdown
-        began. Requests that start later, on a kept-alive connection or on one
-        the kernel had queued, are answered 503 ``ShuttingDown`` with
+        began. Requests whose head comes later, on a kept-alive connection or
+        on one the kernel had queued, are answered 503 ``ShuttingDown`` with
         ``Connection: close``; new connections are refused once the listening
         socket closes, which happens before the drain, not after it.
         """
@@ -350,9 +339,10 @@ class LlogServer:
                 return
             self._closed = True
             self._closing = True
-        self.httpd.shutdown()  # the accept loop stops
-        self.httpd.accept_queued()
-        self.httpd.server_close()
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop has stopped
+                asyncio.run_coroutine_threadsafe(self._stop_accepting(), loop).result(30)
         drain_s = self.limits.max_wait_ms / 1000 + DRAIN_MARGIN_S
         with self._inflight_cond:
             if not self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout=drain_s):
@@ -363,56 +353,86 @@ class LlogServer:
         telemetry.suspend_emf(False)
         LlogServer._active = None
         self.services.close()
+        if loop is not None and self._stopped is not None:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._stopped.set)
         if self._thread is not None:
-            self._thread.join(5)
+            self._thread.join(10)
+        self._pool.shutdown(wait=False)
+        if self._loop is None:
+            self.httpd.close_socket()
 
-    # -- requests --
+    async def _stop_accepting(self) -> None:
+        self.httpd.stop_accepting()
 
-    def handle(self, request: _Handler) -> None:
-        start = time.perf_counter()
-        method = "GET" if request.command == "HEAD" else request.command  # HEAD: GET without the body
-        parts = urlsplit(request.path)
+    # -- requests (devserver.http11.Application) --
+
+    def check_head(self, request: Request) -> Answer | None:
+        """Admit the request (or mark it for a 503, once shutdown has begun); refuse a body it cannot read."""
+        method = "GET" if request.method == "HEAD" else request.method
+        parts = urlsplit(request.target)
         path = parts.path or "/"
         serve_route = method == "GET" and (path in SERVE_PATHS or console.owns(path))
         route = console.ROUTE if console.owns(path) else path if serve_route else str(routes.match(path).resource)
         # Admitted or refused once, under the lock shutdown sets ``_closing`` with: a request admitted
-        # here is served to the end, even if shutdown begins while its body is still being read, and
+        # here is served to the end, even if shutdown begins while its body is still arriving, and
         # shutdown waits until its answer is written (a process that exits sooner loses it).
         with self._inflight_cond:
             admitted = not self._closing
             if admitted:
                 self._inflight += 1
+        started = time.perf_counter()
+        request.state = _Admission(started, method, path, parts.query, route, serve_route, admitted)
+        problem = self._body_problem(request)
+        return None if problem is None else self._answer(request, *problem)
+
+    async def answer(self, request: Request) -> Answer:
+        admission = self._admission(request)
+        if not admission.admitted:
+            status, headers, payload = self._json(
+                503, client_error("the server is shutting down", "ShuttingDown", retriable=True)
+            )
+            headers.append(("Retry-After", "1"))
+            return self._answer(request, status, headers, payload)
+        loop = asyncio.get_running_loop()
+        return self._answer(request, *await loop.run_in_executor(self._pool, self._respond, request, admission))
+
+    def finished(self, request: Request) -> None:
+        if self._admission(request).admitted:
+            with self._inflight_cond:
+                self._inflight -= 1
+                self._inflight_cond.notify_all()
+
+    def malformed(self, reason: str) -> Answer:
+        status, headers, payload = self._json(400, client_error(reason, "InvalidRequest"))
+        return Answer(status, headers, payload, close=True)
+
+    @staticmethod
+    def _admission(request: Request) -> _Admission:
+        assert isinstance(request.state, _Admission)
+        return request.state
+
+    def _respond(self, request: Request, admission: _Admission) -> tuple[int, list[tuple[str, str]], bytes]:
+        """On a pool thread: the handler's answer (a bug here answers 500, it does not kill the connection)."""
         try:
-            try:
-                body, problem = self._read_body(request)  # always read: keep-alive needs the stream in step
-                if problem is not None:
-                    status, headers, payload = problem
-                elif not admitted:
-                    status, headers, payload = self._json(
-                        503, client_error("the server is shutting down", "ShuttingDown", retriable=True)
-                    )
-                    headers.append(("Retry-After", "1"))
-                elif serve_route:
-                    status, headers, payload = self._serve_own(path)
-                else:
-                    status, headers, payload = self._dispatch(request, method, path, parts.query, body)
-            except Exception:  # a bug here must not kill the connection thread silently
-                log.exception("llog serve failed on %s %s", method, path)
-                status, headers, payload = self._json(500, client_error("internal error", "InternalError"))
-            if self._closing:
-                request.close_connection = True  # no further request on this connection: the server stops
-            # Counted before the reply goes out, so a client that reads /metrics next sees its own request.
-            seconds = time.perf_counter() - start
-            self.http.record(method, route, status, seconds)
-            # Traffic only: not the probes, not llog serve's own pages, not the 503s of a drain (retried elsewhere).
-            if admitted and not serve_route and route != HEALTH_ROUTE:
-                self.requests.add(status, seconds)
-            self._write(request, status, headers, payload)
-        finally:
-            if admitted:
-                with self._inflight_cond:
-                    self._inflight -= 1
-                    self._inflight_cond.notify_all()
+            if admission.serve_route:
+                return self._serve_own(admission.path)
+            return self._dispatch(request, admission)
+        except Exception:
+            log.exception("llog serve failed on %s %s", admission.method, admission.path)
+            return self._json(500, client_error("internal error", "InternalError"))
+
+    def _answer(self, request: Request, status: int, headers: list[tuple[str, str]], payload: bytes) -> Answer:
+        """Count the request and log it."""
+        admission = self._admission(request)
+        seconds = time.perf_counter() - admission.started
+        self.http.record(admission.method, admission.route, status, seconds)
+        # Traffic only: not the probes, not llog serve's own pages, not the 503s of a drain (retried elsewhere).
+        if admission.admitted and not admission.serve_route and admission.route != HEALTH_ROUTE:
+            self.requests.add(status, seconds)
+        log.info('%s "%s %s HTTP/%s" %d %d', request.client, request.method, request.target, request.version, status,
+                 len(payload))  # fmt: skip
+        return Answer(status, headers, payload)
 
     def _serve_own(self, path: str) -> tuple[int, list[tuple[str, str]], bytes]:
         if path == "/metrics":
@@ -424,45 +444,35 @@ class LlogServer:
             return console.serve(path)
         return self._openapi()
 
-    def _dispatch(
-        self, request: _Handler, method: str, path: str, query: str, body: bytes | None
-    ) -> tuple[int, list[tuple[str, str]], bytes]:
-        function: str = routes.match(path).function
+    def _dispatch(self, request: Request, admission: _Admission) -> tuple[int, list[tuple[str, str]], bytes]:
+        function: str = routes.match(admission.path).function
         request_id = str(uuid.uuid4())
         event = events.rest_event(
-            method,
-            path,
-            headers=list(request.headers.items()),
-            query=query,
-            body=body,
+            admission.method,
+            admission.path,
+            headers=request.headers,
+            query=admission.query,
+            body=request.body,
             request_id=request_id,
-            source_ip=request.client_address[0],
+            source_ip=request.client,
         )
         context = telemetry.LocalContext(f"llog-{function}", request_id=request_id, timeout_ms=self.limits.max_wait_ms)
         response = HANDLERS[function].handler(event, context)
         parts: tuple[int, list[tuple[str, str]], bytes] = events.response_parts(response)
         return parts
 
-    def _read_body(self, request: _Handler) -> tuple[bytes | None, tuple[int, list[tuple[str, str]], bytes] | None]:
-        if "chunked" in (request.headers.get("Transfer-Encoding") or "").lower():
-            request.close_connection = True
-            return None, self._json(411, client_error("send the body with a Content-Length", "LengthRequired"))
-        raw = request.headers.get("Content-Length")
-        if raw is None:
-            return None, None
-        if not raw.strip().isdigit():
-            request.close_connection = True
-            return None, self._json(400, client_error(f"invalid Content-Length {raw!r}", "InvalidRequest"))
-        length = int(raw)
+    def _body_problem(self, request: Request) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        """Why the body will not be read (chunked, or longer than the limit), if so."""
+        if "chunked" in (request.header("Transfer-Encoding") or "").lower():
+            return self._json(411, client_error("send the body with a Content-Length", "LengthRequired"))
+        length = int(request.header("Content-Length") or 0)  # httptools refused one that is not a number
         if length > self.limits.max_request_bytes:
-            # Not read: answer now and drop the connection.
-            request.close_connection = True
             message = (
                 f"the request body is {length} bytes; the limit is {self.limits.max_request_bytes} bytes "
                 "(LLOG_MAX_REQUEST_BYTES)"
             )
-            return None, self._json(413, client_error(message, "PayloadTooLarge"))
-        return request.rfile.read(length), None
+            return self._json(413, client_error(message, "PayloadTooLarge"))
+        return None
 
     @staticmethod
     def _json(status: int, doc: Any) -> tuple[int, list[tuple[str, str]], bytes]:
@@ -472,22 +482,6 @@ class LlogServer:
     def _openapi(self) -> tuple[int, list[tuple[str, str]], bytes]:
         document = resources.files("functions").joinpath("openapi.json").read_bytes()
         return 200, [("Content-Type", "application/json")], document
-
-    @staticmethod
-    def _write(request: _Handler, status: int, headers: Sequence[tuple[str, str]], body: bytes) -> None:
-        try:
-            request.send_response(status)
-            for name, value in headers:
-                if name.lower() not in ("content-length", "connection", "transfer-encoding"):
-                    request.send_header(name, value)
-            request.send_header("Content-Length", str(len(body)))
-            if request.close_connection:
-                request.send_header("Connection", "close")
-            request.end_headers()
-            if request.command != "HEAD":
-                request.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            request.close_connection = True
 
     # -- metrics --
 

@@ -7,6 +7,7 @@ request that needs no Oxia; the Oxia-backed tests use the real server.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.client
 import json
@@ -27,8 +28,9 @@ from typing import Any
 
 import pytest
 
+from devserver import http11
 from devserver.prometheus import prometheus_text
-from devserver.serve import LlogServer, _Handler
+from devserver.serve import LlogServer
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
 from llog.cli import main
@@ -109,26 +111,20 @@ def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 10) 
 
 
 @contextlib.contextmanager
-def accept_loop_paused(srv: LlogServer) -> Iterator[None]:
-    """Hold the server's accept loop between two turns: new connections wait in the kernel's listen queue.
+def event_loop_held(srv: LlogServer) -> Iterator[None]:
+    """Hold the server's event loop: new connections wait in the kernel's listen queue until it runs again."""
+    held, release = threading.Event(), threading.Event()
 
-    The loop calls ``service_actions`` after every turn (at least every
-    poll interval); it blocks there until the block ends.
-    """
-    paused, resume = threading.Event(), threading.Event()
+    def hold() -> None:
+        held.set()
+        release.wait(30)
 
-    def pause() -> None:
-        paused.set()
-        resume.wait(30)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(srv.httpd, "service_actions", pause)
-        try:
-            assert paused.wait(10), "the accept loop did not pause"
-            yield
-        finally:
-            mp.undo()
-            resume.set()
+    srv.call_in_loop(hold)
+    try:
+        assert held.wait(10), "the event loop did not run the hold"
+        yield
+    finally:
+        release.set()
 
 
 def send_headers_only(conn: http.client.HTTPConnection, method: str, path: str, body_length: int) -> None:
@@ -284,7 +280,7 @@ BURST = 256
 
 
 def test_a_burst_of_connections_waits_for_the_accept_loop_and_each_gets_its_answers(monkeypatch, s3_config, root):
-    """256 connections arrive while the accept loop is busy: the listen queue holds them all.
+    """256 connections arrive while the event loop is busy: the listen queue holds them all.
 
     With the stdlib's listen backlog of 5 the kernel dropped the handshakes
     past it (resets and timeouts under a burst); here the 7th connection could
@@ -292,23 +288,23 @@ def test_a_burst_of_connections_waits_for_the_accept_loop_and_each_gets_its_answ
     TCP_NODELAY set on the server's side.
     """
     nodelay: list[int] = []
-    setup = _Handler.setup
+    made = http11._Connection.connection_made
 
-    def recording_setup(handler: _Handler) -> None:
-        setup(handler)
-        nodelay.append(handler.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+    def recording_made(connection: http11._Connection, transport: asyncio.BaseTransport) -> None:
+        made(connection, transport)
+        nodelay.append(transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
 
-    monkeypatch.setattr(_Handler, "setup", recording_setup)
+    monkeypatch.setattr(http11._Connection, "connection_made", recording_made)
     srv = start_server(monkeypatch, {**serve_env(s3_config, root), **unreachable_oxia_env()})
     conns: list[http.client.HTTPConnection] = []
     try:
-        with accept_loop_paused(srv):
+        with event_loop_held(srv):
             for i in range(BURST):
                 conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10)
                 try:
                     conn.connect()  # the kernel completes the handshake; nothing accepts it yet
                 except OSError as exc:
-                    pytest.fail(f"connection {i} of {BURST} could not connect while the accept loop was busy: {exc!r}")
+                    pytest.fail(f"connection {i} of {BURST} could not connect while the event loop was busy: {exc!r}")
                 conn.request("GET", "/health")
                 conns.append(conn)
         for i, conn in enumerate(conns):
@@ -350,7 +346,7 @@ def test_a_request_whose_body_is_arriving_when_shutdown_begins_is_served(monkeyp
         resp = idle.getresponse()
         assert (resp.status, resp.getheader("Retry-After"), resp.getheader("Connection")) == (503, "1", "close")
         assert json.loads(resp.read())["error_type"] == "ShuttingDown"
-        wait_until(lambda: srv.httpd.socket.fileno() == -1, "the listening socket closed")
+        wait_until(lambda: not srv.httpd.listening, "the listening socket closed")
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", srv.port), timeout=5)
         assert stopper.is_alive(), "shutdown waits for the request being served"
@@ -373,15 +369,16 @@ def test_shutdown_returns_once_the_answers_of_the_requests_it_drained_are_writte
     """A request left the in-flight count before its answer was written: ``llog serve`` could exit without it."""
     srv = start_server(monkeypatch, {**serve_env(s3_config, root), **unreachable_oxia_env()})
     writing, release = threading.Event(), threading.Event()
-    write = LlogServer._write
+    answer = LlogServer.answer
 
-    def held_write(request: _Handler, status: int, headers: Any, body: bytes) -> None:
-        if request.path == "/health?held":
+    async def held_answer(server: LlogServer, request: http11.Request) -> http11.Answer:
+        done = await answer(server, request)
+        if request.target == "/health?held":  # answered, not yet written
             writing.set()
-            release.wait(30)
-        write(request, status, headers, body)
+            await asyncio.get_running_loop().run_in_executor(None, release.wait, 30)
+        return done
 
-    monkeypatch.setattr(LlogServer, "_write", staticmethod(held_write))
+    monkeypatch.setattr(LlogServer, "answer", held_answer)
     out: list[Any] = []
     client = threading.Thread(target=lambda: out.append(call(srv, "GET", "/health?held")))
     stopper = threading.Thread(target=srv.shutdown)
@@ -411,7 +408,7 @@ def test_a_connection_waiting_in_the_listen_queue_at_shutdown_is_answered_not_re
     stopper = threading.Thread(target=srv.shutdown)
     conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
     try:
-        with accept_loop_paused(srv):
+        with event_loop_held(srv):
             conn.request("POST", "/produce", EXAMPLE_PRODUCE, {"Content-Type": "application/json"})
             stopper.start()
             wait_until(lambda: srv.closing, "shutdown began")

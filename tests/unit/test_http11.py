@@ -1,0 +1,225 @@
+"""``devserver.http11``: HTTP/1.1 on an event loop, over real sockets, with a recording application."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import pytest
+
+from devserver.http11 import SMALL_BODY, Answer, HttpServer, Request
+
+
+class Recorder:
+    """Answers ``<method> <target> <body>``; records heads and finished requests; may refuse or hold requests."""
+
+    closing = False
+
+    def __init__(self) -> None:
+        self.heads: list[str] = []
+        self.finished_targets: list[str] = []
+        self.refuse: Callable[[Request], Answer | None] = lambda request: None
+        self.held: dict[str, threading.Event] = {}
+        self.answering: dict[str, threading.Event] = {}
+
+    def check_head(self, request: Request) -> Answer | None:
+        self.heads.append(request.target)
+        return self.refuse(request)
+
+    async def answer(self, request: Request) -> Answer:
+        if request.target in self.held:
+            self.answering.setdefault(request.target, threading.Event()).set()
+            await asyncio.get_running_loop().run_in_executor(None, self.held[request.target].wait, 10)
+        body = f"{request.method} {request.target} {request.body!r}".encode()
+        return Answer(200, [("Content-Type", "text/plain")], body)
+
+    def finished(self, request: Request) -> None:
+        self.finished_targets.append(request.target)
+
+    def malformed(self, reason: str) -> Answer:
+        return Answer(400, [("Content-Type", "text/plain")], reason.encode())
+
+
+@contextmanager
+def serving(app: Recorder, idle_timeout_s: float = 30) -> Iterator[HttpServer]:
+    server = HttpServer("127.0.0.1", 0, app, backlog=16, idle_timeout_s=idle_timeout_s)
+    ready = threading.Event()
+    handles: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    async def main() -> None:
+        stopped = asyncio.Event()
+        handles.append((asyncio.get_running_loop(), stopped))
+        ready.set()
+        await server.serve(stopped)
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    try:
+        yield server
+    finally:
+        ((loop, stopped),) = handles
+        loop.call_soon_threadsafe(stopped.set)
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+def connect(server: HttpServer) -> http.client.HTTPConnection:
+    return http.client.HTTPConnection(*server.address, timeout=10)
+
+
+def raw_exchange(server: HttpServer, data: bytes) -> bytes:
+    """Send ``data`` and read until the server closes the connection."""
+    with socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.005)
+
+
+def test_keep_alive_requests_with_and_without_bodies() -> None:
+    app = Recorder()
+    with serving(app) as server:
+        conn = connect(server)
+        for method, target, body, expected in [
+            ("GET", "/a?x=1", None, b"GET /a?x=1 None"),
+            ("POST", "/b", b'{"k": 1}', b"POST /b b'{\"k\": 1}'"),
+            ("POST", "/c", b"", b"POST /c b''"),
+        ]:
+            conn.request(method, target, body=body)
+            resp = conn.getresponse()
+            assert (resp.status, resp.read()) == (200, expected)
+            assert resp.getheader("Connection") is None
+            assert resp.getheader("Server") == "llog"
+            assert resp.getheader("Date")
+        conn.close()
+        wait_until(lambda: len(app.finished_targets) == 3, "every request finished")
+    assert app.heads == app.finished_targets == ["/a?x=1", "/b", "/c"]
+
+
+def test_pipelined_requests_are_answered_in_order() -> None:
+    app = Recorder()
+    app.held["/slow"] = threading.Event()
+    with serving(app) as server, socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /fast HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        wait_until(lambda: "/slow" in app.answering, "the first request is being answered")
+        app.held["/slow"].set()
+        answers = b""
+        while chunk := sock.recv(65536):
+            answers += chunk
+    assert answers.index(b"GET /slow") < answers.index(b"GET /fast")
+    assert answers.count(b"HTTP/1.1 200 OK") == 2
+    assert b"Connection: close" in answers.split(b"GET /slow")[1]
+
+
+def test_a_malformed_request_is_400_and_closes_the_connection() -> None:
+    app = Recorder()
+    with serving(app) as server:
+        answer = raw_exchange(server, b"GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: ten\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert b"Connection: close\r\n" in answer
+    assert b"malformed HTTP request" in answer
+    assert app.finished_targets == []
+
+
+def test_a_refused_head_is_answered_without_reading_its_body() -> None:
+    app = Recorder()
+    app.refuse = lambda request: Answer(413, body=b"too large") if request.target == "/big" else None
+    with serving(app) as server:
+        conn = connect(server)
+        conn.putrequest("POST", "/big")
+        conn.putheader("Content-Length", str(10**9))
+        conn.endheaders()  # the body is never sent
+        resp = conn.getresponse()
+        assert (resp.status, resp.read(), resp.getheader("Connection")) == (413, b"too large", "close")
+        conn.close()
+        wait_until(lambda: app.finished_targets == ["/big"], "the refused request finished")
+
+
+def test_head_gets_the_get_headers_without_the_body() -> None:
+    app = Recorder()
+    with serving(app) as server:
+        conn = connect(server)
+        conn.request("HEAD", "/h")
+        resp = conn.getresponse()
+        assert (resp.status, resp.read(), resp.getheader("Content-Length")) == (200, b"", str(len(b"HEAD /h None")))
+        conn.request("GET", "/after")  # the connection is still in step
+        assert conn.getresponse().read() == b"GET /after None"
+        conn.close()
+
+
+def test_a_large_answer_arrives_whole() -> None:
+    class Large(Recorder):
+        async def answer(self, request: Request) -> Answer:
+            return Answer(200, [], bytes(range(256)) * (SMALL_BODY // 64))
+
+    with serving(Large()) as server:
+        conn = connect(server)
+        conn.request("GET", "/large")
+        assert conn.getresponse().read() == bytes(range(256)) * (SMALL_BODY // 64)
+        conn.close()
+
+
+def test_the_client_asking_to_close_gets_connection_close() -> None:
+    app = Recorder()
+    with serving(app) as server:
+        answer = raw_exchange(server, b"GET /bye HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        http10 = raw_exchange(server, b"GET /old HTTP/1.0\r\n\r\n")
+    assert b"Connection: close\r\n" in answer
+    assert answer.endswith(b"GET /bye None")
+    assert http10.endswith(b"GET /old None")
+
+
+def test_an_idle_connection_is_closed_after_the_idle_timeout() -> None:
+    app = Recorder()
+    with serving(app, idle_timeout_s=0.2) as server, socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET /once HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        started = time.monotonic()
+        while chunk := sock.recv(65536):  # the answer, then the end of the stream
+            received += chunk
+        assert received.endswith(b"GET /once None")
+        assert 0.15 < time.monotonic() - started < 5
+
+
+def test_a_request_whose_client_left_still_finishes() -> None:
+    app = Recorder()
+    app.held["/left"] = threading.Event()
+    with serving(app) as server:
+        with socket.create_connection(server.address, timeout=10) as sock:
+            sock.sendall(b"GET /left HTTP/1.1\r\nHost: x\r\n\r\n")
+            wait_until(lambda: "/left" in app.answering, "the request is being answered")
+        app.held["/left"].set()
+        wait_until(lambda: app.finished_targets == ["/left"], "the request finished")
+        with socket.create_connection(server.address, timeout=10) as sock:
+            sock.sendall(b"POST /half HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345")
+            wait_until(lambda: "/half" in app.heads, "the head arrived")
+        wait_until(lambda: app.finished_targets == ["/left", "/half"], "the unfinished request finished")
+
+
+def test_stopping_closes_the_listening_socket_and_the_connections() -> None:
+    app = Recorder()
+    with serving(app) as server:
+        conn = connect(server)
+        conn.request("GET", "/x")
+        conn.getresponse().read()
+        address = server.address
+    assert not server.listening
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(address, timeout=5)
+    conn.request("GET", "/y")  # sent into a closed connection: no answer comes
+    with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
+        conn.getresponse()
