@@ -35,7 +35,7 @@ import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Protocol
+from typing import Protocol, cast
 
 import httptools
 
@@ -219,8 +219,7 @@ class _Connection(asyncio.Protocol):
     # -- transport events --
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport instances
         # Head and body of a large answer go out in separate writes: with Nagle on, a keep-alive client's
         # delayed ACK held such replies ~40 ms. (asyncio sets this only on sockets whose proto is TCP,
         # which accepted ones do not say.)

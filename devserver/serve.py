@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
@@ -82,6 +82,19 @@ HEALTH_ROUTE = "/health"  # load balancers' and ECS's probes: not traffic
 # Upper bounds (ms) of the request latency histogram in /metrics; a last bucket counts the rest.
 LATENCY_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000)
 DRAIN_MARGIN_S = 10
+ACCESS_LOG_ENV = "LLOG_SERVE_ACCESS_LOG"
+# Which requests get an access log line. Not every request by default: at a thousand requests a second
+# the lines cost llog serve about a seventh of its CPU and a deployment its CloudWatch Logs ingestion,
+# while /metrics and the EMF metrics count every request anyway.
+ACCESS_LOG_CHOICES = ("errors", "all", "off")
+
+
+def access_log_from_env(env: Mapping[str, str]) -> str:
+    """``LLOG_SERVE_ACCESS_LOG``: ``errors`` (4xx and 5xx answers, the default), ``all`` or ``off``."""
+    choice = env.get(ACCESS_LOG_ENV, "errors").strip().lower() or "errors"
+    if choice not in ACCESS_LOG_CHOICES:
+        raise LlogError(f"{ACCESS_LOG_ENV} must be one of {', '.join(ACCESS_LOG_CHOICES)}, not {choice!r}")
+    return choice
 
 
 class Traffic:
@@ -242,6 +255,7 @@ class LlogServer:
         if LlogServer._active is not None:
             raise RuntimeError(f"llog serve already runs in this process ({LlogServer._active.url})")
         self.limits = Limits.from_env()
+        self._access_log_from = {"all": 0, "errors": 400, "off": 1000}[access_log_from_env(os.environ)]
         self.services = services or ServeServices.from_env()
         self.started_at_ms = int(time.time() * 1000)
         self.http = HttpCounters()
@@ -423,15 +437,16 @@ class LlogServer:
             return self._json(500, client_error("internal error", "InternalError"))
 
     def _answer(self, request: Request, status: int, headers: list[tuple[str, str]], payload: bytes) -> Answer:
-        """Count the request and log it."""
+        """Count the request, and log it as ``LLOG_SERVE_ACCESS_LOG`` says."""
         admission = self._admission(request)
         seconds = time.perf_counter() - admission.started
         self.http.record(admission.method, admission.route, status, seconds)
         # Traffic only: not the probes, not llog serve's own pages, not the 503s of a drain (retried elsewhere).
         if admission.admitted and not admission.serve_route and admission.route != HEALTH_ROUTE:
             self.requests.add(status, seconds)
-        log.info('%s "%s %s HTTP/%s" %d %d', request.client, request.method, request.target, request.version, status,
-                 len(payload))  # fmt: skip
+        if status >= self._access_log_from:
+            log.info('%s "%s %s HTTP/%s" %d %d', request.client, request.method, request.target, request.version,
+                     status, len(payload))  # fmt: skip
         return Answer(status, headers, payload)
 
     def _serve_own(self, path: str) -> tuple[int, list[tuple[str, str]], bytes]:

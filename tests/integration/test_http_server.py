@@ -225,16 +225,25 @@ def serve_process(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], 
             proc.wait(5)
 
 
-def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root):
-    with serve_process({**os.environ, **serve_env(s3_config, root), **unreachable_oxia_env()}) as (proc, url):
+@pytest.mark.parametrize(("access_log", "logged"), [(None, ["/nope"]), ("all", ["/health", "/nope"])])
+def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root, access_log, logged):
+    env = {**os.environ, **serve_env(s3_config, root), **unreachable_oxia_env()}
+    env.pop("LLOG_SERVE_ACCESS_LOG", None)
+    if access_log is not None:
+        env["LLOG_SERVE_ACCESS_LOG"] = access_log
+    with serve_process(env) as (proc, url):
         with urllib.request.urlopen(url + "/health", timeout=5) as resp:
             assert json.loads(resp.read())["status"] == "ok"
+        with pytest.raises(urllib.error.HTTPError, match="404"):
+            urllib.request.urlopen(url + "/nope", timeout=5)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
         assert proc.stderr is not None
         rest = proc.stderr.read()
         assert "shutting down" in rest
-        assert '"GET /health HTTP/1.1" 200' in rest  # the access log's writer thread wrote what it had
+        # The access log's writer thread wrote what it had: by default the errors only.
+        assert re.findall(r'"GET (\S+) HTTP/1.1" (\d+) \d+', rest) == [(p, "200" if p == "/health" else "404")
+                                                                     for p in logged]  # fmt: skip
 
 
 def post_json(url: str, doc: Any) -> tuple[int, Any]:
