@@ -84,8 +84,8 @@ LATENCY_BOUNDS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000
 DRAIN_MARGIN_S = 10
 ACCESS_LOG_ENV = "LLOG_SERVE_ACCESS_LOG"
 # Which requests get an access log line. Not every request by default: at a thousand requests a second
-# the lines cost llog serve about a seventh of its CPU and a deployment its CloudWatch Logs ingestion,
-# while /metrics and the EMF metrics count every request anyway.
+# the lines were a seventh of the time llog serve held the GIL (a py-spy profile), and a deployment pays
+# CloudWatch Logs for each; /metrics and the EMF metrics count every request anyway.
 ACCESS_LOG_CHOICES = ("errors", "all", "off")
 
 
