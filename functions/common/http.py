@@ -111,22 +111,26 @@ def cors_config() -> CORSConfig | None:
     )
 
 
+def answer_error(telemetry: Telemetry, exc: Exception, rid: str | None) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The answer to an exception that ended a request, logged and counted as the function's."""
+    status, body, headers = error_answer(exc, rid)
+    if status >= 500 and not (isinstance(exc, LlogError) and exc.retriable):
+        telemetry.logger.exception("request failed", extra={"status": status, "error_type": body["error_type"]})
+    else:
+        telemetry.logger.warning(
+            "request answered with an error",
+            extra={"status": status, "error_type": body["error_type"], "error": body["error"]},
+        )
+    telemetry.errors([body["error_type"]])
+    return status, body, headers
+
+
 def create_resolver(telemetry: Telemetry) -> APIGatewayRestResolver:
     """A resolver with llog's error, 404 and 405 answers for ``telemetry``'s function, which adds its routes."""
     app = ThreadOwnResolver(cors=cors_config())
-    logger = telemetry.logger
 
     def on_error(exc: Exception) -> Response[str]:
-        status, body, headers = error_answer(exc, request_id(app.current_event))
-        if status >= 500 and not (isinstance(exc, LlogError) and exc.retriable):
-            logger.exception("request failed", extra={"status": status, "error_type": body["error_type"]})
-        else:
-            logger.warning(
-                "request answered with an error",
-                extra={"status": status, "error_type": body["error_type"], "error": body["error"]},
-            )
-        telemetry.errors([body["error_type"]])
-        return json_response(status, body, headers)
+        return json_response(*answer_error(telemetry, exc, request_id(app.current_event)))
 
     app.exception_handler(Exception)(on_error)
 

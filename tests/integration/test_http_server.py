@@ -657,6 +657,36 @@ class TestWithoutOxia:
         assert answers == {i: [200, 200] for i in range(BURST)}
 
 
+    @pytest.mark.parametrize(
+        "body",
+        [EXAMPLE_PRODUCE, "{", '{"topic_partitions": []}', None, b"\xff\xfe not utf-8",
+         '{"topic_partitions": [{"topic": "orders", "partition": -1, "records": ["a"]}]}',
+         '{"topic_partitions": [{"topic": "orders", "records": [{"key": "k", "value": "v"}]}]}'],
+    )  # fmt: skip
+    def test_produce_answers_the_same_with_or_without_the_resolver(self, server, body):
+        """Without an Origin, llog serve answers POST /produce itself (``produce_app.serve_produce``); with one,
+        through the Lambda handler's resolver. The answers are the same."""
+        direct = comparable(call(server, "POST", "/produce", body))
+        resolved = comparable(call(server, "POST", "/produce", body, ORIGIN))
+        assert direct == resolved
+
+
+ORIGIN = {"Origin": "http://console.example"}  # llog serve answers such produce requests through the resolver
+
+
+def comparable(answer: tuple[int, dict[str, str], bytes]) -> tuple[int, dict[str, str], Any]:
+    """An answer without what differs from one request to the next: the date, the request id, where each write
+    went (its WAL object and index entry), and the wording of a transient error (Oxia out of reach)."""
+    status, headers, raw = answer
+    kept = {k: v for k, v in headers.items() if k not in ("Date", "X-Request-Id", "Content-Length")}
+    assert "X-Request-Id" in headers
+    document = json.loads(raw)
+    for result in document.get("results", []):
+        for name in ("index_key", "wal_uri", *(("error",) if result.get("retriable") else ())):
+            result.pop(name, None)
+    return status, kept, document
+
+
 # --- with Oxia --------------------------------------------------------------------------------------
 
 
@@ -904,3 +934,22 @@ def test_the_readme_exactly_once_example(live_server):
     ((a,), (b,)) = first["results"], retried["results"]
     assert (b["start_offset"], b["end_offset"], b.get("duplicate")) == (a["start_offset"], a["end_offset"], True)
     assert "duplicate" not in a
+
+
+@pytest.mark.oxia
+def test_produce_to_oxia_answers_the_same_with_or_without_the_resolver(live_server, topic):
+    """Records written, a partition past an explicit topic's count: both paths, the same answers."""
+    answers = []
+    for headers, path in (({}, "direct"), (ORIGIN, "resolved")):
+        explicit = f"{topic}-{path}"  # each path writes its own topics: the same offsets from the same state
+        assert call_json(live_server, "POST", "/topics", json.dumps({"topic": explicit, "partitions": 2}))[0] == 201
+        for body in (
+            {"topic_partitions": [{"topic": explicit, "partition": 0, "records": ["a", {"base64": "AAE="}]},
+                                  {"topic": f"{explicit}-implicit", "partition": 3, "records": ["b"]}]},
+            {"topic_partitions": [{"topic": explicit, "partition": 2, "records": ["c"]}]},
+        ):  # fmt: skip
+            answer = comparable(call(live_server, "POST", "/produce", json.dumps(body), headers))
+            answers.append((path, json.loads(json.dumps(answer).replace(explicit, "t"))))
+    direct = [a for path, a in answers if path == "direct"]
+    assert direct == [a for path, a in answers if path == "resolved"]
+    assert [status for status, _, _ in direct] == [200, 400]
