@@ -5,7 +5,9 @@ on a pool of threads.
 
 Every request becomes an API Gateway REST proxy event handed to the same
 handler Lambda runs (``functions.produce.app.handler``,
-``functions.consume.app.handler``, ``functions.admin.app.handler``). Unlike a
+``functions.consume.app.handler``, ``functions.admin.app.handler``), except a
+``POST /produce`` without an ``Origin``: the produce handler's own steps answer
+it, without the event and the resolver (``produce_app.serve_produce``). Unlike a
 Lambda environment, the process shares one Oxia store, one S3 client, a
 ``BatchingProducer`` (concurrent produce requests become one shared WAL blob)
 and a ``TailCache`` (``LLOG_TAIL_CACHE_MAX_BYTES``, 0 disables it) between
