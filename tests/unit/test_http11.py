@@ -223,3 +223,27 @@ def test_stopping_closes_the_listening_socket_and_the_connections() -> None:
     conn.request("GET", "/y")  # sent into a closed connection: no answer comes
     with pytest.raises((http.client.RemoteDisconnected, ConnectionError)):
         conn.getresponse()
+
+
+def test_expect_100_continue_gets_its_interim_answer_before_the_body_is_sent() -> None:
+    app = Recorder()
+    with serving(app) as server, socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n")
+        assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(b"body")
+        answer = b""
+        while not answer.endswith(b"POST /e b'body'"):
+            chunk = sock.recv(65536)
+            assert chunk, answer
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+def test_a_refused_head_that_expects_100_continue_gets_the_refusal_instead() -> None:
+    app = Recorder()
+    app.refuse = lambda request: Answer(413, body=b"too large")
+    with serving(app) as server:
+        head = b"POST /e HTTP/1.1\r\nHost: x\r\nContent-Length: 9999\r\nExpect: 100-continue\r\n\r\n"
+        answer = raw_exchange(server, head)
+    assert answer.startswith(b"HTTP/1.1 413 Request Entity Too Large\r\n")
+    assert b"100 Continue" not in answer
