@@ -9,7 +9,8 @@ with 32 keep-alive clients, that server alone topped out near 2,500
 requests/s on this project's machines, below what llog needs.
 
 - Requests of one connection are answered in arrival order (pipelining
-  works); reading pauses while more than ``MAX_PIPELINED`` wait.
+  works); reading pauses while more than ``MAX_PIPELINED`` wait, and an
+  answer waits while the client has not read the ones before it.
 - The application sees each request's head first (``check_head``) and may
   refuse it there: the answer goes out without the body being read, and the
   connection closes after it.
@@ -211,6 +212,8 @@ class _Connection(asyncio.Protocol):
         self._paused = False
         self._idle: asyncio.TimerHandle | None = None
         self._fresh = True  # nothing received yet
+        self._writable = asyncio.Event()  # cleared while the transport's write buffer is over its high-water mark
+        self._writable.set()
 
     @property
     def busy(self) -> bool:
@@ -244,8 +247,15 @@ class _Connection(asyncio.Protocol):
             self._refuse(self._server.app.malformed(f"malformed HTTP request: {exc}"))
         self._arm_idle_timer()
 
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._done = True
+        self._writable.set()  # an answer waiting to be written finds the connection gone
         if self._idle is not None:
             self._idle.cancel()
         receiving, self._receiving = self._receiving, None
@@ -335,6 +345,7 @@ class _Connection(asyncio.Protocol):
                     assert request is not None
                     answer = await app.answer(request)
                 self._queue.popleft()
+                await self._writable.wait()  # the client reads what was written before: no answers pile up here
                 close = answer.close or app.closing or (request is not None and not request.keep_alive)
                 try:
                     self._write(request, answer, close)

@@ -247,3 +247,29 @@ def test_a_refused_head_that_expects_100_continue_gets_the_refusal_instead() -> 
         answer = raw_exchange(server, head)
     assert answer.startswith(b"HTTP/1.1 413 Request Entity Too Large\r\n")
     assert b"100 Continue" not in answer
+
+
+def test_a_client_that_does_not_read_its_answers_stops_getting_new_ones_computed() -> None:
+    """Pipelined requests from a client that reads nothing: answers stop once the socket's buffers are full."""
+
+    class Counting(Recorder):
+        answered = 0
+
+        async def answer(self, request: Request) -> Answer:
+            self.answered += 1
+            return Answer(200, [], b"x" * (1 << 20))
+
+    app = Counting()
+    requests = 200
+    with serving(app) as server, socket.create_connection(server.address, timeout=10) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * requests)
+        time.sleep(1)
+        held = app.answered
+        assert held < requests / 2, f"{held} answers of 1 MiB computed for a client that read none"
+        received = 0
+        while received < requests * (1 << 20):
+            chunk = sock.recv(1 << 20)
+            assert chunk
+            received += len(chunk)
+        assert app.answered == requests
