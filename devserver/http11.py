@@ -14,7 +14,8 @@ requests/s on this project's machines, below what llog needs.
 - The application sees each request's head first (``check_head``) and may
   refuse it there: the answer goes out without the body being read, and the
   connection closes after it.
-- A malformed request is answered 400 and its connection closed.
+- A malformed request, or one whose head exceeds ``MAX_HEAD_BYTES``, is
+  answered 400 and its connection closed.
 - ``HEAD`` gets the headers of its ``GET`` answer, without the body.
 - ``Expect: 100-continue`` gets its interim answer once the head is accepted.
 - A connection with nothing to answer closes after ``idle_timeout_s``
@@ -43,6 +44,8 @@ import httptools
 
 log = logging.getLogger("llog.serve")
 
+LINGER_S = 2.0  # after refusing a request, how long its connection reads and drops what the client sends
+MAX_HEAD_BYTES = 64 * 1024  # request line and headers; the stdlib server allowed 64 KiB per line
 MAX_PIPELINED = 8  # requests of one connection received and not yet answered; more waits in the kernel
 SETTLE_S = 1.0  # at the end, how long connections may take to bring their first request and get its answer
 SMALL_BODY = 64 * 1024  # at most this: the body goes out in the head's write (one send, one copy)
@@ -212,6 +215,8 @@ class _Connection(asyncio.Protocol):
         self._paused = False
         self._idle: asyncio.TimerHandle | None = None
         self._fresh = True  # nothing received yet
+        self._heads = 0  # heads parsed so far
+        self._head_bytes = 0  # received since the last head was complete
         self._writable = asyncio.Event()  # cleared while the transport's write buffer is over its high-water mark
         self._writable.set()
 
@@ -239,12 +244,18 @@ class _Connection(asyncio.Protocol):
         self._fresh = False
         if self._done:
             return
+        heads = self._heads
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._refuse(self._server.app.malformed("protocol upgrades are not supported"))
         except httptools.HttpParserError as exc:
             self._refuse(self._server.app.malformed(f"malformed HTTP request: {exc}"))
+        if heads == self._heads and self._receiving is None and not self._done:
+            # Still in a head (llhttp keeps it all until its end), or between requests: bounded.
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._refuse(self._server.app.malformed(f"the request line and headers exceed {MAX_HEAD_BYTES} bytes"))
         self._arm_idle_timer()
 
     def pause_writing(self) -> None:
@@ -269,6 +280,22 @@ class _Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    def _linger_close(self) -> None:
+        """Send the answer and end the stream, but read and drop what the client still sends for ``LINGER_S``.
+
+        Closing a socket with unread input makes the kernel reset the
+        connection, and a client still sending a refused body may then lose the
+        answer that says why.
+        """
+        self._done = True
+        transport = self._transport
+        if transport is None or transport.is_closing() or not transport.can_write_eof():
+            self.close()
+            return
+        transport.write_eof()
+        transport.resume_reading()
+        asyncio.get_running_loop().call_later(LINGER_S, transport.close)
+
     # -- parser callbacks (httptools) --
 
     def on_message_begin(self) -> None:
@@ -282,6 +309,8 @@ class _Connection(asyncio.Protocol):
         self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
+        self._heads += 1
+        self._head_bytes = 0
         if self._done:  # a request pipelined after a refused one
             return
         request = Request(
@@ -353,7 +382,10 @@ class _Connection(asyncio.Protocol):
                     if request is not None:
                         app.finished(request)
                 if close:
-                    self.close()
+                    if queued.answer is not None:  # refused from its head: the client may still be sending
+                        self._linger_close()
+                    else:
+                        self.close()
                     break
                 if self._paused and len(self._queue) < MAX_PIPELINED and not self._done:
                     self._paused = False

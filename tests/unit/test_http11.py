@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import socket
 import threading
@@ -12,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from devserver.http11 import SMALL_BODY, Answer, HttpServer, Request
+from devserver.http11 import MAX_HEAD_BYTES, SMALL_BODY, Answer, HttpServer, Request
 
 
 class Recorder:
@@ -273,3 +274,41 @@ def test_a_client_that_does_not_read_its_answers_stops_getting_new_ones_computed
             assert chunk
             received += len(chunk)
         assert app.answered == requests
+
+
+def test_a_head_without_end_is_refused_once_it_exceeds_the_limit() -> None:
+    app = Recorder()
+    with serving(app) as server, socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\nX-Long: ")
+        answer = b""
+        try:
+            for _ in range(2 * MAX_HEAD_BYTES // 1024):
+                sock.sendall(b"a" * 1024)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # refused and closed while this was still sending
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert f"exceed {MAX_HEAD_BYTES} bytes".encode() in answer
+    assert app.heads == []
+
+
+def test_a_client_still_sending_a_refused_body_gets_the_refusal_not_a_reset() -> None:
+    app = Recorder()
+    app.refuse = lambda request: Answer(413, body=b"too large")
+    size = 8 << 20
+    with serving(app) as server, socket.create_connection(server.address, timeout=10) as sock:
+        head = f"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: {size}\r\n\r\n".encode()
+
+        def send() -> None:
+            with contextlib.suppress(OSError):  # the server may close once the linger ends
+                sock.sendall(head + bytes(size))
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        sender.join(10)
+    assert answer.startswith(b"HTTP/1.1 413 Request Entity Too Large\r\n")
+    assert answer.endswith(b"too large")
