@@ -10,7 +10,8 @@ requests/s on this project's machines, below what llog needs.
 
 - Requests of one connection are answered in arrival order (pipelining
   works); reading pauses while more than ``MAX_PIPELINED`` wait, and an
-  answer waits while the client has not read the ones before it.
+  answer waits while the client has not read the ones before it (at most
+  ``idle_timeout_s``: then the connection closes).
 - The application sees each request's head first (``check_head``) and may
   refuse it there: the answer goes out without the body being read, and the
   connection closes after it.
@@ -18,6 +19,8 @@ requests/s on this project's machines, below what llog needs.
   answered 400 and its connection closed.
 - ``HEAD`` gets the headers of its ``GET`` answer, without the body.
 - ``Expect: 100-continue`` gets its interim answer once the head is accepted.
+- A request asking for a protocol upgrade (``Upgrade``, as ``curl --http2``
+  sends) is refused with 400: llhttp would not parse its body.
 - A connection with nothing to answer closes after ``idle_timeout_s``
   without a byte.
 - Stopping (``stop_accepting``, then ``close``) accepts the connections the
@@ -44,6 +47,7 @@ import httptools
 
 log = logging.getLogger("llog.serve")
 
+ACCEPT_RETRY_S = 1.0  # after accept() failed (no file descriptor left), before trying again
 LINGER_S = 2.0  # after refusing a request, how long its connection reads and drops what the client sends
 MAX_HEAD_BYTES = 64 * 1024  # request line and headers; the stdlib server allowed 64 KiB per line
 MAX_PIPELINED = 8  # requests of one connection received and not yet answered; more waits in the kernel
@@ -65,9 +69,10 @@ class Request:
     state: object = None  # the application's, from ``check_head`` to ``finished``
 
     def header(self, name: str) -> str | None:
-        """The first value of header ``name`` (any case), if sent."""
+        """Header ``name`` (any case), its field lines joined with commas as HTTP combines them; None if not sent."""
         name = name.lower()
-        return next((v for n, v in self.headers if n.lower() == name), None)
+        values = [v for n, v in self.headers if n.lower() == name]
+        return ", ".join(values) if values else None
 
 
 @dataclass
@@ -151,13 +156,19 @@ class HttpServer:
                 sock, _ = self._socket.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as exc:  # out of file descriptors, say: the next connection may do better
-                log.warning("accepting a connection failed: %s", exc)
+            except OSError as exc:  # out of file descriptors, say: pause, or the ready socket spins the loop
+                log.warning("accepting a connection failed: %s; accepting again in %.0f s", exc, ACCEPT_RETRY_S)
+                loop.remove_reader(self._socket)
+                loop.call_later(ACCEPT_RETRY_S, self._resume_accepting)
                 return
             sock.setblocking(False)
             task = loop.create_task(loop.connect_accepted_socket(self._connection, sock))
             self._accepting.add(task)
             task.add_done_callback(self._accepting.discard)
+
+    def _resume_accepting(self) -> None:
+        if self.listening:
+            asyncio.get_running_loop().add_reader(self._socket, self._accept)
 
     def stop_accepting(self) -> None:
         """In the loop: take in the connections still queued, then close the listening socket."""
@@ -215,8 +226,8 @@ class _Connection(asyncio.Protocol):
         self._paused = False
         self._idle: asyncio.TimerHandle | None = None
         self._fresh = True  # nothing received yet
-        self._heads = 0  # heads parsed so far
-        self._head_bytes = 0  # received since the last head was complete
+        self._in_head = False  # a request has begun and its head is not complete
+        self._head_bytes = 0  # received while in that head
         self._writable = asyncio.Event()  # cleared while the transport's write buffer is over its high-water mark
         self._writable.set()
 
@@ -244,15 +255,15 @@ class _Connection(asyncio.Protocol):
         self._fresh = False
         if self._done:
             return
-        heads = self._heads
+        was_in_head = self._in_head
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._refuse(self._server.app.malformed("protocol upgrades are not supported"))
+            pass  # refused in on_headers_complete
         except httptools.HttpParserError as exc:
             self._refuse(self._server.app.malformed(f"malformed HTTP request: {exc}"))
-        if heads == self._heads and self._receiving is None and not self._done:
-            # Still in a head (llhttp keeps it all until its end), or between requests: bounded.
+        if was_in_head and self._in_head and not self._done:
+            # All of it is head, which llhttp keeps until its end: bounded (give or take the chunk it began in).
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._refuse(self._server.app.malformed(f"the request line and headers exceed {MAX_HEAD_BYTES} bytes"))
@@ -299,6 +310,8 @@ class _Connection(asyncio.Protocol):
     # -- parser callbacks (httptools) --
 
     def on_message_begin(self) -> None:
+        self._in_head = True
+        self._head_bytes = 0
         self._url = b""
         self._headers = []
 
@@ -309,9 +322,12 @@ class _Connection(asyncio.Protocol):
         self._headers.append((name.decode("latin-1"), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
-        self._heads += 1
-        self._head_bytes = 0
+        self._in_head = False
         if self._done:  # a request pipelined after a refused one
+            return
+        if self._parser.should_upgrade():
+            # llhttp stops at an upgrade and would not parse this request's body: refuse it, whole.
+            self._refuse(self._server.app.malformed("protocol upgrades (the Upgrade header) are not supported"))
             return
         request = Request(
             method=self._parser.get_method().decode("ascii"),
@@ -327,8 +343,10 @@ class _Connection(asyncio.Protocol):
             self._refuse(refusal, request)
             return
         self._receiving = _Queued(request)
-        if (request.header("Expect") or "").lower() == "100-continue" and self._transport is not None:
+        expects = (request.header("Expect") or "").lower() == "100-continue" and request.version == "1.1"
+        if expects and not self._queue and self._answering is None and self._transport is not None:
             # curl asks before sending a large body (over 1 MB), and waits a second for this if it never comes.
+            # (Behind earlier answers still to be written it would come first: then the client waits.)
             self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
@@ -350,7 +368,9 @@ class _Connection(asyncio.Protocol):
     def _refuse(self, answer: Answer, request: Request | None = None) -> None:
         """Answer after the requests queued before it, then close; read nothing more."""
         self._done = True
-        self._receiving = None
+        receiving, self._receiving = self._receiving, None
+        if receiving is not None and receiving.request is not None:
+            self._server.app.finished(receiving.request)  # its body will not be read: nothing to answer
         answer.close = True
         if self._transport is not None:
             self._transport.pause_reading()
@@ -373,8 +393,16 @@ class _Connection(asyncio.Protocol):
                 if answer is None:
                     assert request is not None
                     answer = await app.answer(request)
+                if not self._writable.is_set():  # the client has not read what was written before
+                    try:
+                        await asyncio.wait_for(self._writable.wait(), self._server.idle_timeout_s)
+                    except TimeoutError:
+                        log.debug("closing connection from %s: it read nothing for %.0f s", self._client,
+                                  self._server.idle_timeout_s)  # fmt: skip
+                        self._done = True
+                        assert self._transport is not None
+                        self._transport.abort()  # what is buffered would never go: drop it, and the answer below
                 self._queue.popleft()
-                await self._writable.wait()  # the client reads what was written before: no answers pile up here
                 close = answer.close or app.closing or (request is not None and not request.keep_alive)
                 try:
                     self._write(request, answer, close)

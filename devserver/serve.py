@@ -375,7 +375,7 @@ class LlogServer:
                 loop.call_soon_threadsafe(self._stopped.set)
         if self._thread is not None:
             self._thread.join(10)
-        self._pool.shutdown(wait=False)
+        self._pool.shutdown(wait=False, cancel_futures=True)
         if self._loop is None:
             self.httpd.close_socket()
 

@@ -312,3 +312,62 @@ def test_a_client_still_sending_a_refused_body_gets_the_refusal_not_a_reset() ->
         sender.join(10)
     assert answer.startswith(b"HTTP/1.1 413 Request Entity Too Large\r\n")
     assert answer.endswith(b"too large")
+
+
+def test_header_joins_repeated_field_lines() -> None:
+    request = Request("POST", "/", [("Transfer-Encoding", "gzip"), ("transfer-encoding", "chunked")], "c")
+    assert request.header("TRANSFER-ENCODING") == "gzip, chunked"
+    assert request.header("Origin") is None
+
+
+def test_large_bodies_and_many_pipelined_requests_are_not_mistaken_for_a_long_head() -> None:
+    app = Recorder()
+    with serving(app) as server, socket.create_connection(server.address, timeout=10) as sock:
+        body = b"b" * (3 << 20)
+        sock.sendall(b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        last = b"GET /last HTTP/1.1\r\nConnection: close\r\n\r\n"
+        sock.sendall(b"GET /small HTTP/1.1\r\nHost: x\r\n\r\n" * 3000 + last)
+        answers = b""
+        while chunk := sock.recv(1 << 20):
+            answers += chunk
+    assert answers.count(b"HTTP/1.1 200 OK") == 3002
+    assert b"400 Bad Request" not in answers
+    assert answers.endswith(b"GET /last None")
+
+
+def test_an_upgrade_request_is_refused_whole() -> None:
+    app = Recorder()
+    with serving(app) as server:
+        answer = raw_exchange(server, b"POST /p HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                                      b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n"
+                                      b"Content-Length: 7\r\n\r\n{\"a\":1}")  # fmt: skip
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert answer.count(b"HTTP/1.1") == 1
+    assert b"Upgrade header" in answer
+    assert app.heads == []
+
+
+def test_no_100_continue_for_http_1_0() -> None:
+    app = Recorder()
+    with serving(app) as server:
+        answer = raw_exchange(server, b"POST /e HTTP/1.0\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\nhi")
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"100 Continue" not in answer
+
+
+def test_a_client_that_reads_nothing_is_closed_after_the_idle_timeout_and_its_requests_finish() -> None:
+    class Large(Recorder):
+        async def answer(self, request: Request) -> Answer:
+            return Answer(200, [], b"x" * (1 << 20))
+
+    app = Large()
+    with serving(app, idle_timeout_s=0.5) as server, socket.create_connection(server.address, timeout=10) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * 40)
+        wait_until(lambda: len(app.heads) > 0 and len(app.finished_targets) == len(app.heads),
+                   "every request read was finished once the connection closed")  # fmt: skip
+        received = 0
+        with contextlib.suppress(ConnectionResetError):  # the server dropped what it could not send
+            while chunk := sock.recv(1 << 20):
+                received += len(chunk)
+        assert received < 40 * (1 << 20)
