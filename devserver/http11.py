@@ -22,7 +22,8 @@ requests/s on this project's machines, below what llog needs.
 - A request asking for a protocol upgrade (``Upgrade``, as ``curl --http2``
   sends) is refused with 400: llhttp would not parse its body.
 - A connection with nothing to answer closes after ``idle_timeout_s``
-  without a byte.
+  without a byte; a closing connection whose client reads nothing is dropped
+  after ``idle_timeout_s``. A client that half-closes still gets its answers.
 - Stopping (``stop_accepting``, then ``close``) accepts the connections the
   kernel has queued before the listening socket closes, so their clients get
   an answer instead of a reset, and lets written answers reach the kernel
@@ -227,6 +228,8 @@ class _Connection(asyncio.Protocol):
         self._idle: asyncio.TimerHandle | None = None
         self._fresh = True  # nothing received yet
         self._in_head = False  # a request has begun and its head is not complete
+        self._begun = 0  # requests begun on this connection
+        self._eof = False  # the client has shut down its sending side
         self._head_bytes = 0  # received while in that head
         self._writable = asyncio.Event()  # cleared while the transport's write buffer is over its high-water mark
         self._writable.set()
@@ -255,19 +258,25 @@ class _Connection(asyncio.Protocol):
         self._fresh = False
         if self._done:
             return
-        was_in_head = self._in_head
+        was_in_head, begun = self._in_head, self._begun
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             pass  # refused in on_headers_complete
         except httptools.HttpParserError as exc:
             self._refuse(self._server.app.malformed(f"malformed HTTP request: {exc}"))
-        if was_in_head and self._in_head and not self._done:
-            # All of it is head, which llhttp keeps until its end: bounded (give or take the chunk it began in).
+        if was_in_head and self._in_head and begun == self._begun and not self._done:
+            # All of it is one head, which llhttp keeps until its end: bounded (give or take the read it began in).
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._refuse(self._server.app.malformed(f"the request line and headers exceed {MAX_HEAD_BYTES} bytes"))
         self._arm_idle_timer()
+
+    def eof_received(self) -> bool:
+        """The client sent all it will send: answer what is due, then close (a half-closed client still reads)."""
+        self._eof = True
+        self._done = True
+        return bool(self._queue) or self._answering is not None
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -286,10 +295,15 @@ class _Connection(asyncio.Protocol):
         self._server.closed(self)
 
     def close(self) -> None:
-        """Close once what is written has gone out; a request still being answered is answered unheard."""
+        """Close once what is written has gone out, or drop it after ``idle_timeout_s`` if the client reads nothing.
+
+        A request still being answered is answered unheard.
+        """
         self._done = True
-        if self._transport is not None:
-            self._transport.close()
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.close()
+            asyncio.get_running_loop().call_later(self._server.idle_timeout_s, transport.abort)
 
     def _linger_close(self) -> None:
         """Send the answer and end the stream, but read and drop what the client still sends for ``LINGER_S``.
@@ -305,11 +319,12 @@ class _Connection(asyncio.Protocol):
             return
         transport.write_eof()
         transport.resume_reading()
-        asyncio.get_running_loop().call_later(LINGER_S, transport.close)
+        asyncio.get_running_loop().call_later(LINGER_S, transport.abort)
 
     # -- parser callbacks (httptools) --
 
     def on_message_begin(self) -> None:
+        self._begun += 1
         self._in_head = True
         self._head_bytes = 0
         self._url = b""
@@ -419,6 +434,8 @@ class _Connection(asyncio.Protocol):
                     self._paused = False
                     assert self._transport is not None
                     self._transport.resume_reading()
+            if self._eof:
+                self.close()  # every answer due is written
         finally:
             self._answering = None
             for queued in self._queue:  # the connection closed: nobody hears the rest

@@ -372,3 +372,47 @@ def test_a_client_that_reads_nothing_is_closed_after_the_idle_timeout_and_its_re
             while chunk := sock.recv(1 << 20):
                 received += len(chunk)
         assert received < 40 * (1 << 20)
+
+
+def test_a_client_that_stops_reading_its_last_answer_is_dropped_after_the_idle_timeout() -> None:
+    class Huge(Recorder):
+        async def answer(self, request: Request) -> Answer:
+            return Answer(200, [], b"x" * (32 << 20))
+
+    app = Huge()
+    with serving(app, idle_timeout_s=0.5) as server, socket.create_connection(server.address, timeout=10) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 12)
+        sock.sendall(b"GET /huge HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        wait_until(lambda: app.finished_targets == ["/huge"], "the answer was written")
+        assert server._connections, "the client has read almost nothing of it yet"
+        wait_until(lambda: not server._connections, "the server dropped the connection")
+
+
+def test_a_client_that_half_closes_still_gets_its_answer() -> None:
+    app = Recorder()
+    app.held["/slow"] = threading.Event()
+    with serving(app) as server, socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /next HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.shutdown(socket.SHUT_WR)
+        wait_until(lambda: "/slow" in app.answering, "the first request is being answered")
+        app.held["/slow"].set()
+        answers = b""
+        while chunk := sock.recv(65536):
+            answers += chunk
+    assert answers.count(b"HTTP/1.1 200 OK") == 2
+    assert answers.endswith(b"GET /next None")
+
+
+def test_a_pipelined_head_split_across_reads_after_a_large_body_is_not_refused() -> None:
+    app = Recorder()
+    body = b"b" * 100_000
+    with serving(app) as server, socket.create_connection(server.address, timeout=10) as sock:
+        middle = b"st: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body + b"GET /2 HTTP/1.1\r\n"
+        for part in (b"POST /1 HTTP/1.1\r\nHo", middle, b"Host: x\r\nConnection: close\r\n\r\n"):
+            sock.sendall(part)
+            time.sleep(0.05)  # separate reads on the server's side
+        answers = b""
+        while chunk := sock.recv(65536):
+            answers += chunk
+    assert answers.count(b"HTTP/1.1 200 OK") == 2
+    assert b"400" not in answers
