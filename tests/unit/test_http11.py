@@ -46,6 +46,17 @@ class Recorder:
         return Answer(400, [("Content-Type", "text/plain")], reason.encode())
 
 
+class SizedAnswers(Recorder):
+    """Answers every request with ``size`` bytes."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    async def answer(self, request: Request) -> Answer:
+        return Answer(200, [], b"x" * self.size)
+
+
 @contextmanager
 def serving(app: Recorder, idle_timeout_s: float = 30) -> Iterator[HttpServer]:
     server = HttpServer("127.0.0.1", 0, app, backlog=16, idle_timeout_s=idle_timeout_s)
@@ -74,14 +85,19 @@ def connect(server: HttpServer) -> http.client.HTTPConnection:
     return http.client.HTTPConnection(*server.address, timeout=10)
 
 
+def read_to_end(sock: socket.socket) -> bytes:
+    """What the server sends until it closes the connection."""
+    chunks = []
+    while chunk := sock.recv(1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def raw_exchange(server: HttpServer, data: bytes) -> bytes:
     """Send ``data`` and read until the server closes the connection."""
     with socket.create_connection(server.address, timeout=10) as sock:
         sock.sendall(data)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    return b"".join(chunks)
+        return read_to_end(sock)
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:
@@ -118,9 +134,7 @@ def test_pipelined_requests_are_answered_in_order() -> None:
         sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /fast HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         wait_until(lambda: "/slow" in app.answering, "the first request is being answered")
         app.held["/slow"].set()
-        answers = b""
-        while chunk := sock.recv(65536):
-            answers += chunk
+        answers = read_to_end(sock)
     assert answers.index(b"GET /slow") < answers.index(b"GET /fast")
     assert answers.count(b"HTTP/1.1 200 OK") == 2
     assert b"Connection: close" in answers.split(b"GET /slow")[1]
@@ -188,10 +202,8 @@ def test_an_idle_connection_is_closed_after_the_idle_timeout() -> None:
     app = Recorder()
     with serving(app, idle_timeout_s=0.2) as server, socket.create_connection(server.address, timeout=10) as sock:
         sock.sendall(b"GET /once HTTP/1.1\r\nHost: x\r\n\r\n")
-        received = b""
         started = time.monotonic()
-        while chunk := sock.recv(65536):  # the answer, then the end of the stream
-            received += chunk
+        received = read_to_end(sock)  # the answer, then the end of the stream
         assert received.endswith(b"GET /once None")
         assert 0.15 < time.monotonic() - started < 5
 
@@ -280,15 +292,13 @@ def test_a_head_without_end_is_refused_once_it_exceeds_the_limit() -> None:
     app = Recorder()
     with serving(app) as server, socket.create_connection(server.address, timeout=10) as sock:
         sock.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\nX-Long: ")
-        answer = b""
         try:  # more than the limit and the largest read that can begin a head (256 KiB) together
             for _ in range((MAX_HEAD_BYTES + (256 << 10)) // 1024 * 2):
                 sock.sendall(b"a" * 1024)
             sock.shutdown(socket.SHUT_WR)
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused and closed while this was still sending
-        while chunk := sock.recv(65536):
-            answer += chunk
+        answer = read_to_end(sock)
     assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")
     assert f"exceed {MAX_HEAD_BYTES} bytes".encode() in answer
     assert app.heads == []
@@ -307,9 +317,7 @@ def test_a_client_still_sending_a_refused_body_gets_the_refusal_not_a_reset() ->
 
         sender = threading.Thread(target=send)
         sender.start()
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
+        answer = read_to_end(sock)
         sender.join(10)
     assert answer.startswith(b"HTTP/1.1 413 Request Entity Too Large\r\n")
     assert answer.endswith(b"too large")
@@ -328,9 +336,7 @@ def test_large_bodies_and_many_pipelined_requests_are_not_mistaken_for_a_long_he
         sock.sendall(b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
         last = b"GET /last HTTP/1.1\r\nConnection: close\r\n\r\n"
         sock.sendall(b"GET /small HTTP/1.1\r\nHost: x\r\n\r\n" * 3000 + last)
-        answers = b""
-        while chunk := sock.recv(1 << 20):
-            answers += chunk
+        answers = read_to_end(sock)
     assert answers.count(b"HTTP/1.1 200 OK") == 3002
     assert b"400 Bad Request" not in answers
     assert answers.endswith(b"GET /last None")
@@ -357,29 +363,20 @@ def test_no_100_continue_for_http_1_0() -> None:
 
 
 def test_a_client_that_reads_nothing_is_closed_after_the_idle_timeout_and_its_requests_finish() -> None:
-    class Large(Recorder):
-        async def answer(self, request: Request) -> Answer:
-            return Answer(200, [], b"x" * (1 << 20))
-
-    app = Large()
+    app = SizedAnswers(1 << 20)
     with serving(app, idle_timeout_s=0.5) as server, socket.create_connection(server.address, timeout=10) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
         sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n" * 40)
         wait_until(lambda: len(app.heads) > 0 and len(app.finished_targets) == len(app.heads),
                    "every request read was finished once the connection closed")  # fmt: skip
-        received = 0
+        received = b""
         with contextlib.suppress(ConnectionResetError):  # the server dropped what it could not send
-            while chunk := sock.recv(1 << 20):
-                received += len(chunk)
-        assert received < 40 * (1 << 20)
+            received = read_to_end(sock)
+        assert len(received) < 40 * (1 << 20)
 
 
 def test_a_client_that_stops_reading_its_last_answer_is_dropped_after_the_idle_timeout() -> None:
-    class Huge(Recorder):
-        async def answer(self, request: Request) -> Answer:
-            return Answer(200, [], b"x" * (32 << 20))
-
-    app = Huge()
+    app = SizedAnswers(32 << 20)
     with serving(app, idle_timeout_s=0.5) as server, socket.create_connection(server.address, timeout=10) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 12)
         sock.sendall(b"GET /huge HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -396,9 +393,7 @@ def test_a_client_that_half_closes_still_gets_its_answer() -> None:
         sock.shutdown(socket.SHUT_WR)
         wait_until(lambda: "/slow" in app.answering, "the first request is being answered")
         app.held["/slow"].set()
-        answers = b""
-        while chunk := sock.recv(65536):
-            answers += chunk
+        answers = read_to_end(sock)
     assert answers.count(b"HTTP/1.1 200 OK") == 2
     assert answers.endswith(b"GET /next None")
 
@@ -411,8 +406,6 @@ def test_a_pipelined_head_split_across_reads_after_a_large_body_is_not_refused()
         for part in (b"POST /1 HTTP/1.1\r\nHo", middle, b"Host: x\r\nConnection: close\r\n\r\n"):
             sock.sendall(part)
             time.sleep(0.05)  # separate reads on the server's side
-        answers = b""
-        while chunk := sock.recv(65536):
-            answers += chunk
+        answers = read_to_end(sock)
     assert answers.count(b"HTTP/1.1 200 OK") == 2
     assert b"400" not in answers
