@@ -207,7 +207,6 @@ class _Queued:
     request: Request | None  # None: the answer to a malformed request
     answer: Answer | None = None  # set at once when the request was refused from its head
     body: list[bytes] = field(default_factory=list)
-    complete: bool = False
 
 
 class _Connection(asyncio.Protocol):
@@ -289,9 +288,7 @@ class _Connection(asyncio.Protocol):
         self._writable.set()  # an answer waiting to be written finds the connection gone
         if self._idle is not None:
             self._idle.cancel()
-        receiving, self._receiving = self._receiving, None
-        if receiving is not None and receiving.request is not None and receiving.answer is None:
-            self._server.app.finished(receiving.request)  # its body never came: nothing to answer
+        self._forget_receiving()
         self._server.closed(self)
 
     def close(self) -> None:
@@ -354,7 +351,6 @@ class _Connection(asyncio.Protocol):
         )
         refusal = self._server.app.check_head(request)
         if refusal is not None:
-            refusal.close = True
             self._refuse(refusal, request)
             return
         self._receiving = _Queued(request)
@@ -375,7 +371,6 @@ class _Connection(asyncio.Protocol):
         if queued.request.header("content-length") is not None:
             queued.request.body = b"".join(queued.body)
         queued.body = []
-        queued.complete = True
         self._enqueue(queued)
 
     # -- answering --
@@ -383,13 +378,17 @@ class _Connection(asyncio.Protocol):
     def _refuse(self, answer: Answer, request: Request | None = None) -> None:
         """Answer after the requests queued before it, then close; read nothing more."""
         self._done = True
-        receiving, self._receiving = self._receiving, None
-        if receiving is not None and receiving.request is not None:
-            self._server.app.finished(receiving.request)  # its body will not be read: nothing to answer
+        self._forget_receiving()
         answer.close = True
         if self._transport is not None:
             self._transport.pause_reading()
         self._enqueue(_Queued(request, answer))
+
+    def _forget_receiving(self) -> None:
+        """The request whose body was arriving will not be complete: nothing to answer, it is finished."""
+        receiving, self._receiving = self._receiving, None
+        if receiving is not None and receiving.request is not None:
+            self._server.app.finished(receiving.request)
 
     def _enqueue(self, queued: _Queued) -> None:
         self._queue.append(queued)

@@ -89,7 +89,8 @@ ACCESS_LOG_ENV = "LLOG_SERVE_ACCESS_LOG"
 # Which requests get an access log line. Not every request by default: at a thousand requests a second
 # the lines were a seventh of the time llog serve held the GIL (a py-spy profile), and a deployment pays
 # CloudWatch Logs for each; /metrics and the EMF metrics count every request anyway.
-ACCESS_LOG_CHOICES = ("errors", "all", "off")
+# Each choice, and the lowest status it logs.
+ACCESS_LOG_CHOICES = {"errors": 400, "all": 0, "off": 1000}
 
 
 def access_log_from_env(env: Mapping[str, str]) -> str:
@@ -234,6 +235,7 @@ class _Admission:
     route: str  # the metrics' route label
     serve_route: bool  # answered by llog serve itself (/metrics, the console, ...), not by a handler
     admitted: bool  # False: shutdown had begun; answered 503
+    function: str  # the handler's (names.PRODUCE, ...); "" for llog serve's own routes
 
 
 class LlogServer:
@@ -258,7 +260,7 @@ class LlogServer:
         if LlogServer._active is not None:
             raise RuntimeError(f"llog serve already runs in this process ({LlogServer._active.url})")
         self.limits = Limits.from_env()
-        self._access_log_from = {"all": 0, "errors": 400, "off": 1000}[access_log_from_env(os.environ)]
+        self._access_log_from = ACCESS_LOG_CHOICES[access_log_from_env(os.environ)]
         self.services = services or ServeServices.from_env()
         self.started_at_ms = int(time.time() * 1000)
         self.http = HttpCounters()
@@ -390,7 +392,8 @@ class LlogServer:
         parts = urlsplit(request.target)
         path = parts.path or "/"
         serve_route = method == "GET" and (path in SERVE_PATHS or console.owns(path))
-        route = console.ROUTE if console.owns(path) else path if serve_route else str(routes.match(path).resource)
+        found = None if serve_route else routes.match(path)
+        route = console.ROUTE if console.owns(path) else str(found.resource) if found is not None else path
         # Admitted or refused once, under the lock shutdown sets ``_closing`` with: a request admitted
         # here is served to the end, even if shutdown begins while its body is still arriving, and
         # shutdown waits until its answer is written (a process that exits sooner loses it).
@@ -399,7 +402,8 @@ class LlogServer:
             if admitted:
                 self._inflight += 1
         started = time.perf_counter()
-        request.state = _Admission(started, method, path, parts.query, route, serve_route, admitted)
+        function = found.function if found is not None else ""
+        request.state = _Admission(started, method, path, parts.query, route, serve_route, admitted, function)
         problem = self._body_problem(request)
         return None if problem is None else self._answer(request, *problem)
 
@@ -463,7 +467,6 @@ class LlogServer:
         return self._openapi()
 
     def _dispatch(self, request: Request, admission: _Admission) -> tuple[int, list[tuple[str, str]], bytes]:
-        function: str = routes.match(admission.path).function
         request_id = str(uuid.uuid4())
         if (admission.method, admission.path) == PRODUCE_ROUTE and request.header("Origin") is None:
             status, headers, document = produce_app.serve_produce(request.body, request_id)
@@ -478,6 +481,7 @@ class LlogServer:
             request_id=request_id,
             source_ip=request.client,
         )
+        function = admission.function
         context = telemetry.LocalContext(f"llog-{function}", request_id=request_id, timeout_ms=self.limits.max_wait_ms)
         response = HANDLERS[function].handler(event, context)
         parts: tuple[int, list[tuple[str, str]], bytes] = events.response_parts(response)
