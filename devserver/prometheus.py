@@ -206,6 +206,8 @@ def prometheus_text(doc: dict[str, Any]) -> str:
     family("llog_tail_cache_max_bytes", "gauge", "Tail cache capacity (0: disabled).", [({}, cache["max_bytes"])])
     if "groups" in doc:
         _group_families(family, doc["groups"])
+    if "process" in doc:
+        _collector_families(family, doc["process"]["gc"])
     return "\n".join(lines) + "\n"
 
 
@@ -237,3 +239,18 @@ def _group_families(family: Family, groups: dict[str, Any]) -> None:
             "When the consumer lag above was read (Unix seconds).",
             [({}, groups["refreshed_at_ms"] / 1000)],
         )
+
+
+def _collector_families(family: Family, collector: dict[str, Any]) -> None:
+    """Python's garbage collector, under the names of the Prometheus Python client, plus its time and frozen objects."""
+    generations = collector["generations"]
+    for field, name, help_text in (
+        ("collections", "python_gc_collections_total", "Collections by generation, since the process started."),
+        ("collected", "python_gc_objects_collected_total", "Objects collected, by generation."),
+        ("uncollectable", "python_gc_objects_uncollectable_total", "Uncollectable objects found, by generation."),
+        ("seconds", "llog_gc_collection_seconds_total", "Time in collections, by generation, since llog serve "
+         "started: the process answers nothing meanwhile."),
+    ):  # fmt: skip
+        family(name, "counter", help_text, [({"generation": str(g["generation"])}, g[field]) for g in generations])
+    family("llog_gc_frozen_objects", "gauge", "Objects frozen at start, which collections skip.",
+           [({}, collector["frozen_objects"])])  # fmt: skip

@@ -47,6 +47,7 @@ from urllib.parse import urlsplit
 from devserver import console, events
 from devserver.batching import BatchingConfig, BatchingProducer
 from devserver.billing import BillingConfig, S3Billing
+from devserver.collector import CollectorStats, freeze_startup_heap
 from devserver.emf import EmfReporter, RequestSample
 from devserver.http11 import Answer, HttpServer, Request
 from devserver.prometheus import BILLING, ConsumerLagReport, operations_json, prometheus_text
@@ -282,6 +283,7 @@ class LlogServer:
                 self.services.close()
             raise
         self._pool = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="llog-serve")
+        self.collector = CollectorStats().install()  # removed at shutdown
         self._inject()
         # /metrics replaces EMF here; Powertools' metric set is process-wide and not for concurrent requests.
         telemetry.suspend_emf(True)
@@ -370,6 +372,7 @@ class LlogServer:
             module.set_service(None)
         admin_app.set_server_info(None, None)
         telemetry.suspend_emf(False)
+        self.collector.remove()
         LlogServer._active = None
         self.services.close()
         if loop is not None and self._stopped is not None:
@@ -539,6 +542,7 @@ class LlogServer:
                 "max_bytes": s.tail_cache.max_bytes,
             },
             "groups": self.consumer_lag.report(),
+            "process": {"gc": self.collector.snapshot()},
         }
 
 
@@ -601,6 +605,7 @@ def _serve_until_stopped(args: argparse.Namespace) -> int:
         else None
     )
     server.start()
+    freeze_startup_heap()  # this process is the server's: its start-up objects live as long as it does
     print(f"llog serve: listening on {server.url} (Ctrl-C or SIGTERM to stop)", file=sys.stderr, flush=True)
     try:
         while not stop.wait(0.5):

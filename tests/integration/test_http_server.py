@@ -246,6 +246,17 @@ def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root, access_log, log
                                                                      for p in logged]  # fmt: skip
 
 
+def test_llog_serve_freezes_its_start_up_heap(s3_config, root):
+    env = {**os.environ, **serve_env(s3_config, root), **unreachable_oxia_env()}
+    with serve_process(env) as (proc, url):
+        with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+            collector = json.loads(resp.read())["process"]["gc"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    # The imports and clients made at start: tens of thousands of objects that full collections no longer traverse.
+    assert collector["frozen_objects"] > 10_000, collector
+
+
 def post_json(url: str, doc: Any) -> tuple[int, Any]:
     request = urllib.request.Request(url, data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"})
     try:
@@ -582,6 +593,9 @@ class TestWithoutOxia:
         assert set(doc["tail_cache"]) == {"enabled", "hits", "misses", "bytes", "max_bytes"}
         assert doc["tail_cache"]["max_bytes"] == 512 * 1024 * 1024
         assert doc["server"]["port"] == server.port
+        generations = doc["process"]["gc"]["generations"]
+        assert [g["generation"] for g in generations] == [0, 1, 2]
+        assert set(generations[0]) == {"generation", "collections", "collected", "uncollectable", "seconds"}
 
 
     def test_metrics_prometheus(self, server):
@@ -594,6 +608,8 @@ class TestWithoutOxia:
         assert 'llog_storage_operation_errors_total{store="oxia",op="get"}' in text
         assert "# TYPE llog_batcher_flushes_total counter" in text
         assert "llog_tail_cache_max_bytes 536870912" in text
+        assert re.search(r'^python_gc_collections_total\{generation="2"\} \d+$', text, re.M)
+        assert re.search(r'^llog_gc_collection_seconds_total\{generation="0"\} ', text, re.M)
         for line in text.splitlines():
             assert line.startswith("#") or len(line.rsplit(" ", 1)) == 2
             if not line.startswith("#"):
