@@ -13,6 +13,7 @@ reason, and ``LLOG_REQUIRE_VERSITYGW=1`` makes that a failure.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
+import google_crc32c
 import pytest
 
 from devserver.devstack import VersityGW, find_oxia_binary, find_versitygw_binary, free_port
@@ -38,7 +40,7 @@ from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT as AFTER_BLOB_PUT
 from llog.protocol.manifest import ManifestStore
-from llog.store.s3 import BlobStore
+from llog.store.s3 import BlobStore, crc32c_checksum
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
@@ -136,6 +138,38 @@ def test_a_put_sends_its_body_without_waiting_for_100_continue(any_blobs: BlobSt
     any_blobs.put(location, b"x" * 5000)
     assert expect == [None]
     assert any_blobs.get(location) == b"x" * 5000
+
+
+def test_a_put_carries_the_crc32c_of_its_body_and_no_checksum_of_botocore(any_blobs: BlobStore) -> None:
+    sent: list[dict[str, bytes]] = []
+    any_blobs.events.register(
+        "before-send.s3.PutObject", lambda request, **_: sent.append({k.lower(): v for k, v in request.headers.items()})
+    )
+    body = bytes(range(256)) * 40
+    any_blobs.put(S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}"), body)
+    [headers] = sent
+    independent = base64.b64encode(google_crc32c.value(body).to_bytes(4, "big"))
+    assert headers["x-amz-checksum-crc32c"] == independent  # bytes: the prepared request's header
+    assert [h for h in headers if h.startswith("x-amz-checksum-")] == ["x-amz-checksum-crc32c"]
+    assert "x-amz-trailer" not in headers  # the body is sent as it is, not in chunks with a trailing checksum
+
+
+def test_versitygw_keeps_the_crc32c_and_refuses_a_body_that_does_not_match_it(blob_store: BlobStore) -> None:
+    body = b"a WAL blob" * 100
+    location = S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}")
+    blob_store.put(location, body)
+    head = blob_store._client.head_object(Bucket=BUCKET, Key=location.key, ChecksumMode="ENABLED")
+    assert head["ChecksumCRC32C"] == crc32c_checksum(body)
+
+    def corrupt(request: Any, **_: Any) -> None:  # a bit flipped after llog computed the checksum, before signing
+        request.data = b"b" + body[1:]
+
+    blob_store.events.register("before-sign.s3.PutObject", corrupt)
+    corrupted = S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}")
+    with pytest.raises(BlobStoreUnavailable, match="BadDigest"):
+        blob_store.put(corrupted, body)
+    with pytest.raises(BlobNotFound):
+        blob_store.head(corrupted)
 
 
 def test_versitygw_keeps_connections_open(versitygw: VersityGW, caplog: pytest.LogCaptureFixture) -> None:
