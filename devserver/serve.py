@@ -283,10 +283,10 @@ class LlogServer:
                 self.services.close()
             raise
         self._pool = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="llog-serve")
-        self.collector = CollectorStats().install()  # removed at shutdown
         self._inject()
         # /metrics replaces EMF here; Powertools' metric set is process-wide and not for concurrent requests.
         telemetry.suspend_emf(True)
+        self.collector = CollectorStats().install()  # removed at shutdown
         LlogServer._active = self
 
     # -- lifecycle --
@@ -604,8 +604,8 @@ def _serve_until_stopped(args: argparse.Namespace) -> int:
         if emf_interval_s
         else None
     )
+    freeze_startup_heap()  # before the first request: the process is the server's, its start-up objects stay
     server.start()
-    freeze_startup_heap()  # this process is the server's: its start-up objects live as long as it does
     print(f"llog serve: listening on {server.url} (Ctrl-C or SIGTERM to stop)", file=sys.stderr, flush=True)
     try:
         while not stop.wait(0.5):

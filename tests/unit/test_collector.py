@@ -35,7 +35,7 @@ def test_a_full_collection_is_counted_with_its_time(stats: CollectorStats) -> No
     del cycles, node
     gc.collect()
     after = full(stats.snapshot())
-    assert after["collections"] == before["collections"] + 1
+    assert after["collections"] >= before["collections"] + 1  # and any the interpreter ran meanwhile
     assert after["collected"] >= before["collected"] + 100
     assert after["seconds"] > before["seconds"]
     assert [g["generation"] for g in stats.snapshot()["generations"]] == [0, 1, 2]

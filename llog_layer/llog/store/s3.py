@@ -38,6 +38,20 @@ _CONFIG_ERRORS = frozenset(
 _DELETE_BATCH = 1000  # DeleteObjects limit
 
 
+def _s3_options(endpoint_url: str | None) -> Any:  # botocore.config.Config(s3=...): a TypedDict of its stubs
+    options: dict[str, Any] = {}
+    if endpoint_url:
+        # Path-style works with every S3-compatible endpoint, virtual-host
+        # style needs DNS for the bucket name; keep AWS's default otherwise.
+        options["addressing_style"] = "path"
+    if endpoint_url is None or endpoint_url.startswith("https:"):
+        # Over TLS a PUT's body is covered by its CRC32C (``crc32c_checksum``), as botocore's own checksum
+        # covers it; without this, a checksum botocore did not compute makes it hash every body with SHA-256
+        # to sign it. Over plain HTTP it is left to botocore, which signs the body.
+        options["payload_signing_enabled"] = False
+    return options
+
+
 def crc32c_checksum(body: bytes) -> str:
     """The object's CRC32C as S3's ``x-amz-checksum-crc32c`` header carries it (base64 of the big-endian value).
 
@@ -81,9 +95,7 @@ class BlobStore:
                 retries={"mode": "standard", "max_attempts": config.max_attempts},
                 connect_timeout=config.connect_timeout_s,
                 read_timeout=config.read_timeout_s,
-                # Path-style works with every S3-compatible endpoint, virtual-host
-                # style needs DNS for the bucket name; keep AWS's default otherwise.
-                s3={"addressing_style": "path"} if config.endpoint_url else None,
+                s3=_s3_options(config.endpoint_url),
             ),
         )
         # botocore asks for "Expect: 100-continue" on every PUT with a body, then waits for S3's interim answer
@@ -178,9 +190,14 @@ class BlobStore:
     def _read(self, location: S3Location, op: str, extra: dict[str, Any]) -> bytes:
         try:
             response = self._client.get_object(Bucket=location.bucket, Key=location.key, **extra)
-            return response["Body"].read()
+            data: bytes = response["Body"].read()
         except self._errors as exc:
             raise self._fail(op, location.uri, exc) from exc
+        # botocore checks a full object's CRC32C only with awscrt, which Lambda does not have: check it here.
+        stored = response.get("ChecksumCRC32C")
+        if stored and not extra and "-" not in stored and stored != crc32c_checksum(data):  # "-": a multipart's
+            raise CorruptData(f"S3 {op} of {location.uri}: the object does not match its CRC32C ({stored})")
+        return data
 
     def list(self, bucket: str, prefix: str, *, start_after: str | None = None) -> Iterator[ObjectInfo]:
         """Every object under ``prefix`` (after ``start_after``, if given) in key order, page by page."""
