@@ -5,9 +5,11 @@ Group commit, as a database commits its log or Kafka's producer sends with
 flushes at once, so an idle log answers at its floor (one S3 PUT and one
 Oxia write). Calls that arrive while a flush is in flight wait and go
 together in the next one, so a busy log pays one S3 PUT and one commit per
-partition for many calls. There is no flusher thread: the first waiting
-caller whose turn it is flushes the queue for everyone (leader and
-followers), then each caller takes the offsets of its own records.
+partition for many calls. Flushes run on flusher threads (at most
+``LLOG_BATCH_MAX_IN_FLIGHT``); a flush that ends starts the next. A call is
+``submit``ted and gets a future, which its caller may wait for on a thread
+(``append_shared``) or await on an event loop (``llog serve``), with no
+thread of its own: each caller takes the offsets of its own records from it.
 
 A further flush starts beside the one in flight (at most
 ``LLOG_BATCH_MAX_IN_FLIGHT``) when ``LLOG_BATCH_MAX_BYTES`` is queued or the
@@ -31,7 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
@@ -70,11 +72,10 @@ class _Pending:
     size: int
     enqueued_at: float
     future: Future[list[AppendResult]]
-    taken: bool = False
 
 
 class BatchingProducer:
-    """Thread-safe front of a ``LogWriter``; ``append_shared`` blocks until its flush completes."""
+    """Thread-safe front of a ``LogWriter``: ``submit`` queues a call, ``append_shared`` also waits for it."""
 
     def __init__(self, writer: LogWriter, config: BatchingConfig | None = None) -> None:
         self.writer = writer
@@ -84,6 +85,8 @@ class BatchingProducer:
         self._buffered = 0
         self._in_flight = 0
         self._closed = False
+        self._flushers = ThreadPoolExecutor(self.config.max_in_flight, thread_name_prefix="llog-flush")
+        self._timer: threading.Timer | None = None  # re-checks the queue when its oldest call reaches max_delay
         self.flushes = 0
         self.flushed_calls = 0
         self.rejected = 0
@@ -103,9 +106,23 @@ class BatchingProducer:
         return len(self._queue)
 
     def append_shared(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]:
+        future = self.submit(groups)
+        try:
+            return future.result()
+        except BaseException:
+            self._withdraw(future)  # this caller leaves: its call must not be written for nobody
+            raise
+
+    def submit(self, groups: Sequence[SharedAppendGroup]) -> Future[list[AppendResult]]:
+        """Queue a call; its future holds one result per group once the flush that takes it has ended.
+
+        Invalid input raises here, before anything is queued. A call the buffer has no room for is
+        answered at once, each group with ``BackPressureRejected``.
+        """
         for group in groups:
             validate_group(group, self.writer.root)  # invalid input must not poison a shared flush
         size = sum(records_bytes(g.records) for g in groups)
+        future: Future[list[AppendResult]] = Future()
         with self._cond:
             if self._closed:
                 raise LlogError("the batching producer is closed")
@@ -115,36 +132,40 @@ class BatchingProducer:
                     f"{self._buffered} bytes are waiting to be written; the buffer holds "
                     f"{self.config.max_buffer_bytes} (LLOG_BATCH_MAX_BUFFER_BYTES)"
                 )
-                return [AppendResult(g.topic, g.partition, len(g.records), error=error) for g in groups]
-            pending = _Pending(groups, size, time.monotonic(), Future())
-            self._queue.append(pending)
+                future.set_result([AppendResult(g.topic, g.partition, len(g.records), error=error) for g in groups])
+                return future
+            self._queue.append(_Pending(groups, size, time.monotonic(), future))
             self._buffered += size
-        try:
-            while not pending.taken:
-                batch = self._take_turn(pending)
-                if batch:
-                    self._flush(batch)
-        except BaseException:
-            self._withdraw(pending)  # this caller leaves: its call must not be written for nobody
-            raise
-        return pending.future.result()
+            self._start_flushes()
+        return future
 
-    def _withdraw(self, pending: _Pending) -> None:
+    def _withdraw(self, future: Future[list[AppendResult]]) -> None:
         with self._cond:
-            if not pending.taken:
-                self._queue.remove(pending)
-                self._buffered -= pending.size
-                self._cond.notify_all()
+            for pending in self._queue:
+                if pending.future is future:
+                    self._queue.remove(pending)
+                    self._buffered -= pending.size
+                    self._cond.notify_all()
+                    return
 
-    def _take_turn(self, pending: _Pending) -> list[_Pending]:
-        """Wait until ``pending`` is taken or it is this caller's turn to flush; the batch to flush, if any."""
+    def _start_flushes(self) -> None:
+        """Hand the queue to flusher threads while it may be flushed now; called under the lock."""
+        while self._queue:
+            wait = self._wait_before_flush()
+            if wait is None:
+                return  # a flush ending starts the next
+            if wait > 0:
+                if self._timer is None:
+                    self._timer = threading.Timer(wait, self._on_timer)
+                    self._timer.daemon = True
+                    self._timer.start()
+                return
+            self._flushers.submit(self._flush, self._take_batch())
+
+    def _on_timer(self) -> None:
         with self._cond:
-            while not pending.taken:
-                wait = self._wait_before_flush()
-                if wait is not None and wait <= 0:
-                    return self._take_batch()
-                self._cond.wait(wait)
-            return []
+            self._timer = None
+            self._start_flushes()
 
     def _wait_before_flush(self) -> float | None:
         """Seconds until the queue may be flushed (0 or less: now; None: when a flush in flight ends)."""
@@ -163,7 +184,6 @@ class BatchingProducer:
         for pending in self._queue:
             if taken and size + pending.size > self.config.max_bytes:
                 break
-            pending.taken = True
             taken += 1
             size += pending.size
         batch, self._queue = self._queue[:taken], self._queue[taken:]
@@ -177,6 +197,7 @@ class BatchingProducer:
         finally:
             with self._cond:
                 self._in_flight -= 1
+                self._start_flushes()
                 self._cond.notify_all()
 
     def _append(self, batch: list[_Pending]) -> None:
@@ -225,6 +246,9 @@ class BatchingProducer:
         with self._cond:
             self._closed = True
             self._cond.wait_for(lambda: not self._queue and self._in_flight == 0)
+            if self._timer is not None:
+                self._timer.cancel()
+        self._flushers.shutdown(wait=False)
 
 
 def _slice(result: AppendResult, group: SharedAppendGroup, skip: int) -> AppendResult:

@@ -40,7 +40,7 @@ from llog.format.codec import records_bytes
 
 if TYPE_CHECKING:
     from llog.client.writer import SharedAppendGroup
-    from llog.service.produce import ProduceService
+    from llog.service.produce import ProduceEntry, ProduceService
 
 
 def create_service() -> ProduceService:
@@ -69,12 +69,19 @@ def group_bytes(group: SharedAppendGroup) -> int:
     return records_bytes(group.records)
 
 
-def produce_document(body: str | bytes | None) -> tuple[int, Any]:
-    """``POST /produce``: the answer's status and document; what it raises is answered by ``answer_error``."""
-    from llog.service.http_contract import parse_json_body, parse_produce_request, produce_response
+def parse_produce(body: str | bytes | None) -> list[ProduceEntry | SharedAppendGroup]:
+    """A ``POST /produce`` body's entries; raises what ``answer_error`` answers with a 4xx."""
+    from llog.service.http_contract import parse_json_body, parse_produce_request
 
     limits = _limits.get()
-    entries = parse_produce_request(parse_json_body(body, limits), limits)
+    return parse_produce_request(parse_json_body(body, limits), limits)
+
+
+def produce_document(body: str | bytes | None) -> tuple[int, Any]:
+    """``POST /produce``: the answer's status and document; what it raises is answered by ``answer_error``."""
+    from llog.service.http_contract import produce_response
+
+    entries = parse_produce(body)  # a bad request is refused before the service (its clients) is created
     groups, results = _service.get().produce_groups(entries)
     status, document = produce_response(results)
     if telemetry.enabled():  # not under llog serve, which counts for itself: no pass over the records

@@ -725,6 +725,67 @@ def test_the_example_curl_requests(live_server):
     assert metrics["s3"]["put"]["calls"] == 1
 
 
+def pool_paths(server: LlogServer, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths of the requests llog serve answers on a pool thread from now on (``_respond``), in order."""
+    pooled: list[str] = []
+    respond = server._respond
+
+    def recording(request: Any, admission: Any) -> Any:
+        pooled.append(admission.path)
+        return respond(request, admission)
+
+    monkeypatch.setattr(server, "_respond", recording)
+    return pooled
+
+
+@pytest.mark.oxia
+def test_a_produce_to_a_partition_the_process_knows_waits_on_the_event_loop(live_server, monkeypatch):
+    pooled = pool_paths(live_server, monkeypatch)
+    body = json.dumps({"topic_partitions": [{"topic": "loop", "partition": 0, "records": ["a", "b"]}]})
+    first = call_json(live_server, "POST", "/produce", body)
+    assert pooled == ["/produce"]  # the partition was initialized first: an Oxia read, on a pool thread
+    second = call_json(live_server, "POST", "/produce", body)
+    assert pooled == ["/produce"]  # on the loop
+    status, _, raw = call(live_server, "POST", "/produce", body, ORIGIN)
+    through_the_resolver = (status, json.loads(raw))
+    assert pooled == ["/produce", "/produce"]
+    offsets = [(a[0], [(r["start_offset"], r["end_offset"]) for r in a[1]["results"]])
+               for a in (first, second, through_the_resolver)]  # fmt: skip
+    assert offsets == [(200, [(1, 2)]), (200, [(3, 4)]), (200, [(5, 6)])]
+    # Refused on the loop as on a pool thread: the same 400, nothing written.
+    empty = '{"topic_partitions": [{"topic": "loop", "partition": 0, "records": []}]}'
+    assert comparable(call(live_server, "POST", "/produce", empty)) == comparable(
+        call(live_server, "POST", "/produce", empty, ORIGIN)
+    )
+    assert call_json(live_server, "GET", "/topics/loop")[1]["partition_status"][0]["high_watermark"] == 6
+
+
+@pytest.mark.oxia
+def test_a_produce_on_the_loop_to_a_topic_deleted_since_it_was_cached_is_unknown_topic(live_server, monkeypatch):
+    assert call_json(live_server, "POST", "/topics", json.dumps({"topic": "gone", "partitions": 1}))[0] == 201
+    body = json.dumps({"topic_partitions": [{"topic": "gone", "partition": 0, "records": ["a"]}]})
+    assert call_json(live_server, "POST", "/produce", body)[0] == 200
+    pooled = pool_paths(live_server, monkeypatch)
+    service = live_server.services.produce
+    finishes: list[tuple[bool, str]] = []
+    finish = service.finish
+
+    def recording(prepared: Any, appended: Any, *, cached_only: bool = False) -> Any:
+        finishes.append((cached_only, threading.current_thread().name))
+        return finish(prepared, appended, cached_only=cached_only)
+
+    monkeypatch.setattr(service, "finish", recording)
+    assert call_json(live_server, "DELETE", "/topics/gone")[0] == 200
+    # The produce service still trusts its cached record: the append meets the fence, and the record, read
+    # again on a pool thread, turns that into the topic's absence.
+    status, answer = call_json(live_server, "POST", "/produce", body)
+    assert (status, answer["error_type"]) == (404, "UnknownTopic"), answer
+    assert pooled == ["/topics/gone"]
+    assert [cached for cached, _ in finishes] == [True, False]
+    assert finishes[0][1] == "llog-serve"  # the event loop's thread
+    assert finishes[1][1].startswith("llog-serve_")  # a pool thread: it reads Oxia
+
+
 @pytest.mark.oxia
 def test_concurrent_produce_requests_share_wal_blobs(live_server):
     n = 16

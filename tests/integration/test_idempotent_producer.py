@@ -372,7 +372,7 @@ def test_the_batcher_keeps_an_idempotent_group_apart_and_in_its_place(timed: Sto
         [SharedAppendGroup(topic, 0, [b"c1"])],
         [SharedAppendGroup(topic, 0, [b"d1"])],
     ]
-    batch = [_Pending(groups, 1, 0.0, Future(), taken=True) for groups in calls]
+    batch = [_Pending(groups, 1, 0.0, Future()) for groups in calls]
     batcher._write(batch)
     results = [pending.future.result()[0] for pending in batch]
     assert [(r.start_offset, r.end_offset, r.duplicate) for r in results] == [

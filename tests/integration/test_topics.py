@@ -279,6 +279,32 @@ def test_a_cached_topic_costs_the_produce_no_oxia_operation(storage: Storage, to
     assert {op: n for op, n in calls.items() if n} == {"put_sequential": 1}  # what an implicit topic costs
 
 
+def test_prepare_on_the_cache_alone_reads_nothing_and_says_when_it_would_have_to(storage: Storage, topic: str) -> None:
+    """``prepare(cached_only=True)``, what llog serve runs on its event loop: None wherever Oxia would be read."""
+    topics(storage).create(topic, 2, config())
+    service = ProduceService(LogWriter(storage))
+    plain = [ProduceEntry(topic, 0, [b"a"])]
+    before = storage.oxia.counters.snapshot()
+    assert service.prepare(plain, cached_only=True) is None  # the topic's record is not cached
+    service.produce(plain)  # caches it and initializes partition 0
+    assert service.prepare([ProduceEntry(topic, 1, [b"b"])], cached_only=True) is None  # 1 is not initialized
+    assert service.prepare([SharedAppendGroup(topic, 0, [b"c"], expected_offset=2)], cached_only=True) is None
+    assert service.prepare([ProduceEntry(topic, 5, [b"d"])], cached_only=True) is None  # grown since? a read says
+    with pytest.raises(InvalidArgument):  # bad input is refused whatever the cache holds
+        service.prepare([ProduceEntry(topic, 0, [])], cached_only=True)
+
+    reads = storage.oxia.counters.snapshot()
+    assert reads != before  # the produce did read
+    prepared = service.prepare([ProduceEntry(topic, 0, [b"e"]), ProduceEntry(topic, 0, [b"f"])], cached_only=True)
+    assert storage.oxia.counters.snapshot() == reads  # nothing read
+    assert prepared is not None
+    assert prepared.results == {}
+    assert [(g.partition, list(g.records)) for g in prepared.ready_groups] == [(0, [b"e"]), (0, [b"f"])]
+    finished = service.finish(prepared, service.writer.append_shared(prepared.ready_groups), cached_only=True)
+    assert finished is not None
+    assert [(r.start_offset, r.end_offset) for r in finished[1]] == [(2, 2), (3, 3)]
+
+
 # --- delete and reclaim -------------------------------------------------------------------------------------
 
 

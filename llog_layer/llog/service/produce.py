@@ -26,7 +26,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
@@ -99,6 +99,23 @@ def route(
     return groups
 
 
+class _WouldBlock(Exception):
+    """``prepare(cached_only=True)`` met a step that reads Oxia."""
+
+
+@dataclass
+class PreparedProduce:
+    """A request checked and routed (``ProduceService.prepare``), before its append."""
+
+    groups: list[SharedAppendGroup]  # every batch of the request, in order
+    results: dict[int, AppendResult] = field(default_factory=dict)  # by index: batches failed already
+    ready: list[tuple[int, SharedAppendGroup]] = field(default_factory=list)  # by index: batches to append
+
+    @property
+    def ready_groups(self) -> list[SharedAppendGroup]:
+        return [group for _, group in self.ready]
+
+
 class ProduceService:
     def __init__(
         self,
@@ -138,58 +155,95 @@ class ProduceService:
         as a partition that cannot be initialized does; its keyed entries,
         which cannot be routed, fail the request.
         """
+        prepared = self.prepare(entries)
+        assert prepared is not None
+        appender = self.batcher or self.writer
+        appended = appender.append_shared(prepared.ready_groups) if prepared.ready else []
+        finished = self.finish(prepared, appended)
+        assert finished is not None
+        return finished
+
+    def prepare(
+        self, entries: Sequence[ProduceEntry | SharedAppendGroup], *, cached_only: bool = False
+    ) -> PreparedProduce | None:
+        """``produce_groups`` up to the append: the groups to append, and those that failed already.
+
+        ``cached_only``: None instead of reading Oxia (a topic record not cached or past its TTL, a
+        partition not initialized by this process, a conditional group), so that the caller, an
+        event loop, can run this on its own thread and hand the rest to one that may block.
+        """
         for entry in entries:
             validate_group(SharedAppendGroup(entry.topic, entry.partition or 0, entry.records), self.writer.root)
+        try:
+            return self._prepare(entries, cached_only)
+        except _WouldBlock:
+            return None
+
+    def _prepare(self, entries: Sequence[ProduceEntry | SharedAppendGroup], cached_only: bool) -> PreparedProduce:
         records: dict[str, TopicRecord | None] = {}
         unreadable: dict[str, LlogError] = {}
         for topic in dict.fromkeys(entry.topic for entry in entries):
             try:
-                records[topic] = self._topic(topic)
+                records[topic] = self._topic(topic, cached_only=cached_only)
             except LlogError as exc:
                 unreadable[topic] = exc
         for entry in entries:
             if entry.topic not in unreadable:
-                records[entry.topic] = self._check(entry, records[entry.topic])
+                records[entry.topic] = self._check(entry, records[entry.topic], cached_only)
             elif entry.partition is None:
                 raise unreadable[entry.topic]
         groups = self._route(entries, records)
-        results: dict[int, AppendResult] = {}
-        ready: list[tuple[int, SharedAppendGroup]] = []
+        prepared = PreparedProduce(groups)
         for i, group in enumerate(groups):
             try:
                 if group.topic in unreadable:
                     raise unreadable[group.topic]
-                self._ensure_initialized(group.topic, group.partition, records[group.topic])
+                self._ensure_initialized(group.topic, group.partition, records[group.topic], cached_only)
             except LlogError as exc:
-                results[i] = AppendResult(group.topic, group.partition, len(group.records), error=exc)
+                prepared.results[i] = AppendResult(group.topic, group.partition, len(group.records), error=exc)
             else:
-                ready.append((i, group))
-        conditional = [g for _, g in ready if g.expected_offset is not None]
+                prepared.ready.append((i, group))
+        conditional = [g for _, g in prepared.ready if g.expected_offset is not None]
         if conditional:
+            if cached_only:
+                raise _WouldBlock
             # Refused for the whole request before anything is written, here rather than in a batcher's
             # flush (one more control read per conditional group; the writer checks again at its append).
             for error in self.writer.conditional_refusals(conditional).values():
                 if isinstance(error, ConditionalAppendUnsupported):
                     raise error
-        if ready:
-            appender = self.batcher or self.writer
-            appended = appender.append_shared([g for _, g in ready])
-            results.update((i, r) for (i, _), r in zip(ready, appended, strict=True))
-        final = self._deleted_as_unknown([results[i] for i in range(len(groups))])
+        return prepared
+
+    def finish(
+        self, prepared: PreparedProduce, appended: Sequence[AppendResult], *, cached_only: bool = False
+    ) -> tuple[list[SharedAppendGroup], list[AppendResult]] | None:
+        """``produce_groups``' answer from the results of ``prepared.ready_groups``' append.
+
+        ``cached_only``: None if a batch was fenced (its topic's record must be read again to tell a
+        delete), without changing ``prepared``: call again without it.
+        """
+        results = dict(prepared.results)
+        results.update((i, r) for (i, _), r in zip(prepared.ready, appended, strict=True))
+        ordered = [results[i] for i in range(len(prepared.groups))]
+        if cached_only and any(isinstance(r.error, LogFenced) for r in ordered):
+            return None
+        final = self._deleted_as_unknown(ordered)
         unknown = [r.error for r in final if isinstance(r.error, UnknownTopic)]
         if unknown and len(unknown) == len(final):
             raise unknown[0]  # every batch met a delete: the request's answer is that the topic is gone
-        return groups, final
+        return prepared.groups, final
 
     # --- topics ------------------------------------------------------------------------------
 
-    def _topic(self, topic: str, *, refresh: bool = False) -> TopicRecord | None:
+    def _topic(self, topic: str, *, refresh: bool = False, cached_only: bool = False) -> TopicRecord | None:
         """The topic's record as this process knows it, read again if older than the TTL (or ``refresh``)."""
         now = self._clock()
         with self._lock:
             cached = self._cached.get(topic)
         if cached is not None and not refresh and now - cached.checked_at < TOPIC_CACHE_TTL_MS / 1000:
             return cached.record
+        if cached_only:
+            raise _WouldBlock
         fresh = _CachedTopic(self.topics.get(topic), now)
         with self._lock:
             if cached is not None and (
@@ -206,7 +260,9 @@ class ProduceService:
             # The writer's cached open generation of a reclaimed partition names a sequence that is gone.
             self.writer.forget(*pid)
 
-    def _check(self, entry: ProduceEntry | SharedAppendGroup, record: TopicRecord | None) -> TopicRecord | None:
+    def _check(
+        self, entry: ProduceEntry | SharedAppendGroup, record: TopicRecord | None, cached_only: bool = False
+    ) -> TopicRecord | None:
         """The entry's topic record if the entry may be written to it; raises otherwise (nothing written)."""
         if record is not None and record.deleted:
             raise UnknownTopic(entry.topic, f"topic {entry.topic!r} was deleted")
@@ -219,7 +275,7 @@ class ProduceService:
                 )
             return record
         if record is not None and entry.partition >= record.partitions:
-            record = self._topic(entry.topic, refresh=True)  # grown since it was cached?
+            record = self._topic(entry.topic, refresh=True, cached_only=cached_only)  # grown since it was cached?
             if record is not None and (record.deleted or entry.partition >= record.partitions):
                 if record.deleted:
                     raise UnknownTopic(entry.topic, f"topic {entry.topic!r} was deleted")
@@ -254,10 +310,14 @@ class ProduceService:
 
     # --- partitions ------------------------------------------------------------------------
 
-    def _ensure_initialized(self, topic: str, partition: int, record: TopicRecord | None) -> None:
+    def _ensure_initialized(
+        self, topic: str, partition: int, record: TopicRecord | None, cached_only: bool = False
+    ) -> None:
         pid = (topic, partition)
         if pid in self._initialized:
             return
+        if cached_only:
+            raise _WouldBlock
         if record is None:
             self.writer.initialize_partition(topic, partition)
         else:  # an explicit topic's partitions have its protocol, whatever this process's default
