@@ -155,12 +155,29 @@ class BatchingProducer:
             if wait is None:
                 return  # a flush ending starts the next
             if wait > 0:
-                if self._timer is None:
-                    self._timer = threading.Timer(wait, self._on_timer)
-                    self._timer.daemon = True
-                    self._timer.start()
+                self._arm_timer(wait)
                 return
-            self._flushers.submit(self._flush, self._take_batch())
+            batch = self._take_batch()
+            if not batch:
+                continue  # every call taken had been cancelled
+            try:
+                self._flushers.submit(self._flush, batch)
+            except BaseException as exc:  # no thread to write it (interpreter shutdown): its callers learn so
+                self._in_flight -= 1
+                for pending in batch:
+                    pending.future.set_exception(exc)
+                return
+
+    def _arm_timer(self, wait: float) -> None:
+        if self._timer is not None:
+            return
+        timer = threading.Timer(wait, self._on_timer)
+        timer.daemon = True
+        try:
+            timer.start()
+        except RuntimeError:
+            return  # no thread: the next call or flush to end checks the queue again
+        self._timer = timer
 
     def _on_timer(self) -> None:
         with self._cond:
@@ -178,7 +195,12 @@ class BatchingProducer:
         return self.config.max_delay_ms / 1000 - (time.monotonic() - self._queue[0].enqueued_at)
 
     def _take_batch(self) -> list[_Pending]:
-        """Take queued calls in arrival order, up to ``max_bytes`` (at least one); called under the lock."""
+        """Take queued calls in arrival order, up to ``max_bytes`` (at least one); called under the lock.
+
+        A call whose future was cancelled (its awaiting task was) is dropped, not written for nobody;
+        the others' futures are marked running, so they can no longer be cancelled. A batch of none
+        (every call taken was cancelled) counts no flush in flight.
+        """
         taken = 0
         size = 0
         for pending in self._queue:
@@ -186,9 +208,11 @@ class BatchingProducer:
                 break
             taken += 1
             size += pending.size
-        batch, self._queue = self._queue[:taken], self._queue[taken:]
+        candidates, self._queue = self._queue[:taken], self._queue[taken:]
         self._buffered -= size
-        self._in_flight += 1
+        batch = [pending for pending in candidates if pending.future.set_running_or_notify_cancel()]
+        if batch:
+            self._in_flight += 1
         return batch
 
     def _flush(self, batch: list[_Pending]) -> None:

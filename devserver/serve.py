@@ -1,13 +1,16 @@
 """``llog serve [--host 127.0.0.1] [--port 8080]``: the HTTP API from one process.
 
 Connections live on one asyncio event loop (``devserver.http11``); handlers run
-on a pool of threads.
+on a pool of threads, except for a produce request that needs no Oxia read
+before its append, which waits for its group commit on the loop
+(``LlogServer._produce_on_loop``).
 
 Every request becomes an API Gateway REST proxy event handed to the same
 handler Lambda runs (``functions.produce.app.handler``,
 ``functions.consume.app.handler``, ``functions.admin.app.handler``), except a
 ``POST /produce`` without an ``Origin``: the produce handler's own steps answer
-it, without the event and the resolver (``produce_app.serve_produce``). Unlike a
+it, without the event and the resolver (``produce_app.parse_produce`` and the
+produce service on the loop, or ``produce_app.serve_produce`` on a pool thread). Unlike a
 Lambda environment, the process shares one Oxia store, one S3 client, a
 ``BatchingProducer`` (concurrent produce requests become one shared WAL blob)
 and a ``TailCache`` (``LLOG_TAIL_CACHE_MAX_BYTES``, 0 disables it) between
@@ -468,8 +471,9 @@ class LlogServer:
                 finished = await loop.run_in_executor(self._pool, functools.partial(service.finish, prepared, appended))
                 assert finished is not None
             status, document = produce_response(finished[1])
-        except Exception as exc:
-            status, document, headers = answer_error(produce_app.telemetry, exc, request_id)
+        except Exception as exc:  # logged on a pool thread: Powertools' logger writes to stdout as it is called
+            error = functools.partial(answer_error, produce_app.telemetry, exc, request_id)
+            status, document, headers = await loop.run_in_executor(self._pool, error)
         return self._produce_answer(status, {**headers, "X-Request-Id": request_id}, document)
 
     def _produce_answer(

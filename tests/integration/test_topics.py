@@ -305,6 +305,24 @@ def test_prepare_on_the_cache_alone_reads_nothing_and_says_when_it_would_have_to
     assert [(r.start_offset, r.end_offset) for r in finished[1]] == [(2, 2), (3, 3)]
 
 
+def test_a_keyless_request_that_falls_back_from_the_cache_keeps_its_round_robin_turn(
+    storage: Storage, topic: str
+) -> None:
+    topics(storage).create(topic, 2, config())
+    service = ProduceService(LogWriter(storage))
+    service.produce([ProduceEntry(topic, 0, [b"x"])])  # caches the topic and initializes partition 0 only
+    keyless = [ProduceEntry(topic, None, [b"k"])]
+    first = service.prepare(keyless, cached_only=True)
+    assert first is not None
+    assert [g.partition for g in first.ready_groups] == [0]
+    assert service.prepare(keyless, cached_only=True) is None  # partition 1's turn, and it is not initialized
+    (result,) = service.produce(keyless)  # what llog serve's pool thread does next: the same turn
+    assert (result.partition, result.ok) == (1, True)
+    third = service.prepare(keyless, cached_only=True)
+    assert third is not None
+    assert [g.partition for g in third.ready_groups] == [0]
+
+
 # --- delete and reclaim -------------------------------------------------------------------------------------
 
 

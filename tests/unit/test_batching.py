@@ -11,6 +11,7 @@ tests/integration/test_consume.py.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
@@ -405,3 +406,29 @@ def test_a_broken_writer_answer_reaches_every_caller_instead_of_hanging():
     assert isinstance(b_out[0], IndexError)
     assert batcher.in_flight == 0
     batcher.close()
+
+
+def test_a_submitted_call_cancelled_before_its_flush_is_not_written_and_the_others_are():
+    writer, batcher, gate, (first, first_out) = held_first_flush(max_delay_ms=60_000)
+    cancelled = batcher.submit([SharedAppendGroup("orders", 0, [b"never"])])
+    kept = batcher.submit([SharedAppendGroup("orders", 0, [b"kept"])])
+    assert cancelled.cancel()  # what asyncio does to the future when the awaiting task is cancelled
+    gate.set()
+    (result,) = kept.result(10)
+    first.join(10)
+    batcher.close()
+    assert (result.ok, result.start_offset) == (True, 1)
+    assert writer.records_of("orders", 0) == [b"kept"]
+    assert batcher.buffered_bytes == 0
+
+
+def test_an_awaited_call_is_answered_on_the_event_loop():
+    writer = RecordingWriter()
+    batcher = producer(writer)
+
+    async def produce() -> list[AppendResult]:
+        return await asyncio.wrap_future(batcher.submit([SharedAppendGroup("orders", 0, [b"a", b"b"])]))
+
+    (result,) = asyncio.run(produce())
+    batcher.close()
+    assert (result.start_offset, result.end_offset) == (1, 2)

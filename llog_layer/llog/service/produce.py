@@ -22,10 +22,9 @@ its partitions forgotten: they are initialized again before the next write.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -130,7 +129,7 @@ class ProduceService:
         self._clock = clock
         self._initialized: set[tuple[str, int]] = set()
         self._cached: dict[str, _CachedTopic] = {}
-        self._round_robin: Iterator[int] = itertools.count()
+        self._round_robin = 0  # keyless requests routed so far (per topic entry), under ``_lock``
         self._lock = threading.Lock()
 
     @classmethod
@@ -192,7 +191,7 @@ class ProduceService:
                 records[entry.topic] = self._check(entry, records[entry.topic], cached_only)
             elif entry.partition is None:
                 raise unreadable[entry.topic]
-        groups = self._route(entries, records)
+        groups, turns = self._route(entries, records, cached_only)
         prepared = PreparedProduce(groups)
         for i, group in enumerate(groups):
             try:
@@ -212,6 +211,8 @@ class ProduceService:
             for error in self.writer.conditional_refusals(conditional).values():
                 if isinstance(error, ConditionalAppendUnsupported):
                     raise error
+        with self._lock:
+            self._round_robin += turns
         return prepared
 
     def finish(
@@ -286,10 +287,30 @@ class ProduceService:
         return record
 
     def _route(
-        self, entries: Sequence[ProduceEntry | SharedAppendGroup], records: dict[str, TopicRecord | None]
-    ) -> list[SharedAppendGroup]:
+        self,
+        entries: Sequence[ProduceEntry | SharedAppendGroup],
+        records: dict[str, TopicRecord | None],
+        cached_only: bool,
+    ) -> tuple[list[SharedAppendGroup], int]:
+        """The request's batches, and how many round-robin turns they took.
+
+        ``cached_only``: the turns are read, not taken; ``_prepare`` takes them once it succeeds, so that
+        an attempt that falls back (and routes again) does not skip a partition.
+        """
         counts = {topic: record.partitions for topic, record in records.items() if record is not None}
-        return route(entries, counts, lambda count: next(self._round_robin) % count)
+        taken = 0
+
+        def next_partition(count: int) -> int:
+            nonlocal taken
+            with self._lock:
+                turn = self._round_robin + taken
+                if cached_only:
+                    taken += 1
+                else:
+                    self._round_robin += 1
+            return turn % count
+
+        return route(entries, counts, next_partition), taken
 
     def _deleted_as_unknown(self, results: list[AppendResult]) -> list[AppendResult]:
         """A fenced partition of a topic whose record now says deleted: report ``UnknownTopic``."""
