@@ -429,6 +429,9 @@ def test_an_awaited_call_is_answered_on_the_event_loop():
     async def produce() -> list[AppendResult]:
         return await asyncio.wrap_future(batcher.submit([SharedAppendGroup("orders", 0, [b"a", b"b"])]))
 
-    (result,) = asyncio.run(produce())
+    # On a thread of its own: the test process's main thread may run a loop already (Playwright's sync API).
+    thread, out = run_in_thread(asyncio.run, produce())
+    thread.join(10)
     batcher.close()
+    ((result,),) = out
     assert (result.start_offset, result.end_offset) == (1, 2)
