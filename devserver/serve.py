@@ -68,6 +68,7 @@ from llog.errors import LlogError
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeRequest, ConsumeService, PartitionFetch
 from llog.service.groups import GroupService
+from llog.service.http_contract import produce_response
 from llog.service.produce import PreparedProduce, ProduceService
 from llog.service.tail_cache import TailCache
 from llog.store.oxia import OxiaStore
@@ -87,7 +88,7 @@ LISTEN_BACKLOG = 1024
 HANDLER_THREADS = 1024
 SERVE_PATHS = ("/metrics", "/metrics/prometheus", "/openapi.json")  # served by llog serve itself
 HEALTH_ROUTE = "/health"  # load balancers' and ECS's probes: not traffic
-PRODUCE_ROUTE = ("POST", "/produce")  # answered without the resolver's event (produce_app.serve_produce)
+PRODUCE_ROUTE = ("POST", "/produce")  # without an Origin: no resolver (LlogServer._produce_on_loop, or serve_produce)
 # A produce body up to this size is parsed on the event loop (about 0.1 ms per 100 KiB); larger ones on a pool thread.
 LOOP_PRODUCE_MAX_BYTES = 256 * 1024
 # Upper bounds (ms) of the request latency histogram in /metrics; a last bucket counts the rest.
@@ -454,8 +455,6 @@ class LlogServer:
         topic record not cached, a partition this process has not initialized, a conditional batch)
         goes to a pool thread whole, as does the rare answer that needs one after its append.
         """
-        from llog.service.http_contract import produce_response
-
         request_id = str(uuid.uuid4())
         service = self.services.produce
         headers: dict[str, str] = {}
