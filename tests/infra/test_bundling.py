@@ -23,7 +23,7 @@ pytestmark = pytest.mark.bundling
 
 EM_AARCH64 = 183  # ELF e_machine of ARM64
 MAX_LAYER_BYTES = 60 * 1024 * 1024
-NATIVE = ("grpcio", "xxhash", "crc32c", "wrapt")
+NATIVE = ("grpcio", "xxhash", "crc32c", "wrapt", "awscrt")
 
 
 def wheel_tags(site: Path) -> dict[str, list[str]]:
@@ -56,6 +56,7 @@ def test_bundle_holds_llog_and_oxia(bundle: Path) -> None:
         "aws_lambda_powertools",
         "aws_xray_sdk",
         "wrapt",
+        "awscrt",
     ):
         assert (site / module).is_dir(), module
     # the byte code the layer carries is checked by test_layer_bytecode.py
@@ -70,7 +71,7 @@ def test_no_code_generator_or_ruff(bundle: Path) -> None:
 
 def test_wheels_are_for_cp313_manylinux_aarch64_or_pure_python(bundle: Path) -> None:
     tags = wheel_tags(bundle / "python")
-    assert len(tags) == 11, sorted(tags)
+    assert len(tags) == 12, sorted(tags)
     for dist, dist_tags in tags.items():
         assert dist_tags, dist
         for tag in dist_tags:
@@ -79,7 +80,8 @@ def test_wheels_are_for_cp313_manylinux_aarch64_or_pure_python(bundle: Path) -> 
                 assert abi == "none", (dist, tag)
                 assert python in ("py3", "py2", "py2.py3"), (dist, tag)
             else:
-                assert (python, abi) == ("cp313", "cp313"), (dist, tag)
+                assert python == "cp313", (dist, tag)
+                assert abi in ("cp313", "abi3"), (dist, tag)  # abi3: the stable ABI, from 3.13 on
                 assert platform.startswith("manylinux"), (dist, tag)
                 assert platform.endswith("_aarch64"), (dist, tag)
     for native in NATIVE:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 import uuid
 
@@ -90,3 +91,22 @@ def test_unreachable_endpoint_fails_promptly_with_a_retriable_error(location: S3
     assert excinfo.value.retriable
     assert time.monotonic() - start < 10
     assert store.counters.snapshot()["put"].errors == 1
+
+
+def _put_in_child(store: BlobStore, location: S3Location) -> None:
+    store.put(location, b"from the child")
+
+
+def test_a_forked_child_puts_through_clients_of_its_own(blob_store: BlobStore, location: S3Location) -> None:
+    """The AWS Common Runtime's threads do not survive a fork: a child's PUTs must not wait on its parent's."""
+    blob_store.put(location, b"from the parent")  # the parent's CRT client and event loop threads now exist
+    child_location = S3Location(location.bucket, location.key + "-child")
+    child = multiprocessing.get_context("fork").Process(target=_put_in_child, args=(blob_store, child_location))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
+    assert blob_store.get(child_location) == b"from the child"
+    blob_store.put(location, b"the parent again")
+    assert blob_store.get(location) == b"the parent again"

@@ -1,13 +1,18 @@
-"""S3 failures injected into the real botocore client talking to moto: 503 SlowDown, 500s, timeouts.
+"""S3 failures against moto: 503 SlowDown, 500s, timeouts, dropped and hung connections.
 
-Hooks on botocore's ``before-send`` event answer in place of the server, so
-botocore's own retry logic and our error mapping run unchanged.
+GETs: hooks on botocore's ``before-send`` event answer in place of the server,
+so botocore's own retry logic and our error mapping run unchanged. PUTs go
+through the AWS Common Runtime, which botocore's hooks never see: a proxy in
+front of moto (``tests/s3_proxy.py``) answers them with the fault instead, so
+the CRT's retries run unchanged.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import botocore.awsrequest
@@ -18,13 +23,14 @@ from botocore.compat import HTTPHeaders
 from devserver.devstack import free_port
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config
-from llog.errors import BlobStoreUnavailable
+from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError
 from llog.format.keys import S3Location
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import HARNESS
+from tests.s3_proxy import S3Proxy, s3_proxy
 
 
 class _Body:
@@ -70,35 +76,71 @@ def store(s3_config: S3Config) -> BlobStore:
 
 
 @pytest.fixture
+def proxy(s3_config: S3Config) -> Iterator[S3Proxy]:
+    assert s3_config.endpoint_url
+    with s3_proxy(s3_config.endpoint_url) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def proxied(s3_config: S3Config, proxy: S3Proxy) -> BlobStore:
+    """A store whose calls pass the proxy; a hung call gives up after 3 attempts x (0.5 + 0.5) s."""
+    return BlobStore(
+        replace(s3_config, endpoint_url=proxy.endpoint_url, max_attempts=3, connect_timeout_s=0.5, read_timeout_s=0.5)
+    )
+
+
+@pytest.fixture
 def location(root: str) -> S3Location:
     return S3Location(BUCKET, f"{root}/faults/{uuid.uuid4()}")
 
 
-@pytest.mark.parametrize(
-    ("fault", "name"),
-    [(error_response(503, "SlowDown"), "SlowDown"), (error_response(500, "InternalError"), "500"),
-     (timeout, "timeout")],
-)
+@pytest.mark.parametrize("answer", [(503, "SlowDown"), (500, "InternalError"), "drop"])
 def test_transient_put_failures_are_retried_until_durable(
-    store: BlobStore, location: S3Location, fault: Callable[..., Any], name: str
+    proxied: BlobStore, proxy: S3Proxy, location: S3Location, answer: tuple[int, str] | str
 ) -> None:
-    faults = Faults(store, "PutObject", fault, times=2)
-    store.put(location, b"payload")
-    assert faults.calls == 3
-    assert store.get(location) == b"payload"
+    proxy.fail("PUT", answer, times=2)
+    proxied.put(location, b"payload")
+    assert len(proxy.requests("PUT")) == 3
+    assert proxied.get(location) == b"payload"
 
 
-@pytest.mark.parametrize(
-    ("operation", "call"),
-    [("PutObject", lambda s, loc: s.put(loc, b"payload")), ("GetObject", lambda s, loc: s.get_range(loc, 0, 3))],
-)
-def test_persistent_failures_end_in_a_clear_retriable_error(
-    store: BlobStore, location: S3Location, operation: str, call: Callable[[BlobStore, S3Location], object]
+def test_persistent_put_failures_end_in_a_clear_retriable_error(
+    proxied: BlobStore, proxy: S3Proxy, location: S3Location
 ) -> None:
-    store.put(location, b"payload")
-    faults = Faults(store, operation, error_response(503, "SlowDown"), times=100)
+    proxy.fail("PUT", (503, "SlowDown"), times=100)
     with pytest.raises(BlobStoreUnavailable, match="SlowDown") as excinfo:
-        call(store, location)
+        proxied.put(location, b"payload")
+    assert excinfo.value.retriable
+    assert len(proxy.requests("PUT")) == proxied.config.max_attempts  # retried before giving up
+    with pytest.raises(BlobNotFound):
+        proxied.head(location)
+
+
+@pytest.mark.parametrize(("status", "code"), [(403, "AccessDenied"), (404, "NoSuchBucket")])
+def test_a_refused_put_is_a_configuration_error_and_is_not_retried(
+    proxied: BlobStore, proxy: S3Proxy, location: S3Location, status: int, code: str
+) -> None:
+    proxy.fail("PUT", (status, code), times=100)
+    with pytest.raises(ConfigurationError, match=f"S3 put of {location.uri} refused: {code}: HTTP {status}: injected"):
+        proxied.put(location, b"payload")
+    assert len(proxy.requests("PUT")) == 1
+
+
+def test_a_put_that_hangs_is_given_up_at_its_deadline(proxied: BlobStore, proxy: S3Proxy, location: S3Location) -> None:
+    proxy.fail("PUT", "hang", times=100)
+    started = time.monotonic()
+    with pytest.raises(BlobStoreUnavailable, match="did not finish within 3s") as excinfo:
+        proxied.put(location, b"payload")
+    assert excinfo.value.retriable
+    assert time.monotonic() - started < 30
+
+
+def test_persistent_get_failures_end_in_a_clear_retriable_error(store: BlobStore, location: S3Location) -> None:
+    store.put(location, b"payload")
+    faults = Faults(store, "GetObject", error_response(503, "SlowDown"), times=100)
+    with pytest.raises(BlobStoreUnavailable, match="SlowDown") as excinfo:
+        store.get_range(location, 0, 3)
     assert excinfo.value.retriable
     assert faults.calls >= store.config.max_attempts  # botocore retried before giving up
 
@@ -109,10 +151,12 @@ def test_range_get_retries_then_returns_exact_bytes(store: BlobStore, location: 
     assert store.get_range(location, 10, 50) == bytes(range(10, 60))
 
 
-def test_an_append_whose_blob_never_became_durable_is_never_acknowledged(store: BlobStore, root: str) -> None:
-    Faults(store, "PutObject", error_response(500, "InternalError"), times=100)
+def test_an_append_whose_blob_never_became_durable_is_never_acknowledged(
+    proxied: BlobStore, proxy: S3Proxy, root: str
+) -> None:
+    proxy.fail("PUT", (500, "InternalError"), times=100)
     oxia = OxiaStore(OxiaConfig(f"127.0.0.1:{free_port()}", connect_timeout_ms=500))
-    writer = LogWriter(Storage(oxia, store, BUCKET, root))
+    writer = LogWriter(Storage(oxia, proxied, BUCKET, root))
 
     results = writer.append_shared([SharedAppendGroup("orders", 0, [b"a"]), SharedAppendGroup("orders", 1, [b"b"])])
 

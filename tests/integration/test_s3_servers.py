@@ -14,6 +14,7 @@ reason, and ``LLOG_REQUIRE_VERSITYGW=1`` makes that a failure.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import os
@@ -40,11 +41,13 @@ from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT as AFTER_BLOB_PUT
 from llog.protocol.manifest import ManifestStore
+from llog.store import s3 as s3_module
 from llog.store.s3 import BlobStore, crc32c_checksum
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_gc import collector, wal_keys
+from tests.s3_proxy import S3Proxy, s3_proxy
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS_BIN = ROOT / ".tools" / "bin"
@@ -128,43 +131,61 @@ def test_put_get_range_head_and_metadata(any_blobs: BlobStore) -> None:
     assert any_blobs.head(empty).size == 0
 
 
-def test_a_put_sends_its_body_without_waiting_for_100_continue(any_blobs: BlobStore) -> None:
-    """botocore's default asks for ``Expect: 100-continue`` and waits a round trip for it; a WAL write does not."""
-    expect: list[str | None] = []
-    any_blobs.events.register(
-        "before-send.s3.PutObject", lambda request, **_: expect.append(request.headers.get("Expect"))
-    )
+@pytest.fixture
+def proxied_blobs(any_blobs: BlobStore) -> Iterator[tuple[BlobStore, S3Proxy]]:
+    """``any_blobs``'s server behind a recording proxy (``tests/s3_proxy.py``): PUTs as they went on the wire."""
+    assert any_blobs.config.endpoint_url
+    with s3_proxy(any_blobs.config.endpoint_url) as proxy:
+        yield BlobStore(replace(any_blobs.config, endpoint_url=proxy.endpoint_url)), proxy
+
+
+def test_a_put_sends_its_body_without_waiting_for_100_continue(proxied_blobs: tuple[BlobStore, S3Proxy]) -> None:
+    """Waiting for ``Expect: 100-continue`` costs a round trip per WAL write; a body here is one WAL blob."""
+    blobs, proxy = proxied_blobs
     location = S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}")
-    any_blobs.put(location, b"x" * 5000)
-    assert expect == [None]
-    assert any_blobs.get(location) == b"x" * 5000
+    blobs.put(location, b"x" * 5000)
+    [put] = proxy.requests("PUT")
+    assert "expect" not in put.headers
+    assert put.body == b"x" * 5000
+    assert blobs.get(location) == b"x" * 5000
 
 
-def test_a_put_carries_the_crc32c_of_its_body_and_no_checksum_of_botocore(any_blobs: BlobStore) -> None:
-    sent: list[dict[str, bytes]] = []
-    any_blobs.events.register(
-        "before-send.s3.PutObject", lambda request, **_: sent.append({k.lower(): v for k, v in request.headers.items()})
-    )
+def test_a_put_carries_the_crc32c_of_its_body_and_nothing_else(proxied_blobs: tuple[BlobStore, S3Proxy]) -> None:
+    blobs, proxy = proxied_blobs
     body = bytes(range(256)) * 40
-    any_blobs.put(S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}"), body)
-    [headers] = sent
-    independent = base64.b64encode(google_crc32c.value(body).to_bytes(4, "big"))
-    assert headers["x-amz-checksum-crc32c"] == independent  # bytes: the prepared request's header
-    assert [h for h in headers if h.startswith("x-amz-checksum-")] == ["x-amz-checksum-crc32c"]
-    assert "x-amz-trailer" not in headers  # the body is sent as it is, not in chunks with a trailing checksum
+    location = S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}")
+    blobs.put(location, body, metadata={"first-offset": "7"})
+    [put] = proxy.requests("PUT")
+    independent = base64.b64encode(google_crc32c.value(body).to_bytes(4, "big")).decode()
+    assert put.headers["x-amz-checksum-crc32c"] == independent
+    assert [h for h in put.headers if h.startswith("x-amz-checksum-")] == ["x-amz-checksum-crc32c"]
+    assert "x-amz-trailer" not in put.headers  # the body is sent as it is, not in chunks with a trailing checksum
+    assert put.headers["content-length"] == str(len(body))
+    # Over plain HTTP the signature covers the body as well (over TLS it is UNSIGNED-PAYLOAD: tests/unit).
+    assert put.headers["x-amz-content-sha256"] == hashlib.sha256(body).hexdigest()
+    assert put.path == f"/{BUCKET}/{location.key}"
+    assert blobs.head(location).metadata == {"first-offset": "7"}
+    assert blobs.get(location) == body
 
 
-def test_versitygw_keeps_the_crc32c_and_refuses_a_body_that_does_not_match_it(blob_store: BlobStore) -> None:
+def test_a_key_is_escaped_in_the_put_and_read_back_as_it_was(any_blobs: BlobStore) -> None:
+    location = S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}/a b+c%d=e~f")
+    any_blobs.put(location, b"escaped")
+    assert any_blobs.get(location) == b"escaped"
+    assert [o.key for o in any_blobs.list(BUCKET, location.key)] == [location.key]
+
+
+def test_versitygw_keeps_the_crc32c_and_refuses_a_body_that_does_not_match_it(
+    blob_store: BlobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     body = b"a WAL blob" * 100
     location = S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}")
     blob_store.put(location, body)
     head = blob_store._client.head_object(Bucket=BUCKET, Key=location.key, ChecksumMode="ENABLED")
     assert head["ChecksumCRC32C"] == crc32c_checksum(body)
 
-    def corrupt(request: Any, **_: Any) -> None:  # a bit flipped after llog computed the checksum, before signing
-        request.data = b"b" + body[1:]
-
-    blob_store.events.register("before-sign.s3.PutObject", corrupt)
+    # A bit flipped after llog computed the checksum: the checksum sent is of other bytes than the body.
+    monkeypatch.setattr(s3_module, "crc32c_checksum", lambda sent: crc32c_checksum(b"b" + sent[1:]))
     corrupted = S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}")
     with pytest.raises(BlobStoreUnavailable, match="BadDigest"):
         blob_store.put(corrupted, body)
@@ -189,10 +210,10 @@ def test_versitygw_keeps_connections_open(versitygw: VersityGW, caplog: pytest.L
     """As S3 does (make dev and the benchmarks start it so): a client's calls reuse its one connection."""
     blobs = BlobStore(versitygw.config(BUCKET))
     location = S3Location(BUCKET, f"llog-s3/{uuid.uuid4()}")
+    blobs.put(location, b"x" * 100)
     with caplog.at_level(logging.DEBUG, logger="urllib3.connectionpool"):
         for _ in range(4):
-            blobs.put(location, b"x" * 100)
-        assert blobs.get(location) == b"x" * 100
+            assert blobs.get(location) == b"x" * 100
     connects = [r.getMessage() for r in caplog.records if "connection" in r.getMessage().lower()]
     assert len(connects) == 1, connects
     assert connects[0].startswith("Starting new HTTP connection")

@@ -70,7 +70,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "glue_jobs": ("functions", "devserver", "tests", "infra", "bench", "scripts"),
     "llog_client": ("llog", "functions", "devserver", "tests", "infra", "bench", "scripts", "llog_export"),
 }
-STORE_ONLY = ("oxia", "grpc", "boto3", "botocore")
+STORE_ONLY = ("oxia", "grpc", "boto3", "botocore", "awscrt")
 IO_LIBRARIES = (
     *STORE_ONLY, "s3transfer", "urllib3", "requests", "socket", "ssl", "http", "urllib.request", "asyncio",
     "selectors", "select", "subprocess", "shutil", "tempfile", "pathlib", "sqlite3", "mmap",

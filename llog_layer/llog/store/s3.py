@@ -1,9 +1,10 @@
-"""The S3 adapter, on a botocore client.
+"""The S3 adapter: PUTs through the AWS Common Runtime (``llog.store.s3_crt``), every other call on botocore.
 
-The same code talks to real S3 and to a local moto server: only
-``endpoint_url`` differs. botocore retries throttling and 5xx responses
-(standard mode, ``max_attempts``); what still fails is mapped to
-``BlobStoreUnavailable`` (retriable) or ``BlobNotFound``.
+The same code talks to real S3 and to a local S3 server (moto, VersityGW):
+only ``endpoint_url`` differs. Both clients retry throttling, 5xx answers
+and dropped connections (``max_attempts``); what still fails is mapped to
+``BlobStoreUnavailable`` (retriable), ``BlobNotFound`` or
+``ConfigurationError`` (``s3_error``).
 
 botocore is imported by the first ``BlobStore``, not with this module: a
 Lambda function that never touches S3 (the admin function's catalog routes)
@@ -22,9 +23,17 @@ from typing import TYPE_CHECKING, Any, cast
 from crc32c import crc32c
 
 from llog.config import S3Config
-from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData, InvalidArgument
+from llog.errors import (
+    BlobNotFound,
+    BlobStoreUnavailable,
+    ConfigurationError,
+    CorruptData,
+    InvalidArgument,
+    LlogError,
+)
 from llog.format.keys import S3Location
 from llog.store.metrics import OperationCounters
+from llog.store.s3_crt import CrtPuts
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -44,21 +53,26 @@ def _s3_options(endpoint_url: str | None) -> Any:  # botocore.config.Config(s3=.
         # Path-style works with every S3-compatible endpoint, virtual-host
         # style needs DNS for the bucket name; keep AWS's default otherwise.
         options["addressing_style"] = "path"
-    if endpoint_url is None or endpoint_url.startswith("https:"):
-        # Over TLS a PUT's body is covered by its CRC32C (``crc32c_checksum``), as botocore's own checksum
-        # covers it; without this, a checksum botocore did not compute makes it hash every body with SHA-256
-        # to sign it. Over plain HTTP it is left to botocore, which signs the body.
-        options["payload_signing_enabled"] = False
     return options
+
+
+def s3_error(op: str, location: str, code: str, detail: str) -> LlogError:
+    """The llog error for S3's error ``code`` (an answer of botocore or of the CRT)."""
+    if code in _NOT_FOUND:
+        return BlobNotFound(f"{location} does not exist")
+    if code in _CONFIG_ERRORS:
+        return ConfigurationError(f"S3 {op} of {location} refused: {code}: {detail}")
+    if code == "InvalidRange":
+        return CorruptData(f"S3 {op} of {location}: the object is shorter than the requested range")
+    return BlobStoreUnavailable(f"S3 {op} of {location} failed: {code}: {detail}")
 
 
 def crc32c_checksum(body: bytes) -> str:
     """The object's CRC32C as S3's ``x-amz-checksum-crc32c`` header carries it (base64 of the big-endian value).
 
     S3 refuses a PUT whose body does not match it (``BadDigest``), so the object
-    is checked against the bytes llog built. Given it, botocore computes no
-    checksum of its own (CRC32 in Python's zlib, and over HTTPS a chunked body
-    with a trailer): this one is hardware CRC32C, a few microseconds per MB.
+    is checked against the bytes llog built: hardware CRC32C, a few microseconds
+    per MB. S3 keeps it, and a full GET checks the object against it.
     """
     return base64.b64encode(crc32c(body).to_bytes(4, "big")).decode("ascii")
 
@@ -79,12 +93,13 @@ class BlobStore:
         self.counters = counters or OperationCounters()
         import botocore.config
         import botocore.session
+        from botocore.credentials import Credentials
         from botocore.exceptions import BotoCoreError, ClientError
-        from botocore.handlers import add_expect_header
 
         self._errors = (BotoCoreError, ClientError)  # what a client call raises; ``_fail`` maps them
+        session = botocore.session.Session()
         # botocore's stubs type every client as BaseClient; boto3's name the S3 one.
-        client = botocore.session.Session().create_client(
+        client = session.create_client(
             "s3",
             endpoint_url=config.endpoint_url,
             region_name=config.region_name,
@@ -98,11 +113,13 @@ class BlobStore:
                 s3=_s3_options(config.endpoint_url),
             ),
         )
-        # botocore asks for "Expect: 100-continue" on every PUT with a body, then waits for S3's interim answer
-        # before sending it: a round trip more per WAL write. A body here is at most one WAL blob, so it goes
-        # at once; a refused PUT (a missing bucket, bad credentials) wastes only that.
-        client.meta.events.unregister("before-call.s3", add_expect_header)
         self._client = cast("S3Client", client)
+        credentials = (
+            Credentials(config.access_key_id, config.secret_access_key, config.session_token)
+            if config.access_key_id and config.secret_access_key
+            else session.get_credentials()  # the chain the client above resolved its own from (cached)
+        )
+        self._puts = CrtPuts(config, client, credentials, s3_error)
 
     @classmethod
     def from_env(cls) -> BlobStore:
@@ -110,20 +127,16 @@ class BlobStore:
 
     @property
     def events(self) -> Any:
-        """botocore's event hooks of the client: for instrumentation, and fault injection in tests."""
+        """botocore's event hooks of the client (every call but ``put``): instrumentation, fault injection in tests."""
         return self._client.meta.events
 
     def _fail(self, op: str, location: str, exc: Exception) -> Exception:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError, FlexibleChecksumError
 
+        if isinstance(exc, FlexibleChecksumError):  # botocore's own check of a full GET (it has awscrt's CRC32C)
+            return CorruptData(f"S3 {op} of {location}: the object does not match its CRC32C: {exc}")
         if isinstance(exc, ClientError):
-            code = str(exc.response.get("Error", {}).get("Code", ""))
-            if code in _NOT_FOUND:
-                return BlobNotFound(f"{location} does not exist")
-            if code in _CONFIG_ERRORS:
-                return ConfigurationError(f"S3 {op} of {location} refused: {code}: {exc}")
-            if code == "InvalidRange":
-                return CorruptData(f"S3 {op} of {location}: the object is shorter than the requested range")
+            return s3_error(op, location, str(exc.response.get("Error", {}).get("Code", "")), str(exc))
         return BlobStoreUnavailable(f"S3 {op} of {location} failed: {exc}")
 
     def create_bucket(self, bucket: str) -> None:
@@ -137,16 +150,7 @@ class BlobStore:
 
     def put(self, location: S3Location, body: bytes, *, metadata: dict[str, str] | None = None) -> None:
         with self.counters.timed("put") as nbytes:
-            try:
-                self._client.put_object(
-                    Bucket=location.bucket,
-                    Key=location.key,
-                    Body=body,
-                    Metadata=metadata or {},
-                    ChecksumCRC32C=crc32c_checksum(body),
-                )
-            except self._errors as exc:
-                raise self._fail("put", location.uri, exc) from exc
+            self._puts.put(location, body, crc32c_checksum(body), metadata or {})
             nbytes.append(len(body))
 
     def head(self, location: S3Location) -> ObjectInfo:
@@ -193,7 +197,8 @@ class BlobStore:
             data: bytes = response["Body"].read()
         except self._errors as exc:
             raise self._fail(op, location.uri, exc) from exc
-        # botocore checks a full object's CRC32C only with awscrt, which Lambda does not have: check it here.
+        # botocore checks a full object's CRC32C too, but only when it asked S3 for it: by default, with awscrt
+        # installed (as the layer has it). This check depends on neither.
         stored = response.get("ChecksumCRC32C")
         if stored and not extra and "-" not in stored and stored != crc32c_checksum(data):  # "-": a multipart's
             raise CorruptData(f"S3 {op} of {location.uri}: the object does not match its CRC32C ({stored})")
