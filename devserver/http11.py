@@ -225,6 +225,7 @@ class _Connection(asyncio.Protocol):
         self._done = False  # no further request is read: a refusal or a malformed request ends the connection
         self._paused = False
         self._idle: asyncio.TimerHandle | None = None
+        self._active_at = 0.0  # the loop's time of the last thing received or answered
         self._fresh = True  # nothing received yet
         self._in_head = False  # a request has begun and its head is not complete
         self._begun = 0  # requests begun on this connection
@@ -465,16 +466,27 @@ class _Connection(asyncio.Protocol):
             transport.write(body)
 
     def _arm_idle_timer(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
-        if self._done or self._answering is not None or self._queue or self._transport is None:
+        """Note activity now; idle for ``idle_timeout_s`` from here, and nothing to answer, the connection closes.
+
+        One timer per connection, put off only when it fires: a new timer for every request received and
+        answered (and a cancelled one left in the loop's heap) was 7% of the loop's samples at 32 clients.
+        """
+        if self._transport is None:
             return
-        self._idle = asyncio.get_running_loop().call_later(self._server.idle_timeout_s, self._idle_timeout)
+        loop = asyncio.get_running_loop()
+        self._active_at = loop.time()
+        if self._idle is None and not self._done:
+            self._idle = loop.call_at(self._active_at + self._server.idle_timeout_s, self._idle_timeout)
 
     def _idle_timeout(self) -> None:
         self._idle = None
-        if self._answering is None and not self._queue:
-            log.debug("closing connection from %s: idle for %.0f s", self._client, self._server.idle_timeout_s)
-            self.close()
+        if self._done or self._answering is not None or self._queue:
+            return  # an answer's end notes activity and arms the timer again
+        loop = asyncio.get_running_loop()
+        due = self._active_at + self._server.idle_timeout_s
+        if loop.time() < due:
+            self._idle = loop.call_at(due, self._idle_timeout)
+            return
+        log.debug("closing connection from %s: idle for %.0f s", self._client, self._server.idle_timeout_s)
+        self.close()
 

@@ -208,6 +208,22 @@ def test_an_idle_connection_is_closed_after_the_idle_timeout() -> None:
         assert 0.15 < time.monotonic() - started < 5
 
 
+def test_a_connection_in_use_outlives_the_idle_timeout_and_closes_once_idle() -> None:
+    """The idle deadline moves with every request, so the timer that comes due early is put off, not obeyed."""
+    app = Recorder()
+    with serving(app, idle_timeout_s=0.3) as server, socket.create_connection(server.address, timeout=10) as sock:
+        started = time.monotonic()
+        for i in range(8):  # 0.1 s apart: 0.8 s in all, well past the 0.3 s timeout
+            sock.sendall(f"GET /n{i} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            wait_until(lambda i=i: f"/n{i}" in app.finished_targets, "the request was answered")
+            time.sleep(0.1)
+        assert time.monotonic() - started > 0.6
+        last = time.monotonic()
+        received = read_to_end(sock)  # the answers, then the end of the stream once idle
+        assert received.count(b"HTTP/1.1 200") == 8
+        assert 0.15 < time.monotonic() - last < 5
+
+
 def test_a_request_whose_client_left_still_finishes() -> None:
     app = Recorder()
     app.held["/left"] = threading.Event()
