@@ -489,4 +489,3 @@ class _Connection(asyncio.Protocol):
             return
         log.debug("closing connection from %s: idle for %.0f s", self._client, self._server.idle_timeout_s)
         self.close()
-
