@@ -10,6 +10,7 @@ with a fault instead: an S3 error, a dropped connection, or no answer at all.
 from __future__ import annotations
 
 import http.client
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,7 +65,8 @@ class S3Proxy:
 
 
 @contextmanager
-def s3_proxy(upstream: str | None) -> Iterator[S3Proxy]:
+def s3_proxy(upstream: str | None, *, tls: ssl.SSLContext | None = None) -> Iterator[S3Proxy]:
+    """``tls``: the server's context; the proxy then speaks HTTPS (``endpoint_url`` says so)."""
     proxy = S3Proxy(upstream)
     target = urlsplit(upstream or "")
 
@@ -120,7 +122,9 @@ def s3_proxy(upstream: str | None) -> Iterator[S3Proxy]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    proxy.endpoint_url = f"http://127.0.0.1:{server.server_address[1]}"
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
+    proxy.endpoint_url = f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:

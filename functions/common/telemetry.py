@@ -8,7 +8,8 @@ is the API Gateway request id (none for scheduled and SQS events), EMF
 ``Latency``, ms per invocation), and a ``Tracer`` where Powertools traces (in
 Lambda unless ``POWERTOOLS_TRACE_DISABLED``), created on the first invocation:
 it loads the X-Ray SDK and patches botocore, which is not part of import (the
-cold-start init phase). Elsewhere (tests, ``llog serve``) there is no tracer
+cold-start init phase). S3 PUTs go through the AWS Common Runtime, not
+botocore, so they are not traced. Elsewhere (tests, ``llog serve``) there is no tracer
 and the X-Ray SDK is never imported.
 
 ``Errors`` counts request errors and per-partition failures of the HTTP

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 import uuid
 
@@ -110,3 +111,18 @@ def test_a_forked_child_puts_through_clients_of_its_own(blob_store: BlobStore, l
     assert blob_store.get(child_location) == b"from the child"
     blob_store.put(location, b"the parent again")
     assert blob_store.get(location) == b"the parent again"
+
+
+def test_stores_of_one_setting_share_one_client_of_the_aws_common_runtime(
+    s3_config: S3Config, location: S3Location
+) -> None:
+    """A CRT client holds threads and buffers for good: one per process and setting, not one per store."""
+
+    def threads() -> int:
+        return len(os.listdir("/proc/self/task"))
+
+    BlobStore(s3_config).put(location, b"first")  # this setting's client exists from here
+    before = threads()
+    for _ in range(20):
+        BlobStore(s3_config).put(location, b"again")
+    assert threads() <= before + 2

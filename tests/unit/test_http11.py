@@ -214,8 +214,9 @@ def test_a_connection_in_use_outlives_the_idle_timeout_and_closes_once_idle() ->
     with serving(app, idle_timeout_s=0.3) as server, socket.create_connection(server.address, timeout=10) as sock:
         started = time.monotonic()
         for i in range(8):  # 0.1 s apart: 0.8 s in all, well past the 0.3 s timeout
-            sock.sendall(f"GET /n{i} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
-            wait_until(lambda i=i: f"/n{i}" in app.finished_targets, "the request was answered")
+            target = f"/n{i}"
+            sock.sendall(f"GET {target} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            wait_until(lambda: target in app.finished_targets, "the request was answered")  # noqa: B023
             time.sleep(0.1)
         assert time.monotonic() - started > 0.6
         last = time.monotonic()

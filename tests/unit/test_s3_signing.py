@@ -1,32 +1,43 @@
-"""How ``BlobStore.put`` signs and protects a PUT, against stand-in servers (no S3 needed).
+"""Where and how ``BlobStore.put`` sends a PUT, against stand-in servers (no S3 needed).
 
 Over plain HTTP the signature covers the body (its SHA-256), as botocore's
 does. Over TLS (AWS, or an ``https://`` endpoint) the body goes unsigned and is
 covered by its CRC32C, which S3 checks, as botocore's own checksum would be.
+On AWS a PUT goes to the bucket's regional host, as botocore's calls do.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
-import socket
-import threading
+import ipaddress
+import ssl
 from dataclasses import replace
+from pathlib import Path
 
 import google_crc32c
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from llog.config import S3Config
-from llog.errors import BlobStoreUnavailable
 from llog.format.keys import S3Location
 from llog.store.s3 import BlobStore
-from tests.s3_proxy import s3_proxy
+from tests.s3_proxy import Seen, s3_proxy
 
 BODY = b"a WAL blob " * 1000
+CRC32C = base64.b64encode(google_crc32c.value(BODY).to_bytes(4, "big")).decode()
 CONFIG = S3Config(
-    bucket="llog", region_name="us-east-1", access_key_id="k", secret_access_key="s", connect_timeout_s=0.5,
-    read_timeout_s=0.5, max_attempts=1,
+    bucket="llog", region_name="us-east-1", access_key_id="k", secret_access_key="s", session_token="t",
+    connect_timeout_s=2, read_timeout_s=2, max_attempts=2,
 )  # fmt: skip
+
+
+def signed_headers(put: Seen) -> set[str]:
+    return set(put.headers["authorization"].split("SignedHeaders=")[1].split(",")[0].split(";"))
 
 
 def test_over_plain_http_the_signature_covers_the_body_and_the_crc32c() -> None:
@@ -34,30 +45,65 @@ def test_over_plain_http_the_signature_covers_the_body_and_the_crc32c() -> None:
         BlobStore(replace(CONFIG, endpoint_url=server.endpoint_url)).put(S3Location("llog", "wal-shared/x"), BODY)
     [put] = server.requests("PUT")
     assert put.headers["x-amz-content-sha256"] == hashlib.sha256(BODY).hexdigest()
-    crc32c = base64.b64encode(google_crc32c.value(BODY).to_bytes(4, "big")).decode()
-    assert put.headers["x-amz-checksum-crc32c"] == crc32c
-    signed = put.headers["authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
-    assert {"host", "x-amz-checksum-crc32c", "x-amz-content-sha256", "x-amz-date"} <= set(signed)
+    assert put.headers["x-amz-checksum-crc32c"] == CRC32C
+    assert {"host", "x-amz-checksum-crc32c", "x-amz-content-sha256", "x-amz-date"} <= signed_headers(put)
     assert put.body == BODY
 
 
-def test_over_tls_the_body_is_unsigned_and_the_put_speaks_tls() -> None:
-    listener = socket.create_server(("127.0.0.1", 0))
-    first_bytes: list[bytes] = []
+def self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
 
-    def accept() -> None:
-        connection, _ = listener.accept()
-        with connection:
-            first_bytes.append(connection.recv(1))
 
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    store = BlobStore(replace(CONFIG, endpoint_url=f"https://127.0.0.1:{listener.getsockname()[1]}"))
-    with pytest.raises(BlobStoreUnavailable):  # no TLS server answers
-        store.put(S3Location("llog", "wal-shared/x"), BODY)
-    thread.join(5)
-    listener.close()
-    assert first_bytes == [b"\x16"]  # a TLS handshake record: the request went encrypted
-    # Under TLS the wire cannot be read here; the signing configuration says what the header carries.
+def test_over_tls_the_body_is_unsigned_covered_by_its_crc32c_and_the_ca_bundle_is_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = self_signed(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    monkeypatch.setenv("AWS_CA_BUNDLE", str(cert))  # as botocore's calls trust it
+    with s3_proxy(None, tls=context) as server:
+        BlobStore(replace(CONFIG, endpoint_url=server.endpoint_url)).put(S3Location("llog", "wal-shared/x"), BODY)
+    [put] = server.requests("PUT")
+    assert put.headers["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD"
+    assert put.headers["x-amz-checksum-crc32c"] == CRC32C
+    assert put.headers["x-amz-security-token"] == "t"
+    assert {"x-amz-checksum-crc32c", "x-amz-security-token"} <= signed_headers(put)
+    assert not [h for h in put.headers if h in ("x-amz-trailer", "expect", "content-encoding")]
+    assert put.body == BODY
+
+
+@pytest.mark.parametrize(
+    ("region", "bucket", "host", "prefix"),
+    [
+        ("eu-west-1", "llog-data", "llog-data.s3.eu-west-1.amazonaws.com", "/"),
+        # An opt-in region refuses a PUT sent to S3's global endpoint.
+        ("af-south-1", "llog-data", "llog-data.s3.af-south-1.amazonaws.com", "/"),
+        # A bucket name with dots cannot be a host name under S3's TLS certificate.
+        ("eu-west-1", "llog.data", "s3.eu-west-1.amazonaws.com", "/llog.data/"),
+    ],
+)
+def test_on_aws_a_put_goes_to_the_buckets_regional_host(region: str, bucket: str, host: str, prefix: str) -> None:
+    store = BlobStore(replace(CONFIG, region_name=region))
+    assert store._puts._target(bucket) == (host, prefix)  # read offline from botocore's endpoint rules
     assert store._puts.tls
-    assert store._puts._signing.signed_body_value == "UNSIGNED-PAYLOAD"

@@ -40,20 +40,35 @@ if TYPE_CHECKING:
 
 _NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
 # XAdminUserNotFound: VersityGW's answer to an unknown access key (AWS says InvalidAccessKeyId).
+# NoCredentials: none were found (the CRT's PUTs say so). PermanentRedirect, IllegalLocationConstraintException,
+# AuthorizationHeaderMalformed: the bucket is in another region than the one configured.
 _CONFIG_ERRORS = frozenset(
     {"NoSuchBucket", "InvalidBucketName", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
-     "XAdminUserNotFound"}
+     "XAdminUserNotFound", "NoCredentials", "PermanentRedirect", "IllegalLocationConstraintException",
+     "AuthorizationHeaderMalformed"}
 )  # fmt: skip
 _DELETE_BATCH = 1000  # DeleteObjects limit
 
 
 def _s3_options(endpoint_url: str | None) -> Any:  # botocore.config.Config(s3=...): a TypedDict of its stubs
-    options: dict[str, Any] = {}
-    if endpoint_url:
-        # Path-style works with every S3-compatible endpoint, virtual-host
-        # style needs DNS for the bucket name; keep AWS's default otherwise.
-        options["addressing_style"] = "path"
-    return options
+    # Path-style works with every S3-compatible endpoint, virtual-host style needs DNS for the bucket name.
+    # On AWS, virtual is botocore's default for its calls anyway; said explicitly, its presigned URLs (where
+    # the CRT's PUTs go) name the bucket's regional host too, not the global one, which opt-in regions refuse.
+    return {"addressing_style": "path" if endpoint_url else "virtual"}
+
+
+def _checksum_options() -> Any:
+    """botocore checks a response's checksum only where llog asks for one (a full GET's).
+
+    Its default since 1.36 asks for one on every GET, ranges included, and checks it when it can compute it
+    (CRC32C: with awscrt). Older versions (a Lambda runtime's) check nothing unasked and lack the option.
+    """
+    import botocore.config
+
+    try:
+        return botocore.config.Config(response_checksum_validation="when_required")
+    except TypeError:
+        return botocore.config.Config()
 
 
 def s3_error(op: str, location: str, code: str, detail: str) -> LlogError:
@@ -111,7 +126,7 @@ class BlobStore:
                 connect_timeout=config.connect_timeout_s,
                 read_timeout=config.read_timeout_s,
                 s3=_s3_options(config.endpoint_url),
-            ),
+            ).merge(_checksum_options()),
         )
         self._client = cast("S3Client", client)
         credentials = (
@@ -119,7 +134,7 @@ class BlobStore:
             if config.access_key_id and config.secret_access_key
             else session.get_credentials()  # the chain the client above resolved its own from (cached)
         )
-        self._puts = CrtPuts(config, client, credentials, s3_error)
+        self._puts = CrtPuts(config, client, credentials, session.get_config_variable("ca_bundle"), s3_error)
 
     @classmethod
     def from_env(cls) -> BlobStore:
@@ -193,12 +208,15 @@ class BlobStore:
 
     def _read(self, location: S3Location, op: str, extra: dict[str, Any]) -> bytes:
         try:
-            response = self._client.get_object(Bucket=location.bucket, Key=location.key, **extra)
+            # A full GET asks for the object's checksum (S3 leaves it out of ranges; some S3-compatible
+            # servers do not, and botocore would check it against the range).
+            checksum: dict[str, Any] = {} if extra else {"ChecksumMode": "ENABLED"}
+            response = self._client.get_object(Bucket=location.bucket, Key=location.key, **extra, **checksum)
             data: bytes = response["Body"].read()
         except self._errors as exc:
             raise self._fail(op, location.uri, exc) from exc
-        # botocore checks a full object's CRC32C too, but only when it asked S3 for it: by default, with awscrt
-        # installed (as the layer has it). This check depends on neither.
+        # botocore checks it too, but only with awscrt (its CRC32C) and a version that honours ChecksumMode's
+        # answer; this check depends on neither.
         stored = response.get("ChecksumCRC32C")
         if stored and not extra and "-" not in stored and stored != crc32c_checksum(data):  # "-": a multipart's
             raise CorruptData(f"S3 {op} of {location.uri}: the object does not match its CRC32C ({stored})")
