@@ -13,17 +13,20 @@ import datetime
 import hashlib
 import ipaddress
 import ssl
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import google_crc32c
 import pytest
+from botocore.exceptions import CredentialRetrievalError, NoCredentialsError
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from llog.config import S3Config
+from llog.errors import BlobStoreUnavailable, ConfigurationError
 from llog.format.keys import S3Location
 from llog.store.s3 import BlobStore
 from tests.s3_proxy import Seen, s3_proxy
@@ -103,7 +106,44 @@ def test_over_tls_the_body_is_unsigned_covered_by_its_crc32c_and_the_ca_bundle_i
         ("eu-west-1", "llog.data", "s3.eu-west-1.amazonaws.com", "/llog.data/"),
     ],
 )
-def test_on_aws_a_put_goes_to_the_buckets_regional_host(region: str, bucket: str, host: str, prefix: str) -> None:
+def test_on_aws_a_put_goes_to_the_buckets_regional_host(
+    region: str, bucket: str, host: str, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for variable in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_USE_FIPS_ENDPOINT", "AWS_USE_DUALSTACK_ENDPOINT"):
+        monkeypatch.delenv(variable, raising=False)
     store = BlobStore(replace(CONFIG, region_name=region))
     assert store._puts._target(bucket) == (host, prefix)  # read offline from botocore's endpoint rules
     assert store._puts.tls
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the CRT prints the callback's
+@pytest.mark.parametrize(
+    ("failure", "error"),
+    [(NoCredentialsError(), ConfigurationError), (CredentialRetrievalError(provider="sts", error_msg="timed out"),
+                                                   BlobStoreUnavailable)],
+)  # fmt: skip
+def test_credentials_that_cannot_be_had_fail_every_put_that_needs_them_clearly(
+    failure: Exception, error: type[Exception]
+) -> None:
+    """None found is a configuration error; a refresh that failed is retriable. Every concurrent PUT says so."""
+    with s3_proxy(None) as server:
+        store = BlobStore(replace(CONFIG, endpoint_url=server.endpoint_url))
+        store.put(S3Location("llog", "wal-shared/first"), BODY)  # the credentials worked once
+
+        def fail() -> None:
+            raise failure
+
+        store._puts._credentials.credentials.get_frozen_credentials = fail  # type: ignore[union-attr]
+        with ThreadPoolExecutor(8) as pool:
+            outcomes = list(pool.map(lambda i: _outcome(store, i), range(16)))
+    assert {type(o) for o in outcomes} == {error}
+    assert all(type(failure).__name__ in str(o) or "NoCredentials" in str(o) for o in outcomes)
+    assert len(server.requests("PUT")) == 1  # nothing unsigned was sent
+
+
+def _outcome(store: BlobStore, i: int) -> Exception | None:
+    try:
+        store.put(S3Location("llog", f"wal-shared/{i}"), BODY)
+    except Exception as exc:
+        return exc
+    return None

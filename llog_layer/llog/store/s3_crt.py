@@ -43,6 +43,8 @@ from llog.format.keys import S3Location
 
 _PROBE = "llog-endpoint-probe"  # the key of the presigned URL a bucket's host and path are read from
 
+_DELEGATE_FAILED = "AWS_AUTH_CREDENTIALS_PROVIDER_DELEGATE_FAILURE"  # the credentials callback raised
+
 # S3's error codes for the CRT's names of S3 answers it reports without their body.
 _CRT_NAMES = {"AWS_ERROR_S3_SLOW_DOWN": "SlowDown"}
 
@@ -51,7 +53,10 @@ ErrorMapper = Callable[[str, str, str, str], LlogError]
 
 
 class _Credentials:
-    """The CRT's credentials callback over botocore's; remembers why it last failed (the CRT only says it did)."""
+    """The CRT's credentials callback over botocore's; remembers why it last failed (the CRT only says it did).
+
+    The CRT also prints the callback's traceback to stderr (``sys.unraisablehook``).
+    """
 
     def __init__(self, credentials: Any) -> None:
         self.credentials = credentials
@@ -131,10 +136,12 @@ class CrtPuts:
             code, detail = _error_code(exc)
             raise self._map_error("put", location.uri, code, detail) from exc
         except AwsCrtError as exc:  # no answer to read a code from (a dropped connection), or the CRT's own name
-            cause = self._credentials.error if self._credentials is not None else None
-            if cause is not None and "CREDENTIALS" in exc.name:
-                self._credentials.error = None  # type: ignore[union-attr]
-                raise self._map_error("put", location.uri, "NoCredentials", f"{exc.name}: {cause}") from cause
+            cause = self._credentials.error if self._credentials is not None and exc.name == _DELEGATE_FAILED else None
+            if cause is not None:  # none found is a configuration error; a refresh that failed may work next time
+                from botocore.exceptions import NoCredentialsError
+
+                code = "NoCredentials" if isinstance(cause, NoCredentialsError) else type(cause).__name__
+                raise self._map_error("put", location.uri, code, f"{exc.name}: {cause}") from cause
             code = _CRT_NAMES.get(exc.name, exc.name)
             raise self._map_error("put", location.uri, code, f"{exc.name}: {exc.message}") from exc
 
