@@ -14,13 +14,15 @@ import dataclasses
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
+import grpc
 import pytest
 
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
-from llog.errors import LogFenced, OffsetOutOfRange
+from llog.errors import AppendOutcomeUnknown, LogFenced, OffsetOutOfRange
 from llog.format.documents import (
     AppendProtocol,
     ControlRecord,
@@ -50,6 +52,7 @@ from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata, SequenceRecord, VersionedControl
 from llog.protocol.retention import Retention
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
+from llog.store import oxia as oxia_adapter
 from llog.store.metrics import OperationCounters
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
@@ -817,3 +820,52 @@ def test_consume_and_status_see_the_live_tail_of_a_sequential_partition(
     assert (tail.error, tail.records, tail.high_watermark) == (None, [], 3)
     status = LogCatalog(oxia_store, root=root).status(topic, 0)
     assert (status.high_watermark, status.next_offset, status.compaction_lag) == (3, 4, 3)
+
+
+class _LostAnswer(grpc.RpcError):  # type: ignore[misc]  # grpc has no type stubs here
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "the connection dropped before the answer came"
+
+
+def test_a_commit_whose_answer_is_lost_is_outcome_unknown_and_its_records_are_read_once(
+    monkeypatch: pytest.MonkeyPatch, oxia_config: OxiaConfig, blob_store: BlobStore, root: str, topic: str
+) -> None:
+    """One partition's commit lands in Oxia and its answer never comes back (a connection dropped after the
+    server applied it): the append is reported ``AppendOutcomeUnknown``, never acknowledged and never sent
+    again (a second put would be a second entry), and its records are read once, before the next append's."""
+    lose_next = threading.Event()
+    writes: list[bytes] = []
+    stub_init = oxia_adapter._Stub.__init__
+
+    def init(stub: Any, channel: Any) -> None:
+        stub_init(stub, channel)
+        send = stub.write_bytes
+
+        def write_bytes(request: bytes, *args: Any, **kwargs: Any) -> Any:
+            writes.append(request)
+            answer = send(request, *args, **kwargs)
+            if lose_next.is_set():
+                lose_next.clear()
+                raise _LostAnswer()  # UNAVAILABLE: what a retrying call would send again
+            return answer
+
+        stub.write_bytes = write_bytes
+
+    monkeypatch.setattr(oxia_adapter._Stub, "__init__", init)
+    with OxiaStore(oxia_config) as oxia:  # its stubs are made from here, with the lossy write
+        storage = Storage(oxia, blob_store, BUCKET, root)
+        writer = seq_writer(storage)
+        writer.initialize_partition(topic, 0)
+        first = writer.append(topic, 0, [b"a"]).start_offset
+        assert first is not None
+        sent = len(writes)
+        lose_next.set()
+        with pytest.raises(AppendOutcomeUnknown) as lost:
+            writer.append(topic, 0, [b"b1", b"b2"])
+        assert lost.value.retriable
+        assert len(writes) == sent + 1  # the put was sent once
+        assert writer.append(topic, 0, [b"c"]).start_offset == first + 3  # after the entry that landed
+        assert values(LogReader(storage), topic) == [b"a", b"b1", b"b2", b"c"]
