@@ -23,30 +23,15 @@ from typing import TYPE_CHECKING, Any, cast
 from crc32c import crc32c
 
 from llog.config import S3Config
-from llog.errors import (
-    BlobNotFound,
-    BlobStoreUnavailable,
-    ConfigurationError,
-    CorruptData,
-    InvalidArgument,
-    LlogError,
-)
+from llog.errors import BlobStoreUnavailable, CorruptData, InvalidArgument
 from llog.format.keys import S3Location
 from llog.store.metrics import OperationCounters
 from llog.store.s3_crt import CrtPuts
+from llog.store.s3_errors import s3_error
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-_NOT_FOUND = frozenset({"NoSuchKey", "404", "NotFound"})
-# XAdminUserNotFound: VersityGW's answer to an unknown access key (AWS says InvalidAccessKeyId).
-# NoCredentials: none were found (the CRT's PUTs say so). PermanentRedirect, IllegalLocationConstraintException,
-# AuthorizationHeaderMalformed: the bucket is in another region than the one configured.
-_CONFIG_ERRORS = frozenset(
-    {"NoSuchBucket", "InvalidBucketName", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch",
-     "XAdminUserNotFound", "NoCredentials", "PermanentRedirect", "IllegalLocationConstraintException",
-     "AuthorizationHeaderMalformed"}
-)  # fmt: skip
 _DELETE_BATCH = 1000  # DeleteObjects limit
 
 
@@ -69,17 +54,6 @@ def _checksum_options() -> Any:
         return botocore.config.Config(response_checksum_validation="when_required")
     except TypeError:
         return botocore.config.Config()
-
-
-def s3_error(op: str, location: str, code: str, detail: str) -> LlogError:
-    """The llog error for S3's error ``code`` (an answer of botocore or of the CRT)."""
-    if code in _NOT_FOUND:
-        return BlobNotFound(f"{location} does not exist")
-    if code in _CONFIG_ERRORS:
-        return ConfigurationError(f"S3 {op} of {location} refused: {code}: {detail}")
-    if code == "InvalidRange":
-        return CorruptData(f"S3 {op} of {location}: the object is shorter than the requested range")
-    return BlobStoreUnavailable(f"S3 {op} of {location} failed: {code}: {detail}")
 
 
 def crc32c_checksum(body: bytes) -> str:
@@ -134,7 +108,7 @@ class BlobStore:
             if config.access_key_id and config.secret_access_key
             else session.get_credentials()  # the chain the client above resolved its own from (cached)
         )
-        self._puts = CrtPuts(config, client, credentials, session.get_config_variable("ca_bundle"), s3_error)
+        self._puts = CrtPuts(config, client, credentials, session.get_config_variable("ca_bundle"))
 
     @classmethod
     def from_env(cls) -> BlobStore:

@@ -21,7 +21,7 @@ Failures: the CRT retries 5xx answers, throttling and dropped connections
 (``LLOG_S3_MAX_ATTEMPTS`` attempts in all, at least two), with exponential
 backoff. It has no read timeout of its own, so a call that does not finish
 within ``max_attempts x (connect + read timeout)`` is cancelled. What still
-fails is mapped as botocore's errors are (``ErrorMapper``).
+fails is mapped as botocore's errors are (``s3_error``).
 """
 
 from __future__ import annotations
@@ -31,15 +31,16 @@ import io
 import os
 import threading
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from llog.config import S3Config
-from llog.errors import BlobStoreUnavailable, LlogError
+from llog.errors import BlobStoreUnavailable
 from llog.format.keys import S3Location
+from llog.store.s3_errors import s3_error
 
 _PROBE = "llog-endpoint-probe"  # the key of the presigned URL a bucket's host and path are read from
 
@@ -47,9 +48,6 @@ _DELEGATE_FAILED = "AWS_AUTH_CREDENTIALS_PROVIDER_DELEGATE_FAILURE"  # the crede
 
 # S3's error codes for the CRT's names of S3 answers it reports without their body.
 _CRT_NAMES = {"AWS_ERROR_S3_SLOW_DOWN": "SlowDown"}
-
-# (operation, location, S3 error code, detail) -> the llog error; ``BlobStore`` maps botocore's the same way.
-ErrorMapper = Callable[[str, str, str, str], LlogError]
 
 
 class _Credentials:
@@ -86,27 +84,28 @@ class _ClientSettings:
 class CrtPuts:
     """PUTs of whole objects, one request each (never multipart), with the CRC32C llog computed."""
 
-    def __init__(
-        self, config: S3Config, botocore_client: Any, credentials: Any, ca_bundle: str | None, map_error: ErrorMapper
-    ) -> None:
+    def __init__(self, config: S3Config, botocore_client: Any, credentials: Any, ca_bundle: str | None) -> None:
         """``credentials``: botocore's (``Session.get_credentials()``); None when none were found."""
         self.config = config
         self._botocore = botocore_client
         self._credentials = _Credentials(credentials) if credentials is not None else None
-        self._map_error = map_error
         self._targets: dict[str, tuple[str, str]] = {}  # bucket -> (Host header, path prefix of its keys)
         self._lock = threading.Lock()
         self._signing: Any = None  # this store's signing configuration, made with its first PUT
-        self.tls = config.endpoint_url is None or config.endpoint_url.startswith("https:")
+        tls = config.endpoint_url is None or config.endpoint_url.startswith("https:")
         self.settings = _ClientSettings(
             config.endpoint_url,
             botocore_client.meta.region_name,
-            self.tls,
+            tls,
             config.max_attempts,
             int(config.connect_timeout_s * 1000),
-            ca_bundle if self.tls else None,
+            ca_bundle if tls else None,
         )
         self.deadline_s = config.max_attempts * (config.connect_timeout_s + config.read_timeout_s)
+
+    @property
+    def tls(self) -> bool:
+        return self.settings.tls
 
     def put(self, location: S3Location, body: bytes, checksum: str, metadata: Mapping[str, str]) -> None:
         """Write ``body`` to ``location``; ``checksum``: its CRC32C as ``x-amz-checksum-crc32c`` carries it."""
@@ -134,16 +133,16 @@ class CrtPuts:
             ) from None
         except S3ResponseError as exc:
             code, detail = _error_code(exc)
-            raise self._map_error("put", location.uri, code, detail) from exc
+            raise s3_error("put", location.uri, code, detail) from exc
         except AwsCrtError as exc:  # no answer to read a code from (a dropped connection), or the CRT's own name
             cause = self._credentials.error if self._credentials is not None and exc.name == _DELEGATE_FAILED else None
             if cause is not None:  # none found is a configuration error; a refresh that failed may work next time
                 from botocore.exceptions import NoCredentialsError
 
                 code = "NoCredentials" if isinstance(cause, NoCredentialsError) else type(cause).__name__
-                raise self._map_error("put", location.uri, code, f"{exc.name}: {cause}") from cause
+                raise s3_error("put", location.uri, code, f"{exc.name}: {cause}") from cause
             code = _CRT_NAMES.get(exc.name, exc.name)
-            raise self._map_error("put", location.uri, code, f"{exc.name}: {exc.message}") from exc
+            raise s3_error("put", location.uri, code, f"{exc.name}: {exc.message}") from exc
 
     def _target(self, bucket: str) -> tuple[str, str]:
         target = self._targets.get(bucket)
@@ -153,9 +152,9 @@ class CrtPuts:
             try:
                 url = self._botocore.generate_presigned_url("put_object", Params={"Bucket": bucket, "Key": _PROBE})
             except NoCredentialsError as exc:
-                raise self._map_error("put", f"s3://{bucket}", "NoCredentials", str(exc)) from exc
+                raise s3_error("put", f"s3://{bucket}", "NoCredentials", str(exc)) from exc
             except (BotoCoreError, ClientError) as exc:
-                raise self._map_error("put", f"s3://{bucket}", type(exc).__name__, str(exc)) from exc
+                raise s3_error("put", f"s3://{bucket}", type(exc).__name__, str(exc)) from exc
             parts = urlsplit(url)
             target = self._targets[bucket] = (parts.netloc, parts.path[: -len(_PROBE)])
         return target
