@@ -18,7 +18,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from devserver import serve
+from devserver import http11, serve
 from devserver.http11 import Answer, HttpServer, Request
 
 ANSWER = Answer(
@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     server = HttpServer("127.0.0.1", args.port, NoopApplication(), backlog=serve.LISTEN_BACKLOG,
                         idle_timeout_s=serve.IDLE_CONNECTION_TIMEOUT_S)  # fmt: skip
-    asyncio.run(serve_until_terminated(server))
+    http11.run(serve_until_terminated(server))
     return 0
 
 

@@ -48,7 +48,7 @@ from types import FrameType, ModuleType
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from devserver import console, events
+from devserver import console, events, http11
 from devserver.batching import BatchingConfig, BatchingProducer
 from devserver.billing import BillingConfig, S3Billing
 from devserver.collector import CollectorStats, freeze_startup_heap
@@ -325,7 +325,7 @@ class LlogServer:
 
     def serve_forever(self) -> None:
         """Serve on this thread until ``shutdown``."""
-        asyncio.run(self._serve())
+        http11.run(self._serve())
 
     async def _serve(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -12,7 +12,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
+import uvloop
 
+from devserver import http11
 from devserver.http11 import MAX_HEAD_BYTES, SMALL_BODY, Answer, HttpServer, Request
 
 
@@ -69,7 +71,7 @@ def serving(app: Recorder, idle_timeout_s: float = 30) -> Iterator[HttpServer]:
         ready.set()
         await server.serve(stopped)
 
-    thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    thread = threading.Thread(target=http11.run, args=(main(),), daemon=True)
     thread.start()
     assert ready.wait(10)
     try:
@@ -105,6 +107,13 @@ def wait_until(condition: Callable[[], bool], what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting until {what}"
         time.sleep(0.005)
+
+
+def test_the_server_runs_on_uvloops_event_loop() -> None:
+    async def running_loop() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    assert isinstance(http11.run(running_loop()), uvloop.Loop)
 
 
 def test_keep_alive_requests_with_and_without_bodies() -> None:
