@@ -227,8 +227,17 @@ def decode_bytes(doc: Any) -> bytes:
 
 
 def produce_body(topic: str, partition: int, values: Sequence[bytes]) -> bytes:
-    records = [v.decode("ascii") for v in values]  # make_value is ASCII: plain JSON strings, no base64
-    return json.dumps({"topic_partitions": [{"topic": topic, "partition": partition, "records": records}]}).encode()
+    """The produce request of ``values`` as plain JSON strings (``make_value``'s are ASCII: no base64).
+
+    Joined as bytes rather than through ``json.dumps``: the clients share the machine with the server
+    they measure, and encoding 100 KiB of records took them about 0.2 ms per request.
+    """
+    joined = b"".join(values)  # a quote or backslash would change the document; a control character gets a 400
+    if not joined.isascii() or b'"' in joined or b"\\" in joined:
+        raise ValueError("a value needs JSON escapes; the load's values are plain ASCII")
+    head = json.dumps({"topic": topic, "partition": partition})[:-1].encode()  # without its closing brace
+    records = b'"' + b'", "'.join(values) + b'"' if values else b""
+    return b'{"topic_partitions": [' + head + b', "records": [' + records + b"]}]}"
 
 
 # --- HTTP --------------------------------------------------------------------------------------

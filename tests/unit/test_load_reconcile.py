@@ -277,6 +277,18 @@ def test_an_acknowledgement_with_the_wrong_count_is_not_trusted():
     assert classify_produce(200, answer, [3]) == [BatchOutcome(Outcome.AMBIGUOUS, error="200 MalformedResult")]
 
 
+@pytest.mark.parametrize("values", [[value(0, 1), value(0, 2)], [value(3, 4)], []])
+def test_a_produce_body_is_the_json_of_its_values(values):
+    doc = {"topic_partitions": [{"topic": "load-a1", "partition": 2, "records": [v.decode() for v in values]}]}
+    assert load.produce_body("load-a1", 2, values) == json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("bad", [b'a"b', b"a\\b", "\u00e9".encode()])
+def test_a_produce_body_refuses_a_value_that_needs_json_escapes(bad):
+    with pytest.raises(ValueError, match="JSON escapes"):
+        load.produce_body("load-a1", 0, [value(0, 1), bad])
+
+
 def test_consumed_values_are_strings_or_base64():
     assert decode_bytes("alpha") == b"alpha"
     assert decode_bytes({"base64": "AAE="}) == b"\x00\x01"
