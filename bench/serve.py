@@ -6,7 +6,7 @@ One local Oxia standalone (fsync on) and one S3 server (VersityGW when
 of this process with its own keep-alive connection (``bench.load.HttpClient``);
 S3 and Oxia operations are counted by llog serve itself (``GET /metrics``).
 
-* *Floor*: medians of 200 one-at-a-time 100-byte S3 PUTs (boto3) and 200
+* *Floor*: medians of 200 one-at-a-time 100-byte S3 PUTs (``BlobStore.put``) and 200
   Oxia puts (``OxiaStore``) against the same servers (``bench.stack.measure_floor``).
 * *Produce*: 1 client sending one 100-byte record per request (idle), 1
   client sending one record to each of 16 partitions per request, 32
