@@ -87,8 +87,12 @@ class BatchingProducer:
         self._closed = False
         self._flushers = ThreadPoolExecutor(self.config.max_in_flight, thread_name_prefix="llog-flush")
         self._timer: threading.Timer | None = None  # re-checks the queue when its oldest call reaches max_delay
+        # Of the flushes that wrote (Kafka's producer reports the same: batch size, queue time, request latency).
         self.flushes = 0
         self.flushed_calls = 0
+        self.flushed_bytes = 0
+        self.queue_seconds = 0.0  # summed over calls: from submit to their flush starting to write
+        self.flush_seconds = 0.0  # summed over flushes: the write (S3 PUT, Oxia commits), merging included
         self.rejected = 0
 
     @property
@@ -235,6 +239,7 @@ class BatchingProducer:
                 raise
 
     def _write(self, batch: list[_Pending]) -> None:
+        started = time.monotonic()
         # One merged group per partition, records in arrival order. A group of an idempotent producer or with
         # an expected offset keeps its own batch (its sequence or offset check is about exactly its records);
         # plain records arriving after it go into a new merged group, after it.
@@ -258,9 +263,13 @@ class BatchingProducer:
                 records.extend(group.records)
         groups = [dataclasses.replace(group, records=records) for group, records in parts]
         results = self.writer.append_shared(groups)
-        with self._cond:
+        ended = time.monotonic()
+        with self._cond:  # counted before any caller learns of its result
             self.flushes += 1
             self.flushed_calls += len(batch)
+            self.flushed_bytes += sum(pending.size for pending in batch)
+            self.queue_seconds += sum(started - pending.enqueued_at for pending in batch)
+            self.flush_seconds += ended - started
         for pending, places in zip(batch, spots, strict=True):
             out = [_slice(results[i], group, skip) for group, (i, skip) in zip(pending.groups, places, strict=True)]
             pending.future.set_result(out)

@@ -136,6 +136,25 @@ def test_a_single_call_is_one_flush_with_its_offsets(writer):
     assert len(writer.calls) == 1
 
 
+def test_flushes_report_their_bytes_the_time_calls_waited_and_the_time_spent_writing():
+    writer, batcher, gate, (first, _) = held_first_flush(max_delay_ms=60_000, max_bytes=1 << 20)
+    held_s = 0.2
+    threads = [run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"x" * 10, b"y"])])
+               for _ in range(3)]  # fmt: skip
+    wait_until(lambda: batcher.queued_calls == 3)
+    time.sleep(held_s)
+    gate.set()
+    for t, _ in [*threads, (first, None)]:
+        t.join(10)
+    batcher.close()
+
+    assert (batcher.flushes, batcher.flushed_calls) == (2, 4)
+    assert batcher.flushed_bytes == 1 + 3 * 11, "the warm-up's record, then three calls of 11 bytes"
+    assert batcher.flush_seconds >= held_s, "the held flush was writing all that time"
+    assert batcher.queue_seconds >= 3 * held_s, "each queued call waited out the held flush"
+    assert batcher.queue_seconds < 3 * held_s + 10
+
+
 def test_an_idle_producer_flushes_at_once_whatever_the_max_delay(writer):
     batcher = producer(writer, max_bytes=1 << 20, max_delay_ms=60_000)
     start = time.monotonic()
