@@ -170,6 +170,10 @@ class Service:
             proc.kill()
             proc.wait(10)
 
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
     def cpu_seconds(self) -> float:
         """User plus system CPU the server process has used so far (Linux ``/proc``; 0 elsewhere)."""
         if self._proc is None:
@@ -218,18 +222,86 @@ def running(services: Sequence[Service]) -> Iterator[None]:
 # --- counting ------------------------------------------------------------------------------------
 
 
-def op_counts(metrics: Mapping[str, Any]) -> dict[str, int]:
-    """S3 PUTs (and their bytes) and Oxia writes so far, from llog serve's ``/metrics``."""
+def op_counts(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """S3 PUTs (their bytes and seconds), Oxia writes and the batcher's flushes so far, from ``/metrics``."""
     put = metrics["s3"].get("put", {})
+    writes = [v for op, v in metrics["oxia"].items() if op in WRITE_OPS]
+    batcher = metrics["batcher"]
     return {
         "s3_puts": int(put.get("calls", 0)),
         "s3_put_bytes": int(put.get("bytes", 0)),
-        "oxia_writes": sum(int(v["calls"]) for op, v in metrics["oxia"].items() if op in WRITE_OPS),
+        "s3_put_seconds": float(put.get("seconds", 0.0)),
+        "oxia_writes": sum(int(v["calls"]) for v in writes),
+        "oxia_write_seconds": sum(float(v["seconds"]) for v in writes),
+        "flushes": int(batcher["flushes"]),
+        "flushed_calls": int(batcher["flushed_calls"]),
+        "queue_seconds": float(batcher["queue_seconds"]),
+        "flush_seconds": float(batcher["flush_seconds"]),
     }
 
 
-def counts_between(before: Mapping[str, int], after: Mapping[str, int]) -> dict[str, int]:
+def counts_between(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     return {k: after[k] - before[k] for k in after}
+
+
+def flush_breakdown(ops: Mapping[str, float]) -> dict[str, float | None]:
+    """Means over a window: how long a request waited for its flush, a flush wrote, and its PUT and Oxia write."""
+
+    def mean_ms(seconds: str, count: str) -> float | None:
+        return ops[seconds] * 1000 / ops[count] if ops[count] else None
+
+    return {
+        "queue_ms": mean_ms("queue_seconds", "flushed_calls"),
+        "flush_ms": mean_ms("flush_seconds", "flushes"),
+        "s3_put_ms": mean_ms("s3_put_seconds", "s3_puts"),
+        "oxia_write_ms": mean_ms("oxia_write_seconds", "oxia_writes"),
+    }
+
+
+class MachineCpu:
+    """Where the machine's CPU went over a window (Linux ``/proc``): llog serve, this process, the rest by name.
+
+    The benchmark's clients, llog serve, the S3 server and Oxia share this machine's cores; the split says which
+    of them was busy while a scenario ran (``kernel threads``: disk writeback among them).
+    """
+
+    def __init__(self, serve: Service) -> None:
+        self.serve_pid = serve.pid
+        self._start = self._read()
+
+    @staticmethod
+    def _read() -> tuple[float, dict[tuple[int, str], float], list[int]]:
+        tick = os.sysconf("SC_CLK_TCK")
+        processes: dict[tuple[int, str], float] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+            label = "kernel threads" if int(rest[6]) & 0x00200000 else name  # flags & PF_KTHREAD
+            processes[int(entry.name), label] = (int(rest[11]) + int(rest[12])) / tick  # utime + stime
+        machine = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return time.monotonic(), processes, machine
+
+    def since_start(self) -> dict[str, Any]:
+        """Cores busy on average: the machine's, and per process (``llog serve``, ``load``: this process)."""
+        began, before, machine_before = self._start
+        ended, after, machine_after = self._read()
+        seconds = max(ended - began, 1e-9)
+        by_name: dict[str, float] = {}
+        for (pid, name), cpu in after.items():
+            used = cpu - before.get((pid, name), 0.0)
+            label = "llog serve" if pid == self.serve_pid else "load" if pid == os.getpid() else name
+            by_name[label] = by_name.get(label, 0.0) + used / seconds
+        ticks = [b - a for a, b in zip(machine_before, machine_after, strict=False)]
+        idle = ticks[3] + ticks[4]  # idle, iowait
+        cores = os.cpu_count() or 1
+        return {"cores": cores, "busy_cores": cores * (1 - idle / max(sum(ticks), 1)),
+                "processes": {name: round(c, 3) for name, c in sorted(by_name.items(), key=lambda item: -item[1])
+                              if c >= 0.01}}  # fmt: skip
 
 
 # --- requests ------------------------------------------------------------------------------------
@@ -350,7 +422,7 @@ def _ms(seconds: Sequence[float], q: float) -> float | None:
     return load.percentile(seconds, q) * 1000 if seconds else None
 
 
-def loop_row(what: str, clients: int, result: LoopResult, ops: Mapping[str, int] | None) -> dict[str, Any]:
+def loop_row(what: str, clients: int, result: LoopResult, ops: Mapping[str, float] | None) -> dict[str, Any]:
     ok = len(result.latencies)
     row: dict[str, Any] = {
         "what": what,
@@ -376,19 +448,23 @@ def produce_scenario(serve: Service, key: str, what: str) -> dict[str, Any]:
     partitions = list(range(16)) if key == "partitions16" else [0]
     clients = 32 if key == "clients32" else 1
     payload = produce_request(topic, partitions)
-    counts: list[dict[str, int]] = []
+    counts: list[dict[str, float]] = []
     cpu: list[float] = []
+    machine: list[MachineCpu] = []
 
     def at_start() -> None:
         counts.append(op_counts(serve.metrics()))
         cpu.append(serve.cpu_seconds())
+        machine.append(MachineCpu(serve))
 
     result = closed_loop(serve.url, "/produce", lambda _i: payload, produce_check(len(partitions)), clients=clients,
                          seconds=PRODUCE_S, at_start=at_start)  # fmt: skip
+    machine_cpu = machine[0].since_start()
     used = serve.cpu_seconds() - cpu[0]
     ops = counts_between(counts[0], op_counts(serve.metrics()))
     return {**loop_row(what, clients, result, ops), "partitions_per_request": len(partitions),
-            "server_cpu_ms_per_request": used * 1000 / max(result.requests, 1)}  # fmt: skip
+            "server_cpu_ms_per_request": used * 1000 / max(result.requests, 1), "flush": flush_breakdown(ops),
+            "machine_cpu": machine_cpu}  # fmt: skip
 
 
 def tail_scenario(producer: Service, consumer: Service, what: str, rng: random.Random) -> dict[str, Any]:
@@ -469,8 +545,9 @@ def load_config(shape: LoadShape, url: str, *, reconcile: bool) -> load.LoadConf
 
 
 def ingest_scenario(serve: Service, shape: LoadShape = INGEST) -> dict[str, Any]:
-    before, cpu = op_counts(serve.metrics()), serve.cpu_seconds()
+    before, cpu, machine = op_counts(serve.metrics()), serve.cpu_seconds(), MachineCpu(serve)
     summary = load.run(load_config(shape, serve.url, reconcile=False), load.no_auth)
+    machine_cpu = machine.since_start()
     used = serve.cpu_seconds() - cpu
     ops = counts_between(before, op_counts(serve.metrics()))
     return {
@@ -486,6 +563,8 @@ def ingest_scenario(serve: Service, shape: LoadShape = INGEST) -> dict[str, Any]
         "s3_puts": ops["s3_puts"],
         "mean_put_bytes": ops["s3_put_bytes"] / ops["s3_puts"] if ops["s3_puts"] else 0.0,
         "errors": summary["errors"],
+        "flush": flush_breakdown(ops),
+        "machine_cpu": machine_cpu,
     }
 
 
@@ -711,6 +790,16 @@ def targets(r: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _where_row(what: str, row: Mapping[str, Any]) -> str:
+    flush, machine = row["flush"], row["machine_cpu"]
+    processes = dict(machine["processes"])
+    serve, clients = processes.pop("llog serve", 0.0), processes.pop("load", 0.0)
+    rest = ", ".join(f"{name} {cores:.2f}" for name, cores in list(processes.items())[:4])
+    return (f"| {what} | {_f(flush['queue_ms'], 2)} | {_f(flush['flush_ms'], 2)} | {_f(flush['s3_put_ms'], 2)} | "
+            f"{_f(flush['oxia_write_ms'], 2)} | {machine['busy_cores']:.2f} of {machine['cores']} | {serve:.2f} | "
+            f"{clients:.2f} | {rest} |")  # fmt: skip
+
+
 def report(r: Mapping[str, Any]) -> str:
     floor, batcher = r["floor"], r["batcher"]
     out = [
@@ -750,6 +839,14 @@ def report(r: Mapping[str, Any]) -> str:
         f"| raw S3 PUTs: {raw['writers']} writers, {raw['object_bytes']} B objects | {_f(raw['mb_per_s'], 2)} | "
         f"{raw['puts']} | {_f(raw['p50_ms'])} | - | {raw['puts']}, {raw['object_bytes']} B | - | 0 |",
     ]
+    out += [
+        "",
+        "| where the time went (means over the scenario) | queue wait ms | flush ms | S3 PUT ms | Oxia write ms | "
+        "machine: busy cores | llog serve | load (clients) | the rest |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *(_where_row(what, row) for what, row in (("idle produce", r["produce"]["idle"]),
+                                                 ("32 clients", r["produce"]["clients32"]), ("ingest", llog))),
+    ]  # fmt: skip
     sharing = r["flush_sharing"]
     first = sharing[0]
     out += [

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bench import serve
+
+FLUSH = {"queue_ms": 4.0, "flush_ms": 7.5, "s3_put_ms": 5.0, "oxia_write_ms": 1.5}
+MACHINE = {"cores": 2, "busy_cores": 1.5, "processes": {"llog serve": 0.7, "load": 0.4, "versitygw": 0.2,
+                                                        "kernel threads": 0.1, "oxia": 0.05, "sshd": 0.01}}
 
 
 def produce_row(what: str, requests_per_s: float, p50: float, p99: float, s3_puts: float, oxia_writes: float
                 ) -> dict[str, Any]:  # fmt: skip
     return {"what": what, "clients": 1, "requests": 100, "requests_per_s": requests_per_s, "p50_ms": p50,
             "p99_ms": p99, "s3_puts_per_request": s3_puts, "oxia_writes_per_request": oxia_writes,
-            "server_cpu_ms_per_request": 1000 / requests_per_s, "errors": {}}  # fmt: skip
+            "server_cpu_ms_per_request": 1000 / requests_per_s, "errors": {}, "flush": FLUSH,
+            "machine_cpu": MACHINE}  # fmt: skip
 
 
 def results(**changes: Any) -> dict[str, Any]:
@@ -34,8 +45,9 @@ def results(**changes: Any) -> dict[str, Any]:
         "ingest": {
             "llog": {"clients": 16, "partitions": 4, "batch": 100, "record_size": 1024, "mb_per_s": 30.0,
                      "requests": 1000, "p50_ms": 80.0, "p99_ms": 200.0, "s3_puts": 100, "mean_put_bytes": 800000.0,
-                     "server_cpu_ms_per_request": 3.5,
-                     "errors": {}},
+                     "server_cpu_ms_per_request": 3.5, "errors": {},
+                     "flush": {"queue_ms": None, "flush_ms": None, "s3_put_ms": None, "oxia_write_ms": None},
+                     "machine_cpu": {"cores": 2, "busy_cores": 0.25, "processes": {}}},
             "raw_s3": {"writers": 4, "object_bytes": 800000, "puts": 300, "mb_per_s": 50.0, "p50_ms": 40.0},
         },
         "flush_sharing": [
@@ -69,6 +81,9 @@ def test_report_renders_every_table_and_each_target_with_its_numbers() -> None:
     assert "| 16 clients | 1600 | 200 | 8.00 | 160.00 | 20.0 | 0 |" in text
     assert "| 32 clients, 1 record per request | 3200 | 4000.0 | 0.50 | 2.00 | 0 |" in text
     assert "Peer (s2-lite 0.43.4): not measured: no s2-lite binary." in text
+    assert "| 32 clients | 4.00 | 7.50 | 5.00 | 1.50 | 1.50 of 2 | 0.70 | 0.40 | versitygw 0.20, kernel threads " \
+           "0.10, oxia 0.05, sshd 0.01 |" in text  # fmt: skip
+    assert "| ingest | - | - | - | - | 0.25 of 2 | 0.00 | 0.00 |  |" in text
     targets = text.split("Targets (issue 15)")[1]
     assert "Idle produce p50 / floor (8.0 ms / 5.0 ms): 1.60 (≤ 2): met" in targets
     assert "32 clients requests/s / 1 client's (2000.0 / 100.0): 20.00 (≥ 15): met" in targets
@@ -98,14 +113,31 @@ def test_a_missing_measurement_is_not_met_and_peer_rows_render() -> None:
     assert "| 32 clients | 900 | 300.0 | 100.0 | 120.0 | 503 HTTP: 1 |" in text
 
 
+def batcher(flushes: int, calls: int, queue_s: float, flush_s: float) -> dict[str, Any]:
+    return {"flushes": flushes, "flushed_calls": calls, "queue_seconds": queue_s, "flush_seconds": flush_s}
+
+
 def test_operations_are_counted_from_the_metrics_document() -> None:
-    before = {"s3": {"put": {"calls": 2, "bytes": 200}, "billing": {}},
-              "oxia": {"put_sequential": {"calls": 3}, "get": {"calls": 9}}}  # fmt: skip
-    after = {"s3": {"put": {"calls": 5, "bytes": 900}, "get": {"calls": 4}, "billing": {}},
-             "oxia": {"put_sequential": {"calls": 7}, "put": {"calls": 1}, "get": {"calls": 20}}}  # fmt: skip
-    assert serve.counts_between(serve.op_counts(before), serve.op_counts(after)) == {
-        "s3_puts": 3, "s3_put_bytes": 700, "oxia_writes": 5,
+    before = {"s3": {"put": {"calls": 2, "bytes": 200, "seconds": 0.5}, "billing": {}},
+              "oxia": {"put_sequential": {"calls": 3, "seconds": 0.25}, "get": {"calls": 9, "seconds": 1.0}},
+              "batcher": batcher(2, 10, 0.5, 1.0)}  # fmt: skip
+    after = {"s3": {"put": {"calls": 5, "bytes": 900, "seconds": 0.5 + 0.015}, "get": {"calls": 4}, "billing": {}},
+             "oxia": {"put_sequential": {"calls": 7, "seconds": 0.25 + 0.004}, "put": {"calls": 1, "seconds": 0.001},
+                      "get": {"calls": 20, "seconds": 9.0}},
+             "batcher": batcher(5, 40, 0.5 + 0.12, 1.0 + 0.0225)}  # fmt: skip
+    ops = serve.counts_between(serve.op_counts(before), serve.op_counts(after))
+    assert {k: ops[k] for k in ("s3_puts", "s3_put_bytes", "oxia_writes", "flushes", "flushed_calls")} == {
+        "s3_puts": 3, "s3_put_bytes": 700, "oxia_writes": 5, "flushes": 3, "flushed_calls": 30,
     }  # fmt: skip
+    means = serve.flush_breakdown(ops)
+    expected = {"queue_ms": 4.0, "flush_ms": 7.5, "s3_put_ms": 5.0, "oxia_write_ms": 1.0}  # reads are not writes
+    assert means == {k: pytest.approx(v) for k, v in expected.items()}
+
+
+def test_a_window_without_flushes_has_no_means() -> None:
+    ops = dict.fromkeys(("s3_puts", "s3_put_seconds", "oxia_writes", "oxia_write_seconds", "flushes",
+                         "flushed_calls", "queue_seconds", "flush_seconds"), 0.0)  # fmt: skip
+    assert set(serve.flush_breakdown(ops).values()) == {None}
 
 
 def test_a_produce_answer_succeeds_only_when_every_partition_was_acknowledged() -> None:
@@ -119,3 +151,25 @@ def test_a_produce_answer_succeeds_only_when_every_partition_was_acknowledged() 
         {"topic": "t", "partition": 0, "records": [serve.VALUE]},
         {"topic": "t", "partition": 1, "records": [serve.VALUE]},
     ]}  # fmt: skip
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux /proc")
+def test_the_machine_split_names_the_busy_server_and_this_process(tmp_path: Path) -> None:
+    busy = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\ntime.sleep(60)\n"
+    server = serve.Service("busy", [sys.executable, "-c", busy], {}, tmp_path / "busy.log", 0, lambda _s: None)
+    server.launch()
+    try:
+        machine = serve.MachineCpu(server)
+        end = time.process_time() + 0.2
+        while time.process_time() < end:  # this process (the benchmark's clients) is busy too
+            pass
+        deadline = time.monotonic() + 30
+        while server.cpu_seconds() < 0.25 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        split = machine.since_start()
+    finally:
+        server.stop()
+    assert split["cores"] == os.cpu_count()
+    assert split["processes"]["llog serve"] > 0.05
+    assert split["processes"]["load"] > 0.05
+    assert split["busy_cores"] >= 0.1
