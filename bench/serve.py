@@ -28,6 +28,10 @@ S3 and Oxia operations are counted by llog serve itself (``GET /metrics``).
 * *HTTP ceiling*: the same clients, 1 and 32, against ``llog serve``'s HTTP
   server with nothing behind it (``bench/noop_http.py``): the most any
   handler behind that server could reach on this machine.
+* *Where the time went*: for idle produce, 32 clients and ingest, the mean wait of a
+  request for its flush, of a flush, of its S3 PUT and of its Oxia write (from
+  ``/metrics``), and the machine's busy cores with the processes that used them
+  (``/proc``): llog serve, this process (the clients), the S3 server, Oxia, kernel threads.
 * *256 clients*: ``bench.load`` with 256 keep-alive clients at full speed,
   then every record read back and reconciled; transport errors (resets,
   refusals) are counted.
