@@ -266,7 +266,8 @@ class MachineCpu:
     """Where the machine's CPU went over a window (Linux ``/proc``): llog serve, this process, the rest by name.
 
     The benchmark's clients, llog serve, the S3 server and Oxia share this machine's cores; the split says which
-    of them was busy while a scenario ran (``kernel threads``: disk writeback among them).
+    of them was busy while a scenario ran (``kernel threads``: disk writeback among them). A process that ends
+    within the window is not counted.
     """
 
     def __init__(self, serve: Service) -> None:
@@ -274,9 +275,9 @@ class MachineCpu:
         self._start = self._read()
 
     @staticmethod
-    def _read() -> tuple[float, dict[tuple[int, str], float], list[int]]:
+    def _read() -> tuple[float, dict[tuple[int, int, str], float], list[int]]:
         tick = os.sysconf("SC_CLK_TCK")
-        processes: dict[tuple[int, str], float] = {}
+        processes: dict[tuple[int, int, str], float] = {}  # (pid, start time, name) -> CPU seconds so far
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
@@ -286,7 +287,7 @@ class MachineCpu:
                 continue
             name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
             label = "kernel threads" if int(rest[6]) & 0x00200000 else name  # flags & PF_KTHREAD
-            processes[int(entry.name), label] = (int(rest[11]) + int(rest[12])) / tick  # utime + stime
+            processes[int(entry.name), int(rest[19]), label] = (int(rest[11]) + int(rest[12])) / tick  # utime + stime
         machine = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
         return time.monotonic(), processes, machine
 
@@ -296,12 +297,13 @@ class MachineCpu:
         ended, after, machine_after = self._read()
         seconds = max(ended - began, 1e-9)
         by_name: dict[str, float] = {}
-        for (pid, name), cpu in after.items():
-            used = cpu - before.get((pid, name), 0.0)
+        for (pid, started, name), cpu in after.items():
+            used = cpu - before.get((pid, started, name), 0.0)
             label = "llog serve" if pid == self.serve_pid else "load" if pid == os.getpid() else name
             by_name[label] = by_name.get(label, 0.0) + used / seconds
-        ticks = [b - a for a, b in zip(machine_before, machine_after, strict=False)]
-        idle = ticks[3] + ticks[4]  # idle, iowait
+        # user nice system idle iowait irq softirq steal (guest time is in user and nice already)
+        ticks = [b - a for a, b in zip(machine_before[:8], machine_after[:8], strict=False)]
+        idle = ticks[3] + ticks[4]
         cores = os.cpu_count() or 1
         return {"cores": cores, "busy_cores": cores * (1 - idle / max(sum(ticks), 1)),
                 "processes": {name: round(c, 3) for name, c in sorted(by_name.items(), key=lambda item: -item[1])

@@ -87,7 +87,8 @@ class BatchingProducer:
         self._closed = False
         self._flushers = ThreadPoolExecutor(self.config.max_in_flight, thread_name_prefix="llog-flush")
         self._timer: threading.Timer | None = None  # re-checks the queue when its oldest call reaches max_delay
-        # Of the flushes that wrote (Kafka's producer reports the same: batch size, queue time, request latency).
+        # Of the flushes that ended with results, a partition's error among them (a flush that raised is not counted):
+        # what Kafka's producer reports as batch size and record queue time.
         self.flushes = 0
         self.flushed_calls = 0
         self.flushed_bytes = 0
@@ -103,6 +104,17 @@ class BatchingProducer:
     def in_flight(self) -> int:
         """Flushes being written now."""
         return self._in_flight
+
+    def flush_stats(self) -> dict[str, float]:
+        """The flush counters, read together (one flush's counts are never half in)."""
+        with self._cond:
+            return {
+                "flushes": self.flushes,
+                "flushed_calls": self.flushed_calls,
+                "flushed_bytes": self.flushed_bytes,
+                "queue_seconds": round(self.queue_seconds, 6),
+                "flush_seconds": round(self.flush_seconds, 6),
+            }
 
     @property
     def queued_calls(self) -> int:

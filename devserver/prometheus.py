@@ -196,7 +196,7 @@ def prometheus_text(doc: dict[str, Any]) -> str:
         "llog_batcher_flushed_calls_total", "counter", "Produce calls written by those flushes (calls per blob: "
         "this over flushes).", [({}, b["flushed_calls"])],
     )
-    family("llog_batcher_flushed_bytes_total", "counter", "Record bytes written by those flushes.",
+    family("llog_batcher_flushed_bytes_total", "counter", "Record bytes of those flushes.",
            [({}, b["flushed_bytes"])])  # fmt: skip
     family(
         "llog_batcher_queue_seconds_total", "counter", "Time produce calls waited for their flush to start, summed "
@@ -204,7 +204,8 @@ def prometheus_text(doc: dict[str, Any]) -> str:
     )
     family(
         "llog_batcher_flush_seconds_total", "counter", "Time flushes spent writing (S3 PUT, Oxia commits), summed "
-        "over flushes (mean flush: this over flushes).", [({}, b["flush_seconds"])],
+        "over flushes (mean flush: this over flushes; a flush weighs once, however many calls it holds).",
+        [({}, b["flush_seconds"])],
     )
     family("llog_batcher_rejected_total", "counter", "Produce calls refused (back-pressure).", [({}, b["rejected"])])
     family("llog_batcher_buffered_bytes", "gauge", "Bytes waiting to be flushed.", [({}, b["buffered_bytes"])])

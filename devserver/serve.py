@@ -582,11 +582,7 @@ class LlogServer:
             "oxia": operations_json(s.oxia.counters),
             "s3": {**operations_json(s.blobs.counters), BILLING: s.billing.report()},
             "batcher": {
-                "flushes": s.batcher.flushes,
-                "flushed_calls": s.batcher.flushed_calls,
-                "flushed_bytes": s.batcher.flushed_bytes,
-                "queue_seconds": round(s.batcher.queue_seconds, 6),
-                "flush_seconds": round(s.batcher.flush_seconds, 6),
+                **s.batcher.flush_stats(),
                 "rejected": s.batcher.rejected,
                 "buffered_bytes": s.batcher.buffered_bytes,
                 "in_flight": s.batcher.in_flight,

@@ -136,23 +136,56 @@ def test_a_single_call_is_one_flush_with_its_offsets(writer):
     assert len(writer.calls) == 1
 
 
+class SlowSecondCall(RecordingWriter):
+    """Holds its first call until the gate opens, then takes ``second_s`` over its second."""
+
+    def __init__(self, gate: threading.Event, second_s: float):
+        super().__init__(gate=gate, gated_calls=1)
+        self.second_s = second_s
+
+    def append_shared(self, groups: Sequence[SharedAppendGroup]) -> list[AppendResult]:
+        if self.started == 1:
+            time.sleep(self.second_s)
+        return super().append_shared(groups)
+
+
 def test_flushes_report_their_bytes_the_time_calls_waited_and_the_time_spent_writing():
-    writer, batcher, gate, (first, _) = held_first_flush(max_delay_ms=60_000, max_bytes=1 << 20)
-    held_s = 0.2
+    held_s, second_s = 0.2, 0.5
+    gate = threading.Event()
+    writer = SlowSecondCall(gate, second_s)
+    batcher = producer(writer, max_delay_ms=60_000, max_bytes=1 << 20)
+    first = run_in_thread(batcher.append_shared, [SharedAppendGroup("warmup", 0, [b"w"])])
+    assert writer.entered.wait(5)
     threads = [run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"x" * 10, b"y"])])
                for _ in range(3)]  # fmt: skip
     wait_until(lambda: batcher.queued_calls == 3)
     time.sleep(held_s)
     gate.set()
-    for t, _ in [*threads, (first, None)]:
+    for t, _ in [*threads, first]:
         t.join(10)
     batcher.close()
 
     assert (batcher.flushes, batcher.flushed_calls) == (2, 4)
     assert batcher.flushed_bytes == 1 + 3 * 11, "the warm-up's record, then three calls of 11 bytes"
-    assert batcher.flush_seconds >= held_s, "the held flush was writing all that time"
+    assert batcher.flush_seconds >= held_s + second_s, "each flush was writing all that time"
     assert batcher.queue_seconds >= 3 * held_s, "each queued call waited out the held flush"
-    assert batcher.queue_seconds < 3 * held_s + 10
+    assert batcher.queue_seconds < 3 * (held_s + second_s), "a call's wait ends when its flush starts to write"
+    assert batcher.flush_stats() == {
+        "flushes": 2, "flushed_calls": 4, "flushed_bytes": 34, "queue_seconds": round(batcher.queue_seconds, 6),
+        "flush_seconds": round(batcher.flush_seconds, 6),
+    }  # fmt: skip
+
+
+def test_a_flush_that_raises_is_not_counted_and_a_partition_error_is():
+    writer = RecordingWriter(fail={("orders", 1): LogFenced("orders", 1)})
+    batcher = producer(writer)
+    (failed,) = batcher.append_shared([SharedAppendGroup("orders", 1, [b"abc"])])
+    writer.raise_exc = LlogError("the writer broke")
+    with pytest.raises(LlogError, match="the writer broke"):
+        batcher.append_shared([SharedAppendGroup("orders", 0, [b"de"])])
+    batcher.close()
+    assert isinstance(failed.error, LogFenced)
+    assert (batcher.flushes, batcher.flushed_calls, batcher.flushed_bytes) == (1, 1, 3)
 
 
 def test_an_idle_producer_flushes_at_once_whatever_the_max_delay(writer):
