@@ -118,6 +118,7 @@ def latency_summary_ms(seconds: Sequence[float]) -> dict[str, float | int | None
 
     return {
         "count": len(seconds),
+        "mean": ms(sum(seconds) / len(seconds) if seconds else math.nan),
         "p50": ms(percentile(seconds, 0.50)),
         "p90": ms(percentile(seconds, 0.90)),
         "p99": ms(percentile(seconds, 0.99)),

@@ -240,6 +240,7 @@ def op_counts(metrics: Mapping[str, Any]) -> dict[str, float]:
         "flushes": int(batcher["flushes"]),
         "flushed_calls": int(batcher["flushed_calls"]),
         "queue_seconds": float(batcher["queue_seconds"]),
+        "call_seconds": float(batcher["call_seconds"]),
         "flush_seconds": float(batcher["flush_seconds"]),
     }
 
@@ -248,14 +249,19 @@ def counts_between(before: Mapping[str, float], after: Mapping[str, float]) -> d
     return {k: after[k] - before[k] for k in after}
 
 
-def flush_breakdown(ops: Mapping[str, float]) -> dict[str, float | None]:
-    """Means over a window: how long a request waited for its flush, a flush wrote, and its PUT and Oxia write."""
+def flush_breakdown(ops: Mapping[str, float], latency_ms: float | None) -> dict[str, float | None]:
+    """Means over a window: of a request, its latency, its wait for its flush, its time in the batcher and the rest
+    (HTTP, the event loop); of a flush, its write, its S3 PUT and its Oxia write."""
 
     def mean_ms(seconds: str, count: str) -> float | None:
         return ops[seconds] * 1000 / ops[count] if ops[count] else None
 
+    batcher_ms = mean_ms("call_seconds", "flushed_calls")
     return {
+        "latency_ms": latency_ms,
         "queue_ms": mean_ms("queue_seconds", "flushed_calls"),
+        "batcher_ms": batcher_ms,
+        "rest_ms": latency_ms - batcher_ms if latency_ms is not None and batcher_ms is not None else None,
         "flush_ms": mean_ms("flush_seconds", "flushes"),
         "s3_put_ms": mean_ms("s3_put_seconds", "s3_puts"),
         "oxia_write_ms": mean_ms("oxia_write_seconds", "oxia_writes"),
@@ -428,6 +434,10 @@ def _ms(seconds: Sequence[float], q: float) -> float | None:
     return load.percentile(seconds, q) * 1000 if seconds else None
 
 
+def _mean_ms(seconds: Sequence[float]) -> float | None:
+    return sum(seconds) * 1000 / len(seconds) if seconds else None
+
+
 def loop_row(what: str, clients: int, result: LoopResult, ops: Mapping[str, float] | None) -> dict[str, Any]:
     ok = len(result.latencies)
     row: dict[str, Any] = {
@@ -469,7 +479,8 @@ def produce_scenario(serve: Service, key: str, what: str) -> dict[str, Any]:
     used = serve.cpu_seconds() - cpu[0]
     ops = counts_between(counts[0], op_counts(serve.metrics()))
     return {**loop_row(what, clients, result, ops), "partitions_per_request": len(partitions),
-            "server_cpu_ms_per_request": used * 1000 / max(result.requests, 1), "flush": flush_breakdown(ops),
+            "server_cpu_ms_per_request": used * 1000 / max(result.requests, 1),
+            "flush": flush_breakdown(ops, _mean_ms(result.latencies)),
             "machine_cpu": machine_cpu}  # fmt: skip
 
 
@@ -569,7 +580,7 @@ def ingest_scenario(serve: Service, shape: LoadShape = INGEST) -> dict[str, Any]
         "s3_puts": ops["s3_puts"],
         "mean_put_bytes": ops["s3_put_bytes"] / ops["s3_puts"] if ops["s3_puts"] else 0.0,
         "errors": summary["errors"],
-        "flush": flush_breakdown(ops),
+        "flush": flush_breakdown(ops, summary["latency_ms"]["mean"]),
         "machine_cpu": machine_cpu,
     }
 
@@ -801,7 +812,8 @@ def _where_row(what: str, row: Mapping[str, Any]) -> str:
     processes = dict(machine["processes"])
     serve, clients = processes.pop("llog serve", 0.0), processes.pop("load", 0.0)
     rest = ", ".join(f"{name} {cores:.2f}" for name, cores in list(processes.items())[:4])
-    return (f"| {what} | {_f(flush['queue_ms'], 2)} | {_f(flush['flush_ms'], 2)} | {_f(flush['s3_put_ms'], 2)} | "
+    return (f"| {what} | {_f(flush['latency_ms'], 2)} | {_f(flush['queue_ms'], 2)} | {_f(flush['batcher_ms'], 2)} | "
+            f"{_f(flush['rest_ms'], 2)} | {_f(flush['flush_ms'], 2)} | {_f(flush['s3_put_ms'], 2)} | "
             f"{_f(flush['oxia_write_ms'], 2)} | {machine['busy_cores']:.2f} of {machine['cores']} | {serve:.2f} | "
             f"{clients:.2f} | {rest} |")  # fmt: skip
 
@@ -847,9 +859,10 @@ def report(r: Mapping[str, Any]) -> str:
     ]
     out += [
         "",
-        "| where the time went (means over the scenario) | queue wait ms | flush ms | S3 PUT ms | Oxia write ms | "
+        "| where the time went (means over the scenario) | request ms | waiting for its flush | in the batcher "
+        "(waiting and written) | the rest (HTTP, the loop) | flush ms | S3 PUT ms | Oxia write ms | "
         "machine: busy cores | llog serve | load (clients) | the rest |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *(_where_row(what, row) for what, row in (("idle produce", r["produce"]["idle"]),
                                                  ("32 clients", r["produce"]["clients32"]), ("ingest", llog))),
     ]  # fmt: skip

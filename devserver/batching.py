@@ -93,6 +93,7 @@ class BatchingProducer:
         self.flushed_calls = 0
         self.flushed_bytes = 0
         self.queue_seconds = 0.0  # summed over calls: from submit to their flush starting to write
+        self.call_seconds = 0.0  # summed over calls: from submit to their flush's write ending (wait and write)
         self.flush_seconds = 0.0  # summed over flushes: the write (S3 PUT, Oxia commits), merging included
         self.rejected = 0
 
@@ -113,6 +114,7 @@ class BatchingProducer:
                 "flushed_calls": self.flushed_calls,
                 "flushed_bytes": self.flushed_bytes,
                 "queue_seconds": round(self.queue_seconds, 6),
+                "call_seconds": round(self.call_seconds, 6),
                 "flush_seconds": round(self.flush_seconds, 6),
             }
 
@@ -281,6 +283,7 @@ class BatchingProducer:
             self.flushed_calls += len(batch)
             self.flushed_bytes += sum(pending.size for pending in batch)
             self.queue_seconds += sum(started - pending.enqueued_at for pending in batch)
+            self.call_seconds += sum(ended - pending.enqueued_at for pending in batch)
             self.flush_seconds += ended - started
         for pending, places in zip(batch, spots, strict=True):
             out = [_slice(results[i], group, skip) for group, (i, skip) in zip(pending.groups, places, strict=True)]

@@ -203,6 +203,10 @@ def prometheus_text(doc: dict[str, Any]) -> str:
         "over calls (mean wait: this over flushed calls).", [({}, b["queue_seconds"])],
     )
     family(
+        "llog_batcher_call_seconds_total", "counter", "Time produce calls spent in the batcher, waiting and in their "
+        "flush's write, summed over calls (mean: this over flushed calls).", [({}, b["call_seconds"])],
+    )
+    family(
         "llog_batcher_flush_seconds_total", "counter", "Time flushes spent writing (S3 PUT, Oxia commits), summed "
         "over flushes (mean flush: this over flushes; a flush weighs once, however many calls it holds).",
         [({}, b["flush_seconds"])],

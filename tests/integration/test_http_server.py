@@ -176,7 +176,8 @@ def test_prometheus_labels_are_escaped():
         "server": {"started_at_ms": 1_000},
         "http": {"requests": [{"method": "GET", "route": '/a"b\\c\nd', "status": 200, "count": 2, "seconds": 0.5}]},
         "oxia": {}, "s3": {},
-        "batcher": {"flushes": 0, "flushed_calls": 0, "flushed_bytes": 0, "queue_seconds": 0.0, "flush_seconds": 0.0,
+        "batcher": {"flushes": 0, "flushed_calls": 0, "flushed_bytes": 0, "queue_seconds": 0.0, "call_seconds": 0.0,
+                    "flush_seconds": 0.0,
                     "rejected": 0, "buffered_bytes": 0, "in_flight": 0},
         "tail_cache": {"hits": 0, "misses": 0, "bytes": 0, "max_bytes": 0},
     }
@@ -586,8 +587,8 @@ class TestWithoutOxia:
             assert requests[key] == before.get(key, 0) + 1
         assert doc["oxia"]["get"]["errors"] >= 1
         batcher_fields = {
-            "flushes", "flushed_calls", "flushed_bytes", "queue_seconds", "flush_seconds", "rejected", "buffered_bytes",
-            "in_flight",
+            "flushes", "flushed_calls", "flushed_bytes", "queue_seconds", "call_seconds", "flush_seconds", "rejected",
+            "buffered_bytes", "in_flight",
             "max_bytes", "max_delay_ms", "max_buffer_bytes", "max_in_flight",
         }
         assert set(doc["batcher"]) == batcher_fields
@@ -609,7 +610,7 @@ class TestWithoutOxia:
         assert re.search(r'^llog_http_requests_total\{method="POST",route="/produce",status="409"\} [1-9]', text, re.M)
         assert 'llog_storage_operation_errors_total{store="oxia",op="get"}' in text
         assert "# TYPE llog_batcher_flushes_total counter" in text
-        for name in ("flushed_bytes", "queue_seconds", "flush_seconds"):
+        for name in ("flushed_bytes", "queue_seconds", "call_seconds", "flush_seconds"):
             assert re.search(rf"^llog_batcher_{name}_total \d", text, re.M), name
         assert "llog_tail_cache_max_bytes 536870912" in text
         assert re.search(r'^python_gc_collections_total\{generation="2"\} \d+$', text, re.M)

@@ -170,9 +170,10 @@ def test_flushes_report_their_bytes_the_time_calls_waited_and_the_time_spent_wri
     assert batcher.flush_seconds >= held_s + second_s, "each flush was writing all that time"
     assert batcher.queue_seconds >= 3 * held_s, "each queued call waited out the held flush"
     assert batcher.queue_seconds < 3 * (held_s + second_s), "a call's wait ends when its flush starts to write"
+    assert batcher.call_seconds >= batcher.queue_seconds + 3 * second_s, "then each waited out its own flush"
     assert batcher.flush_stats() == {
         "flushes": 2, "flushed_calls": 4, "flushed_bytes": 34, "queue_seconds": round(batcher.queue_seconds, 6),
-        "flush_seconds": round(batcher.flush_seconds, 6),
+        "call_seconds": round(batcher.call_seconds, 6), "flush_seconds": round(batcher.flush_seconds, 6),
     }  # fmt: skip
 
 

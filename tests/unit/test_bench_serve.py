@@ -13,7 +13,8 @@ import pytest
 
 from bench import serve
 
-FLUSH = {"queue_ms": 4.0, "flush_ms": 7.5, "s3_put_ms": 5.0, "oxia_write_ms": 1.5}
+FLUSH = {"latency_ms": 14.0, "queue_ms": 4.0, "batcher_ms": 11.0, "rest_ms": 3.0, "flush_ms": 7.5, "s3_put_ms": 5.0,
+         "oxia_write_ms": 1.5}
 MACHINE = {"cores": 2, "busy_cores": 1.5, "processes": {"llog serve": 0.7, "load": 0.4, "versitygw": 0.2,
                                                         "kernel threads": 0.1, "oxia": 0.05, "sshd": 0.01}}
 
@@ -46,7 +47,7 @@ def results(**changes: Any) -> dict[str, Any]:
             "llog": {"clients": 16, "partitions": 4, "batch": 100, "record_size": 1024, "mb_per_s": 30.0,
                      "requests": 1000, "p50_ms": 80.0, "p99_ms": 200.0, "s3_puts": 100, "mean_put_bytes": 800000.0,
                      "server_cpu_ms_per_request": 3.5, "errors": {},
-                     "flush": {"queue_ms": None, "flush_ms": None, "s3_put_ms": None, "oxia_write_ms": None},
+                     "flush": dict.fromkeys(FLUSH),
                      "machine_cpu": {"cores": 2, "busy_cores": 0.25, "processes": {}}},
             "raw_s3": {"writers": 4, "object_bytes": 800000, "puts": 300, "mb_per_s": 50.0, "p50_ms": 40.0},
         },
@@ -81,9 +82,9 @@ def test_report_renders_every_table_and_each_target_with_its_numbers() -> None:
     assert "| 16 clients | 1600 | 200 | 8.00 | 160.00 | 20.0 | 0 |" in text
     assert "| 32 clients, 1 record per request | 3200 | 4000.0 | 0.50 | 2.00 | 0 |" in text
     assert "Peer (s2-lite 0.43.4): not measured: no s2-lite binary." in text
-    assert "| 32 clients | 4.00 | 7.50 | 5.00 | 1.50 | 1.50 of 2 | 0.70 | 0.40 | versitygw 0.20, kernel threads " \
-           "0.10, oxia 0.05, sshd 0.01 |" in text  # fmt: skip
-    assert "| ingest | - | - | - | - | 0.25 of 2 | 0.00 | 0.00 |  |" in text
+    assert "| 32 clients | 14.00 | 4.00 | 11.00 | 3.00 | 7.50 | 5.00 | 1.50 | 1.50 of 2 | 0.70 | 0.40 | versitygw " \
+           "0.20, kernel threads 0.10, oxia 0.05, sshd 0.01 |" in text  # fmt: skip
+    assert "| ingest | - | - | - | - | - | - | - | 0.25 of 2 | 0.00 | 0.00 |  |" in text
     targets = text.split("Targets (issue 15)")[1]
     assert "Idle produce p50 / floor (8.0 ms / 5.0 ms): 1.60 (≤ 2): met" in targets
     assert "32 clients requests/s / 1 client's (2000.0 / 100.0): 20.00 (≥ 15): met" in targets
@@ -113,31 +114,34 @@ def test_a_missing_measurement_is_not_met_and_peer_rows_render() -> None:
     assert "| 32 clients | 900 | 300.0 | 100.0 | 120.0 | 503 HTTP: 1 |" in text
 
 
-def batcher(flushes: int, calls: int, queue_s: float, flush_s: float) -> dict[str, Any]:
-    return {"flushes": flushes, "flushed_calls": calls, "queue_seconds": queue_s, "flush_seconds": flush_s}
+def batcher(flushes: int, calls: int, queue_s: float, call_s: float, flush_s: float) -> dict[str, Any]:
+    return {"flushes": flushes, "flushed_calls": calls, "queue_seconds": queue_s, "call_seconds": call_s,
+            "flush_seconds": flush_s}  # fmt: skip
 
 
 def test_operations_are_counted_from_the_metrics_document() -> None:
     before = {"s3": {"put": {"calls": 2, "bytes": 200, "seconds": 0.5}, "billing": {}},
               "oxia": {"put_sequential": {"calls": 3, "seconds": 0.25}, "get": {"calls": 9, "seconds": 1.0}},
-              "batcher": batcher(2, 10, 0.5, 1.0)}  # fmt: skip
+              "batcher": batcher(2, 10, 0.5, 2.0, 1.0)}  # fmt: skip
     after = {"s3": {"put": {"calls": 5, "bytes": 900, "seconds": 0.5 + 0.015}, "get": {"calls": 4}, "billing": {}},
              "oxia": {"put_sequential": {"calls": 7, "seconds": 0.25 + 0.004}, "put": {"calls": 1, "seconds": 0.001},
                       "get": {"calls": 20, "seconds": 9.0}},
-             "batcher": batcher(5, 40, 0.5 + 0.12, 1.0 + 0.0225)}  # fmt: skip
+             "batcher": batcher(5, 40, 0.5 + 0.12, 2.0 + 0.33, 1.0 + 0.0225)}  # fmt: skip
     ops = serve.counts_between(serve.op_counts(before), serve.op_counts(after))
     assert {k: ops[k] for k in ("s3_puts", "s3_put_bytes", "oxia_writes", "flushes", "flushed_calls")} == {
         "s3_puts": 3, "s3_put_bytes": 700, "oxia_writes": 5, "flushes": 3, "flushed_calls": 30,
     }  # fmt: skip
-    means = serve.flush_breakdown(ops)
-    expected = {"queue_ms": 4.0, "flush_ms": 7.5, "s3_put_ms": 5.0, "oxia_write_ms": 1.0}  # reads are not writes
+    means = serve.flush_breakdown(ops, latency_ms=14.0)
+    # Oxia's reads (get) are not writes: 4 ms over 4 writes.
+    expected = {"latency_ms": 14.0, "queue_ms": 4.0, "batcher_ms": 11.0, "rest_ms": 3.0, "flush_ms": 7.5,
+                "s3_put_ms": 5.0, "oxia_write_ms": 1.0}  # fmt: skip
     assert means == {k: pytest.approx(v) for k, v in expected.items()}
 
 
 def test_a_window_without_flushes_has_no_means() -> None:
     ops = dict.fromkeys(("s3_puts", "s3_put_seconds", "oxia_writes", "oxia_write_seconds", "flushes",
-                         "flushed_calls", "queue_seconds", "flush_seconds"), 0.0)  # fmt: skip
-    assert set(serve.flush_breakdown(ops).values()) == {None}
+                         "flushed_calls", "queue_seconds", "call_seconds", "flush_seconds"), 0.0)  # fmt: skip
+    assert set(serve.flush_breakdown(ops, latency_ms=None).values()) == {None}
 
 
 def test_a_produce_answer_succeeds_only_when_every_partition_was_acknowledged() -> None:

@@ -120,7 +120,8 @@ def _doc(storage: Mapping[str, object]) -> dict[str, object]:
         "http": {"requests": []},
         "oxia": {},
         "s3": {"put": {"calls": 2, "errors": 0, "retries": 0, "bytes": 9, "seconds": 0.1}, "billing": billing},
-        "batcher": {"flushes": 0, "flushed_calls": 0, "flushed_bytes": 0, "queue_seconds": 0.0, "flush_seconds": 0.0,
+        "batcher": {"flushes": 0, "flushed_calls": 0, "flushed_bytes": 0, "queue_seconds": 0.0, "call_seconds": 0.0,
+                    "flush_seconds": 0.0,
                     "rejected": 0, "buffered_bytes": 0, "in_flight": 0},
         "tail_cache": {"hits": 0, "misses": 0, "bytes": 0, "max_bytes": 0},
     }
