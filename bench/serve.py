@@ -276,15 +276,15 @@ class MachineCpu:
     within the window is not counted.
     """
 
-    def __init__(self, serve: Service) -> None:
+    def __init__(self, serve: Service, proc: Path = Path("/proc")) -> None:
         self.serve_pid = serve.pid
+        self.proc = proc
         self._start = self._read()
 
-    @staticmethod
-    def _read() -> tuple[float, dict[tuple[int, int, str], float], list[int]]:
+    def _read(self) -> tuple[float, dict[tuple[int, int, str], float], list[int]]:
         tick = os.sysconf("SC_CLK_TCK")
         processes: dict[tuple[int, int, str], float] = {}  # (pid, start time, name) -> CPU seconds so far
-        for entry in Path("/proc").iterdir():
+        for entry in self.proc.iterdir():
             if not entry.name.isdigit():
                 continue
             try:
@@ -294,7 +294,7 @@ class MachineCpu:
             name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
             label = "kernel threads" if int(rest[6]) & 0x00200000 else name  # flags & PF_KTHREAD
             processes[int(entry.name), int(rest[19]), label] = (int(rest[11]) + int(rest[12])) / tick  # utime + stime
-        machine = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        machine = [int(x) for x in (self.proc / "stat").read_text().split("\n", 1)[0].split()[1:]]
         return time.monotonic(), processes, machine
 
     def since_start(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -177,3 +177,34 @@ def test_the_machine_split_names_the_busy_server_and_this_process(tmp_path: Path
     assert split["processes"]["llog serve"] > 0.05
     assert split["processes"]["load"] > 0.05
     assert split["busy_cores"] >= 0.1
+
+
+def write_proc(root: Path, processes: dict[int, tuple[str, int, int, int]], cpu_line: str) -> None:
+    """A ``/proc`` of ``pid -> (comm, flags, CPU ticks, start time)``: each process's stat as Linux writes it."""
+    for pid, (comm, flags, ticks, start) in processes.items():
+        (root / str(pid)).mkdir(exist_ok=True)
+        fields = ["S", "1", str(pid), str(pid), "0", "-1", str(flags), "0", "0", "0", "0", str(ticks), "0", "0", "0",
+                  "20", "0", "1", "0", str(start)]  # fmt: skip
+        (root / str(pid) / "stat").write_text(f"{pid} ({comm}) {' '.join(fields)} 0 0\n")
+    (root / "stat").write_text(cpu_line + "\ncpu0 1 2 3\n")
+
+
+def test_the_machine_split_reads_names_kernel_threads_restarts_and_idle_time_from_proc(tmp_path: Path) -> None:
+    tick = os.sysconf("SC_CLK_TCK")
+    serve_pid, this_pid = 4242, os.getpid()
+    server = serve.Service("serve", [], {}, tmp_path / "log", 0, lambda _s: None)
+    server._proc = cast(Any, type("Proc", (), {"pid": serve_pid})())
+    before = {serve_pid: ("python", 0, 0, 100), this_pid: ("python", 0, 0, 50), 7: ("versitygw", 0, 0, 60),
+              8: ("kworker/u8:0-writeback", 0x00208040, 0, 2), 9: ("oxia", 0, 10 * tick, 70)}  # fmt: skip
+    # user nice system idle iowait irq softirq steal guest guest_nice: guest time is in user already
+    write_proc(tmp_path, before, "cpu  0 0 0 0 0 0 0 0 0 0")
+    machine = serve.MachineCpu(server, proc=tmp_path)
+    after = {**before, serve_pid: ("python", 0, 3 * tick, 100), this_pid: ("python", 0, tick, 50),
+             7: ("versitygw", 0, tick, 60), 8: ("kworker/u8:0-ext4-rsv-conversion", 0x00208040, tick // 2, 2),
+             9: ("oxia", 0, tick, 80)}  # fmt: skip  # Oxia restarted under the same pid: its ticks are all new
+    write_proc(tmp_path, after, "cpu  300 0 100 500 100 0 0 0 999 0")
+    split = machine.since_start()
+    assert split["busy_cores"] == pytest.approx(split["cores"] * 0.4), "idle and iowait: 600 of 1,000 ticks"
+    per_load = {name: value / split["processes"]["load"] for name, value in split["processes"].items()}
+    assert per_load == pytest.approx({"llog serve": 3, "load": 1, "versitygw": 1, "oxia": 1, "kernel threads": 0.5})
+    assert next(iter(split["processes"])) == "llog serve", "busiest first"
