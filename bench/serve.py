@@ -251,7 +251,7 @@ def counts_between(before: Mapping[str, float], after: Mapping[str, float]) -> d
 
 def flush_breakdown(ops: Mapping[str, float], latency_ms: float | None) -> dict[str, float | None]:
     """Means over a window: of a request, its latency, its wait for its flush, its time in the batcher and the rest
-    (HTTP, the event loop); of a flush, its write, its S3 PUT and its Oxia write."""
+    (HTTP and the event loop at both ends, the kernel); of a flush, its write, its S3 PUT and its Oxia write."""
 
     def mean_ms(seconds: str, count: str) -> float | None:
         return ops[seconds] * 1000 / ops[count] if ops[count] else None
@@ -860,7 +860,7 @@ def report(r: Mapping[str, Any]) -> str:
     out += [
         "",
         "| where the time went (means over the scenario) | request ms | waiting for its flush | in the batcher "
-        "(waiting and written) | the rest (HTTP, the loop) | flush ms | S3 PUT ms | Oxia write ms | "
+        "(waiting and written) | outside it (HTTP, the loop, the clients) | flush ms | S3 PUT ms | Oxia write ms | "
         "machine: busy cores | llog serve | load (clients) | the rest |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *(_where_row(what, row) for what, row in (("idle produce", r["produce"]["idle"]),
