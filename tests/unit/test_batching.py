@@ -288,8 +288,10 @@ def test_max_bytes_queued_starts_a_flush_beside_the_one_in_flight():
 
 def test_a_flush_takes_at_most_max_bytes():
     writer, batcher, gate, (first, _) = held_first_flush(max_bytes=10, max_delay_ms=60_000, max_in_flight=1)
-    calls = [run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [bytes([i]) * 6])]) for i in range(3)]
-    wait_until(lambda: batcher.queued_calls == 3)
+    calls = []
+    for i in range(3):  # one at a time: the queue's order is the order the threads reach it
+        calls.append(run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [bytes([i]) * 6])]))
+        wait_until(lambda n=i + 1: batcher.queued_calls == n)
     gate.set()
     for t, _ in [*calls, (first, None)]:
         t.join(5)
