@@ -126,6 +126,29 @@ PEER_SCENARIOS = (
 # --- processes ----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ProcessStat:
+    """What ``/proc/<pid>/stat`` says of a process."""
+
+    name: str
+    kernel_thread: bool
+    cpu_seconds: float  # user + system
+    started: int  # clock ticks after boot: with the pid, names the process across pid reuse
+
+
+def process_stat(directory: Path) -> ProcessStat | None:
+    """``directory/stat`` read (None once the process is gone); fields after the name counted from its state."""
+    try:
+        stat = (directory / "stat").read_text()
+    except OSError:
+        return None
+    rest = stat[stat.rindex(")") + 2 :].split()
+    return ProcessStat(name=stat[stat.index("(") + 1 : stat.rindex(")")],
+                       kernel_thread=bool(int(rest[6]) & 0x00200000),  # flags & PF_KTHREAD
+                       cpu_seconds=(int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK"),  # utime + stime
+                       started=int(rest[19]))  # fmt: skip
+
+
 class Service:
     """A server subprocess on a loopback port, its output in ``log_path``; ready once ``probe`` succeeds."""
 
@@ -180,13 +203,8 @@ class Service:
 
     def cpu_seconds(self) -> float:
         """User plus system CPU the server process has used so far (Linux ``/proc``; 0 elsewhere)."""
-        if self._proc is None:
-            return 0.0
-        try:
-            fields = Path(f"/proc/{self._proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+        stat = None if self.pid is None else process_stat(Path(f"/proc/{self.pid}"))
+        return 0.0 if stat is None else stat.cpu_seconds
 
     def metrics(self) -> dict[str, Any]:
         """``GET /metrics`` (llog serve)."""
@@ -282,18 +300,12 @@ class MachineCpu:
         self._start = self._read()
 
     def _read(self) -> tuple[float, dict[tuple[int, int, str], float], list[int]]:
-        tick = os.sysconf("SC_CLK_TCK")
         processes: dict[tuple[int, int, str], float] = {}  # (pid, start time, name) -> CPU seconds so far
         for entry in self.proc.iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-            label = "kernel threads" if int(rest[6]) & 0x00200000 else name  # flags & PF_KTHREAD
-            processes[int(entry.name), int(rest[19]), label] = (int(rest[11]) + int(rest[12])) / tick  # utime + stime
+            stat = process_stat(entry) if entry.name.isdigit() else None
+            if stat is not None:
+                label = "kernel threads" if stat.kernel_thread else stat.name
+                processes[int(entry.name), stat.started, label] = stat.cpu_seconds
         machine = [int(x) for x in (self.proc / "stat").read_text().split("\n", 1)[0].split()[1:]]
         return time.monotonic(), processes, machine
 
@@ -434,10 +446,6 @@ def _ms(seconds: Sequence[float], q: float) -> float | None:
     return load.percentile(seconds, q) * 1000 if seconds else None
 
 
-def _mean_ms(seconds: Sequence[float]) -> float | None:
-    return sum(seconds) * 1000 / len(seconds) if seconds else None
-
-
 def loop_row(what: str, clients: int, result: LoopResult, ops: Mapping[str, float] | None) -> dict[str, Any]:
     ok = len(result.latencies)
     row: dict[str, Any] = {
@@ -480,7 +488,7 @@ def produce_scenario(serve: Service, key: str, what: str) -> dict[str, Any]:
     ops = counts_between(counts[0], op_counts(serve.metrics()))
     return {**loop_row(what, clients, result, ops), "partitions_per_request": len(partitions),
             "server_cpu_ms_per_request": used * 1000 / max(result.requests, 1),
-            "flush": flush_breakdown(ops, _mean_ms(result.latencies)),
+            "flush": flush_breakdown(ops, load.latency_summary_ms(result.latencies)["mean"]),
             "machine_cpu": machine_cpu}  # fmt: skip
 
 

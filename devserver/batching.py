@@ -277,14 +277,15 @@ class BatchingProducer:
                 records.extend(group.records)
         groups = [dataclasses.replace(group, records=records) for group, records in parts]
         results = self.writer.append_shared(groups)
-        ended = time.monotonic()
+        written = time.monotonic() - started
+        waited = sum(started - pending.enqueued_at for pending in batch)
         with self._cond:  # counted before any caller learns of its result
             self.flushes += 1
             self.flushed_calls += len(batch)
             self.flushed_bytes += sum(pending.size for pending in batch)
-            self.queue_seconds += sum(started - pending.enqueued_at for pending in batch)
-            self.call_seconds += sum(ended - pending.enqueued_at for pending in batch)
-            self.flush_seconds += ended - started
+            self.queue_seconds += waited
+            self.call_seconds += waited + len(batch) * written
+            self.flush_seconds += written
         for pending, places in zip(batch, spots, strict=True):
             out = [_slice(results[i], group, skip) for group, (i, skip) in zip(pending.groups, places, strict=True)]
             pending.future.set_result(out)
