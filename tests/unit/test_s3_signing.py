@@ -116,7 +116,6 @@ def test_on_aws_a_put_goes_to_the_buckets_regional_host(
     assert store._puts.tls
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the CRT prints the callback's
 @pytest.mark.parametrize(
     ("failure", "error"),
     [(NoCredentialsError(), ConfigurationError), (CredentialRetrievalError(provider="sts", error_msg="timed out"),
@@ -133,7 +132,7 @@ def test_credentials_that_cannot_be_had_fail_every_put_that_needs_them_clearly(
         def fail() -> None:
             raise failure
 
-        store._puts._credentials.credentials.get_frozen_credentials = fail  # type: ignore[union-attr]
+        store._puts._credentials.get_frozen_credentials = fail
         with ThreadPoolExecutor(8) as pool:
             outcomes = list(pool.map(lambda i: _outcome(store, i), range(16)))
     assert {type(o) for o in outcomes} == {error}
@@ -147,3 +146,19 @@ def _outcome(store: BlobStore, i: int) -> Exception | None:
     except Exception as exc:
         return exc
     return None
+
+
+def test_credentials_that_botocore_refreshed_sign_the_next_put() -> None:
+    """The CRT signs with the credentials each PUT reads from botocore, not those of the first PUT."""
+    from botocore.credentials import ReadOnlyCredentials
+
+    with s3_proxy(None) as server:
+        store = BlobStore(replace(CONFIG, endpoint_url=server.endpoint_url))
+        store.put(S3Location("llog", "wal-shared/before"), BODY)
+        refreshed = ReadOnlyCredentials("k2", "s2", "t2")
+        store._puts._credentials.get_frozen_credentials = lambda: refreshed
+        store.put(S3Location("llog", "wal-shared/after"), BODY)
+    before, after = server.requests("PUT")
+    assert "Credential=k/" in before.headers["authorization"]
+    assert "Credential=k2/" in after.headers["authorization"]
+    assert after.headers["x-amz-security-token"] == "t2"

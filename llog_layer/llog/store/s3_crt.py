@@ -9,9 +9,9 @@ botocore.
 
 What the two clients share, so that they agree on both: where a bucket is
 (botocore's endpoint rules, read once per bucket from a presigned URL) and
-the credentials (botocore's, read on every signing, so refreshed credentials
-are picked up), and the CA bundle (``AWS_CA_BUNDLE``). The CRT does not go
-through an HTTP proxy (``HTTPS_PROXY``), which botocore's calls would.
+the credentials (botocore's, read by every PUT on its caller's thread, so
+refreshed credentials are picked up), and the CA bundle (``AWS_CA_BUNDLE``).
+The CRT does not go through an HTTP proxy (``HTTPS_PROXY``), which botocore's calls would.
 
 One CRT client per process and setting serves every ``BlobStore``: a client
 holds threads and buffers for the life of the process, and each store's
@@ -44,31 +44,8 @@ from llog.store.s3_errors import s3_error
 
 _PROBE = "llog-endpoint-probe"  # the key of the presigned URL a bucket's host and path are read from
 
-_DELEGATE_FAILED = "AWS_AUTH_CREDENTIALS_PROVIDER_DELEGATE_FAILURE"  # the credentials callback raised
-
 # S3's error codes for the CRT's names of S3 answers it reports without their body.
 _CRT_NAMES = {"AWS_ERROR_S3_SLOW_DOWN": "SlowDown"}
-
-
-class _Credentials:
-    """The CRT's credentials callback over botocore's; remembers why it last failed (the CRT only says it did).
-
-    The CRT also prints the callback's traceback to stderr (``sys.unraisablehook``).
-    """
-
-    def __init__(self, credentials: Any) -> None:
-        self.credentials = credentials
-        self.error: Exception | None = None
-
-    def __call__(self) -> Any:
-        from awscrt.auth import AwsCredentials
-
-        try:
-            frozen = self.credentials.get_frozen_credentials()
-        except Exception as exc:
-            self.error = exc
-            raise
-        return AwsCredentials(frozen.access_key, frozen.secret_key, frozen.token)
 
 
 @dataclass(frozen=True)
@@ -88,10 +65,10 @@ class CrtPuts:
         """``credentials``: botocore's (``Session.get_credentials()``); None when none were found."""
         self.config = config
         self._botocore = botocore_client
-        self._credentials = _Credentials(credentials) if credentials is not None else None
+        self._credentials = credentials
         self._targets: dict[str, tuple[str, str]] = {}  # bucket -> (Host header, path prefix of its keys)
         self._lock = threading.Lock()
-        self._signing: Any = None  # this store's signing configuration, made with its first PUT
+        self._signing: tuple[Any, Any] | None = None  # (botocore's frozen credentials, a signing config with them)
         tls = config.endpoint_url is None or config.endpoint_url.startswith("https:")
         self.settings = _ClientSettings(
             config.endpoint_url,
@@ -117,7 +94,7 @@ class CrtPuts:
         headers = [("Host", host), ("Content-Length", str(len(body))), ("x-amz-checksum-crc32c", checksum)]
         headers += [(f"x-amz-meta-{name}", value) for name, value in metadata.items()]
         request = HttpRequest("PUT", prefix + quote(location.key, safe="/~"), HttpHeaders(headers), io.BytesIO(body))
-        signing = self._signing_config()
+        signing = self._signing_config(location)
         if not self.tls:  # the signature covers the body over plain HTTP, as botocore's does (hashlib drops the GIL)
             signing = signing.replace(signed_body_value=hashlib.sha256(body).hexdigest())
         try:
@@ -135,12 +112,6 @@ class CrtPuts:
             code, detail = _error_code(exc)
             raise s3_error("put", location.uri, code, detail) from exc
         except AwsCrtError as exc:  # no answer to read a code from (a dropped connection), or the CRT's own name
-            cause = self._credentials.error if self._credentials is not None and exc.name == _DELEGATE_FAILED else None
-            if cause is not None:  # none found is a configuration error; a refresh that failed may work next time
-                from botocore.exceptions import NoCredentialsError
-
-                code = "NoCredentials" if isinstance(cause, NoCredentialsError) else type(cause).__name__
-                raise s3_error("put", location.uri, code, f"{exc.name}: {cause}") from cause
             code = _CRT_NAMES.get(exc.name, exc.name)
             raise s3_error("put", location.uri, code, f"{exc.name}: {exc.message}") from exc
 
@@ -159,33 +130,48 @@ class CrtPuts:
             target = self._targets[bucket] = (parts.netloc, parts.path[: -len(_PROBE)])
         return target
 
-    def _signing_config(self) -> Any:
-        with self._lock:
-            if self._signing is None:
-                from awscrt.auth import (
-                    AwsCredentialsProvider,
-                    AwsSignatureType,
-                    AwsSignedBodyHeaderType,
-                    AwsSignedBodyValue,
-                    AwsSigningAlgorithm,
-                    AwsSigningConfig,
-                )
+    def _signing_config(self, location: S3Location) -> Any:
+        """A signing configuration with botocore's current credentials.
 
-                assert self._credentials is not None  # ``_target`` refused the PUT without credentials
-                self._signing = AwsSigningConfig(
+        They are read here, on the caller's thread, which holds the GIL anyway, and handed to the CRT
+        as static ones: a credentials callback would take the GIL once more per PUT on a CRT thread
+        (behind ``llog serve``'s event loop), and its failure would reach the caller only as the CRT's
+        error name. A refresh that botocore finds due happens here, as it does for botocore's own calls.
+        """
+        from awscrt.auth import (
+            AwsCredentialsProvider,
+            AwsSignatureType,
+            AwsSignedBodyHeaderType,
+            AwsSignedBodyValue,
+            AwsSigningAlgorithm,
+            AwsSigningConfig,
+        )
+
+        assert self._credentials is not None  # ``_target`` refused the PUT without credentials
+        try:
+            frozen = self._credentials.get_frozen_credentials()
+        except Exception as exc:  # none found is a configuration error; a refresh that failed may work next time
+            from botocore.exceptions import NoCredentialsError
+
+            code = "NoCredentials" if isinstance(exc, NoCredentialsError) else type(exc).__name__
+            raise s3_error("put", location.uri, code, str(exc)) from exc
+        with self._lock:
+            if self._signing is None or self._signing[0] != frozen:
+                provider = AwsCredentialsProvider.new_static(frozen.access_key, frozen.secret_key, frozen.token)
+                self._signing = (frozen, AwsSigningConfig(
                     algorithm=AwsSigningAlgorithm.V4,
                     signature_type=AwsSignatureType.HTTP_REQUEST_HEADERS,
                     service="s3",
                     region=self.settings.region,
-                    credentials_provider=AwsCredentialsProvider.new_delegate(self._credentials),
+                    credentials_provider=provider,
                     signed_body_header_type=AwsSignedBodyHeaderType.X_AMZ_CONTENT_SHA_256,
                     # Over TLS the body is covered by its CRC32C, not hashed for the signature (as botocore
                     # does, and the CRT everywhere); ``put`` has the signature cover it over plain HTTP.
                     signed_body_value=AwsSignedBodyValue.UNSIGNED_PAYLOAD,
                     use_double_uri_encode=False,
                     should_normalize_uri_path=False,
-                )
-            return self._signing
+                ))  # fmt: skip
+            return self._signing[1]
 
 
 _clients: dict[tuple[int, _ClientSettings], Any] = {}  # (process id, settings) -> the CRT's S3 client
