@@ -8,10 +8,10 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia versitygw iceberg chromium screenshots test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load soak clean
+.PHONY: help setup oxia versitygw iceberg chromium wrk screenshots test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load soak clean
 
 help:
-	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server and VersityGW (idempotent)"
+	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, Chromium and wrk (idempotent)"
 	@echo "make test    - setup, then ruff, mypy and the whole pytest suite"
 	@echo "make dev     - setup, then run the whole system locally (Oxia, S3 (VersityGW), HTTP API on :8080, compaction);"
 	@echo "               its data (.dev/oxia, .dev/s3) is kept across restarts"
@@ -25,7 +25,7 @@ help:
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
 	@echo "make screenshots - regenerate docs/img/console-*.png: the console (http://127.0.0.1:8080/console) on sample data"
 
-setup: $(STAMP) $(NPM_STAMP) oxia versitygw iceberg chromium
+setup: $(STAMP) $(NPM_STAMP) oxia versitygw iceberg chromium wrk
 
 $(STAMP):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -54,12 +54,14 @@ iceberg:
 # Debian's Chromium, for the console's browser tests (tests/browser) and make screenshots. Without it
 # they are reported as skipped; LLOG_REQUIRE_BROWSER=1 makes that an error.
 chromium:
-	@test -x /usr/bin/chromium || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	     { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || \
-	       { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }; }; then :; \
-	  else echo "Chromium is missing: install it as root (apt-get install -y chromium) for tests/browser and make screenshots"; \
-	    [ -z "$${LLOG_REQUIRE_BROWSER:-}" ] || exit 1; fi; }
+	@scripts/install-deb.sh chromium /usr/bin/chromium "tests/browser and make screenshots" || \
+	  [ -z "$${LLOG_REQUIRE_BROWSER:-}" ] || exit 1
+
+# Debian's wrk, the HTTP clients of bench/serve.py (bench/wrk.py). Without it its tests are reported as
+# skipped; LLOG_REQUIRE_WRK=1 makes that an error.
+wrk:
+	@scripts/install-deb.sh wrk wrk "bench/serve.py (bench/wrk.py) and its tests" || \
+	  [ -z "$${LLOG_REQUIRE_WRK:-}" ] || exit 1
 
 $(NPM_STAMP): package-lock.json
 	@command -v npm >/dev/null || { echo "Node.js and npm are required for the CDK app (make synth) and the console's charts"; exit 1; }

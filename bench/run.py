@@ -157,8 +157,10 @@ def main() -> int:
         "HTTP: `llog serve` against the floor of its servers",
         "bench/serve.py",
         "One Oxia standalone (fsync on) and one S3 server (VersityGW when installed, else moto; the report names "
-        "it) behind two `llog serve` processes (`python -m devserver.serve`). Clients are threads with one "
-        "keep-alive connection each; S3 PUTs and Oxia writes come from the server's `GET /metrics`. The floor is "
+        "it) behind two `llog serve` processes (`python -m devserver.serve`). The produce, HTTP-ceiling and peer "
+        "clients are wrk's keep-alive connections (bench/wrk.py), every answer checked; the tail, ingest and "
+        "256-client clients are bench/load.py's threads, one keep-alive connection each; S3 PUTs and Oxia writes "
+        "come from the server's `GET /metrics`. The floor is "
         "the median of 200 one-at-a-time 100-byte S3 PUTs plus that of 200 Oxia puts on the same servers. *Tail*: "
         "a consumer long-polls at the tail, a producer sends one record 10-150 ms later; produce sent to consume "
         "answered, consumer in the producer's process or the other one. *Ingest*: 16 clients x 100 records of "

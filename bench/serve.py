@@ -2,17 +2,20 @@
 
 One local Oxia standalone (fsync on) and one S3 server (VersityGW when
 ``.tools/bin/versitygw`` is installed, else moto's server) back two
-``python -m devserver.serve`` processes, A and B. Every client is a thread
-of this process with its own keep-alive connection (``bench.load.HttpClient``);
-S3 and Oxia operations are counted by llog serve itself (``GET /metrics``).
+``python -m devserver.serve`` processes, A and B. The produce, HTTP-ceiling
+and peer clients are wrk's keep-alive connections (``bench.wrk``: C, so that
+the clients take little of the 2 cores from the servers they measure); the
+tail, ingest and many-clients scenarios use ``bench.load``'s Python clients
+(one thread and connection each), which check every record they wrote. S3
+and Oxia operations are counted by llog serve itself (``GET /metrics``).
 
 * *Floor*: medians of 200 one-at-a-time 100-byte S3 PUTs (``BlobStore.put``) and 200
   Oxia puts (``OxiaStore``) against the same servers (``bench.stack.measure_floor``).
 * *Produce*: 1 client sending one 100-byte record per request (idle), 1
   client sending one record to each of 16 partitions per request, 32
-  clients sending one record per request to one partition; back to back,
-  each client's first request (its connection, the partition's creation)
-  not measured.
+  clients sending one record per request to one partition; back to back
+  (wrk), every answer checked (each partition acknowledged), after one
+  request that creates the partitions.
 * *Tail*: a consumer long-polls (``max_wait_ms`` 5000) at the tail of a
   partition; 10-150 ms later (random) a producer sends one record; the
   latency is from sending the produce request to the consume answer
@@ -62,7 +65,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +73,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
     sys.path.insert(0, str(ROOT))
 
-from bench import load  # noqa: E402
+from bench import load, wrk  # noqa: E402
 from bench.reconcile import Outcome  # noqa: E402
 from bench.stack import WRITE_OPS, local_stack, measure_floor, stack_env, versitygw_binary  # noqa: E402
 from devserver.devstack import free_port  # noqa: E402
@@ -309,12 +312,16 @@ class MachineCpu:
         machine = [int(x) for x in (self.proc / "stat").read_text().split("\n", 1)[0].split()[1:]]
         return time.monotonic(), processes, machine
 
-    def since_start(self) -> dict[str, Any]:
-        """Cores busy on average: the machine's, and per process (``llog serve``, ``load``: this process)."""
+    def since_start(self, ended_within: Mapping[str, float] | None = None) -> dict[str, Any]:
+        """Cores busy on average: the machine's, and per process (``llog serve``, ``load``: this process).
+
+        ``ended_within``: CPU seconds, by label, of processes that ran and ended within the window (gone from
+        ``/proc``), such as wrk's (``load``).
+        """
         began, before, machine_before = self._start
         ended, after, machine_after = self._read()
         seconds = max(ended - began, 1e-9)
-        by_name: dict[str, float] = {}
+        by_name = {label: cpu / seconds for label, cpu in (ended_within or {}).items()}
         for (pid, started, name), cpu in after.items():
             used = cpu - before.get((pid, started, name), 0.0)
             label = "llog serve" if pid == self.serve_pid else "load" if pid == os.getpid() else name
@@ -361,10 +368,6 @@ def produce_check(partitions: int) -> Check:
     return check
 
 
-def status_check(status: int, body: bytes) -> str | None:
-    return None if status == 200 else load.error_key(status, "HTTP")
-
-
 def timed_post(client: load.HttpClient, path: str, body: bytes, check: Check) -> tuple[float | None, str | None]:
     """(seconds, None) when it succeeded; (None, error key) otherwise."""
     began = time.perf_counter()
@@ -377,84 +380,19 @@ def timed_post(client: load.HttpClient, path: str, body: bytes, check: Check) ->
     return (seconds, None) if error is None else (None, error)
 
 
-@dataclass
-class LoopResult:
-    latencies: list[float] = field(default_factory=list)  # seconds, successful requests
-    errors: Counter[str] = field(default_factory=Counter)
-    elapsed: float = 0.0
-
-    @property
-    def requests(self) -> int:
-        return len(self.latencies) + sum(self.errors.values())
-
-
-def closed_loop(url: str, path: str, body: Callable[[int], bytes], check: Check, *, clients: int, seconds: float,
-                headers: Mapping[str, str] | None = None, at_start: Callable[[], None] = lambda: None
-                ) -> LoopResult:  # fmt: skip
-    """``clients`` threads, each with one keep-alive connection, send ``body(client)`` back to back for ``seconds``.
-
-    Each client's first request (it opens the connection) is not timed; ``at_start`` runs once every client
-    has made it, right before the clock starts.
-    """
-    extra = dict(headers or {})
-
-    def signer(method: str, url: str, payload: bytes) -> dict[str, str]:
-        return extra
-
-    ready, go = threading.Barrier(clients + 1), threading.Event()
-    results = [LoopResult() for _ in range(clients)]
-    ends = [0.0] * clients
-    deadline = [0.0]
-
-    def work(i: int) -> None:
-        client = load.HttpClient(url, signer, TIMEOUT_S)
-        result = results[i]
-        try:
-            _, error = timed_post(client, path, body(i), check)
-            if error is not None:
-                result.errors[f"first request: {error}"] += 1
-            ready.wait(START_TIMEOUT_S)
-            go.wait()
-            while time.perf_counter() < deadline[0]:
-                latency, error = timed_post(client, path, body(i), check)
-                if latency is not None:
-                    result.latencies.append(latency)
-                else:
-                    result.errors[str(error)] += 1
-            ends[i] = time.perf_counter()
-        finally:
-            client.close()
-
-    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(clients)]
-    for t in threads:
-        t.start()
-    ready.wait(START_TIMEOUT_S * 2)  # every client has its connection
-    at_start()
-    began = time.perf_counter()
-    deadline[0] = began + seconds
-    go.set()
-    for t in threads:
-        t.join()
-    total = LoopResult(elapsed=max(ends) - began)
-    for r in results:
-        total.latencies += r.latencies
-        total.errors.update(r.errors)
-    return total
-
-
 def _ms(seconds: Sequence[float], q: float) -> float | None:
     return load.percentile(seconds, q) * 1000 if seconds else None
 
 
-def loop_row(what: str, clients: int, result: LoopResult, ops: Mapping[str, float] | None) -> dict[str, Any]:
-    ok = len(result.latencies)
+def loop_row(what: str, clients: int, result: wrk.WrkResult, ops: Mapping[str, float] | None) -> dict[str, Any]:
     row: dict[str, Any] = {
         "what": what,
         "clients": clients,
         "requests": result.requests,
-        "requests_per_s": ok / result.elapsed if result.elapsed > 0 else 0.0,
-        "p50_ms": _ms(result.latencies, 0.50),
-        "p99_ms": _ms(result.latencies, 0.99),
+        "requests_per_s": result.ok / result.elapsed if result.elapsed > 0 else 0.0,
+        "p50_ms": result.p50_ms,
+        "p99_ms": result.p99_ms,
+        "mean_ms": result.mean_ms,
         "errors": dict(result.errors),
     }
     if ops is not None:
@@ -467,29 +405,32 @@ def loop_row(what: str, clients: int, result: LoopResult, ops: Mapping[str, floa
 # --- llog serve scenarios -------------------------------------------------------------------------
 
 
+def produce_expectation(partitions: int) -> str:
+    """What a produce answer of ``partitions`` batches says when every batch was acknowledged."""
+    return f'"success_count":{partitions},"error_count":0'
+
+
 def produce_scenario(serve: Service, key: str, what: str) -> dict[str, Any]:
     topic = f"serve-{key}-{uuid.uuid4().hex[:8]}"
     partitions = list(range(16)) if key == "partitions16" else [0]
     clients = 32 if key == "clients32" else 1
     payload = produce_request(topic, partitions)
-    counts: list[dict[str, float]] = []
-    cpu: list[float] = []
-    machine: list[MachineCpu] = []
-
-    def at_start() -> None:
-        counts.append(op_counts(serve.metrics()))
-        cpu.append(serve.cpu_seconds())
-        machine.append(MachineCpu(serve))
-
-    result = closed_loop(serve.url, "/produce", lambda _i: payload, produce_check(len(partitions)), clients=clients,
-                         seconds=PRODUCE_S, at_start=at_start)  # fmt: skip
-    machine_cpu = machine[0].since_start()
-    used = serve.cpu_seconds() - cpu[0]
-    ops = counts_between(counts[0], op_counts(serve.metrics()))
+    first = load.HttpClient(serve.url, load.no_auth, TIMEOUT_S)
+    try:  # the partitions' creation is not measured
+        _, error = timed_post(first, "/produce", payload, produce_check(len(partitions)))
+    finally:
+        first.close()
+    if error is not None:
+        raise RuntimeError(f"the first produce request of {what!r} failed: {error}")
+    counts, cpu, machine = op_counts(serve.metrics()), serve.cpu_seconds(), MachineCpu(serve)
+    result = wrk.run(serve.url, "/produce", payload, clients=clients, seconds=PRODUCE_S,
+                     expect=produce_expectation(len(partitions)))  # fmt: skip
+    machine_cpu = machine.since_start({"load": result.cpu_seconds})
+    used = serve.cpu_seconds() - cpu
+    ops = counts_between(counts, op_counts(serve.metrics()))
     return {**loop_row(what, clients, result, ops), "partitions_per_request": len(partitions),
             "server_cpu_ms_per_request": used * 1000 / max(result.requests, 1),
-            "flush": flush_breakdown(ops, load.latency_summary_ms(result.latencies)["mean"]),
-            "machine_cpu": machine_cpu}  # fmt: skip
+            "flush": flush_breakdown(ops, result.mean_ms), "machine_cpu": machine_cpu}  # fmt: skip
 
 
 def tail_scenario(producer: Service, consumer: Service, what: str, rng: random.Random) -> dict[str, Any]:
@@ -636,8 +577,8 @@ def ceiling_scenario(tmp: Path) -> dict[str, Any]:
     payload = produce_request("noop", [0])
     with running([noop]):
         return {str(clients): loop_row(f"{clients} clients", clients,
-                                       closed_loop(noop.url, "/produce", lambda _i: payload, status_check,
-                                                   clients=clients, seconds=PRODUCE_S), None)
+                                       wrk.run(noop.url, "/produce", payload, clients=clients, seconds=PRODUCE_S),
+                                       None)
                 for clients in (1, 32)}  # fmt: skip
 
 
@@ -714,8 +655,8 @@ def peer_scenarios(s3: S3Config, tmp: Path) -> dict[str, Any]:
     with running([service]):
         for key, what in PEER_SCENARIOS:
             clients = 32 if key == "clients32" else 1
-            result = closed_loop(service.url, f"/v1/streams/{PEER_STREAM}/records", lambda _i: payload, status_check,
-                                 clients=clients, seconds=PRODUCE_S, headers=_peer_headers())  # fmt: skip
+            result = wrk.run(service.url, f"/v1/streams/{PEER_STREAM}/records", payload, clients=clients,
+                             seconds=PRODUCE_S, headers=_peer_headers())  # fmt: skip
             rows[key] = loop_row(what, clients, result, None)
     return {"rows": rows}
 

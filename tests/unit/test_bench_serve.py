@@ -208,3 +208,7 @@ def test_the_machine_split_reads_names_kernel_threads_restarts_and_idle_time_fro
     per_load = {name: value / split["processes"]["load"] for name, value in split["processes"].items()}
     assert per_load == pytest.approx({"llog serve": 3, "load": 1, "versitygw": 1, "oxia": 1, "kernel threads": 0.5})
     assert next(iter(split["processes"])) == "llog serve", "busiest first"
+    # wrk's CPU (a child that ran and ended within the window, gone from /proc) counts as the load's
+    with_wrk = machine.since_start({"load": 2.0, "gone": 0.0})["processes"]
+    assert with_wrk["load"] == pytest.approx(with_wrk["llog serve"]), "1 s of this process's and 2 s of wrk's"
+    assert "gone" not in with_wrk
