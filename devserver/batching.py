@@ -7,9 +7,11 @@ Oxia write). Calls that arrive while a flush is in flight wait and go
 together in the next one, so a busy log pays one S3 PUT and one commit per
 partition for many calls. Flushes run on flusher threads (at most
 ``LLOG_BATCH_MAX_IN_FLIGHT``); a flush that ends starts the next. A call is
-``submit``ted and gets a future, which its caller may wait for on a thread
-(``append_shared``) or await on an event loop (``llog serve``), with no
-thread of its own: each caller takes the offsets of its own records from it.
+``submit``ted and gets a future, which its caller waits for on a thread
+(``append_shared``), or ``submit_on`` an event loop and gets one of the
+loop's (``llog serve``), with no thread of its own: each caller takes the
+offsets of its own records from it. A flush answers all of its callers on
+one loop with one hand-off to that loop, not one per caller.
 
 A further flush starts beside the one in flight (at most
 ``LLOG_BATCH_MAX_IN_FLIGHT``) when ``LLOG_BATCH_MAX_BYTES`` is queued or the
@@ -28,11 +30,13 @@ request at a time, so there each request is simply one blob.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -71,7 +75,12 @@ class _Pending:
     groups: Sequence[SharedAppendGroup]
     size: int
     enqueued_at: float
-    future: Future[list[AppendResult]]
+    future: Future[list[AppendResult]]  # a caller on an event loop awaits ``awaiting`` instead
+    awaiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[list[AppendResult]]] | None = None
+    answered: bool = False
+
+
+Outcome = list[AppendResult] | BaseException
 
 
 class BatchingProducer:
@@ -131,11 +140,32 @@ class BatchingProducer:
             self._withdraw(future)  # this caller leaves: its call must not be written for nobody
             raise
 
-    def submit(self, groups: Sequence[SharedAppendGroup]) -> Future[list[AppendResult]]:
+    def submit_on(
+        self, loop: asyncio.AbstractEventLoop, groups: Sequence[SharedAppendGroup]
+    ) -> asyncio.Future[list[AppendResult]]:
+        """``submit`` from ``loop``'s thread: the loop's future of the call, answered on the loop.
+
+        Cancelling it (its awaiting task was cancelled) withdraws the call if no flush has taken it yet,
+        as cancelling ``submit``'s future does.
+        """
+        awaited: asyncio.Future[list[AppendResult]] = loop.create_future()
+        future = self.submit(groups, (loop, awaited))
+        if future.done():  # refused at once (back-pressure): nothing was queued
+            awaited.set_result(future.result())
+        else:
+            awaited.add_done_callback(lambda f: future.cancel() if f.cancelled() else None)
+        return awaited
+
+    def submit(
+        self,
+        groups: Sequence[SharedAppendGroup],
+        awaiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[list[AppendResult]]] | None = None,
+    ) -> Future[list[AppendResult]]:
         """Queue a call; its future holds one result per group once the flush that takes it has ended.
 
         Invalid input raises here, before anything is queued. A call the buffer has no room for is
-        answered at once, each group with ``BackPressureRejected``.
+        answered at once, each group with ``BackPressureRejected``. With ``awaiting`` (``submit_on``), the
+        flush answers the loop's future instead of the one returned.
         """
         for group in groups:
             validate_group(group, self.writer.root)  # invalid input must not poison a shared flush
@@ -152,7 +182,7 @@ class BatchingProducer:
                 )
                 future.set_result([AppendResult(g.topic, g.partition, len(g.records), error=error) for g in groups])
                 return future
-            self._queue.append(_Pending(groups, size, time.monotonic(), future))
+            self._queue.append(_Pending(groups, size, time.monotonic(), future, awaiting))
             self._buffered += size
             self._start_flushes()
         return future
@@ -182,8 +212,7 @@ class BatchingProducer:
                 self._flushers.submit(self._flush, batch)
             except BaseException as exc:  # no thread to write it (interpreter shutdown): its callers learn so
                 self._in_flight -= 1
-                for pending in batch:
-                    pending.future.set_exception(exc)
+                _answer((pending, exc) for pending in batch)
                 return
 
     def _arm_timer(self, wait: float) -> None:
@@ -246,9 +275,7 @@ class BatchingProducer:
         try:
             self._write(batch)
         except BaseException as exc:  # every caller of the batch gets an answer, whatever happened
-            for pending in batch:
-                if not pending.future.done():
-                    pending.future.set_exception(exc)
+            _answer((pending, exc) for pending in batch if not pending.answered)
             if not isinstance(exc, Exception):
                 raise
 
@@ -286,9 +313,10 @@ class BatchingProducer:
             self.queue_seconds += waited
             self.call_seconds += waited + len(batch) * written
             self.flush_seconds += written
-        for pending, places in zip(batch, spots, strict=True):
-            out = [_slice(results[i], group, skip) for group, (i, skip) in zip(pending.groups, places, strict=True)]
-            pending.future.set_result(out)
+        _answer(
+            (pending, [_slice(results[i], g, skip) for g, (i, skip) in zip(pending.groups, places, strict=True)])
+            for pending, places in zip(batch, spots, strict=True)
+        )
 
     def close(self) -> None:
         """Refuse new calls; return once the calls already queued are flushed."""
@@ -298,6 +326,34 @@ class BatchingProducer:
             if self._timer is not None:
                 self._timer.cancel()
         self._flushers.shutdown(wait=False)
+
+
+def _answer(outcomes: Iterable[tuple[_Pending, Outcome]]) -> None:
+    """Each call's results (or the exception that stopped its flush): a caller on a thread through its future,
+    the callers on an event loop together, with one ``call_soon_threadsafe`` per loop."""
+    on_loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[list[AppendResult]], Outcome]]] = {}
+    for pending, outcome in list(outcomes):  # all made first: one that raises leaves every call unanswered
+        pending.answered = True
+        if pending.awaiting is not None:
+            loop, awaited = pending.awaiting
+            on_loops.setdefault(loop, []).append((awaited, outcome))
+        elif isinstance(outcome, BaseException):
+            pending.future.set_exception(outcome)
+        else:
+            pending.future.set_result(outcome)
+    for loop, answers in on_loops.items():
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is left to hear it
+            loop.call_soon_threadsafe(_answer_on_loop, answers)
+
+
+def _answer_on_loop(answers: list[tuple[asyncio.Future[list[AppendResult]], Outcome]]) -> None:
+    for awaited, outcome in answers:
+        if awaited.done():  # cancelled after its flush had taken it
+            continue
+        if isinstance(outcome, BaseException):
+            awaited.set_exception(outcome)
+        else:
+            awaited.set_result(outcome)
 
 
 def _slice(result: AppendResult, group: SharedAppendGroup, skip: int) -> AppendResult:

@@ -463,7 +463,7 @@ class LlogServer:
             if prepared is None:
                 return None
             appended = (
-                await asyncio.wrap_future(self.services.batcher.submit(prepared.ready_groups)) if prepared.ready else []
+                await self.services.batcher.submit_on(loop, prepared.ready_groups) if prepared.ready else []
             )
             finished = service.finish(prepared, appended, cached_only=True)
             if finished is None:

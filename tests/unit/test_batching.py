@@ -477,16 +477,96 @@ def test_a_submitted_call_cancelled_before_its_flush_is_not_written_and_the_othe
     assert batcher.buffered_bytes == 0
 
 
-def test_an_awaited_call_is_answered_on_the_event_loop():
-    writer = RecordingWriter()
-    batcher = producer(writer)
-
-    async def produce() -> list[AppendResult]:
-        return await asyncio.wrap_future(batcher.submit([SharedAppendGroup("orders", 0, [b"a", b"b"])]))
-
-    # On a thread of its own: the test process's main thread may run a loop already (Playwright's sync API).
-    thread, out = run_in_thread(asyncio.run, produce())
+def on_a_loop(coroutine: Any) -> Any:
+    """Run ``coroutine`` to its end on an event loop of its own thread (the test process's main thread may run a
+    loop already: Playwright's sync API)."""
+    thread, out = run_in_thread(asyncio.run, coroutine)
     thread.join(10)
+    assert not thread.is_alive()
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0]
+
+
+def test_awaited_calls_are_answered_on_their_loop_one_hand_off_per_flush():
+    writer, batcher, gate, (first, _) = held_first_flush(max_delay_ms=60_000)
+    hand_offs = []
+
+    async def produce() -> list[list[AppendResult]]:
+        loop = asyncio.get_running_loop()
+        call_soon_threadsafe = loop.call_soon_threadsafe
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            hand_offs.append(threading.current_thread().name)
+            return call_soon_threadsafe(*args, **kwargs)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign,assignment]
+        calls = [batcher.submit_on(loop, [SharedAppendGroup("orders", 0, [b"%d" % i] * (i + 1))]) for i in range(3)]
+        assert batcher.queued_calls == 3
+        gate.set()
+        return list(await asyncio.gather(*calls))
+
+    answers = on_a_loop(produce())
+    first.join(10)
     batcher.close()
-    ((result,),) = out
-    assert (result.start_offset, result.end_offset) == (1, 2)
+    assert [(r.start_offset, r.end_offset) for (r,) in answers] == [(1, 1), (2, 3), (4, 6)]
+    assert len(writer.calls) == 2, "the three calls went in one flush"
+    assert len(hand_offs) == 1
+    assert hand_offs[0].startswith("llog-flush")
+
+
+def test_an_awaited_call_cancelled_before_its_flush_is_not_written_and_after_it_is():
+    writer, batcher, gate, (first, _) = held_first_flush(max_delay_ms=60_000)
+
+    async def produce() -> tuple[AppendResult, SharedAppendGroup]:
+        loop = asyncio.get_running_loop()
+        withdrawn = batcher.submit_on(loop, [SharedAppendGroup("orders", 0, [b"never"])])
+        kept = batcher.submit_on(loop, [SharedAppendGroup("orders", 0, [b"kept"])])
+        withdrawn.cancel()  # what cancelling the awaiting task does
+        await asyncio.sleep(0)  # the cancellation reaches the batcher through the future's callback
+        gate.set()
+        (answer,) = await kept
+        late = batcher.submit_on(loop, [SharedAppendGroup("orders", 0, [b"late"])])
+        held = threading.Event()
+        writer.gate, writer.gated_calls, writer.started = held, 1, 0  # the late call's flush is held
+        while batcher.in_flight == 0:
+            await asyncio.sleep(0.002)
+        late.cancel()  # too late: its flush has taken it
+        held.set()
+        while batcher.in_flight:
+            await asyncio.sleep(0.002)
+        await asyncio.sleep(0.05)  # the late answer reaches the loop, where nobody waits for it
+        (written,) = writer.calls[-1]
+        return answer, written
+
+    answer, written = on_a_loop(produce())
+    first.join(10)
+    batcher.close()
+    assert (answer.ok, answer.start_offset) == (True, 1)
+    assert writer.records_of("orders", 0) == [b"kept", b"late"]
+    assert list(written.records) == [b"late"]
+    assert batcher.buffered_bytes == 0
+
+
+def test_an_awaited_call_hears_back_pressure_and_its_flushs_failure():
+    writer, batcher, gate, (first, _) = held_first_flush(max_delay_ms=60_000, max_buffer_bytes=4)
+
+    async def produce() -> tuple[list[AppendResult], BaseException]:
+        loop = asyncio.get_running_loop()
+        queued = batcher.submit_on(loop, [SharedAppendGroup("orders", 0, [b"abc"])])
+        refused = batcher.submit_on(loop, [SharedAppendGroup("orders", 1, [b"de"])])  # 5 bytes would be waiting
+        assert refused.done()
+        writer.raise_exc = LlogError("Oxia is unavailable")  # the held first flush raises too
+        gate.set()
+        try:
+            await queued
+        except LlogError as exc:
+            return refused.result(), exc
+        raise AssertionError("the flush's failure did not reach its caller")
+
+    (rejected,), failure = on_a_loop(produce())
+    first.join(10)
+    batcher.close()
+    assert isinstance(rejected.error, BackPressureRejected)
+    assert str(failure) == "Oxia is unavailable"
+    assert writer.records_of("orders", 1) == []
