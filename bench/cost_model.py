@@ -141,8 +141,8 @@ HTTP_API = FrontDoor("http", "API Gateway (HTTP)", True)  # llog:frontDoor=http,
 # (payload format 2.0 only), so the CDK app does not offer them (docs/DEPLOY.md, "Front door").
 FUNCTION_URL = FrontDoor("url", "Lambda function URLs", False)
 # Measured: bench/serve.py's flush sharing (256,000-byte requests, 4 partitions) makes one S3 PUT per 7.36 requests
-# with 16 clients, per 1.95 with 4 (docs/PERFORMANCE.md, "HTTP"); one client at a time makes one per request, the
-# fleet's worst case.
+# with 16 clients, per 1.95 with 4 (docs/PERFORMANCE_NOTES.md, "Flush sharing"); one client at a time makes one per
+# request, the fleet's worst case.
 MEASURED_REQUESTS_PER_FLUSH = 7.36
 SERVE_BALANCER = FrontDoor("serve", "serve fleet, load balancer", True, True, MEASURED_REQUESTS_PER_FLUSH, True)
 SERVE_DNS = FrontDoor("serve-dns", "serve fleet, DNS", True, True, MEASURED_REQUESTS_PER_FLUSH, zonal=True)

@@ -1,4 +1,4 @@
-"""`make bench`: run every benchmark and write docs/PERFORMANCE.md.
+"""`make bench`: run every benchmark and write docs/PERFORMANCE.md (whole: notes go to docs/PERFORMANCE_NOTES.md).
 
 Benchmarks that need a service this machine cannot provide (the Oxia server)
 are reported as not measured, with the reason, instead of being left out.
@@ -210,9 +210,10 @@ def main() -> int:
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
         "# Performance\n",
-        f"Produced by `{COMMAND}` on {now} ({machine()}). Every figure is the median of repeated runs "
-        "taken in one session; ratios compare numbers from the same run. The machine is shared and noisy: "
-        "compare ratios, not absolute numbers across runs.\n",
+        f"Produced by `{COMMAND}` on {now} ({machine()}), which writes this file whole. Every figure is the "
+        "median of repeated runs taken in one session; ratios compare numbers from the same run. The machine "
+        "is shared and noisy: compare ratios, not absolute numbers across runs. The experiments behind these "
+        "numbers, and the changes they led to or did not, are in [PERFORMANCE_NOTES.md](PERFORMANCE_NOTES.md).\n",
     ]
     for title, script, body in sections:
         parts.append(f"## {title}\n\nScript: `{script}` (also runnable on its own).\n\n{body}\n")

@@ -5,7 +5,7 @@ request back to back for ``seconds``. Why not Python threads: on this 2-core
 machine 32 ``http.client`` threads share one GIL and cost about 0.2 ms of CPU
 per request, so against a server that answers at once they stop near 4,700
 requests/s, and the CPU they take is taken from the server they measure; wrk
-reaches about 78,000 against the same server (docs/PERFORMANCE.md).
+reaches about 80,000 against the same server (docs/PERFORMANCE_NOTES.md).
 
 Every answer is checked in wrk's Lua ``response`` hook: its status must be
 200 and, when ``expect`` is given, its body must contain that text (for a

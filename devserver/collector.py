@@ -5,7 +5,7 @@ does, so it stops every request of the process. Most of llog serve's objects
 are made at start (imports, botocore's service models, the clients) and live
 as long as it does; ``freeze_startup_heap`` moves them out of the
 collector's reach, which shortens each full collection, and with it the
-32-client produce p99 (docs/PERFORMANCE.md).
+32-client produce p99 (docs/PERFORMANCE_NOTES.md).
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ T = TypeVar("T")
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` on uvloop's event loop: side by side at 32 clients, llog serve took a median 12% less CPU
-    per request on it than on asyncio's own loop, at the same requests/s (docs/PERFORMANCE.md)."""
+    per request on it than on asyncio's own loop, at the same requests/s (docs/PERFORMANCE_NOTES.md)."""
     return uvloop.run(main)
 
 

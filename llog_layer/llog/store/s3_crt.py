@@ -4,7 +4,7 @@ Why: a PUT through botocore costs about 1.4 ms of Python per call (its event
 hooks, endpoint rules, User-Agent, signing and urllib3), and more per MB, all
 of it holding the GIL that ``llog serve``'s event loop needs. The CRT signs,
 sends and retries on its own native threads: the caller holds the GIL for
-about 0.1 ms per PUT (docs/PERFORMANCE.md). Every other S3 call stays on
+about 0.1 ms per PUT (docs/PERFORMANCE_NOTES.md). Every other S3 call stays on
 botocore.
 
 What the two clients share, so that they agree on both: where a bucket is
