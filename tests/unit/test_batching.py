@@ -526,9 +526,9 @@ def test_an_awaited_call_cancelled_before_its_flush_is_not_written_and_after_it_
         await asyncio.sleep(0)  # the cancellation reaches the batcher through the future's callback
         gate.set()
         (answer,) = await kept
-        late = batcher.submit_on(loop, [SharedAppendGroup("orders", 0, [b"late"])])
         held = threading.Event()
-        writer.gate, writer.gated_calls, writer.started = held, 1, 0  # the late call's flush is held
+        writer.gate, writer.gated_calls, writer.started = held, 1, 0  # the next call's flush is held
+        late = batcher.submit_on(loop, [SharedAppendGroup("orders", 0, [b"late"])])
         while batcher.in_flight == 0:
             await asyncio.sleep(0.002)
         late.cancel()  # too late: its flush has taken it
