@@ -149,24 +149,27 @@ class BatchingProducer:
         as cancelling ``submit``'s future does.
         """
         awaited: asyncio.Future[list[AppendResult]] = loop.create_future()
-        future = self.submit(groups, (loop, awaited))
+        future = self._enqueue(groups, (loop, awaited))
         if future.done():  # refused at once (back-pressure): nothing was queued
             awaited.set_result(future.result())
         else:
             awaited.add_done_callback(lambda f: future.cancel() if f.cancelled() else None)
         return awaited
 
-    def submit(
-        self,
-        groups: Sequence[SharedAppendGroup],
-        awaiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[list[AppendResult]]] | None = None,
-    ) -> Future[list[AppendResult]]:
+    def submit(self, groups: Sequence[SharedAppendGroup]) -> Future[list[AppendResult]]:
         """Queue a call; its future holds one result per group once the flush that takes it has ended.
 
         Invalid input raises here, before anything is queued. A call the buffer has no room for is
-        answered at once, each group with ``BackPressureRejected``. With ``awaiting`` (``submit_on``), the
-        flush answers the loop's future instead of the one returned.
+        answered at once, each group with ``BackPressureRejected``.
         """
+        return self._enqueue(groups, None)
+
+    def _enqueue(
+        self,
+        groups: Sequence[SharedAppendGroup],
+        awaiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[list[AppendResult]]] | None,
+    ) -> Future[list[AppendResult]]:
+        """``submit``; with ``awaiting`` (``submit_on``), the flush answers the loop's future, not the one returned."""
         for group in groups:
             validate_group(group, self.writer.root)  # invalid input must not poison a shared flush
         size = sum(records_bytes(g.records) for g in groups)

@@ -138,15 +138,6 @@ class CrtPuts:
         (behind ``llog serve``'s event loop), and its failure would reach the caller only as the CRT's
         error name. A refresh that botocore finds due happens here, as it does for botocore's own calls.
         """
-        from awscrt.auth import (
-            AwsCredentialsProvider,
-            AwsSignatureType,
-            AwsSignedBodyHeaderType,
-            AwsSignedBodyValue,
-            AwsSigningAlgorithm,
-            AwsSigningConfig,
-        )
-
         assert self._credentials is not None  # ``_target`` refused the PUT without credentials
         try:
             frozen = self._credentials.get_frozen_credentials()
@@ -156,7 +147,16 @@ class CrtPuts:
             code = "NoCredentials" if isinstance(exc, NoCredentialsError) else type(exc).__name__
             raise s3_error("put", location.uri, code, str(exc)) from exc
         with self._lock:
-            if self._signing is None or self._signing[0] != frozen:
+            if self._signing is None or self._signing[0] != frozen:  # the first PUT, or refreshed credentials
+                from awscrt.auth import (
+                    AwsCredentialsProvider,
+                    AwsSignatureType,
+                    AwsSignedBodyHeaderType,
+                    AwsSignedBodyValue,
+                    AwsSigningAlgorithm,
+                    AwsSigningConfig,
+                )
+
                 provider = AwsCredentialsProvider.new_static(frozen.access_key, frozen.secret_key, frozen.token)
                 self._signing = (frozen, AwsSigningConfig(
                     algorithm=AwsSigningAlgorithm.V4,
