@@ -526,10 +526,12 @@ def test_an_awaited_call_cancelled_before_its_flush_is_not_written_and_after_it_
         await asyncio.sleep(0)  # the cancellation reaches the batcher through the future's callback
         gate.set()
         (answer,) = await kept
+        while batcher.in_flight:  # kept's flush answers before it ends: late must start a flush of its own
+            await asyncio.sleep(0.002)
         held = threading.Event()
         writer.gate, writer.gated_calls, writer.started = held, 1, 0  # the next call's flush is held
         late = batcher.submit_on(loop, [SharedAppendGroup("orders", 0, [b"late"])])
-        while batcher.in_flight == 0:
+        while writer.started == 0:  # late's flush has taken it and is in the writer
             await asyncio.sleep(0.002)
         late.cancel()  # too late: its flush has taken it
         held.set()
