@@ -72,12 +72,26 @@ class BatchingConfig:
 
 @dataclass
 class _Pending:
+    """A queued call: a caller on a thread waits for ``future``, one on an event loop awaits ``awaiting``."""
+
     groups: Sequence[SharedAppendGroup]
     size: int
     enqueued_at: float
-    future: Future[list[AppendResult]]  # a caller on an event loop awaits ``awaiting`` instead
+    future: Future[list[AppendResult]] | None
     awaiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[list[AppendResult]]] | None = None
     answered: bool = False
+
+    def claim(self) -> bool:
+        """Whether the call is still wanted (its caller did not cancel it); a flush takes it if so.
+
+        A thread's future is marked running: it can no longer be cancelled. A loop's future is only
+        read here (the loop may cancel it a moment later): either way a call cancelled once its flush
+        has taken it is written, and its answer dropped.
+        """
+        if self.future is not None:
+            return self.future.set_running_or_notify_cancel()
+        assert self.awaiting is not None
+        return not self.awaiting[1].cancelled()
 
 
 Outcome = list[AppendResult] | BaseException
@@ -149,11 +163,9 @@ class BatchingProducer:
         as cancelling ``submit``'s future does.
         """
         awaited: asyncio.Future[list[AppendResult]] = loop.create_future()
-        future = self._enqueue(groups, (loop, awaited))
-        if future.done():  # refused at once (back-pressure): nothing was queued
-            awaited.set_result(future.result())
-        else:
-            awaited.add_done_callback(lambda f: future.cancel() if f.cancelled() else None)
+        refused = self._enqueue(groups, None, (loop, awaited))
+        if refused is not None:
+            awaited.set_result(refused)
         return awaited
 
     def submit(self, groups: Sequence[SharedAppendGroup]) -> Future[list[AppendResult]]:
@@ -162,18 +174,25 @@ class BatchingProducer:
         Invalid input raises here, before anything is queued. A call the buffer has no room for is
         answered at once, each group with ``BackPressureRejected``.
         """
-        return self._enqueue(groups, None)
+        future: Future[list[AppendResult]] = Future()
+        refused = self._enqueue(groups, future, None)
+        if refused is not None:
+            future.set_result(refused)
+        return future
 
     def _enqueue(
         self,
         groups: Sequence[SharedAppendGroup],
+        future: Future[list[AppendResult]] | None,
         awaiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[list[AppendResult]]] | None,
-    ) -> Future[list[AppendResult]]:
-        """``submit``; with ``awaiting`` (``submit_on``), the flush answers the loop's future, not the one returned."""
+    ) -> list[AppendResult] | None:
+        """Queue a call answered through ``future`` or ``awaiting``; or, refused at once, its answer (queued: None).
+
+        A loop's caller gets no ``concurrent.futures.Future`` (and its condition variable) of its own.
+        """
         for group in groups:
             validate_group(group, self.writer.root)  # invalid input must not poison a shared flush
         size = sum(records_bytes(g.records) for g in groups)
-        future: Future[list[AppendResult]] = Future()
         with self._cond:
             if self._closed:
                 raise LlogError("the batching producer is closed")
@@ -183,12 +202,11 @@ class BatchingProducer:
                     f"{self._buffered} bytes are waiting to be written; the buffer holds "
                     f"{self.config.max_buffer_bytes} (LLOG_BATCH_MAX_BUFFER_BYTES)"
                 )
-                future.set_result([AppendResult(g.topic, g.partition, len(g.records), error=error) for g in groups])
-                return future
+                return [AppendResult(g.topic, g.partition, len(g.records), error=error) for g in groups]
             self._queue.append(_Pending(groups, size, time.monotonic(), future, awaiting))
             self._buffered += size
             self._start_flushes()
-        return future
+        return None
 
     def _withdraw(self, future: Future[list[AppendResult]]) -> None:
         with self._cond:
@@ -260,7 +278,7 @@ class BatchingProducer:
             size += pending.size
         candidates, self._queue = self._queue[:taken], self._queue[taken:]
         self._buffered -= size
-        batch = [pending for pending in candidates if pending.future.set_running_or_notify_cancel()]
+        batch = [pending for pending in candidates if pending.claim()]
         if batch:
             self._in_flight += 1
         return batch
@@ -340,7 +358,9 @@ def _answer(outcomes: Iterable[tuple[_Pending, Outcome]]) -> None:
         if pending.awaiting is not None:
             loop, awaited = pending.awaiting
             on_loops.setdefault(loop, []).append((awaited, outcome))
-        elif isinstance(outcome, BaseException):
+            continue
+        assert pending.future is not None
+        if isinstance(outcome, BaseException):
             pending.future.set_exception(outcome)
         else:
             pending.future.set_result(outcome)
