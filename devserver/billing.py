@@ -37,6 +37,11 @@ log = logging.getLogger(__name__)
 
 GB = 1 << 30  # AWS bills storage in binary gigabytes (GiB)
 DEFAULT_SCAN_INTERVAL_S = 300
+# A scan's share of a core at most: after each page of a listing it pauses for 19 times the CPU that page took.
+# botocore parses a page of 1,000 keys in about 70 ms of Python, holding the GIL that llog serve's event loop
+# needs: unpaced, a scan of 76,000 objects cut a single client's requests/s by 69% while it ran; paced, by 8-13%.
+SCAN_CPU_SHARE = 0.05
+LIST_PAGE_OBJECTS = 1000  # list_objects_v2's page
 EXCLUDED = (
     "data transfer in or out",
     "replication",
@@ -159,7 +164,10 @@ class FootprintScanner:
     :meth:`status` never raises and, in background mode, never waits for S3:
     a due scan runs on its own thread and the previous result is served
     meanwhile. A failed scan keeps the last footprint and is reported; the
-    interval also spaces out attempts after a failure.
+    interval also spaces out attempts after a failure. A scan is paced to
+    ``SCAN_CPU_SHARE`` of a core (``cpu_clock`` and ``sleep``, per page of
+    ``page_objects``): a large bucket takes longer to count, not the requests
+    served meanwhile.
     """
 
     def __init__(
@@ -172,6 +180,9 @@ class FootprintScanner:
         background: bool = True,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        cpu_clock: Callable[[], float] = time.thread_time,
+        sleep: Callable[[float], None] = time.sleep,
+        page_objects: int = LIST_PAGE_OBJECTS,
     ) -> None:
         self.blobs = blobs
         self.bucket = bucket
@@ -180,6 +191,9 @@ class FootprintScanner:
         self._background = background
         self._clock = clock
         self._wall_clock = wall_clock
+        self._cpu_clock = cpu_clock
+        self._sleep = sleep
+        self._page_objects = page_objects
         self._lock = threading.Lock()
         self._footprint: Footprint | None = None
         self._scans = 0
@@ -230,9 +244,13 @@ class FootprintScanner:
         start = time.perf_counter()
         objects = nbytes = 0
         try:
+            busy_from = self._cpu_clock()
             for info in self.blobs.list(self.bucket, self.prefix):
                 objects += 1
                 nbytes += info.size
+                if objects % self._page_objects == 0:
+                    self._sleep((self._cpu_clock() - busy_from) * (1 / SCAN_CPU_SHARE - 1))
+                    busy_from = self._cpu_clock()
         except Exception as exc:  # /metrics must outlive any S3 or client failure
             log.warning("S3 footprint scan of s3://%s/%s failed: %s", self.bucket, self.prefix, exc)
             with self._lock:

@@ -94,6 +94,28 @@ def test_the_interval_is_honoured_and_each_scan_is_counted_as_list(store: BlobSt
     assert scanner.status().scans == 2
 
 
+def test_the_scan_pauses_after_each_page_for_19_times_the_cpu_the_page_took(store: BlobStore, root: str) -> None:
+    put_objects(store, f"{root}/a/", [1] * 5)
+    cpu = Clock()
+    pauses: list[float] = []
+
+    def list_then_burn(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for info in BlobStore.list(store, *args, **kwargs):
+            cpu.now += 0.010  # what taking an object from a page costs, on the scan's own CPU clock
+            yield info
+
+    store.list = list_then_burn  # type: ignore[method-assign]
+    scanner = FootprintScanner(
+        store, BUCKET, f"{root}/", interval_s=60, background=False, cpu_clock=cpu, sleep=pauses.append, page_objects=2
+    )
+
+    footprint = scanner.status().footprint
+
+    assert footprint is not None
+    assert footprint.objects == 5
+    assert pauses == pytest.approx([0.38, 0.38])  # after objects 2 and 4: 20 ms of CPU each, 5% of a core
+
+
 def test_a_failed_scan_keeps_the_last_footprint_and_is_reported(store: BlobStore, root: str) -> None:
     put_objects(store, f"{root}/a/", [7])
     failure = ListFailure(store)
