@@ -372,9 +372,10 @@ def test_the_batcher_keeps_an_idempotent_group_apart_and_in_its_place(timed: Sto
         [SharedAppendGroup(topic, 0, [b"c1"])],
         [SharedAppendGroup(topic, 0, [b"d1"])],
     ]
-    batch = [_Pending(groups, 1, 0.0, Future()) for groups in calls]
+    futures: list[Future[list[AppendResult]]] = [Future() for _ in calls]
+    batch = [_Pending(groups, 1, 0.0, future) for groups, future in zip(calls, futures, strict=True)]
     batcher._write(batch)
-    results = [pending.future.result()[0] for pending in batch]
+    results = [future.result()[0] for future in futures]
     assert [(r.start_offset, r.end_offset, r.duplicate) for r in results] == [
         (1, 2, False), (3, 3, False), (4, 4, False), (5, 5, False)
     ]  # fmt: skip
