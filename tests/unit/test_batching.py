@@ -523,7 +523,7 @@ def test_an_awaited_call_cancelled_before_its_flush_is_not_written_and_after_it_
         withdrawn = batcher.submit_on(loop, [SharedAppendGroup("orders", 0, [b"never"])])
         kept = batcher.submit_on(loop, [SharedAppendGroup("orders", 0, [b"kept"])])
         withdrawn.cancel()  # what cancelling the awaiting task does
-        await asyncio.sleep(0)  # the cancellation reaches the batcher through the future's callback
+        await asyncio.sleep(0)  # the loop moves on: a flush reads the cancellation when it takes the call
         gate.set()
         (answer,) = await kept
         while batcher.in_flight:  # kept's flush answers before it ends: late must start a flush of its own

@@ -1,4 +1,4 @@
-"""``llog serve``'s ``X-Request-Id`` values: UUID-shaped, unique within a process and across processes."""
+"""``llog serve``'s ``X-Request-Id`` values: UUID-shaped, unique within a process and across them."""
 
 from __future__ import annotations
 
@@ -18,5 +18,5 @@ def test_request_ids_are_version_4_uuids_that_differ_in_their_counter() -> None:
     assert int(second[24:], 16) == int(first[24:], 16) + 1
 
 
-def test_two_processes_draw_different_prefixes() -> None:
+def test_each_instance_draws_a_prefix_of_its_own() -> None:
     assert len({RequestIds().next()[:24] for _ in range(100)}) == 100
