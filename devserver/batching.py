@@ -70,15 +70,22 @@ class BatchingConfig:
         )
 
 
+@dataclass(frozen=True)
+class _OnLoop:
+    """A caller on an event loop: the future it awaits there, answered through the loop."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[list[AppendResult]]
+
+
 @dataclass
 class _Pending:
-    """A queued call: a caller on a thread waits for ``future``, one on an event loop awaits ``awaiting``."""
+    """A queued call; ``caller`` is the future a thread waits for, or a loop's (``submit_on``)."""
 
     groups: Sequence[SharedAppendGroup]
     size: int
     enqueued_at: float
-    future: Future[list[AppendResult]] | None
-    awaiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[list[AppendResult]]] | None = None
+    caller: Future[list[AppendResult]] | _OnLoop
     answered: bool = False
 
     def claim(self) -> bool:
@@ -88,10 +95,9 @@ class _Pending:
         read here (the loop may cancel it a moment later): either way a call cancelled once its flush
         has taken it is written, and its answer dropped.
         """
-        if self.future is not None:
-            return self.future.set_running_or_notify_cancel()
-        assert self.awaiting is not None
-        return not self.awaiting[1].cancelled()
+        if isinstance(self.caller, _OnLoop):
+            return not self.caller.future.cancelled()
+        return self.caller.set_running_or_notify_cancel()
 
 
 Outcome = list[AppendResult] | BaseException
@@ -163,7 +169,7 @@ class BatchingProducer:
         as cancelling ``submit``'s future does.
         """
         awaited: asyncio.Future[list[AppendResult]] = loop.create_future()
-        refused = self._enqueue(groups, None, (loop, awaited))
+        refused = self._enqueue(groups, _OnLoop(loop, awaited))
         if refused is not None:
             awaited.set_result(refused)
         return awaited
@@ -175,18 +181,15 @@ class BatchingProducer:
         answered at once, each group with ``BackPressureRejected``.
         """
         future: Future[list[AppendResult]] = Future()
-        refused = self._enqueue(groups, future, None)
+        refused = self._enqueue(groups, future)
         if refused is not None:
             future.set_result(refused)
         return future
 
     def _enqueue(
-        self,
-        groups: Sequence[SharedAppendGroup],
-        future: Future[list[AppendResult]] | None,
-        awaiting: tuple[asyncio.AbstractEventLoop, asyncio.Future[list[AppendResult]]] | None,
+        self, groups: Sequence[SharedAppendGroup], caller: Future[list[AppendResult]] | _OnLoop
     ) -> list[AppendResult] | None:
-        """Queue a call answered through ``future`` or ``awaiting``; or, refused at once, its answer (queued: None).
+        """Queue a call answered through ``caller``; or, refused at once, its answer (queued: None).
 
         A loop's caller gets no ``concurrent.futures.Future`` (and its condition variable) of its own.
         """
@@ -203,7 +206,7 @@ class BatchingProducer:
                     f"{self.config.max_buffer_bytes} (LLOG_BATCH_MAX_BUFFER_BYTES)"
                 )
                 return [AppendResult(g.topic, g.partition, len(g.records), error=error) for g in groups]
-            self._queue.append(_Pending(groups, size, time.monotonic(), future, awaiting))
+            self._queue.append(_Pending(groups, size, time.monotonic(), caller))
             self._buffered += size
             self._start_flushes()
         return None
@@ -211,7 +214,7 @@ class BatchingProducer:
     def _withdraw(self, future: Future[list[AppendResult]]) -> None:
         with self._cond:
             for pending in self._queue:
-                if pending.future is future:
+                if pending.caller is future:
                     self._queue.remove(pending)
                     self._buffered -= pending.size
                     self._cond.notify_all()
@@ -355,15 +358,12 @@ def _answer(outcomes: Iterable[tuple[_Pending, Outcome]]) -> None:
     on_loops: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[list[AppendResult]], Outcome]]] = {}
     for pending, outcome in list(outcomes):  # all made first: one that raises leaves every call unanswered
         pending.answered = True
-        if pending.awaiting is not None:
-            loop, awaited = pending.awaiting
-            on_loops.setdefault(loop, []).append((awaited, outcome))
-            continue
-        assert pending.future is not None
-        if isinstance(outcome, BaseException):
-            pending.future.set_exception(outcome)
+        if isinstance(pending.caller, _OnLoop):
+            on_loops.setdefault(pending.caller.loop, []).append((pending.caller.future, outcome))
+        elif isinstance(outcome, BaseException):
+            pending.caller.set_exception(outcome)
         else:
-            pending.future.set_result(outcome)
+            pending.caller.set_result(outcome)
     for loop, answers in on_loops.items():
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody is left to hear it
             loop.call_soon_threadsafe(_answer_on_loop, answers)
