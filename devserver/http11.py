@@ -79,11 +79,17 @@ class Request:
     body: bytes | None = None
     state: object = None  # the application's, from ``check_head`` to ``finished``
 
+    _by_name: dict[str, str] | None = field(default=None, init=False, repr=False, compare=False)
+
     def header(self, name: str) -> str | None:
         """Header ``name`` (any case), its field lines joined with commas as HTTP combines them; None if not sent."""
-        name = name.lower()
-        values = [v for n, v in self.headers if n.lower() == name]
-        return ", ".join(values) if values else None
+        by_name = self._by_name
+        if by_name is None:  # indexed once: a produce request asks for three headers
+            by_name = self._by_name = {}
+            for field_name, value in self.headers:
+                key = field_name.lower()
+                by_name[key] = f"{by_name[key]}, {value}" if key in by_name else value
+        return by_name.get(name.lower())
 
 
 @dataclass

@@ -31,7 +31,6 @@ import bisect
 import contextlib
 import functools
 import itertools
-import json
 import logging
 import logging.handlers
 import os
@@ -59,7 +58,7 @@ from devserver.prometheus import BILLING, ConsumerLagReport, operations_json, pr
 from functions.admin import app as admin_app
 from functions.common import names, routes, telemetry
 from functions.common.errors import client_error
-from functions.common.http import answer_error
+from functions.common.http import answer_error, json_text
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
 from llog.client.reader import LogReader
@@ -230,10 +229,15 @@ class HttpCounters:
     def record(self, method: str, route: str, status: int, seconds: float) -> None:
         bucket = bisect.bisect_left(LATENCY_BOUNDS_MS, seconds * 1000)
         with self._lock:
-            entry = self._counts.setdefault((method, route, status), [0, 0.0])
+            entry = self._counts.get((method, route, status))
+            if entry is None:
+                entry = self._counts[(method, route, status)] = [0, 0.0]
             entry[0] += 1
             entry[1] += seconds
-            self._latency.setdefault((method, route), [0] * (len(LATENCY_BOUNDS_MS) + 1))[bucket] += 1
+            counts = self._latency.get((method, route))
+            if counts is None:
+                counts = self._latency[(method, route)] = [0] * (len(LATENCY_BOUNDS_MS) + 1)
+            counts[bucket] += 1
 
     def latency(self) -> dict[str, Any]:
         """Cumulative histograms: a reader takes two and subtracts them for a window's quantiles."""
@@ -300,7 +304,8 @@ class LlogServer:
         groups = GroupService.on(self.services.oxia, root=self.services.root)
         self.consumer_lag = ConsumerLagReport(groups.lags)
         self._inflight = 0
-        self._inflight_cond = threading.Condition()
+        self._inflight_lock = threading.Lock()  # taken as itself per request: a Condition's ``with`` is Python code
+        self._inflight_cond = threading.Condition(self._inflight_lock)
         self._closing = False
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -431,7 +436,7 @@ class LlogServer:
         # Admitted or refused once, under the lock shutdown sets ``_closing`` with: a request admitted
         # here is served to the end, even if shutdown begins while its body is still arriving, and
         # shutdown waits until its answer is written (a process that exits sooner loses it).
-        with self._inflight_cond:
+        with self._inflight_lock:
             admitted = not self._closing
             if admitted:
                 self._inflight += 1
@@ -501,9 +506,10 @@ class LlogServer:
 
     def finished(self, request: Request) -> None:
         if self._admission(request).admitted:
-            with self._inflight_cond:
+            with self._inflight_lock:
                 self._inflight -= 1
-                self._inflight_cond.notify_all()
+                if self._closing:  # only a shutdown waits, and it sets this under the lock before waiting
+                    self._inflight_cond.notify_all()
 
     def malformed(self, reason: str) -> Answer:
         status, headers, payload = self._json(400, client_error(reason, "InvalidRequest"))
@@ -581,7 +587,7 @@ class LlogServer:
 
     @staticmethod
     def _json(status: int, doc: Any) -> tuple[int, list[tuple[str, str]], bytes]:
-        body = json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body = json_text(doc).encode("utf-8")
         return status, [("Content-Type", "application/json")], body
 
     def _openapi(self) -> tuple[int, list[tuple[str, str]], bytes]:

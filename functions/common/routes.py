@@ -65,13 +65,25 @@ class Match:
 
 
 def allowed_methods(resource: str) -> tuple[str, ...]:
-    return tuple(route.method for route in ROUTES if route.resource == resource)
+    return _ALLOWED_METHODS.get(resource, ())
 
 
 def match(path: str) -> Match:
     """The function and API Gateway resource for ``path`` (the method does not matter here)."""
+    static = _STATIC_MATCHES.get(path)
+    if static is not None:
+        return static
     for route in ROUTES:
         found = route.pattern.fullmatch(path)
         if found:
             return Match(route.function, route.resource, found.groupdict() or None, allowed_methods(route.resource))
     return Match(ADMIN, CATCH_ALL_RESOURCE, {"proxy": path.lstrip("/")}, ())
+
+
+# Read once: llog serve matches every request's path. The routes without path parameters are found by a lookup.
+_ALLOWED_METHODS = {r.resource: tuple(route.method for route in ROUTES if route.resource == r.resource) for r in ROUTES}
+_STATIC_MATCHES = {
+    r.resource: Match(r.function, r.resource, None, allowed_methods(r.resource))
+    for r in ROUTES
+    if "{" not in r.resource
+}

@@ -357,9 +357,12 @@ def test_a_client_still_sending_a_refused_body_gets_the_refusal_not_a_reset() ->
 
 
 def test_header_joins_repeated_field_lines() -> None:
-    request = Request("POST", "/", [("Transfer-Encoding", "gzip"), ("transfer-encoding", "chunked")], "c")
-    assert request.header("TRANSFER-ENCODING") == "gzip, chunked"
+    lines = [("Transfer-Encoding", "gzip"), ("Host", "h"), ("transfer-encoding", "br"), ("TE-x", "1")]
+    lines.append(("TRANSFER-encoding", "chunked"))
+    request = Request("POST", "/", lines, "c")
+    assert request.header("TRANSFER-ENCODING") == "gzip, br, chunked"
     assert request.header("Origin") is None
+    assert (request.header("host"), request.header("transfer-encoding")) == ("h", "gzip, br, chunked")  # asked again
 
 
 def test_large_bodies_and_many_pipelined_requests_are_not_mistaken_for_a_long_head() -> None:

@@ -18,6 +18,7 @@ from llog.format.keys import (
     PartitionKeys,
     S3Location,
     format_offset,
+    partition_keys,
     shared_wal_object_key,
     validate_partition,
     validate_root_prefix,
@@ -143,6 +144,35 @@ def test_invalid_partitions(partition):
     with pytest.raises(InvalidPartition):
         PartitionKeys("orders", partition)
     assert issubclass(InvalidPartition, ValueError)
+
+
+def test_partition_keys_are_built_once_per_partition():
+    first = partition_keys("orders", 3, "tenant/a")
+    assert first == PartitionKeys("orders", 3, "tenant/a")
+    assert partition_keys("orders", 3, "tenant/a") is first
+    assert partition_keys("orders", 4, "tenant/a") is not first
+    assert partition_keys("orders", 3) == PartitionKeys("orders", 3, DEFAULT_ROOT_PREFIX)
+
+
+@pytest.mark.parametrize(
+    ("topic", "partition", "root", "error"),
+    [
+        ("orders", True, "llog", InvalidPartition),  # equal to 1, whose keys are remembered below
+        ("orders", False, "llog", InvalidPartition),
+        ("orders", -1, "llog", InvalidPartition),
+        ("a/b", 1, "llog", InvalidTopicName),
+        (["orders"], 1, "llog", InvalidTopicName),  # not hashable: refused by the check, not by the cache
+        ("orders", [1], "llog", InvalidPartition),
+        ("orders", 1, "a b", InvalidArgument),
+        ("orders", 1, None, InvalidArgument),
+    ],
+)
+def test_partition_keys_refuse_what_partition_keys_refuse_every_time(topic, partition, root, error):
+    partition_keys("orders", 1, "llog")
+    partition_keys("orders", 0, "llog")
+    for _ in range(2):  # a refusal is not remembered as valid
+        with pytest.raises(error):
+            partition_keys(topic, partition, root)
 
 
 # --- offsets and index keys ---------------------------------------------------------------

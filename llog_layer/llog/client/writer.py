@@ -26,7 +26,7 @@ from llog.config import WriterConfig
 from llog.errors import ConditionalAppendUnsupported, InvalidArgument, LlogError, PartitionNotInitialized
 from llog.format.codec import Record, check_records, encode_batch
 from llog.format.documents import ControlRecord, DataRef, LogState, ProducerTag, TimeSpan
-from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, shared_wal_object_key
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, partition_keys, shared_wal_object_key
 from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
 from llog.protocol import append_cas, fence
 from llog.protocol.append_sequential import CommitOutcome, SequentialAppender, SequentialCommit
@@ -74,7 +74,7 @@ CommitListener = Callable[[str, int, int, bytes], None]
 
 def validate_group(group: SharedAppendGroup, root: str = DEFAULT_ROOT_PREFIX) -> PartitionKeys:
     """Check a group's names and records without encoding it; raises ``InvalidArgument``."""
-    keys = PartitionKeys(group.topic, group.partition, root)
+    keys = partition_keys(group.topic, group.partition, root)
     if not group.records:
         raise InvalidArgument(f"group {keys.topic}/{keys.partition} has no records")
     check_records(group.records)

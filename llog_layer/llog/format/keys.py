@@ -45,7 +45,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from llog.errors import InvalidArgument, InvalidPartition, InvalidTopicName
 
@@ -330,6 +330,20 @@ class PartitionKeys:
         if not (start.isascii() and start.isdigit() and end.isascii() and end.isdigit()):
             return None
         return (int(start), int(end)) if 0 < int(start) <= int(end) else None
+
+
+def partition_keys(topic: str, partition: int, root: str = DEFAULT_ROOT_PREFIX) -> PartitionKeys:
+    """``PartitionKeys(topic, partition, root)``, one object per partition: llog serve checks the same
+    partitions' names several times per request. Exact types only (a bool is refused as a partition, but
+    equals 0 or 1); names that are not valid raise, and are not remembered."""
+    if type(topic) is str and type(partition) is int and type(root) is str:
+        return _known_partition_keys(topic, partition, root)
+    return PartitionKeys(topic, partition, root)
+
+
+@lru_cache(maxsize=4096)
+def _known_partition_keys(topic: str, partition: int, root: str) -> PartitionKeys:
+    return PartitionKeys(topic, partition, root)
 
 
 @dataclass(frozen=True)

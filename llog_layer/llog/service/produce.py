@@ -172,7 +172,8 @@ class ProduceService:
         event loop, can run this on its own thread and hand the rest to one that may block.
         """
         for entry in entries:
-            validate_group(SharedAppendGroup(entry.topic, entry.partition or 0, entry.records), self.writer.root)
+            group = entry if isinstance(entry, SharedAppendGroup) else SharedAppendGroup(entry.topic, 0, entry.records)
+            validate_group(group, self.writer.root)
         try:
             return self._prepare(entries, cached_only)
         except _WouldBlock:
