@@ -22,6 +22,7 @@ from llog.errors import (
     InvalidPartition,
     InvalidPartitionCount,
     LogFenced,
+    OxiaUnavailable,
     PartitionNotInitialized,
     TopicDeleted,
     TopicExists,
@@ -37,6 +38,7 @@ from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.topics import (
     RECLAIM_DELAY_MS,
     STALE_TOPIC_MS,
+    TOPIC_CACHE_TTL_MS,
     TopicConfig,
     TopicRecord,
     TopicRegistry,
@@ -303,6 +305,40 @@ def test_prepare_on_the_cache_alone_reads_nothing_and_says_when_it_would_have_to
     finished = service.finish(prepared, service.writer.append_shared(prepared.ready_groups), cached_only=True)
     assert finished is not None
     assert [(r.start_offset, r.end_offset) for r in finished[1]] == [(2, 2), (3, 3)]
+
+
+def test_past_the_ttl_one_caller_reads_the_topic_again_while_the_others_keep_to_the_cache(
+    storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llog serve's event loop sends a request that must read Oxia to a pool thread: past the TTL, only one."""
+    topics(storage).create(topic, 2, config())
+    clock = Clock()
+    service = ProduceService(LogWriter(storage), clock=clock)
+    entries = [ProduceEntry(topic, 0, [b"a"])]
+    service.produce(entries)  # caches the record, initializes partition 0
+    clock.offset_s = TOPIC_CACHE_TTL_MS / 1000
+    reads = storage.oxia.counters.snapshot()
+    assert service.prepare(entries, cached_only=True) is None  # this one goes to read it
+    for _ in range(3):  # meanwhile the others keep to the cached record
+        assert service.prepare(entries, cached_only=True) is not None
+    assert storage.oxia.counters.snapshot() == reads
+
+    def unavailable(name: str) -> TopicRecord | None:
+        raise OxiaUnavailable("Oxia is out of reach")
+
+    with monkeypatch.context() as patch:  # the reader fails: the next caller past the TTL tries again
+        patch.setattr(service.topics, "get", unavailable)
+        (failed,) = service.produce(entries)
+    assert failed.error_type == "OxiaUnavailable"
+    assert service.prepare(entries, cached_only=True) is None
+    assert service.prepare(entries, cached_only=True) is not None
+
+    clock.offset_s = 2 * TOPIC_CACHE_TTL_MS / 1000  # a reader that never read: after one more TTL, another goes
+    assert service.prepare(entries, cached_only=True) is None
+    (result,) = service.produce(entries)  # the pool thread's read
+    assert result.ok
+    assert service.prepare(entries, cached_only=True) is not None
+    assert service.prepare(entries, cached_only=True) is not None
 
 
 def test_a_keyless_request_that_falls_back_from_the_cache_keeps_its_round_robin_turn(

@@ -31,6 +31,7 @@ from llog.format.codec import (
     VERSION,
     Record,
     RecordBatch,
+    batch_record_count,
     check_records,
     decode_batch,
     decode_headers,
@@ -368,6 +369,17 @@ def test_expected_count_mismatch_is_corrupt(count):
     data = encode_batch([b"a", b"b", b"c"], now_ms=NOW)
     with pytest.raises(CorruptBatch, match=f"holds 3 records, its index entry says {count}"):
         decode_batch(data, expected_count=count)
+
+
+def test_batch_record_count_reads_the_header_and_encoded_returns_the_batch_s_bytes():
+    data = encode_batch([b"a", b"b", b"c"], now_ms=1)
+    assert batch_record_count(data) == 3
+    with pytest.raises(CorruptBatch, match="shorter than its"):
+        batch_record_count(data[:10])
+    assert decode_batch(data).encoded() is data  # opened from exactly these bytes: no copy
+    inside = decode_batch(memoryview(b"pad" + data + b"pad")[3 : 3 + len(data)]).encoded()
+    assert type(inside) is bytes  # opened from a view: a copy of the batch alone
+    assert inside == data
 
 
 def test_expected_count_match():

@@ -6,6 +6,7 @@ hands them to ``on_commit``.
 
 from __future__ import annotations
 
+import gc
 import threading
 from typing import cast
 
@@ -129,6 +130,37 @@ def test_on_commit_decodes_a_real_encoded_batch():
     assert cached.record(1) == Record(b"\xff\xfe", None, (), 99)
     assert cached.value(2) == b"plain"
     assert cache.cached_high_watermark("orders", 0) == 43
+
+
+def test_cached_batches_add_no_objects_for_the_garbage_collector_to_traverse():
+    """A full collection stops the process and traverses every tracked object: a cache of small batches,
+    which holds hundreds of thousands of them, must not add objects per batch."""
+    cache = TailCache(1 << 30)
+    encoded = [encode_batch([b"record %d" % i], now_ms=1) for i in range(2_000)]
+    gc.collect()
+    before = len(gc.get_objects())
+    for i, data in enumerate(encoded):
+        if i % 2:
+            cache.on_commit("orders", 0, i + 1, data)  # the writer's batches
+        else:
+            cache.add("orders", 0, i + 1, decode_batch(data), at_end=True)  # a reader's
+    gc.collect()  # tuples of untracked objects are untracked by a collection
+    assert len(gc.get_objects()) - before < 500  # opened batches: about eight per batch, 16,000
+    hit = cache.lookup("orders", 0, 1_500)
+    assert hit is not None
+    assert hit[1].value(0) == b"record 1499"
+
+
+def test_a_batch_opened_from_a_larger_buffer_is_cached_as_its_own_bytes():
+    data = encode_batch([b"a", b"b"], now_ms=1)
+    blob = bytearray(b"x" * 100 + data + b"y" * 100)  # as a batch inside a fetched S3 object
+    cache = TailCache(1 << 20)
+    cache.add("orders", 0, 1, decode_batch(memoryview(blob)[100 : 100 + len(data)]), at_end=True)
+    blob[100 : 100 + len(data)] = bytes(len(data))  # the object's buffer is not what the cache keeps
+    hit = cache.lookup("orders", 0, 2)
+    assert hit is not None
+    assert (hit[0], hit[1].value(1)) == (1, b"b")
+    assert cache.size_bytes == len(data)
 
 
 def test_watching_wakes_on_an_add_to_a_watched_partition_only_while_registered():

@@ -378,6 +378,14 @@ class RecordBatch:
     def nbytes(self) -> int:
         return len(self._raw)
 
+    def encoded(self) -> bytes:
+        """The batch's bytes: the ``bytes`` it was opened from, if it was opened from exactly those, else a copy
+        (a batch opened from a view into a larger buffer, such as a whole S3 object, would keep all of it)."""
+        source = self._raw.obj
+        if type(source) is bytes and len(source) == len(self._raw):
+            return source
+        return bytes(self._raw)
+
     def columns(self) -> BatchColumns:
         """The sections as checked when the batch was opened (header, CRC, section bounds).
 
@@ -396,6 +404,13 @@ class RecordBatch:
             None if self._keys is None else binary(self._keys, self._key_validity),
             None if self._headers is None else binary(self._headers),
         )
+
+
+def batch_record_count(batch: bytes | bytearray | memoryview) -> int:
+    """The record count in an encoded batch's header. For batches this process just encoded: no CRC check."""
+    if len(batch) < HEADER_SIZE:
+        raise CorruptBatch(f"batch is {len(batch)} bytes, shorter than its {HEADER_SIZE}-byte header")
+    return int(HEADER.unpack_from(batch, 0)[3])
 
 
 def batch_time_span(batch: bytes | bytearray | memoryview) -> tuple[int, int]:

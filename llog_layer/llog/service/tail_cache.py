@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from llog.config import CacheConfig
-from llog.format.codec import RecordBatch, decode_batch
+from llog.format.codec import RecordBatch, batch_record_count, decode_batch
 from llog.protocol.topics import STALE_TOPIC_MS
 from llog.store.byte_cache import ByteBoundedCache
 from llog.store.changes import Wakeup, Watchers
@@ -42,9 +42,14 @@ PartitionId = tuple[str, int]
 
 @dataclass
 class _Tail:
-    """Contiguous cached batches of one partition: ``batches[i]`` = (start, end, batch)."""
+    """Contiguous cached batches of one partition: ``batches[i]`` = (start, end, the encoded batch).
 
-    batches: deque[tuple[int, int, RecordBatch]] = field(default_factory=deque)
+    Encoded, not opened: a ``RecordBatch`` is a handful of objects the garbage collector tracks (its
+    views and columns), and a full cache of small batches made every full collection, which stops the
+    process, traverse millions of them. Bytes and tuples of them are not tracked.
+    """
+
+    batches: deque[tuple[int, int, bytes]] = field(default_factory=deque)
     at_end: bool = False  # the last batch ended at the partition's high watermark when it was added
     appended_here: bool = False  # the last batch came from this process's writer (``on_commit``)
     confirmed_at: float = 0.0  # when Oxia last showed the partition (the cache's clock, seconds)
@@ -82,7 +87,7 @@ class TailCache(ByteBoundedCache):
     def on_commit(self, topic: str, partition: int, start_offset: int, batch: bytes) -> None:
         """``LogWriter`` commit listener: cache the batch and wake waiting consumers."""
         if self.enabled and len(batch) <= self.max_bytes:
-            self.add(topic, partition, start_offset, decode_batch(batch), at_end=True, appended_here=True)
+            self._add(topic, partition, start_offset, batch_record_count(batch), batch, True, True)
 
     def add(
         self,
@@ -96,10 +101,14 @@ class TailCache(ByteBoundedCache):
     ) -> None:
         """Cache a batch; ``at_end`` if it ended at the partition's high watermark as of now,
         ``appended_here`` if this process's writer appended it."""
-        if not self.enabled:
-            return
+        if self.enabled:
+            self._add(topic, partition, start_offset, len(batch), batch.encoded(), at_end, appended_here)
+
+    def _add(
+        self, topic: str, partition: int, start_offset: int, count: int, batch: bytes, at_end: bool, appended_here: bool
+    ) -> None:
         pid = (topic, partition)
-        end = start_offset + len(batch) - 1
+        end = start_offset + count - 1
         with self._lock:
             tail = self._live(pid)
             if tail is not None and tail.batches and start_offset <= tail.last:
@@ -114,8 +123,8 @@ class TailCache(ByteBoundedCache):
                 tail = self._tails[pid] = _Tail()
             tail.batches.append((start_offset, end, batch))
             tail.at_end, tail.appended_here, tail.confirmed_at = at_end, appended_here, self._clock()
-            self._order[(pid, start_offset)] = batch.nbytes
-            self._bytes += batch.nbytes
+            self._order[(pid, start_offset)] = len(batch)
+            self._bytes += len(batch)
             self._evict()
             self._watchers.wake(pid)
 
@@ -133,7 +142,7 @@ class TailCache(ByteBoundedCache):
             return
         for start, _, batch in tail.batches:
             self._order.pop((pid, start), None)
-            self._bytes -= batch.nbytes
+            self._bytes -= len(batch)
 
     def _evict(self) -> None:
         while self._bytes > self.max_bytes and self._order:
@@ -147,16 +156,17 @@ class TailCache(ByteBoundedCache):
                 del self._tails[pid]
 
     def lookup(self, topic: str, partition: int, offset: int) -> tuple[int, RecordBatch] | None:
-        """``(start_offset, batch)`` of the cached batch holding ``offset``, if any."""
+        """``(start_offset, batch)`` of the cached batch holding ``offset``, if any (opened here, outside the lock)."""
+        found = None
         with self._lock:
             tail = self._live((topic, partition))
             if tail is not None and tail.batches and tail.first <= offset <= tail.last:
-                for start, end, batch in tail.batches:
-                    if start <= offset <= end:
-                        self.hits += 1
-                        return start, batch
-            self.misses += 1
-            return None
+                found = next(((start, batch) for start, end, batch in tail.batches if start <= offset <= end), None)
+            if found is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+        return found[0], decode_batch(found[1])
 
     def cached_high_watermark(self, topic: str, partition: int) -> int | None:
         """The partition's high watermark as this process last knew it, or None.
