@@ -38,6 +38,7 @@ from llog.format.codec import (
     encode_batch,
     encode_headers,
     records_bytes,
+    values_only,
 )
 from tests.conftest import fuzz_examples
 
@@ -801,6 +802,19 @@ def test_plain_bytes_records_encode_as_records_with_a_value_alone():
     assert [(r.value, r.key, r.headers, r.timestamp_ms) for r in batch] == [
         (v, None, (), 1_700_000_000_000) for v in values
     ]
+
+
+def test_values_alone_are_told_counted_and_checked_without_a_python_step_per_record():
+    values: list[Record | bytes] = [b"a", b"bc", b""]
+    assert values_only(values)
+    assert not values_only([*values, Record(b"d")])
+    assert not values_only([*values, bytearray(b"d")])  # type: ignore[list-item]
+    assert not values_only([])
+    assert records_bytes(values) == 3
+    check_records(values)
+    with pytest.raises(InvalidArgument, match="record value must be bytes"):
+        check_records([*values, Record("text")])  # type: ignore[arg-type]
+    assert decode_batch(encode_batch(values, now_ms=1)).value(1) == b"bc"
 
 
 def test_records_bytes_counts_values_keys_and_headers_and_check_records_checks_only_records():

@@ -282,6 +282,14 @@ def test_lone_surrogates_are_400(record):
     rejected(parse_produce_request, doc, LIMITS, match="not valid Unicode")
 
 
+def test_string_records_are_their_utf8_bytes_and_a_lone_surrogate_among_them_is_named():
+    doc = json.loads(json.dumps({"topic_partitions": [tp(["a", "é", "日本"])]}))
+    [entry] = parse_produce_request(doc, LIMITS)
+    assert list(entry.records) == [b"a", "é".encode(), "日本".encode()]
+    doc = json.loads(json.dumps({"topic_partitions": [tp(["a", "b", "\ud800"])]}))
+    rejected(parse_produce_request, doc, LIMITS, match=r"records\[2\].*not valid Unicode")
+
+
 def test_decode_and_encode_bytes_round_trip_any_bytes():
     for data in [b"", b"abc", "é".encode(), b"\xff", b"\x00" * 3, bytes(range(256)), "日本".encode()[:-1]]:
         assert decode_bytes(encode_bytes(data), "x") == data

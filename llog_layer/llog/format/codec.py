@@ -16,7 +16,7 @@ import struct
 import sys
 import time
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Literal, cast
@@ -145,15 +145,25 @@ def check_record(record: Record) -> None:
             raise InvalidArgument(f"header name {name!r} is not valid Unicode") from None
 
 
-def check_records(records: Iterable[Record | bytes]) -> None:
+def values_only(records: Sequence[Record | bytes]) -> bool:
+    """Whether every record is a plain ``bytes`` value, as most produced records are: told by ``map`` in C,
+    with no Python step per record (the records of a 100 KB request are looked at several times)."""
+    return set(map(type, records)) == {bytes}
+
+
+def check_records(records: Sequence[Record | bytes]) -> None:
     """``check_record`` over a batch's records; a plain ``bytes`` record (a value alone) is always valid."""
+    if values_only(records):
+        return
     for record in records:
         if type(record) is not bytes:
             check_record(record if isinstance(record, Record) else Record(record))
 
 
-def records_bytes(records: Iterable[Record | bytes]) -> int:
+def records_bytes(records: Sequence[Record | bytes]) -> int:
     """The bytes of the records' values, keys and header names and values: what a producer sent."""
+    if values_only(records):
+        return sum(map(len, cast("Sequence[bytes]", records)))
     total = 0
     for record in records:
         if type(record) is bytes:
@@ -192,7 +202,7 @@ def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None
     default_ts = int(time.time() * 1000) if now_ms is None else now_ms
     flags = 0
     extra: list[bytes] = []  # the key and header sections
-    if all(type(r) is bytes for r in records):
+    if values_only(records):
         # Values alone (a produce request's plain records): nothing to check, no keys, no headers.
         values = cast("Sequence[bytes]", records)
         timestamps = _timestamps([default_ts]) * count
@@ -222,7 +232,7 @@ def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None
             extra.append(b"".join(encoded))
     if not _LITTLE_ENDIAN:
         timestamps.byteswap()
-    sections = [timestamps.tobytes(), _offsets([len(v) for v in values], "values"), b"".join(values), *extra]
+    sections = [timestamps.tobytes(), _offsets(list(map(len, values)), "values"), b"".join(values), *extra]
 
     body_parts = []
     for section in sections:

@@ -166,6 +166,11 @@ def _header_name(name: str, where: str) -> str:
 
 def _records(raws: list[Any], where: str) -> list[Record | bytes]:
     """A topic entry's records; a plain string record is its UTF-8 bytes alone (no key, headers or timestamp)."""
+    if set(map(type, raws)) == {str}:  # strings alone, the common case: encoded by map, in C
+        try:
+            return list(map(str.encode, raws))
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: named below
     records: list[Record | bytes] = []
     for j, raw in enumerate(raws):
         if type(raw) is str:
