@@ -449,7 +449,7 @@ def comparisons(rows: list[dict[str, Any]]) -> str:
     serve = _find(rows, "compacted", "serve")
     if serve is not None and lam is not None and lam["s3_gets_per_mb"] > 0:
         lines.append(
-            f"* `serve` keeps the decoded object in its tail cache and serves the following requests from it: "
+            f"* `serve` keeps the batches it read in its tail cache and serves the following requests from them: "
             f"{serve['s3_gets_per_mb']:.2f} GETs per MB, {serve['s3_read_bytes_per_value_byte']:.2f} bytes read "
             f"per value byte."
         )

@@ -383,6 +383,18 @@ def test_batch_record_count_reads_the_header_and_encoded_returns_the_batch_s_byt
     assert inside == data
 
 
+def test_checksum_false_opens_without_the_crc_and_keeps_every_other_check():
+    data = bytearray(encode_batch([b"abc", b"de"], now_ms=1))
+    data[-8] ^= 0xFF  # the first value's first byte: only the CRC can tell
+    with pytest.raises(CorruptBatch, match="checksum mismatch"):
+        decode_batch(bytes(data))
+    assert decode_batch(bytes(data), checksum=False).value(0) != b"abc"  # opened: the CRC was not read
+    with pytest.raises(CorruptBatch, match="magic"):
+        decode_batch(b"XXXX" + bytes(data[4:]), checksum=False)
+    with pytest.raises(CorruptBatch, match="shorter than its"):
+        decode_batch(bytes(data[:10]), checksum=False)
+
+
 def test_expected_count_match():
     assert len(decode_batch(encode_batch([b"a", b"b", b"c"]), expected_count=3)) == 3
 

@@ -299,7 +299,7 @@ class RecordBatch:
 
     __slots__ = ("_count", "_headers", "_key_validity", "_keys", "_raw", "_timestamps", "_values")
 
-    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+    def __init__(self, data: bytes | bytearray | memoryview, *, checksum: bool = True) -> None:
         raw = memoryview(data).cast("B")
         source = data if type(data) is bytes else None
         if len(raw) < HEADER_SIZE:
@@ -313,7 +313,7 @@ class RecordBatch:
             raise CorruptBatch(f"unknown batch flags {flags:#x}")
         if body_length != len(raw) - HEADER_SIZE:
             raise CorruptBatch(f"batch body is {len(raw) - HEADER_SIZE} bytes, header says {body_length}")
-        actual = crc32c(raw[HEADER_SIZE:], value=crc32c(raw[:CRC_POSITION]))
+        actual = crc32c(raw[HEADER_SIZE:], value=crc32c(raw[:CRC_POSITION])) if checksum else crc
         if actual != crc:
             raise CorruptBatch(f"batch checksum mismatch (stored {crc:#010x}, computed {actual:#010x})")
         if count == 0 or count > MAX_RECORDS:
@@ -439,9 +439,15 @@ def batch_time_span(batch: bytes | bytearray | memoryview) -> tuple[int, int]:
     return min(timestamps), max(timestamps)
 
 
-def decode_batch(data: bytes | bytearray | memoryview, *, expected_count: int | None = None) -> RecordBatch:
-    """Validate and open a batch; ``expected_count`` cross-checks the index entry."""
-    batch = RecordBatch(data)
+def decode_batch(
+    data: bytes | bytearray | memoryview, *, expected_count: int | None = None, checksum: bool = True
+) -> RecordBatch:
+    """Validate and open a batch; ``expected_count`` cross-checks the index entry.
+
+    ``checksum=False`` skips the CRC32C (every other check stays), for bytes this process checked or
+    encoded itself, such as a cache's.
+    """
+    batch = RecordBatch(data, checksum=checksum)
     if expected_count is not None and len(batch) != expected_count:
         raise CorruptBatch(f"batch holds {len(batch)} records, its index entry says {expected_count}")
     return batch

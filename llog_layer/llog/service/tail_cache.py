@@ -166,7 +166,7 @@ class TailCache(ByteBoundedCache):
                 self.misses += 1
                 return None
             self.hits += 1
-        return found[0], decode_batch(found[1])
+        return found[0], decode_batch(found[1], checksum=False)  # checked when it was opened, or encoded here
 
     def cached_high_watermark(self, topic: str, partition: int) -> int | None:
         """The partition's high watermark as this process last knew it, or None.

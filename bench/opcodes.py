@@ -1,0 +1,234 @@
+"""Python bytecodes per ``POST /produce`` in ``llog serve``: a count that does not depend on how busy the machine is.
+
+This machine's two cores are shared, and side-by-side timings of a change to
+the produce path differ by 5% from one minute to the next. What the event loop
+executes per request does not: this script feeds a connection of llog serve's
+HTTP server (``devserver.http11``) the bytes wrk sends, ``--connections`` at a
+time, and counts the bytecodes CPython executes (``sys.settrace`` with
+opcode events) on every thread, from the bytes received to the answer
+written. The writer answers at once (no S3 PUT, no Oxia write: those are
+counted by ``bench/serve.py``), so the count is the loop's and the
+batcher's work: HTTP, parsing, checks, group commit, answer, metrics.
+
+At about 20 ns per bytecode on this machine, 1,000 bytecodes are some 20 us of
+the event loop's time per request. Compare two commits by running this in
+each checkout (``docs/PERFORMANCE_NOTES.md``), with that checkout's packages
+first on the path (the virtualenv's editable installs point at one checkout):
+
+    .venv/bin/python bench/opcodes.py              # 1 record of 100 B, and 100 records of 1 KiB
+    .venv/bin/python bench/opcodes.py --top 30     # and where the bytecodes go
+    PYTHONPATH=$OTHER:$OTHER/llog_layer .venv/bin/python $OTHER/bench/opcodes.py
+
+It needs the Oxia server (``OXIA_BIN`` or ``.tools/bin/oxia``): the topic's
+partition is initialized once, for real, before counting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.stack import local_stack, stack_env  # noqa: E402
+
+BUCKET = "llog-opcodes"
+TOPIC = "opcodes"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    records: int
+    value_bytes: int
+
+
+CASES = (Case("1 record of 100 B", 1, 100), Case("100 records of 1 KiB", 100, 1024))
+
+
+class _Transport:
+    """What ``http11._Connection`` writes to: it counts the answers and wakes the round waiting for them."""
+
+    def __init__(self) -> None:
+        self.answered: asyncio.Future[None] | None = None
+
+    def write(self, data: bytes) -> None:
+        if self.answered is not None and not self.answered.done():
+            self.answered.set_result(None)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 5555) if name == "peername" else default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Counter:
+    """Bytecodes and Python calls by function, on every thread, while ``on``."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.opcodes: collections.Counter[str] = collections.Counter()
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    def trace(self, frame: FrameType, event: str, arg: object) -> Any:
+        if frame.f_code.co_filename == __file__:
+            return None  # this harness's own frames (what it calls is traced)
+        if self.on:
+            name = f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
+            if event == "opcode":
+                self.opcodes[name] += 1
+            elif event == "call":
+                self.calls[name] += 1
+                frame.f_trace_opcodes = True
+        return self.trace
+
+    def install(self) -> None:
+        threading.settrace(self.trace)  # the flusher threads, started after this
+        sys.settrace(self.trace)
+
+    def remove(self) -> None:
+        sys.settrace(None)
+        threading.settrace(None)
+
+
+def request_bytes(case: Case) -> bytes:
+    records = ["x" * case.value_bytes] * case.records
+    body = json.dumps({"topic_partitions": [{"topic": TOPIC, "partition": 0, "records": records}]}).encode()
+    head = "POST /produce HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\n"
+    return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+class InstantWriter:
+    """Answers an append at once. The first of each round waits until the round's other requests are queued,
+    so that every round is the same two flushes (one request, then all the others) whatever the threads'
+    timing: the batcher's work per request, and so the count, does not depend on it."""
+
+    def __init__(self, batcher: Any) -> None:
+        self._batcher = batcher
+        self.round_size = 0  # requests of the round the next flush is the first of; 0: none
+
+    def append_shared(self, groups: Sequence[Any]) -> list[Any]:
+        from llog.client.writer import AppendResult
+
+        deadline = time.monotonic() + 5
+        while self.round_size and len(self._batcher._queue) < self.round_size - 1 and time.monotonic() < deadline:
+            time.sleep(0.0002)
+        self.round_size = 0
+        return [AppendResult(g.topic, g.partition, len(g.records), 2, 1 + len(g.records), "k", "s3://b/k")
+                for g in groups]  # fmt: skip
+
+
+async def _produce(server: Any, writer: InstantWriter, raw: bytes, connections: int, rounds: int) -> None:
+    from devserver import http11
+
+    loop = asyncio.get_running_loop()
+    open_connections = []
+    for _ in range(connections):
+        connection, transport = http11._Connection(server.httpd), _Transport()
+        connection.connection_made(transport)  # type: ignore[arg-type]
+        open_connections.append((connection, transport))
+    for _ in range(rounds):
+        writer.round_size = connections
+        waits = []
+        for connection, transport in open_connections:
+            transport.answered = loop.create_future()
+            waits.append(transport.answered)
+            connection.data_received(raw)
+        for answered in waits:  # not gather: its callbacks would be counted with the requests
+            await answered
+
+
+def count(
+    server: Any, writer: InstantWriter, case: Case, connections: int, requests: int, counter: Counter
+) -> dict[str, Any]:
+    import uvloop
+
+    raw = request_bytes(case)
+    uvloop.run(_produce(server, writer, raw, connections, 10))  # warm: the topic cached, the flushers started
+    counter.opcodes.clear()
+    counter.calls.clear()
+    rounds = max(1, requests // connections)
+    counter.on = True
+    try:
+        uvloop.run(_produce(server, writer, raw, connections, rounds))
+    finally:
+        counter.on = False
+    done = rounds * connections
+    return {
+        "case": case.name,
+        "requests": done,
+        "opcodes": sum(counter.opcodes.values()) / done,
+        "calls": sum(counter.calls.values()) / done,
+        "top": [(name, n / done, counter.calls[name] / done) for name, n in counter.opcodes.most_common()],
+    }
+
+
+def run(connections: int = 32, requests: int = 3200, cases: Sequence[Case] = CASES) -> list[dict[str, Any]]:
+    from devserver.serve import LlogServer, ServeServices
+    from llog.service.produce import ProduceEntry
+
+    counter = Counter()
+    counter.install()  # before the server's threads start, so that they are traced too (counting only when on)
+    try:
+        with local_stack(BUCKET) as (address, s3):
+            os.environ.update(stack_env(address, s3, BUCKET))  # this process is the server
+            services = ServeServices.from_env()
+            services.produce.produce_groups([ProduceEntry(TOPIC, 0, [b"first"])])  # initializes the partition
+            writer = InstantWriter(services.batcher)
+            services.writer.append_shared = writer.append_shared  # type: ignore[method-assign]
+            server = LlogServer("127.0.0.1", 0, services=services)  # not started: its connections are fed here
+            try:
+                return [count(server, writer, case, connections, requests, counter) for case in cases]
+            finally:
+                server.shutdown()
+    finally:
+        counter.remove()
+
+
+def table(rows: Sequence[dict[str, Any]], top: int = 0) -> str:
+    lines = ["| request | requests counted | bytecodes per request | Python calls per request |"]
+    lines.append("|---|---:|---:|---:|")
+    lines += [f"| {r['case']} | {r['requests']} | {r['opcodes']:,.0f} | {r['calls']:,.1f} |" for r in rows]
+    for r in rows if top else ():
+        lines += ["", f"{r['case']}, the {top} functions with the most bytecodes (per request: bytecodes, calls):"]
+        lines += [f"    {n:8.1f} {c:6.2f}  {name}" for name, n, c in r["top"][:top]]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--connections", type=int, default=32, help="connections sending at once (default 32)")
+    parser.add_argument("--requests", type=int, default=3200, help="requests counted per case (default 3200)")
+    parser.add_argument("--top", type=int, default=0, help="also list the functions with the most bytecodes")
+    args = parser.parse_args(argv)
+    print(table(run(args.connections, args.requests), args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
