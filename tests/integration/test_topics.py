@@ -294,6 +294,8 @@ def test_prepare_on_the_cache_alone_reads_nothing_and_says_when_it_would_have_to
     assert service.prepare([ProduceEntry(topic, 5, [b"d"])], cached_only=True) is None  # grown since? a read says
     with pytest.raises(InvalidArgument):  # bad input is refused whatever the cache holds
         service.prepare([ProduceEntry(topic, 0, [])], cached_only=True)
+    with pytest.raises(InvalidPartition):
+        service.prepare([ProduceEntry(topic, -1, [b"x"])], cached_only=True)
 
     reads = storage.oxia.counters.snapshot()
     assert reads != before  # the produce did read

@@ -174,8 +174,9 @@ class ProduceService:
         event loop, can run this on its own thread and hand the rest to one that may block.
         """
         for entry in entries:
-            group = entry if isinstance(entry, SharedAppendGroup) else SharedAppendGroup(entry.topic, 0, entry.records)
-            validate_group(group, self.writer.root)
+            if not isinstance(entry, SharedAppendGroup):  # a keyed entry's records go to a partition later
+                entry = SharedAppendGroup(entry.topic, entry.partition or 0, entry.records)
+            validate_group(entry, self.writer.root)
         try:
             return self._prepare(entries, cached_only)
         except _WouldBlock:

@@ -46,7 +46,8 @@ class _Tail:
 
     Encoded, not opened: a ``RecordBatch`` is a handful of objects the garbage collector tracks (its
     views and columns), and a full cache of small batches made every full collection, which stops the
-    process, traverse millions of them. Bytes and tuples of them are not tracked.
+    process, traverse millions of them. Bytes are not tracked, nor, after their first collection, are
+    tuples of untracked objects.
     """
 
     batches: deque[tuple[int, int, bytes]] = field(default_factory=deque)
