@@ -143,7 +143,9 @@ class InstantWriter:
                 for g in groups]  # fmt: skip
 
 
-async def _produce(server: Any, writer: InstantWriter, raw: bytes, connections: int, rounds: int) -> None:
+async def _produce(
+    server: Any, writer: InstantWriter, raw: bytes, connections: int, rounds: int, counter: Counter | None
+) -> None:
     from devserver import http11
 
     loop = asyncio.get_running_loop()
@@ -152,6 +154,8 @@ async def _produce(server: Any, writer: InstantWriter, raw: bytes, connections: 
         connection, transport = http11._Connection(server.httpd), _Transport()
         connection.connection_made(transport)  # type: ignore[arg-type]
         open_connections.append((connection, transport))
+    if counter is not None:
+        counter.on = True
     for _ in range(rounds):
         writer.round_size = connections
         waits = []
@@ -161,21 +165,41 @@ async def _produce(server: Any, writer: InstantWriter, raw: bytes, connections: 
             connection.data_received(raw)
         for answered in waits:  # not gather: its callbacks would be counted with the requests
             await answered
+    if counter is not None:
+        counter.on = False
+
+
+def _on_a_loop_of_its_own(
+    server: Any, writer: InstantWriter, raw: bytes, connections: int, rounds: int, counter: Counter | None = None
+) -> None:
+    """``_produce`` on uvloop, on a thread of its own: the caller's thread may run an event loop already."""
+    import uvloop
+
+    failures: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            uvloop.run(_produce(server, writer, raw, connections, rounds, counter))
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=produce, name="opcodes-loop")
+    thread.start()
+    thread.join()
+    if failures:
+        raise failures[0]
 
 
 def count(
     server: Any, writer: InstantWriter, case: Case, connections: int, requests: int, counter: Counter
 ) -> dict[str, Any]:
-    import uvloop
-
     raw = request_bytes(case)
-    uvloop.run(_produce(server, writer, raw, connections, 10))  # warm: the topic cached, the flushers started
+    _on_a_loop_of_its_own(server, writer, raw, connections, 10)  # warm: the topic cached, the flushers started
     counter.opcodes.clear()
     counter.calls.clear()
     rounds = max(1, requests // connections)
-    counter.on = True
     try:
-        uvloop.run(_produce(server, writer, raw, connections, rounds))
+        _on_a_loop_of_its_own(server, writer, raw, connections, rounds, counter)
     finally:
         counter.on = False
     done = rounds * connections
