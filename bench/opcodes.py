@@ -136,6 +136,7 @@ class InstantWriter:
         from llog.client.writer import AppendResult
 
         deadline = time.monotonic() + 5
+        # The queue's length, not ``queued_calls``: a property's bytecodes, once per poll, would be counted.
         while self.round_size and len(self._batcher._queue) < self.round_size - 1 and time.monotonic() < deadline:
             time.sleep(0.0002)
         self.round_size = 0

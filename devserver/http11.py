@@ -84,7 +84,7 @@ class Request:
     def header(self, name: str) -> str | None:
         """Header ``name`` (any case), its field lines joined with commas as HTTP combines them; None if not sent."""
         by_name = self._by_name
-        if by_name is None:  # indexed once: a produce request asks for three headers
+        if by_name is None:  # indexed once: a produce request asks five times
             by_name = self._by_name = {}
             for field_name, value in self.headers:
                 key = field_name.lower()
