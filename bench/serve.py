@@ -297,9 +297,12 @@ class MachineCpu:
     within the window is not counted.
     """
 
-    def __init__(self, serve: Service, proc: Path = Path("/proc")) -> None:
+    def __init__(
+        self, serve: Service, proc: Path = Path("/proc"), clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.serve_pid = serve.pid
         self.proc = proc
+        self.clock = clock
         self._start = self._read()
 
     def _read(self) -> tuple[float, dict[tuple[int, int, str], float], list[int]]:
@@ -310,7 +313,7 @@ class MachineCpu:
                 label = "kernel threads" if stat.kernel_thread else stat.name
                 processes[int(entry.name), stat.started, label] = stat.cpu_seconds
         machine = [int(x) for x in (self.proc / "stat").read_text().split("\n", 1)[0].split()[1:]]
-        return time.monotonic(), processes, machine
+        return self.clock(), processes, machine
 
     def since_start(self, ended_within: Mapping[str, float] | None = None) -> dict[str, Any]:
         """Cores busy on average: the machine's, and per process (``llog serve``, ``load``: this process).

@@ -198,7 +198,8 @@ def test_the_machine_split_reads_names_kernel_threads_restarts_and_idle_time_fro
               8: ("kworker/u8:0-writeback", 0x00208040, 0, 2), 9: ("oxia", 0, 10 * tick, 70)}  # fmt: skip
     # user nice system idle iowait irq softirq steal guest guest_nice: guest time is in user already
     write_proc(tmp_path, before, "cpu  0 0 0 0 0 0 0 0 0 0")
-    machine = serve.MachineCpu(server, proc=tmp_path)
+    seconds = iter([0.0, 1.0, 2.0])  # a window of exactly 1 s: shares are not rounded away by a slow machine
+    machine = serve.MachineCpu(server, proc=tmp_path, clock=lambda: next(seconds))
     after = {**before, serve_pid: ("python", 0, 3 * tick, 100), this_pid: ("python", 0, tick, 50),
              7: ("versitygw", 0, tick, 60), 8: ("kworker/u8:0-ext4-rsv-conversion", 0x00208040, tick // 2, 2),
              9: ("oxia", 0, tick, 80)}  # fmt: skip  # Oxia restarted under the same pid: its ticks are all new
