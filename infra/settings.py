@@ -344,9 +344,9 @@ class LlogSettings:
 
         encryption = cast(BucketEncryption, r.choice("bucketEncryption", BUCKET_ENCRYPTIONS, "s3_managed"))
         root_prefix = r.string("rootPrefix", "llog")
-        if not _PREFIX_RE.match(root_prefix):
-            raise _fail("rootPrefix", "1-64 characters from [A-Za-z0-9._-] (the first segment of every key)",
-                        root_prefix)  # fmt: skip
+        if not _PREFIX_RE.match(root_prefix) or root_prefix in (".", ".."):
+            raise _fail("rootPrefix", "1-64 characters from [A-Za-z0-9._-], not '.' or '..' (the first segment of "
+                        "every key)", root_prefix)  # fmt: skip
 
         log_retention = r.integer("logRetentionDays", 90 if production else 14, 1, 3653)
         if log_retention not in LOG_RETENTION_DAYS:

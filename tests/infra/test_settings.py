@@ -135,6 +135,7 @@ def test_json_values_and_auto_are_accepted() -> None:
         ({"maxAzs": 1}, "llog:maxAzs"),
         ({"bucketEncryption": "aes"}, "llog:bucketEncryption: expected one of s3_managed, kms"),
         ({"rootPrefix": "a/b"}, "llog:rootPrefix"),
+        ({"rootPrefix": ".."}, "llog:rootPrefix: expected 1-64 characters from [A-Za-z0-9._-], not '.' or '..'"),
         ({"compactionSchedule": "every 5 minutes"}, "llog:compactionSchedule: expected an EventBridge Scheduler"),
         ({"compactionSchedule": "rate(1 minutes)"}, "llog:compactionSchedule"),
         ({"gcSchedule": "rate(2 hour)"}, "llog:gcSchedule"),

@@ -84,7 +84,8 @@ def test_custom_root_prefix():
     assert k.partition_key == "orders:1"  # the routing key does not include the root
 
 
-@pytest.mark.parametrize("root", ["", "/", "a/", "/a", "a//b", "a b", "a:b", "\u00fc", "x" * 129, None, 1])
+@pytest.mark.parametrize("root", ["", "/", "a/", "/a", "a//b", "a b", "a:b", "\u00fc", "x" * 129, None, 1,
+                                  ".", "..", "a/../b", "a/./b", "a/.."])
 def test_invalid_root_prefix(root):
     with pytest.raises(InvalidArgument, match="invalid root prefix"):
         PartitionKeys("orders", 0, root=root)
@@ -92,7 +93,7 @@ def test_invalid_root_prefix(root):
         validate_root_prefix(root)
 
 
-@pytest.mark.parametrize("root", ["a", "llog", "a/b/c", "A.b_c-9", "x" * 128])
+@pytest.mark.parametrize("root", ["a", "llog", "a/b/c", "A.b_c-9", "x" * 128, "...", ".a/b.", "a/..b"])
 def test_valid_root_prefix(root):
     assert validate_root_prefix(root) == root
 

@@ -92,6 +92,10 @@ def validate_root_prefix(root: object) -> str:
     """Return ``root`` if it is one or more ``/``-joined safe segments."""
     if not isinstance(root, str) or not all(_ROOT_SEGMENT_RE.fullmatch(s) for s in root.split("/")):
         raise InvalidArgument(f"invalid root prefix {root!r}: expected segments of [A-Za-z0-9._-] joined by '/'")
+    if any(segment in (".", "..") for segment in root.split("/")):
+        # S3 keys take them literally, but a tool that maps keys to paths (a sync to disk, a file-backed S3
+        # server) would resolve them: a root would then name another root's folder, or one outside the bucket.
+        raise InvalidArgument(f"invalid root prefix {root!r}: a segment may not be '.' or '..'")
     return root
 
 
