@@ -37,9 +37,10 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 
+from devserver.pools import started_pool
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
 from llog.config import Environ, env_int
 from llog.errors import LlogError
@@ -114,7 +115,7 @@ class BatchingProducer:
         self._buffered = 0
         self._in_flight = 0
         self._closed = False
-        self._flushers = ThreadPoolExecutor(self.config.max_in_flight, thread_name_prefix="llog-flush")
+        self._flushers = started_pool(self.config.max_in_flight, "llog-flush")  # flushes are submitted from the loop
         self._timer: threading.Timer | None = None  # re-checks the queue when its oldest call reaches max_delay
         # Of the flushes that ended with results, a partition's error among them (a flush that raised is not counted):
         # what Kafka's producer reports as batch size and record queue time.

@@ -41,7 +41,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import resources
 from types import FrameType, ModuleType
@@ -54,6 +53,7 @@ from devserver.billing import BillingConfig, S3Billing
 from devserver.collector import CollectorStats, freeze_startup_heap
 from devserver.emf import EmfReporter, RequestSample
 from devserver.http11 import Answer, HttpServer, Request
+from devserver.pools import started_pool
 from devserver.prometheus import BILLING, ConsumerLagReport, operations_json, prometheus_text
 from functions.admin import app as admin_app
 from functions.common import names, routes, telemetry
@@ -83,9 +83,10 @@ IDLE_CONNECTION_TIMEOUT_S = 30
 # of clients (16 concurrent produce requests were enough on a busy machine): the kernel dropped the
 # handshakes past it and clients saw resets and timeouts. The kernel caps it at net.core.somaxconn.
 LISTEN_BACKLOG = 1024
-# Handler threads, created as requests need them and reused. A long poll holds one for up to its max_wait_ms,
-# so the bound is far above the 256 clients one process is expected to hold.
+# Handler threads, reused. A long poll holds one for up to its max_wait_ms, so the bound is far above the 256
+# clients one process is expected to hold; the first HANDLER_THREADS_STARTED run before serving (devserver.pools).
 HANDLER_THREADS = 1024
+HANDLER_THREADS_STARTED = 64
 SERVE_PATHS = ("/metrics", "/metrics/prometheus", "/openapi.json")  # served by llog serve itself
 HEALTH_ROUTE = "/health"  # load balancers' and ECS's probes: not traffic
 PRODUCE_ROUTE = ("POST", "/produce")  # without an Origin: no resolver (LlogServer._produce_on_loop, or serve_produce)
@@ -318,7 +319,7 @@ class LlogServer:
             if services is None:
                 self.services.close()
             raise
-        self._pool = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="llog-serve")
+        self._pool = started_pool(HANDLER_THREADS, "llog-serve", started=HANDLER_THREADS_STARTED)
         self._inject()
         # /metrics replaces EMF here; Powertools' metric set is process-wide and not for concurrent requests.
         telemetry.suspend_emf(True)

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from devserver import http11
+from devserver import http11, serve
 from devserver.prometheus import prometheus_text
 from devserver.serve import LlogServer
 from functions.consume import app as consume_app
@@ -154,6 +154,17 @@ def test_the_server_starts_without_contacting_oxia(monkeypatch, s3_config, root)
         assert body["status"] == "ok"
         assert (body["host"], body["port"]) == ("127.0.0.1", srv.port)
         assert srv.services.oxia.counters.total_calls() == 0
+    finally:
+        srv.shutdown()
+
+
+def test_the_handler_and_flush_threads_are_running_before_the_first_request(monkeypatch, s3_config, root):
+    before = set(threading.enumerate())  # an earlier server's threads may still be ending
+    srv = start_server(monkeypatch, {**serve_env(s3_config, root), **unreachable_oxia_env()})
+    try:  # a burst of requests needing a pool thread finds it started; the loop does not start it
+        new = [t.name for t in set(threading.enumerate()) - before]
+        started = sum(n.startswith("llog-serve_") for n in new), sum(n.startswith("llog-flush_") for n in new)
+        assert started == (serve.HANDLER_THREADS_STARTED, srv.services.batcher.config.max_in_flight)
     finally:
         srv.shutdown()
 

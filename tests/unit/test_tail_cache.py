@@ -163,6 +163,24 @@ def test_a_batch_opened_from_a_larger_buffer_is_cached_as_its_own_bytes():
     assert cache.size_bytes == len(data)
 
 
+def test_a_re_read_of_held_offsets_from_a_larger_buffer_is_not_copied(monkeypatch):
+    data = encode_batch([b"a", b"b"], now_ms=1)
+    blob = b"x" * 100 + data
+    copies = []
+    encoded = RecordBatch.encoded
+
+    def counted(self: RecordBatch) -> bytes:
+        copies.append(self)
+        return encoded(self)
+
+    monkeypatch.setattr(RecordBatch, "encoded", counted)
+    cache = TailCache(1 << 20)
+    cache.add("orders", 0, 1, decode_batch(memoryview(blob)[100:]), at_end=True)
+    cache.add("orders", 0, 1, decode_batch(memoryview(blob)[100:]), at_end=True)  # held: nothing to keep
+    assert len(copies) == 1
+    assert cache.size_bytes == len(data)
+
+
 def test_watching_wakes_on_an_add_to_a_watched_partition_only_while_registered():
     cache = TailCache(1 << 20)
     wakeup = Wakeup()

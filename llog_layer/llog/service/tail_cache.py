@@ -103,10 +103,17 @@ class TailCache(ByteBoundedCache):
         """Cache a batch; ``at_end`` if it ended at the partition's high watermark as of now,
         ``appended_here`` if this process's writer appended it."""
         if self.enabled:
-            self._add(topic, partition, start_offset, len(batch), batch.encoded(), at_end, appended_here)
+            self._add(topic, partition, start_offset, len(batch), batch, at_end, appended_here)
 
     def _add(
-        self, topic: str, partition: int, start_offset: int, count: int, batch: bytes, at_end: bool, appended_here: bool
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        count: int,
+        batch: bytes | RecordBatch,
+        at_end: bool,
+        appended_here: bool,
     ) -> None:
         pid = (topic, partition)
         end = start_offset + count - 1
@@ -122,6 +129,8 @@ class TailCache(ByteBoundedCache):
             if tail is None or not tail.batches or start_offset != tail.last + 1:
                 self._drop(pid)  # not contiguous with what we hold: start over at this batch
                 tail = self._tails[pid] = _Tail()
+            if isinstance(batch, RecordBatch):  # a reader's batch: its bytes are copied only when they are kept
+                batch = batch.encoded()
             tail.batches.append((start_offset, end, batch))
             tail.at_end, tail.appended_here, tail.confirmed_at = at_end, appended_here, self._clock()
             self._order[(pid, start_offset)] = len(batch)
