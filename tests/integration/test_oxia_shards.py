@@ -70,3 +70,29 @@ def test_put_sequential_many_across_shards(sharded_store: OxiaStore) -> None:
     owners = [pk for pk in pks for _ in range(2)]
     read = [sharded_store.get(k, partition_key=pk) for k, pk in zip(keys, owners, strict=True)]
     assert [r.value if r else None for r in read] == [pk.encode() for pk in owners]
+
+
+def test_range_scan_reads_the_partitions_shard_in_key_order_across_responses_up_to_its_limit(
+    sharded_store: OxiaStore,
+) -> None:
+    pks = partition_keys_on_every_shard(sharded_store)
+    for pk in pks[1:]:  # the same keys on the other shards are not the partition's
+        sharded_store.put(f"/scan/{pk}/other", b"x", partition_key=pk)
+    pk = pks[0]
+    # 6 MB: more than one gRPC message (4 MiB), so the server answers in several responses
+    value = bytes(range(256)) * 80
+    keys = [f"/scan/{i:04d}" for i in range(300)]
+    for key in keys:
+        sharded_store.put(key, value, partition_key=pk)
+    sharded_store.put("/scan/empty", b"", partition_key=pk)
+
+    everything = sharded_store.range_scan("/scan/", "/scan/~", partition_key=pk)
+
+    assert [r.key for r in everything] == [*keys, "/scan/empty"]
+    assert everything[:3] + everything[-1:] == [sharded_store.get(r.key, partition_key=pk) for r in
+                                                everything[:3] + everything[-1:]]  # fmt: skip
+    assert everything[-1].value == b""
+    assert {r.value for r in everything[:-1]} == {value}
+    assert sharded_store.range_scan("/scan/", "/scan/~", partition_key=pk, limit=250) == everything[:250]
+    assert sharded_store.range_scan("/scan/0100", "/scan/0103", partition_key=pk) == everything[100:103]
+    assert sharded_store.range_scan("/scan/", "/scan/~", partition_key=pk, limit=0) == []

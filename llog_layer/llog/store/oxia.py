@@ -22,7 +22,6 @@ importing a Lambda handler) never touches the network.
 from __future__ import annotations
 
 import collections
-import itertools
 import logging
 import threading
 import time
@@ -45,13 +44,16 @@ from llog.errors import InvalidArgument, LlogError, OxiaUnavailable, SessionExpi
 from llog.store.changes import ChangeFeed
 from llog.store.metrics import OperationCounters
 from llog.store.oxia_wire import (
+    RANGE_SCAN_METHOD,
     READ_METHOD,
     WRITE_METHOD,
     GetAnswer,
     PutAnswer,
     WritePut,
+    decode_range_scan_response,
     decode_read_response,
     decode_write_response,
+    encode_range_scan_request,
     encode_read_request,
     encode_write_request,
 )
@@ -150,12 +152,14 @@ class _DeadlineInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamCli
 
 
 class _Stub(OxiaClientStub):  # type: ignore[misc]
-    """The generated stub, plus ``Write`` and ``Read`` with bytes in and out (``llog.store.oxia_wire``)."""
+    """The generated stub, plus ``Write``, ``Read`` and ``RangeScan`` with bytes in and out
+    (``llog.store.oxia_wire``)."""
 
     def __init__(self, channel: grpc.Channel) -> None:
         super().__init__(channel)
         self.write_bytes = channel.unary_unary(WRITE_METHOD)
         self.read_bytes = channel.unary_stream(READ_METHOD)
+        self.range_scan_bytes = channel.unary_stream(RANGE_SCAN_METHOD)
 
 
 class _DeadlineConnectionPool(ConnectionPool):  # type: ignore[misc]
@@ -575,11 +579,21 @@ class OxiaStore:
         """
 
         def run(c: _Client) -> list[Versioned]:
-            stream = c.range_scan(min_key_inclusive, max_key_exclusive, partition_key=partition_key)
+            shard, stub = c._service_discovery.get_leader(partition_key, partition_key)
+            call = stub.range_scan_bytes(encode_range_scan_request(shard, min_key_inclusive, max_key_exclusive))
+            found: list[Versioned] = []
             try:
-                return [Versioned(k, v, ver.version_id()) for k, v, ver in itertools.islice(stream, limit)]
+                for response in call:  # the records may come in several responses
+                    wanted = None if limit is None else limit - len(found)
+                    found += [Versioned(r.key, r.value, r.version_id)
+                              for r in decode_range_scan_response(response, wanted)]  # fmt: skip
+                    if limit is not None and len(found) >= limit:
+                        break
+            except ValueError as exc:
+                raise OxiaUnavailable(f"range_scan: unreadable answer: {exc}") from exc
             finally:
-                stream.close()  # cancels the server stream when stopping early
+                call.cancel()  # the server ends the stream after the last record; this stops it early
+            return found
 
         return self._call("range_scan", run)
 
