@@ -22,6 +22,7 @@ from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import OxiaUnavailable
 from llog.format.codec import Record, decode_batch, encode_batch
 from llog.format.documents import AppendProtocol
+from llog.service import consume
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.service.produce import ProduceService
 from llog.service.tail_cache import TailCache
@@ -221,8 +222,9 @@ def test_long_poll_returns_as_soon_as_data_arrives(writer: LogWriter, service: C
 
 
 def test_long_poll_with_a_tail_cache_wakes_on_the_local_append(
-    tail_cached: TailCached, topic: str, reader_storage: Storage
+    tail_cached: TailCached, topic: str, reader_storage: Storage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(consume, "RECHECK_S", 3_600.0)  # a slow append must not meet a re-check's Oxia read
     tail_cached.writer.append(topic, 0, [b"first"])
     await_notifications(reader_storage.oxia)
     calls = reader_storage.oxia.counters.total_calls()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Hashable, Iterable, Iterator
+from typing import ClassVar
 
 import pytest
 
@@ -45,6 +46,17 @@ MAX_READS_WHILE_WAITING = 8
 @pytest.fixture(autouse=True)
 def no_recheck(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(consume, "RECHECK_S", 3_600.0)
+    monkeypatch.setattr(consume, "Wakeup", TellingWakeup)
+
+
+class TellingWakeup(Wakeup):
+    """A long-poll's wakeup that tells when its waiter first waits: its first round of reads is done."""
+
+    waiting: ClassVar[threading.Event] = threading.Event()
+
+    def wait(self, timeout_s: float) -> Changes | None:
+        TellingWakeup.waiting.set()
+        return super().wait(timeout_s)
 
 
 @pytest.fixture
@@ -62,8 +74,10 @@ class Waiter:
             [FetchPartition(topic, 0, offset, 1 << 20)], max_wait_ms, min_bytes=1, max_bytes=1 << 20
         )
         self._thread = threading.Thread(target=lambda: self.result.extend(service.consume(request)), daemon=True)
+        TellingWakeup.waiting.clear()
         self._thread.start()
-        time.sleep(0.3)  # let it reach its wait (were it later, its first read would find the record)
+        # Let it reach its wait: were the record appended earlier, its first round would read it.
+        assert TellingWakeup.waiting.wait(JOIN_S), "the long-poll did not wait"
 
     def join(self) -> PartitionFetch:
         self._thread.join(JOIN_S)

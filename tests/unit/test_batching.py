@@ -376,7 +376,7 @@ def test_close_waits_for_the_queued_calls_then_refuses():
     t, out = run_in_thread(batcher.append_shared, [SharedAppendGroup("orders", 0, [b"late"])])
     wait_until(lambda: batcher.queued_calls == 1)
     closing, _ = run_in_thread(batcher.close)
-    time.sleep(0.05)
+    wait_until(lambda: batcher._closed)  # close has begun: it refuses from here on
     assert closing.is_alive(), "close waits for the flush in flight and the queued call"
     with pytest.raises(LlogError, match="closed"):
         batcher.append_shared([SharedAppendGroup("orders", 0, [b"after"])])
@@ -425,7 +425,7 @@ def test_a_writer_exception_reaches_every_caller_of_that_flush():
     assert batcher.flushes == 0
     writer.raise_exc = None
     assert batcher.append_shared([SharedAppendGroup("orders", 0, [b"again"])])[0].ok  # the producer survived
-    assert batcher.in_flight == 0
+    wait_until(lambda: batcher.in_flight == 0)  # the flush counts itself out after answering its callers
     batcher.close()
 
 
@@ -459,7 +459,7 @@ def test_a_broken_writer_answer_reaches_every_caller_instead_of_hanging():
     assert not b.is_alive()
     assert isinstance(a_out[0], IndexError)  # no result at the index of its group
     assert isinstance(b_out[0], IndexError)
-    assert batcher.in_flight == 0
+    wait_until(lambda: batcher.in_flight == 0)  # the flush counts itself out after answering its callers
     batcher.close()
 
 
