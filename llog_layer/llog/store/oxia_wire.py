@@ -13,12 +13,12 @@ for ``Read``: a ``ReadRequest`` of exact-key gets (``shard``, ``gets``;
 ``GetResponse.status``, ``version.version_id`` and ``value``. A ``RangeScanRequest``
 (``shard``, ``start_inclusive``, ``end_exclusive``) is answered by records read for
 ``key``, ``value`` and ``version.version_id``, and only as many as the caller
-takes: the server sends every key up to the range's end in one response while
-they fit, and the generated messages parsed all of them (about 0.2 ms per
-record), so a reader far behind a sequence's tail paid for the whole rest of
-it to take one page. Field numbers
-are those of Oxia's ``client.proto`` (v0.17.1); tests/unit/test_oxia_wire.py
-checks both directions against the client's own messages.
+takes: the server sends the keys up to the range's end in responses of about
+2 MB, and the generated messages parsed every record of one (about 70 µs
+each here), so a reader far behind a sequence's tail paid for the rest of it
+to take one page. Field numbers are those of Oxia's ``client.proto``
+(v0.17.1); tests/unit/test_oxia_wire.py checks both directions against the
+client's own messages.
 """
 
 from __future__ import annotations
