@@ -59,7 +59,13 @@ from llog.config import CacheConfig, Limits, OxiaConfig, S3Config, WriterConfig 
 from llog.format.documents import INITIAL_OFFSET, AppendProtocol  # noqa: E402
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys  # noqa: E402
 from llog.protocol.compaction import Compactor, compact_until_caught_up  # noqa: E402
-from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch  # noqa: E402
+from llog.service.consume import (  # noqa: E402
+    MAX_BATCHES_PER_PARTITION,
+    ConsumeRequest,
+    ConsumeService,
+    FetchPartition,
+    PartitionFetch,
+)
 from llog.service.tail_cache import TailCache  # noqa: E402
 from llog.store.metrics import OperationCounters, OperationStats  # noqa: E402
 from llog.store.object_cache import ObjectCache  # noqa: E402
@@ -404,6 +410,68 @@ def partitions_report(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def behind_the_tail(*, distances: Sequence[int] = (1, 64, 1000), samples: int = 40,
+                    protocol: str = "sequential") -> list[dict[str, Any]]:
+    """Consume requests for one batch at ``distances`` batches behind the tail of one partition.
+
+    The partition gets ``max(distances)`` appends of one record of 100 bytes (a batch small enough to be
+    kept in its index entry: no S3 GET), then one reader (the consume Lambda's service: no tail cache)
+    asks ``samples`` times at each distance, taking turns, for the batch there alone
+    (``partition_max_bytes`` 1), so that the index's cost is not hidden behind the data's. A request
+    reads at most a page of the index (64 batches) whatever the distance.
+    """
+    with local_stack(BUCKET) as (address, s3_config):
+        topic = f"bench-behind-{uuid.uuid4().hex[:8]}"
+        writer = LogWriter(_storage(address, s3_config), config=WriterConfig(append_protocol=AppendProtocol(protocol)))
+        reader = ConsumeReader(address, s3_config, max_wait_ms=0, cache=None)
+        tallies = {d: Tally() for d in distances}
+        reads = dict.fromkeys(distances, 0)
+        try:
+            writer.initialize_partition(topic, 0)
+            high_watermark = 0
+            for _ in range(max(distances)):
+                high_watermark = writer.append(topic, 0, [b"x" * 100]).end_offset or high_watermark
+            reader.warm_up(topic)
+            for i in range(samples):
+                for d in turn(list(distances), i):
+                    offset = high_watermark - d + 1
+                    request = ConsumeRequest([FetchPartition(topic, 0, offset, 1)], max_wait_ms=0, min_bytes=1,
+                                             max_bytes=MAX_RESPONSE_BYTES)  # fmt: skip
+                    before = reader.oxia_counters.snapshot()
+                    t0 = time.perf_counter()
+                    (result,) = reader.service.consume(request)
+                    elapsed = time.perf_counter() - t0
+                    if result.error is not None or [r.offset for r in result.records] != [offset]:
+                        raise RuntimeError(f"{d} behind: {result.error!r}, {[r.offset for r in result.records]}")
+                    reads[d] += sum(s.calls for op, s in stats_diff(before, reader.oxia_counters.snapshot()).items()
+                                    if op in READ_OPS)  # fmt: skip
+                    tallies[d].add(result.records, elapsed)
+        finally:
+            reader.close()
+            writer.close()
+        return [{"behind": d, "protocol": protocol, "requests": samples,
+                 "p50_ms": percentile(tallies[d].latencies, 0.5) * 1000,
+                 "p99_ms": percentile(tallies[d].latencies, 0.99) * 1000,
+                 "oxia_reads_per_request": reads[d] / samples} for d in distances]  # fmt: skip
+
+
+def behind_report(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| batches behind the tail | protocol | requests | p50 ms | p99 ms | Oxia reads / request |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['behind']:,} | {r['protocol']} | {r['requests']} | {r['p50_ms']:.2f} "
+                     f"| {r['p99_ms']:.2f} | {r['oxia_reads_per_request']:.1f} |")  # fmt: skip
+    page = next((r for r in rows if r["behind"] == MAX_BATCHES_PER_PARTITION), None)
+    farthest = rows[-1]
+    if page is not None and farthest is not page and page["p50_ms"] > 0:
+        lines += ["", f"{farthest['behind']:,} batches behind: {farthest['p50_ms'] / page['p50_ms']:.2f}x the p50 at "
+                      f"{page['behind']} behind (one page of the index): flat when a request's cost follows the "
+                      "page it reads, not the distance to the tail."]  # fmt: skip
+    return "\n".join(lines)
+
+
 # --- report --------------------------------------------------------------------------------------
 
 
@@ -472,7 +540,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--partitions", type=int, default=0,
                         help="instead: one consume request for this many partitions against one for a single one")
+    parser.add_argument("--behind", action="store_true",
+                        help="instead: requests for one batch at 1, 64 and 1,000 batches behind the tail")
     args = parser.parse_args(argv)
+    if args.behind:
+        return print_rows(behind_the_tail, behind_report, as_json=args.json)
     if args.partitions:
         return print_rows(lambda: many_partitions(partitions=args.partitions), partitions_report, as_json=args.json)
     return print_rows(

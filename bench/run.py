@@ -89,6 +89,7 @@ def main() -> int:
     print("consume benchmark ...", flush=True)
     consume_table = measured(lambda: consume.report(consume.run(batches=320, records=100, runs=3)))
     partitions_table = measured(lambda: consume.partitions_report(consume.many_partitions(partitions=16)))
+    behind_table = measured(lambda: consume.behind_report(consume.behind_the_tail()))
     sections.append((
         "Consume and compaction: a tail reader, the compactor and a reader of compacted history",
         "bench/consume.py",
@@ -109,7 +110,12 @@ def main() -> int:
         + "\n\n*Many partitions* (`bench/consume.py --partitions 16`): after each shared append of one record "
         "of 1 KiB to each of 16 partitions of a sequential topic, one consume request for partition 0 and one "
         "for all 16, as the consume Lambda serves them (no tail cache), each reader with its own clients; "
-        "60 requests each, taking turns.\n\n" + partitions_table,
+        "60 requests each, taking turns.\n\n" + partitions_table
+        + "\n\n*Behind the tail* (`bench/consume.py --behind`): one partition of a sequential topic gets 1,000 "
+        "appends of one 100-byte record (batches kept in their index entries: no S3 GET); the consume Lambda's "
+        "service (no tail cache) then asks for one batch (`partition_max_bytes` 1) at 1, 64 and 1,000 batches "
+        "behind the tail, 40 requests each, taking turns. A request reads at most one page of the index (64 "
+        "batches).\n\n" + behind_table,
     ))
 
     print("discovery benchmark ...", flush=True)

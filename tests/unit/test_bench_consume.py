@@ -198,3 +198,16 @@ def test_the_partitions_report_compares_many_partitions_with_one() -> None:
     assert "| 1 | sequential | 60 | 4.00 | 8.00 | 2.0 |" in text
     assert "| 16 | sequential | 60 | 10.00 | 20.00 | 17.0 |" in text
     assert "16 partitions: 2.5x the p50 of one for a single partition, with 17.0 Oxia reads (2.0 for one" in text
+
+
+def test_the_behind_report_compares_the_farthest_reader_with_one_a_page_behind() -> None:
+    rows = [
+        {"behind": d, "protocol": "sequential", "requests": 40, "p50_ms": p50, "p99_ms": 2 * p50,
+         "oxia_reads_per_request": reads}
+        for d, p50, reads in ((1, 4.0, 2.0), (64, 10.0, 3.0), (1000, 12.5, 3.0))
+    ]  # fmt: skip
+    text = consume.behind_report(rows)
+    assert "| 1 | sequential | 40 | 4.00 | 8.00 | 2.0 |" in text
+    assert "| 1,000 | sequential | 40 | 12.50 | 25.00 | 3.0 |" in text
+    assert "1,000 batches behind: 1.25x the p50 at 64 behind (one page of the index)" in text
+    assert "x the p50" not in consume.behind_report(rows[:1]), "no page row to compare with"
