@@ -349,6 +349,35 @@ def run(*, batches: int = 320, records: int = 100, runs: int = 3, protocol: str 
         return merge_runs(samples)
 
 
+def timed_consume(reader: ConsumeReader, request: ConsumeRequest) -> tuple[list[PartitionFetch], float, int]:
+    """One consume call of ``reader``'s service: its results, its seconds and the Oxia reads it made."""
+    before = reader.oxia_counters.snapshot()
+    t0 = time.perf_counter()
+    results = reader.service.consume(request)
+    elapsed = time.perf_counter() - t0
+    reads = sum(s.calls for op, s in stats_diff(before, reader.oxia_counters.snapshot()).items() if op in READ_OPS)
+    return results, elapsed, reads
+
+
+def latency_rows(key: str, tallies: dict[int, Tally], reads: dict[int, int], samples: int,
+                 protocol: str) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per ``key`` value (partitions per request, batches behind): latencies and Oxia reads."""
+    return [{key: n, "protocol": protocol, "requests": samples,
+             "p50_ms": percentile(tally.latencies, 0.5) * 1000, "p99_ms": percentile(tally.latencies, 0.99) * 1000,
+             "oxia_reads_per_request": reads[n] / samples} for n, tally in tallies.items()]  # fmt: skip
+
+
+def latency_table(heading: str, key: str, rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        f"| {heading} | protocol | requests | p50 ms | p99 ms | Oxia reads / request |",
+        "|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r[key]:,} | {r['protocol']} | {r['requests']} | {r['p50_ms']:.2f} "
+                     f"| {r['p99_ms']:.2f} | {r['oxia_reads_per_request']:.1f} |")  # fmt: skip
+    return lines
+
+
 def many_partitions(*, partitions: int = 16, samples: int = 60, protocol: str = "sequential") -> list[dict[str, Any]]:
     """One consume request for one partition and one for ``partitions``, each partition with one new batch.
 
@@ -375,33 +404,20 @@ def many_partitions(*, partitions: int = 16, samples: int = 60, protocol: str = 
                 for n in turn(list(widths), i):
                     wanted = [FetchPartition(topic, p, INITIAL_OFFSET + i, PARTITION_MAX_BYTES) for p in range(n)]
                     request = ConsumeRequest(wanted, max_wait_ms=0, min_bytes=1, max_bytes=MAX_RESPONSE_BYTES)
-                    before = readers[n].oxia_counters.snapshot()
-                    t0 = time.perf_counter()
-                    results = readers[n].service.consume(request)
-                    elapsed = time.perf_counter() - t0
+                    results, elapsed, made = timed_consume(readers[n], request)
                     if any(r.error is not None or len(r.records) != 1 for r in results):
                         raise RuntimeError(f"{n} partitions: {[(r.error, len(r.records)) for r in results]}")
-                    reads[n] += sum(s.calls for op, s in stats_diff(before, readers[n].oxia_counters.snapshot()).items()
-                                    if op in READ_OPS)  # fmt: skip
+                    reads[n] += made
                     tallies[n].add([rec for r in results for rec in r.records], elapsed)
         finally:
             for reader in readers.values():
                 reader.close()
             writer.close()
-        return [{"partitions": n, "protocol": protocol, "requests": samples,
-                 "p50_ms": percentile(tallies[n].latencies, 0.5) * 1000,
-                 "p99_ms": percentile(tallies[n].latencies, 0.99) * 1000,
-                 "oxia_reads_per_request": reads[n] / samples} for n in widths]  # fmt: skip
+        return latency_rows("partitions", tallies, reads, samples, protocol)
 
 
 def partitions_report(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| partitions per request | protocol | requests | p50 ms | p99 ms | Oxia reads / request |",
-        "|---:|---|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        lines.append(f"| {r['partitions']} | {r['protocol']} | {r['requests']} | {r['p50_ms']:.2f} "
-                     f"| {r['p99_ms']:.2f} | {r['oxia_reads_per_request']:.1f} |")  # fmt: skip
+    lines = latency_table("partitions per request", "partitions", rows)
     one, many = rows[0], rows[-1]
     if len(rows) > 1 and one["p50_ms"] > 0:
         lines += ["", f"One request for {many['partitions']} partitions: {many['p50_ms'] / one['p50_ms']:.1f}x the p50 "
@@ -437,32 +453,19 @@ def behind_the_tail(*, distances: Sequence[int] = (1, 64, 1000), samples: int = 
                     offset = high_watermark - d + 1
                     request = ConsumeRequest([FetchPartition(topic, 0, offset, 1)], max_wait_ms=0, min_bytes=1,
                                              max_bytes=MAX_RESPONSE_BYTES)  # fmt: skip
-                    before = reader.oxia_counters.snapshot()
-                    t0 = time.perf_counter()
-                    (result,) = reader.service.consume(request)
-                    elapsed = time.perf_counter() - t0
+                    (result,), elapsed, made = timed_consume(reader, request)
                     if result.error is not None or [r.offset for r in result.records] != [offset]:
                         raise RuntimeError(f"{d} behind: {result.error!r}, {[r.offset for r in result.records]}")
-                    reads[d] += sum(s.calls for op, s in stats_diff(before, reader.oxia_counters.snapshot()).items()
-                                    if op in READ_OPS)  # fmt: skip
+                    reads[d] += made
                     tallies[d].add(result.records, elapsed)
         finally:
             reader.close()
             writer.close()
-        return [{"behind": d, "protocol": protocol, "requests": samples,
-                 "p50_ms": percentile(tallies[d].latencies, 0.5) * 1000,
-                 "p99_ms": percentile(tallies[d].latencies, 0.99) * 1000,
-                 "oxia_reads_per_request": reads[d] / samples} for d in distances]  # fmt: skip
+        return latency_rows("behind", tallies, reads, samples, protocol)
 
 
 def behind_report(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| batches behind the tail | protocol | requests | p50 ms | p99 ms | Oxia reads / request |",
-        "|---:|---|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        lines.append(f"| {r['behind']:,} | {r['protocol']} | {r['requests']} | {r['p50_ms']:.2f} "
-                     f"| {r['p99_ms']:.2f} | {r['oxia_reads_per_request']:.1f} |")  # fmt: skip
+    lines = latency_table("batches behind the tail", "behind", rows)
     page = next((r for r in rows if r["behind"] == MAX_BATCHES_PER_PARTITION), None)
     farthest = rows[-1]
     if page is not None and farthest is not page and page["p50_ms"] > 0:

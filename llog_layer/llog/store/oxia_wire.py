@@ -193,11 +193,11 @@ def _version_id(data: memoryview) -> int:
     return version_id
 
 
-def _answer(data: memoryview) -> tuple[int, int, memoryview | None]:
-    """A ``PutResponse`` or ``GetResponse``: status (1), ``version.version_id`` (2), and field 3 (the key of
-    a put's answer, the value of a get's), None when absent."""
+def _answer(data: memoryview) -> tuple[int, int, memoryview | None, memoryview | None]:
+    """A ``PutResponse`` or ``GetResponse``: status (1), ``version.version_id`` (2), field 3 (the key of
+    a put's answer, the value of a get's) and field 4 (a get's key), None when absent."""
     reader = _Reader(data)
-    status, version_id, third = 0, 0, None
+    status, version_id, third, fourth = 0, 0, None, None
     while not reader.done():
         number, wire_type = reader.field()
         if number == 1 and wire_type == _VARINT:
@@ -206,25 +206,29 @@ def _answer(data: memoryview) -> tuple[int, int, memoryview | None]:
             version_id = _version_id(reader.length_delimited())
         elif number == 3 and wire_type == _LEN:
             third = reader.length_delimited()
+        elif number == 4 and wire_type == _LEN:
+            fourth = reader.length_delimited()
         else:
             reader.skip(wire_type)
-    return status, version_id, third
+    return status, version_id, third, fourth
 
 
 def _put_answer(data: memoryview) -> PutAnswer:
-    status, version_id, key = _answer(data)
+    status, version_id, key, _ = _answer(data)
     return PutAnswer(status, version_id, None if key is None else str(key, "utf-8"))
 
 
 def _get_answer(data: memoryview) -> GetAnswer:
-    status, version_id, value = _answer(data)
+    status, version_id, value, _ = _answer(data)
     return GetAnswer(status, version_id, b"" if value is None else bytes(value))
 
 
-def _answers(data: bytes, parse: Callable[[memoryview], T]) -> list[T]:
-    """Field 1 of a ``WriteResponse`` (``puts``) or ``ReadResponse`` (``gets``), each parsed, in order."""
-    reader, answers = _Reader(data), []
-    while not reader.done():
+def _answers(data: bytes, parse: Callable[[memoryview], T], limit: int | None = None) -> list[T]:
+    """Field 1 of a ``WriteResponse`` (``puts``), ``ReadResponse`` (``gets``) or ``RangeScanResponse``
+    (``records``), each parsed, in order; only the first ``limit`` (default: all), the rest not read."""
+    reader = _Reader(data)
+    answers: list[T] = []
+    while not reader.done() and (limit is None or len(answers) < limit):
         number, wire_type = reader.field()
         if number == 1 and wire_type == _LEN:
             answers.append(parse(reader.length_delimited()))
@@ -244,31 +248,12 @@ def decode_read_response(data: bytes) -> list[GetAnswer]:
 
 
 def _scanned_record(data: memoryview) -> ScannedRecord:
-    """A ``GetResponse`` of a scan: ``version`` (2), ``value`` (3), ``key`` (4); the status is always OK."""
-    reader = _Reader(data)
-    version_id, value, key = 0, b"", ""
-    while not reader.done():
-        number, wire_type = reader.field()
-        if number == 2 and wire_type == _LEN:
-            version_id = _version_id(reader.length_delimited())
-        elif number == 3 and wire_type == _LEN:
-            value = bytes(reader.length_delimited())
-        elif number == 4 and wire_type == _LEN:
-            key = str(reader.length_delimited(), "utf-8")
-        else:
-            reader.skip(wire_type)
-    return ScannedRecord(key, value, version_id)
+    """A ``GetResponse`` of a scan (its status is always OK): key, value and version id."""
+    _, version_id, value, key = _answer(data)
+    return ScannedRecord("" if key is None else str(key, "utf-8"), b"" if value is None else bytes(value), version_id)
 
 
 def decode_range_scan_response(data: bytes, limit: int | None = None) -> list[ScannedRecord]:
     """The first ``limit`` (default: all) ``records`` of one ``RangeScanResponse``; the bytes after them are not
     read. Raises ``ValueError`` on bytes that are not one."""
-    reader = _Reader(data)
-    records: list[ScannedRecord] = []
-    while not reader.done() and (limit is None or len(records) < limit):
-        number, wire_type = reader.field()
-        if number == 1 and wire_type == _LEN:
-            records.append(_scanned_record(reader.length_delimited()))
-        else:
-            reader.skip(wire_type)
-    return records
+    return _answers(data, _scanned_record, limit)
