@@ -4,10 +4,11 @@ One local Oxia standalone (fsync on) and one S3 server (VersityGW when
 ``.tools/bin/versitygw`` is installed, else moto's server) back two
 ``python -m devserver.serve`` processes, A and B. The produce, HTTP-ceiling
 and peer clients are wrk's keep-alive connections (``bench.wrk``: C, so that
-the clients take little of the 2 cores from the servers they measure); the
-tail, ingest and many-clients scenarios use ``bench.load``'s Python clients
-(one thread and connection each), which check every record they wrote. S3
-and Oxia operations are counted by llog serve itself (``GET /metrics``).
+the clients take little of the 2 cores from the servers they measure), and
+so are the ingest clients; the tail, flush-sharing and many-clients scenarios
+use ``bench.load``'s Python clients (one thread and connection each), which
+check every record they wrote. S3 and Oxia operations are counted by llog
+serve itself (``GET /metrics``).
 
 * *Floor*: medians of 200 one-at-a-time 100-byte S3 PUTs (``BlobStore.put``) and 200
   Oxia puts (``OxiaStore``) against the same servers (``bench.stack.measure_floor``).
@@ -20,10 +21,13 @@ and Oxia operations are counted by llog serve itself (``GET /metrics``).
   partition; 10-150 ms later (random) a producer sends one record; the
   latency is from sending the produce request to the consume answer
   arriving, with the consumer on A (the producer's process) or on B.
-* *Ingest*: ``bench.load`` at full speed, 16 clients, 100 records of 1 KiB
-  per request over 4 partitions; then raw S3 PUTs of llog's mean PUT size
-  from as many concurrent writers as llog's batcher may have flushes in
-  flight. MB/s count record values (llog) and object bytes (raw).
+* *Ingest*: wrk's connections (16, 64 and 128) sending requests of 100
+  records of 1 KiB (25 to each of 4 partitions) back to back; after each,
+  raw S3 PUTs of that run's mean PUT size from as many concurrent writers as
+  llog's batcher may have flushes in flight. More connections keep more
+  requests waiting behind a flush, so that each flush carries more; the
+  sustained rate is the highest of the three. MB/s count record values
+  (llog) and object bytes (raw).
 * *Flush sharing*: ``bench.load`` at full speed with requests of 250
   records of 1 KiB (256,000 bytes, the cost model's request size) from 1,
   4 and 16 clients: produce requests per S3 PUT, the group commit the serve
@@ -55,6 +59,7 @@ import json
 import os
 import queue
 import random
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -107,7 +112,23 @@ class LoadShape:
     duration: float
 
 
-INGEST = LoadShape(clients=16, partitions=4, batch=100, record_size=1024, duration=8.0)
+
+
+@dataclass(frozen=True)
+class IngestShape:
+    """wrk's ``connections`` sending ``records`` of ``record_size`` bytes per request, spread over ``partitions``."""
+
+    connections: int
+    partitions: int = 4
+    records: int = 100
+    record_size: int = 1024
+    duration: float = 8.0
+
+
+# Sustained ingest: a closed loop of 16 connections keeps about 8 requests (800 KB) waiting behind each flush;
+# more connections let a flush carry more (up to LLOG_BATCH_MAX_BYTES). The highest rate of these is the one
+# the target compares with raw PUTs.
+INGEST = tuple(IngestShape(connections) for connections in (16, 64, 128))
 # Requests of 256,000 bytes of values (the cost model's size, docs/COST.md) from 1, 4 and 16 clients: how many
 # produce requests share one flush (one S3 PUT), the count the serve fleet's cost per GB divides by.
 FLUSH_SHARING = tuple(LoadShape(clients=c, partitions=4, batch=250, record_size=1024, duration=6.0) for c in (1, 4, 16))
@@ -360,11 +381,12 @@ def consume_request(topic: str, partition: int, fetch_offset: int, max_wait_ms: 
 Check = Callable[[int, bytes], str | None]  # (status, body) -> None when it succeeded, else the error's key
 
 
-def produce_check(partitions: int) -> Check:
-    """A produce answer succeeded when every partition's batch was acknowledged (``bench.load``'s rules)."""
+def produce_check(partitions: int, records: int = 1) -> Check:
+    """A produce answer succeeded when every partition's batch of ``records`` was acknowledged (``bench.load``'s
+    rules)."""
 
     def check(status: int, body: bytes) -> str | None:
-        outcomes = load.classify_produce(status, body, [1] * partitions)
+        outcomes = load.classify_produce(status, body, [records] * partitions)
         failed = [o.error for o in outcomes if o.outcome is not Outcome.ACKED]
         return failed[0] if failed else None
 
@@ -513,11 +535,56 @@ def load_config(shape: LoadShape, url: str, *, reconcile: bool) -> load.LoadConf
                            batch=shape.batch, timeout=TIMEOUT_S, reconcile=reconcile)  # fmt: skip
 
 
-def ingest_scenario(serve: Service, shape: LoadShape = INGEST) -> dict[str, Any]:
+def ingest_request(topic: str, shape: IngestShape) -> bytes:
+    """One request of ``shape.records`` distinct ASCII values, an equal share to each partition."""
+    per = shape.records // shape.partitions
+    entries = [{"topic": topic, "partition": p, "records": [secrets.token_hex(shape.record_size // 2)
+                                                            for _ in range(per)]}
+               for p in range(shape.partitions)]  # fmt: skip
+    return json.dumps({"topic_partitions": entries}).encode()
+
+
+def ingest_scenario(serve: Service, shape: IngestShape) -> dict[str, Any]:
+    """wrk at full speed with one request body, every answer checked (each partition's batch acknowledged)."""
+    topic = f"serve-ingest-{uuid.uuid4().hex[:8]}"
+    body = ingest_request(topic, shape)
+    first = load.HttpClient(serve.url, load.no_auth, TIMEOUT_S)
+    try:  # the partitions' creation is not measured
+        _, error = timed_post(first, "/produce", body,
+                              produce_check(shape.partitions, shape.records // shape.partitions))
+    finally:
+        first.close()
+    if error is not None:
+        raise RuntimeError(f"the first ingest request failed: {error}")
     before, cpu, machine = op_counts(serve.metrics()), serve.cpu_seconds(), MachineCpu(serve)
-    summary = load.run(load_config(shape, serve.url, reconcile=False), load.no_auth)
-    machine_cpu = machine.since_start()
+    result = wrk.run(serve.url, "/produce", body, clients=shape.connections, seconds=shape.duration,
+                     expect=produce_expectation(shape.partitions))  # fmt: skip
+    machine_cpu = machine.since_start({"load": result.cpu_seconds})
     used = serve.cpu_seconds() - cpu
+    ops = counts_between(before, op_counts(serve.metrics()))
+    values = shape.partitions * (shape.records // shape.partitions) * shape.record_size
+    return {
+        "connections": shape.connections,
+        "partitions": shape.partitions,
+        "records": shape.records,
+        "record_size": shape.record_size,
+        "mb_per_s": result.ok * values / 1e6 / result.elapsed if result.elapsed > 0 else 0.0,
+        "requests": result.requests,
+        "p50_ms": result.p50_ms,
+        "p99_ms": result.p99_ms,
+        "server_cpu_ms_per_request": used * 1000 / max(result.requests, 1),
+        "s3_puts": ops["s3_puts"],
+        "mean_put_bytes": ops["s3_put_bytes"] / ops["s3_puts"] if ops["s3_puts"] else 0.0,
+        "errors": dict(result.errors),
+        "flush": flush_breakdown(ops, result.mean_ms),
+        "machine_cpu": machine_cpu,
+    }
+
+
+def flush_sharing_scenario(serve: Service, shape: LoadShape) -> dict[str, Any]:
+    """``bench.load`` at full speed: its requests per S3 PUT and MB/s."""
+    before = op_counts(serve.metrics())
+    summary = load.run(load_config(shape, serve.url, reconcile=False), load.no_auth)
     ops = counts_between(before, op_counts(serve.metrics()))
     return {
         "clients": shape.clients,
@@ -527,14 +594,14 @@ def ingest_scenario(serve: Service, shape: LoadShape = INGEST) -> dict[str, Any]
         "mb_per_s": summary["throughput"]["mb_per_s"],
         "requests": summary["requests"]["sent"],
         "p50_ms": summary["latency_ms"]["p50"],
-        "p99_ms": summary["latency_ms"]["p99"],
-        "server_cpu_ms_per_request": used * 1000 / max(summary["requests"]["sent"], 1),
         "s3_puts": ops["s3_puts"],
-        "mean_put_bytes": ops["s3_put_bytes"] / ops["s3_puts"] if ops["s3_puts"] else 0.0,
         "errors": summary["errors"],
-        "flush": flush_breakdown(ops, summary["latency_ms"]["mean"]),
-        "machine_cpu": machine_cpu,
     }
+
+
+def sustained(ingest: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """The ingest run (llog serve's and its raw PUTs') where llog serve reached the most MB/s."""
+    return max(ingest, key=lambda run: run["llog"]["mb_per_s"])
 
 
 def raw_s3_puts(s3: S3Config, size: int, writers: int, seconds: float) -> dict[str, Any]:
@@ -686,11 +753,13 @@ def run(*, peer: bool = True) -> dict[str, Any]:
             results["produce"] = {key: produce_scenario(a, key, what) for key, what in PRODUCE_SCENARIOS}
             results["tail"] = [tail_scenario(a, a, "same process (A → A)", rng),
                                tail_scenario(a, b, "other process (A → B)", rng)]  # fmt: skip
-            ingest = ingest_scenario(a)
-            raw = raw_s3_puts(s3, max(1, round(ingest["mean_put_bytes"])), int(results["batcher"]["max_in_flight"]),
-                              RAW_PUT_S)  # fmt: skip
-            results["ingest"] = {"llog": ingest, "raw_s3": raw}
-            results["flush_sharing"] = [ingest_scenario(a, shape) for shape in FLUSH_SHARING]
+            results["ingest"] = []
+            for shape in INGEST:
+                ingest = ingest_scenario(a, shape)
+                raw = raw_s3_puts(s3, max(1, round(ingest["mean_put_bytes"])),
+                                  int(results["batcher"]["max_in_flight"]), RAW_PUT_S)  # fmt: skip
+                results["ingest"].append({"llog": ingest, "raw_s3": raw})
+            results["flush_sharing"] = [flush_sharing_scenario(a, shape) for shape in FLUSH_SHARING]
             results["many_clients"] = many_clients_scenario(a)
             results["ceiling"] = ceiling_scenario(tmp)
         results["peer"] = peer_scenarios(s3, tmp) if peer else {"skipped": "not asked for (--no-peer)"}
@@ -718,7 +787,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def targets(r: Mapping[str, Any]) -> list[str]:
     """The issue's targets, each met or not with its numbers (all from this run)."""
-    floor, produce, ingest = r["floor"], r["produce"], r["ingest"]
+    floor, produce, ingest = r["floor"], r["produce"], sustained(r["ingest"])
     idle, multi, busy = produce["idle"], produce["partitions16"], produce["clients32"]
     lines = []
 
@@ -751,7 +820,8 @@ def targets(r: Mapping[str, Any]) -> list[str]:
                f"({_f(tail['e2e_p50_ms'])} ms / {_f(tail['produce_p50_ms'])} ms)",
                _ratio(tail["e2e_p50_ms"], tail["produce_p50_ms"]), 1.5, True)  # fmt: skip
     llog_mb, raw_mb = ingest["llog"]["mb_per_s"], ingest["raw_s3"]["mb_per_s"]
-    target(f"Sustained ingest MB/s / raw S3 PUT MB/s ({_f(llog_mb, 2)} / {_f(raw_mb, 2)})",
+    target(f"Sustained ingest MB/s / raw S3 PUT MB/s ({ingest['llog']['connections']} connections: "
+           f"{_f(llog_mb, 2)} / {_f(raw_mb, 2)})",
            _ratio(llog_mb, raw_mb), 0.5, False)  # fmt: skip
     many = r["many_clients"]
     lines.append(f"* {many['clients']} keep-alive clients, resets and refused connections: "
@@ -797,18 +867,22 @@ def report(r: Mapping[str, Any]) -> str:
     for row in r["tail"]:
         out.append(f"| {row['what']} | {row['samples']} | {_f(row['produce_p50_ms'])} | {_f(row['e2e_p50_ms'])} | "
                    f"{_f(row['e2e_p99_ms'])} | {_f(row['after_ack_p50_ms'])} | {_errors(row['errors'])} |")  # fmt: skip
-    llog, raw = r["ingest"]["llog"], r["ingest"]["raw_s3"]
     out += [
         "",
         "| ingest | MB/s | requests or PUTs | p50 ms | p99 ms | S3 PUTs, mean size | server CPU ms/request | errors |",
         "|---|---|---|---|---|---|---|---|",
-        f"| llog serve: {llog['clients']} clients, {llog['batch']} records of {llog['record_size']} B per request, "
-        f"{llog['partitions']} partitions | {_f(llog['mb_per_s'], 2)} | {llog['requests']} | {_f(llog['p50_ms'])} | "
-        f"{_f(llog['p99_ms'])} | {llog['s3_puts']}, {llog['mean_put_bytes']:.0f} B | "
-        f"{_f(llog['server_cpu_ms_per_request'], 2)} | {_errors(llog['errors'])} |",
-        f"| raw S3 PUTs: {raw['writers']} writers, {raw['object_bytes']} B objects | {_f(raw['mb_per_s'], 2)} | "
-        f"{raw['puts']} | {_f(raw['p50_ms'])} | - | {raw['puts']}, {raw['object_bytes']} B | - | 0 |",
     ]
+    for run in r["ingest"]:
+        llog, raw = run["llog"], run["raw_s3"]
+        out += [
+            f"| llog serve: {llog['connections']} connections, {llog['records']} records of {llog['record_size']} B "
+            f"per request over {llog['partitions']} partitions | {_f(llog['mb_per_s'], 2)} | {llog['requests']} | "
+            f"{_f(llog['p50_ms'])} | {_f(llog['p99_ms'])} | {llog['s3_puts']}, {llog['mean_put_bytes']:.0f} B | "
+            f"{_f(llog['server_cpu_ms_per_request'], 2)} | {_errors(llog['errors'])} |",
+            f"| raw S3 PUTs: {raw['writers']} writers, {raw['object_bytes']} B objects | {_f(raw['mb_per_s'], 2)} | "
+            f"{raw['puts']} | {_f(raw['p50_ms'])} | - | {raw['puts']}, {raw['object_bytes']} B | - | 0 |",
+        ]
+    llog = sustained(r["ingest"])["llog"]
     out += [
         "",
         "| where the time went (means over the scenario) | request ms | waiting for its flush | in the batcher "
@@ -816,7 +890,8 @@ def report(r: Mapping[str, Any]) -> str:
         "machine: busy cores | llog serve | load (clients) | the rest |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *(_where_row(what, row) for what, row in (("idle produce", r["produce"]["idle"]),
-                                                 ("32 clients", r["produce"]["clients32"]), ("ingest", llog))),
+                                                 ("32 clients", r["produce"]["clients32"]),
+                                                 (f"ingest, {llog['connections']} connections", llog))),
     ]  # fmt: skip
     sharing = r["flush_sharing"]
     first = sharing[0]

@@ -234,14 +234,17 @@ def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None
         timestamps.byteswap()
     sections = [timestamps.tobytes(), _offsets(list(map(len, values)), "values"), b"".join(values), *extra]
 
+    # The checksum is taken over the sections where they lie, so that the batch is copied together once: a
+    # flush of a few MB pays for each copy of its bytes (docs/PERFORMANCE_NOTES.md).
     body_parts = []
     for section in sections:
         body_parts.append(section)
         body_parts.append(bytes(_pad(len(section))))
-    body = b"".join(body_parts)
-    head = HEADER.pack(MAGIC, VERSION, flags, count, len(body), 0, 0, 0)
-    crc = crc32c(body, value=crc32c(head[:CRC_POSITION]))
-    return head[:CRC_POSITION] + struct.pack("<I", crc) + body
+    head = HEADER.pack(MAGIC, VERSION, flags, count, sum(map(len, body_parts)), 0, 0, 0)[:CRC_POSITION]
+    crc = crc32c(head)
+    for part in body_parts:
+        crc = crc32c(part, value=crc)
+    return b"".join([head, struct.pack("<I", crc), *body_parts])
 
 
 class _Column:
