@@ -112,8 +112,6 @@ class LoadShape:
     duration: float
 
 
-
-
 @dataclass(frozen=True)
 class IngestShape:
     """wrk's ``connections`` sending ``records`` of ``record_size`` bytes per request, spread over ``partitions``."""
