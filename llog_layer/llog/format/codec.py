@@ -234,8 +234,8 @@ def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None
         timestamps.byteswap()
     sections = [timestamps.tobytes(), _offsets(list(map(len, values)), "values"), b"".join(values), *extra]
 
-    # The checksum is taken over the sections where they lie, so that the batch is copied together once: a
-    # flush of a few MB pays for each copy of its bytes (docs/PERFORMANCE_NOTES.md).
+    # The checksum is taken over the sections where they lie, so that they and the header are joined in one
+    # copy, not two: a flush of a few MB pays for each copy of its bytes (docs/PERFORMANCE_NOTES.md).
     body_parts = []
     for section in sections:
         body_parts.append(section)
