@@ -227,3 +227,19 @@ def test_the_machine_split_reads_names_kernel_threads_restarts_and_idle_time_fro
     with_wrk = machine.since_start({"load": 2.0, "gone": 0.0})["processes"]
     assert with_wrk["load"] == pytest.approx(with_wrk["llog serve"]), "1 s of this process's and 2 s of wrk's"
     assert "gone" not in with_wrk
+
+
+def test_an_ingest_request_spreads_distinct_values_of_the_record_size_evenly_over_the_partitions() -> None:
+    shape = serve.IngestShape(connections=16, partitions=4, records=100, record_size=1024)
+    doc = json.loads(serve.ingest_request("t", shape))
+    entries = doc["topic_partitions"]
+    assert [(e["topic"], e["partition"], len(e["records"])) for e in entries] == [("t", p, 25) for p in range(4)]
+    values = [v for e in entries for v in e["records"]]
+    assert {len(v) for v in values} == {1024}
+    assert len(set(values)) == 100
+
+
+def test_the_sustained_ingest_is_the_run_with_the_most_mb_per_s() -> None:
+    runs = results()["ingest"]
+    assert serve.sustained(runs) is runs[1]
+    assert serve.sustained(list(reversed(runs))) is runs[1]
