@@ -122,6 +122,10 @@ class IngestShape:
     record_size: int = 1024
     duration: float = 8.0
 
+    @property
+    def per_partition(self) -> int:
+        return self.records // self.partitions
+
 
 # Sustained ingest: a closed loop of 16 connections keeps about 8 requests (800 KB) waiting behind each flush;
 # more connections let a flush carry more (up to LLOG_BATCH_MAX_BYTES). The highest rate of these is the one
@@ -433,27 +437,45 @@ def produce_expectation(partitions: int) -> str:
     return f'"success_count":{partitions},"error_count":0'
 
 
-def produce_scenario(serve: Service, key: str, what: str) -> dict[str, Any]:
-    topic = f"serve-{key}-{uuid.uuid4().hex[:8]}"
-    partitions = list(range(16)) if key == "partitions16" else [0]
-    clients = 32 if key == "clients32" else 1
-    payload = produce_request(topic, partitions)
+@dataclass(frozen=True)
+class WrkProduce:
+    """What one wrk run of produce requests did, and what it cost llog serve and the machine."""
+
+    result: wrk.WrkResult
+    ops: dict[str, float]
+    server_cpu_ms_per_request: float
+    machine_cpu: dict[str, Any]
+
+
+def wrk_produce(serve: Service, body: bytes, partitions: int, records: int, *, clients: int, seconds: float,
+                what: str) -> WrkProduce:  # fmt: skip
+    """One request that creates the partitions (not measured), then wrk's ``clients`` sending ``body`` back to
+    back, every answer checked (each partition's batch of ``records`` acknowledged)."""
     first = load.HttpClient(serve.url, load.no_auth, TIMEOUT_S)
-    try:  # the partitions' creation is not measured
-        _, error = timed_post(first, "/produce", payload, produce_check(len(partitions)))
+    try:
+        _, error = timed_post(first, "/produce", body, produce_check(partitions, records))
     finally:
         first.close()
     if error is not None:
         raise RuntimeError(f"the first produce request of {what!r} failed: {error}")
     counts, cpu, machine = op_counts(serve.metrics()), serve.cpu_seconds(), MachineCpu(serve)
-    result = wrk.run(serve.url, "/produce", payload, clients=clients, seconds=PRODUCE_S,
-                     expect=produce_expectation(len(partitions)))  # fmt: skip
+    result = wrk.run(serve.url, "/produce", body, clients=clients, seconds=seconds,
+                     expect=produce_expectation(partitions))  # fmt: skip
     machine_cpu = machine.since_start({"load": result.cpu_seconds})
     used = serve.cpu_seconds() - cpu
     ops = counts_between(counts, op_counts(serve.metrics()))
-    return {**loop_row(what, clients, result, ops), "partitions_per_request": len(partitions),
-            "server_cpu_ms_per_request": used * 1000 / max(result.requests, 1),
-            "flush": flush_breakdown(ops, result.mean_ms), "machine_cpu": machine_cpu}  # fmt: skip
+    return WrkProduce(result, ops, used * 1000 / max(result.requests, 1), machine_cpu)
+
+
+def produce_scenario(serve: Service, key: str, what: str) -> dict[str, Any]:
+    topic = f"serve-{key}-{uuid.uuid4().hex[:8]}"
+    partitions = list(range(16)) if key == "partitions16" else [0]
+    clients = 32 if key == "clients32" else 1
+    run = wrk_produce(serve, produce_request(topic, partitions), len(partitions), 1, clients=clients,
+                      seconds=PRODUCE_S, what=what)  # fmt: skip
+    return {**loop_row(what, clients, run.result, run.ops), "partitions_per_request": len(partitions),
+            "server_cpu_ms_per_request": run.server_cpu_ms_per_request,
+            "flush": flush_breakdown(run.ops, run.result.mean_ms), "machine_cpu": run.machine_cpu}  # fmt: skip
 
 
 def tail_scenario(producer: Service, consumer: Service, what: str, rng: random.Random) -> dict[str, Any]:
@@ -535,32 +557,19 @@ def load_config(shape: LoadShape, url: str, *, reconcile: bool) -> load.LoadConf
 
 def ingest_request(topic: str, shape: IngestShape) -> bytes:
     """One request of ``shape.records`` distinct ASCII values, an equal share to each partition."""
-    per = shape.records // shape.partitions
     entries = [{"topic": topic, "partition": p, "records": [secrets.token_hex(shape.record_size // 2)
-                                                            for _ in range(per)]}
+                                                            for _ in range(shape.per_partition)]}
                for p in range(shape.partitions)]  # fmt: skip
     return json.dumps({"topic_partitions": entries}).encode()
 
 
 def ingest_scenario(serve: Service, shape: IngestShape) -> dict[str, Any]:
-    """wrk at full speed with one request body, every answer checked (each partition's batch acknowledged)."""
-    topic = f"serve-ingest-{uuid.uuid4().hex[:8]}"
-    body = ingest_request(topic, shape)
-    first = load.HttpClient(serve.url, load.no_auth, TIMEOUT_S)
-    try:  # the partitions' creation is not measured
-        _, error = timed_post(first, "/produce", body,
-                              produce_check(shape.partitions, shape.records // shape.partitions))
-    finally:
-        first.close()
-    if error is not None:
-        raise RuntimeError(f"the first ingest request failed: {error}")
-    before, cpu, machine = op_counts(serve.metrics()), serve.cpu_seconds(), MachineCpu(serve)
-    result = wrk.run(serve.url, "/produce", body, clients=shape.connections, seconds=shape.duration,
-                     expect=produce_expectation(shape.partitions))  # fmt: skip
-    machine_cpu = machine.since_start({"load": result.cpu_seconds})
-    used = serve.cpu_seconds() - cpu
-    ops = counts_between(before, op_counts(serve.metrics()))
-    values = shape.partitions * (shape.records // shape.partitions) * shape.record_size
+    """wrk at full speed with one request body."""
+    body = ingest_request(f"serve-ingest-{uuid.uuid4().hex[:8]}", shape)
+    run = wrk_produce(serve, body, shape.partitions, shape.per_partition, clients=shape.connections,
+                      seconds=shape.duration, what=f"ingest, {shape.connections} connections")  # fmt: skip
+    result, ops = run.result, run.ops
+    values = shape.partitions * shape.per_partition * shape.record_size
     return {
         "connections": shape.connections,
         "partitions": shape.partitions,
@@ -570,12 +579,12 @@ def ingest_scenario(serve: Service, shape: IngestShape) -> dict[str, Any]:
         "requests": result.requests,
         "p50_ms": result.p50_ms,
         "p99_ms": result.p99_ms,
-        "server_cpu_ms_per_request": used * 1000 / max(result.requests, 1),
+        "server_cpu_ms_per_request": run.server_cpu_ms_per_request,
         "s3_puts": ops["s3_puts"],
         "mean_put_bytes": ops["s3_put_bytes"] / ops["s3_puts"] if ops["s3_puts"] else 0.0,
         "errors": dict(result.errors),
         "flush": flush_breakdown(ops, result.mean_ms),
-        "machine_cpu": machine_cpu,
+        "machine_cpu": run.machine_cpu,
     }
 
 
