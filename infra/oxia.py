@@ -195,10 +195,9 @@ def coordinator_config(
 ) -> dict[str, Any]:
     """The coordinator's ``--sconfig`` file (v0.17.1 ``oxiad/coordinator/option``).
 
-    v0.14.4 took the same settings as flags: ``--conf`` (cluster config, deprecated in v0.17.1 in
-    favour of ``metadata.file.configName``, which has no flag), ``--metadata=file``,
-    ``--file-clusters-status-path``, ``--internal-addr`` and ``--metrics-addr``. With ``--sconfig``
-    the file is the whole configuration (a reload reads only the file), so it holds all of them.
+    The cluster config is named by ``metadata.file.configName``, which has no flag (``--conf`` is
+    deprecated). With ``--sconfig`` the file is the whole configuration (a reload reads only the
+    file), so it holds every setting: metadata, status path, internal and metrics addresses.
     """
     return {
         "server": {
@@ -396,7 +395,7 @@ class OxiaCluster(Construct):
                 self.server_security_group,
                 command=standalone_command(shards=shards, db_cache_mib=size.db_cache_mib),
                 # Standalone has no internal port; v0.17.1 serves the gRPC health service on its
-                # public port (checked against the real binary; v0.14.4 was probed with a TCP connect).
+                # public port (checked against the real binary).
                 health_command=["CMD", *health_probe(PUBLIC_PORT)],
                 ports=[PUBLIC_PORT],
                 register_dns=True,

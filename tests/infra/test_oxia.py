@@ -251,8 +251,7 @@ def test_data_servers_have_stable_names_in_the_coordinator_config(
 def test_coordinator_takes_its_settings_from_a_config_file_not_deprecated_flags(prod_template: Template) -> None:
     (coordinator,) = [c for c in containers(prod_template).values() if c["Command"][0] == "bash"]
     _, settings, args = coordinator_script_parts(coordinator["Command"][2])
-    # v0.14.4: --conf=/tmp/oxia-cluster.yaml --metadata=file
-    # --file-clusters-status-path=/data/cluster-status.json --internal-addr=... --metrics-addr=...
+    # No deprecated flags (--conf and the like): every setting is in the file.
     assert args == ["--sconfig=/tmp/oxia-coordinator.yaml", "--log-json"]
     assert settings == {
         "metadata": {

@@ -456,9 +456,8 @@ class OxiaStore:
         a transport failure reaches the caller as ``OxiaUnavailable`` with the
         outcome unknown. The first delta must be positive, and every put into
         one sequence must pass as many deltas as the keys already there have
-        parts: otherwise the server fails the write *after* logging it (in
-        v0.14.4 and v0.17.1 alike), which it then cannot apply on a replay
-        either. Both are checked here, the part count by the caller.
+        parts: otherwise the server fails the write *after* logging it (v0.17.1),
+        which it then cannot apply on a replay either. Both are checked here, the part count by the caller.
 
         Sent as ``put_sequential_many`` sends a shard's puts (llog's own wire
         encoding): the client's pure-Python messages cost a third more CPU.
