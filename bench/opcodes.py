@@ -4,11 +4,14 @@ This machine's two cores are shared, and side-by-side timings of a change to
 the produce path differ by 5% from one minute to the next. What the event loop
 executes per request does not: this script feeds a connection of llog serve's
 HTTP server (``devserver.http11``) the bytes wrk sends, ``--connections`` at a
-time, and counts the bytecodes CPython executes (``sys.settrace`` with
-opcode events) on every thread, from the bytes received to the answer
-written. The writer answers at once (no S3 PUT, no Oxia write: those are
-counted by ``bench/serve.py``), so the count is the loop's and the
-batcher's work: HTTP, parsing, checks, group commit, answer, metrics.
+time, and counts the bytecodes CPython executes (``sys.settrace`` with opcode
+events) on the event loop's thread and the flushers', from the bytes received
+to the answer written. The writer answers at once (no S3 PUT, no Oxia write:
+those are counted by ``bench/serve.py``), so the count is the loop's and the
+batcher's work: HTTP, parsing, checks, group commit, answer, metrics. The
+batcher runs one flush at a time, and the Oxia client's and the S3 server's
+threads are not counted: how much of their work falls in a round depends on
+how long the round takes.
 
 At about 20 ns per bytecode on this machine, 1,000 bytecodes are some 20 us of
 the event loop's time per request. Compare two commits by running this in
@@ -87,8 +90,15 @@ class _Transport:
         pass
 
 
+LOOP_THREAD = "opcodes-loop"
+COUNTED_THREADS = (LOOP_THREAD, "llog-flush")  # name prefixes: the event loop and the batcher's flushers
+
+
 class Counter:
-    """Bytecodes and Python calls by function, on every thread, while ``on``."""
+    """Bytecodes and Python calls by function, while ``on``, on the threads that serve the request.
+
+    Not on the others: the Oxia client's and the S3 server's background threads, whose work per
+    request depends on how long the round took."""
 
     def __init__(self) -> None:
         self.on = False
@@ -98,6 +108,8 @@ class Counter:
     def trace(self, frame: FrameType, event: str, arg: object) -> Any:
         if frame.f_code.co_filename == __file__:
             return None  # this harness's own frames (what it calls is traced)
+        if event == "call" and not threading.current_thread().name.startswith(COUNTED_THREADS):
+            return None
         if self.on:
             name = f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
             if event == "opcode":
@@ -184,7 +196,7 @@ def _on_a_loop_of_its_own(
         except BaseException as exc:
             failures.append(exc)
 
-    thread = threading.Thread(target=produce, name="opcodes-loop")
+    thread = threading.Thread(target=produce, name=LOOP_THREAD)
     thread.start()
     thread.join()
     if failures:
@@ -222,6 +234,9 @@ def run(connections: int = 32, requests: int = 3200, cases: Sequence[Case] = CAS
     try:
         with local_stack(BUCKET) as (address, s3):
             os.environ.update(stack_env(address, s3, BUCKET))  # this process is the server
+            # One flush at a time: with more, a timer (max_delay) starts a second flush when it fires,
+            # and what each flush carries would depend on how fast this machine fed the round.
+            os.environ["LLOG_BATCH_MAX_IN_FLIGHT"] = "1"
             services = ServeServices.from_env()
             services.produce.produce_groups([ProduceEntry(TOPIC, 0, [b"first"])])  # initializes the partition
             writer = InstantWriter(services.batcher)
