@@ -13,17 +13,22 @@ batcher runs one flush at a time, and the Oxia client's and the S3 server's
 threads are not counted: how much of their work falls in a round depends on
 how long the round takes.
 
+Then it counts the flush itself, on its own: ``LogWriter.append_shared`` of
+one record to each of 1 and of 16 partitions, with the S3 PUT and the Oxia
+write made for real (what the Oxia client's and the S3 client's threads do is
+not counted, what the caller's thread does is).
+
 At about 20 ns per bytecode on this machine, 1,000 bytecodes are some 20 us of
 the event loop's time per request. Compare two commits by running this in
 each checkout (``docs/PERFORMANCE_NOTES.md``), with that checkout's packages
 first on the path (the virtualenv's editable installs point at one checkout):
 
-    .venv/bin/python bench/opcodes.py              # 1 record of 100 B, and 100 records of 1 KiB
+    .venv/bin/python bench/opcodes.py              # the three requests, then the two flushes
     .venv/bin/python bench/opcodes.py --top 30     # and where the bytecodes go
     PYTHONPATH=$OTHER:$OTHER/llog_layer .venv/bin/python $OTHER/bench/opcodes.py
 
 It needs the Oxia server (``OXIA_BIN`` or ``.tools/bin/oxia``): the topic's
-partition is initialized once, for real, before counting.
+partitions are initialized once, for real, before counting.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -54,11 +59,17 @@ TOPIC = "opcodes"
 @dataclass(frozen=True)
 class Case:
     name: str
-    records: int
+    records: int  # to each partition
     value_bytes: int
+    partitions: int = 1
 
 
-CASES = (Case("1 record of 100 B", 1, 100), Case("100 records of 1 KiB", 100, 1024))
+CASES = (
+    Case("1 record of 100 B", 1, 100),
+    Case("100 records of 1 KiB", 100, 1024),
+    Case("16 partitions, 1 record of 100 B each", 1, 100, partitions=16),
+)
+WRITER_PARTITIONS = (1, 16)
 
 
 class _Transport:
@@ -90,8 +101,8 @@ class _Transport:
         pass
 
 
-LOOP_THREAD = "opcodes-loop"
-COUNTED_THREADS = (LOOP_THREAD, "llog-flush")  # name prefixes: the event loop and the batcher's flushers
+COUNTED_THREAD = "opcodes-counted"
+COUNTED_THREADS = (COUNTED_THREAD, "llog-flush")  # name prefixes: the event loop (or writer) and the flushers
 
 
 class Counter:
@@ -119,6 +130,20 @@ class Counter:
                 frame.f_trace_opcodes = True
         return self.trace
 
+    def reset(self) -> None:
+        self.opcodes.clear()
+        self.calls.clear()
+
+    def row(self, name: str, counted: int) -> dict[str, Any]:
+        """What was counted, per call of what was counted ``counted`` times."""
+        return {
+            "case": name,
+            "requests": counted,
+            "opcodes": sum(self.opcodes.values()) / counted,
+            "calls": sum(self.calls.values()) / counted,
+            "top": [(f, n / counted, self.calls[f] / counted) for f, n in self.opcodes.most_common()],
+        }
+
     def install(self) -> None:
         threading.settrace(self.trace)  # the flusher threads, started after this
         sys.settrace(self.trace)
@@ -130,7 +155,8 @@ class Counter:
 
 def request_bytes(case: Case) -> bytes:
     records = ["x" * case.value_bytes] * case.records
-    body = json.dumps({"topic_partitions": [{"topic": TOPIC, "partition": 0, "records": records}]}).encode()
+    entries = [{"topic": TOPIC, "partition": p, "records": records} for p in range(case.partitions)]
+    body = json.dumps({"topic_partitions": entries}).encode()
     head = "POST /produce HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nContent-Type: application/json\r\n"
     return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
 
@@ -182,21 +208,17 @@ async def _produce(
         counter.on = False
 
 
-def _on_a_loop_of_its_own(
-    server: Any, writer: InstantWriter, raw: bytes, connections: int, rounds: int, counter: Counter | None = None
-) -> None:
-    """``_produce`` on uvloop, on a thread of its own: the caller's thread may run an event loop already."""
-    import uvloop
-
+def _on_a_thread_of_its_own(work: Callable[[], object]) -> None:
+    """``work`` on a counted thread of its own (the caller's thread may run an event loop already)."""
     failures: list[BaseException] = []
 
-    def produce() -> None:
+    def run() -> None:
         try:
-            uvloop.run(_produce(server, writer, raw, connections, rounds, counter))
+            work()
         except BaseException as exc:
             failures.append(exc)
 
-    thread = threading.Thread(target=produce, name=LOOP_THREAD)
+    thread = threading.Thread(target=run, name=COUNTED_THREAD)
     thread.start()
     thread.join()
     if failures:
@@ -206,23 +228,21 @@ def _on_a_loop_of_its_own(
 def count(
     server: Any, writer: InstantWriter, case: Case, connections: int, requests: int, counter: Counter
 ) -> dict[str, Any]:
+    import uvloop
+
     raw = request_bytes(case)
-    _on_a_loop_of_its_own(server, writer, raw, connections, 10)  # warm: the topic cached, the flushers started
-    counter.opcodes.clear()
-    counter.calls.clear()
+
+    def produce(rounds: int, counting: Counter | None) -> None:
+        uvloop.run(_produce(server, writer, raw, connections, rounds, counting))
+
+    _on_a_thread_of_its_own(lambda: produce(10, None))  # warm: the topic cached, the flushers started
+    counter.reset()
     rounds = max(1, requests // connections)
     try:
-        _on_a_loop_of_its_own(server, writer, raw, connections, rounds, counter)
+        _on_a_thread_of_its_own(lambda: produce(rounds, counter))
     finally:
         counter.on = False
-    done = rounds * connections
-    return {
-        "case": case.name,
-        "requests": done,
-        "opcodes": sum(counter.opcodes.values()) / done,
-        "calls": sum(counter.calls.values()) / done,
-        "top": [(name, n / done, counter.calls[name] / done) for name, n in counter.opcodes.most_common()],
-    }
+    return counter.row(case.name, rounds * connections)
 
 
 def run(connections: int = 32, requests: int = 3200, cases: Sequence[Case] = CASES) -> list[dict[str, Any]]:
@@ -238,7 +258,8 @@ def run(connections: int = 32, requests: int = 3200, cases: Sequence[Case] = CAS
             # and what each flush carries would depend on how fast this machine fed the round.
             os.environ["LLOG_BATCH_MAX_IN_FLIGHT"] = "1"
             services = ServeServices.from_env()
-            services.produce.produce_groups([ProduceEntry(TOPIC, 0, [b"first"])])  # initializes the partition
+            partitions = max(case.partitions for case in cases)
+            services.produce.produce_groups([ProduceEntry(TOPIC, p, [b"first"]) for p in range(partitions)])
             writer = InstantWriter(services.batcher)
             services.writer.append_shared = writer.append_shared  # type: ignore[method-assign]
             server = LlogServer("127.0.0.1", 0, services=services)  # not started: its connections are fed here
@@ -250,12 +271,53 @@ def run(connections: int = 32, requests: int = 3200, cases: Sequence[Case] = CAS
         counter.remove()
 
 
+def count_append(writer: Any, partitions: int, calls: int, counter: Counter) -> dict[str, Any]:
+    from llog.client.writer import SharedAppendGroup
+
+    groups = [SharedAppendGroup(TOPIC, p, [b"x" * 100]) for p in range(partitions)]
+
+    def append(times: int) -> None:
+        for _ in range(times):
+            failed = [r.error for r in writer.append_shared(groups) if r.error is not None]
+            if failed:
+                raise failed[0]
+
+    _on_a_thread_of_its_own(lambda: append(10))  # warm: the partitions' generations known to the writer
+    counter.reset()
+    counter.on = True
+    try:
+        _on_a_thread_of_its_own(lambda: append(calls))
+    finally:
+        counter.on = False
+    return counter.row(f"append_shared, {partitions} partition{'s' if partitions > 1 else ''}", calls)
+
+
+def run_writer(partitions: Sequence[int] = WRITER_PARTITIONS, calls: int = 200) -> list[dict[str, Any]]:
+    """Bytecodes per ``LogWriter.append_shared`` of one record of 100 B to each of ``partitions`` partitions,
+    its S3 PUT and Oxia write for real: the flush behind a produce request, which ``run`` answers at once.
+    The partitions are sequential and known to the writer, so their commits run on the calling thread
+    (in one Oxia write for several)."""
+    from llog.client.writer import LogWriter
+
+    counter = Counter()
+    counter.install()
+    try:
+        with local_stack(BUCKET) as (address, s3):
+            os.environ.update(stack_env(address, s3, BUCKET))
+            with LogWriter.from_env() as writer:
+                for p in range(max(partitions)):
+                    writer.initialize_partition(TOPIC, p)
+                return [count_append(writer, n, calls, counter) for n in partitions]
+    finally:
+        counter.remove()
+
+
 def table(rows: Sequence[dict[str, Any]], top: int = 0) -> str:
-    lines = ["| request | requests counted | bytecodes per request | Python calls per request |"]
+    lines = ["| call | calls counted | bytecodes per call | Python calls per call |"]
     lines.append("|---|---:|---:|---:|")
     lines += [f"| {r['case']} | {r['requests']} | {r['opcodes']:,.0f} | {r['calls']:,.1f} |" for r in rows]
     for r in rows if top else ():
-        lines += ["", f"{r['case']}, the {top} functions with the most bytecodes (per request: bytecodes, calls):"]
+        lines += ["", f"{r['case']}, the {top} functions with the most bytecodes (per call: bytecodes, calls):"]
         lines += [f"    {n:8.1f} {c:6.2f}  {name}" for name, n, c in r["top"][:top]]
     return "\n".join(lines)
 
@@ -266,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=3200, help="requests counted per case (default 3200)")
     parser.add_argument("--top", type=int, default=0, help="also list the functions with the most bytecodes")
     args = parser.parse_args(argv)
-    print(table(run(args.connections, args.requests), args.top))
+    print(table(run(args.connections, args.requests) + run_writer(), args.top))
     return 0
 
 
