@@ -9,7 +9,8 @@ import pytest
 
 from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog.config import OxiaConfig
-from llog.store.oxia import OxiaStore, SequentialPut
+from llog.store.oxia import OxiaStore
+from llog.store.oxia_wire import SequentialPut
 from tests.conftest import TOOLS_BIN
 
 pytestmark = pytest.mark.oxia

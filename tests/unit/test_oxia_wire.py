@@ -11,7 +11,7 @@ from llog.store.oxia_wire import (
     GetAnswer,
     PutAnswer,
     ScannedRecord,
-    WritePut,
+    SequentialPut,
     decode_range_scan_response,
     decode_read_response,
     decode_write_response,
@@ -23,24 +23,24 @@ from llog.store.oxia_wire import (
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 UINT64 = st.integers(min_value=0, max_value=2**64 - 1)
 PUTS = st.builds(
-    WritePut,
-    key=st.text(max_size=80),
+    SequentialPut,
+    prefix_key=st.text(max_size=80),
     value=st.binary(max_size=300),
     partition_key=st.text(min_size=1, max_size=40),
-    sequence_key_delta=st.lists(UINT64, max_size=3),
+    deltas=st.lists(UINT64, max_size=3).map(tuple),
 )
 
 
-def generated_request(shard: int, puts: list[WritePut]) -> pb.WriteRequest:
+def generated_request(shard: int, puts: list[SequentialPut]) -> pb.WriteRequest:
     return pb.WriteRequest(shard=shard, puts=[
-        pb.PutRequest(key=p.key, value=p.value, partition_key=p.partition_key,
-                      sequence_key_delta=list(p.sequence_key_delta))
+        pb.PutRequest(key=p.prefix_key, value=p.value, partition_key=p.partition_key,
+                      sequence_key_delta=list(p.deltas))
         for p in puts
     ])  # fmt: skip
 
 
 @given(shard=INT64, puts=st.lists(PUTS, max_size=20))
-def test_a_write_request_is_byte_for_byte_the_generated_messages(shard: int, puts: list[WritePut]) -> None:
+def test_a_write_request_is_byte_for_byte_the_generated_messages(shard: int, puts: list[SequentialPut]) -> None:
     expected = generated_request(shard, puts)
     encoded = encode_write_request(shard, puts)
     assert encoded == bytes(expected)

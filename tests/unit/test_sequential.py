@@ -85,8 +85,11 @@ def test_parse_sequence_key_round_trip_and_rejects_anything_else():
 
 def test_parse_sequence_suffix():
     assert parse_sequence_suffix("-00000000000000000003-00000000000000000000") == (3, 0)
-    assert parse_sequence_suffix("-00000000000000000003", parts=1) == (3,)
     assert parse_sequence_suffix("-00000000000000000003") is None
+    assert parse_sequence_suffix("-00000000000000000003-00000000000000000000-00000000000000000000") is None
+    assert parse_sequence_suffix("-\u0663" + "0" * 19 + "-" + "0" * 20) is None  # a digit, but not an ASCII one
+    assert parse_sequence_suffix(f"-{2**64 - 1:020d}-{2**64 - 1:020d}") == (2**64 - 1, 2**64 - 1)
+    assert parse_sequence_suffix(f"-{2**64:020d}-" + "0" * 20) is None
 
 
 @pytest.mark.parametrize("generation", [0, -1, MAX_GENERATION + 1, True, "1", None])

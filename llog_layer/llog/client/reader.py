@@ -27,7 +27,7 @@ from itertools import pairwise
 from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange, RecordsLost
 from llog.format.codec import Headers, RecordBatch, decode_batch
 from llog.format.documents import ControlRecord, EntryType, IndexedBatch
-from llog.format.keys import PartitionKeys
+from llog.format.keys import partition_keys
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.store.fetch import batch_bytes
@@ -102,7 +102,7 @@ class LogReader:
         self.close()
 
     def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
-        return PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
+        return PartitionMetadata(self.storage.oxia, partition_keys(topic, partition, self.storage.root))
 
     # --- state -----------------------------------------------------------------
 

@@ -161,7 +161,7 @@ class LogWriter:
             self._fault_hook(point)
 
     def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
-        return PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
+        return PartitionMetadata(self.storage.oxia, partition_keys(topic, partition, self.storage.root))
 
     # --- partition lifecycle ---------------------------------------------------
 
@@ -202,7 +202,7 @@ class LogWriter:
 
     def forget(self, topic: str, partition: int) -> None:
         """Drop what this writer caches of a partition (its open sequential generation): it was deleted."""
-        self._sequential.forget(PartitionKeys(topic, partition, self.storage.root))
+        self._sequential.forget(partition_keys(topic, partition, self.storage.root))
 
     def recover_pending(self, topic: str, partition: int) -> bool:
         """Finish a pending append left by a crashed writer; True if there was one."""

@@ -61,6 +61,9 @@ def _pad(n: int) -> int:
     return -n % 8
 
 
+_PADDING = tuple(bytes(_pad(n)) for n in range(8))  # the zeros after a section of n bytes (mod 8)
+
+
 def _int_array(typecode: Literal["i", "q"], data: memoryview | bytes) -> Sequence[int]:
     """View little-endian integers without copying (copy + swap on big-endian hosts)."""
     if _LITTLE_ENDIAN:
@@ -239,7 +242,8 @@ def encode_batch(records: Sequence[Record | bytes], *, now_ms: int | None = None
     body_parts = []
     for section in sections:
         body_parts.append(section)
-        body_parts.append(bytes(_pad(len(section))))
+        if padding := _PADDING[len(section) & 7]:
+            body_parts.append(padding)
     head = HEADER.pack(MAGIC, VERSION, flags, count, sum(map(len, body_parts)), 0, 0, 0)[:CRC_POSITION]
     crc = crc32c(head)
     for part in body_parts:

@@ -13,6 +13,8 @@ import binascii
 import json
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any, TypeVar
 
 from llog.errors import CorruptMetadata
@@ -176,13 +178,17 @@ def _ref_fields(ref: DataRef) -> dict[str, Any]:
     return fields | TimeSpan.optional_fields(ref.times)
 
 
+_JSON = json.JSONEncoder(separators=(",", ":"), sort_keys=True)  # one encoder: json.dumps with options builds one
+
+
 def _dump(doc: dict[str, Any]) -> bytes:
-    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode("utf-8")
+    return _JSON.encode(doc).encode("utf-8")
 
 
 def _dump_present(doc: dict[str, Any]) -> bytes:
     """``_dump`` leaving out the optional fields that are None: they are absent from the stored document."""
-    return _dump({name: value for name, value in doc.items() if value is not None})
+    present = map(is_not, doc.values(), repeat(None))  # in C, as compress is: no Python step per field
+    return _dump(dict(compress(doc.items(), present)))
 
 
 def _int(doc: dict[str, Any], name: str, what: str, *, optional: bool = False, signed: bool = False) -> Any:

@@ -113,17 +113,16 @@ def format_sequence_part(value: int) -> str:
     return f"{value:0{SEQUENCE_WIDTH}d}"
 
 
-def parse_sequence_suffix(suffix: str, parts: int = SEQUENCE_PARTS) -> tuple[int, ...] | None:
-    """``"-{a:020d}-{b:020d}"`` -> ``(a, b)``; None unless it is exactly ``parts`` such parts."""
-    pieces = suffix.split(SEQUENCE_SEPARATOR)
-    if len(pieces) != parts + 1 or pieces[0] != "":
+_SEQUENCE_SUFFIX = re.compile(f"{re.escape(SEQUENCE_SEPARATOR)}([0-9]{{{SEQUENCE_WIDTH}}})" * SEQUENCE_PARTS)
+
+
+def parse_sequence_suffix(suffix: str) -> tuple[int, ...] | None:
+    """``"-{a:020d}-{b:020d}"`` -> ``(a, b)``; None unless it is exactly ``SEQUENCE_PARTS`` such parts."""
+    match = _SEQUENCE_SUFFIX.fullmatch(suffix)
+    if match is None:
         return None
-    values = []
-    for piece in pieces[1:]:
-        if len(piece) != SEQUENCE_WIDTH or not (piece.isascii() and piece.isdigit()) or int(piece) > MAX_SEQUENCE:
-            return None
-        values.append(int(piece))
-    return tuple(values)
+    values = tuple(map(int, match.groups()))
+    return None if max(values) > MAX_SEQUENCE else values
 
 
 @dataclass(frozen=True, order=True)

@@ -51,44 +51,35 @@ class PartitionBody:
     body: bytes
 
 
-def _header(created_at_ms: int, slices: Sequence[BlobSlice]) -> bytes:
-    doc = {
-        "version": VERSION,
-        "created_at_ms": created_at_ms,
-        "partitions": [
-            {
-                "topic": s.topic,
-                "partition": s.partition,
-                "msg_count": s.msg_count,
-                "encoding": s.encoding,
-                "body_offset": s.byte_offset,
-                "body_length": s.byte_length,
-            }
-            for s in slices
-        ],
-    }
-    return json.dumps(doc, separators=(",", ":")).encode("utf-8")
+_HEADER_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 def build_shared_blob(bodies: Sequence[PartitionBody], *, now_ms: int | None = None) -> tuple[bytes, list[BlobSlice]]:
     """Pack partition bodies into one blob; return it with each body's absolute slice."""
     if any(b.msg_count < 1 for b in bodies):
         raise InvalidArgument("every partition body in a shared blob needs at least one record")
-    created = int(time.time() * 1000) if now_ms is None else now_ms
+    entries: list[dict[str, Any]] = [
+        {"topic": b.topic, "partition": b.partition, "msg_count": b.msg_count, "encoding": ENCODING,
+         "body_offset": 0, "body_length": len(b.body)}
+        for b in bodies
+    ]  # fmt: skip
+    doc = {"version": VERSION, "created_at_ms": int(time.time() * 1000) if now_ms is None else now_ms,
+           "partitions": entries}  # fmt: skip
     # Absolute offsets depend on the header's length, which depends on the
     # offsets' digits: iterate to the fixed point (two or three rounds).
     header_len = 0
     while True:
         pos = PREAMBLE.size + header_len
-        slices = []
-        for b in bodies:
-            slices.append(BlobSlice(b.topic, b.partition, b.msg_count, pos, len(b.body)))
-            pos += len(b.body)
-        header = _header(created, slices)
+        for entry in entries:
+            entry["body_offset"] = pos
+            pos += entry["body_length"]
+        header = _HEADER_JSON.encode(doc).encode("utf-8")
         if len(header) == header_len:
             break
         header_len = len(header)
     blob = b"".join([PREAMBLE.pack(MAGIC, len(header)), header, *(b.body for b in bodies)])
+    slices = [BlobSlice(b.topic, b.partition, b.msg_count, e["body_offset"], e["body_length"])
+              for b, e in zip(bodies, entries, strict=True)]  # fmt: skip
     return blob, slices
 
 

@@ -25,7 +25,8 @@ from llog.format.documents import (
 )
 from llog.format.keys import SEQUENCE_PARTS, PartitionKeys, SequenceKey
 from llog.protocol.registry import PartitionRegistry
-from llog.store.oxia import CREATE_ONLY, OxiaStore, SequentialPut, Versioned
+from llog.store.oxia import CREATE_ONLY, OxiaStore, Versioned
+from llog.store.oxia_wire import SequentialPut
 
 APPEND_DELTAS_FENCES = 0  # an append leaves the fence count as it is
 FENCE_DELTAS = (1, 1)  # a fence marker takes one position and counts one more fence

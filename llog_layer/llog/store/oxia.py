@@ -49,7 +49,7 @@ from llog.store.oxia_wire import (
     WRITE_METHOD,
     GetAnswer,
     PutAnswer,
-    WritePut,
+    SequentialPut,
     decode_range_scan_response,
     decode_read_response,
     decode_write_response,
@@ -102,16 +102,6 @@ class Versioned:
     key: str
     value: bytes
     version_id: int
-
-
-@dataclass(frozen=True)
-class SequentialPut:
-    """One sequential-key put of a batch (``OxiaStore.put_sequential_many``)."""
-
-    prefix_key: str
-    value: bytes
-    partition_key: str
-    deltas: tuple[int, ...]
 
 
 def _check_deltas(deltas: tuple[int, ...]) -> None:
@@ -491,9 +481,7 @@ class OxiaStore:
         done: set[int] = set()
         for shard, indexes in by_shard.items():
             _, stub = discovery.get_leader(puts[indexes[0]].prefix_key, puts[indexes[0]].partition_key)
-            request = encode_write_request(shard, [
-                WritePut(puts[i].prefix_key, puts[i].value, puts[i].partition_key, puts[i].deltas) for i in indexes
-            ])  # fmt: skip
+            request = encode_write_request(shard, [puts[i] for i in indexes])
 
             def run(_: _Client, stub: _Stub = stub, request: bytes = request) -> list[PutAnswer]:
                 answer = stub.write_bytes(request)

@@ -38,13 +38,14 @@ _INT64_RANGE = 1 << 64
 
 
 @dataclass(frozen=True)
-class WritePut:
-    """One sequential put of a ``WriteRequest``."""
+class SequentialPut:
+    """One sequential-key put (a ``PutRequest`` of a ``WriteRequest``): the server appends the suffix
+    to ``prefix_key`` after adding ``deltas`` to the sequence's highest key."""
 
-    key: str
+    prefix_key: str
     value: bytes
     partition_key: str
-    sequence_key_delta: Sequence[int]
+    deltas: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -89,19 +90,19 @@ def _field(tag: int, data: bytes | bytearray, out: bytearray) -> None:
     out += data
 
 
-def encode_write_request(shard: int, puts: Sequence[WritePut]) -> bytes:
+def encode_write_request(shard: int, puts: Sequence[SequentialPut]) -> bytes:
     out = bytearray(b"\x08")  # field 1 (shard), varint
     _varint(shard, out)
     for put in puts:
         message = bytearray()  # proto3: an empty string or bytes field is left out
-        if put.key:
-            _field(0x0A, put.key.encode(), message)  # 1: key
+        if put.prefix_key:
+            _field(0x0A, put.prefix_key.encode(), message)  # 1: key
         if put.value:
             _field(0x12, put.value, message)  # 2: value
         _field(0x32, put.partition_key.encode(), message)  # 6: partition_key
-        if put.sequence_key_delta:
+        if put.deltas:
             packed = bytearray()
-            for delta in put.sequence_key_delta:
+            for delta in put.deltas:
                 _varint(delta, packed)
             _field(0x3A, packed, message)  # 7: sequence_key_delta, packed
         _field(0x12, message, out)  # 2: puts
@@ -133,17 +134,29 @@ def encode_range_scan_request(shard: int, start_inclusive: str, end_exclusive: s
 
 
 class _Reader:
+    """Reads fields from ``pos`` to ``end``; the loops read ``pos < end`` themselves (a call per field would
+    cost as much as the field)."""
+
+    __slots__ = ("data", "end", "pos")
+
     def __init__(self, data: bytes | memoryview) -> None:
         self.data = memoryview(data)
         self.pos = 0
-
-    def done(self) -> bool:
-        return self.pos >= len(self.data)
+        self.end = len(self.data)
 
     def varint(self) -> int:
+        pos = self.pos
+        if pos < self.end:
+            byte = self.data[pos]
+            if byte < 0x80:  # a tag, a status, a short length: one byte
+                self.pos = pos + 1
+                return byte
+        return self._long_varint()
+
+    def _long_varint(self) -> int:
         value = shift = 0
         while True:
-            if self.pos >= len(self.data) or shift > 63:
+            if self.pos >= self.end or shift > 63:
                 raise ValueError("truncated or overlong varint")
             byte = self.data[self.pos]
             self.pos += 1
@@ -153,13 +166,17 @@ class _Reader:
             shift += 7
 
     def field(self) -> tuple[int, int]:
-        key = self.varint()
+        pos = self.pos
+        if pos < self.end and (key := self.data[pos]) < 0x80:  # field numbers below 16: a tag of one byte
+            self.pos = pos + 1
+        else:
+            key = self._long_varint()
         return key >> 3, key & 7
 
     def length_delimited(self) -> memoryview:
         n = self.varint()
         end = self.pos + n
-        if end > len(self.data):
+        if end > self.end:
             raise ValueError("truncated length-delimited field")
         chunk = self.data[self.pos : end]
         self.pos = end
@@ -172,7 +189,7 @@ class _Reader:
             self.length_delimited()
         elif wire_type in (_FIXED64, _FIXED32):
             self.pos += 8 if wire_type == _FIXED64 else 4
-            if self.pos > len(self.data):
+            if self.pos > self.end:
                 raise ValueError("truncated fixed-width field")
         else:
             raise ValueError(f"unsupported wire type {wire_type}")
@@ -184,7 +201,7 @@ def _int64(value: int) -> int:
 
 def _version_id(data: memoryview) -> int:
     reader, version_id = _Reader(data), 0
-    while not reader.done():
+    while reader.pos < reader.end:
         number, wire_type = reader.field()
         if number == 1 and wire_type == _VARINT:
             version_id = _int64(reader.varint())
@@ -198,7 +215,7 @@ def _answer(data: memoryview) -> tuple[int, int, memoryview | None, memoryview |
     a put's answer, the value of a get's) and field 4 (a get's key), None when absent."""
     reader = _Reader(data)
     status, version_id, third, fourth = 0, 0, None, None
-    while not reader.done():
+    while reader.pos < reader.end:
         number, wire_type = reader.field()
         if number == 1 and wire_type == _VARINT:
             status = reader.varint()
@@ -228,7 +245,7 @@ def _answers(data: bytes, parse: Callable[[memoryview], T], limit: int | None = 
     (``records``), each parsed, in order; only the first ``limit`` (default: all), the rest not read."""
     reader = _Reader(data)
     answers: list[T] = []
-    while not reader.done() and (limit is None or len(answers) < limit):
+    while reader.pos < reader.end and (limit is None or len(answers) < limit):
         number, wire_type = reader.field()
         if number == 1 and wire_type == _LEN:
             answers.append(parse(reader.length_delimited()))
