@@ -110,7 +110,12 @@ def test_the_size_limit_counts_utf8_bytes_not_characters():
 
 
 def test_deep_nesting_is_400_not_a_crash():
-    rejected(parse_json_body, "[" * 100_000 + "]" * 100_000, LIMITS, error_type="InvalidRequest", match="nests")
+    rejected(parse_json_body, "[" * 100_000 + "]" * 100_000, LIMITS, error_type="InvalidRequest", match="depth")
+
+
+@pytest.mark.parametrize("body", ['{"n": NaN}', '{"n": -Infinity}', '["\\ud800"]', '{"topic": "t"} x'])
+def test_what_is_not_json_by_rfc_8259_is_400(body):
+    rejected(parse_json_body, body, LIMITS, error_type="InvalidRequest", match="not valid JSON")
 
 
 def test_an_integer_past_the_digit_limit_is_400():
@@ -277,7 +282,7 @@ def test_timestamps_outside_int64_or_not_integers_are_400(ts):
     ["\ud800", {"value": "\udfff"}, {"value": "v", "key": "a\ud83d"}, {"value": "v", "headers": {"h": "\ud800x"}}],
 )
 def test_lone_surrogates_are_400(record):
-    # json.loads turns the escape "\ud800" into a lone surrogate, which has no UTF-8 encoding.
+    # A body's "\ud800" is refused as JSON; a document from elsewhere may still hold a lone surrogate.
     doc = json.loads(json.dumps({"topic_partitions": [tp([record])]}))
     rejected(parse_produce_request, doc, LIMITS, match="not valid Unicode")
 
