@@ -58,7 +58,7 @@ from devserver.prometheus import BILLING, ConsumerLagReport, operations_json, pr
 from functions.admin import app as admin_app
 from functions.common import names, routes, telemetry
 from functions.common.errors import client_error
-from functions.common.http import answer_error, json_text
+from functions.common.http import answer_error, json_bytes
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
 from llog.client.reader import LogReader
@@ -588,7 +588,7 @@ class LlogServer:
 
     @staticmethod
     def _json(status: int, doc: Any) -> tuple[int, list[tuple[str, str]], bytes]:
-        body = json_text(doc).encode("utf-8")
+        body = json_bytes(doc)
         return status, [("Content-Type", "application/json")], body
 
     def _openapi(self) -> tuple[int, list[tuple[str, str]], bytes]:

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+import orjson
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
@@ -47,9 +47,15 @@ from llog.errors import LlogError
 JSON = "application/json"
 
 
-# ensure_ascii=False: UTF-8 text stays 1-4 bytes a character instead of \\uXXXX (6-12),
-# which matters under Lambda's 6 MB response limit. One encoder: json.dumps with options builds one per call.
-json_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+def json_bytes(doc: Any) -> bytes:
+    """``doc`` as compact UTF-8 JSON. orjson writes a consume answer of 100 records of 1 KiB some 40 times faster
+    than ``json``; UTF-8 text stays 1-4 bytes a character (not \\uXXXX), which matters under Lambda's 6 MB
+    response limit. Integer keys are written as strings, as ``json`` does."""
+    return orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS)
+
+
+def json_text(doc: Any) -> str:
+    return json_bytes(doc).decode("utf-8")
 
 
 def json_response(status: int, doc: Any, headers: dict[str, str] | None = None) -> Response[str]:
