@@ -6,8 +6,11 @@ For each case (record size x record count) it times, in one process and run:
 * ``decode``: ``decode_batch``: header, CRC32C and section checks, after
   which any record is served by index without touching the rest (what the
   issue's decode target is about);
-* ``decode+values``: ``decode`` plus ``batch.value(i)`` for every record, i.e.
-  everything a reader pays to get every value out as its own ``bytes`` object;
+* ``decode+values``: ``decode`` plus ``batch.values_in()``, every value out
+  as its own ``bytes`` object, a column at a time as readers take them;
+* ``decode+records``: ``decode`` plus ``records_in`` for every record: what
+  a consume request builds (``LogRecord``: offset, value, key, headers,
+  timestamp);
 * ``copy``: ``bytes(memoryview(batch))``, one copy of the same encoded bytes,
   the baseline the decode is compared with;
 * ``slice``: ``batch[a:b]`` for every record at known fixed offsets, the
@@ -36,11 +39,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from llog.client.reader import records_in
 from llog.format.codec import ENCODING, HEADER_SIZE, decode_batch, encode_batch
 
 MIB = 1024 * 1024
 NOW_MS = 1_760_000_000_000
-OPERATIONS = ("encode", "decode", "decode+values", "copy", "slice")
+OPERATIONS = ("encode", "decode", "decode+values", "decode+records", "copy", "slice")
 # Issue 8: decode of 100-byte records at >= 1M records/s; 1 KiB decode within 3x of a copy.
 DECODE_RECORDS_PER_S_TARGET = 1_000_000
 DECODE_X_COPY_TARGET = 3.0
@@ -96,7 +100,7 @@ def measure(case: Case, repeats: int) -> list[dict[str, Any]]:
 
     # Correctness once, outside the timings.
     batch = decode_batch(data, expected_count=n)
-    if [batch.value(i) for i in range(n)] != values:
+    if batch.values_in() != values or [r.value for r in records_in(batch, 1, 1, n + 1)] != values:
         raise AssertionError(f"{ENCODING} round trip failed for {case.name}")
     view = memoryview(data)
     first = HEADER_SIZE + _padded(8 * n) + _padded(4 * (n + 1))  # the value section (docs/FORMAT.md)
@@ -110,9 +114,10 @@ def measure(case: Case, repeats: int) -> list[dict[str, Any]]:
         return decode_batch(data, expected_count=n)
 
     def decode_values() -> object:
-        decoded = decode_batch(data, expected_count=n)
-        value = decoded.value
-        return [value(i) for i in range(n)]
+        return decode_batch(data, expected_count=n).values_in()
+
+    def decode_records() -> object:
+        return records_in(decode_batch(data, expected_count=n), 1, 1, n + 1)
 
     def copy() -> object:
         return bytes(memoryview(data))
@@ -124,6 +129,7 @@ def measure(case: Case, repeats: int) -> list[dict[str, Any]]:
         "encode": encode,
         "decode": decode,
         "decode+values": decode_values,
+        "decode+records": decode_records,
         "copy": copy,
         "slice": slice_,
     }

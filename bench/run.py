@@ -54,9 +54,10 @@ def main() -> int:
         "Codec: `bytes-batch-v1` encode and decode",
         "bench/codec.py",
         "`decode` is `decode_batch`: header, CRC32C and section checks, after which a record is served by "
-        "index without copying the batch; `decode+values` adds one `bytes` object per record value; `copy` is "
-        "one `bytes(memoryview(batch))` of the same encoded batch, the baseline; `slice` is the floor for "
-        "producing one Python object per record at known offsets. MB/s counts value bytes.\n\n"
+        "index without copying the batch; `decode+values` adds one `bytes` object per record value, "
+        "`decode+records` one `LogRecord` per record (what a consume request builds); `copy` is one "
+        "`bytes(memoryview(batch))` of the same encoded batch, the baseline; `slice` is the floor for producing "
+        "one Python object per record at known offsets. MB/s counts value bytes.\n\n"
         + codec.table(codec_rows) + "\n\n" + codec.targets(codec_rows),
     ))
 

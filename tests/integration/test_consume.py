@@ -168,6 +168,22 @@ def test_partition_max_bytes_cuts_records(writer: LogWriter, service: ConsumeSer
     assert result.high_watermark == 10
 
 
+def test_partition_max_bytes_counts_keys_and_headers_and_goes_on_into_the_next_batch(
+    writer: LogWriter, service: ConsumeService, topic: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    keyed = Record(b"v" * 50, b"k" * 10, (("h", b"x" * 39),))  # 100 bytes: value 50, key 10, header 1 + 39
+    writer.append(topic, 0, [keyed, keyed])
+    writer.append(topic, 0, [b"w" * 100] * 3)
+
+    (result,) = service.consume(request(part(topic, max_bytes=350)))
+
+    assert values(result) == [b"v" * 50, b"v" * 50, b"w" * 100]  # a fourth would make 400
+    assert [r.key for r in result.records] == [b"k" * 10, b"k" * 10, None]
+    assert result.next_fetch_offset == 4
+    assert result.nbytes == 300
+
+
 def test_max_bytes_is_shared_by_the_partitions_of_a_request(
     writer: LogWriter, service: ConsumeService, topic: str
 ) -> None:

@@ -746,6 +746,118 @@ def test_property_headers_round_trip(headers):
     assert decode_headers(encode_headers(headers)) == headers
 
 
+def per_record(batch: RecordBatch, start: int, stop: int) -> tuple[list[Any], ...]:
+    """What the bulk accessors must return for records ``start`` to ``stop - 1``, read one by one."""
+    indexes = range(start, stop)
+    return (
+        [batch.value(i) for i in indexes],
+        [batch.key(i) for i in indexes],
+        [batch.headers(i) for i in indexes],
+        [batch.timestamp_ms(i) for i in indexes],
+        [records_bytes([batch.record(i)]) for i in indexes],
+    )
+
+
+def in_bulk(batch: RecordBatch, start: int, stop: int) -> tuple[list[Any], ...]:
+    return (
+        batch.values_in(start, stop),
+        batch.keys_in(start, stop),
+        batch.headers_in(start, stop),
+        batch.timestamps_in(start, stop),
+        batch.sizes_in(start, stop),
+    )
+
+
+def fitting_one_by_one(batch: RecordBatch, start: int, room: int) -> tuple[int, int]:
+    count = size = 0
+    for i in range(start, len(batch)):
+        nbytes = records_bytes([batch.record(i)])
+        if size + nbytes > room:
+            break
+        count, size = count + 1, size + nbytes
+    return count, size
+
+
+@FUZZ
+@given(records=records_strategy, data=st.data())
+def test_property_bulk_accessors_agree_with_the_per_record_ones(records, data):
+    encoded = encode_batch(records, now_ms=NOW)
+    as_view = data.draw(st.booleans(), label="opened from a memoryview")
+    batch = decode_batch(memoryview(encoded) if as_view else encoded)
+    start = data.draw(st.integers(0, len(records)), label="start")
+    stop = data.draw(st.integers(start, len(records)), label="stop")
+    assert in_bulk(batch, start, stop) == per_record(batch, start, stop)
+    assert in_bulk(batch, 0, len(records)) == per_record(batch, 0, len(records))  # after the range: cached headers
+    room = data.draw(st.integers(-1, 200), label="room")
+    assert batch.fitting(start, room) == fitting_one_by_one(batch, start, room)
+
+
+@FUZZ
+@given(records=st.lists(record_strategy, min_size=1, max_size=5), data=st.data())
+def test_property_bulk_accessors_on_a_mutated_body_agree_or_refuse(records, data):
+    encoded = bytearray(encode_batch(records, now_ms=NOW))
+    at = data.draw(st.integers(HEADER_SIZE, len(encoded) - 1), label="at")
+    patch = data.draw(st.binary(min_size=1, max_size=min(16, len(encoded) - at)), label="patch")
+    encoded[at : at + len(patch)] = patch
+    try:
+        batch = decode_batch(reseal(encoded))
+    except CorruptBatch:
+        return
+    start = data.draw(st.integers(0, len(batch)), label="start")
+    stop = data.draw(st.integers(start, len(batch)), label="stop")
+    try:
+        expected_fields = per_record(batch, start, stop)
+    except CorruptBatch:
+        with pytest.raises(CorruptBatch):  # whatever a record of the range fails on, the range fails on
+            in_bulk(batch, start, stop)
+        return
+    try:
+        assert in_bulk(batch, start, stop) == expected_fields
+    except CorruptBatch:
+        # Stricter only where a record reads without it: the offsets of a null key are checked in bulk.
+        assert any(k is None for k in expected_fields[1])
+
+
+def test_bulk_accessors_check_the_offsets_of_their_range_only():
+    data = encode_batch([b"aaaa", b"bbbb", b"cccc"], now_ms=NOW)
+    start = next(s for n, s, _ in layout(data) if n == "values_offsets")
+    edited = bytearray(data)
+    struct.pack_into("<i", edited, start + 4, 10)  # offsets [0, 10, 8, 12]
+    batch = decode_batch(reseal(edited))
+    with pytest.raises(CorruptBatch, match="value offsets of records 0 to 2 are out of bounds"):
+        batch.values_in()
+    with pytest.raises(CorruptBatch, match="value offsets of records 1 to 1 are out of bounds"):
+        batch.sizes_in(1, 2)
+    assert batch.values_in(2) == [b"cccc"]
+    assert batch.values_in(3) == []
+
+
+@pytest.mark.parametrize(("start", "stop"), [(-1, 2), (0, 4), (2, 1), (4, None)])
+@pytest.mark.parametrize("accessor", ["values_in", "keys_in", "headers_in", "timestamps_in", "sizes_in"])
+def test_a_range_outside_the_batch_is_index_error(small_batch, start, stop, accessor):
+    batch = decode_batch(small_batch)
+    with pytest.raises(IndexError, match="outside a batch of 3"):
+        getattr(batch, accessor)(start, stop)
+
+
+def test_fitting_decodes_the_headers_of_the_records_that_may_fit_only(monkeypatch):
+    batch = decode_batch(encode_batch([Record(b"v" * 10, headers=(("h", b"x"),)) for _ in range(1000)], now_ms=NOW))
+    decoded: list[object] = []
+    real = codec.decode_headers
+
+    def counted(raw: bytes | memoryview) -> codec.Headers:
+        decoded.append(raw)
+        return real(raw)
+
+    monkeypatch.setattr(codec, "decode_headers", counted)
+
+    assert batch.fitting(5, 30) == (2, 24)  # 12 bytes each: value 10, header name 1 and value 1
+
+    assert len(decoded) == 3  # the 3 records whose values fit in 30 bytes, not the other 992
+    assert batch.headers_in(5, 7) == [(("h", b"x"),)] * 2
+    assert len(decoded) == 3  # taking them reuses those decoded to size them
+
+
 # --- regressions: bugs found by these tests, now fixed -------------------------------
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from itertools import pairwise
+from typing import NamedTuple
 
 from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange, RecordsLost
 from llog.format.codec import Headers, RecordBatch, decode_batch
@@ -41,9 +42,11 @@ EARLIEST = "earliest"
 LATEST = "latest"
 
 
-@dataclass(frozen=True, slots=True)
-class LogRecord:
-    """A record read back from the log, with its offset."""
+class LogRecord(NamedTuple):
+    """A record read back from the log, with its offset.
+
+    A named tuple, not a dataclass: a consume answer builds thousands of them, and a tuple is built in
+    about a third of the time a frozen dataclass's ``__init__`` takes."""
 
     offset: int
     value: bytes
@@ -347,8 +350,7 @@ class LogReader:
                 batch = self._resolve(PartitionIndex.load(index.meta), next_offset)
                 records = self.fetch(batch)
             stop = min(batch.end_offset, last)
-            for offset in range(next_offset, stop + 1):
-                yield record_at(records, batch.start_offset, offset)
+            yield from records_in(records, batch.start_offset, next_offset, stop + 1)
             next_offset = stop + 1
 
 
@@ -363,3 +365,13 @@ def record_at(batch: RecordBatch, start_offset: int, offset: int) -> LogRecord:
     """The record at ``offset`` of a batch whose first offset is ``start_offset``."""
     i = offset - start_offset
     return LogRecord(offset, batch.value(i), batch.key(i), batch.headers(i), batch.timestamp_ms(i))
+
+
+def records_in(batch: RecordBatch, start_offset: int, first: int, stop: int) -> list[LogRecord]:
+    """The records at offsets ``first`` to ``stop - 1`` of a batch whose first offset is ``start_offset``, taken
+    out of it a column at a time (``record_at`` for each costs about three times as much)."""
+    i, j = first - start_offset, stop - start_offset
+    return list(
+        map(LogRecord, range(first, stop), batch.values_in(i, j), batch.keys_in(i, j), batch.headers_in(i, j),
+            batch.timestamps_in(i, j))
+    )  # fmt: skip

@@ -16,9 +16,11 @@ import struct
 import sys
 import time
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import add, le, sub
 from typing import Literal, cast
 
 # crc32c (not google-crc32c) because it reads any buffer: the check runs on
@@ -64,7 +66,7 @@ def _pad(n: int) -> int:
 _PADDING = tuple(bytes(_pad(n)) for n in range(8))  # the zeros after a section of n bytes (mod 8)
 
 
-def _int_array(typecode: Literal["i", "q"], data: memoryview | bytes) -> Sequence[int]:
+def _int_array(typecode: Literal["i", "q"], data: memoryview | bytes) -> memoryview | array[int]:
     """View little-endian integers without copying (copy + swap on big-endian hosts)."""
     if _LITTLE_ENDIAN:
         return memoryview(data).cast("B").cast(typecode)
@@ -96,6 +98,11 @@ def encode_headers(headers: Headers) -> bytes:
         parts.append(raw_name)
         parts.append(_as_bytes(value))
     return b"".join(parts)
+
+
+def headers_bytes(headers: Headers) -> int:
+    """The bytes of the headers' names and values."""
+    return sum(len(name) + len(value) for name, value in headers)
 
 
 def decode_headers(raw: bytes | memoryview) -> Headers:
@@ -172,8 +179,7 @@ def records_bytes(records: Sequence[Record | bytes]) -> int:
         if type(record) is bytes:
             total += len(record)
         elif isinstance(record, Record):
-            total += len(record.value) + len(record.key or b"")
-            total += sum(len(name) + len(value) for name, value in record.headers)
+            total += len(record.value) + len(record.key or b"") + headers_bytes(record.headers)
         else:
             total += len(record)
     return total
@@ -261,7 +267,9 @@ class _Column:
 
     __slots__ = ("base", "data", "name", "offsets", "source")
 
-    def __init__(self, offsets: Sequence[int], data: memoryview, name: str, source: bytes | None, base: int) -> None:
+    def __init__(
+        self, offsets: memoryview | array[int], data: memoryview, name: str, source: bytes | None, base: int
+    ) -> None:
         self.offsets = offsets
         self.data = data
         self.name = name
@@ -275,6 +283,29 @@ class _Column:
         if self.source is not None:
             return self.source[self.base + start : self.base + end]
         return bytes(self.data[start:end])
+
+    def _bounds(self, start: int, stop: int, base: int = 0) -> tuple[list[int], list[int]]:
+        """Where records ``start`` to ``stop - 1`` begin and end (plus ``base``), checked at once, in C."""
+        offsets: list[int] = self.offsets[start : stop + 1].tolist()
+        if base:
+            offsets = list(map(add, offsets, repeat(base)))
+        begins, ends = offsets[:-1], offsets[1:]
+        if begins and not (begins[0] >= base and ends[-1] <= base + len(self.data) and all(map(le, begins, ends))):
+            raise CorruptBatch(f"{self.name} offsets of records {start} to {stop - 1} are out of bounds")
+        return begins, ends
+
+    def get_range(self, start: int, stop: int) -> list[bytes]:
+        """``get(i)`` for ``start <= i < stop``, each slice cut in C: no Python step per record."""
+        if self.source is None:
+            begins, ends = self._bounds(start, stop)
+            return [bytes(self.data[b:e]) for b, e in zip(begins, ends, strict=True)]
+        begins, ends = self._bounds(start, stop, self.base)
+        return list(map(self.source.__getitem__, map(slice, begins, ends)))
+
+    def lengths(self, start: int, stop: int) -> list[int]:
+        """``len(get(i))`` for ``start <= i < stop``, from the offsets alone."""
+        begins, ends = self._bounds(start, stop)
+        return list(map(sub, ends, begins))
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,7 +335,7 @@ class BatchColumns:
 class RecordBatch:
     """A decoded batch: validated once, records served by index without copying the batch."""
 
-    __slots__ = ("_count", "_headers", "_key_validity", "_keys", "_raw", "_timestamps", "_values")
+    __slots__ = ("_count", "_decoded_headers", "_headers", "_key_validity", "_keys", "_raw", "_timestamps", "_values")
 
     def __init__(self, data: bytes | bytearray | memoryview, *, checksum: bool = True) -> None:
         raw = memoryview(data).cast("B")
@@ -356,6 +387,7 @@ class RecordBatch:
         elif flags & FLAG_KEY_NULLS:
             raise CorruptBatch("batch flags mark key nulls without keys")
         self._headers = column("header") if flags & FLAG_HEADERS else None
+        self._decoded_headers: tuple[int, list[Headers]] | None = None  # the last range decoded, from its start
         if pos != len(raw):
             raise CorruptBatch(f"batch has {len(raw) - pos} trailing bytes")
 
@@ -387,6 +419,70 @@ class RecordBatch:
 
     def record(self, i: int) -> Record:
         return Record(self.value(i), self.key(i), self.headers(i), self.timestamp_ms(i))
+
+    # Records ``start`` to ``stop - 1`` (``stop`` defaults to the end) at once: what ``value(i)`` and the
+    # others give one by one, for a reader taking many records, at a fraction of the per-record cost.
+
+    def _stop(self, start: int, stop: int | None) -> int:
+        stop = self._count if stop is None else stop
+        if not 0 <= start <= stop <= self._count:
+            raise IndexError(f"records {start} to {stop - 1} are outside a batch of {self._count}")
+        return stop
+
+    def values_in(self, start: int = 0, stop: int | None = None) -> list[bytes]:
+        return self._values.get_range(start, self._stop(start, stop))
+
+    def keys_in(self, start: int = 0, stop: int | None = None) -> list[bytes | None]:
+        stop = self._stop(start, stop)
+        if self._keys is None:
+            return [None] * (stop - start)
+        keys: list[bytes | None] = list(self._keys.get_range(start, stop))
+        validity = self._key_validity
+        if validity is not None:
+            for i in range(start, stop):
+                if not (validity[i >> 3] >> (i & 7)) & 1:
+                    keys[i - start] = None
+        return keys
+
+    def headers_in(self, start: int = 0, stop: int | None = None) -> list[Headers]:
+        stop = self._stop(start, stop)
+        if self._headers is None:
+            return [()] * (stop - start)
+        # A reader sizes the records it may take (``fitting``), then takes them: decoded once for both.
+        cached = self._decoded_headers
+        if cached is not None and cached[0] <= start and stop <= cached[0] + len(cached[1]):
+            return cached[1][start - cached[0] : stop - cached[0]]
+        decoded = list(map(decode_headers, self._headers.get_range(start, stop)))
+        self._decoded_headers = (start, decoded)
+        return decoded
+
+    def timestamps_in(self, start: int = 0, stop: int | None = None) -> list[int]:
+        timestamps: list[int] = self._timestamps[start : self._stop(start, stop)].tolist()
+        return timestamps
+
+    def sizes_in(self, start: int = 0, stop: int | None = None, *, headers: bool = True) -> list[int]:
+        """Each record's value, key and header bytes (names and values): what a producer sent, as
+        ``records_bytes`` counts it. The values are measured from their offsets, not copied; without
+        ``headers``, the headers are left out (and not decoded)."""
+        stop = self._stop(start, stop)
+        sizes = self._values.lengths(start, stop)
+        if self._keys is not None:
+            sizes = [n + (0 if k is None else len(k)) for n, k in zip(sizes, self.keys_in(start, stop), strict=True)]
+        if headers and self._headers is not None:
+            sizes = list(map(add, sizes, map(headers_bytes, self.headers_in(start, stop))))
+        return sizes
+
+    def fitting(self, start: int, room: int) -> tuple[int, int]:
+        """How many records from ``start`` on fit in ``room`` bytes (``sizes_in``), and their bytes.
+
+        Headers are decoded only for the records that fit without them: a reader taking a few records
+        of a large batch does not decode the rest."""
+        sizes = self.sizes_in(start, headers=False)
+        if self._headers is not None:
+            sizes = self.sizes_in(start, start + bisect_right(list(accumulate(sizes)), room))
+        totals = list(accumulate(sizes, initial=0))
+        count = bisect_right(totals, room, lo=1) - 1
+        return count, totals[count]
 
     def __iter__(self) -> Iterator[Record]:
         return (self.record(i) for i in range(self._count))

@@ -44,9 +44,9 @@ import time
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
-from llog.client.reader import LogReader, LogRecord, TimestampOffset, readable, record_at
+from llog.client.reader import LogReader, LogRecord, TimestampOffset, readable, records_in
 from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, RecordsLost, UnknownTopic
-from llog.format.codec import RecordBatch, decode_batch
+from llog.format.codec import RecordBatch, decode_batch, headers_bytes
 from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys
 from llog.protocol.topics import TopicRegistry
@@ -87,7 +87,7 @@ class ConsumeRequest:
 
 
 def record_bytes(record: LogRecord) -> int:
-    return len(record.value) + len(record.key or b"") + sum(len(k) + len(v) for k, v in record.headers)
+    return len(record.value) + len(record.key or b"") + headers_bytes(record.headers)
 
 
 @dataclass(frozen=True)
@@ -405,16 +405,19 @@ class ConsumeService:
                     self.tail_cache.add(req.topic, req.partition, batch.start_offset, sources[-1][1], at_end=at_end)
             offset = req.fetch_offset
             for start, decoded in sources:
-                while offset < start + len(decoded):
-                    record = record_at(decoded, start, offset)
-                    nbytes = record_bytes(record)
-                    # The first record of the first non-empty partition always goes
-                    # out, however large, so a consumer can always make progress.
-                    if size + nbytes > limit and not (first and not records):
-                        return self._result(plan, records)
-                    records.append(record)
-                    size += nbytes
-                    offset += 1
+                if offset >= start + len(decoded):
+                    continue
+                i = offset - start
+                taken, nbytes = decoded.fitting(i, limit - size)
+                # The first record of the first non-empty partition always goes
+                # out, however large, so a consumer can always make progress.
+                if taken == 0 and first and not records:
+                    taken, nbytes = 1, decoded.sizes_in(i, i + 1)[0]
+                records.extend(records_in(decoded, start, offset, offset + taken))
+                size += nbytes
+                offset += taken
+                if offset < start + len(decoded):
+                    return self._result(plan, records)
         except LlogError as exc:
             if not records:
                 return PartitionFetch(

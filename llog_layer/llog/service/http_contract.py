@@ -488,7 +488,7 @@ def consume_result_json(result: PartitionFetch) -> dict[str, Any]:
                 "offset": r.offset,
                 "timestamp_ms": r.timestamp_ms,
                 "key": None if r.key is None else encode_bytes(r.key),
-                "headers": {name: encode_bytes(value) for name, value in r.headers},
+                "headers": {name: encode_bytes(value) for name, value in r.headers} if r.headers else {},
                 "value": encode_bytes(r.value),
             }
             for r in result.records
