@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import threading
 import time
@@ -309,25 +308,25 @@ class BatchingProducer:
         # One merged group per partition, records in arrival order. A group of an idempotent producer or with
         # an expected offset keeps its own batch (its sequence or offset check is about exactly its records);
         # plain records arriving after it go into a new merged group, after it.
-        parts: list[tuple[SharedAppendGroup, list[Record | bytes]]] = []
-        merging: dict[tuple[str, int], int] = {}
-        spots: list[list[tuple[int, int]]] = []  # per call, per group: (part, records of the part before it)
+        groups: list[SharedAppendGroup] = []
+        merging: dict[tuple[str, int], tuple[int, list[Record | bytes]]] = {}  # partition: its group, records
+        spots: list[list[tuple[int, int]]] = []  # per call, per group: (group, records of the group before it)
         for pending in batch:
             spots.append([])
             for group in pending.groups:
                 pid = (group.topic, group.partition)
                 if group.producer_id is not None or group.expected_offset is not None:
                     merging.pop(pid, None)
-                    spots[-1].append((len(parts), 0))
-                    parts.append((group, list(group.records)))
+                    spots[-1].append((len(groups), 0))
+                    groups.append(group)
                     continue
                 if pid not in merging:
-                    merging[pid] = len(parts)
-                    parts.append((SharedAppendGroup(group.topic, group.partition, []), []))
-                records = parts[merging[pid]][1]
-                spots[-1].append((merging[pid], len(records)))
+                    merging[pid] = (len(groups), [])
+                    # Its list of records fills up below, before anything reads the group.
+                    groups.append(SharedAppendGroup(group.topic, group.partition, merging[pid][1]))
+                index, records = merging[pid]
+                spots[-1].append((index, len(records)))
                 records.extend(group.records)
-        groups = [dataclasses.replace(group, records=records) for group, records in parts]
         results = self.writer.append_shared(groups)
         written = time.monotonic() - started
         waited = sum(started - pending.enqueued_at for pending in batch)

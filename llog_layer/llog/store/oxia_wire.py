@@ -133,124 +133,108 @@ def encode_range_scan_request(shard: int, start_inclusive: str, end_exclusive: s
     return bytes(out)
 
 
-class _Reader:
-    """Reads fields from ``pos`` to ``end``; the loops read ``pos < end`` themselves (a call per field would
-    cost as much as the field)."""
+def _varint_at(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The varint at ``pos`` and where the bytes after it start."""
+    value = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise ValueError("truncated or overlong varint")
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
 
-    __slots__ = ("data", "end", "pos")
 
-    def __init__(self, data: bytes | memoryview) -> None:
-        self.data = memoryview(data)
-        self.pos = 0
-        self.end = len(self.data)
+def _field_at(data: bytes, pos: int, end: int) -> tuple[int, int, int]:
+    """The field at ``pos``: its tag (number << 3 | wire type), its value and where the next field starts.
 
-    def varint(self) -> int:
-        pos = self.pos
-        if pos < self.end:
-            byte = self.data[pos]
-            if byte < 0x80:  # a tag, a status, a short length: one byte
-                self.pos = pos + 1
-                return byte
-        return self._long_varint()
-
-    def _long_varint(self) -> int:
-        value = shift = 0
-        while True:
-            if self.pos >= self.end or shift > 63:
-                raise ValueError("truncated or overlong varint")
-            byte = self.data[self.pos]
-            self.pos += 1
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value
-            shift += 7
-
-    def field(self) -> tuple[int, int]:
-        pos = self.pos
-        if pos < self.end and (key := self.data[pos]) < 0x80:  # field numbers below 16: a tag of one byte
-            self.pos = pos + 1
+    The value is a varint's value, where a length-delimited field's bytes start (they end where the next
+    field starts), or 0 for a fixed-width field, which nothing here reads. One call per field, with the
+    one-byte tags, statuses and lengths taken without the varint loop: an answer is a dozen fields.
+    """
+    tag = data[pos]
+    pos += 1
+    if tag >= 0x80:
+        tag, pos = _varint_at(data, pos - 1, end)
+    wire_type = tag & 7
+    if wire_type == _VARINT:
+        if pos < end and data[pos] < 0x80:
+            return tag, data[pos], pos + 1
+        value, pos = _varint_at(data, pos, end)
+        return tag, value, pos
+    if wire_type == _LEN:
+        if pos < end and (length := data[pos]) < 0x80:
+            pos += 1
         else:
-            key = self._long_varint()
-        return key >> 3, key & 7
-
-    def length_delimited(self) -> memoryview:
-        n = self.varint()
-        end = self.pos + n
-        if end > self.end:
+            length, pos = _varint_at(data, pos, end)
+        if pos + length > end:
             raise ValueError("truncated length-delimited field")
-        chunk = self.data[self.pos : end]
-        self.pos = end
-        return chunk
-
-    def skip(self, wire_type: int) -> None:
-        if wire_type == _VARINT:
-            self.varint()
-        elif wire_type == _LEN:
-            self.length_delimited()
-        elif wire_type in (_FIXED64, _FIXED32):
-            self.pos += 8 if wire_type == _FIXED64 else 4
-            if self.pos > self.end:
-                raise ValueError("truncated fixed-width field")
-        else:
-            raise ValueError(f"unsupported wire type {wire_type}")
+        return tag, pos, pos + length
+    if wire_type in (_FIXED64, _FIXED32):
+        pos += 8 if wire_type == _FIXED64 else 4
+        if pos > end:
+            raise ValueError("truncated fixed-width field")
+        return tag, 0, pos
+    raise ValueError(f"unsupported wire type {wire_type}")
 
 
 def _int64(value: int) -> int:
     return value - _INT64_RANGE if value >= 1 << 63 else value
 
 
-def _version_id(data: memoryview) -> int:
-    reader, version_id = _Reader(data), 0
-    while reader.pos < reader.end:
-        number, wire_type = reader.field()
-        if number == 1 and wire_type == _VARINT:
-            version_id = _int64(reader.varint())
-        else:
-            reader.skip(wire_type)
+def _version_id(data: bytes, pos: int, end: int) -> int:
+    version_id = 0
+    while pos < end:
+        tag, value, pos = _field_at(data, pos, end)
+        if tag == 0x08:  # 1: version_id, varint
+            version_id = _int64(value)
     return version_id
 
 
-def _answer(data: memoryview) -> tuple[int, int, memoryview | None, memoryview | None]:
+Span = tuple[int, int]
+"""Where a length-delimited field's bytes start and end."""
+
+
+def _answer(data: bytes, pos: int, end: int) -> tuple[int, int, Span | None, Span | None]:
     """A ``PutResponse`` or ``GetResponse``: status (1), ``version.version_id`` (2), field 3 (the key of
     a put's answer, the value of a get's) and field 4 (a get's key), None when absent."""
-    reader = _Reader(data)
     status, version_id, third, fourth = 0, 0, None, None
-    while reader.pos < reader.end:
-        number, wire_type = reader.field()
-        if number == 1 and wire_type == _VARINT:
-            status = reader.varint()
-        elif number == 2 and wire_type == _LEN:
-            version_id = _version_id(reader.length_delimited())
-        elif number == 3 and wire_type == _LEN:
-            third = reader.length_delimited()
-        elif number == 4 and wire_type == _LEN:
-            fourth = reader.length_delimited()
-        else:
-            reader.skip(wire_type)
+    while pos < end:
+        tag, value, after = _field_at(data, pos, end)
+        if tag == 0x08:  # 1: status, varint
+            status = value
+        elif tag == 0x12:  # 2: version
+            version_id = _version_id(data, value, after)
+        elif tag == 0x1A:  # 3
+            third = (value, after)
+        elif tag == 0x22:  # 4
+            fourth = (value, after)
+        pos = after
     return status, version_id, third, fourth
 
 
-def _put_answer(data: memoryview) -> PutAnswer:
-    status, version_id, key, _ = _answer(data)
-    return PutAnswer(status, version_id, None if key is None else str(key, "utf-8"))
+def _put_answer(data: bytes, pos: int, end: int) -> PutAnswer:
+    status, version_id, key, _ = _answer(data, pos, end)
+    return PutAnswer(status, version_id, None if key is None else str(data[key[0] : key[1]], "utf-8"))
 
 
-def _get_answer(data: memoryview) -> GetAnswer:
-    status, version_id, value, _ = _answer(data)
-    return GetAnswer(status, version_id, b"" if value is None else bytes(value))
+def _get_answer(data: bytes, pos: int, end: int) -> GetAnswer:
+    status, version_id, value, _ = _answer(data, pos, end)
+    return GetAnswer(status, version_id, b"" if value is None else bytes(data[value[0] : value[1]]))
 
 
-def _answers(data: bytes, parse: Callable[[memoryview], T], limit: int | None = None) -> list[T]:
+def _answers(data: bytes, parse: Callable[[bytes, int, int], T], limit: int | None = None) -> list[T]:
     """Field 1 of a ``WriteResponse`` (``puts``), ``ReadResponse`` (``gets``) or ``RangeScanResponse``
     (``records``), each parsed, in order; only the first ``limit`` (default: all), the rest not read."""
-    reader = _Reader(data)
     answers: list[T] = []
-    while reader.pos < reader.end and (limit is None or len(answers) < limit):
-        number, wire_type = reader.field()
-        if number == 1 and wire_type == _LEN:
-            answers.append(parse(reader.length_delimited()))
-        else:
-            reader.skip(wire_type)
+    pos, end = 0, len(data)
+    while pos < end and (limit is None or len(answers) < limit):
+        tag, value, after = _field_at(data, pos, end)
+        if tag == 0x0A:  # 1, length-delimited
+            answers.append(parse(data, value, after))
+        pos = after
     return answers
 
 
@@ -264,10 +248,14 @@ def decode_read_response(data: bytes) -> list[GetAnswer]:
     return _answers(data, _get_answer)
 
 
-def _scanned_record(data: memoryview) -> ScannedRecord:
+def _scanned_record(data: bytes, pos: int, end: int) -> ScannedRecord:
     """A ``GetResponse`` of a scan (its status is always OK): key, value and version id."""
-    _, version_id, value, key = _answer(data)
-    return ScannedRecord("" if key is None else str(key, "utf-8"), b"" if value is None else bytes(value), version_id)
+    _, version_id, value, key = _answer(data, pos, end)
+    return ScannedRecord(
+        "" if key is None else str(data[key[0] : key[1]], "utf-8"),
+        b"" if value is None else bytes(data[value[0] : value[1]]),
+        version_id,
+    )
 
 
 def decode_range_scan_response(data: bytes, limit: int | None = None) -> list[ScannedRecord]:
