@@ -524,12 +524,17 @@ def test_hostile_offsets_with_valid_crc_are_corrupt(column):
     assert cases >= 20
 
 
-def test_non_monotonic_offset_fails_on_access_not_on_other_records():
+def non_monotonic_batch() -> RecordBatch:
+    """Three values whose offsets are [0, 10, 8, 12]: record 1 is out of bounds, 0 and 2 are not."""
     data = encode_batch([b"aaaa", b"bbbb", b"cccc"], now_ms=NOW)
     start = next(s for n, s, _ in layout(data) if n == "values_offsets")
     edited = bytearray(data)
-    struct.pack_into("<i", edited, start + 4, 10)  # offsets [0, 10, 8, 12]
-    batch = decode_batch(reseal(edited))
+    struct.pack_into("<i", edited, start + 4, 10)
+    return decode_batch(reseal(edited))
+
+
+def test_non_monotonic_offset_fails_on_access_not_on_other_records():
+    batch = non_monotonic_batch()
     with pytest.raises(CorruptBatch, match="value offsets of record 1 are out of bounds"):
         batch.value(1)
     assert batch.value(2) == b"cccc"
@@ -819,11 +824,7 @@ def test_property_bulk_accessors_on_a_mutated_body_agree_or_refuse(records, data
 
 
 def test_bulk_accessors_check_the_offsets_of_their_range_only():
-    data = encode_batch([b"aaaa", b"bbbb", b"cccc"], now_ms=NOW)
-    start = next(s for n, s, _ in layout(data) if n == "values_offsets")
-    edited = bytearray(data)
-    struct.pack_into("<i", edited, start + 4, 10)  # offsets [0, 10, 8, 12]
-    batch = decode_batch(reseal(edited))
+    batch = non_monotonic_batch()
     with pytest.raises(CorruptBatch, match="value offsets of records 0 to 2 are out of bounds"):
         batch.values_in()
     with pytest.raises(CorruptBatch, match="value offsets of records 1 to 1 are out of bounds"):
