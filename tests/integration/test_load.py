@@ -64,7 +64,9 @@ def test_without_oxia_every_batch_is_rejected_by_type_and_nothing_can_be_read(se
     assert set(summary) == SUMMARY_FIELDS
     requests, records = summary["requests"], summary["records"]
     n = requests["sent"]
-    assert 8 <= n <= 12, "40 records/s in batches of 5 for 1.5 s is 12 requests over both clients"
+    # 40 records/s in batches of 5 for 1.5 s caps it at 12 requests over both clients. Each answer waits out
+    # the 300 ms connect timeout, so the clients fall behind that pace, the more so on a loaded machine.
+    assert 2 <= n <= 12, "at most 12 requests, and at least one from each client"
     assert requests["by_status"] == {"409": n}
     assert (requests["ok"], requests["failed"]) == (0, n)
     assert records == {"sent": 5 * n, "acked": 0, "rejected": 5 * n, "ambiguous": 0}
