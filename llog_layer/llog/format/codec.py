@@ -479,7 +479,8 @@ class RecordBatch:
         of a large batch does not decode the rest."""
         sizes = self.sizes_in(start, headers=False)
         if self._headers is not None:
-            sizes = self.sizes_in(start, start + bisect_right(list(accumulate(sizes)), room))
+            may_fit = bisect_right(list(accumulate(sizes)), room)
+            sizes = list(map(add, sizes[:may_fit], map(headers_bytes, self.headers_in(start, start + may_fit))))
         totals = list(accumulate(sizes, initial=0))
         count = bisect_right(totals, room, lo=1) - 1
         return count, totals[count]

@@ -222,7 +222,7 @@ def _put_answer(data: bytes, pos: int, end: int) -> PutAnswer:
 
 def _get_answer(data: bytes, pos: int, end: int) -> GetAnswer:
     status, version_id, value, _ = _answer(data, pos, end)
-    return GetAnswer(status, version_id, b"" if value is None else bytes(data[value[0] : value[1]]))
+    return GetAnswer(status, version_id, b"" if value is None else data[value[0] : value[1]])
 
 
 def _answers(data: bytes, parse: Callable[[bytes, int, int], T], limit: int | None = None) -> list[T]:
@@ -253,7 +253,7 @@ def _scanned_record(data: bytes, pos: int, end: int) -> ScannedRecord:
     _, version_id, value, key = _answer(data, pos, end)
     return ScannedRecord(
         "" if key is None else str(data[key[0] : key[1]], "utf-8"),
-        b"" if value is None else bytes(data[value[0] : value[1]]),
+        b"" if value is None else data[value[0] : value[1]],
         version_id,
     )
 
