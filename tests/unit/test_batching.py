@@ -430,7 +430,7 @@ def test_a_writer_exception_reaches_every_caller_of_that_flush():
 
 
 def test_batching_config_from_env():
-    assert BatchingConfig.from_env({}) == BatchingConfig(8 * 1024 * 1024, 500, 64 * 1024 * 1024, 4)
+    assert BatchingConfig.from_env({}) == BatchingConfig(4 * 1024 * 1024, 500, 64 * 1024 * 1024, 4)
     assert BatchingConfig.from_env(
         {
             "LLOG_BATCH_MAX_BYTES": "10",

@@ -40,7 +40,7 @@ def ingest_run(connections: int, mb_per_s: float, raw_mb_per_s: float) -> dict[s
 def results(**changes: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "s3_server": "versitygw",
-        "batcher": {"max_delay_ms": 500, "max_in_flight": 4, "max_bytes": 8388608},
+        "batcher": {"max_delay_ms": 500, "max_in_flight": 4, "max_bytes": 4194304},
         "floor": {"s3_put_p50_ms": 3.0, "oxia_put_p50_ms": 2.0, "floor_ms": 5.0},
         "produce": {
             "idle": produce_row("idle", 100.0, 8.0, 20.0, 1.0, 1.0),
