@@ -8,7 +8,7 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia versitygw iceberg chromium wrk screenshots test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load soak clean
+.PHONY: help setup oxia versitygw lincheck iceberg chromium wrk screenshots test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load soak clean
 
 help:
 	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, Chromium and wrk (idempotent)"
@@ -25,7 +25,7 @@ help:
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
 	@echo "make screenshots - regenerate docs/img/console-*.png: the console (http://127.0.0.1:8080/console) on sample data"
 
-setup: $(STAMP) $(NPM_STAMP) oxia versitygw iceberg chromium wrk
+setup: $(STAMP) $(NPM_STAMP) oxia versitygw lincheck iceberg chromium wrk
 
 $(STAMP):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -46,6 +46,11 @@ oxia:
 # skipped and make dev says why; LLOG_REQUIRE_VERSITYGW=1 makes it an error.
 versitygw:
 	@scripts/install-versitygw.sh || [ -z "$${LLOG_REQUIRE_VERSITYGW:-}" ] || exit 1
+
+# llog-lincheck, the concurrent harness's linearizability checker (Porcupine, built from tests/lincheck with Go,
+# seconds). Without it the harness's tests are reported as skipped; LLOG_REQUIRE_LINCHECK=1 makes that an error.
+lincheck:
+	@scripts/build-lincheck.sh || [ -z "$${LLOG_REQUIRE_LINCHECK:-}" ] || exit 1
 
 # Iceberg's Spark runtime for the Iceberg export tests; without it they are reported as skipped.
 iceberg:
