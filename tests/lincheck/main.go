@@ -10,7 +10,10 @@
 //     log at s. An append whose outcome is unknown may take effect at any point
 //     after its call or never (nondeterminism); a definite failure takes none.
 //     An append refused as fenced is valid only while the partition is fenced.
-//   - fence / unfence: the partition refuses / accepts appends from then on.
+//     A conditional append (expect) takes effect only at that start offset, and is
+//     refused (mismatch) only when that is not the next offset.
+//   - fence / unfence: the partition refuses / accepts appends from then on (a fence
+//     whose process died may have taken effect or not).
 //   - read(from): returned records [from, from+n) must be the log's records there,
 //     in order; its high watermark, when given, must be the log's.
 //
@@ -33,14 +36,15 @@ import (
 )
 
 type input struct {
-	Kind  string `json:"kind"` // append | fence | unfence | read
-	Batch string `json:"batch,omitempty"`
-	Count int    `json:"count,omitempty"`
-	From  int    `json:"from,omitempty"`
+	Kind   string `json:"kind"` // append | fence | unfence | read
+	Batch  string `json:"batch,omitempty"`
+	Count  int    `json:"count,omitempty"`
+	Expect int    `json:"expect,omitempty"` // a conditional append: only at this start offset
+	From   int    `json:"from,omitempty"`
 }
 
 type output struct {
-	Outcome   string   `json:"outcome"` // ok | unknown | failed | fenced
+	Outcome   string   `json:"outcome"` // ok | unknown | failed | fenced | mismatch
 	Start     int      `json:"start,omitempty"`
 	Duplicate bool     `json:"duplicate,omitempty"`
 	Records   []string `json:"records,omitempty"` // read: the batch id of each record returned
@@ -90,6 +94,9 @@ func step(st interface{}, in interface{}, out interface{}) []interface{} {
 	o := out.(output)
 	switch i.Kind {
 	case "fence":
+		if o.Outcome == "unknown" { // its process died: fenced or not
+			return []interface{}{s, state{s.offsets, true}}
+		}
 		return []interface{}{state{s.offsets, true}}
 	case "unfence":
 		return []interface{}{state{s.offsets, false}}
@@ -116,12 +123,17 @@ func step(st interface{}, in interface{}, out interface{}) []interface{} {
 				}
 				return nil
 			}
-			if at != 0 || s.fenced || o.Start != len(s.offsets)+1 {
+			if at != 0 || s.fenced || o.Start != len(s.offsets)+1 || (i.Expect != 0 && o.Start != i.Expect) {
 				return nil
 			}
 			return []interface{}{s.appended(i.Batch, i.Count)}
+		case "mismatch":
+			if i.Expect != 0 && i.Expect != len(s.offsets)+1 {
+				return []interface{}{s}
+			}
+			return nil
 		case "unknown":
-			if at != 0 || s.fenced {
+			if at != 0 || s.fenced || (i.Expect != 0 && i.Expect != len(s.offsets)+1) {
 				return []interface{}{s}
 			}
 			return []interface{}{s, s.appended(i.Batch, i.Count)}
