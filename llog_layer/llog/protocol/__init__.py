@@ -218,7 +218,9 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
   reference to an object later than the commit deadline after its PUT began,
   GC deletes only unreferenced objects older than the grace period (which
   exceeds it), and retention deletes only the objects of ranges below a log
-  start it has already moved.
+  start it has already moved. None of them deletes outside its own root's
+  prefixes, whatever an entry names (a copy restored into another root names
+  the original's objects).
 * I9 The log start only moves forward, only past whole compacted ranges below
   the compaction cursor and any running compaction.
 * I10 Every initialized partition is registered: the registry record is

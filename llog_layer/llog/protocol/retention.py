@@ -12,8 +12,11 @@ forward past whole compacted ranges, then removes what lies below it:
    and delete the removed ranges' manifests, so manifest readers (the export)
    jump instead of waiting at a gap.
 3. ``delete_range`` the index keys below the log start.
-4. Delete the removed ranges' compacted objects. Shared WAL blobs are left to
-   garbage collection, which deletes them once nothing references them.
+4. Delete the removed ranges' compacted objects, those under the partition's
+   own ``data/compacted/`` prefix only: a range restored into another root
+   names the original root's object, which stays that root's to delete. Shared
+   WAL blobs are left to garbage collection, which deletes them once nothing
+   references them.
 
 Only COMPACTED ranges (and LOST ones, ``llog.protocol.rebuild``) wholly below
 the compaction cursor, and below the start of a running compaction's range
@@ -236,8 +239,13 @@ class Retention:
         # The log start in force may come from another run that read a newer generation table:
         # clear this table's open generation only as far as the entries read through it.
         index.delete_below(log_start, read_through=max(b.end_offset for b in doomed))
-        objects = [S3Location.parse(b.entry.ref.data_key) for b in compacted]
-        nbytes = sum(self._size_of(b) for b in compacted)
+        # Only the partition's own objects: entries restored into another root name the original root's
+        # objects, which only that root's retention and GC delete (docs/RECOVERY.md, "Back up and restore").
         bucket = self.storage.bucket
-        self.storage.blobs.delete(bucket, [o.key for o in objects if o.bucket == bucket])
-        return len(objects), nbytes
+        owned = [
+            (b, location) for b in compacted
+            if (location := S3Location.parse(b.entry.ref.data_key)).bucket == bucket
+            and location.key.startswith(keys.compacted_prefix)
+        ]  # fmt: skip
+        self.storage.blobs.delete(bucket, [location.key for _, location in owned])
+        return len(owned), sum(self._size_of(b) for b, _ in owned)
