@@ -88,6 +88,25 @@ def plan_log_start(
     return candidates[remove - 1].end_offset + 1 if remove else None
 
 
+def without_stale_keys(entries: Sequence[IndexedBatch]) -> list[IndexedBatch]:
+    """``entries`` (in offset order) without the WAL entries a later COMPACTED entry holds.
+
+    Such a WAL entry is a stale key (``PartitionIndex.superseding``): its
+    records are the compacted range's, and removing that range removes its key
+    too (``delete_below`` deletes key ranges), so it neither stops a plan nor
+    counts twice towards a size.
+    """
+    kept: list[IndexedBatch] = []
+    over: IndexedBatch | None = None
+    for batch in reversed(entries):
+        if batch.entry.type is EntryType.COMPACTED:
+            over = batch
+        elif batch.entry.type is EntryType.WAL and over is not None and over.start_offset <= batch.start_offset:
+            continue
+        kept.append(batch)
+    return kept[::-1]
+
+
 def _expired(batch: IndexedBatch, policy: RetentionPolicy, now_ms: int) -> bool:
     """A compacted (or LOST) range older than the policy's age limit (``plan_log_start`` removes such ranges
     only)."""
@@ -137,7 +156,7 @@ class Retention:
             return RetentionResult(topic, partition, before, before)
         now_ms = int(self.storage.clock() * 1000)
         bound = functools.cache(lambda: self._bound(meta))  # read only if a range may go
-        entries = list(self._scan(index, before=before, policy=policy, bound=bound, now_ms=now_ms))
+        entries = without_stale_keys(list(self._scan(index, before=before, policy=policy, bound=bound, now_ms=now_ms)))
         kept = [b for b in entries if b.end_offset >= before]
         target = None
         # An age limit removes nothing unless the first entry is a compacted range old enough.
@@ -193,8 +212,12 @@ class Retention:
             return
 
         def stays(batch: IndexedBatch) -> bool:
+            # Below the bound a WAL entry can be a stale key under a compacted range (``without_stale_keys``):
+            # read on to see that range.
             return batch.end_offset >= before and (
-                policy.keeps_everything or not _expired(batch, policy, now_ms) or batch.end_offset >= bound()
+                policy.keeps_everything
+                or not (_expired(batch, policy, now_ms) or batch.entry.type is EntryType.WAL)
+                or batch.end_offset >= bound()
             )
 
         first = index.ceiling(INITIAL_OFFSET)
