@@ -4,7 +4,9 @@ A topic of each append protocol is written (compacted in part, with a
 consumer group's committed offsets and an idempotent producer's state),
 backed up from the session's Oxia server and restored, under the same root
 and bucket, into a fresh Oxia server of this module's own: reads, group
-offsets and the producer's dedupe must come back the same.
+offsets and the producer's dedupe must come back the same. One test restores
+into another root of the same server instead, and runs that root's retention,
+compaction and GC against the original's objects.
 """
 
 from __future__ import annotations

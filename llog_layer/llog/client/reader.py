@@ -5,9 +5,11 @@
    sequence's highest key (``llog.protocol.index.PartitionIndex``);
 2. resolve the batch holding an offset: Oxia CEILING on the entry key of the
    offset (``index/{offset}``, or the position in its generation's sequence),
-   checked for our prefix and for actually covering the offset; in a CAS
-   partition else ``meta/control.pending``;
-3. fetch the batch (an S3 range GET for a slice of a shared blob);
+   checked for our prefix and for actually covering the offset (an entry that
+   does not may be a stale key over a compacted range that does,
+   ``PartitionIndex.covering``); in a CAS partition else ``meta/control.pending``;
+3. fetch the batch (an S3 range GET for a slice of a shared blob; an object
+   gone since the lookup is looked up again, ``refetch``);
 4. decode ``bytes-batch-v1``, checking the record count against the index.
 
 An offset in a LOST entry (a range a rebuild from S3 could not recover,
