@@ -4,7 +4,9 @@ A topic of each append protocol is written (compacted in part, with a
 consumer group's committed offsets and an idempotent producer's state),
 backed up from the session's Oxia server and restored, under the same root
 and bucket, into a fresh Oxia server of this module's own: reads, group
-offsets and the producer's dedupe must come back the same.
+offsets and the producer's dedupe must come back the same. One test restores
+into another root of the same server instead, and runs that root's retention,
+compaction and GC against the original's objects.
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog import cli
 from llog.client.reader import LogReader
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
-from llog.config import OxiaConfig, S3Config, WriterConfig
+from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
 from llog.errors import BackupNotFound, NamespaceMismatch, NamespaceNotEmpty
 from llog.format.documents import AppendProtocol, ProducerState
-from llog.format.keys import PartitionKeys
+from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol import backup
 from llog.protocol.backup import (
     BackupLayout,
@@ -33,7 +35,7 @@ from llog.protocol.backup import (
     read_partition_snapshot,
     restore_backup,
 )
-from llog.protocol.compaction import Compactor
+from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.index import PartitionIndex
@@ -41,7 +43,7 @@ from llog.protocol.namespace import check_namespace, read_namespace
 from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
-from tests.conftest import TOOLS_BIN, moto_s3_env, set_env
+from tests.conftest import BUCKET, TOOLS_BIN, moto_s3_env, set_env
 from tests.protocols import CAS
 
 SEQUENTIAL = WriterConfig(append_protocol=AppendProtocol.SEQUENTIAL)
@@ -143,6 +145,44 @@ def test_a_backup_restores_every_topic_group_and_producer_into_a_fresh_oxia(
         assert appended.start_offset == hw + 1
         Compactor(target).compact_once(t, partition)
         assert LogReader(target).read_offset(t, partition, hw + 1).value == b"new"
+
+
+def test_a_copy_restored_into_another_root_never_deletes_the_original_roots_objects(
+    storage: Storage, topic: str
+) -> None:
+    """Restored entries name the original root's objects; retention, compaction and GC under the copy's root
+    delete only objects under that root, so the original keeps every record (docs/RECOVERY.md)."""
+    writer = LogWriter(storage, config=CAS)
+    writer.initialize_partition(topic, 0)
+    for i in range(10):
+        writer.append(topic, 0, [f"r{i + 1}".encode()])
+    compact_until_caught_up(Compactor(storage, config=CompactorConfig(max_offsets_per_run=5)), topic, 0, budget_s=60)
+    writer.append(topic, 0, [b"tail-1"])
+    writer.append(topic, 0, [b"tail-2"])  # a WAL tail the copy compacts (its blobs are the original's)
+    original = [(r.offset, r.value) for r in LogReader(storage).iter_from(topic, 0, 1)]
+    backup_id = back_up_topics(storage, [topic], keep=3).backup_id
+
+    copy = dataclasses.replace(storage, root=f"{storage.root}-copy")
+    source, destination = BackupLayout(storage.root).prefix, BackupLayout(copy.root).prefix
+    for obj in storage.blobs.list(BUCKET, f"{source}{backup_id}/"):  # an operator copies the backup over
+        body = storage.blobs.get(S3Location(BUCKET, obj.key))
+        storage.blobs.put(S3Location(BUCKET, destination + obj.key[len(source) :]), body)
+    restore_backup(copy, backup_id)
+    objects = {o.key for o in storage.blobs.list(BUCKET, f"{storage.root}/")}
+    assert [(r.offset, r.value) for r in LogReader(copy).iter_from(topic, 0, 1)] == original
+
+    # Under the copy's root: compact the tail, then retention (everything older than 1 ms) and GC with no grace.
+    compact_until_caught_up(Compactor(copy), topic, 0, budget_s=60)
+    LogWriter(copy, config=CAS).append(topic, 0, [b"copy-only"])  # the last entry stays: ranges below it go
+    late = dataclasses.replace(copy, clock=lambda: copy.clock() + 10 * 24 * 3600)
+    config = GcConfig(grace_ms=1, retention=RetentionConfig(topics={topic: RetentionPolicy(max_age_ms=1)}))
+    report = GarbageCollector(late, config=config).collect()
+    assert report.retention_ranges_removed == 3, report  # the original's two ranges and the copy's own
+    assert report.retention_objects_deleted == 1  # the copy's own object; the original's two stay
+    assert LogReader(copy).partition_info(topic, 0).log_start == len(original) + 1
+
+    assert objects - {o.key for o in storage.blobs.list(BUCKET, f"{storage.root}/")} == set()
+    assert [(r.offset, r.value) for r in LogReader(storage).iter_from(topic, 0, 1)] == original
 
 
 def test_restore_refuses_a_live_namespace_and_writes_nothing(storage: Storage, topic: str) -> None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+import time
 
 import pytest
 
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
-from llog.config import CompactorConfig
+from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy
 from llog.format.codec import Record
 from llog.format.documents import CompactionRecord, CompactionState, EntryType
 from llog.format.keys import PartitionKeys
@@ -19,9 +21,12 @@ from llog.protocol.faults import COMPACTOR_AFTER_DELETE as AFTER_DELETE
 from llog.protocol.faults import COMPACTOR_AFTER_END_KEY as AFTER_END_KEY
 from llog.protocol.faults import COMPACTOR_AFTER_MANIFEST as AFTER_MANIFEST
 from llog.protocol.faults import COMPACTOR_AFTER_RECORD as AFTER_RECORD
+from llog.protocol.faults import WRITER_AFTER_INDEX_WRITE as AFTER_INDEX_WRITE
 from llog.protocol.faults import WRITER_AFTER_RESERVE as AFTER_RESERVE
+from llog.protocol.gc import GarbageCollector
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
+from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
@@ -186,6 +191,67 @@ def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
 
     assert [(e, t) for e, t, _ in index_types(oxia_store, root, topic)] == [(3, EntryType.COMPACTED.value)]
     assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"a", b"b", b"c"]
+
+
+def test_a_stale_key_whose_recoverer_died_before_its_check_never_blocks_readers_or_retention(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str,
+    storage: Storage
+) -> None:
+    """docs/PROTOCOL.md's residual case: a stalled writer re-creates a WAL key compaction removed and dies before
+    its stale check. Reads resolve past the key to the compacted entry over it (also once GC deleted its blob,
+    which nothing else references), and retention removes it with that range."""
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"z"])
+    stall, crash = PauseAt(AFTER_RESERVE), crash_at(AFTER_INDEX_WRITE)
+
+    def stall_then_crash(point: str) -> None:
+        stall(point)
+        crash(point)
+
+    # Not inlined in its index entry: a read of the stale key's offsets goes to its blob.
+    stalled = LogWriter(storage, config=dataclasses.replace(CAS, inline_batch_max_bytes=0), fault_hook=stall_then_crash)
+    crashed: list[str] = []
+
+    def append_until_crash() -> None:
+        try:
+            stalled.append(topic, 0, [b"a", b"b"])
+        except SimulatedCrash as exc:
+            crashed.append(exc.point)
+
+    thread = threading.Thread(target=append_until_crash)
+    thread.start()
+    assert stall.reached.wait(30)
+    writer.append(topic, 0, [b"c"])  # finishes the stalled append (offsets 2-3), then appends offset 4
+    assert compactor.compact_once(topic, 0).end_offset == 4
+    stall.release()
+    thread.join(30)
+    assert crashed == [AFTER_INDEX_WRITE]
+    assert [(e, t) for e, t, _ in index_types(oxia_store, root, topic)] == [(3, "WAL"), (4, "COMPACTED")]
+
+    expected = [b"z", b"a", b"b", b"c"]
+    consume = ConsumeService(reader)
+
+    def read_everything() -> None:
+        assert [reader.read_offset(topic, 0, o).value for o in range(1, 5)] == expected
+        for start in (1, 2):
+            assert [r.value for r in reader.iter_from(topic, 0, start)] == expected[start - 1 :]
+            request = ConsumeRequest([FetchPartition(topic, 0, start, 1 << 20)], max_wait_ms=0, min_bytes=1,
+                                     max_bytes=1 << 20)  # fmt: skip
+            [fetched] = consume.consume(request)
+            assert fetched.error is None
+            assert [r.value for r in fetched.records] == expected[start - 1 :]
+
+    read_everything()  # offset 1 lies below the stale key, in the compacted range over it
+    late = dataclasses.replace(storage, clock=lambda: time.time() + 3600)
+    assert GarbageCollector(late, config=GcConfig(grace_ms=1)).collect().wal_blobs_deleted == 3
+    read_everything()  # the stale key's blob is gone: offsets 2-3 come from the compacted object
+
+    writer.append(topic, 0, [b"d"])
+    retention = RetentionConfig(topics={topic: RetentionPolicy(max_age_ms=1)})
+    report = GarbageCollector(late, config=GcConfig(grace_ms=1, retention=retention)).collect()
+    assert report.retention_partitions_truncated == 1
+    assert [(e, t) for e, t, _ in index_types(oxia_store, root, topic)] == [(5, "WAL")]
+    assert [r.value for r in reader.iter_from(topic, 0, 5)] == [b"d"]
 
 
 def test_a_compactor_that_stalled_past_another_compaction_does_not_commit_its_stale_range(

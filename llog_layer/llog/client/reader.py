@@ -5,9 +5,11 @@
    sequence's highest key (``llog.protocol.index.PartitionIndex``);
 2. resolve the batch holding an offset: Oxia CEILING on the entry key of the
    offset (``index/{offset}``, or the position in its generation's sequence),
-   checked for our prefix and for actually covering the offset; in a CAS
-   partition else ``meta/control.pending``;
-3. fetch the batch (an S3 range GET for a slice of a shared blob);
+   checked for our prefix and for actually covering the offset (an entry that
+   does not may be a stale key over a compacted range that does,
+   ``PartitionIndex.covering``); in a CAS partition else ``meta/control.pending``;
+3. fetch the batch (an S3 range GET for a slice of a shared blob; an object
+   gone since the lookup is looked up again, ``refetch``);
 4. decode ``bytes-batch-v1``, checking the record count against the index.
 
 An offset in a LOST entry (a range a rebuild from S3 could not recover,
@@ -245,7 +247,10 @@ class LogReader:
             span = batch.entry.ref.times
             if batch.entry.type is EntryType.LOST or (span is not None and span.max_ms < timestamp_ms):
                 continue  # no record there is that late (a LOST range has none)
-            records = self.fetch(batch)
+            try:
+                records = self.fetch(batch)
+            except BlobNotFound:
+                batch, records = self.refetch(topic, partition, batch.start_offset)
             batches_read += 1
             first = max(batch.start_offset, info.log_start)
             for offset in range(first, min(batch.end_offset, info.high_watermark) + 1):
@@ -285,11 +290,27 @@ class LogReader:
         try:
             records = self.fetch(batch)
         except BlobNotFound:
-            # Compaction may have replaced the entry and GC removed its object
-            # between our lookup and our GET: look the offset up once more.
-            batch = self.resolve(topic, partition, offset)
-            records = self.fetch(batch)
+            batch, records = self.refetch(topic, partition, offset)
         return record_at(records, batch.start_offset, offset)
+
+    def refetch(self, topic: str, partition: int, offset: int) -> tuple[IndexedBatch, RecordBatch]:
+        """The batch holding ``offset`` and its records, looked up afresh after its object was not found.
+
+        Compaction may have replaced the entry and GC removed its object
+        between the lookup and the GET: the offset now resolves to the
+        compacted entry. A WAL entry that still resolves, its object gone, with
+        a compacted entry over it is a stale key (``PartitionIndex.superseding``):
+        the compacted entry holds the same records.
+        """
+        index = PartitionIndex.load(self._metadata(topic, partition))
+        batch = readable(topic, partition, self._resolve(index, offset))
+        try:
+            return batch, self.fetch(batch)
+        except BlobNotFound:
+            over = index.superseding(batch)
+            if over is None:
+                raise
+            return over, self.fetch(over)
 
     def read_range(self, topic: str, partition: int, start_offset: int, end_offset: int) -> list[LogRecord]:
         """Records ``start_offset`` through ``end_offset`` inclusive; both must be committed."""
@@ -346,9 +367,8 @@ class LogReader:
             readable(keys.topic, keys.partition, batch)
             try:
                 records = self.fetch(batch)
-            except BlobNotFound:  # see read_offset
-                batch = self._resolve(PartitionIndex.load(index.meta), next_offset)
-                records = self.fetch(batch)
+            except BlobNotFound:
+                batch, records = self.refetch(keys.topic, keys.partition, next_offset)
             stop = min(batch.end_offset, last)
             yield from records_in(records, batch.start_offset, next_offset, stop + 1)
             next_offset = stop + 1

@@ -210,7 +210,10 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
   below a compacted range is removed again, and a compaction's end key
   overlaps its lower keys only while in flight, with the same records (I3).
   docs/PROTOCOL.md names the one residual case (a party that re-creates a
-  stale key and dies before its check).
+  stale key and dies before its check): that key is never read for a
+  compacted offset it does not hold, nor needed once its blob is gone (the
+  compacted range over it is read instead), and retention removes it with
+  that range.
 * I7 An acknowledged append stays readable at its offsets: through ``pending``
   until materialized, and across fence, migration and compaction; only
   retention removes it, below the log start.
@@ -218,7 +221,9 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
   reference to an object later than the commit deadline after its PUT began,
   GC deletes only unreferenced objects older than the grace period (which
   exceeds it), and retention deletes only the objects of ranges below a log
-  start it has already moved.
+  start it has already moved. None of them deletes outside its own root's
+  prefixes, whatever an entry names (a copy restored into another root names
+  the original's objects).
 * I9 The log start only moves forward, only past whole compacted ranges below
   the compaction cursor and any running compaction.
 * I10 Every initialized partition is registered: the registry record is

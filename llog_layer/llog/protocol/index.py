@@ -24,6 +24,7 @@ from llog.errors import CorruptMetadata
 from llog.format.documents import (
     CAS_GENERATION,
     ControlRecord,
+    EntryType,
     Generation,
     IndexedBatch,
     PendingAppend,
@@ -241,14 +242,37 @@ class PartitionIndex:
         return None if segment is None else segment.ceiling(offset)
 
     def covering(self, offset: int) -> IndexedBatch | None:
-        """The entry (or, in a CAS partition, the pending append) holding ``offset``."""
+        """The entry (or, in a CAS partition, the pending append) holding ``offset``.
+
+        An entry found above ``offset`` can be a stale key over a compacted range that holds ``offset``
+        (``superseding``): then that range.
+        """
         batch = self.ceiling(offset)
+        if batch is not None and not batch.covers(offset):
+            batch = self.superseding(batch)  # one more read, only where entries overlap
         if batch is not None and batch.covers(offset):
             return batch
         pending = self.control.pending
         if pending is not None and pending.covers(offset):
             return IndexedBatch(pending.end_offset, pending.index_entry())
         return None
+
+    def superseding(self, batch: IndexedBatch) -> IndexedBatch | None:
+        """The COMPACTED entry after WAL entry ``batch`` if it holds all of ``batch``'s offsets, else None.
+
+        Entries overlap so only while a compaction deletes the keys below its
+        end key, or where a party re-created such a key and died before its
+        stale check (docs/PROTOCOL.md, "Why index entries are only ever
+        created, and the stale-key check"). Either way the compacted entry
+        holds the same records (I3), and GC may have deleted the WAL entry's
+        blob: nothing below the compaction cursor counts as its reference.
+        """
+        if batch.entry.type is not EntryType.WAL:
+            return None
+        after = self.ceiling(batch.end_offset + 1)
+        if after is None or after.entry.type is not EntryType.COMPACTED or after.start_offset > batch.start_offset:
+            return None
+        return after
 
     def scan(self, from_offset: int, *, limit: int | None = None) -> list[IndexedBatch]:
         """Valid entries ending at or after ``from_offset``, in offset order, across generations."""

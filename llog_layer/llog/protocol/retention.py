@@ -12,8 +12,11 @@ forward past whole compacted ranges, then removes what lies below it:
    and delete the removed ranges' manifests, so manifest readers (the export)
    jump instead of waiting at a gap.
 3. ``delete_range`` the index keys below the log start.
-4. Delete the removed ranges' compacted objects. Shared WAL blobs are left to
-   garbage collection, which deletes them once nothing references them.
+4. Delete the removed ranges' compacted objects, those under the partition's
+   own ``data/compacted/`` prefix only: a range restored into another root
+   names the original root's object, which stays that root's to delete. Shared
+   WAL blobs are left to garbage collection, which deletes them once nothing
+   references them.
 
 Only COMPACTED ranges (and LOST ones, ``llog.protocol.rebuild``) wholly below
 the compaction cursor, and below the start of a running compaction's range
@@ -85,6 +88,25 @@ def plan_log_start(
     return candidates[remove - 1].end_offset + 1 if remove else None
 
 
+def without_stale_keys(entries: Sequence[IndexedBatch]) -> list[IndexedBatch]:
+    """``entries`` (in offset order) without the WAL entries a later COMPACTED entry holds.
+
+    Such a WAL entry is a stale key (``PartitionIndex.superseding``): its
+    records are the compacted range's, and removing that range removes its key
+    too (``delete_below`` deletes key ranges), so it neither stops a plan nor
+    counts twice towards a size.
+    """
+    kept: list[IndexedBatch] = []
+    over: IndexedBatch | None = None
+    for batch in reversed(entries):
+        if batch.entry.type is EntryType.COMPACTED:
+            over = batch
+        elif batch.entry.type is EntryType.WAL and over is not None and over.start_offset <= batch.start_offset:
+            continue
+        kept.append(batch)
+    return kept[::-1]
+
+
 def _expired(batch: IndexedBatch, policy: RetentionPolicy, now_ms: int) -> bool:
     """A compacted (or LOST) range older than the policy's age limit (``plan_log_start`` removes such ranges
     only)."""
@@ -134,7 +156,7 @@ class Retention:
             return RetentionResult(topic, partition, before, before)
         now_ms = int(self.storage.clock() * 1000)
         bound = functools.cache(lambda: self._bound(meta))  # read only if a range may go
-        entries = list(self._scan(index, before=before, policy=policy, bound=bound, now_ms=now_ms))
+        entries = without_stale_keys(list(self._scan(index, before=before, policy=policy, bound=bound, now_ms=now_ms)))
         kept = [b for b in entries if b.end_offset >= before]
         target = None
         # An age limit removes nothing unless the first entry is a compacted range old enough.
@@ -190,8 +212,12 @@ class Retention:
             return
 
         def stays(batch: IndexedBatch) -> bool:
+            # Below the bound a WAL entry can be a stale key under a compacted range (``without_stale_keys``):
+            # read on to see that range.
             return batch.end_offset >= before and (
-                policy.keeps_everything or not _expired(batch, policy, now_ms) or batch.end_offset >= bound()
+                policy.keeps_everything
+                or not (_expired(batch, policy, now_ms) or batch.entry.type is EntryType.WAL)
+                or batch.end_offset >= bound()
             )
 
         first = index.ceiling(INITIAL_OFFSET)
@@ -236,8 +262,13 @@ class Retention:
         # The log start in force may come from another run that read a newer generation table:
         # clear this table's open generation only as far as the entries read through it.
         index.delete_below(log_start, read_through=max(b.end_offset for b in doomed))
-        objects = [S3Location.parse(b.entry.ref.data_key) for b in compacted]
-        nbytes = sum(self._size_of(b) for b in compacted)
+        # Only the partition's own objects: entries restored into another root name the original root's
+        # objects, which only that root's retention and GC delete (docs/RECOVERY.md, "Back up and restore").
         bucket = self.storage.bucket
-        self.storage.blobs.delete(bucket, [o.key for o in objects if o.bucket == bucket])
-        return len(objects), nbytes
+        owned = [
+            (b, location) for b in compacted
+            if (location := S3Location.parse(b.entry.ref.data_key)).bucket == bucket
+            and location.key.startswith(keys.compacted_prefix)
+        ]  # fmt: skip
+        self.storage.blobs.delete(bucket, [location.key for _, location in owned])
+        return len(owned), sum(self._size_of(b) for b, _ in owned)

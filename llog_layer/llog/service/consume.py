@@ -399,10 +399,11 @@ class ConsumeService:
         try:
             sources: list[tuple[int, RecordBatch]] = list(plan.cached)
             for batch in plan.batches:
-                sources.append(self._decode(req, batch, fetcher))
+                start, decoded = self._decode(req, batch, fetcher)  # a refetch may answer a wider batch
+                sources.append((start, decoded))
                 if self.tail_cache is not None:
                     at_end = plan.high_watermark is not None and batch.end_offset >= plan.high_watermark
-                    self.tail_cache.add(req.topic, req.partition, batch.start_offset, sources[-1][1], at_end=at_end)
+                    self.tail_cache.add(req.topic, req.partition, start, decoded, at_end=at_end)
             offset = req.fetch_offset
             for start, decoded in sources:
                 if offset >= start + len(decoded):
@@ -429,10 +430,9 @@ class ConsumeService:
         try:
             return batch.start_offset, decode_batch(fetcher.get(batch.entry.ref), expected_count=batch.entry.msg_count)
         except BlobNotFound:
-            # Compaction replaced the entry and GC removed its object after we
-            # planned: look the batch up again (it now resolves to the compacted one).
-            fresh = self.reader.resolve(req.topic, req.partition, batch.start_offset)
-            return fresh.start_offset, self.reader.fetch(fresh)
+            # Compaction replaced the entry and GC removed its object after we planned (LogReader.refetch).
+            fresh, records = self.reader.refetch(req.topic, req.partition, batch.start_offset)
+            return fresh.start_offset, records
 
     @staticmethod
     def _result(plan: _Plan, records: list[LogRecord], error: LlogError | None = None) -> PartitionFetch:
