@@ -193,15 +193,8 @@ def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
     assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"a", b"b", b"c"]
 
 
-def test_a_stale_key_whose_recoverer_died_before_its_check_never_blocks_readers_or_retention(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str,
-    storage: Storage
-) -> None:
-    """docs/PROTOCOL.md's residual case: a stalled writer re-creates a WAL key compaction removed and dies before
-    its stale check. Reads resolve past the key to the compacted entry over it (also once GC deleted its blob,
-    which nothing else references), and retention removes it with that range."""
-    writer.initialize_partition(topic, 0)
-    writer.append(topic, 0, [b"z"])
+def stalled_until_crash(storage: Storage, topic: str, values: list[bytes]) -> tuple[PauseAt, threading.Thread]:
+    """A writer held right after reserving ``values`` that dies right after its index write once released."""
     stall, crash = PauseAt(AFTER_RESERVE), crash_at(AFTER_INDEX_WRITE)
 
     def stall_then_crash(point: str) -> None:
@@ -210,30 +203,48 @@ def test_a_stale_key_whose_recoverer_died_before_its_check_never_blocks_readers_
 
     # Not inlined in its index entry: a read of the stale key's offsets goes to its blob.
     stalled = LogWriter(storage, config=dataclasses.replace(CAS, inline_batch_max_bytes=0), fault_hook=stall_then_crash)
-    crashed: list[str] = []
 
     def append_until_crash() -> None:
-        try:
-            stalled.append(topic, 0, [b"a", b"b"])
-        except SimulatedCrash as exc:
-            crashed.append(exc.point)
+        with pytest.raises(SimulatedCrash):
+            stalled.append(topic, 0, values)
 
     thread = threading.Thread(target=append_until_crash)
     thread.start()
     assert stall.reached.wait(30)
-    writer.append(topic, 0, [b"c"])  # finishes the stalled append (offsets 2-3), then appends offset 4
-    assert compactor.compact_once(topic, 0).end_offset == 4
-    stall.release()
-    thread.join(30)
-    assert crashed == [AFTER_INDEX_WRITE]
-    assert [(e, t) for e, t, _ in index_types(oxia_store, root, topic)] == [(3, "WAL"), (4, "COMPACTED")]
+    return stall, thread
 
-    expected = [b"z", b"a", b"b", b"c"]
+
+@pytest.mark.parametrize("stale_keys", [1, 2])
+def test_a_stale_key_whose_recoverer_died_before_its_check_never_blocks_readers_or_retention(
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str,
+    storage: Storage, stale_keys: int
+) -> None:
+    """docs/PROTOCOL.md's residual case: a stalled writer re-creates a WAL key compaction removed and dies before
+    its stale check (two of them in one compacted range, with ``stale_keys=2``). Reads resolve past the keys to
+    the compacted entry over them (also once GC deleted their blobs, which nothing else references), and
+    retention removes them with that range."""
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"z"])
+    stalled = []
+    expected = [b"z"]
+    for n in range(stale_keys):
+        values = [b"%d-a" % n, b"%d-b" % n]
+        stalled.append(stalled_until_crash(storage, topic, values))
+        writer.append(topic, 0, [b"%d-c" % n])  # finishes the stalled append, then appends one more record
+        expected += [*values, b"%d-c" % n]
+    last = len(expected)
+    assert compactor.compact_once(topic, 0).end_offset == last
+    for stall, thread in stalled:
+        stall.release()
+        thread.join(30)
+    stale = [(3 * n + 3, "WAL") for n in range(stale_keys)]
+    assert [(e, t) for e, t, _ in index_types(oxia_store, root, topic)] == [*stale, (last, "COMPACTED")]
+
     consume = ConsumeService(reader)
 
     def read_everything() -> None:
-        assert [reader.read_offset(topic, 0, o).value for o in range(1, 5)] == expected
-        for start in (1, 2):
+        assert [reader.read_offset(topic, 0, o).value for o in range(1, last + 1)] == expected
+        for start in range(1, last + 1):
             assert [r.value for r in reader.iter_from(topic, 0, start)] == expected[start - 1 :]
             request = ConsumeRequest([FetchPartition(topic, 0, start, 1 << 20)], max_wait_ms=0, min_bytes=1,
                                      max_bytes=1 << 20)  # fmt: skip
@@ -241,17 +252,17 @@ def test_a_stale_key_whose_recoverer_died_before_its_check_never_blocks_readers_
             assert fetched.error is None
             assert [r.value for r in fetched.records] == expected[start - 1 :]
 
-    read_everything()  # offset 1 lies below the stale key, in the compacted range over it
+    read_everything()  # offset 1 lies below the stale keys, in the compacted range over them
     late = dataclasses.replace(storage, clock=lambda: time.time() + 3600)
-    assert GarbageCollector(late, config=GcConfig(grace_ms=1)).collect().wal_blobs_deleted == 3
-    read_everything()  # the stale key's blob is gone: offsets 2-3 come from the compacted object
+    assert GarbageCollector(late, config=GcConfig(grace_ms=1)).collect().wal_blobs_deleted == 2 * stale_keys + 1
+    read_everything()  # the stale keys' blobs are gone: their offsets come from the compacted object
 
     writer.append(topic, 0, [b"d"])
     retention = RetentionConfig(topics={topic: RetentionPolicy(max_age_ms=1)})
     report = GarbageCollector(late, config=GcConfig(grace_ms=1, retention=retention)).collect()
     assert report.retention_partitions_truncated == 1
-    assert [(e, t) for e, t, _ in index_types(oxia_store, root, topic)] == [(5, "WAL")]
-    assert [r.value for r in reader.iter_from(topic, 0, 5)] == [b"d"]
+    assert [(e, t) for e, t, _ in index_types(oxia_store, root, topic)] == [(last + 1, "WAL")]
+    assert [r.value for r in reader.iter_from(topic, 0, last + 1)] == [b"d"]
 
 
 def test_a_compactor_that_stalled_past_another_compaction_does_not_commit_its_stale_range(

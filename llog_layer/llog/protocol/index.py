@@ -191,6 +191,9 @@ class SequenceSegment:
 Segment = CasSegment | SequenceSegment
 
 
+STALE_KEYS_PAGE = 16  # entries read past a stale key looking for the compacted entry over it (and other stale keys)
+
+
 class PartitionIndex:
     """Offset-based access to one partition's index, as of one read of ``meta/control``.
 
@@ -269,7 +272,9 @@ class PartitionIndex:
         """
         if batch.entry.type is not EntryType.WAL:
             return None
-        after = self.ceiling(batch.end_offset + 1)
+        # Other stale keys may lie between it and the compacted entry (each a party that died before its check).
+        following = self.scan(batch.end_offset + 1, limit=STALE_KEYS_PAGE)
+        after = next((b for b in following if b.entry.type is not EntryType.WAL), None)
         if after is None or after.entry.type is not EntryType.COMPACTED or after.start_offset > batch.start_offset:
             return None
         return after
