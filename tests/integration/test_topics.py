@@ -191,7 +191,11 @@ def test_implicit_topics_work_as_before_and_describe_as_not_explicit(storage: St
 
     described = catalog.describe(topic)
 
-    assert (described["explicit"], described["partitions"], described["created_at_ms"]) == (False, 2, None)
+    record = topics(storage).get(topic)  # written by the first produce (llog.protocol.topics)
+    assert record is not None
+    assert (record.implicit, record.partition_numbers) == (True, [0, 4])
+    assert (described["explicit"], described["partitions"], described["config"]["append_protocol"]) == (False, 2, None)
+    assert (described["created_at_ms"], described["topic_id"]) == (record.created_at_ms, record.topic_id)
     assert [(s["partition"], s["high_watermark"]) for s in described["partition_status"]] == [(0, 1), (4, 1)]
     assert [(t.topic, t.partitions, t.explicit) for t in catalog.topics()] == [(topic, [0, 4], False)]
     with pytest.raises(UnknownTopic, match="was not created"):
@@ -202,7 +206,8 @@ def test_implicit_topics_work_as_before_and_describe_as_not_explicit(storage: St
     with pytest.raises(InvalidPartitionCount, match="at least 5"):
         topics(storage).create(topic, 4, config())
     topics(storage).create(topic, 5, config())
-    assert catalog.describe(topic)["explicit"] is True
+    adopted = catalog.describe(topic)
+    assert (adopted["explicit"], adopted["topic_id"]) == (True, record.topic_id)  # the same topic, its data kept
 
 
 # --- keyed produce ------------------------------------------------------------------------------------------
@@ -425,9 +430,63 @@ def test_deleting_an_implicit_topic_works_too(storage: Storage, topic: str) -> N
 
     record = topics(storage).delete(topic)
 
-    assert (record.deleted, record.partitions) == (True, 4)
+    assert (record.deleted, record.implicit, record.partition_numbers) == (True, True, [3])
     with pytest.raises(UnknownTopic):
         ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 3, [b"y"])])
+
+
+def test_a_process_that_cached_no_record_cannot_open_a_new_partition_after_an_implicit_delete(
+    storage: Storage, topic: str
+) -> None:
+    cached = ProduceService(LogWriter(storage))  # caches the implicit topic for TOPIC_CACHE_TTL_MS
+    assert cached.produce([ProduceEntry(topic, 0, [b"before"])])[0].ok
+
+    topics(storage).delete(topic)  # another process
+
+    with pytest.raises(UnknownTopic):
+        cached.produce([ProduceEntry(topic, 5, [b"after"])])
+    # Nothing is open: the partition is not there, or fenced with nothing in it.
+    try:
+        info = LogReader(storage).partition_info(topic, 5)
+    except PartitionNotInitialized:
+        return
+    assert (info.control.log_state.value, LogReader(storage).high_watermark(topic, 5)) == ("FENCED", 0)
+
+
+def test_implicit_partition_numbers_up_to_the_largest_are_kept_as_a_set(storage: Storage, topic: str) -> None:
+    service = ProduceService(LogWriter(storage))
+    largest = 2**31 - 1
+    assert all(r.ok for r in service.produce([ProduceEntry(topic, 1, [b"a"]), ProduceEntry(topic, largest, [b"b"])]))
+
+    record = topics(storage).delete(topic)
+
+    assert (record.implicit, record.partition_numbers) == (True, [1, largest])
+    assert topics(storage).get(topic) == record  # stored and read back
+    report = collector_ahead(storage).collect()
+    assert (report.topics_reclaimed, report.reclaim_partitions, report.errors) == (1, 2, [])
+
+
+def test_implicit_data_written_before_topic_records_keeps_working_and_is_adopted(storage: Storage, topic: str) -> None:
+    legacy = LogWriter(storage)  # partitions created the old way: registered, no topic record
+    for partition in (0, 7):
+        legacy.initialize_partition(topic, partition)
+        legacy.append(topic, partition, [b"old"])
+    registry = topics(storage)
+    assert registry.get(topic) is None
+    catalog = LogCatalog(storage.oxia, root=storage.root)
+    assert catalog.describe(topic)["partitions"] == 2
+
+    service = ProduceService(LogWriter(storage))
+    assert service.produce([ProduceEntry(topic, 7, [b"new"]), ProduceEntry(topic, 9, [b"new"])])[0].ok
+
+    record = registry.get(topic)  # the first produce since wrote the record, with every registered partition
+    assert record is not None
+    assert (record.implicit, record.partition_numbers) == (True, [0, 7, 9])
+    assert [s["partition"] for s in catalog.describe(topic)["partition_status"]] == [0, 7, 9]
+    assert values(LogReader(storage), topic, 7) == [b"old", b"new"]
+    registry.delete(topic)
+    for partition in (0, 7, 9):
+        assert LogReader(storage).partition_info(topic, partition).control.log_state.value == "FENCED"
 
 
 def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: Storage, topic: str) -> None:

@@ -320,8 +320,8 @@ def _generation(value: object) -> int:
 def existing_partitions(topics: TopicRegistry, topic: str) -> list[int]:
     """An explicit topic's ``0..N-1`` (none once deleted), else an implicit topic's registered partitions."""
     record = topics.get(topic)
-    if record is not None:
-        return [] if record.deleted else list(range(record.partitions))
+    if record is not None and (record.deleted or not record.implicit):
+        return [] if record.deleted else record.partition_numbers
     return topics.registry.partitions(topic).get(topic, [])
 
 

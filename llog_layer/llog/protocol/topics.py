@@ -2,10 +2,13 @@
 
 A topic record (``{root}/__catalog/topics/{topic}``, ``partition_key =
 "__catalog"``, docs/FORMAT.md) holds ``{"partitions", "config",
-"created_at_ms", "state", "deleted_at_ms"}``. A topic without a record whose
-partitions are registered (created by a produce naming partition numbers,
-``llog.protocol.registry``) is *implicit*: it keeps working as before, one
-partition per partition number seen.
+"created_at_ms", "state", "deleted_at_ms", "topic_id"}``. Every topic has
+one. An *implicit* topic (created by a produce naming partition numbers) has
+a record marked so (``implicit_partitions``): the set of partition numbers
+produce added to it, each up to 2**31-1. Partitions registered before topic
+records existed (``llog.protocol.registry``, no record) keep working: the
+next produce to the topic writes its record with every registered partition
+(the migration), and a delete of such a topic writes a deleted one.
 
 Actions, each idempotent, so a crash at any point is finished by repeating it
 (or by the next action that needs its result):
@@ -14,7 +17,15 @@ Actions, each idempotent, so a crash at any point is finished by repeating it
   (register, cursor, control: ``PartitionMetadata.create`` with the topic's
   protocol). Crash after the record: the next create with the same settings,
   a grow, or a produce to the partition initializes what is missing. A create
-  of an implicit topic's name adopts its partitions (the count must cover them).
+  of an implicit topic's name adopts its partitions (the count must cover them):
+  a compare-and-set makes its record explicit, with the same ``topic_id``.
+* **add a partition to an implicit topic** (``add_implicit_partition``, by
+  produce, before it registers and initializes the partition): create the
+  record create-only (the first produce) or add the number by compare-and-set.
+  A deleted record refuses it (``UnknownTopic``); a record that turned
+  explicit bounds it by its count. Crash after the record: the partition is
+  named but not initialized; the next produce initializes it, a delete
+  creates it fenced.
 * **grow**: compare-and-set the record to the larger count, then initialize
   the new partitions. Crash after the record: as for create.
 * **delete**: compare-and-set the record to ``state: "deleted"``, then make
@@ -36,8 +47,13 @@ Invariants:
 * T1 Partition counts only grow, and a record's name claim is create-only: two
   creates of one name agree or one gets ``TopicExists``.
 * T2 After a delete returns, no append to the topic succeeds: every partition
-  is fenced, so an append racing the delete fails (``LogFenced``, which the
-  produce service reports as ``UnknownTopic`` once it reads the record).
+  the record names (and every registered one) is fenced, so an append racing
+  the delete fails (``LogFenced``, which the produce service reports as
+  ``UnknownTopic`` once it reads the record). A produce initializes a
+  partition only once it is in the record (an explicit topic's count, or added
+  by compare-and-set), so a process that trusts a stale copy of the record,
+  or saw none, cannot open a partition the delete did not fence: its
+  compare-and-set (or create-only put) meets the deleted record.
 * T3 Reclaim never touches another topic's data: it works only under the
   deleted topic's own prefixes, and the name cannot be created again while
   its record exists, i.e. until reclaim has finished.
@@ -57,6 +73,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -67,6 +84,7 @@ from llog.config import RetentionPolicy, WriterConfig
 from llog.errors import (
     CorruptMetadata,
     InvalidArgument,
+    InvalidPartition,
     InvalidPartitionCount,
     TopicDeleted,
     TopicExists,
@@ -74,7 +92,7 @@ from llog.errors import (
     VersionConflict,
 )
 from llog.format.documents import AppendProtocol, LogState
-from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, RegistryKeys, validate_topic
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, RegistryKeys, validate_partition, validate_topic
 from llog.protocol import fence
 from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.metadata import PartitionMetadata
@@ -158,8 +176,16 @@ def validate_partition_count(partitions: object) -> int:
     return partitions
 
 
+def new_topic_id() -> str:
+    """A topic's identity, given at its creation: a re-created name gets another (docs/FORMAT.md)."""
+    return str(uuid.uuid4())
+
+
 @dataclass(frozen=True)
 class TopicRecord:
+    """A topic's record. An explicit topic has ``partitions`` ``0..N-1``; an implicit one (``implicit_partitions``
+    not None, ``partitions`` 0) has exactly the partition numbers produce added to it, each up to 2**31-1."""
+
     topic: str
     partitions: int
     config: TopicConfig
@@ -167,22 +193,43 @@ class TopicRecord:
     state: TopicState = TopicState.ACTIVE
     deleted_at_ms: int | None = None
     version_id: int | None = field(default=None, compare=False)  # None: not stored yet
+    implicit_partitions: frozenset[int] | None = None
+    topic_id: str | None = None  # None: a record written before topic ids
 
     @property
     def deleted(self) -> bool:
         return self.state is TopicState.DELETED
 
+    @property
+    def implicit(self) -> bool:
+        return self.implicit_partitions is not None
+
+    @property
+    def partition_numbers(self) -> list[int]:
+        """Every partition the record names, in numeric order."""
+        if self.implicit_partitions is not None:
+            return sorted(self.implicit_partitions)
+        return list(range(self.partitions))
+
+    @property
+    def identity(self) -> str:
+        """What tells this incarnation of the name from another: its id, or for an older record its creation time."""
+        return self.topic_id if self.topic_id is not None else f"created-{self.created_at_ms}"
+
     def encode(self) -> bytes:
-        return json.dumps(
-            {
-                "partitions": self.partitions,
-                "config": self.config.to_json(),
-                "created_at_ms": self.created_at_ms,
-                "state": self.state.value,
-                "deleted_at_ms": self.deleted_at_ms,
-            },
-            separators=(",", ":"),
-        ).encode()
+        doc: dict[str, Any] = {
+            "partitions": self.partitions,
+            "config": self.config.to_json(),
+            "created_at_ms": self.created_at_ms,
+            "state": self.state.value,
+            "deleted_at_ms": self.deleted_at_ms,
+            "topic_id": self.topic_id,
+        }
+        if self.implicit_partitions is not None:
+            # A version that reads ``partitions`` as a count refuses the record (null) rather than misreading it.
+            doc["partitions"] = None
+            doc["implicit_partitions"] = sorted(self.implicit_partitions)
+        return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, topic: str, value: bytes, version_id: int) -> TopicRecord:
@@ -190,14 +237,20 @@ class TopicRecord:
             doc = json.loads(value)
             # A field a newer version added is ignored (docs/FORMAT.md, "Compatibility").
             stored = {k: v for k, v in doc["config"].items() if k in TopicConfig.FIELDS}
+            implicit = doc.get("implicit_partitions")
+            topic_id = doc.get("topic_id")
+            if topic_id is not None and not isinstance(topic_id, str):
+                raise TypeError(f"topic_id {topic_id!r}")
             return cls(
                 topic,
-                validate_partition_count(doc["partitions"]),
+                0 if implicit is not None else validate_partition_count(doc["partitions"]),
                 TopicConfig.parse(stored, default_protocol=AppendProtocol.SEQUENTIAL),
                 int(doc["created_at_ms"]),
                 TopicState(doc["state"]),
                 None if doc.get("deleted_at_ms") is None else int(doc["deleted_at_ms"]),
                 version_id,
+                None if implicit is None else frozenset(validate_partition(p) for p in implicit),
+                topic_id,
             )
         except (ValueError, KeyError, TypeError, InvalidArgument) as exc:
             raise CorruptMetadata(f"topic record of {topic!r} is not readable: {exc}") from None
@@ -246,36 +299,47 @@ class TopicRegistry:
     def active(self, topic: str) -> TopicRecord:
         """The record of an explicit topic that is not deleted; ``UnknownTopic`` otherwise."""
         record = self.get(topic)
-        if record is None or record.deleted:
+        if record is None or record.deleted or record.implicit:
             raise UnknownTopic(topic)
         return record
 
     # --- create, grow ------------------------------------------------------------------------
 
     def create(self, topic: str, partitions: int, config: TopicConfig) -> tuple[TopicRecord, bool]:
-        """Create the topic (True) or find it with the same settings (False); then initialize every partition."""
+        """Create the topic (True) or find it with the same settings (False); then initialize every partition.
+
+        An implicit topic's name is adopted (True): its record becomes explicit, keeping its id, if the count
+        covers its partitions.
+        """
         validate_topic(topic)
         validate_partition_count(partitions)
         while True:
             record = self.get(topic)
-            if record is None:
-                registered = self.registry.partitions(topic).get(topic, [])
-                if registered and registered[-1] >= partitions:
+            if record is None or (record.implicit and not record.deleted):
+                existing = set(self.registry.partitions(topic).get(topic, []))
+                if record is not None:
+                    existing |= set(record.partition_numbers)
+                if existing and max(existing) >= partitions:
                     raise InvalidPartitionCount(
-                        f"topic {topic!r} already has partition {registered[-1]} (created by produce): "
-                        f"partitions must be at least {registered[-1] + 1}"
+                        f"topic {topic!r} already has partition {max(existing)} (created by produce): "
+                        f"partitions must be at least {max(existing) + 1}"
                     )
-                record = TopicRecord(topic, partitions, config, self._now_ms())
+                created_at, topic_id = (self._now_ms(), new_topic_id()) if record is None else (
+                    record.created_at_ms, record.topic_id or new_topic_id())  # fmt: skip
+                explicit = TopicRecord(topic, partitions, config, created_at, topic_id=topic_id)
                 try:
-                    version = self.oxia.put(
-                        self.keys.topic(topic),
-                        record.encode(),
-                        partition_key=self.keys.partition_key,
-                        expected_version_id=CREATE_ONLY,
-                    )
+                    if record is None:
+                        version = self.oxia.put(
+                            self.keys.topic(topic),
+                            explicit.encode(),
+                            partition_key=self.keys.partition_key,
+                            expected_version_id=CREATE_ONLY,
+                        )
+                    else:
+                        version = self._replace(replace(explicit, version_id=record.version_id))
                 except VersionConflict:
-                    continue  # created concurrently: compare with that one
-                record, created = replace(record, version_id=version), True
+                    continue  # created or changed concurrently: compare with that one
+                record, created = replace(explicit, version_id=version), True
             else:
                 created = False
                 if record.deleted:
@@ -290,6 +354,46 @@ class TopicRegistry:
                     )
             self.initialize(record, range(record.partitions))
             return record, created
+
+    def add_implicit_partition(self, topic: str, partition: int, record: TopicRecord | None) -> TopicRecord:
+        """The topic's record once it names ``partition``: what a produce needs before it creates a partition.
+
+        ``record`` is the caller's (possibly stale) copy, None if it saw none. An implicit topic's first
+        produce creates its record create-only, with the partitions registered before topic records existed
+        (their migration); a new partition is added by compare-and-set. So a delete, which compare-and-sets the
+        record to deleted and then fences every partition it names, either refuses the addition
+        (``UnknownTopic``) or fences the partition. An explicit topic's record is returned as it is
+        (``InvalidPartition`` past its count).
+        """
+        validate_partition(partition)
+        while True:
+            try:
+                if record is None:
+                    registered = self.registry.partitions(topic).get(topic, [])
+                    fresh = TopicRecord(
+                        topic, 0, TopicConfig(self._writer_config.append_protocol), self._now_ms(),
+                        implicit_partitions=frozenset(registered) | {partition}, topic_id=new_topic_id(),
+                    )  # fmt: skip
+                    version = self.oxia.put(
+                        self.keys.topic(topic), fresh.encode(), partition_key=self.keys.partition_key,
+                        expected_version_id=CREATE_ONLY,
+                    )  # fmt: skip
+                    return replace(fresh, version_id=version)
+                if record.deleted:
+                    raise UnknownTopic(topic, f"topic {topic!r} was deleted")
+                if record.implicit_partitions is None:
+                    if partition >= record.partitions:
+                        raise InvalidPartition(
+                            f"partition {partition} does not exist: topic {topic!r} has {record.partitions} "
+                            f"partitions (0 to {record.partitions - 1})"
+                        )
+                    return record
+                if partition in record.implicit_partitions:
+                    return record
+                grown = replace(record, implicit_partitions=record.implicit_partitions | {partition})
+                return replace(grown, version_id=self._replace(grown))
+            except VersionConflict:
+                record = self.get(topic)  # created, grown, adopted or deleted meanwhile: judge that one
 
     def grow(self, topic: str, partitions: int) -> TopicRecord:
         """Raise the partition count (the same count is a no-op that completes a crashed grow)."""
@@ -323,7 +427,7 @@ class TopicRegistry:
             record = self.get(topic)
             try:
                 if record is None:
-                    record = self._delete_implicit(topic)
+                    record = self._delete_unrecorded(topic)
                 elif not record.deleted:
                     deleted = replace(record, state=TopicState.DELETED, deleted_at_ms=self._now_ms())
                     record = replace(deleted, version_id=self._replace(deleted))
@@ -331,22 +435,19 @@ class TopicRegistry:
                 continue
             break
         registered = self.registry.partitions(topic).get(topic, [])
-        self._each(topic, sorted(set(registered) | set(range(record.partitions))), self._fence(record))
+        self._each(topic, sorted(set(registered) | set(record.partition_numbers)), self._fence(record))
         return record
 
-    def _delete_implicit(self, topic: str) -> TopicRecord:
+    def _delete_unrecorded(self, topic: str) -> TopicRecord:
+        """Delete an implicit topic whose partitions were all created before topic records existed."""
         registered = self.registry.partitions(topic).get(topic, [])
         if not registered:
             raise UnknownTopic(topic)
         now = self._now_ms()
         record = TopicRecord(
-            topic,
-            registered[-1] + 1,
-            TopicConfig(self._writer_config.append_protocol),
-            now,
-            TopicState.DELETED,
-            now,
-        )
+            topic, 0, TopicConfig(self._writer_config.append_protocol), now, TopicState.DELETED, now,
+            implicit_partitions=frozenset(registered), topic_id=new_topic_id(),
+        )  # fmt: skip
         version = self.oxia.put(
             self.keys.topic(topic), record.encode(), partition_key=self.keys.partition_key,
             expected_version_id=CREATE_ONLY,
@@ -410,7 +511,7 @@ def reclaim_topic(storage: Storage, record: TopicRecord) -> ReclaimResult:
     keys = RegistryKeys(storage.root)
     result = ReclaimResult()
     registered = registry.partitions(record.topic).get(record.topic, [])
-    for partition in sorted(set(registered) | set(range(record.partitions))):
+    for partition in sorted(set(registered) | set(record.partition_numbers)):
         partition_keys = PartitionKeys(record.topic, partition, storage.root)
         pk = partition_keys.partition_key
         if storage.oxia.get(partition_keys.compactor_claim, partition_key=pk) is not None:
