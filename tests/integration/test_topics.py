@@ -37,11 +37,13 @@ from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.topics import (
     RECLAIM_DELAY_MS,
+    RECLAIM_LEASE_MS,
     STALE_TOPIC_MS,
     TOPIC_CACHE_TTL_MS,
     TopicConfig,
     TopicRecord,
     TopicRegistry,
+    reclaim_topic,
 )
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
@@ -50,6 +52,7 @@ from llog.store.oxia import CREATE_ONLY
 from llog.store.storage import Storage
 from llog_client.partitioner import partition_for_key
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash
 from tests.protocols import CAS
 
 pytestmark = pytest.mark.oxia
@@ -555,6 +558,122 @@ def test_a_process_that_missed_a_delete_and_reclaim_writes_to_the_new_topic_corr
 
     assert (result.ok, result.start_offset) == (True, 1)
     assert values(LogReader(storage), topic, 0) == [b"new"]
+
+
+def test_a_reclaim_run_that_read_the_record_before_another_finished_leaves_the_recreated_topic_alone(
+    storage: Storage, topic: str
+) -> None:
+    registry = topics(storage)
+    registry.create(topic, 2, config())
+    service = ProduceService(LogWriter(storage))
+    assert service.produce([ProduceEntry(topic, 1, [b"old"])])[0].ok
+    registry.delete(topic)
+    read_by_b = registry.get(topic)  # run B reads the deleted record, then stalls
+    assert read_by_b is not None
+    assert reclaim_topic(storage, read_by_b).finished  # run A reclaims; the name is free
+    registry.create(topic, 2, config())
+    fresh = ProduceService(LogWriter(storage))
+    assert all(r.ok for r in fresh.produce([ProduceEntry(topic, 1, [b"new-1"]), ProduceEntry(topic, 1, [b"new-2"])]))
+
+    late = reclaim_topic(storage, read_by_b)  # run B goes on with what it read
+
+    assert (late.finished, late.partitions_reclaimed) == (False, 0)
+    assert values(LogReader(storage), topic, 1) == [b"new-1", b"new-2"]
+
+
+def test_a_reclaim_run_paused_mid_loop_keeps_the_name_until_it_ends_so_nothing_new_is_deleted(
+    storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = topics(storage)
+    registry.create(topic, 2, config())
+    service = ProduceService(LogWriter(storage))
+    assert all(r.ok for r in service.produce([ProduceEntry(topic, 0, [b"old"]), ProduceEntry(topic, 1, [b"old"])]))
+    registry.delete(topic)
+    acknowledged: list[bytes] = []
+    meanwhile: list[str] = []
+    delete_objects = storage.blobs.delete
+
+    def run_a_then_recreate_and_produce() -> None:
+        """While run B is between its partitions: run A, a create of the name, a produce to it."""
+        record = registry.get(topic)
+        assert record is not None
+        meanwhile.append(f"run A finished: {reclaim_topic(storage, record).finished}")
+        try:
+            registry.create(topic, 2, config())
+        except TopicDeleted:
+            meanwhile.append("create refused")
+            return
+        for result in ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 1, [b"new"])]):
+            if result.ok:
+                acknowledged.append(b"new")
+
+    def paused_after_the_first_partition(bucket: str, keys: list[str]) -> None:
+        delete_objects(bucket, keys)
+        if not meanwhile:
+            meanwhile.append("run B paused")
+            run_a_then_recreate_and_produce()
+
+    monkeypatch.setattr(storage.blobs, "delete", paused_after_the_first_partition)
+    record_b = registry.get(topic)
+    assert record_b is not None
+    reclaim_topic(storage, record_b)  # run B
+    monkeypatch.undo()
+
+    reader = LogReader(storage)
+    if acknowledged:  # whatever was acknowledged meanwhile must still be there
+        assert values(reader, topic, 1) == acknowledged
+    # Run A deferred to run B, which held the reclaim, so the name stayed taken until run B ended.
+    assert meanwhile == ["run B paused", "run A finished: False", "create refused"]
+    assert registry.get(topic) is None
+    for partition in (0, 1):
+        with pytest.raises(PartitionNotInitialized):
+            reader.high_watermark(topic, partition)
+
+
+def test_a_crashed_reclaim_runs_claim_holds_the_topic_only_until_it_expires(
+    storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = topics(storage)
+    registry.create(topic, 2, config())
+    registry.delete(topic)
+
+    def crash(bucket: str, keys: list[str]) -> None:
+        raise SimulatedCrash("reclaim between partitions")
+
+    monkeypatch.setattr(storage.blobs, "delete", crash)
+    record = registry.get(topic)
+    assert record is not None
+    with pytest.raises(SimulatedCrash):
+        reclaim_topic(storage, record)
+    monkeypatch.undo()
+    claimed = registry.get(topic)
+    assert claimed is not None
+    assert claimed.reclaim is not None
+
+    within = reclaim_topic(dataclasses.replace(storage, clock=lambda: time.time() + 60), claimed)
+    assert (within.finished, within.partitions_reclaimed) == (False, 0)
+    assert within.deferred == [f"{topic}: reclaim run {claimed.reclaim.run_id} works on it"]
+    expired = reclaim_topic(dataclasses.replace(storage, clock=lambda: time.time() + RECLAIM_LEASE_MS / 1000), claimed)
+    assert (expired.finished, expired.partitions_reclaimed) == (True, 2)
+    assert registry.get(topic) is None
+
+
+def test_a_reclaim_run_starts_no_partition_once_its_claim_is_half_expired(storage: Storage, topic: str) -> None:
+    registry = topics(storage)
+    registry.create(topic, 3, config())
+    registry.delete(topic)
+    started = time.time()
+    reads = iter([started] + [started + RECLAIM_LEASE_MS / 2000] * 10)  # the claim, then a long stall
+    record = registry.get(topic)
+    assert record is not None
+
+    result = reclaim_topic(dataclasses.replace(storage, clock=lambda: next(reads)), record)
+
+    assert (result.finished, result.partitions_reclaimed) == (False, 0)
+    released = registry.get(topic)
+    assert released is not None
+    assert released.reclaim is None  # the next run need not wait for the claim
+    assert collector_ahead(storage).collect().topics_reclaimed == 1
 
 
 def test_a_deleted_topic_keeps_its_data_until_reclaimed_and_retention_leaves_it(storage: Storage, topic: str) -> None:

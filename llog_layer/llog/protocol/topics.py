@@ -34,13 +34,19 @@ Actions, each idempotent, so a crash at any point is finished by repeating it
   topic as soon as they see the record (below). Deleting an implicit topic
   writes a deleted record for it.
 * **reclaim** (``reclaim_topic``, called by GC once the deletion is older than
-  GC's grace plus ``RECLAIM_DELAY_MS``): per partition, delete its Oxia keys
+  GC's grace plus ``RECLAIM_DELAY_MS``): first claim the deleted record for
+  this run (compare-and-set of ``reclaim: {run_id, claimed_at_ms}`` on the
+  version the run read; a claim of another run younger than
+  ``RECLAIM_LEASE_MS``, or a record changed since, makes the run leave the
+  topic alone); then, per partition, delete its Oxia keys
   (one bounded range per key depth, ``PartitionKeys.oxia_ranges``, ``meta/``
   first, so anything still reading it finds it not initialized), then its S3
   objects (compacted objects, manifests), then its registry entry; last, the
-  topic record. Crash anywhere: the record is still there, deleted, and the
-  next pass repeats every step (deleting what is gone is a no-op). Shared WAL
-  blobs are left to GC, which deletes them once no index references them.
+  topic record, conditional on the claim's version. A run that defers a
+  partition releases its claim. Crash anywhere: the record is still there,
+  deleted (claimed until the claim expires), and the next pass repeats every
+  step (deleting what is gone is a no-op). Shared WAL blobs are left to GC,
+  which deletes them once no index references them.
 
 Invariants:
 
@@ -56,7 +62,18 @@ Invariants:
   compare-and-set (or create-only put) meets the deleted record.
 * T3 Reclaim never touches another topic's data: it works only under the
   deleted topic's own prefixes, and the name cannot be created again while
-  its record exists, i.e. until reclaim has finished.
+  its record exists, i.e. until reclaim has finished. Two runs (the scheduled
+  GC and a manual one) never reclaim one topic at once: a run deletes nothing
+  before its compare-and-set claim on the record it read succeeded, so a run
+  that read the record before another finished (and the name was created
+  again) finds it changed and does nothing; the record is deleted only by the
+  run that holds it claimed, so the name stays taken while that run works.
+  The one timing bound: a claim older than ``RECLAIM_LEASE_MS`` may be taken
+  over (a crashed run must not block the name), and its holder starts no
+  partition's deletion past half of it; a run paused longer than half the
+  lease between that check and its deletes could still act after a takeover.
+  (Partition keys carrying the topic's id would remove that bound:
+  docs/GC.md, "Deleted topics".)
 * T4 Nothing writes to a reclaimed partition. A produce process trusts a
   topic record it read for at most ``TOPIC_CACHE_TTL_MS``, and treats an entry
   not confirmed for ``STALE_TOPIC_MS`` as a possibly reclaimed topic (it forgets
@@ -107,6 +124,10 @@ TOPIC_CACHE_TTL_MS = 10_000  # a produce process reads a topic's record at most 
 # topic pays that only after ten minutes.
 STALE_TOPIC_MS = 10 * 60 * 1000
 RECLAIM_DELAY_MS = STALE_TOPIC_MS
+# A reclaim run claims the deleted topic's record for this long (T3); it starts no partition's deletion past
+# half of it, so a run whose claim another took over has stopped, unless a pause of the other half fell
+# between its check and its next delete.
+RECLAIM_LEASE_MS = 60 * 60 * 1000
 PARTITION_CONCURRENCY = 16  # partitions initialized, fenced or described at once
 
 
@@ -176,6 +197,17 @@ def validate_partition_count(partitions: object) -> int:
     return partitions
 
 
+@dataclass(frozen=True)
+class ReclaimClaim:
+    """Which reclaim run works on a deleted topic, since when (its own clock): no other may until it expires."""
+
+    run_id: str
+    claimed_at_ms: int
+
+    def held_by_another(self, run_id: str, now_ms: int) -> bool:
+        return self.run_id != run_id and now_ms < self.claimed_at_ms + RECLAIM_LEASE_MS
+
+
 def new_topic_id() -> str:
     """A topic's identity, given at its creation: a re-created name gets another (docs/FORMAT.md)."""
     return str(uuid.uuid4())
@@ -195,6 +227,7 @@ class TopicRecord:
     version_id: int | None = field(default=None, compare=False)  # None: not stored yet
     implicit_partitions: frozenset[int] | None = None
     topic_id: str | None = None  # None: a record written before topic ids
+    reclaim: ReclaimClaim | None = None  # the reclaim run working on this deleted topic
 
     @property
     def deleted(self) -> bool:
@@ -229,6 +262,8 @@ class TopicRecord:
             # A version that reads ``partitions`` as a count refuses the record (null) rather than misreading it.
             doc["partitions"] = None
             doc["implicit_partitions"] = sorted(self.implicit_partitions)
+        if self.reclaim is not None:
+            doc["reclaim"] = {"run_id": self.reclaim.run_id, "claimed_at_ms": self.reclaim.claimed_at_ms}
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -241,6 +276,8 @@ class TopicRecord:
             topic_id = doc.get("topic_id")
             if topic_id is not None and not isinstance(topic_id, str):
                 raise TypeError(f"topic_id {topic_id!r}")
+            claim = doc.get("reclaim")
+            reclaim = None if claim is None else ReclaimClaim(str(claim["run_id"]), int(claim["claimed_at_ms"]))
             return cls(
                 topic,
                 0 if implicit is not None else validate_partition_count(doc["partitions"]),
@@ -251,6 +288,7 @@ class TopicRecord:
                 version_id,
                 None if implicit is None else frozenset(validate_partition(p) for p in implicit),
                 topic_id,
+                reclaim,
             )
         except (ValueError, KeyError, TypeError, InvalidArgument) as exc:
             raise CorruptMetadata(f"topic record of {topic!r} is not readable: {exc}") from None
@@ -503,15 +541,41 @@ def reclaim_due(record: TopicRecord, now_ms: int, grace_ms: int) -> bool:
     return record.deleted and (record.deleted_at_ms or 0) + grace_ms + RECLAIM_DELAY_MS <= now_ms
 
 
-def reclaim_topic(storage: Storage, record: TopicRecord) -> ReclaimResult:
-    """Delete everything of a deleted topic (see the module docstring); repeatable after any crash."""
+def new_reclaim_run_id() -> str:
+    return str(uuid.uuid4())
+
+
+def reclaim_topic(storage: Storage, record: TopicRecord, *, run_id: str | None = None) -> ReclaimResult:
+    """Delete everything of a deleted topic (see the module docstring); repeatable after any crash.
+
+    ``record`` is the record as the caller read it. The run first claims it (compare-and-set on that version,
+    ``run_id`` a run's own id): a record another run claimed, or that changed since it was read (reclaimed
+    and its name created again), is left alone. Only the claim's version is deleted at the end.
+    """
     if not record.deleted:
         raise InvalidArgument(f"topic {record.topic!r} is not deleted; only a deleted topic is reclaimed")
+    run_id = run_id or new_reclaim_run_id()
     registry = PartitionRegistry(storage.oxia, root=storage.root)
     keys = RegistryKeys(storage.root)
     result = ReclaimResult()
+    now_ms = int(storage.clock() * 1000)
+    if record.reclaim is not None and record.reclaim.held_by_another(run_id, now_ms):
+        result.deferred.append(f"{record.topic}: reclaim run {record.reclaim.run_id} works on it")
+        return result
+    assert record.version_id is not None
+    claimed = replace(record, reclaim=ReclaimClaim(run_id, now_ms))
+    try:
+        version = storage.oxia.put(keys.topic(record.topic), claimed.encode(), partition_key=keys.partition_key,
+                                   expected_version_id=record.version_id)  # fmt: skip
+    except VersionConflict:
+        result.deferred.append(f"{record.topic}: its record changed since this run read it")
+        return result  # claimed by another run, or reclaimed (and maybe created again): judged next time
+    stop_at_ms = now_ms + RECLAIM_LEASE_MS // 2
     registered = registry.partitions(record.topic).get(record.topic, [])
     for partition in sorted(set(registered) | set(record.partition_numbers)):
+        if storage.clock() * 1000 >= stop_at_ms:
+            result.deferred.append(f"{record.topic}: this run's claim is half expired; the next run goes on")
+            break
         partition_keys = PartitionKeys(record.topic, partition, storage.root)
         pk = partition_keys.partition_key
         if storage.oxia.get(partition_keys.compactor_claim, partition_key=pk) is not None:
@@ -525,12 +589,14 @@ def reclaim_topic(storage: Storage, record: TopicRecord) -> ReclaimResult:
         result.bytes_deleted += sum(o.size for o in objects)
         registry.deregister(record.topic, partition)
         result.partitions_reclaimed += 1
-    if not result.deferred:
-        assert record.version_id is not None
-        try:
+    try:
+        if result.deferred:  # release the claim, so that the next run need not wait for it to expire
+            storage.oxia.put(keys.topic(record.topic), replace(record, reclaim=None).encode(),
+                             partition_key=keys.partition_key, expected_version_id=version)  # fmt: skip
+        else:
             storage.oxia.delete(keys.topic(record.topic), partition_key=keys.partition_key,
-                                expected_version_id=record.version_id)  # fmt: skip
-        except VersionConflict:
-            return result  # changed since it was read (another pass): judged again next time
-        result.finished = True
+                                expected_version_id=version)  # fmt: skip
+            result.finished = True
+    except VersionConflict:
+        pass  # the claim expired and another run took it over: it finishes
     return result
