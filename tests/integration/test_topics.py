@@ -492,6 +492,21 @@ def test_implicit_data_written_before_topic_records_keeps_working_and_is_adopted
         assert LogReader(storage).partition_info(topic, partition).control.log_state.value == "FENCED"
 
 
+def test_a_produce_that_saw_no_record_meets_the_deleted_record_of_a_topic_from_before_records(
+    storage: Storage, topic: str
+) -> None:
+    LogWriter(storage).initialize_partition(topic, 0)  # registered, no record: from before topic records
+    registry = topics(storage)
+
+    registry.delete(topic)  # writes its deleted record, create-only
+
+    with pytest.raises(UnknownTopic, match="was deleted"):  # the produce's create-only put loses: nothing opened
+        registry.add_implicit_partition(topic, 5, None)
+    with pytest.raises(PartitionNotInitialized):
+        LogReader(storage).partition_info(topic, 5)
+    assert LogReader(storage).partition_info(topic, 0).control.log_state.value == "FENCED"
+
+
 def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: Storage, topic: str) -> None:
     registry = topics(storage)
     other = f"{topic}-live"
