@@ -308,6 +308,12 @@ class Consumer:
             entry = known.get(tp, {})
             committed = entry.get("committed")
             log_start = entry.get("log_start")
+            earlier = entry.get("committed_for_earlier_topic")
+            if committed is None and earlier is not None:
+                # Kafka's OFFSET_OUT_OF_RANGE: a position of another topic means nothing here; reset, and say why.
+                logger.warning("group %s: offset %s of %s/%d was committed for an earlier topic of that name (deleted, "
+                               "then created again): not applied; reading as auto_offset_reset=%r says",
+                               self.group, earlier, tp[0], tp[1], self.auto_offset_reset)  # fmt: skip
             if committed is not None:
                 self._committed[tp] = int(committed)
                 starts[tp] = max(int(committed), int(log_start or FIRST_OFFSET))

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
+import pytest
+
 from devserver.serve import LlogServer
+from llog.client.writer import LogWriter
+from llog.format.documents import AppendProtocol
+from llog.protocol.groups import GroupCoordinator, OffsetCommit
+from llog.protocol.topics import TopicConfig, TopicRegistry, reclaim_topic
+from llog.store.storage import Storage
 from llog_client.consumer import Consumer, Record
 from llog_client.producer import Producer
 
@@ -106,3 +114,40 @@ def test_seek_to_time_and_offsets_for_times(server: LlogServer) -> None:
         assert sorted(r.value.decode() for r in records) == ["p0-4", "p0-5", "p1-4", "p1-5"]
         consumer.seek_to_time(base + 9 * hour, [("timed", 1)])  # later than every record: the tail
         assert consumer.position("timed", 1) == 7
+
+
+def poll_for(consumer: Consumer, count: int, seconds: float) -> list[Record]:
+    """What the consumer reads until it has ``count`` records or ``seconds`` passed (a bug may bring fewer)."""
+    records: list[Record] = []
+    deadline = time.monotonic() + seconds
+    while len(records) < count and time.monotonic() < deadline:
+        records += consumer.poll(0.2)
+    return records
+
+
+def test_a_topic_deleted_and_created_again_is_read_from_its_start_not_at_the_old_commit(
+    server: LlogServer, storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The old topic and the group's commit for it, written beside the server (same root): its caches never saw them.
+    topics = TopicRegistry(storage.oxia, root=storage.root)
+    topics.create("orders", 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    LogWriter(storage).append("orders", 0, [b"old-1", b"old-2", b"old-3"])
+    coordinator = GroupCoordinator(storage.oxia, root=storage.root)
+    member = coordinator.join("billing", ["orders"])
+    coordinator.commit("billing", member.member_id, member.generation, [OffsetCommit("orders", 0, 4)])
+    coordinator.leave("billing", member.member_id)
+    topics.delete("orders")
+    deleted = topics.get("orders")
+    assert deleted is not None
+    assert reclaim_topic(storage, deleted).finished
+    topics.create("orders", 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    LogWriter(storage).append("orders", 0, [f"new-{i}".encode() for i in range(1, 6)])
+
+    with (
+        caplog.at_level(logging.WARNING, logger="llog_client.consumer"),
+        Consumer(server.url, "billing", ["orders"], enable_auto_commit=False) as consumer,
+    ):
+        records = poll_for(consumer, 5, 3.0)
+
+    assert [(r.offset, r.value) for r in records] == [(i, f"new-{i}".encode()) for i in range(1, 6)]
+    assert any("earlier topic" in m and "orders/0" in m for m in caplog.messages), caplog.messages

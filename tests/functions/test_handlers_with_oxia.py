@@ -264,9 +264,9 @@ def test_a_group_joins_commits_and_reports_its_lag(oxia_env: Env):
     assert (m["member_id"], m["topics"], m["assignments"]) == (member, ["orders"], joined.body["assignments"])
     assert described.body["offsets"] == [
         {"topic": "orders", "partition": 0, "committed": 2, "log_start": 1, "high_watermark": 2, "lag": 1,
-         "below_log_start": False},
+         "below_log_start": False, "committed_for_earlier_topic": None},
         {"topic": "orders", "partition": 1, "committed": None, "log_start": 1, "high_watermark": 1, "lag": None,
-         "below_log_start": False},
+         "below_log_start": False, "committed_for_earlier_topic": None},
     ]
     assert invoke("consume", group_event("group_list")).body == {"groups": ["billing"]}
 

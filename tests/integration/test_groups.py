@@ -18,10 +18,12 @@ from llog.errors import (
     UnknownMember,
     UnknownTopic,
 )
+from llog.format.documents import AppendProtocol
 from llog.format.group_keys import GroupKeys
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
+from llog.protocol.topics import TopicConfig, TopicRegistry, reclaim_topic
 from llog.service.groups import GroupService
 from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
@@ -161,7 +163,12 @@ def test_join_rules(groups: GroupCoordinator, writer: LogWriter, topic: str, gro
 
 
 def test_offsets_survive_a_new_store_and_an_empty_group_expires_after_its_idle_time(
-    groups: GroupCoordinator, writer: LogWriter, topic: str, group: str, clock: Clock, oxia_config: OxiaConfig,
+    groups: GroupCoordinator,
+    writer: LogWriter,
+    topic: str,
+    group: str,
+    clock: Clock,
+    oxia_config: OxiaConfig,
     root: str,
 ) -> None:
     partitions_of(writer, topic, 2)
@@ -219,8 +226,16 @@ def test_a_commit_below_the_log_start_is_reported_and_lag_counts_from_the_log_st
     groups.commit(group, a.member_id, a.generation, [OffsetCommit(topic, 0, 3)])
     service = GroupService(groups, LogCatalog(storage.oxia, root=root))
     assert service.describe(group)["offsets"] == [
-        {"topic": topic, "partition": 0, "committed": 3, "log_start": 1, "high_watermark": 21, "lag": 19,
-         "below_log_start": False}
+        {
+            "topic": topic,
+            "partition": 0,
+            "committed": 3,
+            "log_start": 1,
+            "high_watermark": 21,
+            "lag": 19,
+            "below_log_start": False,
+            "committed_for_earlier_topic": None,
+        }
     ]
 
     retention(storage, topic, RetentionPolicy(max_age_ms=1), ahead_ms=2 * 86_400_000).enforce(topic, 0)
@@ -230,6 +245,32 @@ def test_a_commit_below_the_log_start_is_reported_and_lag_counts_from_the_log_st
     assert lag["below_log_start"] is True
     assert lag["lag"] == 1, "reading resumes at the log start: one record left"
     assert [(x.group, x.partition, x.lag) for x in service.lags()] == [(group, 0, 1)]
+
+
+def test_offsets_committed_for_a_deleted_topic_are_reported_as_such_and_not_applied_to_its_successor(
+    groups: GroupCoordinator, storage: Storage, topic: str, group: str, root: str
+) -> None:
+    registry = TopicRegistry(storage.oxia, root=root)
+    registry.create(topic, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    LogWriter(storage).append(topic, 0, [b"a", b"b", b"c"])
+    a = groups.join(group, [topic])
+    groups.commit(group, a.member_id, a.generation, [OffsetCommit(topic, 0, 4)])
+    registry.delete(topic)
+    deleted = registry.get(topic)
+    assert deleted is not None
+    assert reclaim_topic(storage, deleted).finished
+    registry.create(topic, 1, TopicConfig(AppendProtocol.SEQUENTIAL))  # the same name, a new topic
+    LogWriter(storage).append(topic, 0, [b"n1", b"n2", b"n3", b"n4", b"n5"])
+    service = GroupService(groups, LogCatalog(storage.oxia, root=root))
+
+    (lag,) = service.describe(group)["offsets"]
+
+    assert (lag["committed"], lag["committed_for_earlier_topic"], lag["high_watermark"]) == (None, 4, 5)
+    assert lag["lag"] is None  # as for a partition without a commit
+    # The first commit for the new topic replaces what was committed for the old one.
+    groups.commit(group, a.member_id, a.generation, [OffsetCommit(topic, 0, 2)])
+    (lag,) = service.describe(group)["offsets"]
+    assert (lag["committed"], lag["committed_for_earlier_topic"], lag["lag"]) == (2, None, 4)
 
 
 def test_concurrent_commits_and_heartbeats_keep_the_record_consistent(

@@ -939,7 +939,7 @@ def test_a_consumer_group_over_http_and_its_lag_in_metrics(live_server):
     wait_until(lambda: bool(lag_in_metrics()), "/metrics has read the group's lag")
     assert lag_in_metrics() == [
         {"group": "billing", "topic": "orders", "partition": 0, "committed": 2, "log_start": 1, "high_watermark": 2,
-         "lag": 1, "below_log_start": False}
+         "lag": 1, "below_log_start": False, "committed_for_earlier_topic": None}
     ]
     text = call(live_server, "GET", "/metrics/prometheus")[2].decode()
     assert 'llog_consumer_group_lag{group="billing",topic="orders",partition="0"} 1\n' in text

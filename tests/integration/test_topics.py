@@ -37,11 +37,13 @@ from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.topics import (
     RECLAIM_DELAY_MS,
+    RECLAIM_LEASE_MS,
     STALE_TOPIC_MS,
     TOPIC_CACHE_TTL_MS,
     TopicConfig,
     TopicRecord,
     TopicRegistry,
+    reclaim_topic,
 )
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
@@ -50,6 +52,7 @@ from llog.store.oxia import CREATE_ONLY
 from llog.store.storage import Storage
 from llog_client.partitioner import partition_for_key
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash
 from tests.protocols import CAS
 
 pytestmark = pytest.mark.oxia
@@ -191,7 +194,11 @@ def test_implicit_topics_work_as_before_and_describe_as_not_explicit(storage: St
 
     described = catalog.describe(topic)
 
-    assert (described["explicit"], described["partitions"], described["created_at_ms"]) == (False, 2, None)
+    record = topics(storage).get(topic)  # written by the first produce (llog.protocol.topics)
+    assert record is not None
+    assert (record.implicit, record.partition_numbers) == (True, [0, 4])
+    assert (described["explicit"], described["partitions"], described["config"]["append_protocol"]) == (False, 2, None)
+    assert (described["created_at_ms"], described["topic_id"]) == (record.created_at_ms, record.topic_id)
     assert [(s["partition"], s["high_watermark"]) for s in described["partition_status"]] == [(0, 1), (4, 1)]
     assert [(t.topic, t.partitions, t.explicit) for t in catalog.topics()] == [(topic, [0, 4], False)]
     with pytest.raises(UnknownTopic, match="was not created"):
@@ -202,7 +209,8 @@ def test_implicit_topics_work_as_before_and_describe_as_not_explicit(storage: St
     with pytest.raises(InvalidPartitionCount, match="at least 5"):
         topics(storage).create(topic, 4, config())
     topics(storage).create(topic, 5, config())
-    assert catalog.describe(topic)["explicit"] is True
+    adopted = catalog.describe(topic)
+    assert (adopted["explicit"], adopted["topic_id"]) == (True, record.topic_id)  # the same topic, its data kept
 
 
 # --- keyed produce ------------------------------------------------------------------------------------------
@@ -425,9 +433,78 @@ def test_deleting_an_implicit_topic_works_too(storage: Storage, topic: str) -> N
 
     record = topics(storage).delete(topic)
 
-    assert (record.deleted, record.partitions) == (True, 4)
+    assert (record.deleted, record.implicit, record.partition_numbers) == (True, True, [3])
     with pytest.raises(UnknownTopic):
         ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 3, [b"y"])])
+
+
+def test_a_process_that_cached_no_record_cannot_open_a_new_partition_after_an_implicit_delete(
+    storage: Storage, topic: str
+) -> None:
+    cached = ProduceService(LogWriter(storage))  # caches the implicit topic for TOPIC_CACHE_TTL_MS
+    assert cached.produce([ProduceEntry(topic, 0, [b"before"])])[0].ok
+
+    topics(storage).delete(topic)  # another process
+
+    with pytest.raises(UnknownTopic):
+        cached.produce([ProduceEntry(topic, 5, [b"after"])])
+    # Nothing is open: the partition is not there, or fenced with nothing in it.
+    try:
+        info = LogReader(storage).partition_info(topic, 5)
+    except PartitionNotInitialized:
+        return
+    assert (info.control.log_state.value, LogReader(storage).high_watermark(topic, 5)) == ("FENCED", 0)
+
+
+def test_implicit_partition_numbers_up_to_the_largest_are_kept_as_a_set(storage: Storage, topic: str) -> None:
+    service = ProduceService(LogWriter(storage))
+    largest = 2**31 - 1
+    assert all(r.ok for r in service.produce([ProduceEntry(topic, 1, [b"a"]), ProduceEntry(topic, largest, [b"b"])]))
+
+    record = topics(storage).delete(topic)
+
+    assert (record.implicit, record.partition_numbers) == (True, [1, largest])
+    assert topics(storage).get(topic) == record  # stored and read back
+    report = collector_ahead(storage).collect()
+    assert (report.topics_reclaimed, report.reclaim_partitions, report.errors) == (1, 2, [])
+
+
+def test_implicit_data_written_before_topic_records_keeps_working_and_is_adopted(storage: Storage, topic: str) -> None:
+    legacy = LogWriter(storage)  # partitions created the old way: registered, no topic record
+    for partition in (0, 7):
+        legacy.initialize_partition(topic, partition)
+        legacy.append(topic, partition, [b"old"])
+    registry = topics(storage)
+    assert registry.get(topic) is None
+    catalog = LogCatalog(storage.oxia, root=storage.root)
+    assert catalog.describe(topic)["partitions"] == 2
+
+    service = ProduceService(LogWriter(storage))
+    assert service.produce([ProduceEntry(topic, 7, [b"new"]), ProduceEntry(topic, 9, [b"new"])])[0].ok
+
+    record = registry.get(topic)  # the first produce since wrote the record, with every registered partition
+    assert record is not None
+    assert (record.implicit, record.partition_numbers) == (True, [0, 7, 9])
+    assert [s["partition"] for s in catalog.describe(topic)["partition_status"]] == [0, 7, 9]
+    assert values(LogReader(storage), topic, 7) == [b"old", b"new"]
+    registry.delete(topic)
+    for partition in (0, 7, 9):
+        assert LogReader(storage).partition_info(topic, partition).control.log_state.value == "FENCED"
+
+
+def test_a_produce_that_saw_no_record_meets_the_deleted_record_of_a_topic_from_before_records(
+    storage: Storage, topic: str
+) -> None:
+    LogWriter(storage).initialize_partition(topic, 0)  # registered, no record: from before topic records
+    registry = topics(storage)
+
+    registry.delete(topic)  # writes its deleted record, create-only
+
+    with pytest.raises(UnknownTopic, match="was deleted"):  # the produce's create-only put loses: nothing opened
+        registry.add_implicit_partition(topic, 5, None)
+    with pytest.raises(PartitionNotInitialized):
+        LogReader(storage).partition_info(topic, 5)
+    assert LogReader(storage).partition_info(topic, 0).control.log_state.value == "FENCED"
 
 
 def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: Storage, topic: str) -> None:
@@ -496,6 +573,122 @@ def test_a_process_that_missed_a_delete_and_reclaim_writes_to_the_new_topic_corr
 
     assert (result.ok, result.start_offset) == (True, 1)
     assert values(LogReader(storage), topic, 0) == [b"new"]
+
+
+def test_a_reclaim_run_that_read_the_record_before_another_finished_leaves_the_recreated_topic_alone(
+    storage: Storage, topic: str
+) -> None:
+    registry = topics(storage)
+    registry.create(topic, 2, config())
+    service = ProduceService(LogWriter(storage))
+    assert service.produce([ProduceEntry(topic, 1, [b"old"])])[0].ok
+    registry.delete(topic)
+    read_by_b = registry.get(topic)  # run B reads the deleted record, then stalls
+    assert read_by_b is not None
+    assert reclaim_topic(storage, read_by_b).finished  # run A reclaims; the name is free
+    registry.create(topic, 2, config())
+    fresh = ProduceService(LogWriter(storage))
+    assert all(r.ok for r in fresh.produce([ProduceEntry(topic, 1, [b"new-1"]), ProduceEntry(topic, 1, [b"new-2"])]))
+
+    late = reclaim_topic(storage, read_by_b)  # run B goes on with what it read
+
+    assert (late.finished, late.partitions_reclaimed) == (False, 0)
+    assert values(LogReader(storage), topic, 1) == [b"new-1", b"new-2"]
+
+
+def test_a_reclaim_run_paused_mid_loop_keeps_the_name_until_it_ends_so_nothing_new_is_deleted(
+    storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = topics(storage)
+    registry.create(topic, 2, config())
+    service = ProduceService(LogWriter(storage))
+    assert all(r.ok for r in service.produce([ProduceEntry(topic, 0, [b"old"]), ProduceEntry(topic, 1, [b"old"])]))
+    registry.delete(topic)
+    acknowledged: list[bytes] = []
+    meanwhile: list[str] = []
+    delete_objects = storage.blobs.delete
+
+    def run_a_then_recreate_and_produce() -> None:
+        """While run B is between its partitions: run A, a create of the name, a produce to it."""
+        record = registry.get(topic)
+        assert record is not None
+        meanwhile.append(f"run A finished: {reclaim_topic(storage, record).finished}")
+        try:
+            registry.create(topic, 2, config())
+        except TopicDeleted:
+            meanwhile.append("create refused")
+            return
+        for result in ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 1, [b"new"])]):
+            if result.ok:
+                acknowledged.append(b"new")
+
+    def paused_after_the_first_partition(bucket: str, keys: list[str]) -> None:
+        delete_objects(bucket, keys)
+        if not meanwhile:
+            meanwhile.append("run B paused")
+            run_a_then_recreate_and_produce()
+
+    monkeypatch.setattr(storage.blobs, "delete", paused_after_the_first_partition)
+    record_b = registry.get(topic)
+    assert record_b is not None
+    reclaim_topic(storage, record_b)  # run B
+    monkeypatch.undo()
+
+    reader = LogReader(storage)
+    if acknowledged:  # whatever was acknowledged meanwhile must still be there
+        assert values(reader, topic, 1) == acknowledged
+    # Run A deferred to run B, which held the reclaim, so the name stayed taken until run B ended.
+    assert meanwhile == ["run B paused", "run A finished: False", "create refused"]
+    assert registry.get(topic) is None
+    for partition in (0, 1):
+        with pytest.raises(PartitionNotInitialized):
+            reader.high_watermark(topic, partition)
+
+
+def test_a_crashed_reclaim_runs_claim_holds_the_topic_only_until_it_expires(
+    storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    registry = topics(storage)
+    registry.create(topic, 2, config())
+    registry.delete(topic)
+
+    def crash(bucket: str, keys: list[str]) -> None:
+        raise SimulatedCrash("reclaim between partitions")
+
+    monkeypatch.setattr(storage.blobs, "delete", crash)
+    record = registry.get(topic)
+    assert record is not None
+    with pytest.raises(SimulatedCrash):
+        reclaim_topic(storage, record)
+    monkeypatch.undo()
+    claimed = registry.get(topic)
+    assert claimed is not None
+    assert claimed.reclaim is not None
+
+    within = reclaim_topic(dataclasses.replace(storage, clock=lambda: time.time() + 60), claimed)
+    assert (within.finished, within.partitions_reclaimed) == (False, 0)
+    assert within.deferred == [f"{topic}: reclaim run {claimed.reclaim.run_id} works on it"]
+    expired = reclaim_topic(dataclasses.replace(storage, clock=lambda: time.time() + RECLAIM_LEASE_MS / 1000), claimed)
+    assert (expired.finished, expired.partitions_reclaimed) == (True, 2)
+    assert registry.get(topic) is None
+
+
+def test_a_reclaim_run_starts_no_partition_once_its_claim_is_half_expired(storage: Storage, topic: str) -> None:
+    registry = topics(storage)
+    registry.create(topic, 3, config())
+    registry.delete(topic)
+    started = time.time()
+    reads = iter([started] + [started + RECLAIM_LEASE_MS / 2000] * 10)  # the claim, then a long stall
+    record = registry.get(topic)
+    assert record is not None
+
+    result = reclaim_topic(dataclasses.replace(storage, clock=lambda: next(reads)), record)
+
+    assert (result.finished, result.partitions_reclaimed) == (False, 0)
+    released = registry.get(topic)
+    assert released is not None
+    assert released.reclaim is None  # the next run need not wait for the claim
+    assert collector_ahead(storage).collect().topics_reclaimed == 1
 
 
 def test_a_deleted_topic_keeps_its_data_until_reclaimed_and_retention_leaves_it(storage: Storage, topic: str) -> None:

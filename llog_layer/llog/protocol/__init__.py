@@ -44,6 +44,7 @@ name here exists.
 |     |                     | claims.CompactorClaims.release               |                           |             |
 | A25 | topic create, grow  | topics.TopicRegistry.create                  |                           | I10 I11     |
 |     |                     | topics.TopicRegistry.grow                    |                           |             |
+|     |                     | topics.TopicRegistry.add_implicit_partition  |                           | I12         |
 | A26 | topic delete        | topics.TopicRegistry.delete                  |                           | I12         |
 | A27 | topic reclaim       | topics.reclaim_topic                         |                           | I8 I13      |
 | A28 | consumer groups     | groups.GroupCoordinator.join                 |                           | I14         |
@@ -129,8 +130,11 @@ Each action, where it is specified and what it does:
 * A25-A27 topics (``llog.protocol.topics``, docs/HTTP_API.md "Topics"): a
   create-only (create) or compare-and-set (grow, delete) topic record, then
   the partitions it names are initialized (create, grow) or fenced (delete);
+  an implicit topic's record is created by its first produce and every new
+  partition is added to it (compare-and-set) before it is initialized;
   each is idempotent, so a crash is finished by repeating it. Reclaim deletes
-  a deleted topic's Oxia keys, objects and registry entries, the record last.
+  a deleted topic's Oxia keys, objects and registry entries, the record last,
+  under a claim on the record (compare-and-set) that keeps overlapping GC runs apart.
   That module's docstring argues I11-I13 (its T1-T4).
 * A28 consumer groups (``llog.protocol.groups``, docs/GROUPS.md): read the
   group's one record, drop expired leases, apply, write it back with a
@@ -231,8 +235,12 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
 * I11 A topic's partition count only grows, and its name is claimed
   create-only: two creates of one name agree, or one gets ``TopicExists``.
 * I12 After a topic's delete returns, no append to it succeeds: every
-  partition is fenced first.
-* I13 Reclaim touches only the deleted topic's own keys and objects, and
+  partition is fenced first, and a partition is in its topic's record before
+  it is initialized (explicit: below the count; implicit: added by
+  compare-and-set), so a delete fences it or the addition is refused.
+* I13 Reclaim touches only the deleted topic's own keys and objects (one run at
+  a time per topic, by its claim on the deleted record, so never a re-created
+  topic of the same name), and
   nothing writes to a reclaimed partition (writers trust a topic record for a
   bounded time, and reclaim waits longer than that).
 * I14 A consumer group's members hold disjoint partitions covering what they

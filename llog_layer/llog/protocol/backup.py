@@ -509,7 +509,7 @@ def back_up_topics(
     wanted = [
         (t, p)
         for t in names
-        for p in sorted(set(registered.get(t, [])) | set(range(records[t].partitions if t in records else 0)))
+        for p in sorted(set(registered.get(t, [])) | set(records[t].partition_numbers if t in records else ()))
     ]
 
     def back_up(target: tuple[str, int]) -> PartitionBackup | LlogError:

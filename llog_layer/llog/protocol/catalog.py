@@ -4,8 +4,9 @@ Partitions are discovered through the registry (``llog.protocol.registry``); a
 registered partition whose ``meta/control`` does not exist yet (a crash
 during its creation) raises ``PartitionNotInitialized`` from ``status``.
 Topics are the registry's topics plus the topic records
-(``llog.protocol.topics``): a topic with a record is explicit, one without is
-implicit (created by produce). A deleted topic is listed nowhere, and so
+(``llog.protocol.topics``): a topic whose record is not marked implicit is
+explicit; an implicit one (created by produce) has an implicit record, or none
+if all its partitions were created before topic records existed. A deleted topic is listed nowhere, and so
 neither compacted nor described, from its deletion on.
 """
 
@@ -60,7 +61,7 @@ class PartitionStatus:
 class TopicListing:
     topic: str
     partitions: list[int]  # registered, in numeric order
-    explicit: bool  # created with a topic record, not implicitly by produce
+    explicit: bool  # created by POST /topics (or adopted by it), not implicitly by produce
 
     def to_json(self) -> dict[str, Any]:
         return {"topic": self.topic, "partitions": self.partitions, "explicit": self.explicit}
@@ -93,7 +94,7 @@ class LogCatalog:
         records = self.topic_records.records()
         names = sorted(set(registered) | set(records))
         return [
-            TopicListing(t, registered.get(t, []), t in records)
+            TopicListing(t, registered.get(t, []), t in records and not records[t].implicit)
             for t in names
             if not (t in records and records[t].deleted)
         ]
@@ -110,7 +111,12 @@ class LogCatalog:
         registered = self._registry.partitions(topic).get(topic, [])
         if record is None and not registered:
             raise UnknownTopic(topic)
-        partitions = list(range(record.partitions)) if record is not None else registered
+        if record is None:  # an implicit topic all of whose partitions predate topic records
+            partitions = registered
+        elif record.implicit:  # the registry may hold partitions created before its record (their migration)
+            partitions = sorted(set(registered) | set(record.partition_numbers))
+        else:
+            partitions = record.partition_numbers
         with ThreadPoolExecutor(min(PARTITION_CONCURRENCY, len(partitions))) as pool:
             statuses = list(pool.map(lambda p: self._status_or_none(topic, p), partitions))
         return {
@@ -118,13 +124,14 @@ class LogCatalog:
             "partitions": len(partitions),
             "config": self._config_json(record),
             "created_at_ms": None if record is None else record.created_at_ms,
-            "explicit": record is not None,
+            "topic_id": None if record is None else record.topic_id,
+            "explicit": record is not None and not record.implicit,
             "partition_status": [partition_summary(s, p) for s, p in zip(statuses, partitions, strict=True)],
         }
 
     @staticmethod
     def _config_json(record: TopicRecord | None) -> dict[str, Any]:
-        if record is None:  # implicit: each partition has the protocol its creator was configured with
+        if record is None or record.implicit:  # each partition has the protocol its creator was configured with
             return {"append_protocol": None, "retention_ms": None, "retention_bytes": None}
         return record.config.to_json()
 

@@ -58,7 +58,7 @@ from llog.protocol.namespace import check_namespace, verify_namespace
 from llog.protocol.producers import ProducerRegistry
 from llog.protocol.registry import PartitionRegistry
 from llog.protocol.retention import Retention
-from llog.protocol.topics import TopicRecord, TopicRegistry, reclaim_due, reclaim_topic
+from llog.protocol.topics import TopicRecord, TopicRegistry, new_reclaim_run_id, reclaim_due, reclaim_topic
 from llog.store.s3 import BlobStore, ObjectInfo
 from llog.store.storage import Storage
 
@@ -175,11 +175,12 @@ class GarbageCollector:
     def reclaim_deleted_topics(self, topics: Mapping[str, TopicRecord], report: GcReport) -> None:
         """Reclaim every deleted topic whose deletion is older than the grace (``llog.protocol.topics``)."""
         now_ms = int(self.storage.clock() * 1000)
+        run_id = new_reclaim_run_id()  # this run's claim on each topic it reclaims
         for record in topics.values():
             if not reclaim_due(record, now_ms, self.config.grace_ms):
                 continue
             try:
-                result = reclaim_topic(self.storage, record)
+                result = reclaim_topic(self.storage, record, run_id=run_id)
             except LlogError as exc:
                 report.errors.append(f"reclaim {record.topic}: {exc}")
                 continue

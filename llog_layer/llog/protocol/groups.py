@@ -19,6 +19,7 @@ Actions (each at most one conditional put, or one conditional delete):
 | heartbeat | extends the lease; ``rejoin`` when the member's generation is older than the group's |
 | leave | removes the member, bumps the generation, reassigns (idempotent) |
 | commit | writes offsets if the member exists, names the current generation and owns every partition; else nothing |
+|  | (with each topic's identity, read before; a topic's offsets of an earlier topic of the name are dropped) |
 | expire_idle | deletes a group with no live member and no commit for ``expiry_ms`` |
 
 Every action first drops the members whose lease has expired, which bumps
@@ -42,8 +43,10 @@ Invariants:
    ownership were checked on the very version it replaces.
 3. While the record exists its generation only grows.
 4. Committed offsets change only by commit, and disappear only with the
-   whole group (idle expiry). GC and retention never read the groups'
-   folder (docs/GROUPS.md).
+   whole group (idle expiry) or when a commit for a topic finds them
+   committed for an earlier topic of that name (deleted, maybe created
+   again: each offset's topic identity is kept, ``offset_topics``). GC and
+   retention never read the groups' folder (docs/GROUPS.md).
 """
 
 from __future__ import annotations
@@ -186,6 +189,9 @@ class GroupState:
     partitions: dict[str, list[int]] = field(default_factory=dict)  # what the assignment covers
     offsets: dict[str, dict[int, int]] = field(default_factory=dict)
     touched_at_ms: int = 0
+    # Per topic, the identity (``TopicRecord.identity``) of the topic its offsets were committed for; none for a
+    # topic without a record, or offsets committed before identities were kept.
+    offset_topics: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -201,6 +207,7 @@ class GroupState:
             },
             "partitions": {t: _encode_partitions(ps) for t, ps in sorted(self.partitions.items())},
             "offsets": {t: {str(p): o for p, o in sorted(ps.items())} for t, ps in sorted(self.offsets.items())},
+            "offset_topics": dict(sorted(self.offset_topics.items())),
             "touched_at_ms": self.touched_at_ms,
         }
 
@@ -220,7 +227,13 @@ class GroupState:
             partitions={t: _decode_partitions(v) for t, v in doc["partitions"].items()},
             offsets={t: {int(p): int(o) for p, o in ps.items()} for t, ps in doc["offsets"].items()},
             touched_at_ms=int(doc["touched_at_ms"]),
+            offset_topics={str(t): str(i) for t, i in doc.get("offset_topics", {}).items()},
         )
+
+    def committed_for_earlier_topics(self, identities: Mapping[str, str | None]) -> set[str]:
+        """The topics whose offsets were committed for an earlier topic of the name than ``identities``' (each
+        topic's current identity, None without a record): deleted since, maybe created again."""
+        return {t for t, committed_for in self.offset_topics.items() if identities.get(t) != committed_for}
 
     def rebalance(self, partitions: Mapping[str, list[int]], now_ms: int) -> None:
         """Next generation: reassign ``partitions`` (of the subscribed topics) among the members."""
@@ -320,8 +333,8 @@ def _generation(value: object) -> int:
 def existing_partitions(topics: TopicRegistry, topic: str) -> list[int]:
     """An explicit topic's ``0..N-1`` (none once deleted), else an implicit topic's registered partitions."""
     record = topics.get(topic)
-    if record is not None:
-        return [] if record.deleted else list(range(record.partitions))
+    if record is not None and (record.deleted or not record.implicit):
+        return [] if record.deleted else record.partition_numbers
     return topics.registry.partitions(topic).get(topic, [])
 
 
@@ -345,11 +358,16 @@ class GroupCoordinator:
         self.keys = GroupKeys(root)
         self.expiry_ms = expiry_ms
         self._clock = clock
-        topics = TopicRegistry(oxia, root=root, clock=clock)
-        self._topic_partitions = topic_partitions or (lambda t: existing_partitions(topics, t))
+        self._topics = TopicRegistry(oxia, root=root, clock=clock)
+        self._topic_partitions = topic_partitions or (lambda t: existing_partitions(self._topics, t))
 
     def now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+    def topic_identity(self, topic: str) -> str | None:
+        """The topic's identity (``TopicRecord.identity``; a deleted topic's too), None if it has no record."""
+        record = self._topics.get(topic)
+        return None if record is None else record.identity
 
     # --- actions ------------------------------------------------------------------------------
 
@@ -437,6 +455,7 @@ class GroupCoordinator:
             if (o.topic, o.partition) in seen:
                 raise InvalidArgument(f"{o.topic}/{o.partition} appears twice in one commit")
             seen.add((o.topic, o.partition))
+        identities = {t: self.topic_identity(t) for t in sorted({o.topic for o in offsets})}
 
         def apply(state: GroupState, now: int) -> tuple[list[OffsetCommit], bool]:
             member = state.member(member_id, group)
@@ -449,6 +468,12 @@ class GroupCoordinator:
                     raise NotPartitionOwner(
                         f"member {member_id!r} does not own {o.topic}/{o.partition} in generation {generation}"
                     )
+            for t in state.committed_for_earlier_topics(identities) & identities.keys():
+                state.offsets.pop(t, None)  # an earlier topic's offsets mean nothing in this one (docs/GROUPS.md)
+                del state.offset_topics[t]
+            for t, identity in identities.items():
+                if identity is not None:
+                    state.offset_topics[t] = identity
             for o in offsets:
                 state.offsets.setdefault(o.topic, {})[o.partition] = o.offset
             member.expires_at_ms = now + member.session_timeout_ms

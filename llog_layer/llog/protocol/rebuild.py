@@ -291,7 +291,7 @@ class _Evidence:
         if self.backup is not None:
             found |= set(self.backup.topics[self.topic])
         if topic_record is not None:
-            found |= set(range(topic_record.partitions))
+            found |= set(topic_record.partition_numbers)
         return sorted(found)
 
     def exists(self, uri: str) -> bool:

@@ -2,10 +2,13 @@
 
 A topic record (``{root}/__catalog/topics/{topic}``, ``partition_key =
 "__catalog"``, docs/FORMAT.md) holds ``{"partitions", "config",
-"created_at_ms", "state", "deleted_at_ms"}``. A topic without a record whose
-partitions are registered (created by a produce naming partition numbers,
-``llog.protocol.registry``) is *implicit*: it keeps working as before, one
-partition per partition number seen.
+"created_at_ms", "state", "deleted_at_ms", "topic_id"}``. Every topic has
+one. An *implicit* topic (created by a produce naming partition numbers) has
+a record marked so (``implicit_partitions``): the set of partition numbers
+produce added to it, each up to 2**31-1. Partitions registered before topic
+records existed (``llog.protocol.registry``, no record) keep working: the
+next produce to the topic writes its record with every registered partition
+(the migration), and a delete of such a topic writes a deleted one.
 
 Actions, each idempotent, so a crash at any point is finished by repeating it
 (or by the next action that needs its result):
@@ -14,7 +17,15 @@ Actions, each idempotent, so a crash at any point is finished by repeating it
   (register, cursor, control: ``PartitionMetadata.create`` with the topic's
   protocol). Crash after the record: the next create with the same settings,
   a grow, or a produce to the partition initializes what is missing. A create
-  of an implicit topic's name adopts its partitions (the count must cover them).
+  of an implicit topic's name adopts its partitions (the count must cover them):
+  a compare-and-set makes its record explicit, with the same ``topic_id``.
+* **add a partition to an implicit topic** (``add_implicit_partition``, by
+  produce, before it registers and initializes the partition): create the
+  record create-only (the first produce) or add the number by compare-and-set.
+  A deleted record refuses it (``UnknownTopic``); a record that turned
+  explicit bounds it by its count. Crash after the record: the partition is
+  named but not initialized; the next produce initializes it, a delete
+  creates it fenced.
 * **grow**: compare-and-set the record to the larger count, then initialize
   the new partitions. Crash after the record: as for create.
 * **delete**: compare-and-set the record to ``state: "deleted"``, then make
@@ -23,24 +34,46 @@ Actions, each idempotent, so a crash at any point is finished by repeating it
   topic as soon as they see the record (below). Deleting an implicit topic
   writes a deleted record for it.
 * **reclaim** (``reclaim_topic``, called by GC once the deletion is older than
-  GC's grace plus ``RECLAIM_DELAY_MS``): per partition, delete its Oxia keys
+  GC's grace plus ``RECLAIM_DELAY_MS``): first claim the deleted record for
+  this run (compare-and-set of ``reclaim: {run_id, claimed_at_ms}`` on the
+  version the run read; a claim of another run younger than
+  ``RECLAIM_LEASE_MS``, or a record changed since, makes the run leave the
+  topic alone); then, per partition, delete its Oxia keys
   (one bounded range per key depth, ``PartitionKeys.oxia_ranges``, ``meta/``
   first, so anything still reading it finds it not initialized), then its S3
   objects (compacted objects, manifests), then its registry entry; last, the
-  topic record. Crash anywhere: the record is still there, deleted, and the
-  next pass repeats every step (deleting what is gone is a no-op). Shared WAL
-  blobs are left to GC, which deletes them once no index references them.
+  topic record, conditional on the claim's version. A run that defers a
+  partition releases its claim. Crash anywhere: the record is still there,
+  deleted (claimed until the claim expires), and the next pass repeats every
+  step (deleting what is gone is a no-op). Shared WAL blobs are left to GC,
+  which deletes them once no index references them.
 
 Invariants:
 
 * T1 Partition counts only grow, and a record's name claim is create-only: two
   creates of one name agree or one gets ``TopicExists``.
 * T2 After a delete returns, no append to the topic succeeds: every partition
-  is fenced, so an append racing the delete fails (``LogFenced``, which the
-  produce service reports as ``UnknownTopic`` once it reads the record).
+  the record names (and every registered one) is fenced, so an append racing
+  the delete fails (``LogFenced``, which the produce service reports as
+  ``UnknownTopic`` once it reads the record). A produce initializes a
+  partition only once it is in the record (an explicit topic's count, or added
+  by compare-and-set), so a process that trusts a stale copy of the record,
+  or saw none, cannot open a partition the delete did not fence: its
+  compare-and-set (or create-only put) meets the deleted record.
 * T3 Reclaim never touches another topic's data: it works only under the
   deleted topic's own prefixes, and the name cannot be created again while
-  its record exists, i.e. until reclaim has finished.
+  its record exists, i.e. until reclaim has finished. Two runs (the scheduled
+  GC and a manual one) never reclaim one topic at once: a run deletes nothing
+  before its compare-and-set claim on the record it read succeeded, so a run
+  that read the record before another finished (and the name was created
+  again) finds it changed and does nothing; the record is deleted only by the
+  run that holds it claimed, so the name stays taken while that run works.
+  The one timing bound: a claim older than ``RECLAIM_LEASE_MS`` may be taken
+  over (a crashed run must not block the name), and its holder starts no
+  partition's deletion past half of it; a run paused longer than half the
+  lease between that check and its deletes could still act after a takeover.
+  (Partition keys carrying the topic's id would remove that bound:
+  docs/GC.md, "Deleted topics".)
 * T4 Nothing writes to a reclaimed partition. A produce process trusts a
   topic record it read for at most ``TOPIC_CACHE_TTL_MS``, and treats an entry
   not confirmed for ``STALE_TOPIC_MS`` as a possibly reclaimed topic (it forgets
@@ -57,6 +90,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -67,6 +101,7 @@ from llog.config import RetentionPolicy, WriterConfig
 from llog.errors import (
     CorruptMetadata,
     InvalidArgument,
+    InvalidPartition,
     InvalidPartitionCount,
     TopicDeleted,
     TopicExists,
@@ -74,7 +109,7 @@ from llog.errors import (
     VersionConflict,
 )
 from llog.format.documents import AppendProtocol, LogState
-from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, RegistryKeys, validate_topic
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, RegistryKeys, validate_partition, validate_topic
 from llog.protocol import fence
 from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.metadata import PartitionMetadata
@@ -89,6 +124,10 @@ TOPIC_CACHE_TTL_MS = 10_000  # a produce process reads a topic's record at most 
 # topic pays that only after ten minutes.
 STALE_TOPIC_MS = 10 * 60 * 1000
 RECLAIM_DELAY_MS = STALE_TOPIC_MS
+# A reclaim run claims the deleted topic's record for this long (T3); it starts no partition's deletion past
+# half of it, so a run whose claim another took over has stopped, unless a pause of the other half fell
+# between its check and its next delete.
+RECLAIM_LEASE_MS = 60 * 60 * 1000
 PARTITION_CONCURRENCY = 16  # partitions initialized, fenced or described at once
 
 
@@ -159,7 +198,26 @@ def validate_partition_count(partitions: object) -> int:
 
 
 @dataclass(frozen=True)
+class ReclaimClaim:
+    """Which reclaim run works on a deleted topic, since when (its own clock): no other may until it expires."""
+
+    run_id: str
+    claimed_at_ms: int
+
+    def held_by_another(self, run_id: str, now_ms: int) -> bool:
+        return self.run_id != run_id and now_ms < self.claimed_at_ms + RECLAIM_LEASE_MS
+
+
+def new_topic_id() -> str:
+    """A topic's identity, given at its creation: a re-created name gets another (docs/FORMAT.md)."""
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True)
 class TopicRecord:
+    """A topic's record. An explicit topic has ``partitions`` ``0..N-1``; an implicit one (``implicit_partitions``
+    not None, ``partitions`` 0) has exactly the partition numbers produce added to it, each up to 2**31-1."""
+
     topic: str
     partitions: int
     config: TopicConfig
@@ -167,22 +225,46 @@ class TopicRecord:
     state: TopicState = TopicState.ACTIVE
     deleted_at_ms: int | None = None
     version_id: int | None = field(default=None, compare=False)  # None: not stored yet
+    implicit_partitions: frozenset[int] | None = None
+    topic_id: str | None = None  # None: a record written before topic ids
+    reclaim: ReclaimClaim | None = None  # the reclaim run working on this deleted topic
 
     @property
     def deleted(self) -> bool:
         return self.state is TopicState.DELETED
 
+    @property
+    def implicit(self) -> bool:
+        return self.implicit_partitions is not None
+
+    @property
+    def partition_numbers(self) -> list[int]:
+        """Every partition the record names, in numeric order."""
+        if self.implicit_partitions is not None:
+            return sorted(self.implicit_partitions)
+        return list(range(self.partitions))
+
+    @property
+    def identity(self) -> str:
+        """What tells this incarnation of the name from another: its id, or for an older record its creation time."""
+        return self.topic_id if self.topic_id is not None else f"created-{self.created_at_ms}"
+
     def encode(self) -> bytes:
-        return json.dumps(
-            {
-                "partitions": self.partitions,
-                "config": self.config.to_json(),
-                "created_at_ms": self.created_at_ms,
-                "state": self.state.value,
-                "deleted_at_ms": self.deleted_at_ms,
-            },
-            separators=(",", ":"),
-        ).encode()
+        doc: dict[str, Any] = {
+            "partitions": self.partitions,
+            "config": self.config.to_json(),
+            "created_at_ms": self.created_at_ms,
+            "state": self.state.value,
+            "deleted_at_ms": self.deleted_at_ms,
+            "topic_id": self.topic_id,
+        }
+        if self.implicit_partitions is not None:
+            # A version that reads ``partitions`` as a count refuses the record (null) rather than misreading it.
+            doc["partitions"] = None
+            doc["implicit_partitions"] = sorted(self.implicit_partitions)
+        if self.reclaim is not None:
+            doc["reclaim"] = {"run_id": self.reclaim.run_id, "claimed_at_ms": self.reclaim.claimed_at_ms}
+        return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, topic: str, value: bytes, version_id: int) -> TopicRecord:
@@ -190,14 +272,23 @@ class TopicRecord:
             doc = json.loads(value)
             # A field a newer version added is ignored (docs/FORMAT.md, "Compatibility").
             stored = {k: v for k, v in doc["config"].items() if k in TopicConfig.FIELDS}
+            implicit = doc.get("implicit_partitions")
+            topic_id = doc.get("topic_id")
+            if topic_id is not None and not isinstance(topic_id, str):
+                raise TypeError(f"topic_id {topic_id!r}")
+            claim = doc.get("reclaim")
+            reclaim = None if claim is None else ReclaimClaim(str(claim["run_id"]), int(claim["claimed_at_ms"]))
             return cls(
                 topic,
-                validate_partition_count(doc["partitions"]),
+                0 if implicit is not None else validate_partition_count(doc["partitions"]),
                 TopicConfig.parse(stored, default_protocol=AppendProtocol.SEQUENTIAL),
                 int(doc["created_at_ms"]),
                 TopicState(doc["state"]),
                 None if doc.get("deleted_at_ms") is None else int(doc["deleted_at_ms"]),
                 version_id,
+                None if implicit is None else frozenset(validate_partition(p) for p in implicit),
+                topic_id,
+                reclaim,
             )
         except (ValueError, KeyError, TypeError, InvalidArgument) as exc:
             raise CorruptMetadata(f"topic record of {topic!r} is not readable: {exc}") from None
@@ -246,36 +337,47 @@ class TopicRegistry:
     def active(self, topic: str) -> TopicRecord:
         """The record of an explicit topic that is not deleted; ``UnknownTopic`` otherwise."""
         record = self.get(topic)
-        if record is None or record.deleted:
+        if record is None or record.deleted or record.implicit:
             raise UnknownTopic(topic)
         return record
 
     # --- create, grow ------------------------------------------------------------------------
 
     def create(self, topic: str, partitions: int, config: TopicConfig) -> tuple[TopicRecord, bool]:
-        """Create the topic (True) or find it with the same settings (False); then initialize every partition."""
+        """Create the topic (True) or find it with the same settings (False); then initialize every partition.
+
+        An implicit topic's name is adopted (True): its record becomes explicit, keeping its id, if the count
+        covers its partitions.
+        """
         validate_topic(topic)
         validate_partition_count(partitions)
         while True:
             record = self.get(topic)
-            if record is None:
-                registered = self.registry.partitions(topic).get(topic, [])
-                if registered and registered[-1] >= partitions:
+            if record is None or (record.implicit and not record.deleted):
+                existing = set(self.registry.partitions(topic).get(topic, []))
+                if record is not None:
+                    existing |= set(record.partition_numbers)
+                if existing and max(existing) >= partitions:
                     raise InvalidPartitionCount(
-                        f"topic {topic!r} already has partition {registered[-1]} (created by produce): "
-                        f"partitions must be at least {registered[-1] + 1}"
+                        f"topic {topic!r} already has partition {max(existing)} (created by produce): "
+                        f"partitions must be at least {max(existing) + 1}"
                     )
-                record = TopicRecord(topic, partitions, config, self._now_ms())
+                created_at, topic_id = (self._now_ms(), new_topic_id()) if record is None else (
+                    record.created_at_ms, record.topic_id or new_topic_id())  # fmt: skip
+                explicit = TopicRecord(topic, partitions, config, created_at, topic_id=topic_id)
                 try:
-                    version = self.oxia.put(
-                        self.keys.topic(topic),
-                        record.encode(),
-                        partition_key=self.keys.partition_key,
-                        expected_version_id=CREATE_ONLY,
-                    )
+                    if record is None:
+                        version = self.oxia.put(
+                            self.keys.topic(topic),
+                            explicit.encode(),
+                            partition_key=self.keys.partition_key,
+                            expected_version_id=CREATE_ONLY,
+                        )
+                    else:
+                        version = self._replace(replace(explicit, version_id=record.version_id))
                 except VersionConflict:
-                    continue  # created concurrently: compare with that one
-                record, created = replace(record, version_id=version), True
+                    continue  # created or changed concurrently: compare with that one
+                record, created = replace(explicit, version_id=version), True
             else:
                 created = False
                 if record.deleted:
@@ -290,6 +392,46 @@ class TopicRegistry:
                     )
             self.initialize(record, range(record.partitions))
             return record, created
+
+    def add_implicit_partition(self, topic: str, partition: int, record: TopicRecord | None) -> TopicRecord:
+        """The topic's record once it names ``partition``: what a produce needs before it creates a partition.
+
+        ``record`` is the caller's (possibly stale) copy, None if it saw none. An implicit topic's first
+        produce creates its record create-only, with the partitions registered before topic records existed
+        (their migration); a new partition is added by compare-and-set. So a delete, which compare-and-sets the
+        record to deleted and then fences every partition it names, either refuses the addition
+        (``UnknownTopic``) or fences the partition. An explicit topic's record is returned as it is
+        (``InvalidPartition`` past its count).
+        """
+        validate_partition(partition)
+        while True:
+            try:
+                if record is None:
+                    registered = self.registry.partitions(topic).get(topic, [])
+                    fresh = TopicRecord(
+                        topic, 0, TopicConfig(self._writer_config.append_protocol), self._now_ms(),
+                        implicit_partitions=frozenset(registered) | {partition}, topic_id=new_topic_id(),
+                    )  # fmt: skip
+                    version = self.oxia.put(
+                        self.keys.topic(topic), fresh.encode(), partition_key=self.keys.partition_key,
+                        expected_version_id=CREATE_ONLY,
+                    )  # fmt: skip
+                    return replace(fresh, version_id=version)
+                if record.deleted:
+                    raise UnknownTopic(topic, f"topic {topic!r} was deleted")
+                if record.implicit_partitions is None:
+                    if partition >= record.partitions:
+                        raise InvalidPartition(
+                            f"partition {partition} does not exist: topic {topic!r} has {record.partitions} "
+                            f"partitions (0 to {record.partitions - 1})"
+                        )
+                    return record
+                if partition in record.implicit_partitions:
+                    return record
+                grown = replace(record, implicit_partitions=record.implicit_partitions | {partition})
+                return replace(grown, version_id=self._replace(grown))
+            except VersionConflict:
+                record = self.get(topic)  # created, grown, adopted or deleted meanwhile: judge that one
 
     def grow(self, topic: str, partitions: int) -> TopicRecord:
         """Raise the partition count (the same count is a no-op that completes a crashed grow)."""
@@ -323,7 +465,7 @@ class TopicRegistry:
             record = self.get(topic)
             try:
                 if record is None:
-                    record = self._delete_implicit(topic)
+                    record = self._delete_unrecorded(topic)
                 elif not record.deleted:
                     deleted = replace(record, state=TopicState.DELETED, deleted_at_ms=self._now_ms())
                     record = replace(deleted, version_id=self._replace(deleted))
@@ -331,22 +473,19 @@ class TopicRegistry:
                 continue
             break
         registered = self.registry.partitions(topic).get(topic, [])
-        self._each(topic, sorted(set(registered) | set(range(record.partitions))), self._fence(record))
+        self._each(topic, sorted(set(registered) | set(record.partition_numbers)), self._fence(record))
         return record
 
-    def _delete_implicit(self, topic: str) -> TopicRecord:
+    def _delete_unrecorded(self, topic: str) -> TopicRecord:
+        """Delete an implicit topic whose partitions were all created before topic records existed."""
         registered = self.registry.partitions(topic).get(topic, [])
         if not registered:
             raise UnknownTopic(topic)
         now = self._now_ms()
         record = TopicRecord(
-            topic,
-            registered[-1] + 1,
-            TopicConfig(self._writer_config.append_protocol),
-            now,
-            TopicState.DELETED,
-            now,
-        )
+            topic, 0, TopicConfig(self._writer_config.append_protocol), now, TopicState.DELETED, now,
+            implicit_partitions=frozenset(registered), topic_id=new_topic_id(),
+        )  # fmt: skip
         version = self.oxia.put(
             self.keys.topic(topic), record.encode(), partition_key=self.keys.partition_key,
             expected_version_id=CREATE_ONLY,
@@ -402,15 +541,41 @@ def reclaim_due(record: TopicRecord, now_ms: int, grace_ms: int) -> bool:
     return record.deleted and (record.deleted_at_ms or 0) + grace_ms + RECLAIM_DELAY_MS <= now_ms
 
 
-def reclaim_topic(storage: Storage, record: TopicRecord) -> ReclaimResult:
-    """Delete everything of a deleted topic (see the module docstring); repeatable after any crash."""
+def new_reclaim_run_id() -> str:
+    return str(uuid.uuid4())
+
+
+def reclaim_topic(storage: Storage, record: TopicRecord, *, run_id: str | None = None) -> ReclaimResult:
+    """Delete everything of a deleted topic (see the module docstring); repeatable after any crash.
+
+    ``record`` is the record as the caller read it. The run first claims it (compare-and-set on that version,
+    ``run_id`` a run's own id): a record another run claimed, or that changed since it was read (reclaimed
+    and its name created again), is left alone. Only the claim's version is deleted at the end.
+    """
     if not record.deleted:
         raise InvalidArgument(f"topic {record.topic!r} is not deleted; only a deleted topic is reclaimed")
+    run_id = run_id or new_reclaim_run_id()
     registry = PartitionRegistry(storage.oxia, root=storage.root)
     keys = RegistryKeys(storage.root)
     result = ReclaimResult()
+    now_ms = int(storage.clock() * 1000)
+    if record.reclaim is not None and record.reclaim.held_by_another(run_id, now_ms):
+        result.deferred.append(f"{record.topic}: reclaim run {record.reclaim.run_id} works on it")
+        return result
+    assert record.version_id is not None
+    claimed = replace(record, reclaim=ReclaimClaim(run_id, now_ms))
+    try:
+        version = storage.oxia.put(keys.topic(record.topic), claimed.encode(), partition_key=keys.partition_key,
+                                   expected_version_id=record.version_id)  # fmt: skip
+    except VersionConflict:
+        result.deferred.append(f"{record.topic}: its record changed since this run read it")
+        return result  # claimed by another run, or reclaimed (and maybe created again): judged next time
+    stop_at_ms = now_ms + RECLAIM_LEASE_MS // 2
     registered = registry.partitions(record.topic).get(record.topic, [])
-    for partition in sorted(set(registered) | set(range(record.partitions))):
+    for partition in sorted(set(registered) | set(record.partition_numbers)):
+        if storage.clock() * 1000 >= stop_at_ms:
+            result.deferred.append(f"{record.topic}: this run's claim is half expired; the next run goes on")
+            break
         partition_keys = PartitionKeys(record.topic, partition, storage.root)
         pk = partition_keys.partition_key
         if storage.oxia.get(partition_keys.compactor_claim, partition_key=pk) is not None:
@@ -424,12 +589,14 @@ def reclaim_topic(storage: Storage, record: TopicRecord) -> ReclaimResult:
         result.bytes_deleted += sum(o.size for o in objects)
         registry.deregister(record.topic, partition)
         result.partitions_reclaimed += 1
-    if not result.deferred:
-        assert record.version_id is not None
-        try:
+    try:
+        if result.deferred:  # release the claim, so that the next run need not wait for it to expire
+            storage.oxia.put(keys.topic(record.topic), replace(record, reclaim=None).encode(),
+                             partition_key=keys.partition_key, expected_version_id=version)  # fmt: skip
+        else:
             storage.oxia.delete(keys.topic(record.topic), partition_key=keys.partition_key,
-                                expected_version_id=record.version_id)  # fmt: skip
-        except VersionConflict:
-            return result  # changed since it was read (another pass): judged again next time
-        result.finished = True
+                                expected_version_id=version)  # fmt: skip
+            result.finished = True
+    except VersionConflict:
+        pass  # the claim expired and another run took it over: it finishes
     return result

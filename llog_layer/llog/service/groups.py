@@ -46,6 +46,7 @@ class PartitionLag:
     committed: int | None
     log_start: int | None
     high_watermark: int | None
+    committed_for_earlier_topic: int | None = None  # committed for a deleted topic of that name: not applied
 
     @property
     def below_log_start(self) -> bool:
@@ -66,6 +67,7 @@ class PartitionLag:
             "high_watermark": self.high_watermark,
             "lag": self.lag,
             "below_log_start": self.below_log_start,
+            "committed_for_earlier_topic": self.committed_for_earlier_topic,
         }
 
 
@@ -176,7 +178,7 @@ class GroupService:
                 }
                 for m, v in sorted(state.members.items())
             ],
-            "offsets": [lag.to_json() for lag in self._lags(group, state)],
+            "offsets": [lag.to_json() for lag in self._lags(group, state, {})],
         }
 
     def list_groups(self) -> dict[str, Any]:
@@ -185,13 +187,19 @@ class GroupService:
     # --- lag ------------------------------------------------------------------------------------
 
     def lags(self) -> list[PartitionLag]:
-        """Every group's lag in every partition it covers or has committed; one read per group, nothing written."""
+        """Every group's lag in every partition it covers or has committed; one read per group (and per topic
+        it committed), nothing written."""
         found = []
+        identities: dict[str, str | None] = {}
         for group, state in self.coordinator.states().items():
-            found += self._lags(group, state)
+            found += self._lags(group, state, identities)
         return found
 
-    def _lags(self, group: str, state: GroupState) -> list[PartitionLag]:
+    def _lags(self, group: str, state: GroupState, identities: dict[str, str | None]) -> list[PartitionLag]:
+        """``identities``: the topics' identities read so far, filled in here (one topic record read each)."""
+        for topic in state.offset_topics.keys() - identities.keys():
+            identities[topic] = self.coordinator.topic_identity(topic)
+        earlier = state.committed_for_earlier_topics(identities)
         covered = {(t, p) for t, ps in state.partitions.items() for p in ps}
         committed = {(t, p): o for t, ps in state.offsets.items() for p, o in ps.items()}
         partitions = sorted(covered | committed.keys())
@@ -200,7 +208,9 @@ class GroupService:
         with ThreadPoolExecutor(min(STATUS_CONCURRENCY, len(partitions))) as pool:
             ends = list(pool.map(lambda tp: self._ends(*tp), partitions))
         return [
-            PartitionLag(group, t, p, committed.get((t, p)), start, hw)
+            PartitionLag(group, t, p, None, start, hw, committed.get((t, p)))
+            if t in earlier
+            else PartitionLag(group, t, p, committed.get((t, p)), start, hw)
             for (t, p), (start, hw) in zip(partitions, ends, strict=True)
         ]
 

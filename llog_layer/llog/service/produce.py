@@ -16,7 +16,11 @@ without a partition routes each record by its key with Kafka's partitioner
 request and topic, round-robin across requests. A deleted topic is refused
 (``UnknownTopic``) as soon as its record is seen; an append racing the delete
 fails on the fence (``LogFenced``), and the record, read again, turns that
-into ``UnknownTopic``. A topic whose record changed identity (deleted,
+into ``UnknownTopic``. A partition of an implicit topic is added to the
+topic's record (``TopicRegistry.add_implicit_partition``, which creates the
+record on the topic's first produce) before this process first initializes
+it, so a delete, however stale this process's copy of the record, fences it
+or refuses it. A topic whose record changed identity (deleted,
 reclaimed, created again), or was not confirmed for ``STALE_TOPIC_MS``, has
 its partitions forgotten: they are initialized again before the next write.
 """
@@ -56,13 +60,13 @@ class ProduceEntry:
 
 @dataclass
 class _CachedTopic:
-    record: TopicRecord | None  # None: no record (an implicit topic, or none at all)
+    record: TopicRecord | None  # None: no record (none at all, or an implicit topic from before topic records)
     checked_at: float  # the service's clock, seconds
     rereading: bool = False  # past the TTL, a caller that may block is reading it again
 
     @property
-    def identity(self) -> tuple[int, bool] | None:
-        return None if self.record is None else (self.record.created_at_ms, self.record.deleted)
+    def identity(self) -> tuple[str, bool] | None:
+        return None if self.record is None else (self.record.identity, self.record.deleted)
 
 
 def route(
@@ -286,16 +290,16 @@ class ProduceService:
         if record is not None and record.deleted:
             raise UnknownTopic(entry.topic, f"topic {entry.topic!r} was deleted")
         if entry.partition is None:
-            if record is None:
+            if record is None or record.implicit:
                 raise UnknownTopic(
                     entry.topic,
                     f"topic {entry.topic!r} was not created (POST /topics): records without a partition are routed "
                     "by key among an explicit topic's partitions; name a partition to produce to an implicit topic",
                 )
             return record
-        if record is not None and entry.partition >= record.partitions:
+        if record is not None and not record.implicit and entry.partition >= record.partitions:
             record = self._topic(entry.topic, refresh=True, cached_only=cached_only)  # grown since it was cached?
-            if record is not None and (record.deleted or entry.partition >= record.partitions):
+            if record is not None and not record.implicit and (record.deleted or entry.partition >= record.partitions):
                 if record.deleted:
                     raise UnknownTopic(entry.topic, f"topic {entry.topic!r} was deleted")
                 raise InvalidPartition(
@@ -315,7 +319,7 @@ class ProduceService:
         ``cached_only``: the turns are read, not taken; ``_prepare`` takes them once it succeeds, so that
         an attempt that falls back (and routes again) does not skip a partition.
         """
-        counts = {topic: record.partitions for topic, record in records.items() if record is not None}
+        counts = {topic: record.partitions for topic, record in records.items() if record and not record.implicit}
         taken = 0
 
         def next_partition(count: int) -> int:
@@ -357,7 +361,15 @@ class ProduceService:
             return
         if cached_only:
             raise _WouldBlock
-        if record is None:
+        if record is None or record.implicit:
+            # In the topic's record before it exists (llog.protocol.topics): a delete fences it or refuses it.
+            added = self.topics.add_implicit_partition(topic, partition, record)
+            with self._lock:
+                cached = self._cached.get(topic)
+                if cached is not None and (cached.record is None or cached.record.identity == added.identity):
+                    cached.record = added  # the same topic, as it is now (its first record, or a newer version)
+            record = added
+        if record.implicit:
             self.writer.initialize_partition(topic, partition)
         else:  # an explicit topic's partitions have its protocol, whatever this process's default
             self.topics.initialize(record, [partition])
