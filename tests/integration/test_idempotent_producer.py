@@ -401,3 +401,30 @@ def test_idempotent_produce_through_llog_serve(live_server: LlogServer, topic: s
     consume = {"topic_partitions": [{"topic": topic, "partition": 0, "fetch_offset": 1}]}
     status, consumed = call_json(live_server, "POST", "/consume", json.dumps(consume))
     assert [r["value"] for r in consumed["results"][0]["records"]] == ["a", "b"]
+
+
+def test_a_batch_a_writer_commits_after_a_fence_and_unfence_it_did_not_see_is_found_by_the_takeover(
+    timed: Storage, clock: Clock, topic: str
+) -> None:
+    """The claim's search offset is a lower bound read from fresh state, never from the writer's cached generation:
+    that generation's tail is the fence marker, one past where the batch lands in the generation opened since."""
+    other = writer_for(timed, AppendProtocol.SEQUENTIAL)
+    other.initialize_partition(topic, 0)
+    producer = new_producer(other)
+    dying = writer_for(timed, AppendProtocol.SEQUENTIAL, fault_hook=crash_at(PRODUCER_AFTER_COMMIT))
+    assert produce(dying, topic, [b"a"], None, None).start_offset == 1  # it caches generation 1
+    other.fence(topic, 0)
+    other.unfence(topic, 0)
+    with pytest.raises(SimulatedCrash):
+        produce(dying, topic, [b"b"], producer, 0)
+    meta = PartitionMetadata(timed.oxia, PartitionKeys(topic, 0, timed.root))
+    state = read_state(meta, producer[0]).state
+    assert state is not None
+    assert state.in_flight is not None
+    assert state.in_flight.search_from_offset == 2
+    # Compaction leaves the tag the claim needs alone.
+    assert Compactor(timed).compact_once(topic, 0).end_offset == 1
+    clock.advance_past_claims()
+    retry = produce(other, topic, [b"b"], producer, 0)
+    assert (retry.ok, retry.start_offset, retry.end_offset, retry.duplicate) == (True, 2, 2, True)
+    assert values(timed, topic) == [b"a", b"b"]

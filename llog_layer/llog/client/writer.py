@@ -369,14 +369,13 @@ class LogWriter:
             return self._commit_batch(
                 meta, ref, count, now_ms, deadline.monotonic, expected_offset=group.expected_offset
             )
-        read: list[VersionedControl] = []  # the CAS path's meta/control read, made before the claim
+        read: list[VersionedControl] = []  # the meta/control read before the claim; the CAS commit's first read
 
         def next_offset() -> int:
-            if not self._sequential.knows(meta.keys):
-                read.append(meta.control())
-                if not read[-1].record.sequential:
-                    return read[-1].record.sequence_counter
-            return self._sequential.next_offset(meta, read[-1].record if read else None)
+            # From fresh state, never the cached generation (docs/IDEMPOTENCE.md, "Safety").
+            read.append(meta.control())
+            control = read[-1].record
+            return self._sequential.next_offset(meta, control) if control.sequential else control.sequence_counter
 
         def commit(tag: ProducerTag) -> tuple[int, int, str]:
             return self._commit_batch(

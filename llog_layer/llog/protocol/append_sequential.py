@@ -300,11 +300,17 @@ class SequentialAppender:
             "while this append was in flight"
         )
 
-    def next_offset(self, meta: PartitionMetadata, control: ControlRecord | None = None) -> int:
-        """The open generation's next offset, from its tail (one lookup; the generation cached or read)."""
+    def next_offset(self, meta: PartitionMetadata, control: ControlRecord) -> int:
+        """A lower bound of the offset any append sent from now on gets: the last valid offset plus one.
+
+        ``control`` must be read just before (never the cached generation: a
+        fence and unfence since then would leave a marker on its tail). A void
+        tail does not count: past a marker, the last valid key is looked up,
+        and later appends land in the next generation, which starts there.
+        """
         target = self._target(meta, control)
-        tail = meta.sequence_tail(target.generation)
-        return target.base + (0 if tail is None else tail.key.position) + 1
+        generation = control.current_generation
+        return target.base + SequenceSegment(meta, generation).last_valid_position() + 1
 
     def _check_deadline(self, meta: PartitionMetadata, deadline: float) -> None:
         if time.monotonic() > deadline:

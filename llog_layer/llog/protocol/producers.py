@@ -22,7 +22,9 @@ P2 take over: a claim whose commit deadline has passed (``commit_by_ms`` plus
    ``CLAIM_MARGIN_MS``) can no longer commit. Look for its tag from its
    ``search_from_offset`` on (``find_committed``), record what was found, clear it.
 P3 claim: CAS the state to name this batch ``in_flight``, with the commit
-   deadline of this attempt and the partition's next offset read before.
+   deadline of this attempt and a lower bound of the partition's next offset,
+   read just before from ``meta/control`` (never a writer's cached generation;
+   a void sequential tail does not count).
 P4 commit: the partition's protocol commits the batch with its tag
    ``(producer_id, epoch, first, last)`` in the index entry (CAS: in
    ``pending`` first), the sequential entry, never anywhere else.
