@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
@@ -33,6 +34,7 @@ from llog.protocol.faults import (
     PRODUCER_AFTER_CLAIM,
     PRODUCER_AFTER_COMMIT,
     WRITER_AFTER_BLOB_PUT,
+    WRITER_AFTER_DEADLINE_CHECK,
     WRITER_AFTER_INDEX_WRITE,
     WRITER_AFTER_RESERVE,
     WRITER_AFTER_SEQUENCE_PUT,
@@ -428,3 +430,42 @@ def test_a_batch_a_writer_commits_after_a_fence_and_unfence_it_did_not_see_is_fo
     retry = produce(other, topic, [b"b"], producer, 0)
     assert (retry.ok, retry.start_offset, retry.end_offset, retry.duplicate) == (True, 2, 2, True)
     assert values(timed, topic) == [b"a", b"b"]
+
+
+@PROTOCOLS
+def test_a_commit_sent_by_a_writer_paused_past_its_claims_takeover_fails_or_is_void(
+    timed: Storage, clock: Clock, topic: str, protocol: AppendProtocol
+) -> None:
+    """A process paused (SIGSTOP) between its deadline check and its commit request, for longer than every timeout:
+    the takeover, which records "not committed", first makes that request fail (CAS: meta/control's version moved)
+    or void (sequential: the generation is rolled), so the retry that follows commits the batch exactly once."""
+    other = writer_for(timed, protocol)
+    other.initialize_partition(topic, 0)
+    producer = new_producer(other)
+    assert produce(other, topic, [b"a"], None, None).start_offset == 1
+    commit_delay_ms = 500
+    paused = False
+
+    def pause_past_the_takeover(point: str) -> None:
+        nonlocal paused
+        if point != WRITER_AFTER_DEADLINE_CHECK or paused:
+            return
+        paused = True
+        time.sleep(commit_delay_ms / 1000 + 0.1)  # the writer's own deadline passes while it is stopped
+        clock.advance_past_claims()
+        Compactor(timed).compact_once(topic, 0)  # meets the expired claim: takes it over ("not committed")
+        state = read_state(PartitionMetadata(timed.oxia, PartitionKeys(topic, 0, timed.root)), producer[0]).state
+        assert state is not None
+        assert state.in_flight is None
+        assert state.batches == ()
+
+    config = WriterConfig(append_protocol=protocol, max_commit_delay_ms=commit_delay_ms)
+    late = LogWriter(timed, config=config, fault_hook=pause_past_the_takeover)
+    resumed = produce(late, topic, [b"b"], producer, 0)
+    assert paused
+    assert resumed.error_type == "CommitDeadlineExceeded"
+    retry = produce(other, topic, [b"b"], producer, 0)
+    assert (retry.ok, retry.start_offset, retry.end_offset, retry.duplicate) == (True, 2, 2, False)
+    assert produce(other, topic, [b"b"], producer, 0).duplicate
+    assert produce(other, topic, [b"c"], None, None).start_offset == 3  # the partition stays open for everyone
+    assert values(timed, topic) == [b"a", b"b", b"c"]

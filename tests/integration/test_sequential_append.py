@@ -83,8 +83,7 @@ def meta_of(oxia: OxiaStore, root: str, topic: str, partition: int = 0) -> Parti
     return PartitionMetadata(oxia, PartitionKeys(topic, partition, root))
 
 
-def sequence(oxia: OxiaStore, root: str, topic: str, generation: int = 1, partition: int = 0
-             ) -> list[SequenceRecord]:
+def sequence(oxia: OxiaStore, root: str, topic: str, generation: int = 1, partition: int = 0) -> list[SequenceRecord]:
     return meta_of(oxia, root, topic, partition).scan_sequence(generation, 0)
 
 
@@ -463,8 +462,13 @@ def _unfence_first(monkeypatch: pytest.MonkeyPatch, finisher: LogWriter, unfence
 
 
 def test_a_writer_finishing_a_fence_never_fences_the_generation_an_unfence_opened(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, monkeypatch: pytest.MonkeyPatch, root: str,
-    storage: Storage
+    writer: LogWriter,
+    reader: LogReader,
+    oxia_store: OxiaStore,
+    topic: str,
+    monkeypatch: pytest.MonkeyPatch,
+    root: str,
+    storage: Storage,
 ) -> None:
     writer.initialize_partition(topic, 0)
     stale = seq_writer(storage)
@@ -482,6 +486,53 @@ def test_a_writer_finishing_a_fence_never_fences_the_generation_an_unfence_opene
     assert positions(oxia_store, root, topic, 2) == []
     assert writer.append(topic, 0, [b"b"]).start_offset == 2
     assert values(reader, topic) == [b"a", b"b"]
+
+
+def test_a_writer_meeting_a_rolls_marker_without_its_seal_finishes_the_roll_and_appends_in_the_next_generation(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
+) -> None:
+    """A takeover's roll (docs/SEQUENTIAL_APPEND.md, "Roll") whose author died after its marker: the writer whose put
+    lands past it finishes the roll, not a fence; nobody sees LogFenced."""
+    writer.initialize_partition(topic, 0)
+    stale = seq_writer(storage)
+    stale.append(topic, 0, [b"a"])  # caches generation 1
+    meta = PartitionMetadata(oxia_store, PartitionKeys(topic, 0, root))
+    with pytest.raises(SimulatedCrash):
+        seq_writer(storage, crash_at(AFTER_FENCE_MARKER))._sequential.roll(meta, meta.control())
+    assert stale.append(topic, 0, [b"b"]).start_offset == 2
+    control = control_of(oxia_store, root, topic, 0)
+    assert control.log_state is LogState.OPEN
+    assert control.generations == (Generation(1, 0, 1, rolled=True), Generation(2, 1))
+    assert positions(oxia_store, root, topic, 1) == [(1, 0), (2, 1), (3, 1)]  # a, the roll's marker, b void
+    assert writer.append(topic, 0, [b"c"]).start_offset == 3
+    assert values(reader, topic) == [b"a", b"b", b"c"]
+
+
+def test_a_fence_whose_generation_a_roll_sealed_fences_the_generation_the_roll_opened(
+    writer: LogWriter, oxia_store: OxiaStore, topic: str, monkeypatch: pytest.MonkeyPatch, root: str, storage: Storage
+) -> None:
+    """A roll never fenced the log: a fence that read the generation before the roll sealed it goes on with the
+    next one (an unfence's seal, by contrast, ends it: test_a_fence_whose_seal_loses_to_an_unfence_is_done)."""
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a"])
+    fencer, roller = seq_writer(storage), seq_writer(storage)
+    fence = SequentialAppender.fence
+    rolled: list[ControlRecord] = []
+
+    def roll_first(self: SequentialAppender, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
+        if self is fencer._sequential and not rolled:
+            rolled.append(roller._sequential.roll(meta, meta.control()))
+        return fence(self, meta, current)
+
+    monkeypatch.setattr(SequentialAppender, "fence", roll_first)
+    fenced = fencer.fence(topic, 0)
+    assert rolled[0].log_state is LogState.OPEN
+    assert fenced.log_state is LogState.FENCED
+    assert control_of(oxia_store, root, topic, 0).generations == (
+        Generation(1, 0, 1, rolled=True), Generation(2, 1, 1)
+    )  # fmt: skip
+    with pytest.raises(LogFenced):
+        writer.append(topic, 0, [b"late"])
 
 
 def test_concurrent_unfences_finishing_a_dead_fence_open_one_generation(
@@ -555,8 +606,14 @@ def test_compaction_rewrites_the_end_key_in_place_and_the_counter_never_rewinds(
     "point", [COMPACTOR_AFTER_BLOB_PUT, AFTER_RECORD, AFTER_END_KEY, AFTER_MANIFEST, AFTER_DELETE, AFTER_CURSOR]
 )
 def test_a_crashed_compaction_of_a_sequential_partition_is_finished_by_another(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, point: str,
-    root: str, storage: Storage
+    writer: LogWriter,
+    reader: LogReader,
+    compactor: Compactor,
+    oxia_store: OxiaStore,
+    topic: str,
+    point: str,
+    root: str,
+    storage: Storage,
 ) -> None:
     writer.initialize_partition(topic, 0)
     for i in range(4):
@@ -591,8 +648,13 @@ def test_compaction_runs_never_cross_a_generation(
 
 
 def test_writers_appending_during_compaction_lose_nothing(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_config: OxiaConfig, s3_config: S3Config,
-    topic: str, root: str
+    writer: LogWriter,
+    reader: LogReader,
+    compactor: Compactor,
+    oxia_config: OxiaConfig,
+    s3_config: S3Config,
+    topic: str,
+    root: str,
 ) -> None:
     writer.initialize_partition(topic, 0)
     stop = threading.Event()
@@ -615,8 +677,14 @@ def test_writers_appending_during_compaction_lose_nothing(
 
 
 def test_gc_keeps_referenced_blobs_and_deletes_those_of_void_entries(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
-    topic: str, root: str, storage: Storage
+    writer: LogWriter,
+    reader: LogReader,
+    compactor: Compactor,
+    oxia_store: OxiaStore,
+    blob_store: BlobStore,
+    topic: str,
+    root: str,
+    storage: Storage,
 ) -> None:
     writer.initialize_partition(topic, 0)
     kept = writer.append(topic, 0, [b"kept"])
@@ -656,7 +724,10 @@ def test_retention_truncates_a_sequential_partition_and_keeps_every_counter(
         writer.append(topic, 0, [b"g2-%d" % i])
     results = compact_until_caught_up(small, topic, 0, budget_s=30)
     assert [(r.start_offset, r.end_offset) for r in results if r.outcome == "compacted"] == [
-        (1, 2), (3, 4), (5, 6), (7, 8)
+        (1, 2),
+        (3, 4),
+        (5, 6),
+        (7, 8),
     ]
     writer.append(topic, 0, [b"tail"])
 
@@ -677,8 +748,13 @@ def test_retention_truncates_a_sequential_partition_and_keeps_every_counter(
 
 
 def test_retention_racing_another_run_never_deletes_a_sealed_generations_marker(
-    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, monkeypatch: pytest.MonkeyPatch, root: str,
-    storage: Storage
+    writer: LogWriter,
+    reader: LogReader,
+    oxia_store: OxiaStore,
+    topic: str,
+    monkeypatch: pytest.MonkeyPatch,
+    root: str,
+    storage: Storage,
 ) -> None:
     """A run reads the generation table while generation 1 is open. Before it moves the log start, the partition
     is fenced, unfenced and written, and another run (with the new table) moves the log start into generation 2.
@@ -767,8 +843,13 @@ def test_migration_keeps_the_cas_offsets_and_appends_continue_in_a_sequence(
 
 
 def test_cas_appends_racing_a_migration_keep_unique_contiguous_offsets(
-    reader: LogReader, oxia_store: OxiaStore, oxia_config: OxiaConfig, s3_config: S3Config, topic: str, root: str,
-    storage: Storage
+    reader: LogReader,
+    oxia_store: OxiaStore,
+    oxia_config: OxiaConfig,
+    s3_config: S3Config,
+    topic: str,
+    root: str,
+    storage: Storage,
 ) -> None:
     cas = LogWriter(storage, config=CAS)
     cas.initialize_partition(topic, 0)

@@ -130,7 +130,9 @@ class LogWriter:
             storage.oxia, root=storage.root, expiry_ms=self.config.producer_expiry_ms, clock=storage.clock,
             config=self.config,
         )  # fmt: skip
-        self._idempotent = IdempotentAppender(self.producers, self.config, clock=storage.clock, fault_hook=fault_hook)
+        self._idempotent = IdempotentAppender(
+            self.producers, self.config, self._sequential, clock=storage.clock, fault_hook=fault_hook
+        )
         # Threads start on the first append of more than one partition and are reused.
         self._commits = ThreadPoolExecutor(self.config.commit_concurrency, thread_name_prefix="llog-commit")
 

@@ -4,7 +4,9 @@ A partition whose ``meta/control`` names the CAS protocol commits a batch
 (already in a WAL blob) like this (``append``):
 
 1. read ``meta/control``; ``recover_pending``: finish a pending append left
-   by another writer, then start over;
+   by another writer, then start over; check the commit deadline (after every
+   read, before every reservation: a reservation sent late anyway names a
+   version an idempotent producer's takeover has replaced, docs/IDEMPOTENCE.md);
 2. ``reserve``: CAS ``meta/control`` to advance ``sequence_counter`` past the
    batch and record it as ``pending`` (the commit point: the records are
    readable through ``pending`` from here on);
@@ -37,7 +39,12 @@ from llog.errors import (
     VersionConflict,
 )
 from llog.format.documents import ControlRecord, DataRef, EntryType, LogState, PendingAppend, ProducerTag
-from llog.protocol.faults import WRITER_AFTER_INDEX_WRITE, WRITER_AFTER_RESERVE, FaultHook
+from llog.protocol.faults import (
+    WRITER_AFTER_DEADLINE_CHECK,
+    WRITER_AFTER_INDEX_WRITE,
+    WRITER_AFTER_RESERVE,
+    FaultHook,
+)
 from llog.protocol.metadata import PartitionMetadata, VersionedControl
 
 log = logging.getLogger(__name__)
@@ -104,6 +111,7 @@ def append(
             if expected_offset is not None and start != expected_offset:
                 raise OffsetMismatch(meta.keys.topic, meta.keys.partition, expected_offset, start)
             pending = PendingAppend(append_id, start, start + count - 1, count, ref, now_ms, producer=producer)
+            _reach(fault_hook, WRITER_AFTER_DEADLINE_CHECK)
             reservation_sent = True
             try:
                 reserved = reserve(meta, current, pending)
