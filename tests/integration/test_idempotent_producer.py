@@ -12,7 +12,9 @@ import dataclasses
 import json
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, cast
 
 import pytest
 
@@ -22,12 +24,14 @@ from llog.client.reader import LogReader
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import WriterConfig
 from llog.errors import (
+    AppendOutcomeUnknown,
     ConditionalAppendUnsupported,
     OffsetMismatch,
     OutOfOrderSequence,
     UnknownProducer,
+    VersionConflict,
 )
-from llog.format.documents import AppendProtocol
+from llog.format.documents import AppendProtocol, ControlRecord
 from llog.format.keys import PartitionKeys, new_object_id
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import (
@@ -42,6 +46,7 @@ from llog.protocol.faults import (
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.producers import CLAIM_MARGIN_MS, REVALIDATE_AFTER_MS, read_state
+from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_http_server import call_json
@@ -469,3 +474,55 @@ def test_a_commit_sent_by_a_writer_paused_past_its_claims_takeover_fails_or_is_v
     assert produce(other, topic, [b"b"], producer, 0).duplicate
     assert produce(other, topic, [b"c"], None, None).start_offset == 3  # the partition stays open for everyone
     assert values(timed, topic) == [b"a", b"b", b"c"]
+
+
+class LosesTheReservationsAnswer:
+    """An Oxia store whose first reservation (a CAS of ``meta/control`` that records a pending append) applies but
+    comes back as the adapter's retry of a lost answer does: an ambiguous ``VersionConflict``; ``meanwhile`` runs
+    between the two, as others would while the answer is lost."""
+
+    def __init__(self, store: OxiaStore, control_key: str, meanwhile: Callable[[], None]) -> None:
+        self._store = store
+        self._control_key = control_key
+        self._meanwhile = meanwhile
+        self.lost = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def put(self, key: str, value: bytes, **kwargs: Any) -> int:
+        version = self._store.put(key, value, **kwargs)
+        if not self.lost and key == self._control_key and ControlRecord.decode(value).pending is not None:
+            self.lost = True
+            self._meanwhile()
+            raise VersionConflict("put: the record's version changed", ambiguous=True)
+        return version
+
+
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+def test_a_reservation_whose_answer_was_lost_and_whose_entry_was_compacted_is_not_reserved_again(
+    timed: Storage, topic: str, idempotent: bool
+) -> None:
+    """While the answer to a reservation that applied is lost, another writer finishes it and compaction rewrites its
+    index entry: the append can no longer prove it landed. It must not reserve again (the batch would be in the log
+    twice): it is AppendOutcomeUnknown. An idempotent batch never gets there: compaction stops before its claim's
+    search offset while the claim is live, so the entry stays and proves the reservation landed."""
+    other = writer_for(timed, AppendProtocol.CAS)
+    other.initialize_partition(topic, 0)
+    assert produce(other, topic, [b"a"], None, None).start_offset == 1
+    producer = new_producer(other) if idempotent else None
+
+    def others_finish_and_compact() -> None:
+        assert produce(other, topic, [b"x"], None, None).start_offset == 3  # finishes ours (offset 2) first
+        Compactor(timed).compact_once(topic, 0)
+
+    keys = PartitionKeys(topic, 0, timed.root)
+    losing = LosesTheReservationsAnswer(timed.oxia, keys.control, others_finish_and_compact)
+    lossy = writer_for(dataclasses.replace(timed, oxia=cast(OxiaStore, losing)), AppendProtocol.CAS)
+    result = produce(lossy, topic, [b"b"], producer, None if producer is None else 0)
+    assert losing.lost
+    assert values(timed, topic) == [b"a", b"b", b"x"]
+    if idempotent:
+        assert (result.ok, result.start_offset, result.duplicate) == (True, 2, False)
+    else:
+        assert isinstance(result.error, AppendOutcomeUnknown)

@@ -90,7 +90,9 @@ Each action, where it is specified and what it does:
   ``sequence_counter`` (and with it the high watermark) past the batch and
   record it as ``pending``: the commit point. Refused on a FENCED record and
   after the commit deadline; a lost CAS backs off and retries, an ambiguous
-  one is resolved (docs/PROTOCOL.md, "Ambiguous failures").
+  one is resolved (docs/PROTOCOL.md, "Ambiguous failures"): landed, not
+  landed, or ``AppendOutcomeUnknown`` when compaction or retention has removed
+  the evidence, never a second reservation of a batch that may have landed.
 * A5 materialize (docs/PROTOCOL.md, "Append"): create the index entry at the
   batch's end offset, create-only.
 * A6 clear pending (docs/PROTOCOL.md, "Why index entries are only ever

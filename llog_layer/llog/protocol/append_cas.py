@@ -168,16 +168,29 @@ def reservation_landed(
     Only possible when the conflict is ``ambiguous`` (an earlier attempt of
     the same call failed in transit and may have applied). Then either
     ``meta/control`` still holds our pending (we finish it), or another
-    writer already finished it at the offsets we asked for.
+    writer already finished it at the offsets we asked for: the WAL entry
+    there is ours. When what now holds our end offset cannot tell (a
+    compaction rewrote or removed the entry, retention removed it), the
+    answer is ``AppendOutcomeUnknown``: reserving again could commit the batch
+    twice. ``current`` is ``meta/control`` read after the conflict.
     """
-    mine = current.record.pending
+    record = current.record
+    mine = record.pending
     if mine is not None and mine.append_id == pending.append_id:
         finish_pending(meta, mine, current, fault_hook)
         return True
-    if not ambiguous:
-        return False
-    found = meta.index_entry(pending.end_offset)
-    return found is not None and found[0].entry.append_id == pending.append_id
+    if not ambiguous or record.sequence_counter <= pending.end_offset:
+        return False  # had it applied, the counter would be past our end offset for good (I1)
+    if mine is not None and mine.start_offset <= pending.end_offset <= mine.end_offset:
+        return False  # another append's reservation holds our end offset
+    covering = meta.index_ceiling(pending.end_offset)
+    if covering is not None and covering.start_offset <= pending.end_offset and covering.entry.type is EntryType.WAL:
+        return covering.entry.append_id == pending.append_id
+    raise AppendOutcomeUnknown(
+        f"lost the answer to a reservation on {meta.keys.topic}/{meta.keys.partition} whose offsets "
+        f"{pending.start_offset}..{pending.end_offset} have been compacted or removed since; "
+        "the records may or may not have been committed"
+    )
 
 
 # --- materialize, clear pending, and the stale check ---------------------------------------------
