@@ -245,11 +245,13 @@ def test_attempts_of_one_batch_racing_from_several_writers_commit_it_once(
 CRASHES = [
     (AppendProtocol.CAS, WRITER_AFTER_BLOB_PUT, False),
     (AppendProtocol.CAS, PRODUCER_AFTER_CLAIM, False),
+    (AppendProtocol.CAS, WRITER_AFTER_DEADLINE_CHECK, False),
     (AppendProtocol.CAS, WRITER_AFTER_RESERVE, True),
     (AppendProtocol.CAS, WRITER_AFTER_INDEX_WRITE, True),
     (AppendProtocol.CAS, PRODUCER_AFTER_COMMIT, True),
     (AppendProtocol.SEQUENTIAL, WRITER_AFTER_BLOB_PUT, False),
     (AppendProtocol.SEQUENTIAL, PRODUCER_AFTER_CLAIM, False),
+    (AppendProtocol.SEQUENTIAL, WRITER_AFTER_DEADLINE_CHECK, False),
     (AppendProtocol.SEQUENTIAL, WRITER_AFTER_SEQUENCE_PUT, True),
     (AppendProtocol.SEQUENTIAL, PRODUCER_AFTER_COMMIT, True),
 ]
