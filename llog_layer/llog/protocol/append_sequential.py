@@ -14,9 +14,13 @@ them. A fence puts a marker with deltas ``[1, 1]``: every key after it has a
 nonzero fence count, so the writer of an entry that lands past a fence sees it
 in the key it gets back (no read needed) and reports ``LogFenced``; such void
 entries are never read. Unfencing opens a new generation (a fresh sequence)
-whose offsets continue where the fenced one ended.
+whose offsets continue where the fenced one ended. A roll (an idempotent
+producer's takeover voiding a put sent late) puts a roll marker, then seals
+the generation and opens the next in one compare-and-set: the log stays open,
+and a writer whose put landed past the marker re-targets instead of
+reporting ``LogFenced``.
 
-``SequentialAppender`` holds the writer side (append, fence, unfence) and a
+``SequentialAppender`` holds the writer side (append, fence, unfence, roll) and a
 per-writer cache of each partition's open generation, so the common path is
 one sequential put and no read. ``LogWriter`` routes each partition here or to
 the CAS protocol (``llog.protocol.append_cas``) by what its ``meta/control`` says.
@@ -322,9 +326,9 @@ class SequentialAppender:
         tail does not count: past a marker, the last valid key is looked up,
         and later appends land in the next generation, which starts there.
         """
-        target = self._target(meta, control)
+        self._target(meta, control)  # LogFenced on a fenced partition; caches its open generation
         generation = control.current_generation
-        return target.base + SequenceSegment(meta, generation).last_valid_position() + 1
+        return generation.base + SequenceSegment(meta, generation).last_valid_position() + 1
 
     def _check_deadline(self, meta: PartitionMetadata, deadline: float) -> None:
         """Refuse to send a put after ``deadline``; called right before each one."""

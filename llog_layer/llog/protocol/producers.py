@@ -353,8 +353,9 @@ def claims_floor(meta: PartitionMetadata, now_ms: int, expiry_ms: int, sequentia
     """The lowest ``search_from_offset`` of a claim that may still need its tag; None if there is none (E2).
 
     Compaction calls it after selecting its run and compacts nothing at or past
-    it. Expired claims are taken over here first (``take_over``, with ``sequential``), so an abandoned claim never
-    holds compaction back for longer than its deadline and margin. A state
+    it. Expired claims are taken over here first (``take_over``; ``sequential``
+    rolls a sequential partition), so an abandoned claim never holds
+    compaction back for longer than its deadline and margin. A state
     without a claim that was not written for ``expiry_ms`` is deleted (its
     producer has expired, or starts the partition afresh: P1), on the version
     read, so the partition's producer states stay bounded by its active producers.
