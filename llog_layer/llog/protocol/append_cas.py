@@ -175,13 +175,13 @@ def reservation_landed(
     twice. ``current`` is ``meta/control`` read after the conflict.
     """
     record = current.record
-    mine = record.pending
-    if mine is not None and mine.append_id == pending.append_id:
-        finish_pending(meta, mine, current, fault_hook)
+    held = record.pending
+    if held is not None and held.append_id == pending.append_id:
+        finish_pending(meta, held, current, fault_hook)
         return True
     if not ambiguous or record.sequence_counter <= pending.end_offset:
         return False  # had it applied, the counter would be past our end offset for good (I1)
-    if mine is not None and mine.start_offset <= pending.end_offset <= mine.end_offset:
+    if held is not None and held.start_offset <= pending.end_offset <= held.end_offset:
         return False  # another append's reservation holds our end offset
     covering = meta.index_ceiling(pending.end_offset)
     if covering is not None and covering.start_offset <= pending.end_offset and covering.entry.type is EntryType.WAL:
