@@ -256,8 +256,9 @@ class ProtocolOxia:
     consume_reads: int  # per consume request and partition: control, the sequence's tail (sequential), index scan
     planner_reads_per_partition: int  # LogCatalog.status: one scan of meta/, the sequence's tail (sequential)
     # An idempotent producer's partition-append (llog.protocol.producers; not priced in the tables): the
-    # producer state and the partition's next offset read before the claim, the claim's and the finalize's
-    # CAS around the protocol's commit (whose own control read is the one before the claim, for CAS).
+    # producer state and the partition's next offset read before the claim (from control, read fresh; for a
+    # sequential partition also the open generation's tail), the claim's and the finalize's CAS around the
+    # protocol's commit (whose own control read is the one before the claim, for CAS).
     idempotent_produce_reads: int
     idempotent_produce_writes: int
 
@@ -272,7 +273,7 @@ CAS = ProtocolOxia("cas", produce_reads=1, produce_first_reads=0, produce_writes
 # writer to a partition reads control first (and Code.produce_first_oxia_writes). The high watermark is read
 # from the sequence's tail: + 1 read.
 SEQUENTIAL = ProtocolOxia("sequential", produce_reads=0, produce_first_reads=1, produce_writes=1, consume_reads=3,
-                          planner_reads_per_partition=2, idempotent_produce_reads=2,
+                          planner_reads_per_partition=2, idempotent_produce_reads=3,
                           idempotent_produce_writes=3)  # fmt: skip
 PROTOCOLS = (CAS, SEQUENTIAL)
 

@@ -307,8 +307,8 @@ def test_an_idempotent_produce_request_costs_a_state_read_a_next_offset_read_and
     assert (count.reads, count.writes, count.conflicts) == expected
     if protocol is cm.CAS:  # state, control; claim, reserve, index entry, clear pending, finalize
         assert count.ops == {"get": 2, "put": 5}
-    else:  # state, the sequence's tail; claim, the sequential put, finalize
-        assert count.ops == {"get": 1, "get_lower": 1, "put": 2, "put_sequential": 1}
+    else:  # state, control, the sequence's tail; claim, the sequential put, finalize
+        assert count.ops == {"get": 2, "get_lower": 1, "put": 2, "put_sequential": 1}
 
     with counting(oxia_store, server) as retry:
         (duplicate,) = service.produce([group(1)])

@@ -11,7 +11,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, cast
 
 import pytest
 
@@ -21,18 +24,21 @@ from llog.client.reader import LogReader
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import WriterConfig
 from llog.errors import (
+    AppendOutcomeUnknown,
     ConditionalAppendUnsupported,
     OffsetMismatch,
     OutOfOrderSequence,
     UnknownProducer,
+    VersionConflict,
 )
-from llog.format.documents import AppendProtocol
+from llog.format.documents import AppendProtocol, ControlRecord
 from llog.format.keys import PartitionKeys, new_object_id
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import (
     PRODUCER_AFTER_CLAIM,
     PRODUCER_AFTER_COMMIT,
     WRITER_AFTER_BLOB_PUT,
+    WRITER_AFTER_DEADLINE_CHECK,
     WRITER_AFTER_INDEX_WRITE,
     WRITER_AFTER_RESERVE,
     WRITER_AFTER_SEQUENCE_PUT,
@@ -40,6 +46,7 @@ from llog.protocol.faults import (
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.producers import CLAIM_MARGIN_MS, REVALIDATE_AFTER_MS, read_state
+from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_http_server import call_json
@@ -238,11 +245,13 @@ def test_attempts_of_one_batch_racing_from_several_writers_commit_it_once(
 CRASHES = [
     (AppendProtocol.CAS, WRITER_AFTER_BLOB_PUT, False),
     (AppendProtocol.CAS, PRODUCER_AFTER_CLAIM, False),
+    (AppendProtocol.CAS, WRITER_AFTER_DEADLINE_CHECK, False),
     (AppendProtocol.CAS, WRITER_AFTER_RESERVE, True),
     (AppendProtocol.CAS, WRITER_AFTER_INDEX_WRITE, True),
     (AppendProtocol.CAS, PRODUCER_AFTER_COMMIT, True),
     (AppendProtocol.SEQUENTIAL, WRITER_AFTER_BLOB_PUT, False),
     (AppendProtocol.SEQUENTIAL, PRODUCER_AFTER_CLAIM, False),
+    (AppendProtocol.SEQUENTIAL, WRITER_AFTER_DEADLINE_CHECK, False),
     (AppendProtocol.SEQUENTIAL, WRITER_AFTER_SEQUENCE_PUT, True),
     (AppendProtocol.SEQUENTIAL, PRODUCER_AFTER_COMMIT, True),
 ]
@@ -401,3 +410,122 @@ def test_idempotent_produce_through_llog_serve(live_server: LlogServer, topic: s
     consume = {"topic_partitions": [{"topic": topic, "partition": 0, "fetch_offset": 1}]}
     status, consumed = call_json(live_server, "POST", "/consume", json.dumps(consume))
     assert [r["value"] for r in consumed["results"][0]["records"]] == ["a", "b"]
+
+
+def test_a_batch_a_writer_commits_after_a_fence_and_unfence_it_did_not_see_is_found_by_the_takeover(
+    timed: Storage, clock: Clock, topic: str
+) -> None:
+    """The claim's search offset is a lower bound read from fresh state, never from the writer's cached generation:
+    that generation's tail is the fence marker, one past where the batch lands in the generation opened since."""
+    other = writer_for(timed, AppendProtocol.SEQUENTIAL)
+    other.initialize_partition(topic, 0)
+    producer = new_producer(other)
+    dying = writer_for(timed, AppendProtocol.SEQUENTIAL, fault_hook=crash_at(PRODUCER_AFTER_COMMIT))
+    assert produce(dying, topic, [b"a"], None, None).start_offset == 1  # it caches generation 1
+    other.fence(topic, 0)
+    other.unfence(topic, 0)
+    with pytest.raises(SimulatedCrash):
+        produce(dying, topic, [b"b"], producer, 0)
+    meta = PartitionMetadata(timed.oxia, PartitionKeys(topic, 0, timed.root))
+    state = read_state(meta, producer[0]).state
+    assert state is not None
+    assert state.in_flight is not None
+    assert state.in_flight.search_from_offset == 2
+    # Compaction leaves the tag the claim needs alone.
+    assert Compactor(timed).compact_once(topic, 0).end_offset == 1
+    clock.advance_past_claims()
+    retry = produce(other, topic, [b"b"], producer, 0)
+    assert (retry.ok, retry.start_offset, retry.end_offset, retry.duplicate) == (True, 2, 2, True)
+    assert values(timed, topic) == [b"a", b"b"]
+
+
+@PROTOCOLS
+def test_a_commit_sent_by_a_writer_paused_past_its_claims_takeover_fails_or_is_void(
+    timed: Storage, clock: Clock, topic: str, protocol: AppendProtocol
+) -> None:
+    """A process paused (SIGSTOP) between its deadline check and its commit request, for longer than every timeout:
+    the takeover, which records "not committed", first makes that request fail (CAS: meta/control's version moved)
+    or void (sequential: the generation is rolled), so the retry that follows commits the batch exactly once."""
+    other = writer_for(timed, protocol)
+    other.initialize_partition(topic, 0)
+    producer = new_producer(other)
+    assert produce(other, topic, [b"a"], None, None).start_offset == 1
+    commit_delay_ms = 1_000  # room for the steps before the pause on a loaded machine
+    paused = False
+
+    def pause_past_the_takeover(point: str) -> None:
+        nonlocal paused
+        if point != WRITER_AFTER_DEADLINE_CHECK or paused:
+            return
+        paused = True
+        time.sleep(commit_delay_ms / 1000 + 0.1)  # the writer's own deadline passes while it is stopped
+        clock.advance_past_claims()
+        Compactor(timed).compact_once(topic, 0)  # meets the expired claim: takes it over ("not committed")
+        state = read_state(PartitionMetadata(timed.oxia, PartitionKeys(topic, 0, timed.root)), producer[0]).state
+        assert state is not None
+        assert state.in_flight is None
+        assert state.batches == ()
+
+    config = WriterConfig(append_protocol=protocol, max_commit_delay_ms=commit_delay_ms)
+    late = LogWriter(timed, config=config, fault_hook=pause_past_the_takeover)
+    resumed = produce(late, topic, [b"b"], producer, 0)
+    assert paused
+    assert resumed.error_type == "CommitDeadlineExceeded"
+    # The partition stays open for everyone: a writer that still holds the rolled generation re-targets.
+    assert produce(other, topic, [b"c"], None, None).start_offset == 2
+    retry = produce(other, topic, [b"b"], producer, 0)
+    assert (retry.ok, retry.start_offset, retry.end_offset, retry.duplicate) == (True, 3, 3, False)
+    assert produce(other, topic, [b"b"], producer, 0).duplicate
+    assert values(timed, topic) == [b"a", b"c", b"b"]
+
+
+class LosesTheReservationsAnswer:
+    """An Oxia store whose first reservation (a CAS of ``meta/control`` that records a pending append) applies but
+    comes back as the adapter's retry of a lost answer does: an ambiguous ``VersionConflict``; ``meanwhile`` runs
+    between the two, as others would while the answer is lost."""
+
+    def __init__(self, store: OxiaStore, control_key: str, meanwhile: Callable[[], None]) -> None:
+        self._store = store
+        self._control_key = control_key
+        self._meanwhile = meanwhile
+        self.lost = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def put(self, key: str, value: bytes, **kwargs: Any) -> int:
+        version = self._store.put(key, value, **kwargs)
+        if not self.lost and key == self._control_key and ControlRecord.decode(value).pending is not None:
+            self.lost = True
+            self._meanwhile()
+            raise VersionConflict("put: the record's version changed", ambiguous=True)
+        return version
+
+
+@pytest.mark.parametrize("idempotent", [False, True], ids=["plain", "idempotent"])
+def test_a_reservation_whose_answer_was_lost_and_whose_entry_was_compacted_is_not_reserved_again(
+    timed: Storage, topic: str, idempotent: bool
+) -> None:
+    """While the answer to a reservation that applied is lost, another writer finishes it and compaction rewrites its
+    index entry: the append can no longer prove it landed. It must not reserve again (the batch would be in the log
+    twice): it is AppendOutcomeUnknown. An idempotent batch never gets there: compaction stops before its claim's
+    search offset while the claim is live, so the entry stays and proves the reservation landed."""
+    other = writer_for(timed, AppendProtocol.CAS)
+    other.initialize_partition(topic, 0)
+    assert produce(other, topic, [b"a"], None, None).start_offset == 1
+    producer = new_producer(other) if idempotent else None
+
+    def others_finish_and_compact() -> None:
+        assert produce(other, topic, [b"x"], None, None).start_offset == 3  # finishes ours (offset 2) first
+        Compactor(timed).compact_once(topic, 0)
+
+    keys = PartitionKeys(topic, 0, timed.root)
+    losing = LosesTheReservationsAnswer(timed.oxia, keys.control, others_finish_and_compact)
+    lossy = writer_for(dataclasses.replace(timed, oxia=cast(OxiaStore, losing)), AppendProtocol.CAS)
+    result = produce(lossy, topic, [b"b"], producer, None if producer is None else 0)
+    assert losing.lost
+    assert values(timed, topic) == [b"a", b"b", b"x"]
+    if idempotent:
+        assert (result.ok, result.start_offset, result.duplicate) == (True, 2, False)
+    else:
+        assert isinstance(result.error, AppendOutcomeUnknown)

@@ -484,6 +484,53 @@ def test_a_writer_finishing_a_fence_never_fences_the_generation_an_unfence_opene
     assert values(reader, topic) == [b"a", b"b"]
 
 
+def test_a_writer_meeting_a_rolls_marker_without_its_seal_finishes_the_roll_and_appends_in_the_next_generation(
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, root: str, storage: Storage
+) -> None:
+    """A takeover's roll (docs/SEQUENTIAL_APPEND.md, "Roll") whose author died after its marker: the writer whose put
+    lands past it finishes the roll, not a fence; nobody sees LogFenced."""
+    writer.initialize_partition(topic, 0)
+    stale = seq_writer(storage)
+    stale.append(topic, 0, [b"a"])  # caches generation 1
+    meta = PartitionMetadata(oxia_store, PartitionKeys(topic, 0, root))
+    with pytest.raises(SimulatedCrash):
+        seq_writer(storage, crash_at(AFTER_FENCE_MARKER))._sequential.roll(meta, meta.control())
+    assert stale.append(topic, 0, [b"b"]).start_offset == 2
+    control = control_of(oxia_store, root, topic, 0)
+    assert control.log_state is LogState.OPEN
+    assert control.generations == (Generation(1, 0, 1, rolled=True), Generation(2, 1))
+    assert positions(oxia_store, root, topic, 1) == [(1, 0), (2, 1), (3, 1)]  # a, the roll's marker, b void
+    assert writer.append(topic, 0, [b"c"]).start_offset == 3
+    assert values(reader, topic) == [b"a", b"b", b"c"]
+
+
+def test_a_fence_whose_generation_a_roll_sealed_fences_the_generation_the_roll_opened(
+    writer: LogWriter, oxia_store: OxiaStore, topic: str, monkeypatch: pytest.MonkeyPatch, root: str, storage: Storage
+) -> None:
+    """A roll never fenced the log: a fence that read the generation before the roll sealed it goes on with the
+    next one (an unfence's seal, by contrast, ends it: test_a_fence_whose_seal_loses_to_an_unfence_is_done)."""
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"a"])
+    fencer, roller = seq_writer(storage), seq_writer(storage)
+    fence = SequentialAppender.fence
+    rolled: list[ControlRecord] = []
+
+    def roll_first(self: SequentialAppender, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
+        if self is fencer._sequential and not rolled:
+            rolled.append(roller._sequential.roll(meta, meta.control()))
+        return fence(self, meta, current)
+
+    monkeypatch.setattr(SequentialAppender, "fence", roll_first)
+    fenced = fencer.fence(topic, 0)
+    assert rolled[0].log_state is LogState.OPEN
+    assert fenced.log_state is LogState.FENCED
+    assert control_of(oxia_store, root, topic, 0).generations == (
+        Generation(1, 0, 1, rolled=True), Generation(2, 1, 1)
+    )  # fmt: skip
+    with pytest.raises(LogFenced):
+        writer.append(topic, 0, [b"late"])
+
+
 def test_concurrent_unfences_finishing_a_dead_fence_open_one_generation(
     writer: LogWriter, oxia_store: OxiaStore, topic: str, monkeypatch: pytest.MonkeyPatch, root: str, storage: Storage
 ) -> None:

@@ -23,6 +23,7 @@ from llog.format import documents
 from llog.format.documents import (
     AppendProtocol,
     ControlRecord,
+    FenceMarker,
     Generation,
     LogState,
     PendingAppend,
@@ -38,7 +39,13 @@ from llog.format.keys import (
     format_sequence_part,
     parse_sequence_suffix,
 )
-from llog.protocol.append_sequential import entry_offsets, migrated_control, reopened_control, sealed_control
+from llog.protocol.append_sequential import (
+    entry_offsets,
+    migrated_control,
+    reopened_control,
+    rolled_control,
+    sealed_control,
+)
 from llog.protocol.index import PartitionIndex, last_valid_position
 from llog.protocol.metadata import PartitionMetadata
 from llog.store.oxia import OxiaStore
@@ -422,3 +429,18 @@ def test_put_sequential_refuses_deltas_the_server_would_fail_after_logging(delta
     with pytest.raises(InvalidArgument):
         store.put_sequential("k", b"v", partition_key="p", deltas=deltas)
     assert store.counters.total_calls() == 0
+
+
+def test_a_roll_seals_the_generation_and_opens_the_next_with_the_log_open():
+    control = ControlRecord(protocol=AppendProtocol.SEQUENTIAL, generations=(Generation(1, 0),))
+    rolled = rolled_control(control, 3)
+    assert rolled.log_state is LogState.OPEN
+    assert rolled.generations == (Generation(1, 0, 3, rolled=True), Generation(2, 3))
+    assert rolled.sequence_counter == 4
+    assert ControlRecord.decode(rolled.encode()) == rolled
+    assert "rolled" not in json.loads(reopened_control(sealed_control(control, 3)).encode())["generations"][0]
+    marker = FenceMarker("m", 1, roll=True)
+    assert decode_sequence_value(marker.encode()) == marker
+    assert decode_sequence_value(FenceMarker("f", 1).encode()) == FenceMarker("f", 1)
+    with pytest.raises(CorruptMetadata):
+        Generation.from_json({"generation": 1, "base": 0, "end": None, "rolled": True}, "meta/control")

@@ -130,7 +130,9 @@ class LogWriter:
             storage.oxia, root=storage.root, expiry_ms=self.config.producer_expiry_ms, clock=storage.clock,
             config=self.config,
         )  # fmt: skip
-        self._idempotent = IdempotentAppender(self.producers, self.config, clock=storage.clock, fault_hook=fault_hook)
+        self._idempotent = IdempotentAppender(
+            self.producers, self.config, self._sequential, clock=storage.clock, fault_hook=fault_hook
+        )
         # Threads start on the first append of more than one partition and are reused.
         self._commits = ThreadPoolExecutor(self.config.commit_concurrency, thread_name_prefix="llog-commit")
 
@@ -369,14 +371,13 @@ class LogWriter:
             return self._commit_batch(
                 meta, ref, count, now_ms, deadline.monotonic, expected_offset=group.expected_offset
             )
-        read: list[VersionedControl] = []  # the CAS path's meta/control read, made before the claim
+        read: list[VersionedControl] = []  # the meta/control read before the claim; the CAS commit's first read
 
         def next_offset() -> int:
-            if not self._sequential.knows(meta.keys):
-                read.append(meta.control())
-                if not read[-1].record.sequential:
-                    return read[-1].record.sequence_counter
-            return self._sequential.next_offset(meta, read[-1].record if read else None)
+            # From fresh state, never the cached generation (docs/IDEMPOTENCE.md, "Safety").
+            read.append(meta.control())
+            control = read[-1].record
+            return self._sequential.next_offset(meta, control) if control.sequential else control.sequence_counter
 
         def commit(tag: ProducerTag) -> tuple[int, int, str]:
             return self._commit_batch(

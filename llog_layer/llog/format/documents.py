@@ -70,13 +70,17 @@ class Generation:
     Generation ``g >= 1`` keeps its entries under its own sequence prefix,
     where an entry's key position ``p`` is the end offset ``base + p``.
     Generation 0 is the CAS index of a migrated partition. ``end`` is set
-    when the generation is sealed (by a fence or the migration); only the
-    last generation may be open, and the next one starts where it ended.
+    when the generation is sealed (by a fence, a roll or the migration); only
+    the last generation may be open, and the next one starts where it ended.
+    ``rolled``: sealed by a takeover's roll, which opened the next generation
+    in the same compare-and-set; the log was never fenced
+    (docs/SEQUENTIAL_APPEND.md, "Roll").
     """
 
     number: int
     base: int
     end: int | None = None
+    rolled: bool = False
 
     @property
     def sealed(self) -> bool:
@@ -86,15 +90,24 @@ class Generation:
         return self.base < offset and (self.end is None or offset <= self.end)
 
     def to_json(self) -> dict[str, Any]:
-        return {"generation": self.number, "base": self.base, "end": self.end}
+        doc: dict[str, Any] = {"generation": self.number, "base": self.base, "end": self.end}
+        if self.rolled:
+            doc["rolled"] = True
+        return doc
 
     @classmethod
     def from_json(cls, doc: Any, what: str) -> Generation:
         if not isinstance(doc, dict):
             raise CorruptMetadata(f"{what} has a generation that is not an object: {doc!r}")
-        generation = cls(_int(doc, "generation", what), _int(doc, "base", what), _int(doc, "end", what, optional=True))
+        rolled = doc.get("rolled", False)
+        if not isinstance(rolled, bool):
+            raise CorruptMetadata(f"{what} generation field 'rolled' is not a boolean: {rolled!r}")
+        end = _int(doc, "end", what, optional=True)
+        generation = cls(_int(doc, "generation", what), _int(doc, "base", what), end, rolled)
         if generation.end is not None and generation.end < generation.base:
             raise CorruptMetadata(f"{what} generation {generation.number} ends at {generation.end} before its base")
+        if rolled and end is None:
+            raise CorruptMetadata(f"{what} generation {generation.number} is rolled but not sealed")
         return generation
 
 
@@ -659,14 +672,20 @@ class FenceMarker:
     """A fence marker in a sequential partition's sequence (docs/SEQUENTIAL_APPEND.md).
 
     It takes no offset; every key after it carries a nonzero fence count,
-    which makes the entries there void.
+    which makes the entries there void. ``roll``: put by a takeover's roll,
+    which seals the generation and opens the next one without fencing the log
+    (docs/SEQUENTIAL_APPEND.md, "Roll").
     """
 
     fence_id: str
     created_at_ms: int
+    roll: bool = False
 
     def encode(self) -> bytes:
-        return _dump({"type": FENCE_MARKER, "fence_id": self.fence_id, "created_at_ms": self.created_at_ms})
+        doc: dict[str, Any] = {"type": FENCE_MARKER, "fence_id": self.fence_id, "created_at_ms": self.created_at_ms}
+        if self.roll:
+            doc["roll"] = True
+        return _dump(doc)
 
 
 def decode_sequence_value(raw: bytes) -> IndexEntry | FenceMarker:
@@ -674,7 +693,10 @@ def decode_sequence_value(raw: bytes) -> IndexEntry | FenceMarker:
     doc = _load(raw, "sequence entry")
     if doc.get("type") == FENCE_MARKER:
         what = "fence marker"
-        return FenceMarker(_str(doc, "fence_id", what), _int(doc, "created_at_ms", what))
+        roll = doc.get("roll", False)
+        if not isinstance(roll, bool):
+            raise CorruptMetadata(f"{what} field 'roll' is not a boolean: {roll!r}")
+        return FenceMarker(_str(doc, "fence_id", what), _int(doc, "created_at_ms", what), roll)
     return IndexEntry.from_doc(doc)
 
 

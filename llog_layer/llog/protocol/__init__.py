@@ -5,71 +5,74 @@ are the strings of the catalogue in ``llog.protocol.faults``; "keeps" names
 the invariants below. ``tests/unit/test_protocol_table.py`` checks that every
 name here exists.
 
-| #   | action              | function                                     | crash points              | keeps       |
-|-----|---------------------|----------------------------------------------|---------------------------|-------------|
-| A1  | initialize          | metadata.PartitionMetadata.create            |                           | I10         |
-| A2  | write the WAL blob  | llog.client.writer.LogWriter.append_shared   | writer.after_blob_put     | I4 I8       |
-| A3  | append (CAS)        | append_cas.append                            |                           | I1 I2 I4 I7 |
-| A4  | reserve             | append_cas.reserve                           | writer.after_reserve      | I1 I2 I7    |
-| A5  | materialize         | append_cas.materialize                       | writer.after_index_write  | I4 I6       |
-| A6  | clear pending       | append_cas.clear_pending                     |                           | I1 I6       |
-|     |                     | append_cas.remove_stale                      |                           |             |
-| A7  | recover pending     | append_cas.recover_pending                   | writer.after_index_write  | I7          |
-|     |                     | append_cas.finish_pending                    |                           |             |
-| A8  | append (sequential) | append_sequential.SequentialAppender.commit  | writer.after_sequence_put | I1 I2 I4 I7 |
-|     |                     | append_sequential.SequentialAppender.commit_many |                       |             |
-| A9  | fence               | fence.set_state                              | writer.after_index_write  | I2 I7       |
-|     |                     | append_sequential.SequentialAppender.fence   | writer.after_fence_marker |             |
-| A10 | unfence             | fence.set_state                              | writer.after_index_write  | I1 I2       |
-|     |                     | append_sequential.SequentialAppender.unfence | writer.after_fence_marker |             |
-| A11 | migrate             | fence.migrate_to_sequential                  | writer.after_index_write  | I1 I2 I7    |
-| A12 | compact: recover    | append_cas.recover_pending                   |                           | I7          |
-| A13 | compact: resume     | compaction.Compactor._finish                 |                           | I3          |
-| A14 | compact: select     | compaction.Compactor._select                 |                           | I5 I6       |
-| A15 | compact: write      | compaction.Compactor._rewrite                | compactor.after_blob_put  | I3 I8       |
-| A16 | compact: record     | compaction.Compactor.compact_once            | compactor.after_record    | I6 I8       |
-|     |                     | metadata.PartitionMetadata.create_compaction |                           |             |
-| A17 | compact: end key    | compaction.Compactor._write_end_key          | compactor.after_end_key   | I3          |
-| A18 | compact: manifest   | manifest.ManifestStore.publish               | compactor.after_manifest  | I4          |
-| A19 | compact: delete old | index.PartitionIndex.delete_entries          | compactor.after_delete    | I1 I3 I6    |
-| A20 | compact: cursor     | compaction.Compactor._advance_cursor         | compactor.after_cursor    | I5          |
-| A21 | compact: clear      | metadata.PartitionMetadata.delete_compaction |                           | I6          |
-| A22 | GC                  | gc.GarbageCollector.collect                  |                           | I8          |
-|     |                     | gc.GarbageCollector.collect_wal              |                           |             |
-|     |                     | gc.GarbageCollector.collect_compacted        |                           |             |
-| A23 | retention           | retention.Retention.enforce                  |                           | I1 I8 I9    |
-|     |                     | retention.plan_log_start                     |                           |             |
-| A24 | claims              | claims.CompactorClaims.try_claim             |                           |             |
-|     |                     | claims.CompactorClaims.held                  |                           |             |
-|     |                     | claims.CompactorClaims.release               |                           |             |
-| A25 | topic create, grow  | topics.TopicRegistry.create                  |                           | I10 I11     |
-|     |                     | topics.TopicRegistry.grow                    |                           |             |
-|     |                     | topics.TopicRegistry.add_implicit_partition  |                           | I12         |
-| A26 | topic delete        | topics.TopicRegistry.delete                  |                           | I12         |
-| A27 | topic reclaim       | topics.reclaim_topic                         |                           | I8 I13      |
-| A28 | consumer groups     | groups.GroupCoordinator.join                 |                           | I14         |
-|     |                     | groups.GroupCoordinator.heartbeat            |                           |             |
-|     |                     | groups.GroupCoordinator.leave                |                           |             |
-|     |                     | groups.GroupCoordinator.commit               |                           |             |
-|     |                     | groups.GroupCoordinator.expire_idle          |                           |             |
-| A29 | producer ids        | producers.ProducerRegistry.issue             |                           | I15         |
-|     |                     | producers.ProducerRegistry.bump              |                           |             |
-|     |                     | producers.ProducerRegistry.validate          |                           |             |
-| A30 | idempotent append   | producers.IdempotentAppender.append          | producer.after_claim      | I15 I16     |
-|     |                     |                                              | producer.after_commit     |             |
-| A31 | take over a claim   | producers.take_over                          |                           | I15 I16     |
-|     |                     | producers.find_committed                     |                           |             |
-| A32 | compact: claims     | producers.claims_floor                       |                           | I16         |
-| A33 | conditional append  | append_cas.append                            |                           | I1 I4       |
-| A34 | verify              | verify.Verifier.verify                       |                           |             |
-| A35 | backup              | backup.back_up_topics                        |                           |             |
-|     |                     | backup.snapshot_partition                    |                           |             |
-| A36 | restore             | backup.restore_backup                        |                           | I10         |
-|     |                     | backup.restore_partition                     |                           |             |
-| A37 | rebuild             | rebuild.rebuild_topic                        |                           | I4 I5 I10   |
-|     |                     | verify.Verifier.verify_partition             |                           |             |
-| A38 | namespace guard     | namespace.check_namespace                    |                           | I8          |
-|     |                     | namespace.adopt_namespace                    |                           |             |
+| #   | action              | function                                     | crash points                | keeps       |
+|-----|---------------------|----------------------------------------------|-----------------------------|-------------|
+| A1  | initialize          | metadata.PartitionMetadata.create            |                             | I10         |
+| A2  | write the WAL blob  | llog.client.writer.LogWriter.append_shared   | writer.after_blob_put       | I4 I8       |
+| A3  | append (CAS)        | append_cas.append                            | writer.after_deadline_check | I1 I2 I4 I7 |
+| A4  | reserve             | append_cas.reserve                           | writer.after_reserve        | I1 I2 I7    |
+| A5  | materialize         | append_cas.materialize                       | writer.after_index_write    | I4 I6       |
+| A6  | clear pending       | append_cas.clear_pending                     |                             | I1 I6       |
+|     |                     | append_cas.remove_stale                      |                             |             |
+| A7  | recover pending     | append_cas.recover_pending                   | writer.after_index_write    | I7          |
+|     |                     | append_cas.finish_pending                    |                             |             |
+| A8  | append (sequential) | append_sequential.SequentialAppender.commit  | writer.after_deadline_check | I1 I2 I4 I7 |
+|     |                     |                                              | writer.after_sequence_put   |             |
+|     |                     | append_sequential.SequentialAppender.commit_many |                         |             |
+| A9  | fence               | fence.set_state                              | writer.after_index_write    | I2 I7       |
+|     |                     | append_sequential.SequentialAppender.fence   | writer.after_fence_marker   |             |
+| A10 | unfence             | fence.set_state                              | writer.after_index_write    | I1 I2       |
+|     |                     | append_sequential.SequentialAppender.unfence | writer.after_fence_marker   |             |
+| A11 | migrate             | fence.migrate_to_sequential                  | writer.after_index_write    | I1 I2 I7    |
+| A12 | compact: recover    | append_cas.recover_pending                   |                             | I7          |
+| A13 | compact: resume     | compaction.Compactor._finish                 |                             | I3          |
+| A14 | compact: select     | compaction.Compactor._select                 |                             | I5 I6       |
+| A15 | compact: write      | compaction.Compactor._rewrite                | compactor.after_blob_put    | I3 I8       |
+| A16 | compact: record     | compaction.Compactor.compact_once            | compactor.after_record      | I6 I8       |
+|     |                     | metadata.PartitionMetadata.create_compaction |                             |             |
+| A17 | compact: end key    | compaction.Compactor._write_end_key          | compactor.after_end_key     | I3          |
+| A18 | compact: manifest   | manifest.ManifestStore.publish               | compactor.after_manifest    | I4          |
+| A19 | compact: delete old | index.PartitionIndex.delete_entries          | compactor.after_delete      | I1 I3 I6    |
+| A20 | compact: cursor     | compaction.Compactor._advance_cursor         | compactor.after_cursor      | I5          |
+| A21 | compact: clear      | metadata.PartitionMetadata.delete_compaction |                             | I6          |
+| A22 | GC                  | gc.GarbageCollector.collect                  |                             | I8          |
+|     |                     | gc.GarbageCollector.collect_wal              |                             |             |
+|     |                     | gc.GarbageCollector.collect_compacted        |                             |             |
+| A23 | retention           | retention.Retention.enforce                  |                             | I1 I8 I9    |
+|     |                     | retention.plan_log_start                     |                             |             |
+| A24 | claims              | claims.CompactorClaims.try_claim             |                             |             |
+|     |                     | claims.CompactorClaims.held                  |                             |             |
+|     |                     | claims.CompactorClaims.release               |                             |             |
+| A25 | topic create, grow  | topics.TopicRegistry.create                  |                             | I10 I11     |
+|     |                     | topics.TopicRegistry.grow                    |                             |             |
+|     |                     | topics.TopicRegistry.add_implicit_partition  |                             | I12         |
+| A26 | topic delete        | topics.TopicRegistry.delete                  |                             | I12         |
+| A27 | topic reclaim       | topics.reclaim_topic                         |                             | I8 I13      |
+| A28 | consumer groups     | groups.GroupCoordinator.join                 |                             | I14         |
+|     |                     | groups.GroupCoordinator.heartbeat            |                             |             |
+|     |                     | groups.GroupCoordinator.leave                |                             |             |
+|     |                     | groups.GroupCoordinator.commit               |                             |             |
+|     |                     | groups.GroupCoordinator.expire_idle          |                             |             |
+| A29 | producer ids        | producers.ProducerRegistry.issue             |                             | I15         |
+|     |                     | producers.ProducerRegistry.bump              |                             |             |
+|     |                     | producers.ProducerRegistry.validate          |                             |             |
+| A30 | idempotent append   | producers.IdempotentAppender.append          | producer.after_claim        | I15 I16     |
+|     |                     |                                              | producer.after_commit       |             |
+| A31 | take over a claim   | producers.take_over                          | writer.after_fence_marker   | I15 I16     |
+|     |                     | fence.void_late_commits                      | writer.after_index_write    |             |
+|     |                     | append_sequential.SequentialAppender.roll    |                             |             |
+|     |                     | producers.find_committed                     |                             |             |
+| A32 | compact: claims     | producers.claims_floor                       |                             | I16         |
+| A33 | conditional append  | append_cas.append                            |                             | I1 I4       |
+| A34 | verify              | verify.Verifier.verify                       |                             |             |
+| A35 | backup              | backup.back_up_topics                        |                             |             |
+|     |                     | backup.snapshot_partition                    |                             |             |
+| A36 | restore             | backup.restore_backup                        |                             | I10         |
+|     |                     | backup.restore_partition                     |                             |             |
+| A37 | rebuild             | rebuild.rebuild_topic                        |                             | I4 I5 I10   |
+|     |                     | verify.Verifier.verify_partition             |                             |             |
+| A38 | namespace guard     | namespace.check_namespace                    |                             | I8          |
+|     |                     | namespace.adopt_namespace                    |                             |             |
 
 Each action, where it is specified and what it does:
 
@@ -81,13 +84,16 @@ Each action, where it is specified and what it does:
   protocol its ``meta/control`` names (A3 or A8). A crash here leaves an
   object nothing references.
 * A3 append, CAS protocol (docs/PROTOCOL.md, "Append"): read
-  ``meta/control``, recover a pending append (A7), reserve (A4), materialize
-  (A5), clear pending (A6).
+  ``meta/control``, recover a pending append (A7), check the commit deadline
+  (after every read of ``meta/control``, before every reservation), reserve
+  (A4), materialize (A5), clear pending (A6).
 * A4 reserve (docs/PROTOCOL.md, "Append"): CAS ``meta/control`` to advance
   ``sequence_counter`` (and with it the high watermark) past the batch and
   record it as ``pending``: the commit point. Refused on a FENCED record and
   after the commit deadline; a lost CAS backs off and retries, an ambiguous
-  one is resolved (docs/PROTOCOL.md, "Ambiguous failures").
+  one is resolved (docs/PROTOCOL.md, "Ambiguous failures"): landed, not
+  landed, or ``AppendOutcomeUnknown`` when compaction or retention has removed
+  the evidence, never a second reservation of a batch that may have landed.
 * A5 materialize (docs/PROTOCOL.md, "Append"): create the index entry at the
   batch's end offset, create-only.
 * A6 clear pending (docs/PROTOCOL.md, "Why index entries are only ever
@@ -98,8 +104,10 @@ Each action, where it is specified and what it does:
   (recovery)"): whoever finds a ``pending`` (a writer, a fence, the
   compactor) performs A5-A6 for it.
 * A8 append, sequential protocol (docs/SEQUENTIAL_APPEND.md, "4. Append"):
-  one sequential put of the index entry assigns the offsets and commits; a key
-  past a fence marker is void and the append is ``LogFenced``. A shared append
+  one sequential put of the index entry assigns the offsets and commits (the
+  commit deadline is checked before every put); a key past a fence marker is
+  void and the append is ``LogFenced``, past a roll's marker (A31) it
+  re-targets to the generation the roll opened. A shared append
   to several sequential partitions sends their puts in one Oxia write request
   per shard (``commit_many``); each put is still its own partition's commit.
 * A9 fence (docs/PROTOCOL.md, "Fence and unfence"; docs/SEQUENTIAL_APPEND.md,
@@ -148,8 +156,15 @@ Each action, where it is specified and what it does:
   CAS a claim on the batch, commit it with its producer tag by the
   partition's protocol (A3 or A8), CAS the claim into the remembered batches.
 * A31 take over a claim (docs/IDEMPOTENCE.md, "Takeover"): once a claim's
-  commit deadline and margin have passed, look for its tag from its search
-  offset on and record what was found.
+  commit deadline and margin have passed, void the commit request its
+  attempt may still send late (a process paused between its deadline check
+  and its send, ``writer.after_deadline_check``): on a CAS partition finish a
+  pending append and compare-and-set ``meta/control`` onto itself, so a
+  reservation on an older version fails; on a sequential one roll the open
+  generation (a roll marker, then one CAS sealing it and opening the next,
+  docs/SEQUENTIAL_APPEND.md "Roll"), so a put lands void and its writer
+  re-targets only after checking its deadline again. Then look for its tag
+  from its search offset on and record what was found.
 * A32 compact: claims (docs/IDEMPOTENCE.md, "Compaction"): after selecting
   its run, the compactor takes over expired claims and stops its run before
   the search offset of any other.
@@ -249,7 +264,9 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
   the group record the commit replaces.
 * I15 An idempotent producer's batch commits at most once per partition and
   epoch: every commit happens under the batch's claim, and a claim is taken
-  over only after its attempt can no longer commit (docs/IDEMPOTENCE.md, "Safety").
+  over only after its attempt's deadline and margin, and only after the
+  takeover made every commit request the attempt may still send fail or be
+  void (docs/IDEMPOTENCE.md, "Safety").
 * I16 A committed batch's tag stays findable while its claim is unresolved: it
   lies at or after the claim's search offset, below which compaction (the
   only step that drops tags) stops.

@@ -4,7 +4,9 @@ A partition whose ``meta/control`` names the CAS protocol commits a batch
 (already in a WAL blob) like this (``append``):
 
 1. read ``meta/control``; ``recover_pending``: finish a pending append left
-   by another writer, then start over;
+   by another writer, then start over; check the commit deadline (after every
+   read, before every reservation: a reservation sent late anyway names a
+   version an idempotent producer's takeover has replaced, docs/IDEMPOTENCE.md);
 2. ``reserve``: CAS ``meta/control`` to advance ``sequence_counter`` past the
    batch and record it as ``pending`` (the commit point: the records are
    readable through ``pending`` from here on);
@@ -37,7 +39,12 @@ from llog.errors import (
     VersionConflict,
 )
 from llog.format.documents import ControlRecord, DataRef, EntryType, LogState, PendingAppend, ProducerTag
-from llog.protocol.faults import WRITER_AFTER_INDEX_WRITE, WRITER_AFTER_RESERVE, FaultHook
+from llog.protocol.faults import (
+    WRITER_AFTER_DEADLINE_CHECK,
+    WRITER_AFTER_INDEX_WRITE,
+    WRITER_AFTER_RESERVE,
+    FaultHook,
+)
 from llog.protocol.metadata import PartitionMetadata, VersionedControl
 
 log = logging.getLogger(__name__)
@@ -104,6 +111,7 @@ def append(
             if expected_offset is not None and start != expected_offset:
                 raise OffsetMismatch(meta.keys.topic, meta.keys.partition, expected_offset, start)
             pending = PendingAppend(append_id, start, start + count - 1, count, ref, now_ms, producer=producer)
+            _reach(fault_hook, WRITER_AFTER_DEADLINE_CHECK)
             reservation_sent = True
             try:
                 reserved = reserve(meta, current, pending)
@@ -160,16 +168,29 @@ def reservation_landed(
     Only possible when the conflict is ``ambiguous`` (an earlier attempt of
     the same call failed in transit and may have applied). Then either
     ``meta/control`` still holds our pending (we finish it), or another
-    writer already finished it at the offsets we asked for.
+    writer already finished it at the offsets we asked for: the WAL entry
+    there is ours. When what now holds our end offset cannot tell (a
+    compaction rewrote or removed the entry, retention removed it), the
+    answer is ``AppendOutcomeUnknown``: reserving again could commit the batch
+    twice. ``current`` is ``meta/control`` read after the conflict.
     """
-    mine = current.record.pending
-    if mine is not None and mine.append_id == pending.append_id:
-        finish_pending(meta, mine, current, fault_hook)
+    record = current.record
+    held = record.pending
+    if held is not None and held.append_id == pending.append_id:
+        finish_pending(meta, held, current, fault_hook)
         return True
-    if not ambiguous:
-        return False
-    found = meta.index_entry(pending.end_offset)
-    return found is not None and found[0].entry.append_id == pending.append_id
+    if not ambiguous or record.sequence_counter <= pending.end_offset:
+        return False  # had it applied, the counter would be past our end offset for good (I1)
+    if held is not None and held.start_offset <= pending.end_offset <= held.end_offset:
+        return False  # another append's reservation holds our end offset
+    covering = meta.index_ceiling(pending.end_offset)
+    if covering is not None and covering.start_offset <= pending.end_offset and covering.entry.type is EntryType.WAL:
+        return covering.entry.append_id == pending.append_id
+    raise AppendOutcomeUnknown(
+        f"lost the answer to a reservation on {meta.keys.topic}/{meta.keys.partition} whose offsets "
+        f"{pending.start_offset}..{pending.end_offset} have been compacted or removed since; "
+        "the records may or may not have been committed"
+    )
 
 
 # --- materialize, clear pending, and the stale check ---------------------------------------------

@@ -14,9 +14,13 @@ them. A fence puts a marker with deltas ``[1, 1]``: every key after it has a
 nonzero fence count, so the writer of an entry that lands past a fence sees it
 in the key it gets back (no read needed) and reports ``LogFenced``; such void
 entries are never read. Unfencing opens a new generation (a fresh sequence)
-whose offsets continue where the fenced one ended.
+whose offsets continue where the fenced one ended. A roll (an idempotent
+producer's takeover voiding a put sent late) puts a roll marker, then seals
+the generation and opens the next in one compare-and-set: the log stays open,
+and a writer whose put landed past the marker re-targets instead of
+reporting ``LogFenced``.
 
-``SequentialAppender`` holds the writer side (append, fence, unfence) and a
+``SequentialAppender`` holds the writer side (append, fence, unfence, roll) and a
 per-writer cache of each partition's open generation, so the common path is
 one sequential put and no read. ``LogWriter`` routes each partition here or to
 the CAS protocol (``llog.protocol.append_cas``) by what its ``meta/control`` says.
@@ -56,7 +60,7 @@ from llog.format.documents import (
     ProducerTag,
 )
 from llog.format.keys import MAX_GENERATION, PartitionKeys, SequenceKey
-from llog.protocol.faults import WRITER_AFTER_FENCE_MARKER, WRITER_AFTER_SEQUENCE_PUT
+from llog.protocol.faults import WRITER_AFTER_DEADLINE_CHECK, WRITER_AFTER_FENCE_MARKER, WRITER_AFTER_SEQUENCE_PUT
 from llog.protocol.index import SequenceSegment
 from llog.protocol.metadata import (
     APPEND_DELTAS_FENCES,
@@ -122,6 +126,20 @@ def reopened_control(control: ControlRecord) -> ControlRecord:
         generations=(*control.generations, Generation(current.number + 1, current.end)),
         sequence_counter=current.end + 1,
     )
+
+
+def rolled_control(control: ControlRecord, end: int) -> ControlRecord:
+    """The current generation sealed at ``end`` as ``rolled`` and the next one open: the log stays OPEN."""
+    sealed = sealed_control(control, end)
+    current = sealed.current_generation
+    return reopened_control(replace(sealed, generations=(*sealed.generations[:-1], replace(current, rolled=True))))
+
+
+def generation_numbered(control: ControlRecord, number: int) -> Generation:
+    for generation in control.generations:
+        if generation.number == number:
+            return generation
+    raise CorruptMetadata(f"meta/control has no generation {number}")
 
 
 def entry_offsets(base: int, position: int, count: int) -> tuple[int, int]:
@@ -300,27 +318,39 @@ class SequentialAppender:
             "while this append was in flight"
         )
 
-    def next_offset(self, meta: PartitionMetadata, control: ControlRecord | None = None) -> int:
-        """The open generation's next offset, from its tail (one lookup; the generation cached or read)."""
-        target = self._target(meta, control)
-        tail = meta.sequence_tail(target.generation)
-        return target.base + (0 if tail is None else tail.key.position) + 1
+    def next_offset(self, meta: PartitionMetadata, control: ControlRecord) -> int:
+        """A lower bound of the offset any append sent from now on gets: the last valid offset plus one.
+
+        ``control`` must be read just before (never the cached generation: a
+        fence and unfence since then would leave a marker on its tail). A void
+        tail does not count: past a marker, the last valid key is looked up,
+        and later appends land in the next generation, which starts there.
+        """
+        self._target(meta, control)  # LogFenced on a fenced partition; caches its open generation
+        generation = control.current_generation
+        return generation.base + SequenceSegment(meta, generation).last_valid_position() + 1
 
     def _check_deadline(self, meta: PartitionMetadata, deadline: float) -> None:
+        """Refuse to send a put after ``deadline``; called right before each one."""
         if time.monotonic() > deadline:
             raise CommitDeadlineExceeded(
                 f"{self.config.max_commit_delay_ms} ms passed since the WAL blob was written; "
                 f"nothing was committed to {meta.keys.topic}/{meta.keys.partition}"
             )
+        self._fault(WRITER_AFTER_DEADLINE_CHECK)
 
     def _after_fence(self, meta: PartitionMetadata, target: _Target) -> _Target:
-        """Our entry landed past a fence marker of ``target``: LogFenced, or the generation opened since."""
+        """Our entry landed past a marker of ``target``: LogFenced, or the generation opened since (a roll's,
+        or an unfence's)."""
         self.forget(meta.keys)
         current = meta.control()
         generation = current.record.current_generation
         if generation.number == target.generation and generation.end is None:
-            # The marker's fence has not recorded itself yet (in flight, or its
-            # fencer died): finish it, so the log is fenced for everyone.
+            # The marker's seal is not recorded yet (in flight, or its author
+            # died): finish it as what it began, so it holds for everyone. A
+            # roll opens the next generation (we go on there); a fence fences the log.
+            if self._first_marker_rolls(meta, generation):
+                return self._target(meta, self.roll(meta, current))
             self.fence(meta, current)
             raise LogFenced(meta.keys.topic, meta.keys.partition)
         return self._target(meta, current.record)
@@ -336,46 +366,82 @@ class SequentialAppender:
         every later one is void.
 
         It fences the generation open in ``current`` and no other: once that
-        one is sealed (by us, another fencer, or an unfence finishing this
-        fence) it is done, even if an unfence has opened a newer generation
-        since (that unfence comes after this fence; the record returned is
-        then the open one). Writers and unfences call it to *finish* a fence
-        they met: moving on to the new generation would fence a log that was
-        just unfenced.
+        one is sealed by a fence (ours, another fencer's, or an unfence
+        finishing this fence) it is done, even if an unfence has opened a newer
+        generation since (that unfence comes after this fence; the record
+        returned is then the open one). Writers and unfences call it to
+        *finish* a fence they met: moving on to the new generation would fence
+        a log that was just unfenced. A generation a roll sealed was never
+        fenced: the fence goes on with the generation the roll opened.
         """
-        fencing = current.record.current_generation.number
+        return self._seal(meta, current, roll=False)
+
+    def roll(self, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
+        """Seal the open generation and open the next one at the same offset; the log stays OPEN.
+
+        A takeover's way to void a put sent late (docs/SEQUENTIAL_APPEND.md,
+        "Roll"): a roll marker goes into the generation open in ``current``,
+        then one compare-and-set seals it (``rolled``) and opens the next. A
+        put that lands after the marker is void, and its writer re-targets to
+        the next generation after checking its deadline again; nobody sees
+        ``LogFenced``. A marker already there without its seal is finished as
+        what its first marker began (a fence stays a fence). Nothing to do on
+        a fenced partition: every put there is void already. Returns the
+        record in force.
+        """
+        return self._seal(meta, current, roll=True)
+
+    def finish_seal(self, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
+        """The open generation of ``current`` holds a marker without its seal: finish what its first marker began."""
+        if self._first_marker_rolls(meta, current.record.current_generation):
+            return self.roll(meta, current)
+        return self.fence(meta, current)
+
+    def _first_marker_rolls(self, meta: PartitionMetadata, generation: Generation) -> bool:
+        """Whether the generation's first marker (the key after its last valid one) is a roll's."""
+        first = meta.sequence_ceiling(generation.number, SequenceSegment(meta, generation).last_valid_position() + 1)
+        return first is not None and isinstance(first.value, FenceMarker) and first.value.roll
+
+    def _seal(self, meta: PartitionMetadata, current: VersionedControl, *, roll: bool) -> ControlRecord:
+        """``fence`` (``roll`` False) or ``roll``: a marker, then one compare-and-set of ``meta/control``."""
+        sealing = current.record.current_generation.number
         backoff = self.config.cas_backoff()
         for _ in range(self.config.max_cas_attempts):
             record = current.record
             generation = record.current_generation
-            if generation.end is not None or generation.number != fencing:
-                self.forget(meta.keys)
-                return record
+            if generation.end is not None or generation.number != sealing:
+                if roll or generation.end is not None or not generation_numbered(record, sealing).rolled:
+                    self.forget(meta.keys)
+                    return record
+                sealing = generation.number  # a roll sealed it and opened this one: the fence goes on here
             tail = meta.sequence_tail(generation.number)
             if tail is None or not tail.void:
-                marker = FenceMarker(uuid.uuid4().hex, int(self._clock() * 1000))
+                marker = FenceMarker(uuid.uuid4().hex, int(self._clock() * 1000), roll=roll)
                 key = meta.append_to_sequence(generation.number, marker.encode(), FENCE_DELTAS)
                 self._fault(WRITER_AFTER_FENCE_MARKER)
                 if key.fences == 1:
                     # The first marker: it went on top of the last valid key (or an empty sequence).
                     last_valid = key.position - 1
-                else:  # another fence's marker came first
+                else:  # another fence's or roll's marker came first: a roll finishes what it began
                     last_valid = SequenceSegment(meta, generation).last_valid_position(
                         0 if tail is None else tail.key.position
                     )
-            else:  # a marker is there already (a fence in flight, or one that died before sealing)
+                    roll = roll and self._first_marker_rolls(meta, generation)
+            else:  # a marker is there already (a fence or roll in flight, or one that died before sealing)
                 last_valid = SequenceSegment(meta, generation).last_valid_position()
-            sealed = sealed_control(record, generation.base + last_valid)
+                roll = roll and self._first_marker_rolls(meta, generation)
+            end = generation.base + last_valid
+            sealed = rolled_control(record, end) if roll else sealed_control(record, end)
             try:
                 meta.replace_control(sealed, current.version_id)
             except VersionConflict:
                 backoff.wait()
                 current = meta.control()
                 continue
-            self.forget(meta.keys)
+            self.remember(meta.keys, sealed)
             return sealed
         raise AppendConflict(
-            f"gave up fencing {meta.keys.topic}/{meta.keys.partition} after "
+            f"gave up {'rolling' if roll else 'fencing'} {meta.keys.topic}/{meta.keys.partition} after "
             f"{self.config.max_cas_attempts} compare-and-set conflicts"
         )
 
@@ -391,7 +457,7 @@ class SequentialAppender:
                     # Already open. The stored counter lags the sequence: report the live one.
                     last = generation.base + (0 if tail is None else tail.key.position)
                     return replace(record, sequence_counter=last + 1)
-                self.fence(meta, current)  # a marker without its seal: finish that fence, then reopen
+                self.finish_seal(meta, current)  # a marker without its seal: finish it (a fence: then reopen)
                 current = meta.control()
                 continue
             reopened = reopened_control(record)

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from llog.config import CompactorConfig
+from llog.config import CompactorConfig, WriterConfig
 from llog.errors import CommitDeadlineExceeded, InconsistentReadState, VersionConflict
 from llog.format.codec import ENCODING, Record, decode_batch, encode_batch
 from llog.format.documents import (
@@ -55,6 +55,7 @@ from llog.format.documents import (
 )
 from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol import append_cas, producers
+from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.faults import (
     COMPACTOR_AFTER_BLOB_PUT,
     COMPACTOR_AFTER_CURSOR,
@@ -117,6 +118,8 @@ class Compactor:
         self.config = config or CompactorConfig()
         self._fault_hook = fault_hook
         self.manifests = ManifestStore(storage.blobs, bucket=storage.bucket, root=storage.root)
+        # Rolls a sequential generation when it takes over an expired producer claim (docs/IDEMPOTENCE.md).
+        self._sequential = SequentialAppender(WriterConfig(), fault=self._fault, clock=storage.clock)
 
     @classmethod
     def from_env(cls) -> Compactor:
@@ -164,7 +167,8 @@ class Compactor:
         run = self._select(index, cursor)
         if run:
             # Read after the selection: a claim made later lies past the run (llog.protocol.producers, E2).
-            floor = producers.claims_floor(meta, int(self.storage.clock() * 1000), self.config.producer_expiry_ms)
+            now_ms = int(self.storage.clock() * 1000)
+            floor = producers.claims_floor(meta, now_ms, self.config.producer_expiry_ms, self._sequential)
             run = run if floor is None else [batch for batch in run if batch.end_offset < floor]
         stages.mark("select")
         if not run:

@@ -23,6 +23,11 @@ FaultHook = Callable[[str], None]
 WRITER_AFTER_BLOB_PUT = "writer.after_blob_put"
 """The shared WAL blob is in S3 and nothing references it: no append committed; GC deletes it."""
 
+WRITER_AFTER_DEADLINE_CHECK = "writer.after_deadline_check"
+"""The commit deadline was checked; the commit's request (a CAS reservation, a sequential put) is not sent yet.
+A process paused here past its claim's takeover sends it late: the takeover has made it fail or void it
+(docs/IDEMPOTENCE.md, "Takeover")."""
+
 # --- reserve, CAS protocol (docs/PROTOCOL.md, "Append", step 3.2) ------------------------------
 
 WRITER_AFTER_RESERVE = "writer.after_reserve"
@@ -74,6 +79,7 @@ COMPACTOR_AFTER_CURSOR = "compactor.after_cursor"
 CRASH_POINTS = frozenset(
     {
         WRITER_AFTER_BLOB_PUT,
+        WRITER_AFTER_DEADLINE_CHECK,
         WRITER_AFTER_RESERVE,
         WRITER_AFTER_INDEX_WRITE,
         WRITER_AFTER_SEQUENCE_PUT,

@@ -1,12 +1,13 @@
-"""Fence, unfence and the one-way migration to the sequential protocol.
+"""Fence, unfence, the one-way migration to the sequential protocol, and voiding late commits.
 
 docs/PROTOCOL.md, "Fence and unfence"; docs/SEQUENTIAL_APPEND.md, "5. Fence
-and unfence" and "9. Migration from the CAS protocol".
+and unfence", "Roll" and "9. Migration from the CAS protocol";
+docs/IDEMPOTENCE.md, "Takeover".
 
 On a CAS partition each finishes a pending append first (so an append whose
 reservation landed before the fence stays readable), then compare-and-sets
-``meta/control``. A sequential partition is fenced and unfenced by
-``SequentialAppender``, which seals and opens generations. All three are
+``meta/control``. A sequential partition is fenced, unfenced and rolled by
+``SequentialAppender``, which seals and opens generations. All four are
 idempotent.
 """
 
@@ -89,4 +90,46 @@ def migrate_to_sequential(
     raise AppendConflict(
         f"gave up migrating {meta.keys.topic}/{meta.keys.partition} after {config.max_cas_attempts} "
         "compare-and-set conflicts with concurrent appends"
+    )
+
+
+def void_late_commits(
+    meta: PartitionMetadata,
+    *,
+    config: WriterConfig,
+    sequential: SequentialAppender,
+    fault_hook: FaultHook | None = None,
+) -> None:
+    """Make every commit request of an append that read the partition before this call fail or be void.
+
+    An append reads ``meta/control`` (CAS) or its open generation
+    (sequential), then checks its commit deadline, then sends its request; a
+    process paused between the check and the send sends it late. After this
+    returns, such a request is refused: a CAS reservation names a version of
+    ``meta/control`` that this replaced (a compare-and-set of the record onto
+    itself, after finishing a pending append, which stays committed), so its
+    writer reads again and meets its deadline; a sequential put lands past a
+    roll's marker, void, and its writer re-targets only after checking its
+    deadline again (``SequentialAppender.roll``). The log stays open for
+    everyone else. A claim's takeover runs it before it looks for the claim's
+    batch (docs/IDEMPOTENCE.md, "Takeover").
+    """
+    backoff = config.cas_backoff()
+    for _ in range(config.max_cas_attempts):
+        current = meta.control()
+        if current.record.sequential:
+            sequential.roll(meta, current)
+            return
+        if current.record.pending is not None:
+            append_cas.finish_pending(meta, current.record.pending, current, fault_hook)
+            continue
+        try:
+            meta.replace_control(current.record, current.version_id)  # the same record at a new version
+        except VersionConflict:
+            backoff.wait()
+            continue
+        return
+    raise AppendConflict(
+        f"gave up voiding late commits to {meta.keys.topic}/{meta.keys.partition} after "
+        f"{config.max_cas_attempts} compare-and-set conflicts with concurrent appends"
     )

@@ -19,10 +19,16 @@ P1 check: read the state. An older epoch is ``ProducerFenced``; a batch whose
    ``REVALIDATE_AFTER_MS`` ago is checked against the registry
    (``UnknownProducer``, ``ProducerFenced``).
 P2 take over: a claim whose commit deadline has passed (``commit_by_ms`` plus
-   ``CLAIM_MARGIN_MS``) can no longer commit. Look for its tag from its
-   ``search_from_offset`` on (``find_committed``), record what was found, clear it.
+   ``CLAIM_MARGIN_MS``) is taken over: first make any commit request its
+   attempt may still send (a process paused between its deadline check and
+   its send) fail or be void (``fence.void_late_commits``: CAS, a
+   compare-and-set of ``meta/control`` onto itself; sequential, a roll of the
+   open generation), then look for its tag from its ``search_from_offset`` on
+   (``find_committed``), record what was found, clear it.
 P3 claim: CAS the state to name this batch ``in_flight``, with the commit
-   deadline of this attempt and the partition's next offset read before.
+   deadline of this attempt and a lower bound of the partition's next offset,
+   read just before from ``meta/control`` (never a writer's cached generation;
+   a void sequential tail does not count).
 P4 commit: the partition's protocol commits the batch with its tag
    ``(producer_id, epoch, first, last)`` in the index entry (CAS: in
    ``pending`` first), the sequential entry, never anywhere else.
@@ -39,10 +45,14 @@ Invariants:
 * E1 A batch of a producer epoch commits at most once per partition: every
   commit happens under a claim (P3 before P4), a claim is only replaced by a
   P5 of the same attempt or by a takeover, and a takeover happens only after
-  the claimed attempt's commit deadline (it never sends a commit later:
-  ``CommitDeadlineExceeded``), plus a margin for clock skew between hosts
-  and a request still in transit. The takeover then sees every commit the
-  attempt made (a committed batch stays readable, I7), so the answer it
+  the claimed attempt's commit deadline, plus a margin for clock skew
+  between hosts. The attempt checks its deadline after every read its
+  request depends on and before every send (``CommitDeadlineExceeded``); a
+  request it sends later anyway (paused between check and send) was read
+  before the takeover voided it, so it fails (CAS: the version it names is
+  gone) or lands void (sequential: past the roll's marker), and a re-read
+  after that meets the passed deadline. The takeover then sees every commit
+  the attempt made (a committed batch stays readable, I7), so the answer it
   records is final.
 * E2 A committed batch is found again: its tag lies at or after the claim's
   ``search_from_offset`` (read before the claim; offsets only grow, I1), and
@@ -89,7 +99,8 @@ from llog.format.documents import (
     ProducerTag,
 )
 from llog.format.keys import DEFAULT_ROOT_PREFIX, MAX_SEQUENCE, ProducerKeys, new_object_id, validate_producer_id
-from llog.protocol import append_cas
+from llog.protocol import append_cas, fence
+from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.faults import PRODUCER_AFTER_CLAIM, PRODUCER_AFTER_COMMIT, FaultHook
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
@@ -304,15 +315,26 @@ def find_committed(meta: PartitionMetadata, tag: ProducerTag, from_offset: int) 
     return None
 
 
-def take_over(meta: PartitionMetadata, producer_id: str, state: ProducerState, version_id: int | None) -> bool:
+def take_over(
+    meta: PartitionMetadata,
+    producer_id: str,
+    state: ProducerState,
+    version_id: int | None,
+    sequential: SequentialAppender,
+) -> bool:
     """Resolve ``state``'s expired claim (P2): remember its batch if it committed, clear it.
 
-    False when the CAS (from ``version_id``) lost: someone else resolved the
-    claim or changed the state since; the caller reads it again.
+    First every commit request the claimed attempt may still send late (its
+    process paused past every timeout) is made to fail or be void
+    (``fence.void_late_commits``), so what the search finds is final.
+    ``sequential`` rolls a sequential partition's generation. False when the
+    CAS (from ``version_id``) lost: someone else resolved the claim or changed
+    the state since; the caller reads it again.
     """
     claim = state.in_flight
     if claim is None:
         return True
+    fence.void_late_commits(meta, config=sequential.config, sequential=sequential)
     tag = ProducerTag(producer_id, state.epoch, claim.first_sequence, claim.last_sequence)
     found = find_committed(meta, tag, claim.search_from_offset)
     resolved = state.with_changes(
@@ -327,12 +349,13 @@ def take_over(meta: PartitionMetadata, producer_id: str, state: ProducerState, v
     return True
 
 
-def claims_floor(meta: PartitionMetadata, now_ms: int, expiry_ms: int) -> int | None:
+def claims_floor(meta: PartitionMetadata, now_ms: int, expiry_ms: int, sequential: SequentialAppender) -> int | None:
     """The lowest ``search_from_offset`` of a claim that may still need its tag; None if there is none (E2).
 
     Compaction calls it after selecting its run and compacts nothing at or past
-    it. Expired claims are taken over here first, so an abandoned claim never
-    holds compaction back for longer than its deadline and margin. A state
+    it. Expired claims are taken over here first (``take_over``; ``sequential``
+    rolls a sequential partition), so an abandoned claim never holds
+    compaction back for longer than its deadline and margin. A state
     without a claim that was not written for ``expiry_ms`` is deleted (its
     producer has expired, or starts the partition afresh: P1), on the version
     read, so the partition's producer states stay bounded by its active producers.
@@ -351,7 +374,7 @@ def claims_floor(meta: PartitionMetadata, now_ms: int, expiry_ms: int) -> int | 
                 )
             continue
         if current.state is not None and claim is not None and claim_expired(claim, now_ms):
-            if take_over(meta, producer_id, current.state, current.version_id):
+            if take_over(meta, producer_id, current.state, current.version_id, sequential):
                 continue
             current = read_state(meta, producer_id)
         claim = current.state.in_flight if current.state is not None else None
@@ -367,12 +390,14 @@ class IdempotentAppender:
         self,
         registry: ProducerRegistry,
         config: WriterConfig,
+        sequential: SequentialAppender,
         *,
         clock: Callable[[], float] = time.time,
         fault_hook: FaultHook | None = None,
     ) -> None:
         self.registry = registry
         self.config = config
+        self._sequential = sequential  # the writer's: a takeover's roll (P2) updates its cache
         self._clock = clock
         self._fault_hook = fault_hook
 
@@ -420,7 +445,7 @@ class IdempotentAppender:
                         f"{state.in_flight.last_sequence}) on {meta.keys.topic}/{meta.keys.partition} may still "
                         "commit; retry later"
                     )
-                take_over(meta, pid, state, current.version_id)
+                take_over(meta, pid, state, current.version_id, self._sequential)
                 current = read_state(meta, pid)  # resolved by us or by someone else: look again
                 continue
             validated_at = self._validate(batch, state, now)
