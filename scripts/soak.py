@@ -9,7 +9,7 @@ passing run means zero of each. Every model run ends with ``llog verify`` of
 its partitions (docs/RECOVERY.md), which must find no problem: the report's
 ``model.partitions_verified`` counts them.
 
-    .venv/bin/python scripts/soak.py [--scale 20] [--model-examples 200] [--model-steps 60]
+    .venv/bin/python scripts/soak.py [--scale 20] [--model-examples 200] [--model-steps 60] [--concurrent-seconds 600]
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ TESTS = (
     "tests/integration/test_model_sequential.py",
     "tests/integration/test_model_groups.py",
     "tests/integration/test_model_producers.py",
+    "tests/integration/test_concurrent.py",
 )
 # Hypothesis statistics: "- 200 passing, 0 failing, and 22 invalid test cases" (or "examples").
 PASSING = re.compile(r"- (\d+) passing, (\d+) failing")
@@ -74,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=20, help="multiplier of every fuzz test's examples")
     parser.add_argument("--model-examples", type=int, default=200, help="state machine runs")
     parser.add_argument("--model-steps", type=int, default=60, help="steps per state machine run")
+    parser.add_argument("--concurrent-seconds", type=int, default=600,
+                        help="how long the concurrent harness runs every action at once, per append protocol")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     model_report = OUT / "model.json"
@@ -85,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         "LLOG_FUZZ_SCALE": str(args.scale),
         "LLOG_MODEL_EXAMPLES": str(args.model_examples),
         "LLOG_MODEL_STEPS": str(args.model_steps),
+        "LLOG_CONCURRENT_SECONDS": str(args.concurrent_seconds),
         "LLOG_MODEL_REPORT": str(model_report),
         "LLOG_HARNESS_REPORT": str(harness_report),
     }
@@ -95,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     (OUT / "pytest.log").write_text(done.stdout + done.stderr)
     fuzzed = fuzzed_per_test(done.stdout)
     report: dict[str, Any] = {
-        "command": " ".join(["make soak", f"(scale {args.scale}, model {args.model_examples}x{args.model_steps})"]),
+        "command": " ".join(["make soak", f"(scale {args.scale}, model {args.model_examples}x{args.model_steps}, "
+                             f"concurrent {args.concurrent_seconds} s)"]),
         "seconds": round(time.monotonic() - started, 1),
         "pytest_exit_code": done.returncode,
         "tests": outcome(done.stdout),

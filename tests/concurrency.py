@@ -96,12 +96,17 @@ class LinearizabilityResult:
     detail: str
 
 
-def check_linearizable(history: History, *, drawing: Path | None = None) -> LinearizabilityResult:
-    """Run ``llog-lincheck`` on ``history``; ``drawing``: where to draw a history that is not linearizable."""
+def check_linearizable(
+    history: History, *, drawing: Path | None = None, saved: Path | None = None
+) -> LinearizabilityResult:
+    """Run ``llog-lincheck`` on ``history``; ``drawing``: where to draw a history that is not linearizable;
+    ``saved``: where to write the history itself (what ``llog-lincheck`` reads on stdin)."""
     args = [lincheck_binary()]
     if drawing is not None:
         args += ["-html", str(drawing)]
     document = json.dumps({"operations": [op.to_json() for op in history.operations]})
+    if saved is not None:
+        saved.write_text(document)
     done = subprocess.run(args, input=document, capture_output=True, text=True, timeout=600, check=False)
     if done.returncode not in (0, 1):
         raise RuntimeError(f"llog-lincheck failed ({done.returncode}): {done.stderr or done.stdout}")

@@ -1,0 +1,728 @@
+"""The concurrent harness: the protocol's actions all at once on a real Oxia (docs/RELIABILITY.md).
+
+The model-based machines (``test_model*.py``) run one action at a time. Here
+every actor runs on its own thread at the same time, for ``LLOG_CONCURRENT_SECONDS``
+per protocol (``make soak`` runs it longer), each with writers of its own, as
+separate processes would:
+
+* plain writers: shared appends to one or two partitions, some crashing at a
+  writer crash point (the crashed writer is replaced, as a restarted process);
+* idempotent producers: numbered batches per partition, retried until answered;
+  some attempts crash at a writer or producer crash point, and some *pause*
+  (the attempt is held at a crash point on a thread of its own while the
+  producer, taking its answer as lost, retries through another writer; the
+  producers' and compactors' wall clock jumps past the paused claim's deadline
+  and margin meanwhile, so its claim is taken over; then the paused attempt
+  goes on);
+* a fencer: fence, then unfence, one partition at a time;
+* a compactor, crashing at its crash points now and then (a compactor paused by a
+  crash point resumes through the next one);
+* two garbage collectors at once, with retention by size;
+* readers: reads from random offsets and of the high watermark;
+* a second topic's life: created (explicitly, or implicitly by its first produce), produced to through produce
+  services that cache its record, deleted, reclaimed by those two collectors, created again, over and over, with
+  the reclaim delay and the services' topic caches shortened in proportion (``topics.RECLAIM_DELAY_MS`` and the
+  produce service's TTLs), so that the run sees several lives.
+
+Every append, fence, unfence and read is recorded with the time of its call and
+of its answer (``tests/concurrency.py``). At the end the harness checks that
+every acknowledged record is readable exactly once at the offset it was given
+(unless retention removed it), that no produce to the second topic is acknowledged
+between a delete's answer and the end of that topic's reclaim, that every record
+acknowledged in one life of it reads back until that life's delete, that no batch of an idempotent producer is in
+the log twice, that nothing refused or crashed before its commit is readable,
+that ``llog verify`` finds no problem, and that each partition's history is
+linearizable (Porcupine, through ``llog-lincheck``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from llog.client.reader import LogReader
+from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
+from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy, WriterConfig
+from llog.errors import (
+    AppendConflict,
+    AppendOutcomeUnknown,
+    CommitDeadlineExceeded,
+    ConditionalAppendUnsupported,
+    InvalidPartitionCount,
+    LogFenced,
+    OffsetMismatch,
+    OffsetOutOfRange,
+    PartitionNotInitialized,
+    SequenceInFlight,
+    StorageUnavailable,
+    UnknownTopic,
+)
+from llog.format.codec import Record
+from llog.format.documents import AppendProtocol
+from llog.protocol import faults, topics
+from llog.protocol.compaction import Compactor
+from llog.protocol.faults import FaultHook
+from llog.protocol.gc import GarbageCollector
+from llog.protocol.producers import CLAIM_MARGIN_MS
+from llog.protocol.topics import TopicConfig, TopicRegistry
+from llog.protocol.verify import Verifier
+from llog.service import produce
+from llog.service.produce import ProduceEntry, ProduceService
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
+from tests.concurrency import History, Operation, check_linearizable, lincheck_binary
+from tests.conftest import BUCKET, OxiaServer
+from tests.faults import HARNESS, SimulatedCrash
+from tests.integration.test_model import COMPACTOR_CRASH_POINTS, WRITER_CRASH_POINTS
+from tests.integration.test_model_sequential import SEQUENTIAL_CRASH_POINTS
+
+pytestmark = pytest.mark.oxia
+
+SECONDS = float(os.environ.get("LLOG_CONCURRENT_SECONDS", "15"))
+PARTITIONS = (0, 1, 2)
+TOPIC = "c"
+COMMIT_DELAY_MS = 1_000
+GRACE_MS = 3 * COMMIT_DELAY_MS  # GC's grace exceeds twice the commit delay
+PLAIN_WRITERS = 2
+PRODUCERS = 2
+READERS = 2
+COLLECTORS = 2
+CRASH_CHANCE = 0.1
+PAUSE_CHANCE = 0.08
+MIGRATE_CHANCE = 0.1  # of a fencer's turn on a CAS partition
+LIFE_TOPIC = "life"
+LIFE_PRODUCERS = 2
+# A life's topic is reclaimed GRACE_MS + RECLAIM_DELAY_MS after its delete; the produce services trust a record they
+# read for TOPIC_CACHE_TTL_MS and forget partitions not confirmed for STALE_TOPIC_MS (<= the reclaim delay).
+RECLAIM_DELAY_MS = 1_000
+TOPIC_CACHE_TTL_MS = 300
+# A CAS run migrates partitions to the sequential protocol as it goes: its writers may meet either's points.
+APPEND_CRASH_POINTS = tuple(
+    dict.fromkeys((*WRITER_CRASH_POINTS, *SEQUENTIAL_CRASH_POINTS, faults.WRITER_AFTER_DEADLINE_CHECK))
+)
+PRODUCER_CRASH_POINTS = (*APPEND_CRASH_POINTS, faults.PRODUCER_AFTER_CLAIM, faults.PRODUCER_AFTER_COMMIT)
+FENCE_CRASH_POINTS = (faults.WRITER_AFTER_FENCE_MARKER, faults.WRITER_AFTER_INDEX_WRITE)
+# A writer that dies here has sent no commit: its batch is surely not in the log.
+NOTHING_SENT_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.WRITER_AFTER_DEADLINE_CHECK)
+PAUSE_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.PRODUCER_AFTER_CLAIM, faults.WRITER_AFTER_DEADLINE_CHECK)
+# Errors that say "not now" and change nothing: the actor goes on.
+RETRIABLE = (AppendConflict, SequenceInFlight, StorageUnavailable)
+
+
+class JumpingClock:
+    """The wall clock plus a skew that only grows: what a long pause looks like to everyone else."""
+
+    def __init__(self) -> None:
+        self._skew = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        return time.time() + self._skew
+
+    def jump(self, seconds: float) -> None:
+        with self._lock:
+            self._skew += seconds
+
+
+@dataclass
+class Appended:
+    """An append as the harness knows it: what the batch holds, and what its answers said."""
+
+    partition: int
+    batch: str
+    values: list[bytes]
+    acked_at: int | None = None  # the start offset of its (first) acknowledgement
+    duplicates: list[int] = field(default_factory=list)  # the start offsets of later duplicate answers
+    maybe: bool = False  # an attempt's outcome is unknown
+    producer: bool = False
+
+
+@dataclass
+class LifeAck:
+    """A produce to the second topic that was acknowledged."""
+
+    value: bytes
+    partition: int
+    offset: int
+    called: float
+    answered: float
+
+
+@dataclass
+class Life:
+    """One life of the second topic: from its create (or first produce) to the end of its reclaim."""
+
+    explicit: bool
+    began: float
+    delete_called: float = float("inf")
+    deleted: float = float("inf")  # when the delete answered
+    reclaimed: float = float("inf")  # when its record was seen gone
+
+
+class Run:
+    """One run of every actor at once, and what it recorded."""
+
+    def __init__(self, oxia: OxiaStore, blobs: BlobStore, protocol: AppendProtocol, server: OxiaServer) -> None:
+        self.server = server
+        self.restarts: list[tuple[float, float]] = []  # (start, end) of each Oxia restart, time.monotonic()
+        self.root = f"concurrent-{uuid.uuid4().hex[:12]}"
+        self.clock = JumpingClock()
+        self.storage = Storage(oxia, blobs, BUCKET, self.root)
+        self.skewed = dataclasses.replace(self.storage, clock=self.clock)
+        self.config = WriterConfig(append_protocol=protocol, max_commit_delay_ms=COMMIT_DELAY_MS)
+        self.history = History()
+        self.tally: Counter[str] = Counter()
+        self.failures: list[str] = []
+        self.appended: dict[str, Appended] = {}
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self._serial = 0
+        self.log_reader = LogReader(self.storage)
+        self.lives: list[Life] = []
+        self._wall_ahead = time.time() - time.monotonic()  # a record's wall-clock times on the monotonic clock
+        self.life_acks: list[LifeAck] = []
+        writer = self._writer()
+        for partition in PARTITIONS:
+            writer.initialize_partition(TOPIC, partition)
+
+    # --- helpers -------------------------------------------------------------------
+
+    def _writer(self, hook: FaultHook | None = None, *, skewed: bool = False) -> LogWriter:
+        return LogWriter(self.skewed if skewed else self.storage, config=self.config, fault_hook=hook)
+
+    def _next(self, prefix: str) -> str:
+        with self._lock:
+            self._serial += 1
+            return f"{prefix}{self._serial}"
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self.tally[what] += 1
+
+    def _fail(self, what: str) -> None:
+        with self._lock:
+            self.failures.append(what)
+
+    def _batch(self, partition: int, prefix: str, *, producer: bool = False) -> Appended:
+        batch = self._next(prefix)
+        values = [b"%s#%d" % (batch.encode(), k) for k in range(random.randint(1, 3))]
+        appended = Appended(partition, batch, values, producer=producer)
+        with self._lock:
+            self.appended[batch] = appended
+        return appended
+
+    def _call(self, appended: Appended, client: int) -> Operation:
+        return self.history.call(
+            f"{TOPIC}/{appended.partition}", client, kind="append", batch=appended.batch, count=len(appended.values)
+        )
+
+    def _answer(self, appended: Appended, op: Operation, result: AppendResult | BaseException) -> str:
+        """Record an attempt's answer; returns the outcome (ok, unknown, failed, fenced)."""
+        if isinstance(result, SimulatedCrash):
+            outcome = "failed" if result.point in NOTHING_SENT_POINTS else "unknown"
+        elif isinstance(result, BaseException):
+            outcome = "unknown"
+        elif result.ok:
+            assert result.start_offset is not None
+            self.history.answer(op, "ok", start=result.start_offset, duplicate=result.duplicate)
+            with self._lock:
+                if result.duplicate or appended.acked_at is not None:
+                    appended.duplicates.append(result.start_offset)
+                else:
+                    appended.acked_at = result.start_offset
+            return "ok"
+        elif isinstance(result.error, LogFenced):
+            outcome = "fenced"
+        elif isinstance(result.error, CommitDeadlineExceeded | SequenceInFlight):
+            outcome = "failed"  # nothing of this attempt was committed
+        elif isinstance(result.error, AppendOutcomeUnknown | StorageUnavailable | AppendConflict):
+            outcome = "unknown"
+        else:
+            self._fail(f"append of {appended.batch} failed: {result.error!r}")
+            outcome = "unknown"
+        if outcome == "unknown":
+            appended.maybe = True
+        self.history.answer(op, outcome)
+        return outcome
+
+    def _hook(self, points: tuple[str, ...], chance: float) -> tuple[FaultHook | None, str | None]:
+        if random.random() >= chance:
+            return None, None
+        point = random.choice(points)
+
+        def crash(reached: str) -> None:
+            if reached == point:
+                HARNESS[f"concurrent: crashes at {point}"] += 1
+                raise SimulatedCrash(point)
+
+        return crash, point
+
+    def _pause(self, points: tuple[str, ...], who: str) -> tuple[FaultHook, str]:
+        """A hook that stalls its caller at one of ``points``, up to past GC's grace (a process stopped and resumed)."""
+        point = random.choice(points)
+        seconds = random.choice((0.2, 1.0, 1.2 * GRACE_MS / 1000))
+
+        def pause(reached: str) -> None:
+            if reached == point:
+                HARNESS[f"concurrent: {who} pauses at {point}"] += 1
+                self._count(f"{who} pauses at {point}")
+                time.sleep(seconds)
+
+        return pause, point
+
+    def _forever(self, name: str, step: Callable[[], None]) -> Callable[[], None]:
+        def loop() -> None:
+            while not self.stop.is_set():
+                try:
+                    step()
+                except RETRIABLE as exc:
+                    self._count(f"{name}: {type(exc).__name__}")
+                except Exception as exc:  # every other error fails the run, after every actor stopped
+                    self._fail(f"{name}: {exc!r}")
+                    self.stop.set()
+
+        return loop
+
+    # --- actors ----------------------------------------------------------------------
+
+    def plain_writer(self, client: int) -> Callable[[], None]:
+        writer = self._writer()
+
+        def step() -> None:
+            nonlocal writer
+            partitions = random.sample(PARTITIONS, random.randint(1, 2))
+            batches = [self._batch(p, f"w{client}-") for p in partitions]
+            hook, point = self._hook(APPEND_CRASH_POINTS, CRASH_CHANCE)
+            appender = self._writer(hook) if hook else writer
+            ops = [self._call(b, client) for b in batches]
+            try:
+                results: list[AppendResult | BaseException] = list(
+                    appender.append_shared([SharedAppendGroup(TOPIC, b.partition, [Record(v) for v in b.values])
+                                            for b in batches])
+                )  # fmt: skip
+            except SimulatedCrash as crash:
+                results = [crash] * len(batches)
+                self._count(f"writer crashes at {point}")
+            for batch, op, result in zip(batches, ops, results, strict=True):
+                self._count(f"plain append {self._answer(batch, op, result)}")
+
+        return self._forever(f"writer {client}", step)
+
+    def conditional_writer(self) -> Callable[[], None]:
+        """Appends only at the offset after the high watermark it read (CAS partitions; sequential ones refuse)."""
+        writer = self._writer()
+
+        def step() -> None:
+            partition = random.choice(PARTITIONS)
+            expect = self.log_reader.high_watermark(TOPIC, partition) + random.choice((1, 1, 1, 2))
+            batch = self._batch(partition, "k")
+            op = self.history.call(
+                f"{TOPIC}/{partition}", 150, kind="append", batch=batch.batch, count=len(batch.values), expect=expect
+            )
+            group = SharedAppendGroup(TOPIC, partition, [Record(v) for v in batch.values], expected_offset=expect)
+            result = writer.append_shared([group])[0]
+            if isinstance(result.error, OffsetMismatch):
+                self.history.answer(op, "mismatch")
+                self._count("conditional append mismatch")
+            elif isinstance(result.error, ConditionalAppendUnsupported):
+                self.history.answer(op, "failed")
+                self._count("conditional append refused (sequential)")
+            else:
+                self._count(f"conditional append {self._answer(batch, op, result)}")
+            time.sleep(random.uniform(0.01, 0.05))
+
+        return self._forever("conditional writer", step)
+
+    def restarter(self, seconds: float) -> Callable[[], None]:
+        """Restarts the Oxia server (SIGTERM or SIGKILL) every minute, or once in a shorter run."""
+        interval = min(seconds / 2, 60)
+
+        def run() -> None:
+            while not self.stop.wait(interval):
+                kill = random.random() < 0.5
+                self.restarts.append((time.monotonic(), float("inf")))
+                self.server.restart(kill=kill)
+                self.restarts[-1] = (self.restarts[-1][0], time.monotonic())
+                self._count("Oxia restarts after SIGKILL" if kill else "Oxia restarts after SIGTERM")
+
+        return run
+
+    def _during_restart(self, began: float) -> bool:
+        """Whether a step that began at ``began`` may have met an Oxia restart (or the reconnect after it)."""
+        return any(start - 60 <= began <= end + 10 for start, end in self.restarts)
+
+    def producer(self, client: int) -> Callable[[], None]:
+        """An idempotent producer: one batch in flight per partition, retried until it is answered."""
+        writer = self._writer(skewed=True)
+        pid = writer.producers.issue().producer_id
+        sequence = dict.fromkeys(PARTITIONS, 0)
+        unanswered: dict[int, Appended] = {}
+
+        def attempt(appender: LogWriter, batch: Appended, seq: int) -> tuple[Operation, AppendResult | BaseException]:
+            op = self._call(batch, client)
+            group = SharedAppendGroup(TOPIC, batch.partition, [Record(v) for v in batch.values], pid, 0, seq)
+            try:
+                return op, appender.append_shared([group])[0]
+            except SimulatedCrash as crash:
+                return op, crash
+
+        def step() -> None:
+            partition = random.choice(PARTITIONS)
+            batch = unanswered.get(partition) or self._batch(partition, f"p{client}-", producer=True)
+            unanswered[partition] = batch
+            seq = sequence[partition]
+            if random.random() < PAUSE_CHANCE:
+                self._paused_attempt(lambda: attempt(writer, batch, seq), lambda w: attempt(w, batch, seq), batch)
+                return
+            hook, point = self._hook(PRODUCER_CRASH_POINTS, CRASH_CHANCE)
+            op, result = attempt(self._writer(hook, skewed=True) if hook else writer, batch, seq)
+            outcome = self._answer(batch, op, result)
+            self._count(f"idempotent append {outcome}")
+            if isinstance(result, AppendResult) and isinstance(result.error, SequenceInFlight):
+                time.sleep(0.05)
+            if outcome == "ok":
+                del unanswered[partition]
+                sequence[partition] += len(batch.values)
+
+        return self._forever(f"producer {client}", step)
+
+    def _paused_attempt(
+        self,
+        retry: Callable[[], tuple[Operation, AppendResult | BaseException]],
+        attempt: Callable[[LogWriter], tuple[Operation, AppendResult | BaseException]],
+        batch: Appended,
+    ) -> None:
+        """An attempt held at a crash point past its commit deadline while the clock jumps past its claim's margin
+        and the producer retries (a process stopped with SIGSTOP, then resumed)."""
+        point = random.choice(PAUSE_POINTS)
+        reached, resume = threading.Event(), threading.Event()
+
+        def pause(at: str) -> None:
+            if at == point:
+                reached.set()
+                resume.wait(10)
+
+        outcome: list[str] = []
+
+        def paused() -> None:
+            op, result = attempt(self._writer(pause, skewed=True))
+            outcome.append(self._answer(batch, op, result))
+
+        thread = threading.Thread(target=paused, name="paused attempt")
+        thread.start()
+        if reached.wait(5):
+            paused_at = time.monotonic()
+            self._count(f"pauses at {point}")
+            HARNESS[f"concurrent: pauses at {point}"] += 1
+            # Everyone else's clock passes the paused claim's deadline and margin: it may be taken over, and the
+            # producer, which took the attempt's answer as lost, retries through another writer meanwhile.
+            self.clock.jump((CLAIM_MARGIN_MS + 2 * COMMIT_DELAY_MS) / 1000)
+            self._count(f"retries during a pause {self._answer(batch, *retry())}")
+            # A pause is longer than every timeout for the paused process too: past its commit deadline.
+            time.sleep(max(0.0, paused_at + 1.1 * COMMIT_DELAY_MS / 1000 - time.monotonic()))
+        resume.set()
+        thread.join()
+        self._count(f"paused idempotent append {outcome[0] if outcome else 'crashed'}")
+
+    def fencer(self) -> Callable[[], None]:
+        writer = self._writer()
+
+        def until_done(action: Callable[[str, int], object], partition: int) -> None:
+            while True:
+                try:
+                    action(TOPIC, partition)
+                    return
+                except RETRIABLE:
+                    time.sleep(0.01)
+
+        def step() -> None:
+            partition = random.choice(PARTITIONS)
+            if self.config.append_protocol is AppendProtocol.CAS and random.random() < MIGRATE_CHANCE:
+                until_done(writer.migrate_to_sequential, partition)  # one way; offsets go on where they were
+                self._count("migrations")
+                return
+            op = self.history.call(f"{TOPIC}/{partition}", 100, kind="fence")
+            hook, point = self._hook(FENCE_CRASH_POINTS, CRASH_CHANCE)
+            try:
+                until_done(self._writer(hook).fence if hook else writer.fence, partition)
+            except SimulatedCrash:
+                self.history.answer(op, "unknown")  # the unfence below finishes the fence first
+                self._count(f"fencer crashes at {point}")
+            else:
+                self.history.answer(op, "ok")
+                self._count("fences")
+            time.sleep(random.uniform(0.01, 0.2))
+            op = self.history.call(f"{TOPIC}/{partition}", 100, kind="unfence")
+            until_done(writer.unfence, partition)
+            self.history.answer(op, "ok")
+            self._count("unfences")
+            time.sleep(random.uniform(0.1, 0.5))
+
+        return self._forever("fencer", step)
+
+    def compactor(self) -> Callable[[], None]:
+        config = CompactorConfig(max_offsets_per_run=8)
+
+        def step() -> None:
+            partition = random.choice(PARTITIONS)
+            hook, point = self._hook(COMPACTOR_CRASH_POINTS, 2 * CRASH_CHANCE)
+            if hook is None and random.random() < PAUSE_CHANCE:
+                hook, point = self._pause(COMPACTOR_CRASH_POINTS, "compactor")
+            try:
+                Compactor(self.skewed, config=config, fault_hook=hook).compact_once(TOPIC, partition)
+                self._count("compactions")
+            except SimulatedCrash:
+                self._count(f"compactor crashes at {point}")
+            time.sleep(random.uniform(0.02, 0.1))
+
+        return self._forever("compactor", step)
+
+    def collector(self, number: int) -> Callable[[], None]:
+        retention = RetentionConfig(topics={TOPIC: RetentionPolicy(max_bytes=2_000)})
+        collector = GarbageCollector(self.storage, config=GcConfig(grace_ms=GRACE_MS, retention=retention))
+
+        def step() -> None:
+            began = time.monotonic()
+            report = collector.collect()
+            self._count("gc runs")
+            if report.errors and self._during_restart(began):
+                self._count("gc runs with errors during an Oxia restart")
+            elif report.errors:
+                self._fail(f"gc {number}: {report.errors}")
+            time.sleep(random.uniform(0.1, 0.6))
+
+        return self._forever(f"collector {number}", step)
+
+    def reader(self, client: int) -> Callable[[], None]:
+        def step() -> None:
+            partition = random.choice(PARTITIONS)
+            if random.random() < 0.3:
+                op = self.history.call(f"{TOPIC}/{partition}", 200 + client, kind="read", **{"from": 1})
+                high = self.log_reader.high_watermark(TOPIC, partition)
+                self.history.answer(op, "ok", records=[], high=high)
+                return
+            start = random.randint(1, max(1, self.log_reader.high_watermark(TOPIC, partition)))
+            op = self.history.call(f"{TOPIC}/{partition}", 200 + client, kind="read", **{"from": start})
+            try:
+                records = list(self.log_reader.iter_from(TOPIC, partition, start))
+            except OffsetOutOfRange:
+                self.history.answer(op, "failed")
+                self._count("reads below the log start")
+                return
+            offsets = [r.offset for r in records]
+            if offsets != list(range(start, start + len(records))):
+                self._fail(f"a read of {TOPIC}/{partition} from {start} returned offsets {offsets}")
+            self.history.answer(op, "ok", records=[r.value.split(b"#")[0].decode() for r in records])
+            self._count("reads")
+
+        return self._forever(f"reader {client}", step)
+
+    def life_producer(self, client: int) -> Callable[[], None]:
+        """Produces one record at a time to the second topic through a produce service of its own."""
+        service = ProduceService(self._writer())
+
+        def step() -> None:
+            life = self.lives[-1] if self.lives else None
+            partitions = 2 if life is None or life.explicit else 4
+            partition = random.randrange(partitions)
+            value = self._next(f"l{client}-").encode()
+            called = time.monotonic()
+            try:
+                [result] = service.produce([ProduceEntry(LIFE_TOPIC, partition, [value])])
+            except UnknownTopic:
+                self._count("life produce refused (no such topic)")
+                time.sleep(0.02)
+                return
+            answered = time.monotonic()
+            if result.ok:
+                assert result.start_offset is not None
+                with self._lock:
+                    self.life_acks.append(LifeAck(value, partition, result.start_offset, called, answered))
+                self._count("life produce ok")
+            else:
+                self._count(f"life produce {type(result.error).__name__}")
+            time.sleep(0.01)
+
+        return self._forever(f"life producer {client}", step)
+
+    def life(self) -> Callable[[], None]:
+        """Creates the second topic (or lets a produce create it), deletes it, waits for its reclaim; again.
+
+        Each step acts on the record as it finds it, so a step that met an Oxia restart is finished by the next.
+        """
+        registry = TopicRegistry(self.storage.oxia, root=self.root, writer_config=self.config)
+
+        def step() -> None:
+            record = registry.get(LIFE_TOPIC)
+            life = self.lives[-1] if self.lives else None
+            if life is not None and life.deleted < float("inf") and (record is None or not record.deleted):
+                # Reclaimed; a produce may have begun the next life already (then its record is the reclaim's end).
+                now = time.monotonic()
+                life.reclaimed = now if record is None else min(now, record.created_at_ms / 1000 - self._wall_ahead)
+                self._count("lives reclaimed")
+                if record is not None:
+                    self.lives.append(Life(False, life.reclaimed))
+                    self._count("lives (implicit)")
+                    return
+            if record is None and (life is None or life.deleted < float("inf")):
+                explicit = random.random() < 0.5
+                life = Life(explicit, time.monotonic())
+                self.lives.append(life)
+                if explicit:
+                    try:
+                        registry.create(LIFE_TOPIC, 2, TopicConfig(self.config.append_protocol))
+                    except InvalidPartitionCount:  # a produce to a higher partition began it implicitly first
+                        life.explicit = False
+                self._count(f"lives ({'explicit' if life.explicit else 'implicit'})")
+                self.stop.wait(random.uniform(0.5, 2.0))
+                return
+            assert life is not None
+            if record is None or not record.deleted:
+                self._check_life(life)
+                life.delete_called = min(life.delete_called, time.monotonic())
+                try:
+                    registry.delete(LIFE_TOPIC)
+                except UnknownTopic:  # implicit, and nothing was produced to it yet: its next produce begins a life
+                    life.deleted = life.reclaimed = time.monotonic()
+                    self.lives.append(Life(False, life.deleted))
+                    return
+                life.deleted = min(life.deleted, time.monotonic())
+                return
+            self.stop.wait(0.1)  # deleted: waiting for a collector to reclaim it
+
+        return self._forever("life", step)
+
+    def _check_life(self, life: Life) -> None:
+        """Every record acknowledged in this life reads back at its offset (the life is not deleted yet)."""
+        with self._lock:
+            acks = [a for a in self.life_acks if a.called >= life.began]
+        read: dict[int, dict[int, bytes]] = {}
+        for ack in acks:
+            if ack.partition not in read:
+                try:
+                    records = self.log_reader.iter_from(LIFE_TOPIC, ack.partition, 1)
+                except PartitionNotInitialized:
+                    records = iter(())
+                read[ack.partition] = {r.offset: r.value for r in records}
+            found = read[ack.partition].get(ack.offset)
+            if found != ack.value:
+                self._fail(
+                    f"life: {ack.value!r} was acknowledged at {LIFE_TOPIC}/{ack.partition} offset {ack.offset} in "
+                    f"this life, which reads {found!r} there ({self._timeline(ack)})"
+                )
+        self._count("life records checked")
+
+    def _timeline(self, ack: LifeAck) -> str:
+        """When the acknowledged produce ran, beside the lives and the Oxia restarts (seconds, monotonic)."""
+        lives = [(round(li.began, 2), round(li.deleted, 2), round(li.reclaimed, 2)) for li in self.lives]
+        restarts = [(round(a, 2), round(b, 2)) for a, b in self.restarts]
+        return f"called {ack.called:.2f}, answered {ack.answered:.2f}; lives {lives}; Oxia restarts {restarts}"
+
+    def _check_lives(self) -> list[str]:
+        """No produce was acknowledged between a life's delete answering and its reclaim ending."""
+        violations = []
+        for life in self.lives:
+            for ack in self.life_acks:
+                if life.deleted < ack.called and ack.answered < life.reclaimed:
+                    violations.append(
+                        f"delete: {ack.value!r} was acknowledged at {LIFE_TOPIC}/{ack.partition} offset {ack.offset}, "
+                        "after the topic's delete answered and before its reclaim ended"
+                    )
+        return violations
+
+    # --- the run and its checks --------------------------------------------------------
+
+    def run(self, seconds: float) -> None:
+        actors = [self.plain_writer(i) for i in range(PLAIN_WRITERS)]
+        actors += [self.producer(i) for i in range(PRODUCERS)]
+        actors += [self.conditional_writer(), self.fencer(), self.compactor(), self.restarter(seconds)]
+        actors += [self.collector(i) for i in range(COLLECTORS)]
+        actors += [self.reader(i) for i in range(READERS)]
+        actors += [self.life()] + [self.life_producer(i) for i in range(LIFE_PRODUCERS)]
+        threads = [threading.Thread(target=actor, name=f"actor {i}") for i, actor in enumerate(actors)]
+        for thread in threads:
+            thread.start()
+        self.stop.wait(seconds)
+        self.stop.set()
+        for thread in threads:
+            thread.join(120)
+            assert not thread.is_alive(), f"{thread.name} did not stop"
+
+    def check(self) -> None:
+        """Every check of the end state; each violation is named by the check that found it."""
+        assert not self.failures, "\n".join(self.failures)
+        violations: list[str] = []
+        writer = self._writer()
+        in_log: dict[bytes, list[tuple[int, int]]] = {}
+        for partition in PARTITIONS:
+            writer.unfence(TOPIC, partition)  # the fencer may have stopped between a fence and its unfence
+            op = self.history.call(f"{TOPIC}/{partition}", 300, kind="unfence")
+            self.history.answer(op, "ok")
+            info = self.log_reader.partition_info(TOPIC, partition)
+            op = self.history.call(f"{TOPIC}/{partition}", 300, kind="read", **{"from": info.log_start})
+            records = list(self.log_reader.iter_from(TOPIC, partition, info.log_start))
+            self.history.answer(op, "ok", records=[r.value.split(b"#")[0].decode() for r in records])
+            if [r.offset for r in records] != list(range(info.log_start, info.high_watermark + 1)):
+                violations.append(f"offsets: {TOPIC}/{partition} does not read back contiguously")
+            for record in records:
+                in_log.setdefault(record.value, []).append((partition, record.offset))
+            self.tally["records in the log"] += len(records)
+        for value, where in in_log.items():
+            if len(where) > 1:
+                violations.append(f"exactly once: {value!r} is in the log {len(where)} times, at {where}")
+        starts = {p: self.log_reader.partition_info(TOPIC, p).log_start for p in PARTITIONS}
+        for appended in self.appended.values():
+            found = [in_log.get(v) for v in appended.values]
+            if appended.acked_at is not None:
+                for offset, places in enumerate(found, start=appended.acked_at):
+                    if offset >= starts[appended.partition] and places != [(appended.partition, offset)]:
+                        violations.append(
+                            f"acknowledged: {appended.batch} was acknowledged at offset {offset} of partition "
+                            f"{appended.partition}; the log has it at {places}"
+                        )
+                if any(d != appended.acked_at for d in appended.duplicates):
+                    violations.append(
+                        f"duplicates: {appended.batch} was acknowledged at {appended.acked_at}, "
+                        f"its retries were answered with {appended.duplicates}"
+                    )
+            elif not appended.maybe and any(found):
+                violations.append(f"invented: {appended.batch} was never committed, yet the log has it at {found}")
+        violations += self._check_lives()
+        report = Verifier(self.storage, grace_ms=GRACE_MS).verify()
+        if not report.ok:
+            violations.append(f"llog verify: {report.to_json()}")
+        saved = os.environ.get("LLOG_CONCURRENT_HISTORY")
+        result = check_linearizable(self.history, saved=Path(f"{saved}-{self.root}.json") if saved else None)
+        if not result.linearizable:
+            violations.append(f"linearizability: a partition's history is not linearizable ({result.detail})")
+        assert not violations, "\n".join(violations)
+        self.tally["operations checked linearizable"] += result.operations
+        for name, count in self.history.counts().items():
+            HARNESS[f"concurrent: {name}"] += count
+        HARNESS["concurrent: histories checked linearizable"] += result.partitions
+
+
+@pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL], ids=lambda p: p.value)
+def test_every_action_at_once_keeps_every_acknowledged_record(
+    oxia_server: OxiaServer, oxia_store: OxiaStore, blob_store: BlobStore, protocol: AppendProtocol,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lincheck_binary()  # skipped (or failed, in CI) before the run when the checker is missing
+    monkeypatch.setattr(topics, "RECLAIM_DELAY_MS", RECLAIM_DELAY_MS)
+    monkeypatch.setattr(produce, "STALE_TOPIC_MS", RECLAIM_DELAY_MS)
+    monkeypatch.setattr(produce, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
+    run = Run(oxia_store, blob_store, protocol, oxia_server)
+    run.run(SECONDS)
+    print(dict(sorted(run.tally.items())))
+    run.check()
