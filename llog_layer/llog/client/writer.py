@@ -183,7 +183,7 @@ class LogWriter:
         )
 
     def unfence(self, topic: str, partition: int) -> ControlRecord:
-        """Reopen a fenced partition for appends."""
+        """Reopen a fenced partition for appends (``UnknownTopic`` for a partition of a deleted topic)."""
         meta = self._metadata(topic, partition)
         return fence.set_state(
             meta, LogState.OPEN, config=self.config, sequential=self._sequential, fault_hook=self._fault_hook
