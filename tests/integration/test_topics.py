@@ -18,6 +18,7 @@ from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import GcConfig, WriterConfig
 from llog.errors import (
+    ConditionalAppendUnsupported,
     InvalidArgument,
     InvalidPartition,
     InvalidPartitionCount,
@@ -267,6 +268,49 @@ def test_a_partition_past_the_count_is_refused_and_nothing_is_written(storage: S
     assert LogReader(storage).high_watermark(topic, 0) == 0
     with pytest.raises(PartitionNotInitialized):
         LogReader(storage).high_watermark(topic, 2)
+
+
+def oxia_writes(storage: Storage) -> int:
+    """Every Oxia write call so far (puts and deletes, whatever their outcome)."""
+    return sum(s.calls for op, s in storage.oxia.counters.snapshot().items() if op.startswith(("put", "delete")))
+
+
+def assert_nothing_of(storage: Storage, topic: str) -> None:
+    assert topics(storage).get(topic) is None
+    assert topics(storage).registry.partitions(topic) == {}
+
+
+def test_a_request_refused_for_a_conditional_batch_writes_nothing(storage: Storage, topic: str) -> None:
+    topics(storage).create(topic, 1, config(SEQUENTIAL))
+    service = ProduceService(LogWriter(storage))
+    new = f"{topic}-new"
+    writes, blobs = oxia_writes(storage), objects(storage, f"{storage.root}/")
+
+    with pytest.raises(ConditionalAppendUnsupported):  # a sequential partition cannot check expected_offset
+        service.produce([ProduceEntry(new, 3, [b"x"]), SharedAppendGroup(topic, 0, [Record(b"y")], expected_offset=1)])
+    with pytest.raises(ConditionalAppendUnsupported):  # nor can the sequential partition produce would create
+        service.produce([SharedAppendGroup(new, 0, [Record(b"z")], expected_offset=1)])
+
+    assert (oxia_writes(storage), objects(storage, f"{storage.root}/")) == (writes, blobs)
+    assert_nothing_of(storage, new)
+
+
+def test_a_topic_cached_as_implicit_but_created_since_refuses_a_partition_past_its_count_for_the_whole_request(
+    storage: Storage, topic: str
+) -> None:
+    """As a process that never cached it does: nothing of the request is written."""
+    service = ProduceService(LogWriter(storage))
+    assert service.produce([ProduceEntry(topic, 0, [b"implicit"])])[0].ok  # caches the implicit record
+    topics(storage).create(topic, 2, config())  # another process adopts it: POST /topics
+    other = f"{topic}-other"
+    writes = oxia_writes(storage)
+
+    for producer in (service, ProduceService(LogWriter(storage))):
+        with pytest.raises(InvalidPartition, match="has 2 partitions"):
+            producer.produce([ProduceEntry(other, 0, [b"x"]), ProduceEntry(topic, 5, [b"y"])])
+
+    assert oxia_writes(storage) == writes
+    assert_nothing_of(storage, other)
 
 
 def test_a_grow_elsewhere_is_seen_before_a_new_partition_is_refused(storage: Storage, topic: str) -> None:
