@@ -187,3 +187,22 @@ def test_a_commit_refused_for_a_deleted_topic_drops_its_partitions_and_the_consu
         assert consumer.poll(0.2) == []
         assert consumer.assignment == []
     assert any("'gone'" in m and "gone/0" in m for m in caplog.messages), caplog.messages
+
+
+def test_a_consume_refused_for_a_deleted_topic_drops_its_partitions_instead_of_failing_the_poll(
+    server: LlogServer, storage: Storage
+) -> None:
+    topics = TopicRegistry(storage.oxia, root=storage.root)
+    for name in ("gone", "kept"):
+        topics.create(name, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    produce(server, "gone", {0: ["g1"]})
+    produce(server, "kept", {0: ["k1"]})
+
+    with Consumer(server.url, "audit", ["gone", "kept"], enable_auto_commit=False) as consumer:
+        assert sorted(r.value for r in poll_for(consumer, 2, 5.0)) == [b"g1", b"k1"]
+        topics.delete("gone")  # beside the server: the consumer learns it from its next consume
+
+        assert consumer.poll(0.2) == []
+        assert consumer.assignment == [("kept", 0)]
+        produce(server, "kept", {0: ["k2"]})
+        assert [r.value for r in poll_for(consumer, 1, 5.0)] == [b"k2"]
