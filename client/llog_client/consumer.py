@@ -133,8 +133,11 @@ class Consumer:
         if self._closed.is_set():
             raise RuntimeError("the consumer is closed")
         deadline = time.monotonic() + timeout
-        again = self._join_again_at is not None and time.monotonic() >= self._join_again_at
-        if self._membership.member_id is None or self._membership.rejoin.is_set() or again:
+        if self._join_again_at is not None:  # no subscribed topic existed at the last join
+            due = time.monotonic() >= self._join_again_at
+        else:
+            due = self._membership.member_id is None or self._membership.rejoin.is_set()
+        if due:
             self._join()
         if self.enable_auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval_s:
             self._commit_quietly()
