@@ -18,6 +18,12 @@ once more. Offsets are committed after the records were returned, so a record is
 once; exactly once when the application commits after processing (``enable_auto_commit=False``,
 ``commit()`` after each batch) and nothing else fails. Progress on a partition that was reassigned
 before it was committed is read again by its next owner (commits of a stale generation are refused).
+
+A commit or consume refused because a topic does not exist (``UnknownTopic``: deleted) revokes that
+topic's partitions (``on_revoke``), commits the others' positions and rejoins, as a Kafka consumer
+does on UNKNOWN_TOPIC_OR_PARTITION; a join refused for a subscribed topic that does not exist is sent
+again without it, and with none left ``poll`` returns nothing and joins again after a heartbeat
+interval (docs/GROUPS.md, "Limits and known gaps").
 """
 
 from __future__ import annotations
@@ -107,6 +113,7 @@ class Consumer:
         self._committed: dict[TopicPartition, int] = {}
         self._next_window = 0
         self._last_commit = time.monotonic()
+        self._join_again_at: float | None = None  # every subscribed topic was gone at the last join: try again then
         self._closed = threading.Event()
         self._heartbeat: threading.Thread | None = None
 
@@ -126,7 +133,11 @@ class Consumer:
         if self._closed.is_set():
             raise RuntimeError("the consumer is closed")
         deadline = time.monotonic() + timeout
-        if self._membership.member_id is None or self._membership.rejoin.is_set():
+        if self._join_again_at is not None:  # no subscribed topic existed at the last join
+            due = time.monotonic() >= self._join_again_at
+        else:
+            due = self._membership.member_id is None or self._membership.rejoin.is_set()
+        if due:
             self._join()
         if self.enable_auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval_s:
             self._commit_quietly()
@@ -172,6 +183,12 @@ class Consumer:
         except GroupMembershipError:
             self._membership.rejoin.set()
             raise
+        except NotFoundError as exc:
+            if exc.error_type != "UnknownTopic" or exc.topic not in {topic for topic, _ in committing}:
+                raise
+            self._topic_gone(exc.topic, exc)
+            self._commit_positions()  # the other topics' positions, without it
+            return
         self._committed.update(committing)
 
     def seek(self, topic: str, partition: int, offset: int) -> None:
@@ -238,31 +255,36 @@ class Consumer:
         membership = self._membership
         if self.enable_auto_commit and membership.member_id is not None:
             self._commit_quietly()  # refused once the generation moved on; partitions kept are committed below
-        body: dict[str, Any] = {"topics": self.topics, "session_timeout_ms": self.session_timeout_ms}
-        if membership.member_id is not None:
-            body["member_id"] = membership.member_id
         membership.rejoin.clear()
-        try:
-            _, answer = self.transport.request("POST", path("groups", self.group, "join"), body)
-        except GroupMembershipError:
-            body.pop("member_id", None)  # our lease expired: join as a new member
-            _, answer = self.transport.request("POST", path("groups", self.group, "join"), body)
+        topics = list(self.topics)
+        while True:
+            try:
+                answer = self._join_request(topics)
+                break
+            except NotFoundError as exc:
+                # A subscribed topic that does not exist (deleted): join without it, as a Kafka consumer's
+                # subscription leaves out a topic its metadata does not know; the next join asks for it again.
+                if exc.error_type != "UnknownTopic" or exc.topic not in topics:
+                    raise
+                logger.warning("group %s: subscribed topic %r does not exist (%s); joining without it",
+                               self.group, exc.topic, exc)  # fmt: skip
+                topics.remove(exc.topic)
+                if not topics:  # nothing to read: no partition, and another try after a heartbeat interval
+                    self._revoke(self._assignment)
+                    self._join_again_at = time.monotonic() + membership.heartbeat_interval_s
+                    return
+        self._join_again_at = None
         assigned = sorted(
             (str(entry["topic"]), int(partition))
             for entry in answer["assignments"]
             for partition in entry["partitions"]
         )
-        revoked = [tp for tp in self._assignment if tp not in assigned]
         gained = [tp for tp in assigned if tp not in self._positions]
         with self._lock:
             membership.member_id = str(answer["member_id"])
             membership.generation = int(answer["generation"])
             membership.heartbeat_interval_s = max(0.1, int(answer.get("heartbeat_interval_ms", 3000)) / 1000)
-        if revoked and self.on_revoke is not None:
-            self.on_revoke(revoked)
-        for tp in revoked:
-            self._positions.pop(tp, None)
-            self._committed.pop(tp, None)
+        self._revoke([tp for tp in self._assignment if tp not in assigned])
         self._assignment = assigned
         self._positions.update(self._start_offsets(gained))
         if self.enable_auto_commit:
@@ -272,6 +294,37 @@ class Consumer:
         if self._heartbeat is None:
             self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="llog-consumer-heartbeat", daemon=True)
             self._heartbeat.start()
+
+    def _join_request(self, topics: list[str]) -> dict[str, Any]:
+        """``POST .../join`` for ``topics``, as this member (as a new one once its lease has expired)."""
+        body: dict[str, Any] = {"topics": topics, "session_timeout_ms": self.session_timeout_ms}
+        if self._membership.member_id is not None:
+            body["member_id"] = self._membership.member_id
+        try:
+            _, answer = self.transport.request("POST", path("groups", self.group, "join"), body)
+        except GroupMembershipError:
+            body.pop("member_id", None)  # our lease expired: join as a new member
+            _, answer = self.transport.request("POST", path("groups", self.group, "join"), body)
+        return dict(answer)
+
+    def _revoke(self, partitions: list[TopicPartition]) -> None:
+        """Stop reading ``partitions``: ``on_revoke``, then their positions are forgotten."""
+        partitions = list(partitions)
+        if partitions and self.on_revoke is not None:
+            self.on_revoke(partitions)
+        for tp in partitions:
+            self._positions.pop(tp, None)
+            self._committed.pop(tp, None)
+        self._assignment = [tp for tp in self._assignment if tp not in partitions]
+
+    def _topic_gone(self, topic: str, error: LlogClientError) -> None:
+        """The server says ``topic`` does not exist (Kafka's UNKNOWN_TOPIC_OR_PARTITION): revoke its partitions
+        now, and rejoin at the next poll to refresh the assignment."""
+        gone = [tp for tp in self._assignment if tp[0] == topic]
+        logger.warning("group %s: topic %r does not exist any more (%s); revoking %s and rejoining", self.group,
+                       topic, error, ", ".join(f"{t}/{p}" for t, p in gone) or "nothing")  # fmt: skip
+        self._revoke(gone)
+        self._membership.rejoin.set()
 
     def _heartbeat_loop(self) -> None:
         while not self._closed.wait(self._membership.heartbeat_interval_s):
@@ -358,6 +411,11 @@ class Consumer:
             _, answer = self.transport.request(
                 "POST", "/consume", body, read_timeout_s=self.transport.read_timeout_s + wait_ms / 1000
             )
+        except NotFoundError as exc:  # the whole request names a deleted topic
+            if exc.error_type != "UnknownTopic" or exc.topic not in {topic for topic, _ in window}:
+                raise
+            self._topic_gone(exc.topic, exc)
+            return []
         except LlogClientError as exc:
             if not exc.retriable:
                 raise

@@ -19,12 +19,19 @@ class LlogClientError(Exception):
     retriable = False
 
     def __init__(
-        self, message: str, *, error_type: str | None = None, retriable: bool | None = None, status: int | None = None
+        self,
+        message: str,
+        *,
+        error_type: str | None = None,
+        retriable: bool | None = None,
+        status: int | None = None,
+        topic: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.error_type = error_type or type(self).__name__
         self.status = status
+        self.topic = topic  # the topic the answer names, if any (``UnknownTopic``; a failed produce result)
         if retriable is not None:
             self.retriable = retriable
 
@@ -41,7 +48,7 @@ class AccessDeniedError(LlogClientError):
 
 
 class NotFoundError(LlogClientError):
-    """404: ``UnknownTopic``, ``UnknownGroup``, ``PartitionNotInitialized`` or an unknown path."""
+    """404: ``UnknownTopic`` (``topic`` names it), ``UnknownGroup``, ``PartitionNotInitialized`` or an unknown path."""
 
 
 class TopicConflictError(LlogClientError):
@@ -123,6 +130,8 @@ def error_from(document: Mapping[str, Any], status: int | None = None) -> LlogCl
     retriable = bool(document.get("retriable", status in (502, 503, 504)))
     message = str(document.get("error") or f"HTTP status {status}")
     family = _family(error_type, status, retriable)
+    topic = document.get("topic")
+    topic = topic if isinstance(topic, str) else None
     if family is OffsetMismatchError:
         next_offset = document.get("next_offset")
         return OffsetMismatchError(
@@ -131,5 +140,6 @@ def error_from(document: Mapping[str, Any], status: int | None = None) -> LlogCl
             error_type=error_type,
             retriable=retriable,
             status=status,
+            topic=topic,
         )
-    return family(message, error_type=error_type, retriable=retriable, status=status)
+    return family(message, error_type=error_type, retriable=retriable, status=status, topic=topic)

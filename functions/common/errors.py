@@ -18,7 +18,9 @@
 | anything else (``ConfigurationError``, ``CorruptData``, ``BlobNotFound``, a bug) | 500 |
 
 Bodies are ``{"error", "error_type", "retriable"}`` (``http_contract.error_body``
-plus whether retrying may help), all built by ``client_error``. Unexpected
+plus whether retrying may help), all built by ``client_error``; an
+``UnknownTopic`` also names its ``topic`` (a consumer drops that topic's
+partitions). Unexpected
 exceptions answer ``InternalError`` without their message, which the
 function's log keeps.
 
@@ -89,6 +91,8 @@ def client_error(message: str, error_type: str, *, retriable: bool = False) -> d
 
 
 def error_document(error: BaseException, request_id: str | None = None) -> dict[str, Any]:
+    if isinstance(error, UnknownTopic):
+        return {**client_error(str(error), error.error_type, retriable=error.retriable), "topic": error.topic}
     if isinstance(error, LlogError):
         return client_error(str(error), error.error_type, retriable=error.retriable)
     where = f" (request {request_id})" if request_id else ""

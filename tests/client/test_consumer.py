@@ -151,3 +151,58 @@ def test_a_topic_deleted_and_created_again_is_read_from_its_start_not_at_the_old
 
     assert [(r.offset, r.value) for r in records] == [(i, f"new-{i}".encode()) for i in range(1, 6)]
     assert any("earlier topic" in m and "orders/0" in m for m in caplog.messages), caplog.messages
+
+
+def test_a_commit_refused_for_a_deleted_topic_drops_its_partitions_and_the_consumer_goes_on(
+    server: LlogServer, storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As a Kafka consumer on UNKNOWN_TOPIC_OR_PARTITION: the gone topic's partitions are revoked, the others'
+    positions are committed, and the poll loop keeps reading them; once every subscribed topic is gone, poll
+    returns nothing instead of failing."""
+    topics = TopicRegistry(storage.oxia, root=storage.root)
+    for name in ("gone", "kept"):
+        topics.create(name, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    produce(server, "gone", {0: ["g1"]})
+    produce(server, "kept", {0: ["k1"]})
+    revoked: list[tuple[str, int]] = []
+
+    with (
+        caplog.at_level(logging.WARNING, logger="llog_client.consumer"),
+        Consumer(server.url, "audit", ["gone", "kept"], enable_auto_commit=False, on_revoke=revoked.extend) as consumer,
+    ):
+        assert sorted(r.value for r in poll_for(consumer, 2, 5.0)) == [b"g1", b"k1"]
+        topics.delete("gone")  # beside the server: the consumer learns it from its commit
+
+        consumer.commit()
+
+        assert (consumer.assignment, revoked) == ([("kept", 0)], [("gone", 0)])
+        produce(server, "kept", {0: ["k2"]})
+        assert [r.value for r in poll_for(consumer, 1, 5.0)] == [b"k2"]  # rejoined without it, reading on
+        assert consumer.assignment == [("kept", 0)]
+        committed = GroupCoordinator(storage.oxia, root=storage.root).describe("audit").offsets
+        assert committed == {"kept": {0: 2}}
+
+        topics.delete("kept")
+        consumer.commit()  # nothing left to commit, and nothing to read
+        assert consumer.poll(0.2) == []
+        assert consumer.assignment == []
+    assert any("'gone'" in m and "gone/0" in m for m in caplog.messages), caplog.messages
+
+
+def test_a_consume_refused_for_a_deleted_topic_drops_its_partitions_instead_of_failing_the_poll(
+    server: LlogServer, storage: Storage
+) -> None:
+    topics = TopicRegistry(storage.oxia, root=storage.root)
+    for name in ("gone", "kept"):
+        topics.create(name, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    produce(server, "gone", {0: ["g1"]})
+    produce(server, "kept", {0: ["k1"]})
+
+    with Consumer(server.url, "audit", ["gone", "kept"], enable_auto_commit=False) as consumer:
+        assert sorted(r.value for r in poll_for(consumer, 2, 5.0)) == [b"g1", b"k1"]
+        topics.delete("gone")  # beside the server: the consumer learns it from its next consume
+
+        assert consumer.poll(0.2) == []
+        assert consumer.assignment == [("kept", 0)]
+        produce(server, "kept", {0: ["k2"]})
+        assert [r.value for r in poll_for(consumer, 1, 5.0)] == [b"k2"]

@@ -304,6 +304,11 @@ def test_a_group_joins_commits_and_reports_its_lag(oxia_env: Env):
         ("group_commit", {"member_id": "m", "generation": 1, "offsets": []}, "billing", 400, "InvalidRequest"),
         (
             "group_commit",
+            {"member_id": "m", "generation": 1, "offsets": [{"topic": "no-such-topic", "partition": 0, "offset": 1}]},
+            "billing", 404, "UnknownTopic",
+        ),
+        (
+            "group_commit",
             {"member_id": "m", "generation": 1, "offsets": [{"topic": "orders", "partition": 0, "offset": -1}]},
             "billing", 400, "InvalidArgument",
         ),
@@ -315,6 +320,8 @@ def test_group_requests_that_are_refused_write_nothing(oxia_env: Env, name, body
     answer = invoke("consume", group_event(name, body, group=group))
 
     assert (answer.status, answer.body["error_type"]) == (status, error_type), answer.body
+    if error_type == "UnknownTopic":  # the answer names the topic, so that a consumer can drop its partitions
+        assert answer.body["topic"] == "no-such-topic"
     assert invoke("consume", group_event("group_list")).body == {"groups": []}
 
 

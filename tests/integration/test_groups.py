@@ -273,6 +273,38 @@ def test_offsets_committed_for_a_deleted_topic_are_reported_as_such_and_not_appl
     assert (lag["committed"], lag["committed_for_earlier_topic"], lag["lag"]) == (2, None, 4)
 
 
+def test_a_commit_for_a_topic_that_is_gone_is_refused_so_its_successor_inherits_nothing(
+    groups: GroupCoordinator, storage: Storage, topic: str, group: str, root: str
+) -> None:
+    """A slow member commits what it read of a topic after the topic's delete, and after its reclaim (no record
+    left): both are refused, nothing is written, and the topic created again under the name starts with no
+    commit. A topic with registered partitions and no record (from before topic records) still commits."""
+    registry = TopicRegistry(storage.oxia, root=root)
+    registry.create(topic, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    LogWriter(storage).append(topic, 0, [b"a", b"b", b"c"])
+    legacy = partitions_of(LogWriter(storage), f"{topic}-legacy", 1)
+    a = groups.join(group, [topic, legacy])
+    registry.delete(topic)
+    with pytest.raises(UnknownTopic, match="was deleted") as deleted:
+        groups.commit(group, a.member_id, a.generation, [OffsetCommit(topic, 0, 4), OffsetCommit(legacy, 0, 1)])
+    assert deleted.value.topic == topic
+    deleted_record = registry.get(topic)
+    assert deleted_record is not None
+    assert reclaim_topic(storage, deleted_record).finished
+    with pytest.raises(UnknownTopic, match="does not exist") as reclaimed:
+        groups.commit(group, a.member_id, a.generation, [OffsetCommit(topic, 0, 4)])
+    assert reclaimed.value.topic == topic
+    assert groups.describe(group).offsets == {}  # nothing of either commit
+    groups.commit(group, a.member_id, a.generation, [OffsetCommit(legacy, 0, 1)])
+
+    registry.create(topic, 1, TopicConfig(AppendProtocol.SEQUENTIAL))  # the same name, a new topic
+    LogWriter(storage).append(topic, 0, [b"n1", b"n2", b"n3", b"n4", b"n5"])
+    lags = GroupService(groups, LogCatalog(storage.oxia, root=root)).describe(group)["offsets"]
+    assert {(x["topic"], x["committed"], x["committed_for_earlier_topic"]) for x in lags} == {
+        (topic, None, None), (legacy, 1, None)
+    }  # fmt: skip
+
+
 def test_concurrent_commits_and_heartbeats_keep_the_record_consistent(
     groups: GroupCoordinator, writer: LogWriter, topic: str, group: str, root: str, oxia_store: OxiaStore
 ) -> None:

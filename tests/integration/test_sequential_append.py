@@ -515,10 +515,12 @@ def test_a_fence_whose_generation_a_roll_sealed_fences_the_generation_the_roll_o
     fence = SequentialAppender.fence
     rolled: list[ControlRecord] = []
 
-    def roll_first(self: SequentialAppender, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
+    def roll_first(
+        self: SequentialAppender, meta: PartitionMetadata, current: VersionedControl, **options: bool
+    ) -> ControlRecord:
         if self is fencer._sequential and not rolled:
             rolled.append(roller._sequential.roll(meta, meta.control()))
-        return fence(self, meta, current)
+        return fence(self, meta, current, **options)
 
     monkeypatch.setattr(SequentialAppender, "fence", roll_first)
     fenced = fencer.fence(topic, 0)

@@ -18,6 +18,7 @@ from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import GcConfig, WriterConfig
 from llog.errors import (
+    ConditionalAppendUnsupported,
     InvalidArgument,
     InvalidPartition,
     InvalidPartitionCount,
@@ -29,10 +30,14 @@ from llog.errors import (
     UnknownTopic,
 )
 from llog.format.codec import Record
-from llog.format.documents import AppendProtocol
+from llog.format.documents import AppendProtocol, LogState
 from llog.format.keys import PartitionKeys, RegistryKeys, shared_wal_prefix
+from llog.protocol import fence
+from llog.protocol import topics as topics_module
+from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor
+from llog.protocol.faults import WRITER_AFTER_FENCE_MARKER
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.topics import (
@@ -263,6 +268,49 @@ def test_a_partition_past_the_count_is_refused_and_nothing_is_written(storage: S
     assert LogReader(storage).high_watermark(topic, 0) == 0
     with pytest.raises(PartitionNotInitialized):
         LogReader(storage).high_watermark(topic, 2)
+
+
+def oxia_writes(storage: Storage) -> int:
+    """Every Oxia write call so far (puts and deletes, whatever their outcome)."""
+    return sum(s.calls for op, s in storage.oxia.counters.snapshot().items() if op.startswith(("put", "delete")))
+
+
+def assert_nothing_of(storage: Storage, topic: str) -> None:
+    assert topics(storage).get(topic) is None
+    assert topics(storage).registry.partitions(topic) == {}
+
+
+def test_a_request_refused_for_a_conditional_batch_writes_nothing(storage: Storage, topic: str) -> None:
+    topics(storage).create(topic, 1, config(SEQUENTIAL))
+    service = ProduceService(LogWriter(storage))
+    new = f"{topic}-new"
+    writes, blobs = oxia_writes(storage), objects(storage, f"{storage.root}/")
+
+    with pytest.raises(ConditionalAppendUnsupported):  # a sequential partition cannot check expected_offset
+        service.produce([ProduceEntry(new, 3, [b"x"]), SharedAppendGroup(topic, 0, [Record(b"y")], expected_offset=1)])
+    with pytest.raises(ConditionalAppendUnsupported):  # nor can the sequential partition produce would create
+        service.produce([SharedAppendGroup(new, 0, [Record(b"z")], expected_offset=1)])
+
+    assert (oxia_writes(storage), objects(storage, f"{storage.root}/")) == (writes, blobs)
+    assert_nothing_of(storage, new)
+
+
+def test_a_topic_cached_as_implicit_but_created_since_refuses_a_partition_past_its_count_for_the_whole_request(
+    storage: Storage, topic: str
+) -> None:
+    """As a process that never cached it does: nothing of the request is written."""
+    service = ProduceService(LogWriter(storage))
+    assert service.produce([ProduceEntry(topic, 0, [b"implicit"])])[0].ok  # caches the implicit record
+    topics(storage).create(topic, 2, config())  # another process adopts it: POST /topics
+    other = f"{topic}-other"
+    writes = oxia_writes(storage)
+
+    for producer in (service, ProduceService(LogWriter(storage))):
+        with pytest.raises(InvalidPartition, match="has 2 partitions"):
+            producer.produce([ProduceEntry(other, 0, [b"x"]), ProduceEntry(topic, 5, [b"y"])])
+
+    assert oxia_writes(storage) == writes
+    assert_nothing_of(storage, other)
 
 
 def test_a_grow_elsewhere_is_seen_before_a_new_partition_is_refused(storage: Storage, topic: str) -> None:
@@ -735,3 +783,95 @@ def test_a_deleted_topics_partitions_cannot_be_unfenced(storage: Storage, topic:
     with pytest.raises(UnknownTopic):
         admin.unfence(topic, 0)
     assert LogReader(storage).partition_info(topic, 0).control.log_state.value == "FENCED"
+
+
+@pytest.mark.parametrize("protocol", [AppendProtocol.CAS, SEQUENTIAL])
+def test_an_unfence_that_checked_the_topic_before_a_delete_cannot_reopen_it(
+    storage: Storage, topic: str, protocol: AppendProtocol, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    admin = AdminService(storage.oxia, root=storage.root, writer=LogWriter(storage))
+    admin.create_topic(topic, 1, {"append_protocol": protocol.value})
+    producer = ProduceService(LogWriter(storage))  # another process, caching the active record
+    assert producer.produce([ProduceEntry(topic, 0, [b"before"])])[0].ok
+    read_record = admin.topic_records.get
+
+    def read_then_delete(name: str) -> TopicRecord | None:
+        record = read_record(name)  # the unfence's check: active
+        topics(storage).delete(name)  # another process's DELETE runs and returns before the unfence writes
+        return record
+
+    monkeypatch.setattr(admin.topic_records, "get", read_then_delete)
+    with pytest.raises(UnknownTopic, match="was deleted"):
+        admin.unfence(topic, 0)
+    monkeypatch.undo()
+
+    assert LogReader(storage).partition_info(topic, 0).control.log_state is LogState.FENCED
+    with pytest.raises(UnknownTopic):
+        producer.produce([ProduceEntry(topic, 0, [b"after the delete"])])
+    with pytest.raises(LogFenced):
+        LogWriter(storage).append(topic, 0, [b"after the delete"])
+    assert values(LogReader(storage), topic, 0) == [b"before"]
+
+
+@pytest.mark.parametrize("protocol", [AppendProtocol.CAS, SEQUENTIAL])
+def test_no_unfence_reopens_a_deleted_topics_partition_and_rewrites_of_its_control_keep_that(
+    storage: Storage, topic: str, protocol: AppendProtocol
+) -> None:
+    topics(storage).create(topic, 1, config(protocol))
+    writer = LogWriter(storage)
+    writer.append(topic, 0, [b"a"])
+    topics(storage).delete(topic)
+    meta = PartitionMetadata(storage.oxia, PartitionKeys(topic, 0, storage.root))
+    sequential = SequentialAppender(WriterConfig(), fault=lambda point: None)
+
+    with pytest.raises(UnknownTopic):
+        writer.unfence(topic, 0)  # a direct one, no topic record read
+    # A takeover's voiding (CAS onto itself, or a roll) and the migration rewrite meta/control: the mark stays.
+    fence.void_late_commits(meta, config=WriterConfig(), sequential=sequential)
+    writer.migrate_to_sequential(topic, 0)
+    fence.void_late_commits(meta, config=WriterConfig(), sequential=sequential)
+
+    control = meta.control().record
+    assert (control.log_state, control.topic_deleted, control.sequential) == (LogState.FENCED, True, True)
+    with pytest.raises(UnknownTopic):
+        writer.unfence(topic, 0)
+    with pytest.raises(LogFenced):
+        writer.append(topic, 0, [b"b"])
+
+
+@pytest.mark.parametrize("finisher", ["unfence", "append"])
+def test_a_deletes_fence_holds_when_another_party_finishes_its_seal_first(
+    storage: Storage, topic: str, finisher: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delete's fence marker is in, its seal not yet: an unfence finishes the seal and opens a new generation,
+    or a writer that landed past the marker finishes it; either way the delete leaves the partition fenced for
+    good."""
+    topics(storage).create(topic, 1, config(SEQUENTIAL))
+    writer = LogWriter(storage)
+    writer.append(topic, 0, [b"a"])  # the writer caches the open generation
+    met: list[object] = []
+
+    def after_marker(point: str) -> None:
+        if point != WRITER_AFTER_FENCE_MARKER or met:
+            return
+        if finisher == "unfence":
+            met.append(writer.unfence(topic, 0).log_state)
+        else:
+            with pytest.raises(LogFenced):
+                writer.append(topic, 0, [b"past the marker"])
+            met.append(LogState.FENCED)
+
+    def appender(config: WriterConfig, fault: Callable[[str], None], clock: Callable[[], float]) -> SequentialAppender:
+        return SequentialAppender(config, fault=after_marker, clock=clock)
+
+    monkeypatch.setattr(topics_module, "SequentialAppender", appender)
+    topics(storage).delete(topic)
+    monkeypatch.undo()
+
+    assert met == [LogState.OPEN if finisher == "unfence" else LogState.FENCED]
+    assert LogReader(storage).partition_info(topic, 0).control.log_state is LogState.FENCED
+    with pytest.raises(UnknownTopic):
+        writer.unfence(topic, 0)
+    with pytest.raises(LogFenced):
+        writer.append(topic, 0, [b"after the delete"])
+    assert values(LogReader(storage), topic, 0) == [b"a"]

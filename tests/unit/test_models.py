@@ -115,6 +115,18 @@ def test_control_field_names():
     assert set(doc["pending"]) == PENDING_FIELDS
 
 
+def test_control_marks_a_deleted_topics_partition_only_when_set_and_reads_older_records_as_not_deleted():
+    marked = ControlRecord(LogState.FENCED, 5, topic_deleted=True)
+    assert doc_of(marked.encode())["topic_deleted"] is True
+    assert ControlRecord.decode(marked.encode()) == marked
+    assert "topic_deleted" not in doc_of(ControlRecord(LogState.FENCED, 5).encode())  # as written before the mark
+    assert ControlRecord.decode(b'{"log_state":"FENCED","sequence_counter":5,"pending":null}').topic_deleted is False
+    with pytest.raises(CorruptMetadata, match="deleted topic is OPEN"):
+        ControlRecord.decode(b'{"log_state":"OPEN","sequence_counter":5,"pending":null,"topic_deleted":true}')
+    with pytest.raises(CorruptMetadata, match="topic_deleted must be"):
+        ControlRecord.decode(b'{"log_state":"FENCED","sequence_counter":5,"pending":null,"topic_deleted":1}')
+
+
 def test_pending_without_byte_range_keeps_null_fields():
     pending = PendingAppend("x", 1, 1, 1, COMPACTED_REF, NOW)
     assert set(pending.to_json()) == PENDING_FIELDS

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from llog.config import WriterConfig
 from llog.errors import ConditionalAppendUnsupported, InvalidArgument, LlogError, PartitionNotInitialized
 from llog.format.codec import Record, check_records, encode_batch
-from llog.format.documents import ControlRecord, DataRef, LogState, ProducerTag, TimeSpan
+from llog.format.documents import AppendProtocol, ControlRecord, DataRef, LogState, ProducerTag, TimeSpan
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, partition_keys, shared_wal_object_key
 from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
 from llog.protocol import append_cas, fence
@@ -183,7 +183,7 @@ class LogWriter:
         )
 
     def unfence(self, topic: str, partition: int) -> ControlRecord:
-        """Reopen a fenced partition for appends."""
+        """Reopen a fenced partition for appends (``UnknownTopic`` for a partition of a deleted topic)."""
         meta = self._metadata(topic, partition)
         return fence.set_state(
             meta, LogState.OPEN, config=self.config, sequential=self._sequential, fault_hook=self._fault_hook
@@ -284,12 +284,18 @@ class LogWriter:
                     log.exception("commit listener failed for %s/%s", s.topic, s.partition)
         return results
 
-    def conditional_refusals(self, groups: Sequence[SharedAppendGroup]) -> dict[int, LlogError]:
+    def conditional_refusals(
+        self,
+        groups: Sequence[SharedAppendGroup],
+        protocol_if_new: Callable[[SharedAppendGroup], AppendProtocol] | None = None,
+    ) -> dict[int, LlogError]:
         """The groups whose ``expected_offset`` cannot be checked, by index, before anything is written.
 
         A sequential partition cannot check it atomically (``ConditionalAppendUnsupported``); a
         partition whose control record cannot be read fails with that error. One read per
         conditional group of a partition not known to be sequential; nothing for other groups.
+        A partition not initialized yet is judged by ``protocol_if_new`` (the protocol the caller
+        would create it with), else left to its commit, which reports it not initialized.
         """
         refused: dict[int, LlogError] = {}
         for i, group in enumerate(groups):
@@ -299,7 +305,9 @@ class LogWriter:
             try:
                 sequential = self._sequential.knows(meta.keys) or meta.control().record.sequential
             except PartitionNotInitialized:
-                continue  # its commit reports that, for this group alone
+                if protocol_if_new is None:
+                    continue  # its commit reports that, for this group alone
+                sequential = protocol_if_new(group) is AppendProtocol.SEQUENTIAL
             except LlogError as exc:
                 refused[i] = exc
                 continue

@@ -383,6 +383,10 @@ class ControlRecord:
     offset as of the last write of the record (initialisation, migration,
     fence, unfence): a lower bound. ``llog.protocol.index.PartitionIndex`` gives the
     live high watermark of either kind.
+
+    ``topic_deleted``: the partition's topic was deleted; set with ``FENCED`` by the delete's fence
+    (``TopicRegistry.delete``), never cleared, and an unfence refuses the partition (``UnknownTopic``).
+    Absent in records written before it (and in every other record): not deleted.
     """
 
     log_state: LogState = LogState.OPEN
@@ -392,6 +396,7 @@ class ControlRecord:
     log_start_offset: int = INITIAL_OFFSET
     protocol: AppendProtocol = AppendProtocol.CAS
     generations: tuple[Generation, ...] = ()
+    topic_deleted: bool = False
 
     @property
     def high_watermark(self) -> int:
@@ -420,6 +425,8 @@ class ControlRecord:
         if self.protocol is not AppendProtocol.CAS:
             doc["append_protocol"] = self.protocol.value
             doc["generations"] = [g.to_json() for g in self.generations]
+        if self.topic_deleted:
+            doc["topic_deleted"] = True
         return _dump(doc)
 
     @classmethod
@@ -451,7 +458,12 @@ class ControlRecord:
                 raise CorruptMetadata(f"{what} log_start_offset {log_start} is below {INITIAL_OFFSET}")
         elif not INITIAL_OFFSET <= log_start <= counter:
             raise CorruptMetadata(f"{what} log_start_offset {log_start} is outside [1, {counter}]")
-        return cls(state, counter, pending, log_start, protocol, generations)
+        topic_deleted = doc.get("topic_deleted", False)
+        if not isinstance(topic_deleted, bool):
+            raise CorruptMetadata(f"{what} topic_deleted must be true or false, not {topic_deleted!r}")
+        if topic_deleted and state is not LogState.FENCED:
+            raise CorruptMetadata(f"{what}: the partition of a deleted topic is {state.value}, not FENCED")
+        return cls(state, counter, pending, log_start, protocol, generations, topic_deleted)
 
     def with_changes(self, **changes: Any) -> ControlRecord:
         return replace(self, **changes)

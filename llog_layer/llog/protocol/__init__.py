@@ -113,9 +113,12 @@ Each action, where it is specified and what it does:
 * A9 fence (docs/PROTOCOL.md, "Fence and unfence"; docs/SEQUENTIAL_APPEND.md,
   "5. Fence and unfence"): CAS partition: finish a pending append, then CAS
   ``log_state = FENCED``. Sequential: put a fence marker, then seal the
-  generation in ``meta/control``.
+  generation in ``meta/control``. A topic's delete also marks the record
+  ``topic_deleted`` (same CAS or seal) until the record in force has both.
 * A10 unfence (the same sections): CAS ``log_state = OPEN``; a sequential
-  partition gets a new generation starting where the sealed one ended.
+  partition gets a new generation starting where the sealed one ended. A
+  record marked ``topic_deleted`` is refused (``UnknownTopic``), checked on
+  every read of it.
 * A11 migrate (docs/SEQUENTIAL_APPEND.md, "9. Migration from the CAS
   protocol"): finish a pending append, then CAS ``meta/control`` to the
   sequential protocol; the CAS index becomes generation 0. One way.
@@ -252,7 +255,10 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
 * I12 After a topic's delete returns, no append to it succeeds: every
   partition is fenced first, and a partition is in its topic's record before
   it is initialized (explicit: below the count; implicit: added by
-  compare-and-set), so a delete fences it or the addition is refused.
+  compare-and-set), so a delete fences it or the addition is refused. The
+  delete's fence marks each partition's ``meta/control`` as a deleted
+  topic's, which no unfence reopens (one that raced the delete is fenced
+  again by it, or refused).
 * I13 Reclaim touches only the deleted topic's own keys and objects (one run at
   a time per topic, by its claim on the deleted record, so never a re-created
   topic of the same name), and

@@ -46,6 +46,7 @@ from llog.errors import (
     LlogError,
     LogFenced,
     StorageUnavailable,
+    UnknownTopic,
     VersionConflict,
 )
 from llog.format.documents import (
@@ -133,6 +134,15 @@ def rolled_control(control: ControlRecord, end: int) -> ControlRecord:
     sealed = sealed_control(control, end)
     current = sealed.current_generation
     return reopened_control(replace(sealed, generations=(*sealed.generations[:-1], replace(current, rolled=True))))
+
+
+def refuse_deleted(meta: PartitionMetadata, control: ControlRecord) -> None:
+    """``UnknownTopic`` if ``control`` marks the partition as its deleted topic's (either protocol): an unfence
+    never reopens it."""
+    if control.topic_deleted:
+        raise UnknownTopic(
+            meta.keys.topic, f"topic {meta.keys.topic!r} was deleted: its partition {meta.keys.partition} stays fenced"
+        )
 
 
 def generation_numbered(control: ControlRecord, number: int) -> Generation:
@@ -357,7 +367,9 @@ class SequentialAppender:
 
     # --- fence and unfence --------------------------------------------------------
 
-    def fence(self, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
+    def fence(
+        self, meta: PartitionMetadata, current: VersionedControl, *, topic_deleted: bool = False
+    ) -> ControlRecord:
         """Put a fence marker into the open generation (unless one is there), then seal it in ``meta/control``.
 
         Idempotent, and safe to run concurrently or to resume after a crash:
@@ -373,8 +385,14 @@ class SequentialAppender:
         *finish* a fence they met: moving on to the new generation would fence
         a log that was just unfenced. A generation a roll sealed was never
         fenced: the fence goes on with the generation the roll opened.
+
+        ``topic_deleted`` (the fence of a topic's delete) also marks the record
+        as its deleted topic's, and goes on until the record in force is sealed
+        and marked: a generation an unfence opened meanwhile is fenced too (no
+        unfence of a deleted topic is wanted), and a generation sealed without
+        the mark gets it by compare-and-set.
         """
-        return self._seal(meta, current, roll=False)
+        return self._seal(meta, current, roll=False, topic_deleted=topic_deleted)
 
     def roll(self, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
         """Seal the open generation and open the next one at the same offset; the log stays OPEN.
@@ -402,18 +420,31 @@ class SequentialAppender:
         first = meta.sequence_ceiling(generation.number, SequenceSegment(meta, generation).last_valid_position() + 1)
         return first is not None and isinstance(first.value, FenceMarker) and first.value.roll
 
-    def _seal(self, meta: PartitionMetadata, current: VersionedControl, *, roll: bool) -> ControlRecord:
+    def _seal(
+        self, meta: PartitionMetadata, current: VersionedControl, *, roll: bool, topic_deleted: bool = False
+    ) -> ControlRecord:
         """``fence`` (``roll`` False) or ``roll``: a marker, then one compare-and-set of ``meta/control``."""
         sealing = current.record.current_generation.number
         backoff = self.config.cas_backoff()
         for _ in range(self.config.max_cas_attempts):
             record = current.record
             generation = record.current_generation
+            if topic_deleted and generation.end is not None and not record.topic_deleted:
+                try:  # sealed by another fence (or a writer finishing one): only the mark is missing
+                    meta.replace_control(replace(record, topic_deleted=True), current.version_id)
+                except VersionConflict:
+                    backoff.wait()
+                    current = meta.control()
+                    continue
+                self.forget(meta.keys)
+                return replace(record, topic_deleted=True)
             if generation.end is not None or generation.number != sealing:
-                if roll or generation.end is not None or not generation_numbered(record, sealing).rolled:
+                # Opened since by a roll (a fence goes on there) or, for a deleted topic's fence, by any unfence.
+                goes_on = topic_deleted or (not roll and generation_numbered(record, sealing).rolled)
+                if generation.end is not None or not goes_on:
                     self.forget(meta.keys)
                     return record
-                sealing = generation.number  # a roll sealed it and opened this one: the fence goes on here
+                sealing = generation.number
             tail = meta.sequence_tail(generation.number)
             if tail is None or not tail.void:
                 marker = FenceMarker(uuid.uuid4().hex, int(self._clock() * 1000), roll=roll)
@@ -432,6 +463,7 @@ class SequentialAppender:
                 roll = roll and self._first_marker_rolls(meta, generation)
             end = generation.base + last_valid
             sealed = rolled_control(record, end) if roll else sealed_control(record, end)
+            sealed = replace(sealed, topic_deleted=record.topic_deleted or topic_deleted)
             try:
                 meta.replace_control(sealed, current.version_id)
             except VersionConflict:
@@ -446,10 +478,14 @@ class SequentialAppender:
         )
 
     def unfence(self, meta: PartitionMetadata, current: VersionedControl) -> ControlRecord:
-        """Open a new generation after the sealed one. Idempotent; finishes a fence left half-done first."""
+        """Open a new generation after the sealed one. Idempotent; finishes a fence left half-done first.
+
+        ``UnknownTopic`` for a partition marked as its deleted topic's (``fence``'s ``topic_deleted``).
+        """
         backoff = self.config.cas_backoff()
         for _ in range(self.config.max_cas_attempts):
             record = current.record
+            refuse_deleted(meta, record)  # read again after every lost compare-and-set: a delete's fence wins
             generation = record.current_generation
             if generation.end is None:
                 tail = meta.sequence_tail(generation.number)
@@ -474,5 +510,9 @@ class SequentialAppender:
             f"{self.config.max_cas_attempts} compare-and-set conflicts"
         )
 
-    def set_state(self, meta: PartitionMetadata, state: LogState, current: VersionedControl) -> ControlRecord:
-        return self.fence(meta, current) if state is LogState.FENCED else self.unfence(meta, current)
+    def set_state(
+        self, meta: PartitionMetadata, state: LogState, current: VersionedControl, *, topic_deleted: bool = False
+    ) -> ControlRecord:
+        if state is LogState.FENCED:
+            return self.fence(meta, current, topic_deleted=topic_deleted)
+        return self.unfence(meta, current)

@@ -9,15 +9,23 @@ reservation landed before the fence stays readable), then compare-and-sets
 ``meta/control``. A sequential partition is fenced, unfenced and rolled by
 ``SequentialAppender``, which seals and opens generations. All four are
 idempotent.
+
+The fence of a topic's delete (``topic_deleted``) also marks ``meta/control``
+as its deleted topic's, in the same compare-and-set (or seal), and keeps at it
+until the record in force is fenced and marked: an unfence whose
+compare-and-set raced it either lost (and refuses the marked record it reads
+again, ``UnknownTopic``) or won and is fenced again. Nothing clears the mark:
+migration and voiding late commits rewrite the record with it, and neither
+unfences (docs/PROTOCOL.md, "Fence and unfence").
 """
 
 from __future__ import annotations
 
 from llog.config import WriterConfig
-from llog.errors import AppendConflict, VersionConflict
+from llog.errors import AppendConflict, InvalidArgument, VersionConflict
 from llog.format.documents import ControlRecord, LogState
 from llog.protocol import append_cas
-from llog.protocol.append_sequential import SequentialAppender, migrated_control
+from llog.protocol.append_sequential import SequentialAppender, migrated_control, refuse_deleted
 from llog.protocol.faults import FaultHook
 from llog.protocol.metadata import PartitionMetadata
 
@@ -29,22 +37,30 @@ def set_state(
     config: WriterConfig,
     sequential: SequentialAppender,
     fault_hook: FaultHook | None = None,
+    topic_deleted: bool = False,
 ) -> ControlRecord:
     """Bring ``meta/control`` to ``state`` by the partition's protocol; the record in force after.
 
-    ``FENCED`` stops appends (reads keep working); ``OPEN`` reopens a fenced partition.
+    ``FENCED`` stops appends (reads keep working); with ``topic_deleted`` (a topic's delete) it also marks
+    the partition as its deleted topic's. ``OPEN`` reopens a fenced partition; ``UnknownTopic`` for a
+    marked one.
     """
+    if topic_deleted and state is not LogState.FENCED:
+        raise InvalidArgument("only a fence marks a partition as its deleted topic's")
     backoff = config.cas_backoff()
     for _ in range(config.max_cas_attempts):
         current = meta.control()
+        if state is LogState.OPEN:
+            refuse_deleted(meta, current.record)
         if current.record.sequential:
-            return sequential.set_state(meta, state, current)
+            return sequential.set_state(meta, state, current, topic_deleted=topic_deleted)
         if current.record.pending is not None:
             append_cas.finish_pending(meta, current.record.pending, current, fault_hook)
             continue
-        if current.record.log_state is state:
+        marked = current.record.topic_deleted or topic_deleted
+        if current.record.log_state is state and marked == current.record.topic_deleted:
             return current.record
-        updated = current.record.with_changes(log_state=state)
+        updated = current.record.with_changes(log_state=state, topic_deleted=marked)
         try:
             meta.replace_control(updated, current.version_id)
         except VersionConflict:

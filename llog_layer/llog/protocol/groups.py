@@ -19,7 +19,8 @@ Actions (each at most one conditional put, or one conditional delete):
 | heartbeat | extends the lease; ``rejoin`` when the member's generation is older than the group's |
 | leave | removes the member, bumps the generation, reassigns (idempotent) |
 | commit | writes offsets if the member exists, names the current generation and owns every partition; else nothing |
-|  | (with each topic's identity, read before; a topic's offsets of an earlier topic of the name are dropped) |
+|  | (with each topic's identity, read before; a topic's offsets of an earlier topic of the name are dropped; |
+|  | a topic deleted, or with neither record nor registered partitions, is ``UnknownTopic``) |
 | expire_idle | deletes a group with no live member and no commit for ``expiry_ms`` |
 
 Every action first drops the members whose lease has expired, which bumps
@@ -45,7 +46,11 @@ Invariants:
 4. Committed offsets change only by commit, and disappear only with the
    whole group (idle expiry) or when a commit for a topic finds them
    committed for an earlier topic of that name (deleted, maybe created
-   again: each offset's topic identity is kept, ``offset_topics``). GC and
+   again: each offset's topic identity is kept, ``offset_topics``). A commit
+   for a topic that does not exist (deleted, or neither record nor
+   registered partitions) is refused, so no offset of a reclaimed topic is
+   stored without its identity. (The identity is the topic's at commit
+   time; docs/GROUPS.md names the window that leaves.) GC and
    retention never read the groups' folder (docs/GROUPS.md).
 """
 
@@ -369,6 +374,18 @@ class GroupCoordinator:
         record = self._topics.get(topic)
         return None if record is None else record.identity
 
+    def _committable_identity(self, topic: str) -> str | None:
+        """The identity a commit stamps the topic's offsets with; ``UnknownTopic`` for a topic that does not
+        exist: deleted, or without a record and without registered partitions (reclaimed, or never created).
+        Offsets committed then would be taken for those of the next topic created under the name.
+        A topic whose partitions predate topic records (registered, no record) has no identity (None)."""
+        record = self._topics.get(topic)
+        if record is not None and record.deleted:
+            raise UnknownTopic(topic, f"topic {topic!r} was deleted: offsets of it are not committed")
+        if record is None and not self._topics.registry.partitions(topic).get(topic):
+            raise UnknownTopic(topic, f"topic {topic!r} does not exist (never created, or deleted and reclaimed)")
+        return None if record is None else record.identity
+
     # --- actions ------------------------------------------------------------------------------
 
     def join(
@@ -455,7 +472,7 @@ class GroupCoordinator:
             if (o.topic, o.partition) in seen:
                 raise InvalidArgument(f"{o.topic}/{o.partition} appears twice in one commit")
             seen.add((o.topic, o.partition))
-        identities = {t: self.topic_identity(t) for t in sorted({o.topic for o in offsets})}
+        identities = {t: self._committable_identity(t) for t in sorted({o.topic for o in offsets})}
 
         def apply(state: GroupState, now: int) -> tuple[list[OffsetCommit], bool]:
             member = state.member(member_id, group)

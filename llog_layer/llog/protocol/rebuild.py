@@ -273,6 +273,7 @@ class _Plan:
     protocol: AppendProtocol
     state: LogState
     generation: int  # the open generation of a sequential partition; older ones get a fence marker
+    topic_deleted: bool  # the backed-up meta/control marks the partition as its deleted topic's: kept
 
 
 class _Evidence:
@@ -412,7 +413,8 @@ def _plan(evidence: _Evidence, partition: int, default_protocol: AppendProtocol,
         entries.append(IndexedBatch(report.next_offset - 1, gone))
     state = LogState.OPEN if control is None else control.log_state
     generations = [g.number for g in control.generations] if control is not None else []
-    return _Plan(report, entries, publish, protocol, state, max([CAS_GENERATION + 1, *generations]) + 1)
+    generation = max([CAS_GENERATION + 1, *generations]) + 1
+    return _Plan(report, entries, publish, protocol, state, generation, control is not None and control.topic_deleted)
 
 
 def _log_max_after(previous: int | None, entry: IndexEntry, *, first: bool) -> int | None:
@@ -460,7 +462,8 @@ def _write(storage: Storage, plan: _Plan, compactor: Compactor) -> None:
     gap = report.next_offset > report.recovered_end + 1
     meta.replace_cursor(CompactionCursor(report.next_offset if first_wal is None else first_wal), None)
     last = report.next_offset - 1
-    control = ControlRecord(plan.state, report.next_offset, log_start_offset=report.log_start_offset)
+    control = ControlRecord(plan.state, report.next_offset, log_start_offset=report.log_start_offset,
+                            topic_deleted=plan.topic_deleted)  # fmt: skip
     if plan.protocol is AppendProtocol.SEQUENTIAL:
         for number in range(CAS_GENERATION + 1, plan.generation):
             # A writer still holding an old generation lands past this marker and reads meta/control.

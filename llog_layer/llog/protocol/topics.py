@@ -29,7 +29,9 @@ Actions, each idempotent, so a crash at any point is finished by repeating it
 * **grow**: compare-and-set the record to the larger count, then initialize
   the new partitions. Crash after the record: as for create.
 * **delete**: compare-and-set the record to ``state: "deleted"``, then make
-  sure every partition exists and fence it (``fence.set_state``). Crash after
+  sure every partition exists and fence it, marking its ``meta/control`` as a
+  deleted topic's (``fence.set_state`` with ``topic_deleted``: no unfence
+  reopens it). Crash after
   the record: the next delete fences; until then produce processes refuse the
   topic as soon as they see the record (below). Deleting an implicit topic
   writes a deleted record for it.
@@ -55,7 +57,13 @@ Invariants:
 * T2 After a delete returns, no append to the topic succeeds: every partition
   the record names (and every registered one) is fenced, so an append racing
   the delete fails (``LogFenced``, which the produce service reports as
-  ``UnknownTopic`` once it reads the record). A produce initializes a
+  ``UnknownTopic`` once it reads the record). The delete's fence marks each
+  ``meta/control`` as its deleted topic's (``fence.set_state``'s
+  ``topic_deleted``) and goes on until the record in force is fenced and
+  marked, and every unfence refuses a marked partition, re-checking after
+  each compare-and-set it loses: an unfence that checked the topic record
+  before the delete either loses to the delete's fence or is fenced again by
+  it (docs/PROTOCOL.md, "Fence and unfence"). A produce initializes a
   partition only once it is in the record (an explicit topic's count, or added
   by compare-and-set), so a process that trusts a stale copy of the record,
   or saw none, cannot open a partition the delete did not fence: its
@@ -499,7 +507,9 @@ class TopicRegistry:
         def run(meta: PartitionMetadata) -> object:
             # A partition the create never got to is created first, fenced: nothing can open it later.
             meta.create(record.config.append_protocol)
-            return fence.set_state(meta, LogState.FENCED, config=self._writer_config, sequential=sequential)
+            return fence.set_state(
+                meta, LogState.FENCED, config=self._writer_config, sequential=sequential, topic_deleted=True
+            )
 
         return run
 

@@ -172,7 +172,12 @@ class AdminService:
         return control_json(topic, partition, self.writer.fence(topic, partition))
 
     def unfence(self, topic: str, partition: int) -> dict[str, Any]:
-        """Reopen appends; never on a deleted topic, whose partitions stay fenced until reclaimed."""
+        """Reopen appends; never on a deleted topic, whose partitions stay fenced until reclaimed.
+
+        The record check answers a deleted topic at once (also one whose delete crashed before its fence); an
+        unfence racing a delete is refused by the mark the delete's fence puts in ``meta/control``
+        (``fence.set_state``), not by this check.
+        """
         self._require_live(topic)
         return control_json(topic, partition, self.writer.unfence(topic, partition))
 

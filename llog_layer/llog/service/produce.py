@@ -10,7 +10,12 @@ Topics (``llog.protocol.topics``): the topic record of every topic a request
 names is read once and trusted for ``TOPIC_CACHE_TTL_MS`` (no Oxia read per
 request in the steady state; past it, while one caller reads it again, the
 others on the cache alone keep to it), except that a partition at or past the
-cached count re-reads it before the request is refused (counts only grow). An entry
+cached count re-reads it before the request is refused (counts only grow), and
+so does a partition a cached implicit record does not name yet (a create
+elsewhere may have made the topic explicit). Every refusal of the whole request
+(a deleted or uncreated topic, a partition past a count, a conditional group on
+a sequential partition, existing or about to be created) comes before its first
+write. An entry
 without a partition routes each record by its key with Kafka's partitioner
 (``llog_client.partitioner``); records without a key go to one partition per
 request and topic, round-robin across requests. A deleted topic is refused
@@ -34,8 +39,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
+from llog.config import WriterConfig
 from llog.errors import ConditionalAppendUnsupported, InvalidPartition, LlogError, LogFenced, UnknownTopic
 from llog.format.codec import Record
+from llog.format.documents import AppendProtocol
 from llog.protocol.producers import ProducerIdentity
 from llog.protocol.topics import STALE_TOPIC_MS, TOPIC_CACHE_TTL_MS, TopicRecord, TopicRegistry
 from llog_client.partitioner import partition_for_key
@@ -67,6 +74,11 @@ class _CachedTopic:
     @property
     def identity(self) -> tuple[str, bool] | None:
         return None if self.record is None else (self.record.identity, self.record.deleted)
+
+
+def protocol_of_new_partition(record: TopicRecord | None, config: WriterConfig) -> AppendProtocol:
+    """The protocol a produce creates a partition with: its explicit topic's, else the writer's."""
+    return record.config.append_protocol if record is not None and not record.implicit else config.append_protocol
 
 
 def route(
@@ -187,19 +199,35 @@ class ProduceService:
             return None
 
     def _prepare(self, entries: Sequence[ProduceEntry | SharedAppendGroup], cached_only: bool) -> PreparedProduce:
+        """Every refusal of the whole request (a topic deleted or not created, a partition past a count, a
+        conditional group) comes before the first write: initializing a partition, or adding it to its topic."""
         records: dict[str, TopicRecord | None] = {}
         unreadable: dict[str, LlogError] = {}
+        read: set[str] = set()  # the topics whose record this request read from Oxia
         for topic in dict.fromkeys(entry.topic for entry in entries):
             try:
-                records[topic] = self._topic(topic, cached_only=cached_only)
+                records[topic] = self._topic(topic, cached_only=cached_only, read=read)
             except LlogError as exc:
                 unreadable[topic] = exc
         for entry in entries:
             if entry.topic not in unreadable:
-                records[entry.topic] = self._check(entry, records[entry.topic], cached_only)
+                records[entry.topic] = self._check(entry, records[entry.topic], read, cached_only)
             elif entry.partition is None:
                 raise unreadable[entry.topic]
         groups, turns = self._route(entries, records, cached_only)
+        conditional = [g for g in groups if g.expected_offset is not None and g.topic not in unreadable]
+        if conditional:
+            if cached_only:
+                raise _WouldBlock
+            # Refused for the whole request here rather than in a batcher's flush (one more control read per
+            # conditional group; the writer checks again at its append). A partition not created yet gets the
+            # protocol of its topic (explicit) or of this process's writer (implicit).
+            refusals = self.writer.conditional_refusals(
+                conditional, lambda g: protocol_of_new_partition(records[g.topic], self.writer.config)
+            )
+            for error in refusals.values():
+                if isinstance(error, ConditionalAppendUnsupported):
+                    raise error
         prepared = PreparedProduce(groups)
         for i, group in enumerate(groups):
             try:
@@ -210,15 +238,6 @@ class ProduceService:
                 prepared.results[i] = AppendResult(group.topic, group.partition, len(group.records), error=exc)
             else:
                 prepared.ready.append((i, group))
-        conditional = [g for _, g in prepared.ready if g.expected_offset is not None]
-        if conditional:
-            if cached_only:
-                raise _WouldBlock
-            # Refused for the whole request before anything is written, here rather than in a batcher's
-            # flush (one more control read per conditional group; the writer checks again at its append).
-            for error in self.writer.conditional_refusals(conditional).values():
-                if isinstance(error, ConditionalAppendUnsupported):
-                    raise error
         with self._lock:
             self._round_robin += turns
         return prepared
@@ -244,8 +263,13 @@ class ProduceService:
 
     # --- topics ------------------------------------------------------------------------------
 
-    def _topic(self, topic: str, *, refresh: bool = False, cached_only: bool = False) -> TopicRecord | None:
-        """The topic's record as this process knows it, read again if older than the TTL (or ``refresh``)."""
+    def _topic(
+        self, topic: str, *, refresh: bool = False, cached_only: bool = False, read: set[str] | None = None
+    ) -> TopicRecord | None:
+        """The topic's record as this process knows it, read again if older than the TTL (or ``refresh``).
+
+        ``read``: the topic is added to it when its record is read from Oxia.
+        """
         now = self._clock()
         with self._lock:
             cached = self._cached.get(topic)
@@ -264,6 +288,8 @@ class ProduceService:
             raise _WouldBlock
         try:
             fresh = _CachedTopic(self.topics.get(topic), now)
+            if read is not None:
+                read.add(topic)
         except BaseException:
             if cached is not None:
                 cached.rereading = False  # the next caller past the TTL tries again
@@ -284,9 +310,19 @@ class ProduceService:
             self.writer.forget(*pid)
 
     def _check(
-        self, entry: ProduceEntry | SharedAppendGroup, record: TopicRecord | None, cached_only: bool = False
+        self,
+        entry: ProduceEntry | SharedAppendGroup,
+        record: TopicRecord | None,
+        read: set[str],
+        cached_only: bool = False,
     ) -> TopicRecord | None:
-        """The entry's topic record if the entry may be written to it; raises otherwise (nothing written)."""
+        """The entry's topic record if the entry may be written to it; raises otherwise (nothing written).
+
+        A record cached before this request (not in ``read``) that may be out of date for the entry's
+        partition is read again first, so that the request is judged as a process without a cache would.
+        """
+        if entry.partition is not None and entry.topic not in read and self._may_be_stale(entry, record):
+            record = self._topic(entry.topic, refresh=True, cached_only=cached_only, read=read)
         if record is not None and record.deleted:
             raise UnknownTopic(entry.topic, f"topic {entry.topic!r} was deleted")
         if entry.partition is None:
@@ -298,15 +334,21 @@ class ProduceService:
                 )
             return record
         if record is not None and not record.implicit and entry.partition >= record.partitions:
-            record = self._topic(entry.topic, refresh=True, cached_only=cached_only)  # grown since it was cached?
-            if record is not None and not record.implicit and (record.deleted or entry.partition >= record.partitions):
-                if record.deleted:
-                    raise UnknownTopic(entry.topic, f"topic {entry.topic!r} was deleted")
-                raise InvalidPartition(
-                    f"partition {entry.partition} does not exist: topic {entry.topic!r} has {record.partitions} "
-                    f"partitions (0 to {record.partitions - 1})"
-                )
+            raise InvalidPartition(
+                f"partition {entry.partition} does not exist: topic {entry.topic!r} has {record.partitions} "
+                f"partitions (0 to {record.partitions - 1})"
+            )
         return record
+
+    def _may_be_stale(self, entry: ProduceEntry | SharedAppendGroup, record: TopicRecord | None) -> bool:
+        """Whether another process may have changed what the cached record says of the entry's partition: one
+        past an explicit topic's count (a grow), or one an implicit topic's record does not name yet and this
+        process has not written (a create may have made the topic explicit, a count without it)."""
+        assert entry.partition is not None
+        if record is not None and not record.implicit:
+            return entry.partition >= record.partitions
+        named = record is not None and entry.partition in (record.implicit_partitions or frozenset())
+        return not named and (entry.topic, entry.partition) not in self._initialized
 
     def _route(
         self,
