@@ -11,7 +11,7 @@ CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENC
 .PHONY: help setup oxia versitygw lincheck iceberg chromium wrk screenshots test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load soak clean
 
 help:
-	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, Chromium and wrk (idempotent)"
+	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, llog-lincheck, Chromium and wrk (idempotent)"
 	@echo "make test    - setup, then ruff, mypy and the whole pytest suite"
 	@echo "make dev     - setup, then run the whole system locally (Oxia, S3 (VersityGW), HTTP API on :8080, compaction);"
 	@echo "               its data (.dev/oxia, .dev/s3) is kept across restarts"
