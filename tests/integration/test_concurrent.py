@@ -37,6 +37,7 @@ linearizable (Porcupine, through ``llog-lincheck``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import random
@@ -44,7 +45,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,24 +116,47 @@ PRODUCER_CRASH_POINTS = (*APPEND_CRASH_POINTS, faults.PRODUCER_AFTER_CLAIM, faul
 FENCE_CRASH_POINTS = (faults.WRITER_AFTER_FENCE_MARKER, faults.WRITER_AFTER_INDEX_WRITE)
 # A writer that dies here has sent no commit: its batch is surely not in the log.
 NOTHING_SENT_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.WRITER_AFTER_DEADLINE_CHECK)
+CLAIM_JUMP_S = (CLAIM_MARGIN_MS + 2 * COMMIT_DELAY_MS) / 1000  # past a claim's deadline and margin
 PAUSE_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.PRODUCER_AFTER_CLAIM, faults.WRITER_AFTER_DEADLINE_CHECK)
 # Errors that say "not now" and change nothing: the actor goes on.
 RETRIABLE = (AppendConflict, SequenceInFlight, StorageUnavailable)
 
 
 class JumpingClock:
-    """The wall clock plus a skew that only grows: what a long pause looks like to everyone else."""
+    """The wall clock plus a skew that only grows: a minute passing in an instant, for the producers and compactors.
+
+    It jumps only while no idempotent attempt is in flight (``attempt``), so that to every attempt the jump is
+    time that passed between attempts, never clock skew between hosts beyond ``CLAIM_MARGIN_MS`` (which the
+    protocol assumes away, docs/IDEMPOTENCE.md). A paused attempt is not counted: its pause is real, past its
+    commit deadline.
+    """
 
     def __init__(self) -> None:
         self._skew = 0.0
-        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._quiet = threading.Condition()
 
     def __call__(self) -> float:
         return time.time() + self._skew
 
-    def jump(self, seconds: float) -> None:
-        with self._lock:
+    @contextlib.contextmanager
+    def attempt(self) -> Iterator[None]:
+        with self._quiet:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._quiet:
+                self._in_flight -= 1
+                self._quiet.notify_all()
+
+    def jump(self, seconds: float) -> bool:
+        """Jump once no attempt is in flight (False if none was quiet within a few seconds)."""
+        with self._quiet:
+            if not self._quiet.wait_for(lambda: self._in_flight == 0, timeout=5):
+                return False
             self._skew += seconds
+            return True
 
 
 @dataclass
@@ -344,6 +368,15 @@ class Run:
 
         return self._forever("conditional writer", step)
 
+    def clock_jumper(self) -> Callable[[], None]:
+        """Now and then a minute passes: claims of attempts that died expire, and are taken over."""
+
+        def step() -> None:
+            if not self.stop.wait(random.uniform(1.0, 3.0)) and self.clock.jump(CLAIM_JUMP_S):
+                self._count("clock jumps")
+
+        return self._forever("clock", step)
+
     def restarter(self, seconds: float) -> Callable[[], None]:
         """Restarts the Oxia server (SIGTERM or SIGKILL) every minute, or once in a shorter run."""
         interval = min(seconds / 2, 60)
@@ -369,13 +402,16 @@ class Run:
         sequence = dict.fromkeys(PARTITIONS, 0)
         unanswered: dict[int, Appended] = {}
 
-        def attempt(appender: LogWriter, batch: Appended, seq: int) -> tuple[Operation, AppendResult | BaseException]:
+        def attempt(
+            appender: LogWriter, batch: Appended, seq: int, *, paused: bool = False
+        ) -> tuple[Operation, AppendResult | BaseException]:
             op = self._call(batch, client)
             group = SharedAppendGroup(TOPIC, batch.partition, [Record(v) for v in batch.values], pid, 0, seq)
-            try:
-                return op, appender.append_shared([group])[0]
-            except SimulatedCrash as crash:
-                return op, crash
+            with contextlib.nullcontext() if paused else self.clock.attempt():
+                try:
+                    return op, appender.append_shared([group])[0]
+                except SimulatedCrash as crash:
+                    return op, crash
 
         def step() -> None:
             partition = random.choice(PARTITIONS)
@@ -383,7 +419,9 @@ class Run:
             unanswered[partition] = batch
             seq = sequence[partition]
             if random.random() < PAUSE_CHANCE:
-                self._paused_attempt(lambda: attempt(writer, batch, seq), lambda w: attempt(w, batch, seq), batch)
+                self._paused_attempt(
+                    lambda: attempt(writer, batch, seq), lambda w: attempt(w, batch, seq, paused=True), batch
+                )
                 return
             hook, point = self._hook(PRODUCER_CRASH_POINTS, CRASH_CHANCE)
             op, result = attempt(self._writer(hook, skewed=True) if hook else writer, batch, seq)
@@ -427,7 +465,8 @@ class Run:
             HARNESS[f"concurrent: pauses at {point}"] += 1
             # Everyone else's clock passes the paused claim's deadline and margin: it may be taken over, and the
             # producer, which took the attempt's answer as lost, retries through another writer meanwhile.
-            self.clock.jump((CLAIM_MARGIN_MS + 2 * COMMIT_DELAY_MS) / 1000)
+            if self.clock.jump(CLAIM_JUMP_S):
+                self._count("clock jumps")
             self._count(f"retries during a pause {self._answer(batch, *retry())}")
             # A pause is longer than every timeout for the paused process too: past its commit deadline.
             time.sleep(max(0.0, paused_at + 1.1 * COMMIT_DELAY_MS / 1000 - time.monotonic()))
@@ -646,7 +685,8 @@ class Run:
     def run(self, seconds: float) -> None:
         actors = [self.plain_writer(i) for i in range(PLAIN_WRITERS)]
         actors += [self.producer(i) for i in range(PRODUCERS)]
-        actors += [self.conditional_writer(), self.fencer(), self.compactor(), self.restarter(seconds)]
+        actors += [self.conditional_writer(), self.fencer(), self.compactor(), self.clock_jumper()]
+        actors += [self.restarter(seconds)]
         actors += [self.collector(i) for i in range(COLLECTORS)]
         actors += [self.reader(i) for i in range(READERS)]
         actors += [self.life()] + [self.life_producer(i) for i in range(LIFE_PRODUCERS)]
