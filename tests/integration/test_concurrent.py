@@ -100,6 +100,7 @@ PRODUCERS = 2
 READERS = 2
 COLLECTORS = 2
 CRASH_CHANCE = 0.1
+PRODUCER_CRASH_CHANCE = 0.25  # an attempt that dies leaves a claim for the takeover that follows a clock jump
 PAUSE_CHANCE = 0.08
 MIGRATE_CHANCE = 0.1  # of a fencer's turn on a CAS partition
 LIFE_TOPIC = "life"
@@ -114,8 +115,6 @@ APPEND_CRASH_POINTS = tuple(
 )
 PRODUCER_CRASH_POINTS = (*APPEND_CRASH_POINTS, faults.PRODUCER_AFTER_CLAIM, faults.PRODUCER_AFTER_COMMIT)
 FENCE_CRASH_POINTS = (faults.WRITER_AFTER_FENCE_MARKER, faults.WRITER_AFTER_INDEX_WRITE)
-# A writer that dies here has sent no commit: its batch is surely not in the log.
-NOTHING_SENT_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.WRITER_AFTER_DEADLINE_CHECK)
 CLAIM_JUMP_S = (CLAIM_MARGIN_MS + 2 * COMMIT_DELAY_MS) / 1000  # past a claim's deadline and margin
 PAUSE_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.PRODUCER_AFTER_CLAIM, faults.WRITER_AFTER_DEADLINE_CHECK)
 # Errors that say "not now" and change nothing: the actor goes on.
@@ -157,6 +156,26 @@ class JumpingClock:
                 return False
             self._skew += seconds
             return True
+
+
+class ArmedHook:
+    """A writer's fault hook that crashes it once, at the point it is armed with, and is harmless otherwise.
+
+    The writer that dies is the one that was appending, with what it had cached (its open generations), as a
+    process that dies does; the actor then goes on with a new writer, as a restarted process."""
+
+    def __init__(self) -> None:
+        self.point: str | None = None
+
+    def arm(self, point: str) -> str:
+        self.point = point
+        return point
+
+    def __call__(self, reached: str) -> None:
+        if reached == self.point:
+            self.point = None
+            HARNESS[f"concurrent: crashes at {reached}"] += 1
+            raise SimulatedCrash(reached)
 
 
 @dataclass
@@ -251,10 +270,19 @@ class Run:
             f"{TOPIC}/{appended.partition}", client, kind="append", batch=appended.batch, count=len(appended.values)
         )
 
-    def _answer(self, appended: Appended, op: Operation, result: AppendResult | BaseException) -> str:
-        """Record an attempt's answer; returns the outcome (ok, unknown, failed, fenced)."""
+    def _answer(
+        self, appended: Appended, op: Operation, result: AppendResult | BaseException, *, alone: bool = True
+    ) -> str:
+        """Record an attempt's answer; returns the outcome (ok, unknown, failed, fenced).
+
+        ``alone``: the batch was its append's only group. A crash after the deadline check of one group's
+        commit stops that commit only; the other groups' commits (on the writer's other threads) go on.
+        """
         if isinstance(result, SimulatedCrash):
-            outcome = "failed" if result.point in NOTHING_SENT_POINTS else "unknown"
+            nothing_sent = result.point == faults.WRITER_AFTER_BLOB_PUT or (
+                alone and result.point == faults.WRITER_AFTER_DEADLINE_CHECK
+            )
+            outcome = "failed" if nothing_sent else "unknown"
         elif isinstance(result, BaseException):
             outcome = "unknown"
         elif result.ok:
@@ -281,16 +309,11 @@ class Run:
         return outcome
 
     def _hook(self, points: tuple[str, ...], chance: float) -> tuple[FaultHook | None, str | None]:
+        """A hook that crashes at one of ``points`` (drawn), with ``chance``; else None."""
         if random.random() >= chance:
             return None, None
-        point = random.choice(points)
-
-        def crash(reached: str) -> None:
-            if reached == point:
-                HARNESS[f"concurrent: crashes at {point}"] += 1
-                raise SimulatedCrash(point)
-
-        return crash, point
+        armed = ArmedHook()
+        return armed, armed.arm(random.choice(points))
 
     def _pause(self, points: tuple[str, ...], who: str) -> tuple[FaultHook, str]:
         """A hook that stalls its caller at one of ``points``, up to past GC's grace (a process stopped and resumed)."""
@@ -321,25 +344,28 @@ class Run:
     # --- actors ----------------------------------------------------------------------
 
     def plain_writer(self, client: int) -> Callable[[], None]:
-        writer = self._writer()
+        hook = ArmedHook()
+        writer = self._writer(hook)
 
         def step() -> None:
-            nonlocal writer
+            nonlocal hook, writer
             partitions = random.sample(PARTITIONS, random.randint(1, 2))
             batches = [self._batch(p, f"w{client}-") for p in partitions]
-            hook, point = self._hook(APPEND_CRASH_POINTS, CRASH_CHANCE)
-            appender = self._writer(hook) if hook else writer
+            point = hook.arm(random.choice(APPEND_CRASH_POINTS)) if random.random() < CRASH_CHANCE else None
             ops = [self._call(b, client) for b in batches]
             try:
                 results: list[AppendResult | BaseException] = list(
-                    appender.append_shared([SharedAppendGroup(TOPIC, b.partition, [Record(v) for v in b.values])
-                                            for b in batches])
+                    writer.append_shared([SharedAppendGroup(TOPIC, b.partition, [Record(v) for v in b.values])
+                                          for b in batches])
                 )  # fmt: skip
             except SimulatedCrash as crash:
                 results = [crash] * len(batches)
                 self._count(f"writer crashes at {point}")
+                hook = ArmedHook()
+                writer = self._writer(hook)  # the process restarts, with nothing cached
+            hook.point = None  # a point the append never reached
             for batch, op, result in zip(batches, ops, results, strict=True):
-                self._count(f"plain append {self._answer(batch, op, result)}")
+                self._count(f"plain append {self._answer(batch, op, result, alone=len(batches) == 1)}")
 
         return self._forever(f"writer {client}", step)
 
@@ -397,7 +423,8 @@ class Run:
 
     def producer(self, client: int) -> Callable[[], None]:
         """An idempotent producer: one batch in flight per partition, retried until it is answered."""
-        writer = self._writer(skewed=True)
+        hook = ArmedHook()
+        writer = self._writer(hook, skewed=True)
         pid = writer.producers.issue().producer_id
         sequence = dict.fromkeys(PARTITIONS, 0)
         unanswered: dict[int, Appended] = {}
@@ -414,6 +441,7 @@ class Run:
                     return op, crash
 
         def step() -> None:
+            nonlocal hook, writer
             partition = random.choice(PARTITIONS)
             batch = unanswered.get(partition) or self._batch(partition, f"p{client}-", producer=True)
             unanswered[partition] = batch
@@ -423,8 +451,13 @@ class Run:
                     lambda: attempt(writer, batch, seq), lambda w: attempt(w, batch, seq, paused=True), batch
                 )
                 return
-            hook, point = self._hook(PRODUCER_CRASH_POINTS, CRASH_CHANCE)
-            op, result = attempt(self._writer(hook, skewed=True) if hook else writer, batch, seq)
+            if random.random() < PRODUCER_CRASH_CHANCE:
+                hook.arm(random.choice(PRODUCER_CRASH_POINTS))
+            op, result = attempt(writer, batch, seq)
+            hook.point = None  # a point the attempt never reached
+            if isinstance(result, SimulatedCrash):
+                hook = ArmedHook()
+                writer = self._writer(hook, skewed=True)  # the process restarts, with nothing cached
             outcome = self._answer(batch, op, result)
             self._count(f"idempotent append {outcome}")
             if isinstance(result, AppendResult) and isinstance(result.error, SequenceInFlight):
@@ -483,6 +516,8 @@ class Run:
                     action(TOPIC, partition)
                     return
                 except RETRIABLE:
+                    if self.stop.is_set():
+                        raise
                     time.sleep(0.01)
 
         def step() -> None:
@@ -695,9 +730,11 @@ class Run:
             thread.start()
         self.stop.wait(seconds)
         self.stop.set()
+        stopped = time.monotonic()
         for thread in threads:
             thread.join(120)
             assert not thread.is_alive(), f"{thread.name} did not stop"
+        self.tally["seconds stopping"] = round(time.monotonic() - stopped)
 
     def check(self) -> None:
         """Every check of the end state; each violation is named by the check that found it."""
@@ -743,7 +780,9 @@ class Run:
         if not report.ok:
             violations.append(f"llog verify: {report.to_json()}")
         saved = os.environ.get("LLOG_CONCURRENT_HISTORY")
+        began = time.monotonic()
         result = check_linearizable(self.history, saved=Path(f"{saved}-{self.root}.json") if saved else None)
+        self.tally["seconds checking linearizability"] = round(time.monotonic() - began)
         if not result.linearizable:
             violations.append(f"linearizability: a partition's history is not linearizable ({result.detail})")
         assert not violations, "\n".join(violations)
@@ -764,5 +803,7 @@ def test_every_action_at_once_keeps_every_acknowledged_record(
     monkeypatch.setattr(produce, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
     run = Run(oxia_store, blob_store, protocol, oxia_server)
     run.run(SECONDS)
-    print(dict(sorted(run.tally.items())))
-    run.check()
+    try:
+        run.check()
+    finally:
+        print(dict(sorted(run.tally.items())))
