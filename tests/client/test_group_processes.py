@@ -3,13 +3,13 @@
 Delivery is at least once (docs/GROUPS.md, "What is and is not guaranteed"): a rebalance does not wait for
 the members to rejoin, so a partition that moves from one live member to another is read by both until the
 old owner hears of it (at its next heartbeat, or when its next commit is refused as stale), and what was
-appended in between is printed by both. Only a join moves partitions away from a live member (the sticky
-assignment hands a dead member's partitions to the others without taking any from them), so the test starts
-producing only once all three processes have joined and each has been told of the last join: the processes
-start at different speeds, and a join landing while ``second`` was read printed some of it twice. ``second``
-is then expected exactly once, unless a rebalance other than the killed member's expiry came before its
-last record was printed (a survivor whose lease ran out on a starved machine joins again, which moves
-partitions): then at least once.
+appended in between is printed by both. Here only a join moves partitions away from a live member (members
+of one subscription: the sticky assignment hands a dead member's partitions to the others, taking none from
+them), so the test starts producing only once all three processes have joined and each has been told of the
+last join: the processes start at different speeds, and a join landing while ``second`` was read printed
+some of it twice. ``second`` is then expected exactly once, unless a rebalance other than the killed
+member's expiry came before its last record was printed (a survivor whose lease ran out on a starved machine
+joins again, which moves partitions): then at least once.
 """
 
 from __future__ import annotations
