@@ -16,6 +16,7 @@ from llog.protocol.topics import TopicConfig, TopicRegistry, reclaim_topic
 from llog.store.storage import Storage
 from llog_client.consumer import Consumer, Record
 from llog_client.producer import Producer
+from tests.client.conftest import call
 
 # A bound on the loops that wait for the group to settle, so that a bug fails the test instead of hanging it.
 SETTLE_S = 60
@@ -93,6 +94,37 @@ def test_members_share_the_partitions_and_are_told_of_rebalances(server: LlogSer
     finally:
         first.close()
         second.close()
+
+
+def test_a_partition_a_join_moves_is_read_by_both_members_until_the_old_owner_hears_of_it(server: LlogServer) -> None:
+    """At least once across a rebalance (docs/GROUPS.md, "What is and is not guaranteed"): a join moves a
+    partition at once, and its old owner reads it on until a heartbeat or a commit tells it, so both deliver what
+    was appended in between. The old owner's commit is refused (the offset never passes what the new owner
+    read); it joins again, commits the partition it kept and reads only that one."""
+    produce(server, "moved", {p: [f"old-{p}"] for p in range(2)})
+
+    def member() -> Consumer:  # a heartbeat every 20 s: none comes during the test
+        return Consumer(server.url, "movers", ["moved"], enable_auto_commit=False, session_timeout_ms=60_000)
+
+    old, new = member(), member()
+    try:
+        poll_until(old, lambda got: len(got) >= 2)
+        old.commit()
+        new.poll(0.2)  # joins: the group moves one partition from the old member to it
+        ((_, moved),) = new.assignment
+        kept = 1 - moved
+        produce(server, "moved", {p: [f"new-{p}"] for p in range(2)})
+        read_by_old = poll_until(old, lambda got: len(got) >= 2)
+        read_by_new = poll_until(new, lambda got: len(got) >= 1)
+        assert sorted((r.partition, r.value) for r in read_by_old) == [(0, b"new-0"), (1, b"new-1")]
+        assert [(r.partition, r.value) for r in read_by_new] == [(moved, f"new-{moved}".encode())]
+        old.commit()  # refused as stale: it joins again and commits what it kept
+        assert old.assignment == [("moved", kept)]
+        offsets = {o["partition"]: o["committed"] for o in call(server, "GET", "/groups/movers")["offsets"]}
+        assert offsets == {moved: 2, kept: 3}  # the old member's position 3 of the moved partition was not stored
+    finally:
+        old.close()
+        new.close()
 
 
 def test_seek_to_time_and_offsets_for_times(server: LlogServer) -> None:
