@@ -111,7 +111,7 @@ def test_create_initializes_every_partition_with_the_topics_protocol(storage: St
         {"partition": p, "high_watermark": 0, "log_start": 1, "next_offset": 1, "log_state": "OPEN"} for p in range(3)
     ]
     for p in range(3):
-        control = PartitionMetadata(storage.oxia, PartitionKeys(topic, p, storage.root)).control().record
+        control = PartitionMetadata(storage.oxia, record.partition_keys(p, storage.root)).control().record
         assert control.protocol is AppendProtocol.CAS
 
 
@@ -512,7 +512,8 @@ def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: 
     other = f"{topic}-live"
     registry.create(topic, 2, config())
     registry.create(other, 1, config())
-    service = ProduceService(LogWriter(storage))
+    clock = Clock()
+    service = ProduceService(LogWriter(storage), clock=clock)
     for i in range(3):
         results = service.produce([ProduceEntry(topic, 0, [f"a{i}".encode()]), ProduceEntry(topic, 1, [b"b"]),
                                    ProduceEntry(other, 0, [f"o{i}".encode()])])  # fmt: skip
@@ -524,7 +525,7 @@ def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: 
     topic_prefix = f"{storage.root}/{topic}/"
     assert objects(storage, topic_prefix), "compacted objects and manifests exist"
 
-    registry.delete(topic)
+    deleted = registry.delete(topic)
     early = GarbageCollector(storage, config=GcConfig(grace_ms=GRACE_MS)).collect()
     assert early.topics_reclaimed == 0  # not before the grace and the reclaim delay
     report = collector_ahead(storage).collect()
@@ -535,7 +536,7 @@ def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: 
     keys = RegistryKeys(storage.root)
     assert storage.oxia.get(keys.topic(topic), partition_key=keys.partition_key) is None
     for partition in (0, 1):
-        partition_keys = PartitionKeys(topic, partition, storage.root)
+        partition_keys = deleted.partition_keys(partition, storage.root)
         for start, end in partition_keys.oxia_ranges:
             assert storage.oxia.list_keys(start, end, partition_key=partition_keys.partition_key) == []
     assert registry.registry.partitions(topic) == {}
@@ -546,6 +547,7 @@ def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: 
 
     _, created = registry.create(topic, 1, config())
     assert created
+    clock.offset_s = (GRACE_MS + RECLAIM_DELAY_MS) / 1000  # as long as reclaim waited after the delete
     assert service.produce([ProduceEntry(topic, 0, [b"new"])])[0].start_offset == 1
     assert values(reader, topic, 0) == [b"new"]
 
@@ -735,3 +737,50 @@ def test_a_deleted_topics_partitions_cannot_be_unfenced(storage: Storage, topic:
     with pytest.raises(UnknownTopic):
         admin.unfence(topic, 0)
     assert LogReader(storage).partition_info(topic, 0).control.log_state.value == "FENCED"
+
+
+def test_a_reclaim_run_paused_past_its_lease_deletes_nothing_of_the_topic_created_again(
+    storage: Storage, topic: str
+) -> None:
+    """Run B claims the deleted topic and pauses right after its lease check; its claim expires, run A takes
+    over and finishes, the name is created again and produced to; then B goes on deleting. The new
+    incarnation's keys, objects and registry entries are not the old one's, so B deletes none of them."""
+    registry = topics(storage)
+    registry.create(topic, 2, config())
+    service = ProduceService(LogWriter(storage))
+    assert all(r.ok for r in service.produce([ProduceEntry(topic, 0, [b"old"]), ProduceEntry(topic, 1, [b"old"])]))
+    registry.delete(topic)
+    acknowledged: dict[int, list[bytes]] = {0: [], 1: []}
+    started = time.time()
+    calls = 0
+
+    def paused_after_its_check() -> float:
+        """Run B's clock: its claim, then its first lease check, during which the pause happens."""
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            after_lease = dataclasses.replace(storage, clock=lambda: started + RECLAIM_LEASE_MS / 1000)
+            record = registry.get(topic)
+            assert record is not None
+            assert record.reclaim is not None  # B's claim, expired for run A
+            assert reclaim_topic(after_lease, record).finished  # run A takes over and finishes
+            registry.create(topic, 2, config())
+            fresh = ProduceService(LogWriter(storage))
+            for value in (b"new-1", b"new-2"):
+                for result in fresh.produce([ProduceEntry(topic, 0, [value]), ProduceEntry(topic, 1, [value])]):
+                    assert result.ok
+                    acknowledged[result.partition].append(value)
+            Compactor(storage).compact_once(topic, 0)  # S3 objects and manifests of the new incarnation too
+        return started  # B read the clock before its pause: its check passes
+
+    record_b = registry.get(topic)
+    assert record_b is not None
+    late = reclaim_topic(dataclasses.replace(storage, clock=paused_after_its_check), record_b)  # run B
+
+    assert calls >= 2
+    assert not late.finished
+    reader = LogReader(storage)
+    for partition in (0, 1):
+        assert values(reader, topic, partition) == acknowledged[partition] == [b"new-1", b"new-2"]
+    assert registry.registry.partitions(topic) == {topic: [0, 1]}
+    assert [listing.topic for listing in LogCatalog(storage.oxia, root=storage.root).topics()].count(topic) == 1

@@ -33,6 +33,7 @@ from llog.protocol.append_sequential import CommitOutcome, SequentialAppender, S
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT, FaultHook
 from llog.protocol.metadata import PartitionMetadata, VersionedControl
 from llog.protocol.producers import IdempotentAppender, IdempotentBatch, IdempotentOutcome, ProducerRegistry
+from llog.protocol.topics import TopicLayouts
 from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,7 @@ class LogWriter:
         self._fault_hook = fault_hook
         self._commit_listener = commit_listener
         self._sequential = SequentialAppender(self.config, fault=self._fault, clock=storage.clock)
+        self.layouts = TopicLayouts(storage.oxia, root=storage.root)  # each partition's incarnation
         self.producers = ProducerRegistry(
             storage.oxia, root=storage.root, expiry_ms=self.config.producer_expiry_ms, clock=storage.clock,
             config=self.config,
@@ -161,7 +163,7 @@ class LogWriter:
             self._fault_hook(point)
 
     def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
-        return PartitionMetadata(self.storage.oxia, partition_keys(topic, partition, self.storage.root))
+        return PartitionMetadata(self.storage.oxia, self.layouts.keys(topic, partition))
 
     # --- partition lifecycle ---------------------------------------------------
 
@@ -201,8 +203,9 @@ class LogWriter:
         )
 
     def forget(self, topic: str, partition: int) -> None:
-        """Drop what this writer caches of a partition (its open sequential generation): it was deleted."""
-        self._sequential.forget(partition_keys(topic, partition, self.storage.root))
+        """Drop what this writer caches of a partition, of every incarnation (its open sequential generation):
+        it was deleted."""
+        self._sequential.forget_partition(topic, partition)
 
     def recover_pending(self, topic: str, partition: int) -> bool:
         """Finish a pending append left by a crashed writer; True if there was one."""
