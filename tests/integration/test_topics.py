@@ -9,6 +9,7 @@ grace and the reclaim delay where a test needs a deleted topic reclaimed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 
@@ -43,6 +44,7 @@ from llog.protocol.topics import (
     TopicConfig,
     TopicRecord,
     TopicRegistry,
+    new_topic_id,
     reclaim_topic,
 )
 from llog.service.admin import AdminService
@@ -784,3 +786,49 @@ def test_a_reclaim_run_paused_past_its_lease_deletes_nothing_of_the_topic_create
         assert values(reader, topic, partition) == acknowledged[partition] == [b"new-1", b"new-2"]
     assert registry.registry.partitions(topic) == {topic: [0, 1]}
     assert [listing.topic for listing in LogCatalog(storage.oxia, root=storage.root).topics()].count(topic) == 1
+
+
+def test_a_topic_from_before_topic_ids_keeps_its_legacy_folders_through_produce_compaction_retention_and_reclaim(
+    storage: Storage, topic: str
+) -> None:
+    """A record written before ``keys_include_id`` existed: its partitions stay in the legacy folders for every
+    component; once reclaimed, the name's next topic gets folders named by its id."""
+    registry = topics(storage)
+    doc = json.loads(TopicRecord(topic, 2, config(retention_bytes=1), 1_000, topic_id=new_topic_id()).encode())
+    del doc["keys_include_id"]  # as the version before it wrote the record
+    storage.oxia.put(registry.keys.topic(topic), json.dumps(doc).encode(), partition_key=registry.keys.partition_key,
+                     expected_version_id=CREATE_ONLY)  # fmt: skip
+    legacy = registry.get(topic)
+    assert legacy is not None
+    assert (legacy.keys_include_id, legacy.keys_id) == (False, None)
+    service = ProduceService(LogWriter(storage))
+    compactor = Compactor(storage)
+    for value in (b"one", b"two", b"three"):
+        assert all(r.ok for r in service.produce([ProduceEntry(topic, 0, [value]), ProduceEntry(topic, 1, [value])]))
+        compactor.compact_once(topic, 0)
+    folder = f"{storage.root}/{topic}/partitions"
+    assert LogReader(storage).high_watermark(topic, 1) == 3
+    assert PartitionMetadata(storage.oxia, PartitionKeys(topic, 1, storage.root)).control()  # in the legacy folder
+    assert objects(storage, f"{folder}/0/manifests/")  # compaction's objects in the legacy folder
+    assert values(LogReader(storage), topic, 1) == [b"one", b"two", b"three"]
+    consumed = ConsumeService(LogReader(storage)).consume(
+        ConsumeRequest([FetchPartition(topic, 1, 2, 1 << 20)], max_wait_ms=0, min_bytes=1, max_bytes=1 << 20)
+    )
+    assert [r.value for r in consumed[0].records] == [b"two", b"three"]
+
+    assert collector_ahead(storage).collect().retention_partitions_truncated == 1
+    assert LogCatalog(storage.oxia, root=storage.root).describe(topic)["partition_status"][0]["log_start"] == 3
+
+    registry.delete(topic)
+    report = collector_ahead(storage).collect()
+    assert (report.topics_reclaimed, report.reclaim_partitions, report.errors) == (1, 2, [])
+    assert objects(storage, f"{folder}/") == []
+    assert registry.registry.partitions(topic) == {}
+
+    record, _ = registry.create(topic, 1, config())
+    assert record.keys_include_id
+    assert ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 0, [b"new"])])[0].start_offset == 1
+    assert values(LogReader(storage), topic, 0) == [b"new"]
+    assert objects(storage, f"{folder}/") == []
+    with pytest.raises(PartitionNotInitialized):
+        PartitionMetadata(storage.oxia, PartitionKeys(topic, 0, storage.root)).control()

@@ -3,14 +3,14 @@
 Layout (docs/PROTOCOL.md, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``, and ``{base}`` a
 partition's folder, below)::
 
-    {root}/{topic}/partitions/{partition}/meta/control
-    {root}/{topic}/partitions/{partition}/meta/compaction-cursor
-    {root}/{topic}/partitions/{partition}/meta/compaction
-    {root}/{topic}/partitions/{partition}/meta/compactor-claim
-    {root}/{topic}/partitions/{partition}/index/{end_offset:020d}
-    {root}/{topic}/partitions/{partition}/seq/{generation:010d}/e-{position:020d}-{fences:020d}
+    {base}/meta/control
+    {base}/meta/compaction-cursor
+    {base}/meta/compaction
+    {base}/meta/compactor-claim
+    {base}/index/{end_offset:020d}
+    {base}/seq/{generation:010d}/e-{position:020d}-{fences:020d}
                                     (sequential partitions, docs/SEQUENTIAL_APPEND.md)
-    {root}/{topic}/partitions/{partition}/producers/{producer_id}  (idempotent producer state, llog.protocol.producers)
+    {base}/producers/{producer_id}  (idempotent producer state, llog.protocol.producers)
     {root}/__catalog/partitions/{topic}:{partition:010d}      (the registry, llog.protocol.registry)
     {root}/__catalog/topics/{topic}                           (topic records, llog.protocol.topics)
     {root}/__catalog/groups/{group}                           (consumer groups, llog.format.group_keys)
@@ -18,12 +18,12 @@ partition's folder, below)::
     {root}/__catalog/namespace                                (the namespace identity, llog.protocol.namespace)
     {root}/__catalog/namespace.json                            (S3: the same identity)
     {root}/wal-shared/{uuid}                                   (S3)
-    {root}/{topic}/partitions/{partition}/data/compacted/{uuid} (S3)
-    {root}/{topic}/partitions/{partition}/manifests/{start:020d}-{end:020d}.json (S3)
+    {base}/data/compacted/{uuid} (S3)
+    {base}/manifests/{start:020d}-{end:020d}.json (S3)
 
 A partition's folder (``PartitionKeys.base``) is ``{root}/{topic}/{topic_id}/partitions/{partition}``
 for a topic whose record says ``keys_include_id`` (every topic created from that version on), and the
-*legacy* ``{root}/{topic}/partitions/{partition}`` (above) for partitions written before: so the keys
+*legacy* ``{root}/{topic}/partitions/{partition}`` for partitions written before: so the keys
 and objects of a topic created again under a deleted one's name never coincide with the old ones, and
 whatever still holds the old incarnation's keys (a paused reclaim run, a stale writer) cannot touch the
 new one's (docs/FORMAT.md, "Partition folders"). An id is a UUID, never ``partitions``, and the two

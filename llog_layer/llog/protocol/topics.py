@@ -2,8 +2,15 @@
 
 A topic record (``{root}/__catalog/topics/{topic}``, ``partition_key =
 "__catalog"``, docs/FORMAT.md) holds ``{"partitions", "config",
-"created_at_ms", "state", "deleted_at_ms", "topic_id"}``. Every topic has
-one. An *implicit* topic (created by a produce naming partition numbers) has
+"created_at_ms", "state", "deleted_at_ms", "topic_id", "keys_include_id"}``.
+Every topic has one. ``keys_include_id`` says where its partitions live
+(``llog.format.keys``): a topic this version creates has them in folders named
+by its ``topic_id``, so an incarnation's keys and objects never coincide with
+another's of the same name; a topic whose partitions were written before keep
+the legacy folders (an implicit topic from before records, a create adopting
+one, and their deletes say so). Everything resolves a topic's partitions to
+its current record's keys (``TopicLayouts``), and discovery to the keys each
+registry entry names (``llog.protocol.registry``). An *implicit* topic (created by a produce naming partition numbers) has
 a record marked so (``implicit_partitions``): the set of partition numbers
 produce added to it, each up to 2**31-1. Partitions registered before topic
 records existed (``llog.protocol.registry``, no record) keep working: the
@@ -38,10 +45,12 @@ Actions, each idempotent, so a crash at any point is finished by repeating it
   this run (compare-and-set of ``reclaim: {run_id, claimed_at_ms}`` on the
   version the run read; a claim of another run younger than
   ``RECLAIM_LEASE_MS``, or a record changed since, makes the run leave the
-  topic alone); then, per partition, delete its Oxia keys
+  topic alone); then, per partition of this incarnation (the record's, and the
+  registry entries naming its id), delete its Oxia keys
   (one bounded range per key depth, ``PartitionKeys.oxia_ranges``, ``meta/``
   first, so anything still reading it finds it not initialized), then its S3
-  objects (compacted objects, manifests), then its registry entry; last, the
+  objects (compacted objects, manifests), then its registry entry (a delete
+  conditional on the version read with this incarnation's id); last, the
   topic record, conditional on the claim's version. A run that defers a
   partition releases its claim. Crash anywhere: the record is still there,
   deleted (claimed until the claim expires), and the next pass repeats every
@@ -60,25 +69,34 @@ Invariants:
   by compare-and-set), so a process that trusts a stale copy of the record,
   or saw none, cannot open a partition the delete did not fence: its
   compare-and-set (or create-only put) meets the deleted record.
-* T3 Reclaim never touches another topic's data: it works only under the
-  deleted topic's own prefixes, and the name cannot be created again while
-  its record exists, i.e. until reclaim has finished. Two runs (the scheduled
-  GC and a manual one) never reclaim one topic at once: a run deletes nothing
-  before its compare-and-set claim on the record it read succeeded, so a run
-  that read the record before another finished (and the name was created
-  again) finds it changed and does nothing; the record is deleted only by the
-  run that holds it claimed, so the name stays taken while that run works.
-  The one timing bound: a claim older than ``RECLAIM_LEASE_MS`` may be taken
-  over (a crashed run must not block the name), and its holder starts no
-  partition's deletion past half of it; a run paused longer than half the
-  lease between that check and its deletes could still act after a takeover.
-  (Partition keys carrying the topic's id would remove that bound:
-  docs/GC.md, "Deleted topics".)
+* T3 Reclaim never touches another topic's data, nor another incarnation of
+  its name: it works only under the deleted incarnation's own prefixes, which
+  for a topic created by this version include its ``topic_id``, so a topic
+  created again under the name (after reclaim finished) has other keys,
+  objects and registry entry values; its registry entries are removed only if
+  they still name that id. This needs no timing: a run paused for any time
+  (past its lease, while another run took over, finished, and the name was
+  created again and written) deletes nothing of the new incarnation. The one
+  exception is a deleted topic whose partitions are in the legacy folders
+  (written before topic ids): its successor under the name is created with an
+  id, so their keys differ too; only two legacy incarnations could share keys,
+  and no legacy incarnation is created once the name has a record. The claim
+  is an efficiency measure: two runs (the scheduled GC and a manual one) do
+  not work on one topic at once (a run deletes nothing before its
+  compare-and-set claim on the record it read succeeded; a claim older than
+  ``RECLAIM_LEASE_MS`` may be taken over, and its holder starts no
+  partition's deletion past half of it), and the record is deleted only by
+  the run that holds it claimed.
 * T4 Nothing writes to a reclaimed partition. A produce process trusts a
   topic record it read for at most ``TOPIC_CACHE_TTL_MS``, and treats an entry
   not confirmed for ``STALE_TOPIC_MS`` as a possibly reclaimed topic (it forgets
   the partitions it initialized); reclaim waits GC's grace
-  (> twice the writers' commit delay) plus ``RECLAIM_DELAY_MS`` >= both.
+  (> twice the writers' commit delay) plus ``RECLAIM_DELAY_MS`` >= both. Every
+  component resolves a partition's keys from the record (``TopicLayouts``), so a
+  process that still holds an old incarnation's keys past these bounds (paused)
+  writes only into the old incarnation's folder, never a newer one's: what it
+  writes there is not readable (and a sequential put into a reclaimed folder is
+  left for no one to delete), the price of a pause beyond the bounds.
   The compaction planner no longer lists a deleted topic
   (``LogCatalog.partitions``), and a compactor still holding a partition's
   claim defers that partition's reclaim. (A compaction task queued before the
