@@ -138,7 +138,7 @@ class ManifestStore:
         folder's, then each topic id's (``llog.format.keys``), in key order, each in numeric order. S3 alone
         does not say which incarnation is the current one; the caller that knows picks."""
         topic_folder = f"{self.root}/{validate_topic(topic)}/"
-        found = []
+        found: list[PartitionKeys] = []
         for folder in self.blobs.list_prefixes(self.bucket, topic_folder):
             name = folder[len(topic_folder) : -1]
             if name == "partitions":

@@ -10,7 +10,9 @@ another's of the same name; a topic whose partitions were written before keep
 the legacy folders (an implicit topic from before records, a create adopting
 one, and their deletes say so). Everything resolves a topic's partitions to
 its current record's keys (``TopicLayouts``), and discovery to the keys each
-registry entry names (``llog.protocol.registry``). An *implicit* topic (created by a produce naming partition numbers) has
+registry entry names (``llog.protocol.registry``).
+
+An *implicit* topic (created by a produce naming partition numbers) has
 a record marked so (``implicit_partitions``): the set of partition numbers
 produce added to it, each up to 2**31-1. Partitions registered before topic
 records existed (``llog.protocol.registry``, no record) keep working: the
