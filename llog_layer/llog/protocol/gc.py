@@ -158,6 +158,7 @@ class GarbageCollector:
         check_namespace(self.storage)
         report = GcReport()
         topics = self._topics.records()
+        self._layouts.learn_all(topics)  # a WAL slice's partition is judged in its topic's current folder
         # Reclaim and retention first: the WAL blobs they free become garbage in the same run.
         self.reclaim_deleted_topics(topics, report)
         self.enforce_retention(report, topics)

@@ -109,10 +109,11 @@ Invariants:
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -595,6 +596,7 @@ class TopicLayouts:
         self._records = TopicRegistry(oxia, root=root)
         self._clock = clock
         self._cached: dict[str, tuple[str | None, float]] = {}  # topic -> (keys id, read at)
+        self._all_read_at = -math.inf  # when ``learn_all`` last saw every record: an unlisted topic had none
         self._lock = threading.Lock()
 
     def keys(self, topic: str, partition: int) -> PartitionKeys:
@@ -608,12 +610,20 @@ class TopicLayouts:
         validate_topic(topic)
         now = self._clock()
         with self._lock:
-            cached = self._cached.get(topic)
-        if cached is not None and now - cached[1] < TOPIC_CACHE_TTL_MS / 1000:
+            cached = self._cached.get(topic) or (None, self._all_read_at)
+        if now - cached[1] < TOPIC_CACHE_TTL_MS / 1000:
             return cached[0]
         record = self._records.get(topic)
         self.learn(topic, record, now)
         return None if record is None else record.keys_id
+
+    def learn_all(self, records: Mapping[str, TopicRecord]) -> None:
+        """Every topic's record, as one scan just found them (``TopicRegistry.records``): GC's, so that judging
+        its WAL blobs' partitions reads no record again."""
+        now = self._clock()
+        with self._lock:
+            self._cached = {topic: (record.keys_id, now) for topic, record in records.items()}
+            self._all_read_at = now
 
     def learn(self, topic: str, record: TopicRecord | None, read_at: float | None = None) -> None:
         """A record of ``topic`` just read elsewhere (None: it has none)."""
