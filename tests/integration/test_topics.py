@@ -47,6 +47,7 @@ from llog.protocol.topics import (
     new_topic_id,
     reclaim_topic,
 )
+from llog.protocol.verify import Verifier
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.service.produce import ProduceEntry, ProduceService
@@ -786,6 +787,8 @@ def test_a_reclaim_run_paused_past_its_lease_deletes_nothing_of_the_topic_create
         assert values(reader, topic, partition) == acknowledged[partition] == [b"new-1", b"new-2"]
     assert registry.registry.partitions(topic) == {topic: [0, 1]}
     assert [listing.topic for listing in LogCatalog(storage.oxia, root=storage.root).topics()].count(topic) == 1
+    report = Verifier(storage).verify([topic])  # index, manifests and compacted objects all there
+    assert (report.ok, len(report.partitions)) == (True, 2)
 
 
 def test_a_topic_from_before_topic_ids_keeps_its_legacy_folders_through_produce_compaction_retention_and_reclaim(
