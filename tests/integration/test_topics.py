@@ -742,14 +742,33 @@ def test_a_deleted_topics_partitions_cannot_be_unfenced(storage: Storage, topic:
     assert LogReader(storage).partition_info(topic, 0).control.log_state.value == "FENCED"
 
 
+def create_from_before_topic_ids(storage: Storage, topic: str, partitions: int, settings: TopicConfig) -> TopicRecord:
+    """A topic as the version before ``keys_include_id`` created it: its partitions in the legacy folders."""
+    registry = topics(storage)
+    doc = json.loads(TopicRecord(topic, partitions, settings, 1_000, topic_id=new_topic_id()).encode())
+    del doc["keys_include_id"]
+    storage.oxia.put(registry.keys.topic(topic), json.dumps(doc).encode(), partition_key=registry.keys.partition_key,
+                     expected_version_id=CREATE_ONLY)  # fmt: skip
+    record = registry.get(topic)
+    assert record is not None
+    assert (record.keys_include_id, record.keys_id) == (False, None)
+    registry.initialize(record, range(partitions))
+    return record
+
+
+@pytest.mark.parametrize("before_ids", [False, True], ids=["with-id", "legacy-folders"])
 def test_a_reclaim_run_paused_past_its_lease_deletes_nothing_of_the_topic_created_again(
-    storage: Storage, topic: str
+    storage: Storage, topic: str, before_ids: bool
 ) -> None:
     """Run B claims the deleted topic and pauses right after its lease check; its claim expires, run A takes
     over and finishes, the name is created again and produced to; then B goes on deleting. The new
-    incarnation's keys, objects and registry entries are not the old one's, so B deletes none of them."""
+    incarnation's keys, objects and registry entries are not the old one's, so B deletes none of them
+    (also when the deleted topic's partitions are in the legacy folders)."""
     registry = topics(storage)
-    registry.create(topic, 2, config())
+    if before_ids:
+        create_from_before_topic_ids(storage, topic, 2, config())
+    else:
+        registry.create(topic, 2, config())
     service = ProduceService(LogWriter(storage))
     assert all(r.ok for r in service.produce([ProduceEntry(topic, 0, [b"old"]), ProduceEntry(topic, 1, [b"old"])]))
     registry.delete(topic)
@@ -797,13 +816,7 @@ def test_a_topic_from_before_topic_ids_keeps_its_legacy_folders_through_produce_
     """A record written before ``keys_include_id`` existed: its partitions stay in the legacy folders for every
     component; once reclaimed, the name's next topic gets folders named by its id."""
     registry = topics(storage)
-    doc = json.loads(TopicRecord(topic, 2, config(retention_bytes=1), 1_000, topic_id=new_topic_id()).encode())
-    del doc["keys_include_id"]  # as the version before it wrote the record
-    storage.oxia.put(registry.keys.topic(topic), json.dumps(doc).encode(), partition_key=registry.keys.partition_key,
-                     expected_version_id=CREATE_ONLY)  # fmt: skip
-    legacy = registry.get(topic)
-    assert legacy is not None
-    assert (legacy.keys_include_id, legacy.keys_id) == (False, None)
+    create_from_before_topic_ids(storage, topic, 2, config(retention_bytes=1))
     service = ProduceService(LogWriter(storage))
     compactor = Compactor(storage)
     for value in (b"one", b"two", b"three"):
