@@ -1,7 +1,11 @@
 """Rebuild a topic's Oxia state from S3 alone, after the Oxia data is lost (docs/RECOVERY.md, "Rebuild from S3").
 
 Per partition (``rebuild_topic``), with nothing of it in Oxia (else
-``NamespaceNotEmpty`` before any write):
+``NamespaceNotEmpty`` before any write), in the partition folders
+(``llog.format.keys``) the backed-up topic record names, else the one S3's
+folders show (several: ``InvalidArgument``, nothing written); folders named
+by a topic id without a backed-up record get, last, an implicit topic record
+of that id, so that every component finds the partitions there:
 
 1. **Evidence.** The manifest chain from the log start retention last
    published (``manifests/``, each naming a committed compacted object);
