@@ -42,8 +42,10 @@ class CompactionTask:
         return partition_keys(self.topic, self.partition, root, self.topic_id)
 
     def to_message(self) -> str:
-        return json.dumps({"topic": self.topic, "partition": self.partition, "lag": self.lag,
-                           "topic_id": self.topic_id})  # fmt: skip
+        doc: dict[str, Any] = {"topic": self.topic, "partition": self.partition, "lag": self.lag}
+        if self.topic_id is not None:  # absent: the legacy folder, as in messages from before topic ids
+            doc["topic_id"] = self.topic_id
+        return json.dumps(doc)
 
     @classmethod
     def from_message(cls, body: str) -> CompactionTask:
