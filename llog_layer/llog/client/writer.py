@@ -296,8 +296,8 @@ class LogWriter:
         for i, group in enumerate(groups):
             if group.expected_offset is None:
                 continue
-            meta = self._metadata(group.topic, group.partition)
             try:
+                meta = self._metadata(group.topic, group.partition)
                 sequential = self._sequential.knows(meta.keys) or meta.control().record.sequential
             except PartitionNotInitialized:
                 continue  # its commit reports that, for this group alone
@@ -324,7 +324,13 @@ class LogWriter:
         only after every commit has ended, so nothing of this append runs on
         afterwards.
         """
-        metas = [self._metadata(s.topic, s.partition) for s in slices]
+        metas: dict[int, PartitionMetadata] = {}
+        outcomes: dict[int, _Outcome] = {}
+        for i, s in enumerate(slices):
+            try:
+                metas[i] = self._metadata(s.topic, s.partition)
+            except LlogError as exc:  # its topic's record (which folder) could not be read: this group fails
+                outcomes[i] = exc
 
         def commit(i: int) -> _Outcome:
             try:
@@ -333,24 +339,22 @@ class LogWriter:
                 return exc
 
         if len(slices) == 1:
-            return [commit(0)]
+            return [outcomes[0] if 0 in outcomes else commit(0)]
         plain = [g.producer_id is None and g.expected_offset is None for g in groups]
         # A partition with an idempotent or conditional group commits all its groups on one thread instead.
-        special = {meta.keys for i, meta in enumerate(metas) if not plain[i]}
-        known = [i for i, meta in enumerate(metas) if meta.keys not in special and self._sequential.knows(meta.keys)]
+        special = {meta.keys for i, meta in metas.items() if not plain[i]}
+        known = [i for i, meta in metas.items() if meta.keys not in special and self._sequential.knows(meta.keys)]
         batched = known if len(known) > 1 else []
         # Groups of one partition commit one after another, in request order, on one thread.
         by_partition: dict[PartitionKeys, list[int]] = {}
-        for i, meta in enumerate(metas):
+        for i, meta in metas.items():
             if i not in batched:
                 by_partition.setdefault(meta.keys, []).append(i)
         futures = [self._commits.submit(lambda indexes: [(i, commit(i)) for i in indexes], indexes)
                    for indexes in by_partition.values()]  # fmt: skip
         try:
             commits = [SequentialCommit(metas[i], refs[i], slices[i].msg_count, now_ms) for i in batched]
-            outcomes: dict[int, _Outcome] = dict(
-                zip(batched, self._sequential.commit_many(commits, deadline.monotonic), strict=True)
-            )
+            outcomes.update(zip(batched, self._sequential.commit_many(commits, deadline.monotonic), strict=True))
         finally:
             wait(futures)
         for future in futures:
