@@ -78,11 +78,11 @@ Invariants:
   objects and registry entry values; its registry entries are removed only if
   they still name that id. This needs no timing: a run paused for any time
   (past its lease, while another run took over, finished, and the name was
-  created again and written) deletes nothing of the new incarnation. The one
-  exception is a deleted topic whose partitions are in the legacy folders
-  (written before topic ids): its successor under the name is created with an
-  id, so their keys differ too; only two legacy incarnations could share keys,
-  and no legacy incarnation is created once the name has a record. The claim
+  created again and written) deletes nothing of the new incarnation. That holds
+  for a deleted topic whose partitions are in the legacy folders (written
+  before topic ids) too: a topic is created in the legacy folders only over
+  partitions registered before topic records existed, and reclaim removes the
+  registry entries before the record, so the name's next topic has an id. The claim
   is an efficiency measure: two runs (the scheduled GC and a manual one) do
   not work on one topic at once (a run deletes nothing before its
   compare-and-set claim on the record it read succeeded; a claim older than
