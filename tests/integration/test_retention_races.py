@@ -163,14 +163,14 @@ class Log:
             assert self.exists(batch.entry.ref.data_key), f"index entry {batch} names a missing object"
         if index.pending is not None:
             assert self.exists(index.pending.ref.data_key)
-        assert self.manifests.log_start(self.topic, self.partition) == start
         keys = PartitionKeys(self.topic, self.partition, self.storage.root)
+        assert self.manifests.log_start(keys) == start
         for info in self.storage.blobs.list(BUCKET, keys.manifest_prefix):
             span = keys.parse_manifest_key(info.key)
             if span is None:
                 continue  # log-start.json
             assert span[0] >= start, f"manifest {info.key} below the log start {start}"
-            manifest = self.manifests.read(self.topic, self.partition, info.key)
+            manifest = self.manifests.read(keys, info.key)
             assert self.exists(manifest.data_key), f"manifest {info.key} names a missing object"
         record = meta.compaction()
         if record is not None:

@@ -30,9 +30,9 @@ from typing import NamedTuple
 from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange, RecordsLost
 from llog.format.codec import Headers, RecordBatch, decode_batch
 from llog.format.documents import ControlRecord, EntryType, IndexedBatch
-from llog.format.keys import partition_keys
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.topics import TopicLayouts
 from llog.store.fetch import batch_bytes
 from llog.store.storage import Storage
 
@@ -92,6 +92,7 @@ class LogReader:
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
+        self.layouts = TopicLayouts(storage.oxia, root=storage.root)  # each partition's incarnation
 
     @classmethod
     def from_env(cls) -> LogReader:
@@ -107,7 +108,7 @@ class LogReader:
         self.close()
 
     def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
-        return PartitionMetadata(self.storage.oxia, partition_keys(topic, partition, self.storage.root))
+        return PartitionMetadata(self.storage.oxia, self.layouts.keys(topic, partition))
 
     # --- state -----------------------------------------------------------------
 
