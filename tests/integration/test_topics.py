@@ -822,11 +822,11 @@ def test_an_unfence_that_checked_the_topic_before_a_delete_cannot_reopen_it(
 def test_no_unfence_reopens_a_deleted_topics_partition_and_rewrites_of_its_control_keep_that(
     storage: Storage, topic: str, protocol: AppendProtocol
 ) -> None:
-    topics(storage).create(topic, 1, config(protocol))
+    record, _ = topics(storage).create(topic, 1, config(protocol))
     writer = LogWriter(storage)
     writer.append(topic, 0, [b"a"])
     topics(storage).delete(topic)
-    meta = PartitionMetadata(storage.oxia, PartitionKeys(topic, 0, storage.root))
+    meta = PartitionMetadata(storage.oxia, record.partition_keys(0, storage.root))
     sequential = SequentialAppender(WriterConfig(), fault=lambda point: None)
 
     with pytest.raises(UnknownTopic):
