@@ -301,7 +301,10 @@ class LogReader:
         between the lookup and the GET: the offset now resolves to the
         compacted entry. A WAL entry that still resolves, its object gone, with
         a compacted entry over it is a stale key (``PartitionIndex.superseding``):
-        the compacted entry holds the same records.
+        the compacted entry holds the same records. A batch whose object went
+        again since this lookup, with nothing over it, was removed by
+        retention, which moves the log start past a range before it deletes
+        the range's object (docs/RETENTION.md): ``OffsetOutOfRange`` then.
         """
         index = PartitionIndex.load(self._metadata(topic, partition))
         batch = readable(topic, partition, self._resolve(index, offset))
@@ -310,6 +313,7 @@ class LogReader:
         except BlobNotFound:
             over = index.superseding(batch)
             if over is None:
+                self._check_range(PartitionIndex.load(index.meta), offset)
                 raise
             return over, self.fetch(over)
 
