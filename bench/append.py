@@ -98,6 +98,7 @@ def _warm_up(writer: LogWriter, topic: str) -> None:
     """
     keys = PartitionKeys(topic, 0)
     writer.storage.oxia.get(keys.control, partition_key=keys.partition_key)
+    writer.layouts.topic_id(topic)  # the topic's record (its folders), read again once per TTL
     list(writer.storage.blobs.list(BUCKET, "warm-up/"))
 
 

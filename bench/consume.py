@@ -187,6 +187,7 @@ class _Reader:
         """Open the Oxia and S3 connections before the clock starts."""
         keys = PartitionKeys(topic, 0)
         self.log.storage.oxia.get(keys.control, partition_key=keys.partition_key)
+        self.log.layouts.topic_id(topic)  # the topic's record (its folders), read again once per TTL
         list(self.log.storage.blobs.list(BUCKET, "warm-up/"))
 
     def snapshot(self) -> tuple[dict[str, OperationStats], dict[str, OperationStats]]:

@@ -154,7 +154,7 @@ def measure_level(log: Log, storage: Storage, oxia: OperationCounters, s3: Opera
         measure("gc, keep everything", partitions, oxia, s3, runs, collect(RetentionPolicy())),
         measure("gc, age limit", partitions, oxia, s3, runs, collect(RetentionPolicy(max_age_ms=WEEK_MS))),
         measure("retention, size limit", partitions, oxia, s3, runs,
-                lambda: [retention.enforce(m.keys.topic, m.keys.partition) for m in log.partitions]),
+                lambda: [retention.enforce_partition(m.keys) for m in log.partitions]),
     ]  # fmt: skip
     if set(plan_seen) != {(partitions, partitions, frozenset({log.entries}))}:
         raise AssertionError(f"the planner saw {plan_seen[-1]}, not {partitions} partitions of lag {log.entries}")

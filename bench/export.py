@@ -141,6 +141,7 @@ def end_to_end_rows(objects: int, repeats: int) -> list[Row]:
             blobs.put(location, data)
             nbytes += len(data)
             manifests.publish(
+                PartitionKeys("bench", partition, root),
                 CompactedRange("bench", partition, start, start + RECORDS_PER_OBJECT - 1, location.uri, "b", NOW_MS)
             )
         with tempfile.TemporaryDirectory() as directory:

@@ -4,6 +4,12 @@ An export run plans on the driver (manifests after each partition's cursor),
 decodes on the executors (one task reads and decodes whole compacted objects
 with ``mapInArrow``), writes Parquet to a staging folder and commits with the
 protocol of :mod:`llog_export.state`.
+
+A topic's partitions are found in S3 by their folders (``ManifestStore.partitions``): the legacy folder
+and, for a topic created from the version that put topic ids into keys, one folder per incarnation
+(``{topic}/{topic_id}/partitions/{p}``, docs/FORMAT.md). Each incarnation has cursors of its own, named
+``{topic}/{topic_id}`` (a topic name holds no ``/``): a topic deleted and created again starts at offset
+1, and is exported from there, not from the old incarnation's cursor.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from llog.config import S3Config
 from llog.errors import CorruptMetadata
 from llog.format.codec import decode_batch
-from llog.format.keys import S3Location
+from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol.faults import FaultHook
 from llog.protocol.manifest import ManifestSpan, ManifestStore
 from llog.store.s3 import BlobStore
@@ -47,7 +53,9 @@ AFTER_STAGING = "export.after_staging"
 AFTER_PENDING = "export.after_pending"
 AFTER_MOVES = "export.after_moves"
 
-WORK_SCHEMA = "topic STRING, partition INT, start_offset BIGINT, end_offset BIGINT, manifest_key STRING"
+WORK_SCHEMA = (
+    "topic STRING, topic_id STRING, partition INT, start_offset BIGINT, end_offset BIGINT, manifest_key STRING"
+)
 
 
 @dataclass(frozen=True)
@@ -82,11 +90,23 @@ class ExportSummary:
         )
 
 
+def cursor_name(keys: PartitionKeys) -> str:
+    """The name of an incarnation's cursors: the topic for the legacy folder, else ``{topic}/{topic_id}``."""
+    return keys.topic if keys.topic_id is None else f"{keys.topic}/{keys.topic_id}"
+
+
 @dataclass(frozen=True)
 class PlannedRange:
-    topic: str
-    partition: int
+    keys: PartitionKeys
     span: ManifestSpan
+
+    @property
+    def topic(self) -> str:
+        return self.keys.topic
+
+    @property
+    def partition(self) -> int:
+        return self.keys.partition
 
     @property
     def end_offset(self) -> int:
@@ -101,37 +121,38 @@ def plan_ranges(manifests: ManifestStore, cursors: Cursors, options: ExportOptio
     """Every committed range after each partition's cursor, up to ``max_ranges_per_run``, from listings alone."""
     planned: list[PlannedRange] = []
     for topic in options.topics or tuple(manifests.topics()):
-        for partition in manifests.partitions(topic):
-            cursor, spans = _chain(manifests, topic, partition, cursors.get(topic, {}).get(partition, 1))
+        for keys in manifests.partitions(topic):
+            cursor, spans = _chain(manifests, keys, cursors.get(cursor_name(keys), {}).get(keys.partition, 1))
             found = 0
             for span in spans:
                 if len(planned) >= options.max_ranges_per_run:
                     log.info("plan: reached max_ranges_per_run=%d; the next run continues", options.max_ranges_per_run)
                     return planned
-                planned.append(PlannedRange(topic, partition, span))
+                planned.append(PlannedRange(keys, span))
                 found += 1
             if found:
-                log.info("plan: %s/%d: %d ranges from offset %d", topic, partition, found, cursor)
+                log.info("plan: %s/%d: %d ranges from offset %d", cursor_name(keys), keys.partition, found, cursor)
     return planned
 
 
-def _chain(manifests: ManifestStore, topic: str, partition: int, cursor: int) -> tuple[int, Iterator[ManifestSpan]]:
+def _chain(manifests: ManifestStore, keys: PartitionKeys, cursor: int) -> tuple[int, Iterator[ManifestSpan]]:
     """The chain of ranges from ``cursor``, or from the log start if retention removed the ranges at it."""
-    spans = manifests.spans(topic, partition, cursor)
+    spans = manifests.spans(keys, cursor)
     first = next(spans, None)
     if first is not None:
         return cursor, itertools.chain([first], spans)
-    log_start = manifests.log_start(topic, partition)  # one GET, only for a partition with nothing new
+    log_start = manifests.log_start(keys)  # one GET, only for a partition with nothing new
     if log_start <= cursor:
         return cursor, iter(())
-    log.warning("plan: %s/%d: offsets %d-%d expired before export", topic, partition, cursor, log_start - 1)
-    return log_start, manifests.spans(topic, partition, log_start)
+    log.warning("plan: %s/%d: offsets %d-%d expired before export", cursor_name(keys), keys.partition, cursor,
+                log_start - 1)  # fmt: skip
+    return log_start, manifests.spans(keys, log_start)
 
 
 def cursors_after(ranges: list[PlannedRange]) -> Cursors:
     cursors: Cursors = {}
     for r in ranges:
-        parts = cursors.setdefault(r.topic, {})
+        parts = cursors.setdefault(cursor_name(r.keys), {})
         parts[r.partition] = max(parts.get(r.partition, 1), r.end_offset + 1)
     return cursors
 
@@ -150,7 +171,8 @@ def decode_ranges(
         manifests = ManifestStore(blobs, bucket=bucket, root=root)
         for chunk in work:
             for item in chunk.to_pylist():
-                manifest = manifests.read(item["topic"], item["partition"], item["manifest_key"])
+                keys = PartitionKeys(item["topic"], item["partition"], root, item["topic_id"])
+                manifest = manifests.read(keys, item["manifest_key"])
                 data = blobs.get(S3Location.parse(manifest.data_key))
                 if on_object is not None:
                     on_object(len(data))
@@ -228,7 +250,7 @@ class Export(ABC):
             rows,
             int(bytes_read.value),
             files,
-            len({(r.topic, r.partition) for r in ranges}),
+            len({r.keys for r in ranges}),
             recovered,
             self._seconds,
         )
@@ -237,7 +259,7 @@ class Export(ABC):
 
     def _decoded(self, ranges: list[PlannedRange]) -> tuple[DataFrame, Accumulator[int]]:
         """The table rows of ``ranges``, decoded on the executors when the frame is written."""
-        work = [(r.topic, r.partition, r.span.start_offset, r.end_offset, r.span.key) for r in ranges]
+        work = [(r.topic, r.keys.topic_id, r.partition, r.span.start_offset, r.end_offset, r.span.key) for r in ranges]
         # One task per core: each task streams many objects, and a task costs ~0.1 s to start (measured).
         tasks = max(1, min(len(work), self.spark.sparkContext.defaultParallelism))
         bytes_read = self.spark.sparkContext.accumulator(0)

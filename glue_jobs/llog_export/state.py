@@ -33,7 +33,8 @@ STAGING_DIR = "_llog_staging"
 _STATE_NAME = re.compile(r"state-(\d{20})\.json")
 KEEP_STATES = 10  # older state files are deleted; a few stay for post-mortems
 
-# cursors[topic][partition] = the next offset to export
+# cursors[name][partition] = the next offset to export; name: the topic, or "{topic}/{topic_id}" for a partition
+# folder named by a topic id (llog_export.job.cursor_name)
 Cursors = dict[str, dict[int, int]]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 import uuid
 from typing import Any
@@ -47,8 +48,9 @@ def test_the_example_produce_and_consume(oxia_env: Env):
     first, second = produced.body["results"]
     assert (first["start_offset"], first["end_offset"], first["count"]) == (1, 2, 2)
     assert (second["start_offset"], second["end_offset"], second["count"]) == (1, 1, 1)
-    # New partitions are sequential: the entry is the sequence key ending at offset 2 (docs/SEQUENTIAL_APPEND.md).
-    assert first["index_key"].startswith(f"{oxia_env.root}/orders/partitions/0/seq/")
+    # New partitions are sequential: the entry is the sequence key ending at offset 2 (docs/SEQUENTIAL_APPEND.md),
+    # in the folder of the topic's id (its first produce created its record).
+    assert re.match(rf"{oxia_env.root}/orders/[0-9a-f-]{{36}}/partitions/0/seq/", first["index_key"])
     assert "/e-00000000000000000002-" in first["index_key"]
     assert first["wal_uri"] == second["wal_uri"]
     assert first["wal_uri"].startswith(f"s3://llog-test/{oxia_env.root}/wal-shared/")

@@ -38,21 +38,25 @@ class CompactedLog:
         self.root = root
         self.manifests = ManifestStore(blobs, bucket=BUCKET, root=root)
         self.expected: list[Row] = []
-        self.ends: dict[tuple[str, int], int] = {}
+        self.ends: dict[tuple[str, int, str | None], int] = {}
 
-    def compact(self, topic: str, partition: int, records: list[Record], *, commit: bool = True) -> CompactedRange:
-        start = self.ends.get((topic, partition), 0) + 1
+    def compact(
+        self, topic: str, partition: int, records: list[Record], *, commit: bool = True, topic_id: str | None = None
+    ) -> CompactedRange:
+        """A compacted range of the partition in the legacy folder, or in the folder of ``topic_id``."""
+        keys = PartitionKeys(topic, partition, self.root, topic_id)
+        start = self.ends.get((topic, partition, topic_id), 0) + 1
         end = start + len(records) - 1
-        location = S3Location(BUCKET, PartitionKeys(topic, partition, self.root).compacted_object_key())
+        location = S3Location(BUCKET, keys.compacted_object_key())
         self.blobs.put(location, encode_batch(records))
         manifest = CompactedRange(topic, partition, start, end, location.uri, uuid.uuid4().hex, DAY2)
-        self.ends[(topic, partition)] = end
+        self.ends[(topic, partition, topic_id)] = end
         if commit:
-            self.publish(manifest, records)
+            self.publish(manifest, records, topic_id)
         return manifest
 
-    def publish(self, manifest: CompactedRange, records: list[Record]) -> None:
-        self.manifests.publish(manifest)
+    def publish(self, manifest: CompactedRange, records: list[Record], topic_id: str | None = None) -> None:
+        self.manifests.publish(PartitionKeys(manifest.topic, manifest.partition, self.root, topic_id), manifest)
         for offset, r in enumerate(records, manifest.start_offset):
             assert r.timestamp_ms is not None
             self.expected.append(

@@ -163,8 +163,9 @@ def test_ranges_retention_removed_before_export_are_skipped_with_a_warning(
     expired = log.compact("orders", 0, [record(i, DAY1) for i in range(4)])
     log.compact("orders", 0, [record(i, DAY2) for i in range(4, 6)])
     # what retention does: publish the new log start, then delete the removed range's manifest
-    log.manifests.publish_log_start("orders", 0, expired.end_offset + 1)
-    log.manifests.delete("orders", 0, [(expired.start_offset, expired.end_offset)])
+    keys = PartitionKeys("orders", 0, options.llog_root_prefix)
+    log.manifests.publish_log_start(keys, expired.end_offset + 1)
+    log.manifests.delete(keys, [(expired.start_offset, expired.end_offset)])
 
     with caplog.at_level("WARNING", logger="llog_export"):
         summary = run_export(spark, options)
@@ -172,3 +173,18 @@ def test_ranges_retention_removed_before_export_are_skipped_with_a_warning(
     assert (summary.ranges, summary.rows) == (1, 2)
     assert "offsets 1-4 expired before export" in caplog.text
     assert [row[2] for row in table_rows(spark, options.output_path)] == [5, 6]
+
+
+def test_a_topic_created_again_is_exported_from_its_first_offset_under_cursors_of_its_own(
+    spark: SparkSession, log: CompactedLog, options: ExportOptions
+) -> None:
+    log.compact("orders", 0, [record(i, DAY1) for i in range(4)])  # the legacy folder: offsets 1-4
+    assert run_export(spark, options).rows == 4
+    topic_id = str(uuid.uuid4())  # the name deleted and created again: its partitions in the folder of its id
+    log.compact("orders", 0, [record(i, DAY2) for i in range(10, 12)], topic_id=topic_id)
+
+    summary = run_export(spark, options)
+
+    assert (summary.ranges, summary.rows) == (1, 2)
+    assert sorted(row[2] for row in table_rows(spark, options.output_path)) == [1, 1, 2, 2, 3, 4]
+    assert run_export(spark, options).rows == 0  # both incarnations' cursors are committed

@@ -313,4 +313,4 @@ def test_restore_in_place_refuses_when_s3_holds_ranges_compacted_after_the_backu
     assert Compactor(storage).compact_once(topic, 0).end_offset == 3  # its manifest names [1, 3]
     with pytest.raises(NamespaceNotEmpty, match="compacted after it"):
         restore_backup(target, report.backup_id)  # an empty Oxia, the same root: offset 3 would be reused
-    assert live_keys(target.oxia, target.root, topic, [0]) == []  # nothing written
+    assert live_keys(target.oxia, target.root, topic, [PartitionKeys(topic, 0, target.root)]) == []  # nothing written

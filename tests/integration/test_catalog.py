@@ -58,8 +58,8 @@ def test_registry_lists_neighbouring_topics_and_partitions_exactly(oxia_store: O
     registry = PartitionRegistry(oxia_store, root=root)
     for topic in reversed(TOPICS):
         for partition in PARTITIONS:
-            assert registry.register(topic, partition)
-    assert not registry.register("foo", 1)  # idempotent
+            assert registry.register(PartitionKeys(topic, partition, root))
+    assert not registry.register(PartitionKeys("foo", 1, root))  # idempotent
 
     expected = {t: [1, 2, 10] for t in sorted(TOPICS)}
     assert registry.partitions() == expected
@@ -74,7 +74,7 @@ def test_registry_lists_neighbouring_topics_and_partitions_exactly(oxia_store: O
 def test_registry_ignores_deeper_and_shallower_keys_under_its_prefix(oxia_store: OxiaStore, root: str) -> None:
     keys = RegistryKeys(root)
     registry = PartitionRegistry(oxia_store, root=root)
-    registry.register("foo", 2)
+    registry.register(PartitionKeys("foo", 2, root))
     # Keys one level deeper and shallower, on the same shard: never part of a scan of one depth.
     for stray in (f"{keys.prefix}foo:0000000001/x", f"{root}/__catalog/partitions", f"{keys.prefix}foo"):
         oxia_store.put(stray, b"{}", partition_key=keys.partition_key)
@@ -85,7 +85,9 @@ def test_registry_ignores_deeper_and_shallower_keys_under_its_prefix(oxia_store:
 def test_readers_see_only_their_own_partition_among_neighbours(storage: Storage, protocol: AppendProtocol) -> None:
     fill(writer_for(storage, protocol))
     reader = LogReader(storage)
-    assert LogCatalog(storage.oxia, root=storage.root).partitions() == {t: [1, 2, 10] for t in sorted(TOPICS)}
+    assert LogCatalog(storage.oxia, root=storage.root).partitions() == {
+        t: [PartitionKeys(t, p, storage.root) for p in (1, 2, 10)] for t in sorted(TOPICS)
+    }
     for topic in TOPICS:
         for partition in PARTITIONS:
             expected = contents(topic, partition)
@@ -114,7 +116,7 @@ def test_compaction_and_gc_keep_neighbours_apart(storage: Storage, protocol: App
     catalog = LogCatalog(storage.oxia, root=storage.root)
     for topic in TOPICS:
         for partition in PARTITIONS:
-            status = catalog.status(topic, partition)
+            status = catalog.status(PartitionKeys(topic, partition, storage.root))
             n = len(contents(topic, partition))
             assert (status.high_watermark, status.compaction_cursor, status.compaction) == (n, n + 1, None)
     report = GarbageCollector(dataclasses.replace(storage, clock=lambda: 2**40), config=GcConfig(grace_ms=1)).collect()
@@ -132,19 +134,20 @@ def test_compaction_and_gc_keep_neighbours_apart(storage: Storage, protocol: App
 def test_partitions_are_registered_before_they_exist(storage: Storage) -> None:
     """A crash between registering and creating ``meta/control`` leaves a registered, uninitialized partition."""
     registry = PartitionRegistry(storage.oxia, root=storage.root)
-    registry.register("half", 3)  # what a writer that died right after registering leaves
+    registry.register(PartitionKeys("half", 3, storage.root))  # what a writer that died right after registering leaves
     catalog = LogCatalog(storage.oxia, root=storage.root)
-    assert catalog.partitions() == {"half": [3]}
+    assert catalog.partitions() == {"half": [PartitionKeys("half", 3, storage.root)]}
     with pytest.raises(PartitionNotInitialized):
-        catalog.status("half", 3)
+        catalog.status(PartitionKeys("half", 3, storage.root))
     report = GarbageCollector(dataclasses.replace(storage, clock=lambda: 2**40), config=GcConfig(grace_ms=1)).collect()
     assert report.errors == []  # not initialized yet is not an error
 
     writer = LogWriter(storage)
     assert writer.initialize_partition("half", 3)  # completes the creation
     writer.initialize_partition("fresh", 0)
-    assert catalog.partitions() == {"fresh": [0], "half": [3]}
-    assert catalog.status("half", 3).high_watermark == 0
+    keys = {t: PartitionKeys(t, p, storage.root) for t, p in (("fresh", 0), ("half", 3))}
+    assert catalog.partitions() == {t: [k] for t, k in keys.items()}
+    assert catalog.status(PartitionKeys("half", 3, storage.root)).high_watermark == 0
 
 
 def test_creation_registers_first(oxia_store: OxiaStore, root: str) -> None:

@@ -48,7 +48,7 @@ def index_types(oxia: OxiaStore, root: str, topic: str, partition: int = 0) -> l
 
 def manifest_chain(blob_store: BlobStore, root: str, topic: str, partition: int = 0) -> list[tuple[int, int, int]]:
     store = ManifestStore(blob_store, bucket=BUCKET, root=root)
-    return [(m.start_offset, m.end_offset, m.record_count) for m in store.ranges(topic, partition)]
+    return [(m.start_offset, m.end_offset, m.record_count) for m in store.ranges(PartitionKeys(topic, partition, root))]
 
 
 def fill(writer: LogWriter, topic: str) -> None:

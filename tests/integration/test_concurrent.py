@@ -21,8 +21,8 @@ separate processes would:
 * readers: reads from random offsets and of the high watermark;
 * a second topic's life: created (explicitly, or implicitly by its first produce), produced to through produce
   services that cache its record, deleted, reclaimed by those two collectors, created again, over and over, with
-  the reclaim delay and the services' topic caches shortened in proportion (``topics.RECLAIM_DELAY_MS`` and the
-  produce service's TTLs), so that the run sees several lives.
+  the reclaim delay and the topic caches shortened in proportion (``topics.RECLAIM_DELAY_MS``, the produce
+  service's TTLs and that of ``topics.TopicLayouts``), so that the run sees several lives.
 
 Every append, fence, unfence and read is recorded with the time of its call and
 of its answer (``tests/concurrency.py``). At the end the harness checks that
@@ -106,7 +106,8 @@ MIGRATE_CHANCE = 0.1  # of a fencer's turn on a CAS partition
 LIFE_TOPIC = "life"
 LIFE_PRODUCERS = 2
 # A life's topic is reclaimed GRACE_MS + RECLAIM_DELAY_MS after its delete; the produce services trust a record they
-# read for TOPIC_CACHE_TTL_MS and forget partitions not confirmed for STALE_TOPIC_MS (<= the reclaim delay).
+# read for TOPIC_CACHE_TTL_MS and forget partitions not confirmed for STALE_TOPIC_MS (<= the reclaim delay); every
+# TopicLayouts (writers', the reader's) trusts a life's folder for TOPIC_CACHE_TTL_MS too.
 RECLAIM_DELAY_MS = 1_000
 TOPIC_CACHE_TTL_MS = 300
 # A CAS run migrates partitions to the sequential protocol as it goes: its writers may meet either's points.
@@ -801,6 +802,8 @@ def test_every_action_at_once_keeps_every_acknowledged_record(
     monkeypatch.setattr(topics, "RECLAIM_DELAY_MS", RECLAIM_DELAY_MS)
     monkeypatch.setattr(produce, "STALE_TOPIC_MS", RECLAIM_DELAY_MS)
     monkeypatch.setattr(produce, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
+    # Every process's TopicLayouts (the harness's reader among them) resolves a life's folder for as long.
+    monkeypatch.setattr(topics, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
     run = Run(oxia_store, blob_store, protocol, oxia_server)
     run.run(SECONDS)
     try:

@@ -125,6 +125,7 @@ def test_the_control_records_of_a_request_are_one_oxia_read(
         writer.initialize_partition(topic, p)
         writer.append(topic, p, [f"{p}-{i}".encode() for i in range(3)])
     service = ConsumeService(LogReader(reader_storage))
+    service.reader.layouts.topic_id(topic)  # the topic's record (its folders), read once per TOPIC_CACHE_TTL_MS
     before = reader_storage.oxia.counters.snapshot()
 
     fetched = service.consume(request(*(part(topic, p, offset=3) for p in range(4))))
@@ -149,6 +150,7 @@ def test_a_failed_read_of_the_control_records_is_each_partitions_error_without_r
         raise OxiaUnavailable("get failed: Oxia is out of reach")
 
     monkeypatch.setattr(reader_storage.oxia, "get_many", unavailable)
+    service.reader.layouts.topic_id(topic)  # the topic's record, read before Oxia went out of reach
     before = reader_storage.oxia.counters.snapshot()
 
     fetched = service.consume(request(*(part(topic, p) for p in range(3))))
@@ -243,6 +245,7 @@ def test_long_poll_with_a_tail_cache_wakes_on_the_local_append(
     monkeypatch.setattr(consume, "RECHECK_S", 3_600.0)  # a slow append must not meet a re-check's Oxia read
     tail_cached.writer.append(topic, 0, [b"first"])
     await_notifications(reader_storage.oxia)
+    tail_cached.service.reader.layouts.topic_id(topic)  # the topic's record, read once per TOPIC_CACHE_TTL_MS
     calls = reader_storage.oxia.counters.total_calls()
 
     timer = threading.Timer(0.3, tail_cached.writer.append, args=(topic, 0, [b"second"]))

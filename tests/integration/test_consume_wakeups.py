@@ -102,6 +102,7 @@ def test_a_waiter_is_woken_by_another_clients_append(
     writer.initialize_partition(topic, 0)
     writer.append(topic, 0, [b"before"])
     service = ConsumeService(LogReader(consumer_storage))
+    service.reader.layouts.topic_id(topic)  # the topic's folder (its record), read once per TOPIC_CACHE_TTL_MS
     await_notifications(consumer_storage.oxia)
     before = reads_by_op(consumer_storage)
 

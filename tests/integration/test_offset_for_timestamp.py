@@ -96,7 +96,7 @@ def test_entries_and_manifests_carry_time_spans(storage: Storage, topic: str) ->
     (compacted,) = PartitionIndex.load(meta).scan(1)
     assert compacted.entry.ref.times is not None
     assert (compacted.entry.ref.times.min_ms, compacted.entry.ref.times.max_ms) == (BASE_MS + 2, BASE_MS + 9)
-    (manifest,) = compactor.manifests.ranges(topic, 0)
+    (manifest,) = compactor.manifests.ranges(meta.keys)
     assert manifest.times == compacted.entry.ref.times
 
 

@@ -33,10 +33,13 @@ def writer(storage: Storage) -> LogWriter:
 
 
 @pytest.fixture
-def own_reader(oxia_config: OxiaConfig, s3_config: S3Config, root: str) -> Iterator[LogReader]:
-    """A reader with an Oxia client of its own, so its counters count its reads alone."""
+def own_reader(oxia_config: OxiaConfig, s3_config: S3Config, root: str, topic: str) -> Iterator[LogReader]:
+    """A reader with an Oxia client of its own, so its counters count its reads alone; it knows the topic's
+    folder already (its record, read once per ``TOPIC_CACHE_TTL_MS``)."""
     with OxiaStore(oxia_config) as oxia:
-        yield LogReader(Storage(oxia, BlobStore(s3_config), BUCKET, root))
+        reader = LogReader(Storage(oxia, BlobStore(s3_config), BUCKET, root))
+        reader.layouts.topic_id(topic)
+        yield reader
 
 
 def fill(writer: LogWriter, topic: str, sizes: tuple[int, ...] = BATCH_SIZES) -> None:

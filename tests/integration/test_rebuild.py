@@ -33,6 +33,8 @@ from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.namespace import adopt_namespace
 from llog.protocol.rebuild import LostRange, RebuildReport, RecoveredRange, rebuild_topic
+from llog.protocol.topics import TopicConfig, TopicRegistry
+from llog.service.produce import ProduceEntry, ProduceService
 from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
 from tests.conftest import TOOLS_BIN, moto_s3_env, set_env
@@ -314,3 +316,35 @@ def test_a_second_loss_after_a_rebuild_keeps_its_lost_range_and_reuses_no_acknow
         LogReader(second).read_offset(topic, 0, 33)
     assert (lost.value.first, lost.value.last, lost.value.next_offset) == (31, 36, 37)
     assert LogWriter(second, config=CAS).append(topic, 0, [b"z"]).start_offset == 37
+
+
+def test_a_rebuilt_topic_with_an_id_keeps_its_folders_and_gets_a_record_that_says_so(
+    storage: Storage, oxia: LosableOxia, topic: str
+) -> None:
+    """No backup: S3's folders name the topic's id, and the rebuild writes a record with it (an implicit topic
+    of that id), so every component finds the rebuilt partitions where they are, and the next produce too."""
+    before = _on(storage, oxia)
+    record, _ = TopicRegistry(before.oxia, root=before.root).create(topic, 2, TopicConfig(AppendProtocol.SEQUENTIAL))
+    assert record.keys_include_id
+    service = ProduceService(LogWriter(before))
+    for i in range(4):
+        assert all(r.ok for r in service.produce([ProduceEntry(topic, p, [f"{p}-{i}".encode()]) for p in (0, 1)]))
+    compactor = Compactor(before)
+    for partition in (0, 1):
+        assert compactor.compact_once(topic, partition).end_offset == 4
+    original = {p: _records(before, topic, p, 4) for p in (0, 1)}
+    _collect_garbage(before)
+
+    oxia.lose_everything()
+    after = _on(storage, oxia)
+    reports = rebuild_topic(after, topic, writer_config=SEQUENTIAL)
+
+    assert [(r.partition, r.recovered) for r in reports] == [(p, [RecoveredRange(1, 4, "manifest")]) for p in (0, 1)]
+    rebuilt = TopicRegistry(after.oxia, root=after.root).get(topic)
+    assert rebuilt is not None
+    assert (rebuilt.topic_id, rebuilt.keys_include_id, rebuilt.partition_numbers) == (record.topic_id, True, [0, 1])
+    for partition in (0, 1):
+        assert _records(after, topic, partition, 4) == original[partition]
+    (appended,) = ProduceService(LogWriter(after)).produce([ProduceEntry(topic, 1, [b"new"])])
+    assert (appended.ok, appended.start_offset) == (True, 5)
+    assert LogReader(after).read_offset(topic, 1, 5).value == b"new"

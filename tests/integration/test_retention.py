@@ -74,8 +74,8 @@ def test_age_truncates_whole_compacted_ranges_and_reads_below_the_start_fail_cle
         with pytest.raises(BlobNotFound):
             blob_store.head(S3Location.parse(key))
     manifests = ManifestStore(blob_store, bucket=BUCKET, root=root)
-    assert manifests.log_start(topic, 0) == 21
-    assert list(manifests.spans(topic, 0)) == []
+    assert manifests.log_start(PartitionKeys(topic, 0, root)) == 21
+    assert list(manifests.spans(PartitionKeys(topic, 0, root))) == []
 
 
 def test_size_keeps_the_newest_ranges_within_the_budget_and_consume_reports_the_log_start(

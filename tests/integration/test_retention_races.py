@@ -26,9 +26,10 @@ import pytest
 
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter
-from llog.config import GcConfig, RetentionConfig, RetentionPolicy, WriterConfig
+from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy, WriterConfig
 from llog.errors import BlobNotFound, OffsetOutOfRange
-from llog.format.documents import AppendProtocol, CompactionState
+from llog.format.codec import RecordBatch
+from llog.format.documents import AppendProtocol, CompactionState, EntryType, IndexedBatch
 from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol import faults
 from llog.protocol.compaction import CompactionResult, Compactor
@@ -163,14 +164,14 @@ class Log:
             assert self.exists(batch.entry.ref.data_key), f"index entry {batch} names a missing object"
         if index.pending is not None:
             assert self.exists(index.pending.ref.data_key)
-        assert self.manifests.log_start(self.topic, self.partition) == start
         keys = PartitionKeys(self.topic, self.partition, self.storage.root)
+        assert self.manifests.log_start(keys) == start
         for info in self.storage.blobs.list(BUCKET, keys.manifest_prefix):
             span = keys.parse_manifest_key(info.key)
             if span is None:
                 continue  # log-start.json
             assert span[0] >= start, f"manifest {info.key} below the log start {start}"
-            manifest = self.manifests.read(self.topic, self.partition, info.key)
+            manifest = self.manifests.read(keys, info.key)
             assert self.exists(manifest.data_key), f"manifest {info.key} names a missing object"
         record = meta.compaction()
         if record is not None:
@@ -280,3 +281,34 @@ def test_retention_running_while_a_compactor_is_paused_between_its_steps(log: Lo
     assert log.log_start == 6  # [3, 5] is finished now; offset 6 is the last entry
     log.check()
     log.compact_once_checked()
+
+
+def test_a_read_whose_range_retention_removed_after_the_read_looked_it_up_again_is_below_the_log_start(
+    log: Log,
+) -> None:
+    """A reader resolves offset 1 to its WAL entry; compaction replaces it and GC deletes the blob, so the fetch
+    finds nothing and the reader looks the offset up again: the compacted range. Before it fetches that, retention
+    removes the range (log start first, then its object). The answer is the offset's being below the log start
+    (what the reader would have said a moment later), not ``BlobNotFound``."""
+    log.writer = LogWriter(log.storage, config=WriterConfig(append_protocol=log.protocol, inline_batch_max_bytes=0))
+    for value in (b"a", b"b", b"c", b"d"):
+        log.append(value)  # each in a WAL blob of its own (none inline in its index entry)
+    compactor = Compactor(log.storage, config=CompactorConfig(max_offsets_per_run=2))
+    real_fetch, fetched = log.reader.fetch, []
+
+    def fetch(batch: IndexedBatch) -> RecordBatch:
+        fetched.append(batch.entry.type)
+        if len(fetched) == 1:  # the WAL entry of offsets 1: compacted, its blob collected
+            assert compactor.compact_once(log.topic, log.partition).end_offset == 2
+            assert log.collector(max_bytes=2**40).collect().wal_blobs_deleted >= 1
+        else:  # the compacted range, looked up again: retention removes it now
+            assert log.collector(max_bytes=1).collect().retention_partitions_truncated == 1
+            assert log.log_start == 3
+        return real_fetch(batch)
+
+    log.reader.fetch = fetch  # type: ignore[method-assign]
+    with pytest.raises(OffsetOutOfRange):
+        log.reader.read_offset(log.topic, log.partition, 1)
+    assert fetched == [EntryType.WAL, EntryType.COMPACTED]
+    log.reader.fetch = real_fetch  # type: ignore[method-assign]
+    log.check()

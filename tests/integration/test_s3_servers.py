@@ -366,7 +366,7 @@ def test_compaction_then_gc(
     assert (result.outcome, result.start_offset, result.end_offset) == ("compacted", 1, 6)
     assert [(r.offset, r.value) for r in reader.iter_from(topic, 0, 1)] == before
     manifests = ManifestStore(blob_store, bucket=BUCKET, root=root)
-    assert [(m.start_offset, m.end_offset) for m in manifests.ranges(topic, 0)] == [(1, 6)]
+    assert [(m.start_offset, m.end_offset) for m in manifests.ranges(PartitionKeys(topic, 0, root))] == [(1, 6)]
     assert manifests.topics() == [topic]  # a listing with a delimiter: only compacted topics have S3 folders
     keys = PartitionKeys(topic, 0, root)
     assert len(list(blob_store.list(BUCKET, keys.compacted_prefix))) == 1

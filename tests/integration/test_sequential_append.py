@@ -867,7 +867,7 @@ def test_consume_and_status_see_the_live_tail_of_a_sequential_partition(
     assert (result.high_watermark, [r.value for r in result.records]) == (3, [b"b", b"c"])
     (tail,) = service.consume(ConsumeRequest([FetchPartition(topic, 0, 4, 1 << 20)], 0, 1, 1 << 20))
     assert (tail.error, tail.records, tail.high_watermark) == (None, [], 3)
-    status = LogCatalog(oxia_store, root=root).status(topic, 0)
+    status = LogCatalog(oxia_store, root=root).status(PartitionKeys(topic, 0, root))
     assert (status.high_watermark, status.next_offset, status.compaction_lag) == (3, 4, 3)
 
 

@@ -9,6 +9,7 @@ grace and the reclaim delay where a test needs a deleted topic reclaimed.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Callable
 
@@ -48,8 +49,10 @@ from llog.protocol.topics import (
     TopicConfig,
     TopicRecord,
     TopicRegistry,
+    new_topic_id,
     reclaim_topic,
 )
+from llog.protocol.verify import Verifier
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.service.produce import ProduceEntry, ProduceService
@@ -116,7 +119,7 @@ def test_create_initializes_every_partition_with_the_topics_protocol(storage: St
         {"partition": p, "high_watermark": 0, "log_start": 1, "next_offset": 1, "log_state": "OPEN"} for p in range(3)
     ]
     for p in range(3):
-        control = PartitionMetadata(storage.oxia, PartitionKeys(topic, p, storage.root)).control().record
+        control = PartitionMetadata(storage.oxia, record.partition_keys(p, storage.root)).control().record
         assert control.protocol is AppendProtocol.CAS
 
 
@@ -560,7 +563,8 @@ def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: 
     other = f"{topic}-live"
     registry.create(topic, 2, config())
     registry.create(other, 1, config())
-    service = ProduceService(LogWriter(storage))
+    clock = Clock()
+    service = ProduceService(LogWriter(storage), clock=clock)
     for i in range(3):
         results = service.produce([ProduceEntry(topic, 0, [f"a{i}".encode()]), ProduceEntry(topic, 1, [b"b"]),
                                    ProduceEntry(other, 0, [f"o{i}".encode()])])  # fmt: skip
@@ -572,7 +576,7 @@ def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: 
     topic_prefix = f"{storage.root}/{topic}/"
     assert objects(storage, topic_prefix), "compacted objects and manifests exist"
 
-    registry.delete(topic)
+    deleted = registry.delete(topic)
     early = GarbageCollector(storage, config=GcConfig(grace_ms=GRACE_MS)).collect()
     assert early.topics_reclaimed == 0  # not before the grace and the reclaim delay
     report = collector_ahead(storage).collect()
@@ -583,7 +587,7 @@ def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: 
     keys = RegistryKeys(storage.root)
     assert storage.oxia.get(keys.topic(topic), partition_key=keys.partition_key) is None
     for partition in (0, 1):
-        partition_keys = PartitionKeys(topic, partition, storage.root)
+        partition_keys = deleted.partition_keys(partition, storage.root)
         for start, end in partition_keys.oxia_ranges:
             assert storage.oxia.list_keys(start, end, partition_key=partition_keys.partition_key) == []
     assert registry.registry.partitions(topic) == {}
@@ -594,6 +598,7 @@ def test_gc_reclaims_a_deleted_topic_and_the_name_can_be_created_again(storage: 
 
     _, created = registry.create(topic, 1, config())
     assert created
+    clock.offset_s = (GRACE_MS + RECLAIM_DELAY_MS) / 1000  # as long as reclaim waited after the delete
     assert service.produce([ProduceEntry(topic, 0, [b"new"])])[0].start_offset == 1
     assert values(reader, topic, 0) == [b"new"]
 
@@ -817,11 +822,11 @@ def test_an_unfence_that_checked_the_topic_before_a_delete_cannot_reopen_it(
 def test_no_unfence_reopens_a_deleted_topics_partition_and_rewrites_of_its_control_keep_that(
     storage: Storage, topic: str, protocol: AppendProtocol
 ) -> None:
-    topics(storage).create(topic, 1, config(protocol))
+    record, _ = topics(storage).create(topic, 1, config(protocol))
     writer = LogWriter(storage)
     writer.append(topic, 0, [b"a"])
     topics(storage).delete(topic)
-    meta = PartitionMetadata(storage.oxia, PartitionKeys(topic, 0, storage.root))
+    meta = PartitionMetadata(storage.oxia, record.partition_keys(0, storage.root))
     sequential = SequentialAppender(WriterConfig(), fault=lambda point: None)
 
     with pytest.raises(UnknownTopic):
@@ -875,3 +880,111 @@ def test_a_deletes_fence_holds_when_another_party_finishes_its_seal_first(
     with pytest.raises(LogFenced):
         writer.append(topic, 0, [b"after the delete"])
     assert values(LogReader(storage), topic, 0) == [b"a"]
+
+
+def create_from_before_topic_ids(storage: Storage, topic: str, partitions: int, settings: TopicConfig) -> TopicRecord:
+    """A topic as the version before ``keys_include_id`` created it: its partitions in the legacy folders."""
+    registry = topics(storage)
+    doc = json.loads(TopicRecord(topic, partitions, settings, 1_000, topic_id=new_topic_id()).encode())
+    del doc["keys_include_id"]
+    storage.oxia.put(registry.keys.topic(topic), json.dumps(doc).encode(), partition_key=registry.keys.partition_key,
+                     expected_version_id=CREATE_ONLY)  # fmt: skip
+    record = registry.get(topic)
+    assert record is not None
+    assert (record.keys_include_id, record.keys_id) == (False, None)
+    registry.initialize(record, range(partitions))
+    return record
+
+
+@pytest.mark.parametrize("before_ids", [False, True], ids=["with-id", "legacy-folders"])
+def test_a_reclaim_run_paused_past_its_lease_deletes_nothing_of_the_topic_created_again(
+    storage: Storage, topic: str, before_ids: bool
+) -> None:
+    """Run B claims the deleted topic and pauses right after its lease check; its claim expires, run A takes
+    over and finishes, the name is created again and produced to; then B goes on deleting. The new
+    incarnation's keys, objects and registry entries are not the old one's, so B deletes none of them
+    (also when the deleted topic's partitions are in the legacy folders)."""
+    registry = topics(storage)
+    if before_ids:
+        create_from_before_topic_ids(storage, topic, 2, config())
+    else:
+        registry.create(topic, 2, config())
+    service = ProduceService(LogWriter(storage))
+    assert all(r.ok for r in service.produce([ProduceEntry(topic, 0, [b"old"]), ProduceEntry(topic, 1, [b"old"])]))
+    registry.delete(topic)
+    acknowledged: dict[int, list[bytes]] = {0: [], 1: []}
+    started = time.time()
+    calls = 0
+
+    def paused_after_its_check() -> float:
+        """Run B's clock: its claim, then its first lease check, during which the pause happens."""
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            after_lease = dataclasses.replace(storage, clock=lambda: started + RECLAIM_LEASE_MS / 1000)
+            record = registry.get(topic)
+            assert record is not None
+            assert record.reclaim is not None  # B's claim, expired for run A
+            assert reclaim_topic(after_lease, record).finished  # run A takes over and finishes
+            registry.create(topic, 2, config())
+            fresh = ProduceService(LogWriter(storage))
+            for value in (b"new-1", b"new-2"):
+                for result in fresh.produce([ProduceEntry(topic, 0, [value]), ProduceEntry(topic, 1, [value])]):
+                    assert result.ok
+                    acknowledged[result.partition].append(value)
+            Compactor(storage).compact_once(topic, 0)  # S3 objects and manifests of the new incarnation too
+        return started  # B read the clock before its pause: its check passes
+
+    record_b = registry.get(topic)
+    assert record_b is not None
+    late = reclaim_topic(dataclasses.replace(storage, clock=paused_after_its_check), record_b)  # run B
+
+    assert calls >= 2
+    assert not late.finished
+    reader = LogReader(storage)
+    for partition in (0, 1):
+        assert values(reader, topic, partition) == acknowledged[partition] == [b"new-1", b"new-2"]
+    assert registry.registry.partitions(topic) == {topic: [0, 1]}
+    assert [listing.topic for listing in LogCatalog(storage.oxia, root=storage.root).topics()].count(topic) == 1
+    report = Verifier(storage).verify([topic])  # index, manifests and compacted objects all there
+    assert (report.ok, len(report.partitions)) == (True, 2)
+
+
+def test_a_topic_from_before_topic_ids_keeps_its_legacy_folders_through_produce_compaction_retention_and_reclaim(
+    storage: Storage, topic: str
+) -> None:
+    """A record written before ``keys_include_id`` existed: its partitions stay in the legacy folders for every
+    component; once reclaimed, the name's next topic gets folders named by its id."""
+    registry = topics(storage)
+    create_from_before_topic_ids(storage, topic, 2, config(retention_bytes=1))
+    service = ProduceService(LogWriter(storage))
+    compactor = Compactor(storage)
+    for value in (b"one", b"two", b"three"):
+        assert all(r.ok for r in service.produce([ProduceEntry(topic, 0, [value]), ProduceEntry(topic, 1, [value])]))
+        compactor.compact_once(topic, 0)
+    folder = f"{storage.root}/{topic}/partitions"
+    assert LogReader(storage).high_watermark(topic, 1) == 3
+    assert PartitionMetadata(storage.oxia, PartitionKeys(topic, 1, storage.root)).control()  # in the legacy folder
+    assert objects(storage, f"{folder}/0/manifests/")  # compaction's objects in the legacy folder
+    assert values(LogReader(storage), topic, 1) == [b"one", b"two", b"three"]
+    consumed = ConsumeService(LogReader(storage)).consume(
+        ConsumeRequest([FetchPartition(topic, 1, 2, 1 << 20)], max_wait_ms=0, min_bytes=1, max_bytes=1 << 20)
+    )
+    assert [r.value for r in consumed[0].records] == [b"two", b"three"]
+
+    assert collector_ahead(storage).collect().retention_partitions_truncated == 1
+    assert LogCatalog(storage.oxia, root=storage.root).describe(topic)["partition_status"][0]["log_start"] == 3
+
+    registry.delete(topic)
+    report = collector_ahead(storage).collect()
+    assert (report.topics_reclaimed, report.reclaim_partitions, report.errors) == (1, 2, [])
+    assert objects(storage, f"{folder}/") == []
+    assert registry.registry.partitions(topic) == {}
+
+    record, _ = registry.create(topic, 1, config())
+    assert record.keys_include_id
+    assert ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 0, [b"new"])])[0].start_offset == 1
+    assert values(LogReader(storage), topic, 0) == [b"new"]
+    assert objects(storage, f"{folder}/") == []
+    with pytest.raises(PartitionNotInitialized):
+        PartitionMetadata(storage.oxia, PartitionKeys(topic, 0, storage.root)).control()

@@ -374,3 +374,30 @@ def test_manifest_keys_name_their_range_sort_by_start_and_parse_back():
         PartitionKeys("orders", 4).manifest_key(7, 9),
     ]:
         assert keys.parse_manifest_key(stray) is None
+
+
+TOPIC_ID = "6f1c0a52-8d0e-4c1b-9a57-2b9d8c1e0f43"
+
+
+def test_a_partition_of_a_topic_with_an_id_lives_in_a_folder_of_its_own_the_legacy_one_does_not_prefix() -> None:
+    legacy, keyed = PartitionKeys("orders", 1), PartitionKeys("orders", 1, topic_id=TOPIC_ID)
+    other = PartitionKeys("orders", 1, topic_id="00000000-0000-4000-8000-000000000000")
+    assert keyed.control == f"llog/orders/{TOPIC_ID}/partitions/1/meta/control"
+    assert legacy.control == "llog/orders/partitions/1/meta/control"
+    assert keyed.partition_key == legacy.partition_key == "orders:1"  # one shard for every incarnation
+    for a, b in ((legacy, keyed), (keyed, legacy), (keyed, other)):
+        assert not a.object_prefix.startswith(b.object_prefix)
+        assert a.parse_index_key(b.index(5)) is None
+        assert a.parse_manifest_key(b.manifest_key(1, 2)) is None
+        assert a.parse_sequence_key(1, b.sequence_key(1, 3)) is None
+        for start, end in a.oxia_ranges:  # in Oxia's order, no range of one holds a key of the other
+            for key in (b.control, b.index(5), b.producer_state(str(uuid.UUID(int=5))), b.sequence_key(1, 3)):
+                assert not (compare_with_slash(start, key) <= 0 and compare_with_slash(key, end) < 0)
+    assert partition_keys("orders", 1, "llog", TOPIC_ID) == keyed
+    assert partition_keys("orders", 1, "llog", TOPIC_ID) is partition_keys("orders", 1, "llog", TOPIC_ID)
+
+
+@pytest.mark.parametrize("topic_id", ["partitions", "", "6F1C0A52-8D0E-4C1B-9A57-2B9D8C1E0F43", "a/b", 7])
+def test_a_topic_id_that_is_not_a_lowercase_uuid_is_refused(topic_id: object) -> None:
+    with pytest.raises(InvalidArgument):
+        PartitionKeys("orders", 0, topic_id=topic_id)  # type: ignore[arg-type]

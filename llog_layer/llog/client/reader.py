@@ -30,9 +30,9 @@ from typing import NamedTuple
 from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange, RecordsLost
 from llog.format.codec import Headers, RecordBatch, decode_batch
 from llog.format.documents import ControlRecord, EntryType, IndexedBatch
-from llog.format.keys import partition_keys
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.topics import TopicLayouts
 from llog.store.fetch import batch_bytes
 from llog.store.storage import Storage
 
@@ -92,6 +92,7 @@ class LogReader:
 
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
+        self.layouts = TopicLayouts(storage.oxia, root=storage.root)  # each partition's incarnation
 
     @classmethod
     def from_env(cls) -> LogReader:
@@ -107,7 +108,7 @@ class LogReader:
         self.close()
 
     def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
-        return PartitionMetadata(self.storage.oxia, partition_keys(topic, partition, self.storage.root))
+        return PartitionMetadata(self.storage.oxia, self.layouts.keys(topic, partition))
 
     # --- state -----------------------------------------------------------------
 
@@ -300,7 +301,10 @@ class LogReader:
         between the lookup and the GET: the offset now resolves to the
         compacted entry. A WAL entry that still resolves, its object gone, with
         a compacted entry over it is a stale key (``PartitionIndex.superseding``):
-        the compacted entry holds the same records.
+        the compacted entry holds the same records. A batch whose object went
+        again since this lookup, with nothing over it, was removed by
+        retention, which moves the log start past a range before it deletes
+        the range's object (docs/RETENTION.md): ``OffsetOutOfRange`` then.
         """
         index = PartitionIndex.load(self._metadata(topic, partition))
         batch = readable(topic, partition, self._resolve(index, offset))
@@ -309,6 +313,7 @@ class LogReader:
         except BlobNotFound:
             over = index.superseding(batch)
             if over is None:
+                self._check_range(PartitionIndex.load(index.meta), offset)
                 raise
             return over, self.fetch(over)
 

@@ -33,6 +33,7 @@ from llog.protocol.append_sequential import CommitOutcome, SequentialAppender, S
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT, FaultHook
 from llog.protocol.metadata import PartitionMetadata, VersionedControl
 from llog.protocol.producers import IdempotentAppender, IdempotentBatch, IdempotentOutcome, ProducerRegistry
+from llog.protocol.topics import TopicLayouts
 from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,7 @@ class LogWriter:
         self._fault_hook = fault_hook
         self._commit_listener = commit_listener
         self._sequential = SequentialAppender(self.config, fault=self._fault, clock=storage.clock)
+        self.layouts = TopicLayouts(storage.oxia, root=storage.root)  # each partition's incarnation
         self.producers = ProducerRegistry(
             storage.oxia, root=storage.root, expiry_ms=self.config.producer_expiry_ms, clock=storage.clock,
             config=self.config,
@@ -163,7 +165,7 @@ class LogWriter:
             self._fault_hook(point)
 
     def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
-        return PartitionMetadata(self.storage.oxia, partition_keys(topic, partition, self.storage.root))
+        return PartitionMetadata(self.storage.oxia, self.layouts.keys(topic, partition))
 
     # --- partition lifecycle ---------------------------------------------------
 
@@ -203,8 +205,9 @@ class LogWriter:
         )
 
     def forget(self, topic: str, partition: int) -> None:
-        """Drop what this writer caches of a partition (its open sequential generation): it was deleted."""
-        self._sequential.forget(partition_keys(topic, partition, self.storage.root))
+        """Drop what this writer caches of a partition, of every incarnation (its open sequential generation):
+        it was deleted."""
+        self._sequential.forget_partition(topic, partition)
 
     def recover_pending(self, topic: str, partition: int) -> bool:
         """Finish a pending append left by a crashed writer; True if there was one."""
@@ -301,8 +304,8 @@ class LogWriter:
         for i, group in enumerate(groups):
             if group.expected_offset is None:
                 continue
-            meta = self._metadata(group.topic, group.partition)
             try:
+                meta = self._metadata(group.topic, group.partition)
                 sequential = self._sequential.knows(meta.keys) or meta.control().record.sequential
             except PartitionNotInitialized:
                 if protocol_if_new is None:
@@ -331,7 +334,13 @@ class LogWriter:
         only after every commit has ended, so nothing of this append runs on
         afterwards.
         """
-        metas = [self._metadata(s.topic, s.partition) for s in slices]
+        metas: dict[int, PartitionMetadata] = {}
+        outcomes: dict[int, _Outcome] = {}
+        for i, s in enumerate(slices):
+            try:
+                metas[i] = self._metadata(s.topic, s.partition)
+            except LlogError as exc:  # its topic's record (which folder) could not be read: this group fails
+                outcomes[i] = exc
 
         def commit(i: int) -> _Outcome:
             try:
@@ -340,24 +349,22 @@ class LogWriter:
                 return exc
 
         if len(slices) == 1:
-            return [commit(0)]
+            return [outcomes[0] if 0 in outcomes else commit(0)]
         plain = [g.producer_id is None and g.expected_offset is None for g in groups]
         # A partition with an idempotent or conditional group commits all its groups on one thread instead.
-        special = {meta.keys for i, meta in enumerate(metas) if not plain[i]}
-        known = [i for i, meta in enumerate(metas) if meta.keys not in special and self._sequential.knows(meta.keys)]
+        special = {meta.keys for i, meta in metas.items() if not plain[i]}
+        known = [i for i, meta in metas.items() if meta.keys not in special and self._sequential.knows(meta.keys)]
         batched = known if len(known) > 1 else []
         # Groups of one partition commit one after another, in request order, on one thread.
         by_partition: dict[PartitionKeys, list[int]] = {}
-        for i, meta in enumerate(metas):
+        for i, meta in metas.items():
             if i not in batched:
                 by_partition.setdefault(meta.keys, []).append(i)
         futures = [self._commits.submit(lambda indexes: [(i, commit(i)) for i in indexes], indexes)
                    for indexes in by_partition.values()]  # fmt: skip
         try:
             commits = [SequentialCommit(metas[i], refs[i], slices[i].msg_count, now_ms) for i in batched]
-            outcomes: dict[int, _Outcome] = dict(
-                zip(batched, self._sequential.commit_many(commits, deadline.monotonic), strict=True)
-            )
+            outcomes.update(zip(batched, self._sequential.commit_many(commits, deadline.monotonic), strict=True))
         finally:
             wait(futures)
         for future in futures:

@@ -1,15 +1,16 @@
 """The key schema: Oxia keys and S3 object keys, and the names they are built from.
 
-Layout (docs/PROTOCOL.md, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``)::
+Layout (docs/PROTOCOL.md, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``, and ``{base}`` a
+partition's folder, below)::
 
-    {root}/{topic}/partitions/{partition}/meta/control
-    {root}/{topic}/partitions/{partition}/meta/compaction-cursor
-    {root}/{topic}/partitions/{partition}/meta/compaction
-    {root}/{topic}/partitions/{partition}/meta/compactor-claim
-    {root}/{topic}/partitions/{partition}/index/{end_offset:020d}
-    {root}/{topic}/partitions/{partition}/seq/{generation:010d}/e-{position:020d}-{fences:020d}
+    {base}/meta/control
+    {base}/meta/compaction-cursor
+    {base}/meta/compaction
+    {base}/meta/compactor-claim
+    {base}/index/{end_offset:020d}
+    {base}/seq/{generation:010d}/e-{position:020d}-{fences:020d}
                                     (sequential partitions, docs/SEQUENTIAL_APPEND.md)
-    {root}/{topic}/partitions/{partition}/producers/{producer_id}  (idempotent producer state, llog.protocol.producers)
+    {base}/producers/{producer_id}  (idempotent producer state, llog.protocol.producers)
     {root}/__catalog/partitions/{topic}:{partition:010d}      (the registry, llog.protocol.registry)
     {root}/__catalog/topics/{topic}                           (topic records, llog.protocol.topics)
     {root}/__catalog/groups/{group}                           (consumer groups, llog.format.group_keys)
@@ -17,8 +18,16 @@ Layout (docs/PROTOCOL.md, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``
     {root}/__catalog/namespace                                (the namespace identity, llog.protocol.namespace)
     {root}/__catalog/namespace.json                            (S3: the same identity)
     {root}/wal-shared/{uuid}                                   (S3)
-    {root}/{topic}/partitions/{partition}/data/compacted/{uuid} (S3)
-    {root}/{topic}/partitions/{partition}/manifests/{start:020d}-{end:020d}.json (S3)
+    {base}/data/compacted/{uuid} (S3)
+    {base}/manifests/{start:020d}-{end:020d}.json (S3)
+
+A partition's folder (``PartitionKeys.base``) is ``{root}/{topic}/{topic_id}/partitions/{partition}``
+for a topic whose record says ``keys_include_id`` (every topic created from that version on), and the
+*legacy* ``{root}/{topic}/partitions/{partition}`` for partitions written before: so the keys
+and objects of a topic created again under a deleted one's name never coincide with the old ones, and
+whatever still holds the old incarnation's keys (a paused reclaim run, a stale writer) cannot touch the
+new one's (docs/FORMAT.md, "Partition folders"). An id is a UUID, never ``partitions``, and the two
+forms differ in depth, so neither folder is a prefix of the other.
 
 Every Oxia record of a topic-partition uses ``partition_key = "{topic}:{partition}"``
 so that one partition lives on one Oxia shard; the registry's records, the
@@ -66,7 +75,8 @@ _ROOT_SEGMENT_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
 # "wal-shared" would put a topic's compacted objects under the shared WAL prefix;
 # "__catalog" would read as the registry's folder.
 _RESERVED_TOPICS = frozenset({".", "..", "wal-shared", "__catalog"})
-_PRODUCER_ID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_PRODUCER_ID_RE = _UUID_RE
 PARTITION_WIDTH = 10  # digits of MAX_PARTITION: registry keys sort numerically within a topic
 
 
@@ -86,6 +96,13 @@ def validate_partition(partition: object) -> int:
     if not 0 <= partition <= MAX_PARTITION:
         raise InvalidPartition(f"invalid partition {partition}: expected an integer in [0, {MAX_PARTITION}]")
     return partition
+
+
+def validate_topic_id(topic_id: object) -> str:
+    """Return ``topic_id`` if it is a topic id as created (a lowercase UUID), else raise ``InvalidArgument``."""
+    if not isinstance(topic_id, str) or not _UUID_RE.fullmatch(topic_id):
+        raise InvalidArgument(f"invalid topic id {topic_id!r}: expected a lowercase UUID")
+    return topic_id
 
 
 def validate_root_prefix(root: object) -> str:
@@ -147,20 +164,29 @@ def validate_generation(generation: int) -> int:
 
 @dataclass(frozen=True)
 class PartitionKeys:
-    """All keys of one topic-partition. Construction validates the names."""
+    """All keys of one topic-partition, of one incarnation of the topic. Construction validates the names.
+
+    ``topic_id`` is the id of the topic whose partitions these are when its record says
+    ``keys_include_id``; None for the legacy folder of partitions written before (module docstring).
+    """
 
     topic: str
     partition: int
     root: str = DEFAULT_ROOT_PREFIX
+    topic_id: str | None = None
 
     def __post_init__(self) -> None:
         validate_topic(self.topic)
         validate_partition(self.partition)
         validate_root_prefix(self.root)
+        if self.topic_id is not None:
+            validate_topic_id(self.topic_id)
 
     @cached_property
     def base(self) -> str:
-        return f"{self.root}/{self.topic}/partitions/{self.partition}"
+        if self.topic_id is None:
+            return f"{self.root}/{self.topic}/partitions/{self.partition}"
+        return f"{self.root}/{self.topic}/{self.topic_id}/partitions/{self.partition}"
 
     @property
     def partition_key(self) -> str:
@@ -335,18 +361,20 @@ class PartitionKeys:
         return (int(start), int(end)) if 0 < int(start) <= int(end) else None
 
 
-def partition_keys(topic: str, partition: int, root: str = DEFAULT_ROOT_PREFIX) -> PartitionKeys:
-    """``PartitionKeys(topic, partition, root)``, one object per partition: llog serve checks the same
-    partitions' names several times per request. Exact types only (a bool is refused as a partition, but
-    equals 0 or 1); names that are not valid raise, and are not remembered."""
-    if type(topic) is str and type(partition) is int and type(root) is str:
-        return _known_partition_keys(topic, partition, root)
-    return PartitionKeys(topic, partition, root)
+def partition_keys(
+    topic: str, partition: int, root: str = DEFAULT_ROOT_PREFIX, topic_id: str | None = None
+) -> PartitionKeys:
+    """``PartitionKeys(topic, partition, root, topic_id)``, one object per partition: llog serve checks the
+    same partitions' names several times per request. Exact types only (a bool is refused as a partition,
+    but equals 0 or 1); names that are not valid raise, and are not remembered."""
+    if type(topic) is str and type(partition) is int and type(root) is str and type(topic_id) in (str, type(None)):
+        return _known_partition_keys(topic, partition, root, topic_id)
+    return PartitionKeys(topic, partition, root, topic_id)
 
 
 @lru_cache(maxsize=4096)
-def _known_partition_keys(topic: str, partition: int, root: str) -> PartitionKeys:
-    return PartitionKeys(topic, partition, root)
+def _known_partition_keys(topic: str, partition: int, root: str, topic_id: str | None) -> PartitionKeys:
+    return PartitionKeys(topic, partition, root, topic_id)
 
 
 @dataclass(frozen=True)

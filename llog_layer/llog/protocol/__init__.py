@@ -259,11 +259,15 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
   delete's fence marks each partition's ``meta/control`` as a deleted
   topic's, which no unfence reopens (one that raced the delete is fenced
   again by it, or refused).
-* I13 Reclaim touches only the deleted topic's own keys and objects (one run at
-  a time per topic, by its claim on the deleted record, so never a re-created
-  topic of the same name), and
-  nothing writes to a reclaimed partition (writers trust a topic record for a
-  bounded time, and reclaim waits longer than that).
+* I13 Reclaim touches only the deleted topic's own keys and objects: a topic
+  created from the version with topic ids keeps its partitions in folders named
+  by its id (``llog.format.keys``), and registry entries are removed only if
+  they name that id, so no run (however late, paused or taken over) reaches a
+  topic created again under the same name; one run at a time per topic, by its
+  claim on the deleted record, is an efficiency measure. Nothing writes to a
+  reclaimed partition of a newer incarnation: keys are resolved from the
+  topic's current record (``topics.TopicLayouts``), and a holder of an old
+  incarnation's keys reaches only the old folder.
 * I14 A consumer group's members hold disjoint partitions covering what they
   subscribe to, its generation only grows, and an offset is committed only by
   the partition's owner in the current generation, checked on the version of

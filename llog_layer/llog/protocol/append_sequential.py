@@ -231,6 +231,12 @@ class SequentialAppender:
         with self._lock:
             self._targets.pop(keys, None)
 
+    def forget_partition(self, topic: str, partition: int) -> None:
+        """``forget`` the partition's keys of every incarnation of the topic (``PartitionKeys.topic_id``)."""
+        with self._lock:
+            for keys in [k for k in self._targets if (k.topic, k.partition) == (topic, partition)]:
+                del self._targets[keys]
+
     def _target(self, meta: PartitionMetadata, control: ControlRecord | None) -> _Target:
         with self._lock:
             cached = self._targets.get(meta.keys)

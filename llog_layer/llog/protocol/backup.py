@@ -117,6 +117,7 @@ from llog.format.keys import (
     S3Location,
     new_object_id,
     validate_topic,
+    validate_topic_id,
 )
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
@@ -198,11 +199,13 @@ class PartitionSnapshot:
     high_watermark: int
     records: dict[str, str]
     attempts: int = 1
+    topic_id: str | None = None  # the id in the partition's keys; None: the legacy folder (llog.format.keys)
 
     def encode(self) -> bytes:
         return _dump(
             {
                 "topic": self.topic,
+                "topic_id": self.topic_id,
                 "partition": self.partition,
                 "taken_at_ms": self.taken_at_ms,
                 "high_watermark": self.high_watermark,
@@ -222,12 +225,13 @@ class PartitionSnapshot:
                 int(doc["high_watermark"]),
                 {str(k): str(v) for k, v in doc["records"].items()},
                 int(doc.get("attempts", 1)),
+                None if doc.get("topic_id") is None else validate_topic_id(doc["topic_id"]),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CorruptMetadata(f"{what} is not a partition snapshot: {exc}") from None
 
     def keys(self, root: str) -> PartitionKeys:
-        return PartitionKeys(self.topic, self.partition, root)
+        return PartitionKeys(self.topic, self.partition, root, self.topic_id)
 
     def value(self, root: str, key: str) -> bytes | None:
         """The stored value of the full ``key`` (under ``root``), or None if the snapshot has none."""
@@ -366,9 +370,9 @@ def _producer_state_at(raw: bytes, hw: int) -> bytes:
     return raw if cut == state else cut.encode()
 
 
-def snapshot_partition(storage: Storage, topic: str, partition: int) -> PartitionSnapshot | None:
+def snapshot_partition(storage: Storage, keys: PartitionKeys) -> PartitionSnapshot | None:
     """The partition's Oxia records as of its high watermark (module docstring); None: not initialized."""
-    keys = PartitionKeys(topic, partition, storage.root)
+    topic, partition = keys.topic, keys.partition
     meta = PartitionMetadata(storage.oxia, keys)
     for attempt in range(1, SNAPSHOT_ATTEMPTS + 1):
         taken_at_ms = int(storage.clock() * 1000)
@@ -392,7 +396,7 @@ def snapshot_partition(storage: Storage, topic: str, partition: int) -> Partitio
             for k, v in sorted(found.items())
             if k not in _skipped(keys) and not _beyond(keys, control, k, hw)
         }
-        return PartitionSnapshot(topic, partition, taken_at_ms, hw, records, attempt)
+        return PartitionSnapshot(topic, partition, taken_at_ms, hw, records, attempt, keys.topic_id)
     raise InconsistentReadState(
         f"{topic}/{partition} changed during each of {SNAPSHOT_ATTEMPTS} reads (compaction or retention running); "
         "back it up again later"
@@ -501,21 +505,22 @@ def back_up_topics(
     topic_records = _scan(storage.oxia, storage.root, registry_keys.topics_prefix, registry_keys.topics_scan_end, pk)
     registry = _scan(storage.oxia, storage.root, registry_keys.prefix, registry_keys.scan_end, pk)
     records = TopicRegistry(storage.oxia, root=storage.root).records()
-    registered = PartitionRegistry(storage.oxia, root=storage.root).partitions()
+    registered = PartitionRegistry(storage.oxia, root=storage.root).entries()
     names = sorted(set(records) | set(registered)) if topics is None else sorted({validate_topic(t) for t in topics})
     for name in names:
         if name not in records and name not in registered:
             raise UnknownTopic(name)
-    wanted = [
-        (t, p)
-        for t in names
-        for p in sorted(set(registered.get(t, [])) | set(records[t].partition_numbers if t in records else ()))
-    ]
+    # A registered partition in the folder its entry names; one its record names but never registered, the record's.
+    wanted: list[PartitionKeys] = []
+    for t in names:
+        entries = {e.partition: e.keys(storage.root) for e in registered.get(t, [])}
+        named = records[t].partition_numbers if t in records else ()
+        wanted += [entries.get(p) or records[t].partition_keys(p, storage.root) for p in sorted({*entries, *named})]
 
-    def back_up(target: tuple[str, int]) -> PartitionBackup | LlogError:
-        topic, partition = target
+    def back_up(keys: PartitionKeys) -> PartitionBackup | LlogError:
+        topic, partition = keys.topic, keys.partition
         try:
-            snapshot = snapshot_partition(storage, topic, partition)
+            snapshot = snapshot_partition(storage, keys)
             if snapshot is None:
                 return PartitionBackup(partition, None, 0, 1)
             storage.blobs.put(
@@ -527,11 +532,11 @@ def back_up_topics(
 
     with ThreadPoolExecutor(PARTITION_CONCURRENCY, thread_name_prefix="llog-backup") as pool:
         results = list(pool.map(back_up, wanted))
-    for (topic, partition), result in zip(wanted, results, strict=True):
+    for keys, result in zip(wanted, results, strict=True):
         if isinstance(result, LlogError):
-            report.errors.append(f"{topic}/{partition}: {result.error_type}: {result}")
+            report.errors.append(f"{keys.topic}/{keys.partition}: {result.error_type}: {result}")
         else:
-            report.topics.setdefault(topic, []).append(result)
+            report.topics.setdefault(keys.topic, []).append(result)
     producer_keys = ProducerKeys(storage.root)
     producers = _scan(storage.oxia, storage.root, producer_keys.prefix, producer_keys.scan_end, pk)
     selected = set(report.topics)
@@ -630,7 +635,7 @@ def read_catalog(storage: Storage, backup_id: str) -> CatalogSnapshot:
 # --- restore -------------------------------------------------------------------------------
 
 
-def live_keys(oxia: OxiaStore, root: str, topic: str, partitions: Iterable[int]) -> list[str]:
+def live_keys(oxia: OxiaStore, root: str, topic: str, partitions: Iterable[PartitionKeys]) -> list[str]:
     """Keys under ``root`` that make ``topic`` (or one of ``partitions``) live: its record, registry entries, and
     any key of those partitions. At most one per range; empty: nothing of it exists."""
     registry_keys = RegistryKeys(root)
@@ -638,8 +643,7 @@ def live_keys(oxia: OxiaStore, root: str, topic: str, partitions: Iterable[int])
     record = registry_keys.topic(topic)
     found = [] if oxia.get(record, partition_key=pk) is None else [record]
     ranges = [(registry_keys.topic_prefix(topic), registry_keys.topic_scan_end(topic), pk)]
-    for partition in partitions:
-        keys = PartitionKeys(topic, partition, root)
+    for keys in partitions:
         ranges += [(start, end, keys.partition_key) for start, end in keys.oxia_ranges]
     return found + [
         r.key for start, end, key in ranges for r in oxia.range_scan(start, end, partition_key=key, limit=1)
@@ -703,15 +707,16 @@ def restore_backup(
     missing = [t for t in names if t not in summary.topics]
     if missing:
         raise BackupNotFound(f"backup {summary.backup_id} holds no topic {', '.join(missing)}")
-    live = [k for t in names for k in live_keys(storage.oxia, storage.root, t, summary.topics[t])]
+    snapshots = {t: [read_partition_snapshot(storage, summary.backup_id, t, p) for p in summary.topics[t]]
+                 for t in names}  # fmt: skip
+    restored = {t: [s.keys(storage.root) for s in snapshots[t]] for t in names}
+    live = [key for t in names for key in live_keys(storage.oxia, storage.root, t, restored[t])]
     if live:
         raise NamespaceNotEmpty(
             f"refusing to restore over live state: {', '.join(live[:5])}{' …' if len(live) > 5 else ''} "
             f"exist(s); restore into an empty namespace (or another LLOG_ROOT_PREFIX)"
         )
     catalog = read_catalog(storage, summary.backup_id)
-    snapshots = {t: [read_partition_snapshot(storage, summary.backup_id, t, p) for p in summary.topics[t]]
-                 for t in names}  # fmt: skip
     newer = [key for ss in snapshots.values() for snapshot in ss for key in _manifests_past(storage, snapshot)]
     if newer:
         raise NamespaceNotEmpty(
@@ -769,7 +774,7 @@ def restore_partition(oxia: OxiaStore, root: str, snapshot: PartitionSnapshot, r
     keys = snapshot.keys(root)
     registry_keys = RegistryKeys(root)
     if registered is None:
-        PartitionRegistry(oxia, root=root).register(snapshot.topic, snapshot.partition)
+        PartitionRegistry(oxia, root=root).register(keys)
     else:
         _create(oxia, registry_keys.partition(snapshot.topic, snapshot.partition), registered,
                 registry_keys.partition_key)  # fmt: skip

@@ -7,7 +7,9 @@ Topics are the registry's topics plus the topic records
 (``llog.protocol.topics``): a topic whose record is not marked implicit is
 explicit; an implicit one (created by produce) has an implicit record, or none
 if all its partitions were created before topic records existed. A deleted topic is listed nowhere, and so
-neither compacted nor described, from its deletion on.
+neither compacted nor described, from its deletion on. A partition's status is read from the keys of the
+incarnation its registry entry (``partitions``) or its topic's record (``describe``) names
+(``llog.format.keys``).
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from llog.errors import PartitionNotInitialized, UnknownTopic
-from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, partition_keys
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.registry import PartitionRegistry
-from llog.protocol.topics import PARTITION_CONCURRENCY, TopicRecord, TopicRegistry
+from llog.protocol.topics import PARTITION_CONCURRENCY, TopicLayouts, TopicRecord, TopicRegistry
 from llog.store.oxia import OxiaStore
 
 
@@ -87,6 +89,7 @@ class LogCatalog:
         self.root = root
         self._registry = PartitionRegistry(oxia, root=root)
         self.topic_records = TopicRegistry(oxia, root=root)
+        self.layouts = TopicLayouts(oxia, root=root)  # a partition named by its topic -> its keys
 
     def topics(self) -> list[TopicListing]:
         """Every topic that is not deleted, in name order: two reads (topic records, registry)."""
@@ -99,9 +102,15 @@ class LogCatalog:
             if not (t in records and records[t].deleted)
         ]
 
-    def partitions(self) -> dict[str, list[int]]:
-        """Every registered partition of the topics that are not deleted, by topic, sorted."""
-        return {listing.topic: listing.partitions for listing in self.topics() if listing.partitions}
+    def partitions(self) -> dict[str, list[PartitionKeys]]:
+        """Every registered partition of the topics that are not deleted, by topic, sorted: the keys of the
+        incarnation its registry entry names. Two reads (topic records, registry)."""
+        records = self.topic_records.records()
+        return {
+            topic: [entry.keys(self.root) for entry in entries]
+            for topic, entries in self._registry.entries().items()
+            if not (topic in records and records[topic].deleted)
+        }
 
     def describe(self, topic: str) -> dict[str, Any]:
         """A topic's settings and each partition's offsets; ``UnknownTopic`` if deleted or never created."""
@@ -117,8 +126,10 @@ class LogCatalog:
             partitions = sorted(set(registered) | set(record.partition_numbers))
         else:
             partitions = record.partition_numbers
+        keys = [partition_keys(topic, p, self.root) if record is None else record.partition_keys(p, self.root)
+                for p in partitions]  # fmt: skip
         with ThreadPoolExecutor(min(PARTITION_CONCURRENCY, len(partitions))) as pool:
-            statuses = list(pool.map(lambda p: self._status_or_none(topic, p), partitions))
+            statuses = list(pool.map(self._status_or_none, keys))
         return {
             "topic": topic,
             "partitions": len(partitions),
@@ -135,13 +146,13 @@ class LogCatalog:
             return {"append_protocol": None, "retention_ms": None, "retention_bytes": None}
         return record.config.to_json()
 
-    def _status_or_none(self, topic: str, partition: int) -> PartitionStatus | None:
+    def _status_or_none(self, keys: PartitionKeys) -> PartitionStatus | None:
         try:
-            return self.status(topic, partition)
+            return self.status(keys)
         except PartitionNotInitialized:
             return None
 
-    def status(self, topic: str, partition: int) -> PartitionStatus:
+    def status(self, keys: PartitionKeys) -> PartitionStatus:
         """Two Oxia reads at most: the ``meta/`` records in one scan, and a sequential partition's tail.
 
         The compaction planner calls this for every partition each tick, so its
@@ -149,7 +160,8 @@ class LogCatalog:
         (a fenced sequential generation not sealed yet adds a binary search,
         ``SequenceSegment.last_valid_position``).
         """
-        meta = PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
+        topic, partition = keys.topic, keys.partition
+        meta = PartitionMetadata(self.oxia, keys)
         snapshot = meta.snapshot()
         control = snapshot.control
         if control is None:

@@ -19,15 +19,23 @@ from dataclasses import dataclass
 
 from llog.errors import SessionExpired, VersionConflict
 from llog.format.keys import PartitionKeys
+from llog.protocol.topics import TopicLayouts
 from llog.store.oxia import CREATE_ONLY, OxiaStore
 
 
 @dataclass(frozen=True)
 class Claim:
-    topic: str
-    partition: int
+    keys: PartitionKeys  # the partition, of the incarnation its compactor works on
     compactor_id: str
     version_id: int
+
+    @property
+    def topic(self) -> str:
+        return self.keys.topic
+
+    @property
+    def partition(self) -> int:
+        return self.keys.partition
 
 
 class CompactorClaims:
@@ -43,14 +51,18 @@ class CompactorClaims:
         self.compactor_id = compactor_id
         self.root = root
         self._clock = clock
+        self.layouts = TopicLayouts(oxia, root=root)
 
     def try_claim(self, topic: str, partition: int) -> Claim | None:
+        """``claim`` the partition of the topic's current incarnation."""
+        return self.claim(self.layouts.keys(topic, partition))
+
+    def claim(self, keys: PartitionKeys) -> Claim | None:
         """Take the partition's claim, or None if another compactor holds it.
 
         ``SessionExpired`` propagates: the caller's Oxia session died (e.g. a
         freeze), and the store has already dropped it so a retry starts fresh.
         """
-        keys = PartitionKeys(topic, partition, self.root)
         value = json.dumps({"compactor_id": self.compactor_id, "claimed_at_ms": int(self._clock() * 1000)}).encode()
         try:
             version = self.oxia.put(
@@ -68,16 +80,16 @@ class CompactorClaims:
             if found is None or json.loads(found.value).get("compactor_id") != self.compactor_id:
                 return None
             version = found.version_id
-        return Claim(topic, partition, self.compactor_id, version)
+        return Claim(keys, self.compactor_id, version)
 
     def held(self, claim: Claim) -> bool:
         """True if the claim record is still the one we wrote (our session is alive)."""
-        keys = PartitionKeys(claim.topic, claim.partition, self.root)
+        keys = claim.keys
         found = self.oxia.get(keys.compactor_claim, partition_key=keys.partition_key)
         return found is not None and found.version_id == claim.version_id
 
     def release(self, claim: Claim) -> None:
-        keys = PartitionKeys(claim.topic, claim.partition, self.root)
+        keys = claim.keys
         # Already gone with our session, or taken over: nothing of ours to release.
         with contextlib.suppress(VersionConflict, SessionExpired):
             self.oxia.delete(

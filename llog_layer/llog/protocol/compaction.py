@@ -68,6 +68,7 @@ from llog.protocol.faults import (
 from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.topics import TopicLayouts
 from llog.store.fetch import BlobFetcher
 from llog.store.storage import Storage
 
@@ -118,6 +119,7 @@ class Compactor:
         self.config = config or CompactorConfig()
         self._fault_hook = fault_hook
         self.manifests = ManifestStore(storage.blobs, bucket=storage.bucket, root=storage.root)
+        self.layouts = TopicLayouts(storage.oxia, root=storage.root)
         # Rolls a sequential generation when it takes over an expired producer claim (docs/IDEMPOTENCE.md).
         self._sequential = SequentialAppender(WriterConfig(), fault=self._fault, clock=storage.clock)
 
@@ -133,7 +135,13 @@ class Compactor:
             self._fault_hook(point)
 
     def compact_once(self, topic: str, partition: int) -> CompactionResult:
-        meta = PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
+        """``compact`` the partition of the topic's current incarnation."""
+        return self.compact(self.layouts.keys(topic, partition))
+
+    def compact(self, keys: PartitionKeys) -> CompactionResult:
+        """One compaction step of the partition with these keys (resume one, or compact the next range)."""
+        topic, partition = keys.topic, keys.partition
+        meta = PartitionMetadata(self.storage.oxia, keys)
         stages = _Stages()
         recovered = append_cas.recover_pending(meta)
         stages.mark("recover_pending")
@@ -318,7 +326,7 @@ class Compactor:
                     self._set_state(meta, record, version, CompactionState.DELETING_OLD)
                 elif record.state is CompactionState.DELETING_OLD:
                     # After the commit point (the end key), so no manifest names an orphan.
-                    self.manifests.publish(CompactedRange.of(meta.keys.topic, meta.keys.partition, record))
+                    self.manifests.publish(meta.keys, CompactedRange.of(meta.keys.topic, meta.keys.partition, record))
                     stages.mark("manifest")
                     self._fault(COMPACTOR_AFTER_MANIFEST)
                     self._index_for(meta, record, indexes).delete_entries(record.start_offset, record.end_offset)
@@ -385,13 +393,21 @@ class Compactor:
 
 
 def compact_until_caught_up(
-    compactor: Compactor, topic: str, partition: int, *, budget_s: float, clock: Callable[[], float] = time.monotonic
+    compactor: Compactor,
+    topic: str,
+    partition: int,
+    *,
+    budget_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    keys: PartitionKeys | None = None,
 ) -> list[CompactionResult]:
-    """Run ``compact_once`` until there is nothing to do or ``budget_s`` is spent."""
+    """Run ``compact`` until there is nothing to do or ``budget_s`` is spent, on the partition of the topic's
+    current incarnation, or of the one ``keys`` name (rebuild: before the topic's record exists)."""
     results: list[CompactionResult] = []
+    keys = compactor.layouts.keys(topic, partition) if keys is None else keys
     deadline = clock() + budget_s
     while clock() < deadline:
-        result = compactor.compact_once(topic, partition)
+        result = compactor.compact(keys)
         results.append(result)
         if result.outcome is CompactionOutcome.NOTHING_TO_DO:
             break

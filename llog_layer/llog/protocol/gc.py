@@ -50,7 +50,7 @@ from itertools import islice
 from llog.config import GcConfig
 from llog.errors import BlobNotFound, CorruptData, LlogError, NamespaceMismatch, PartitionNotInitialized
 from llog.format.documents import END_OFFSET_METADATA, EntryType
-from llog.format.keys import PartitionKeys, S3Location, object_id_time_ms, shared_wal_prefix
+from llog.format.keys import S3Location, object_id_time_ms, shared_wal_prefix
 from llog.format.wal import PREAMBLE, BlobSlice, header_length, parse_shared_blob_header
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
@@ -58,7 +58,14 @@ from llog.protocol.namespace import check_namespace, verify_namespace
 from llog.protocol.producers import ProducerRegistry
 from llog.protocol.registry import PartitionRegistry
 from llog.protocol.retention import Retention
-from llog.protocol.topics import TopicRecord, TopicRegistry, new_reclaim_run_id, reclaim_due, reclaim_topic
+from llog.protocol.topics import (
+    TopicLayouts,
+    TopicRecord,
+    TopicRegistry,
+    new_reclaim_run_id,
+    reclaim_due,
+    reclaim_topic,
+)
 from llog.store.s3 import BlobStore, ObjectInfo
 from llog.store.storage import Storage
 
@@ -123,6 +130,7 @@ class GarbageCollector:
         self.config = config or GcConfig()
         self._registry = PartitionRegistry(storage.oxia, root=storage.root)
         self._topics = TopicRegistry(storage.oxia, root=storage.root, clock=storage.clock)
+        self._layouts = TopicLayouts(storage.oxia, root=storage.root)  # a WAL slice's partition -> its keys
         self.retention = Retention(storage, config=self.config.retention)
 
     @classmethod
@@ -142,7 +150,7 @@ class GarbageCollector:
         return int(self.storage.clock() * 1000) - self.config.grace_ms
 
     def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
-        return PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
+        return PartitionMetadata(self.storage.oxia, self._layouts.keys(topic, partition))
 
     def collect(self) -> GcReport:
         """One run. Raises ``NamespaceMismatch``, deleting nothing, if Oxia lost its state
@@ -150,6 +158,7 @@ class GarbageCollector:
         check_namespace(self.storage)
         report = GcReport()
         topics = self._topics.records()
+        self._layouts.learn_all(topics)  # a WAL slice's partition is judged in its topic's current folder
         # Reclaim and retention first: the WAL blobs they free become garbage in the same run.
         self.reclaim_deleted_topics(topics, report)
         self.enforce_retention(report, topics)
@@ -200,14 +209,15 @@ class GarbageCollector:
         topic's config may set its own limits, and a deleted topic is left to reclaim.
         """
         topics = self._topics.records() if topics is None else topics
-        for topic, partitions in self._registry.partitions().items():
+        for topic, entries in self._registry.entries().items():
             record = topics.get(topic)
             if record is not None and record.deleted:
                 continue
             policy = None if record is None else record.config.retention(self.retention.config.policy(topic))
-            for partition in partitions:
+            for entry in entries:  # each registered partition in the folder its entry names
+                partition = entry.partition
                 try:
-                    result = self.retention.enforce(topic, partition, policy)
+                    result = self.retention.enforce_partition(entry.keys(self.storage.root), policy)
                 except PartitionNotInitialized:
                     continue  # registered, not created yet (llog.protocol.registry): nothing to retain
                 except LlogError as exc:
@@ -303,14 +313,15 @@ class GarbageCollector:
 
     def collect_compacted(self, report: GcReport) -> None:
         cutoff = self._cutoff_ms()
-        for topic, partitions in self._registry.partitions().items():
-            for partition in partitions:
+        for topic, entries in self._registry.entries().items():
+            for entry in entries:
+                meta = PartitionMetadata(self.storage.oxia, entry.keys(self.storage.root))
                 try:
-                    self._collect_partition(self._metadata(topic, partition), cutoff, report)
+                    self._collect_partition(meta, cutoff, report)
                 except NamespaceMismatch:
                     raise  # the whole run stops: no other partition's references can be trusted either
                 except LlogError as exc:
-                    report.errors.append(f"{topic}/{partition}: {exc}")
+                    report.errors.append(f"{topic}/{entry.partition}: {exc}")
                 if report.deleted >= self.config.max_deletes_per_run:
                     return
 

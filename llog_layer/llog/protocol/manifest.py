@@ -24,9 +24,16 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from llog.errors import BlobNotFound, CorruptMetadata, InvalidTopicName
+from llog.errors import BlobNotFound, CorruptMetadata, InvalidArgument, InvalidTopicName
 from llog.format.documents import INITIAL_OFFSET, CompactedRange
-from llog.format.keys import PartitionKeys, S3Location, format_offset, validate_root_prefix, validate_topic
+from llog.format.keys import (
+    PartitionKeys,
+    S3Location,
+    format_offset,
+    validate_root_prefix,
+    validate_topic,
+    validate_topic_id,
+)
 from llog.store.s3 import BlobStore
 
 LOG_START_NAME = "log-start.json"  # next to the manifests; not a manifest name, so chains skip it
@@ -51,22 +58,17 @@ class ManifestStore:
         self.bucket = bucket
         self.root = validate_root_prefix(root)
 
-    def keys(self, topic: str, partition: int) -> PartitionKeys:
-        return PartitionKeys(topic, partition, self.root)
-
-    def publish(self, manifest: CompactedRange) -> None:
-        """Write (or rewrite, with the same bytes) the manifest of a committed range."""
-        keys = self.keys(manifest.topic, manifest.partition)
+    def publish(self, keys: PartitionKeys, manifest: CompactedRange) -> None:
+        """Write (or rewrite, with the same bytes) the manifest of a committed range of the partition ``keys``."""
         key = keys.manifest_key(manifest.start_offset, manifest.end_offset)
         self.blobs.put(S3Location(self.bucket, key), manifest.encode())
 
-    def spans(self, topic: str, partition: int, from_offset: int = 1) -> Iterator[ManifestSpan]:
+    def spans(self, keys: PartitionKeys, from_offset: int = 1) -> Iterator[ManifestSpan]:
         """The chain of committed ranges from ``from_offset``, from listings alone; stops at the first gap.
 
         ``from_offset`` must be where a range starts (1, or one past a range's
         end): a consumer's cursor always is.
         """
-        keys = self.keys(topic, partition)
         # Keys of ranges starting at from_offset sort right after this (a prefix sorts first).
         start_after = f"{keys.manifest_prefix}{format_offset(from_offset)}" if from_offset > 1 else None
         expected = from_offset
@@ -79,36 +81,35 @@ class ManifestStore:
             yield ManifestSpan(info.key, *span)
             expected = span[1] + 1
 
-    def read(self, topic: str, partition: int, key: str) -> CompactedRange:
+    def read(self, keys: PartitionKeys, key: str) -> CompactedRange:
         """The manifest at ``key``, checked against the partition and range its key names."""
         manifest = CompactedRange.decode(self.blobs.get(S3Location(self.bucket, key)), key)
-        named = self.keys(topic, partition).parse_manifest_key(key)
+        named = keys.parse_manifest_key(key)
         if named is None or (manifest.topic, manifest.partition, manifest.start_offset, manifest.end_offset) != (
-            topic,
-            partition,
+            keys.topic,
+            keys.partition,
             *named,
         ):
             raise CorruptMetadata(f"manifest {key} describes {manifest}")
         return manifest
 
-    def ranges(self, topic: str, partition: int, from_offset: int = 1) -> Iterator[CompactedRange]:
+    def ranges(self, keys: PartitionKeys, from_offset: int = 1) -> Iterator[CompactedRange]:
         """:meth:`spans` with each manifest read."""
-        for span in self.spans(topic, partition, from_offset):
-            yield self.read(topic, partition, span.key)
+        for span in self.spans(keys, from_offset):
+            yield self.read(keys, span.key)
 
-    def delete(self, topic: str, partition: int, spans: Sequence[tuple[int, int]]) -> None:
+    def delete(self, keys: PartitionKeys, spans: Sequence[tuple[int, int]]) -> None:
         """Delete the manifests of ``(start, end)`` ranges (retention)."""
-        keys = self.keys(topic, partition)
         self.blobs.delete(self.bucket, [keys.manifest_key(start, end) for start, end in spans])
 
-    def publish_log_start(self, topic: str, partition: int, offset: int) -> None:
+    def publish_log_start(self, keys: PartitionKeys, offset: int) -> None:
         """Record the partition's log start where manifest readers look when the chain has a gap."""
-        location = S3Location(self.bucket, self.keys(topic, partition).manifest_prefix + LOG_START_NAME)
+        location = S3Location(self.bucket, keys.manifest_prefix + LOG_START_NAME)
         self.blobs.put(location, json.dumps({"log_start_offset": offset}).encode())
 
-    def log_start(self, topic: str, partition: int) -> int:
+    def log_start(self, keys: PartitionKeys) -> int:
         """The log start retention last published (1 if it never truncated the partition)."""
-        key = self.keys(topic, partition).manifest_prefix + LOG_START_NAME
+        key = keys.manifest_prefix + LOG_START_NAME
         try:
             doc = json.loads(self.blobs.get(S3Location(self.bucket, key)))
             offset = doc["log_start_offset"]
@@ -132,12 +133,26 @@ class ManifestStore:
             found.append(name)
         return found
 
-    def partitions(self, topic: str) -> list[int]:
-        """Partitions of ``topic`` that have objects in S3, in numeric order."""
-        base = f"{self.root}/{validate_topic(topic)}/partitions/"
-        found = []
-        for prefix in self.blobs.list_prefixes(self.bucket, base):
-            name = prefix[len(base) : -1]
-            if name.isascii() and name.isdigit():
-                found.append(int(name))
-        return sorted(found)
+    def partitions(self, topic: str) -> list[PartitionKeys]:
+        """The partitions of ``topic`` that have objects in S3, of every incarnation found there: the legacy
+        folder's, then each topic id's (``llog.format.keys``), in key order, each in numeric order. S3 alone
+        does not say which incarnation is the current one; the caller that knows picks."""
+        topic_folder = f"{self.root}/{validate_topic(topic)}/"
+        found: list[PartitionKeys] = []
+        for folder in self.blobs.list_prefixes(self.bucket, topic_folder):
+            name = folder[len(topic_folder) : -1]
+            if name == "partitions":
+                topic_id = None
+            else:
+                try:
+                    topic_id = validate_topic_id(name)
+                except InvalidArgument:
+                    continue  # not a partition folder: never a reason to fail
+                folder = f"{folder}partitions/"
+            numbers = []
+            for prefix in self.blobs.list_prefixes(self.bucket, folder):
+                number = prefix[len(folder) : -1]
+                if number.isascii() and number.isdigit():
+                    numbers.append(int(number))
+            found.extend(PartitionKeys(topic, p, self.root, topic_id) for p in sorted(numbers))
+        return found

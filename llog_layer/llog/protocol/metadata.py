@@ -115,7 +115,7 @@ class PartitionMetadata:
         one-way migration): whoever creates the record first decides it for
         every writer.
         """
-        PartitionRegistry(self.oxia, root=self.keys.root).register(self.keys.topic, self.keys.partition)
+        PartitionRegistry(self.oxia, root=self.keys.root).register(self.keys)
         self._create(self.keys.compaction_cursor, CompactionCursor().encode())
         control = ControlRecord()
         if protocol is AppendProtocol.SEQUENTIAL:

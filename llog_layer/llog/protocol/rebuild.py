@@ -1,7 +1,11 @@
 """Rebuild a topic's Oxia state from S3 alone, after the Oxia data is lost (docs/RECOVERY.md, "Rebuild from S3").
 
 Per partition (``rebuild_topic``), with nothing of it in Oxia (else
-``NamespaceNotEmpty`` before any write):
+``NamespaceNotEmpty`` before any write), in the partition folders
+(``llog.format.keys``) the backed-up topic record names, else the one S3's
+folders show (several: ``InvalidArgument``, nothing written); folders named
+by a topic id without a backed-up record get, last, an implicit topic record
+of that id, so that every component finds the partitions there:
 
 1. **Evidence.** The manifest chain from the log start retention last
    published (``manifests/``, each naming a committed compacted object);
@@ -100,7 +104,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llog.config import GcConfig, WriterConfig
-from llog.errors import BlobNotFound, CorruptData, LlogError, NamespaceNotEmpty
+from llog.errors import BlobNotFound, CorruptData, InvalidArgument, LlogError, NamespaceNotEmpty
 from llog.format.documents import (
     CAS_GENERATION,
     INITIAL_OFFSET,
@@ -116,7 +120,14 @@ from llog.format.documents import (
     IndexEntry,
     LogState,
 )
-from llog.format.keys import PartitionKeys, RegistryKeys, S3Location, object_id_time_ms, shared_wal_prefix
+from llog.format.keys import (
+    PartitionKeys,
+    RegistryKeys,
+    S3Location,
+    object_id_time_ms,
+    partition_keys,
+    shared_wal_prefix,
+)
 from llog.format.wal import BlobSlice
 from llog.protocol.backup import (
     BackupSummary,
@@ -132,7 +143,7 @@ from llog.protocol.gc import read_blob_slices
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import FENCE_DELTAS, PartitionMetadata
 from llog.protocol.registry import PartitionRegistry
-from llog.protocol.topics import PARTITION_CONCURRENCY, TopicRecord
+from llog.protocol.topics import PARTITION_CONCURRENCY, TopicConfig, TopicRecord
 from llog.store.oxia import CREATE_ONLY
 from llog.store.s3 import ObjectInfo
 from llog.store.storage import Storage
@@ -267,6 +278,7 @@ def _backup_entries(snapshot: PartitionSnapshot, root: str) -> tuple[ControlReco
 
 @dataclass
 class _Plan:
+    keys: PartitionKeys
     report: RebuildReport
     entries: list[IndexedBatch]
     publish: list[CompactedRange]  # recovered COMPACTED ranges whose manifest is missing
@@ -287,8 +299,22 @@ class _Evidence:
         self.wal, self.unreadable = wal_slices(storage, topic)
         self._exists: dict[str, bool] = {}
 
-    def partitions(self, topic_record: TopicRecord | None) -> list[int]:
-        found = set(self.manifests.partitions(self.topic)) | set(self.wal)
+    def incarnation(self, topic_record: TopicRecord | None) -> str | None:
+        """The id in the keys of the partitions to rebuild: the backed-up record's, else the one S3's folders
+        show (None: the legacy folders, ``llog.format.keys``)."""
+        if topic_record is not None:
+            return topic_record.keys_id
+        found = {keys.topic_id for keys in self.manifests.partitions(self.topic)}
+        if len(found) > 1:
+            raise InvalidArgument(
+                f"S3 holds partition folders of {len(found)} incarnations of {self.topic!r} and no backup names "
+                "the current one: delete the folders of the deleted ones (docs/RECOVERY.md)"
+            )
+        return found.pop() if found else None
+
+    def partitions(self, topic_record: TopicRecord | None, topic_id: str | None) -> list[int]:
+        compacted = {keys.partition for keys in self.manifests.partitions(self.topic) if keys.topic_id == topic_id}
+        found = compacted | set(self.wal)
         if self.backup is not None:
             found |= set(self.backup.topics[self.topic])
         if topic_record is not None:
@@ -305,14 +331,13 @@ class _Evidence:
         return self._exists[uri]
 
 
-def _plan(evidence: _Evidence, partition: int, default_protocol: AppendProtocol, grace_ms: int) -> _Plan:
-    storage, topic = evidence.storage, evidence.topic
-    keys = PartitionKeys(topic, partition, storage.root)
+def _plan(evidence: _Evidence, keys: PartitionKeys, default_protocol: AppendProtocol, grace_ms: int) -> _Plan:
+    storage, topic, partition = evidence.storage, evidence.topic, keys.partition
     backup = evidence.backup if evidence.backup is not None and partition in evidence.backup.topics[topic] else None
     snapshot = None if backup is None else read_partition_snapshot(storage, backup.backup_id, topic, partition)
     control, backed_up = (None, []) if snapshot is None else _backup_entries(snapshot, storage.root)
     protocol = default_protocol if control is None else control.protocol
-    log_start = max(evidence.manifests.log_start(topic, partition), control.log_start_offset if control else 1)
+    log_start = max(evidence.manifests.log_start(keys), control.log_start_offset if control else 1)
     report = RebuildReport(
         topic, partition, protocol.value, log_start, backup_id=None if backup is None else backup.backup_id
     )
@@ -325,8 +350,8 @@ def _plan(evidence: _Evidence, partition: int, default_protocol: AppendProtocol,
     publish: list[CompactedRange] = []
     expected = log_start
     stopped: str | None = None
-    for span in evidence.manifests.spans(topic, partition, log_start):
-        manifest = evidence.manifests.read(topic, partition, span.key)
+    for span in evidence.manifests.spans(keys, log_start):
+        manifest = evidence.manifests.read(keys, span.key)
         found = compacted.get(manifest.data_key)
         if found is None:
             stopped = f"the compacted object {manifest.data_key} of manifest {span.key} is gone"
@@ -414,7 +439,8 @@ def _plan(evidence: _Evidence, partition: int, default_protocol: AppendProtocol,
     state = LogState.OPEN if control is None else control.log_state
     generations = [g.number for g in control.generations] if control is not None else []
     generation = max([CAS_GENERATION + 1, *generations]) + 1
-    return _Plan(report, entries, publish, protocol, state, generation, control is not None and control.topic_deleted)
+    topic_deleted = control is not None and control.topic_deleted
+    return _Plan(keys, report, entries, publish, protocol, state, generation, topic_deleted)
 
 
 def _log_max_after(previous: int | None, entry: IndexEntry, *, first: bool) -> int | None:
@@ -450,14 +476,14 @@ def _log_max_before_lost(entries: list[IndexedBatch]) -> int | None:
 
 def _write(storage: Storage, plan: _Plan, compactor: Compactor) -> None:
     report = plan.report
-    keys = PartitionKeys(report.topic, report.partition, storage.root)
+    keys = plan.keys
     meta = PartitionMetadata(storage.oxia, keys)
     manifests = ManifestStore(storage.blobs, bucket=storage.bucket, root=storage.root)
-    PartitionRegistry(storage.oxia, root=storage.root, clock=storage.clock).register(report.topic, report.partition)
+    PartitionRegistry(storage.oxia, root=storage.root, clock=storage.clock).register(keys)
     for batch in plan.entries:
         meta.create_index_entry(batch.end_offset, batch.entry)
     for manifest in plan.publish:
-        manifests.publish(manifest)
+        manifests.publish(keys, manifest)
     first_wal = next((b.start_offset for b in plan.entries if b.entry.type is EntryType.WAL), None)
     gap = report.next_offset > report.recovered_end + 1
     meta.replace_cursor(CompactionCursor(report.next_offset if first_wal is None else first_wal), None)
@@ -476,7 +502,7 @@ def _write(storage: Storage, plan: _Plan, compactor: Compactor) -> None:
     if first_wal is not None and gap:
         # Compaction moves the cursor over the LOST entry once it reaches it (so does any later run, if this
         # one stops first: the partition is consistent either way).
-        compact_until_caught_up(compactor, report.topic, report.partition, budget_s=COMPACTION_BUDGET_S)
+        compact_until_caught_up(compactor, report.topic, report.partition, budget_s=COMPACTION_BUDGET_S, keys=keys)
         cursor = meta.cursor().offset
         if cursor < report.next_offset:
             report.notes.append(f"the compaction cursor stayed at {cursor}: the next compaction runs on from "
@@ -514,7 +540,9 @@ def rebuild_topic(
         )
         if record_value is not None:
             topic_record = TopicRecord.decode(topic, record_value.encode(), 0)
-    partitions = evidence.partitions(topic_record)
+    topic_id = evidence.incarnation(topic_record)
+    partitions = [partition_keys(topic, p, storage.root, topic_id)
+                  for p in evidence.partitions(topic_record, topic_id)]  # fmt: skip
     live = live_keys(storage.oxia, storage.root, topic, partitions)
     if live:
         raise NamespaceNotEmpty(
@@ -530,6 +558,12 @@ def rebuild_topic(
                                      "records are not counted in the unplaced WAL records: check that they hold "
                                      f"none of this partition's: {'; '.join(evidence.unreadable[:3])}")  # fmt: skip
         _write(storage, plan, compactor)
+    if record_value is None and topic_id is not None and plans:
+        # Partitions in folders named by an id need a record saying so (the next produce would write a legacy
+        # one): an implicit topic of that id, with the rebuilt partitions.
+        numbers = frozenset(k.partition for k in partitions)
+        record_value = TopicRecord(topic, 0, TopicConfig(default), _now_ms(storage), implicit_partitions=numbers,
+                                   topic_id=topic_id, keys_include_id=True).encode().decode()  # fmt: skip
     if record_value is not None:  # last, as a create does: the topic is explicit again once its partitions exist
         storage.oxia.put(registry_keys.topic(topic), record_value.encode(), partition_key=registry_keys.partition_key,
                          expected_version_id=CREATE_ONLY)  # fmt: skip

@@ -10,6 +10,13 @@ create-only put: idempotent, and it never rewrites an entry. An entry is
 removed only when a deleted topic's partition has been reclaimed, after
 everything else of it (``llog.protocol.topics``).
 
+Entries are keyed by name, but a name may be deleted and created again: an
+entry's value carries the id in its partition's keys (``topic_id``, absent for
+a partition in the legacy folder, ``llog.format.keys``), so discovery maps each
+entry to the keys of the incarnation that registered it, and removing one is a
+delete conditional on the version read with that id: a reclaim run of an old
+incarnation, however late, never removes a newer incarnation's entry.
+
 Discovery reads the registry with scans bounded to its one key depth. A
 scan under the root prefix cannot find partitions on Oxia v0.17.1, which
 sorts keys by depth first (docs/PROTOCOL.md, "Key order").
@@ -21,12 +28,33 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from llog.errors import VersionConflict
-from llog.format.keys import DEFAULT_ROOT_PREFIX, RegistryKeys
+from llog.errors import CorruptMetadata, LlogError, VersionConflict
+from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, RegistryKeys, partition_keys, validate_topic_id
 from llog.store.oxia import CREATE_ONLY, OxiaStore
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RegisteredPartition:
+    """A registry entry: a partition, and the id in its keys (None: the legacy folder)."""
+
+    topic: str
+    partition: int
+    topic_id: str | None
+
+    def keys(self, root: str) -> PartitionKeys:
+        return partition_keys(self.topic, self.partition, root, self.topic_id)
+
+
+def _entry_topic_id(key: str, value: bytes) -> str | None:
+    try:
+        topic_id = json.loads(value).get("topic_id")
+        return None if topic_id is None else validate_topic_id(topic_id)
+    except (ValueError, AttributeError, LlogError) as exc:
+        raise CorruptMetadata(f"registry entry {key} is not readable: {exc}") from None
 
 
 class PartitionRegistry:
@@ -37,13 +65,15 @@ class PartitionRegistry:
         self.keys = RegistryKeys(root)
         self._clock = clock
 
-    def register(self, topic: str, partition: int) -> bool:
-        """Record that ``topic``/``partition`` exists (or is about to); True if this call added it."""
-        value = json.dumps({"registered_at_ms": int(self._clock() * 1000)}).encode()
+    def register(self, keys: PartitionKeys) -> bool:
+        """Record that the partition exists (or is about to), in its keys' folder; True if this call added it."""
+        doc: dict[str, object] = {"registered_at_ms": int(self._clock() * 1000)}
+        if keys.topic_id is not None:
+            doc["topic_id"] = keys.topic_id
         try:
             self.oxia.put(
-                self.keys.partition(topic, partition),
-                value,
+                self.keys.partition(keys.topic, keys.partition),
+                json.dumps(doc).encode(),
                 partition_key=self.keys.partition_key,
                 expected_version_id=CREATE_ONLY,
             )
@@ -51,19 +81,44 @@ class PartitionRegistry:
             return False
         return True
 
-    def deregister(self, topic: str, partition: int) -> None:
-        """Remove a partition's entry: the last step of reclaiming a deleted topic (``llog.protocol.topics``)."""
-        self.oxia.delete(self.keys.partition(topic, partition), partition_key=self.keys.partition_key)
+    def deregister(self, keys: PartitionKeys) -> bool:
+        """Remove the partition's entry if it names ``keys``' folder: the last step of reclaiming a deleted
+        topic (``llog.protocol.topics``). False if there is none, or it is another incarnation's."""
+        key = self.keys.partition(keys.topic, keys.partition)
+        while True:
+            found = self.oxia.get(key, partition_key=self.keys.partition_key)
+            if found is None or _entry_topic_id(key, found.value) != keys.topic_id:
+                return False
+            try:
+                self.oxia.delete(key, partition_key=self.keys.partition_key, expected_version_id=found.version_id)
+            except VersionConflict:
+                continue  # removed (and perhaps registered again) since it was read: judge it again
+            return True
+
+    def entries(self, topic: str | None = None) -> dict[str, list[RegisteredPartition]]:
+        """``partitions``, each with the id its entry names: what discovery builds a partition's keys from."""
+        start, end = self._bounds(topic)
+        found: dict[str, list[RegisteredPartition]] = {}
+        for item in self.oxia.range_scan(start, end, partition_key=self.keys.partition_key):
+            parsed = self.keys.parse(item.key)
+            if parsed is None:
+                log.warning("registry: ignoring %r, not a registry key", item.key)
+                continue
+            entry = RegisteredPartition(*parsed, _entry_topic_id(item.key, item.value))
+            found.setdefault(entry.topic, []).append(entry)
+        return {t: sorted(found[t], key=lambda e: e.partition) for t in sorted(found)}
+
+    def _bounds(self, topic: str | None) -> tuple[str, str]:
+        if topic is None:
+            return self.keys.prefix, self.keys.scan_end
+        return self.keys.topic_prefix(topic), self.keys.topic_scan_end(topic)
 
     def partitions(self, topic: str | None = None) -> dict[str, list[int]]:
         """Registered partitions by topic, topics in name order, partitions in numeric order.
 
         With ``topic``, only that topic's (an empty dict if it has none).
         """
-        if topic is None:
-            start, end = self.keys.prefix, self.keys.scan_end
-        else:
-            start, end = self.keys.topic_prefix(topic), self.keys.topic_scan_end(topic)
+        start, end = self._bounds(topic)
         found: dict[str, list[int]] = {}
         for key in self.oxia.list_keys(start, end, partition_key=self.keys.partition_key):
             parsed = self.keys.parse(key)

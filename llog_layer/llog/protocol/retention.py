@@ -42,6 +42,7 @@ from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.topics import TopicLayouts
 from llog.store.storage import Storage
 
 # What retention removes: compacted ranges, and the LOST entries a rebuild wrote over offsets it could not
@@ -133,8 +134,13 @@ class Retention:
         self.storage = storage
         self.config = config or RetentionConfig()
         self.manifests = ManifestStore(storage.blobs, bucket=storage.bucket, root=storage.root)
+        self.layouts = TopicLayouts(storage.oxia, root=storage.root)
 
     def enforce(self, topic: str, partition: int, policy: RetentionPolicy | None = None) -> RetentionResult:
+        """``enforce_partition`` on the partition of the topic's current incarnation."""
+        return self.enforce_partition(self.layouts.keys(topic, partition), policy)
+
+    def enforce_partition(self, keys: PartitionKeys, policy: RetentionPolicy | None = None) -> RetentionResult:
         """Apply the topic's policy to one partition, and finish any earlier truncation.
 
         ``policy`` is the topic's own (its record's config, ``llog.protocol.topics``);
@@ -148,7 +154,8 @@ class Retention:
         not the length of the log. A size limit needs the size of everything
         kept: the whole index.
         """
-        meta = PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
+        topic, partition = keys.topic, keys.partition
+        meta = PartitionMetadata(self.storage.oxia, keys)
         index = PartitionIndex.load(meta)
         before = index.control.log_start_offset
         policy = self.config.policy(topic) if policy is None else policy
@@ -257,8 +264,8 @@ class Retention:
     def _remove(self, index: PartitionIndex, log_start: int, doomed: list[IndexedBatch]) -> tuple[int, int]:
         keys = index.meta.keys
         compacted = [b for b in doomed if b.entry.type is EntryType.COMPACTED]
-        self.manifests.publish_log_start(keys.topic, keys.partition, log_start)
-        self.manifests.delete(keys.topic, keys.partition, [(b.start_offset, b.end_offset) for b in compacted])
+        self.manifests.publish_log_start(keys, log_start)
+        self.manifests.delete(keys, [(b.start_offset, b.end_offset) for b in compacted])
         # The log start in force may come from another run that read a newer generation table:
         # clear this table's open generation only as far as the entries read through it.
         index.delete_below(log_start, read_through=max(b.end_offset for b in doomed))

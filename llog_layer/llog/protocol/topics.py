@@ -2,8 +2,17 @@
 
 A topic record (``{root}/__catalog/topics/{topic}``, ``partition_key =
 "__catalog"``, docs/FORMAT.md) holds ``{"partitions", "config",
-"created_at_ms", "state", "deleted_at_ms", "topic_id"}``. Every topic has
-one. An *implicit* topic (created by a produce naming partition numbers) has
+"created_at_ms", "state", "deleted_at_ms", "topic_id", "keys_include_id"}``.
+Every topic has one. ``keys_include_id`` says where its partitions live
+(``llog.format.keys``): a topic this version creates has them in folders named
+by its ``topic_id``, so an incarnation's keys and objects never coincide with
+another's of the same name; a topic whose partitions were written before keep
+the legacy folders (an implicit topic from before records, a create adopting
+one, and their deletes say so). Everything resolves a topic's partitions to
+its current record's keys (``TopicLayouts``), and discovery to the keys each
+registry entry names (``llog.protocol.registry``).
+
+An *implicit* topic (created by a produce naming partition numbers) has
 a record marked so (``implicit_partitions``): the set of partition numbers
 produce added to it, each up to 2**31-1. Partitions registered before topic
 records existed (``llog.protocol.registry``, no record) keep working: the
@@ -40,10 +49,12 @@ Actions, each idempotent, so a crash at any point is finished by repeating it
   this run (compare-and-set of ``reclaim: {run_id, claimed_at_ms}`` on the
   version the run read; a claim of another run younger than
   ``RECLAIM_LEASE_MS``, or a record changed since, makes the run leave the
-  topic alone); then, per partition, delete its Oxia keys
+  topic alone); then, per partition of this incarnation (the record's, and the
+  registry entries naming its id), delete its Oxia keys
   (one bounded range per key depth, ``PartitionKeys.oxia_ranges``, ``meta/``
   first, so anything still reading it finds it not initialized), then its S3
-  objects (compacted objects, manifests), then its registry entry; last, the
+  objects (compacted objects, manifests), then its registry entry (a delete
+  conditional on the version read with this incarnation's id); last, the
   topic record, conditional on the claim's version. A run that defers a
   partition releases its claim. Crash anywhere: the record is still there,
   deleted (claimed until the claim expires), and the next pass repeats every
@@ -68,25 +79,34 @@ Invariants:
   by compare-and-set), so a process that trusts a stale copy of the record,
   or saw none, cannot open a partition the delete did not fence: its
   compare-and-set (or create-only put) meets the deleted record.
-* T3 Reclaim never touches another topic's data: it works only under the
-  deleted topic's own prefixes, and the name cannot be created again while
-  its record exists, i.e. until reclaim has finished. Two runs (the scheduled
-  GC and a manual one) never reclaim one topic at once: a run deletes nothing
-  before its compare-and-set claim on the record it read succeeded, so a run
-  that read the record before another finished (and the name was created
-  again) finds it changed and does nothing; the record is deleted only by the
-  run that holds it claimed, so the name stays taken while that run works.
-  The one timing bound: a claim older than ``RECLAIM_LEASE_MS`` may be taken
-  over (a crashed run must not block the name), and its holder starts no
-  partition's deletion past half of it; a run paused longer than half the
-  lease between that check and its deletes could still act after a takeover.
-  (Partition keys carrying the topic's id would remove that bound:
-  docs/GC.md, "Deleted topics".)
+* T3 Reclaim never touches another topic's data, nor another incarnation of
+  its name: it works only under the deleted incarnation's own prefixes, which
+  for a topic created by this version include its ``topic_id``, so a topic
+  created again under the name (after reclaim finished) has other keys,
+  objects and registry entry values; its registry entries are removed only if
+  they still name that id. This needs no timing: a run paused for any time
+  (past its lease, while another run took over, finished, and the name was
+  created again and written) deletes nothing of the new incarnation. That holds
+  for a deleted topic whose partitions are in the legacy folders (written
+  before topic ids) too: a topic is created in the legacy folders only over
+  partitions registered before topic records existed, and reclaim removes the
+  registry entries before the record, so the name's next topic has an id. The claim
+  is an efficiency measure: two runs (the scheduled GC and a manual one) do
+  not work on one topic at once (a run deletes nothing before its
+  compare-and-set claim on the record it read succeeded; a claim older than
+  ``RECLAIM_LEASE_MS`` may be taken over, and its holder starts no
+  partition's deletion past half of it), and the record is deleted only by
+  the run that holds it claimed.
 * T4 Nothing writes to a reclaimed partition. A produce process trusts a
   topic record it read for at most ``TOPIC_CACHE_TTL_MS``, and treats an entry
   not confirmed for ``STALE_TOPIC_MS`` as a possibly reclaimed topic (it forgets
   the partitions it initialized); reclaim waits GC's grace
-  (> twice the writers' commit delay) plus ``RECLAIM_DELAY_MS`` >= both.
+  (> twice the writers' commit delay) plus ``RECLAIM_DELAY_MS`` >= both. Every
+  component resolves a partition's keys from the record (``TopicLayouts``), so a
+  process that still holds an old incarnation's keys past these bounds (paused)
+  writes only into the old incarnation's folder, never a newer one's: what it
+  writes there is not readable (and a sequential put into a reclaimed folder is
+  left for no one to delete), the price of a pause beyond the bounds.
   The compaction planner no longer lists a deleted topic
   (``LogCatalog.partitions``), and a compactor still holding a partition's
   claim defers that partition's reclaim. (A compaction task queued before the
@@ -97,9 +117,11 @@ Invariants:
 from __future__ import annotations
 
 import json
+import math
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -117,7 +139,15 @@ from llog.errors import (
     VersionConflict,
 )
 from llog.format.documents import AppendProtocol, LogState
-from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, RegistryKeys, validate_partition, validate_topic
+from llog.format.keys import (
+    DEFAULT_ROOT_PREFIX,
+    PartitionKeys,
+    RegistryKeys,
+    partition_keys,
+    validate_partition,
+    validate_topic,
+    validate_topic_id,
+)
 from llog.protocol import fence
 from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.metadata import PartitionMetadata
@@ -236,6 +266,18 @@ class TopicRecord:
     implicit_partitions: frozenset[int] | None = None
     topic_id: str | None = None  # None: a record written before topic ids
     reclaim: ReclaimClaim | None = None  # the reclaim run working on this deleted topic
+    # The topic's partitions live in folders named with ``topic_id`` (every topic created from that version
+    # on); False: in the legacy folders, which partitions written before it (and their topic) keep.
+    keys_include_id: bool = False
+
+    @property
+    def keys_id(self) -> str | None:
+        """The id in this incarnation's partition keys, None for the legacy folders (``PartitionKeys.topic_id``)."""
+        return self.topic_id if self.keys_include_id else None
+
+    def partition_keys(self, partition: int, root: str) -> PartitionKeys:
+        """The keys of one of this incarnation's partitions."""
+        return partition_keys(self.topic, partition, root, self.keys_id)
 
     @property
     def deleted(self) -> bool:
@@ -265,6 +307,7 @@ class TopicRecord:
             "state": self.state.value,
             "deleted_at_ms": self.deleted_at_ms,
             "topic_id": self.topic_id,
+            "keys_include_id": self.keys_include_id,
         }
         if self.implicit_partitions is not None:
             # A version that reads ``partitions`` as a count refuses the record (null) rather than misreading it.
@@ -284,6 +327,11 @@ class TopicRecord:
             topic_id = doc.get("topic_id")
             if topic_id is not None and not isinstance(topic_id, str):
                 raise TypeError(f"topic_id {topic_id!r}")
+            keys_include_id = doc.get("keys_include_id", False)
+            if not isinstance(keys_include_id, bool):
+                raise TypeError(f"keys_include_id {keys_include_id!r}")
+            if keys_include_id:
+                validate_topic_id(topic_id)
             claim = doc.get("reclaim")
             reclaim = None if claim is None else ReclaimClaim(str(claim["run_id"]), int(claim["claimed_at_ms"]))
             return cls(
@@ -297,6 +345,7 @@ class TopicRecord:
                 None if implicit is None else frozenset(validate_partition(p) for p in implicit),
                 topic_id,
                 reclaim,
+                keys_include_id,
             )
         except (ValueError, KeyError, TypeError, InvalidArgument) as exc:
             raise CorruptMetadata(f"topic record of {topic!r} is not readable: {exc}") from None
@@ -370,9 +419,10 @@ class TopicRegistry:
                         f"topic {topic!r} already has partition {max(existing)} (created by produce): "
                         f"partitions must be at least {max(existing) + 1}"
                     )
-                created_at, topic_id = (self._now_ms(), new_topic_id()) if record is None else (
-                    record.created_at_ms, record.topic_id or new_topic_id())  # fmt: skip
-                explicit = TopicRecord(topic, partitions, config, created_at, topic_id=topic_id)
+                # Partitions from before topic records keep their legacy folders; an adopted record its own.
+                created_at, topic_id, keyed = (self._now_ms(), new_topic_id(), not existing) if record is None else (
+                    record.created_at_ms, record.topic_id or new_topic_id(), record.keys_include_id)  # fmt: skip
+                explicit = TopicRecord(topic, partitions, config, created_at, topic_id=topic_id, keys_include_id=keyed)
                 try:
                     if record is None:
                         version = self.oxia.put(
@@ -419,6 +469,7 @@ class TopicRegistry:
                     fresh = TopicRecord(
                         topic, 0, TopicConfig(self._writer_config.append_protocol), self._now_ms(),
                         implicit_partitions=frozenset(registered) | {partition}, topic_id=new_topic_id(),
+                        keys_include_id=not registered,  # partitions from before records keep their folders
                     )  # fmt: skip
                     version = self.oxia.put(
                         self.keys.topic(topic), fresh.encode(), partition_key=self.keys.partition_key,
@@ -462,7 +513,7 @@ class TopicRegistry:
 
     def initialize(self, record: TopicRecord, partitions: Iterable[int]) -> None:
         """Create the given partitions of the topic if absent, with the topic's protocol (idempotent)."""
-        self._each(record.topic, partitions, lambda meta: meta.create(record.config.append_protocol))
+        self._each(record, partitions, lambda meta: meta.create(record.config.append_protocol))
 
     # --- delete ------------------------------------------------------------------------------
 
@@ -481,7 +532,7 @@ class TopicRegistry:
                 continue
             break
         registered = self.registry.partitions(topic).get(topic, [])
-        self._each(topic, sorted(set(registered) | set(record.partition_numbers)), self._fence(record))
+        self._each(record, sorted(set(registered) | set(record.partition_numbers)), self._fence(record))
         return record
 
     def _delete_unrecorded(self, topic: str) -> TopicRecord:
@@ -524,14 +575,71 @@ class TopicRegistry:
             expected_version_id=record.version_id,
         )
 
-    def _each(self, topic: str, partitions: Iterable[int], action: Callable[[PartitionMetadata], object]) -> None:
-        metas = [PartitionMetadata(self.oxia, PartitionKeys(topic, p, self.root)) for p in partitions]
+    def _each(
+        self, record: TopicRecord, partitions: Iterable[int], action: Callable[[PartitionMetadata], object]
+    ) -> None:
+        metas = [PartitionMetadata(self.oxia, record.partition_keys(p, self.root)) for p in partitions]
         if len(metas) <= 1:
             for meta in metas:
                 action(meta)
             return
         with ThreadPoolExecutor(min(PARTITION_CONCURRENCY, len(metas)), thread_name_prefix="llog-topic") as pool:
             list(pool.map(action, metas))  # raises the first failure, after every action ended
+
+
+class TopicLayouts:
+    """Topic name -> the keys of its current incarnation's partitions: what the writer, the reader and everything
+    else that names a partition by topic and number (compactor, retention, claims, the CLI) resolve through.
+
+    A topic's record (its ``keys_id``), or its absence (the legacy folders: partitions from before topic
+    records, or none), is read once and trusted for ``TOPIC_CACHE_TTL_MS``, the produce service's rule
+    (``llog.service.produce``); the produce service hands in each record it reads (``learn``), so a produce
+    costs no read more, and a consume one read per topic and TTL. So a topic created after a process looked
+    it up may read as not initialized there for up to one TTL. A holder of an old incarnation's keys (a
+    cached entry, a paused process) reads and writes only that incarnation's folder, never a newer one's: a
+    record past the TTL is read again before the next resolution, and a reclaimed incarnation's folder
+    holds no ``meta/control``, so it reads as not initialized.
+    """
+
+    def __init__(self, oxia: OxiaStore, *, root: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.root = root
+        self._records = TopicRegistry(oxia, root=root)
+        self._clock = clock
+        self._cached: dict[str, tuple[str | None, float]] = {}  # topic -> (keys id, read at)
+        self._all_read_at = -math.inf  # when ``learn_all`` last saw every record: an unlisted topic had none
+        self._lock = threading.Lock()
+
+    def keys(self, topic: str, partition: int) -> PartitionKeys:
+        """The keys of ``topic``'s ``partition`` in its current incarnation (``InvalidTopicName`` and
+        ``InvalidPartition`` before any read)."""
+        validate_partition(partition)
+        return partition_keys(topic, partition, self.root, self.topic_id(topic))
+
+    def topic_id(self, topic: str) -> str | None:
+        """The id in the keys of ``topic``'s partitions (``TopicRecord.keys_id``); None for the legacy folders."""
+        validate_topic(topic)
+        now = self._clock()
+        with self._lock:
+            cached = self._cached.get(topic) or (None, self._all_read_at)
+        if now - cached[1] < TOPIC_CACHE_TTL_MS / 1000:
+            return cached[0]
+        record = self._records.get(topic)
+        self.learn(topic, record, now)
+        return None if record is None else record.keys_id
+
+    def learn_all(self, records: Mapping[str, TopicRecord]) -> None:
+        """Every topic's record, as one scan just found them (``TopicRegistry.records``): GC's, so that judging
+        its WAL blobs' partitions reads no record again."""
+        now = self._clock()
+        with self._lock:
+            self._cached = {topic: (record.keys_id, now) for topic, record in records.items()}
+            self._all_read_at = now
+
+    def learn(self, topic: str, record: TopicRecord | None, read_at: float | None = None) -> None:
+        """A record of ``topic`` just read elsewhere (None: it has none)."""
+        keys_id = None if record is None else record.keys_id
+        with self._lock:
+            self._cached[topic] = (keys_id, self._clock() if read_at is None else read_at)
 
 
 # --- reclaim -----------------------------------------------------------------------------------
@@ -581,12 +689,14 @@ def reclaim_topic(storage: Storage, record: TopicRecord, *, run_id: str | None =
         result.deferred.append(f"{record.topic}: its record changed since this run read it")
         return result  # claimed by another run, or reclaimed (and maybe created again): judged next time
     stop_at_ms = now_ms + RECLAIM_LEASE_MS // 2
-    registered = registry.partitions(record.topic).get(record.topic, [])
+    # Only this incarnation's entries and keys: a name created again has other ones (``PartitionKeys.topic_id``).
+    entries = registry.entries(record.topic).get(record.topic, [])
+    registered = [e.partition for e in entries if e.topic_id == record.keys_id]
     for partition in sorted(set(registered) | set(record.partition_numbers)):
         if storage.clock() * 1000 >= stop_at_ms:
             result.deferred.append(f"{record.topic}: this run's claim is half expired; the next run goes on")
             break
-        partition_keys = PartitionKeys(record.topic, partition, storage.root)
+        partition_keys = record.partition_keys(partition, storage.root)
         pk = partition_keys.partition_key
         if storage.oxia.get(partition_keys.compactor_claim, partition_key=pk) is not None:
             result.deferred.append(f"{record.topic}/{partition}: a compactor holds its claim")
@@ -597,7 +707,7 @@ def reclaim_topic(storage: Storage, record: TopicRecord, *, run_id: str | None =
         storage.blobs.delete(storage.bucket, [o.key for o in objects])
         result.objects_deleted += len(objects)
         result.bytes_deleted += sum(o.size for o in objects)
-        registry.deregister(record.topic, partition)
+        registry.deregister(partition_keys)
         result.partitions_reclaimed += 1
     try:
         if result.deferred:  # release the claim, so that the next run need not wait for it to expire

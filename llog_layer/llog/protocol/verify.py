@@ -85,7 +85,7 @@ from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import LOG_START_NAME, ManifestStore
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.registry import PartitionRegistry
-from llog.protocol.topics import TopicRegistry
+from llog.protocol.topics import TopicLayouts, TopicRegistry
 from llog.store.fetch import fetch_ref
 from llog.store.s3 import ObjectInfo
 from llog.store.storage import Storage
@@ -247,29 +247,29 @@ class Verifier:
         stop at a deadline cover every partition over time.
         """
         registry = PartitionRegistry(self.storage.oxia, root=self.storage.root)
-        found: list[tuple[str, int]] = []
+        root = self.storage.root
+        found: list[PartitionKeys] = []  # each registered partition in the folder its entry names
         if topics is None:
-            deleted = {t for t, r in TopicRegistry(self.storage.oxia, root=self.storage.root).records().items()
-                       if r.deleted}  # fmt: skip
-            found = [(t, p) for t, ps in registry.partitions().items() if t not in deleted for p in ps]
+            deleted = {t for t, r in TopicRegistry(self.storage.oxia, root=root).records().items() if r.deleted}
+            found = [e.keys(root) for t, es in registry.entries().items() if t not in deleted for e in es]
         else:
             for topic in topics:
-                registered = registry.partitions(topic).get(topic, [])
+                registered = registry.entries(topic).get(topic, [])
                 if partition is not None:
-                    registered = [p for p in registered if p == partition]
+                    registered = [e for e in registered if e.partition == partition]
                 if not registered:
                     what = topic if partition is None else f"{topic}/{partition}"
                     raise UnknownTopic(topic, f"{what} has no registered partition")
-                found.extend((topic, p) for p in registered)
+                found.extend(e.keys(root) for e in registered)
         if shuffle:
             random.shuffle(found)
         report = VerifyReport()
-        for i, (topic, p) in enumerate(found):
+        for i, keys in enumerate(found):
             if i and deadline is not None and clock() > deadline:  # the first one in any case: progress
                 report.skipped = len(found) - i
                 break
             try:
-                summary, problems = self.verify_partition(topic, p)
+                summary, problems = self.verify_keys(keys)
             except PartitionNotInitialized:
                 report.not_initialized += 1
                 continue
@@ -277,8 +277,13 @@ class Verifier:
         return report
 
     def verify_partition(self, topic: str, partition: int) -> tuple[PartitionSummary, list[Problem]]:
+        """``verify_keys`` of the partition of the topic's current incarnation."""
+        return self.verify_keys(TopicLayouts(self.storage.oxia, root=self.storage.root).keys(topic, partition))
+
+    def verify_keys(self, keys: PartitionKeys) -> tuple[PartitionSummary, list[Problem]]:
         """One partition: its summary and its confirmed problems, in the order found."""
-        meta = PartitionMetadata(self.storage.oxia, PartitionKeys(topic, partition, self.storage.root))
+        topic, partition = keys.topic, keys.partition
+        meta = PartitionMetadata(self.storage.oxia, keys)
         try:
             # The cursor before meta/control: then cursor <= high watermark + 1 holds between the two reads.
             cursor = meta.cursor().offset
@@ -423,7 +428,7 @@ class Verifier:
                               f"no COMPACTED index entry holds [{start}, {end}]", start)  # fmt: skip
                 continue
             try:
-                manifest = self.manifests.read(keys.topic, keys.partition, key)
+                manifest = self.manifests.read(keys, key)
             except (CorruptMetadata, BlobNotFound) as exc:
                 state.suspect(ProblemKind.MANIFEST_MISMATCH, key, str(exc), start)
                 continue

@@ -12,7 +12,6 @@ from llog.client.writer import LogWriter
 from llog.config import CompactorConfig, OxiaConfig, S3Config, WriterConfig, root_prefix_from_env
 from llog.errors import UnknownTopic
 from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType
-from llog.format.keys import PartitionKeys
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import CompactionOutcome, Compactor, compact_until_caught_up
 from llog.protocol.index import PartitionIndex
@@ -103,7 +102,7 @@ class AdminService:
         return {"topic": topic, "deleted": True}
 
     def status(self, topic: str, partition: int) -> dict[str, Any]:
-        return self.catalog.status(topic, partition).to_json()
+        return self.catalog.status(self.catalog.layouts.keys(topic, partition)).to_json()
 
     def storage_usage(self, topic: str, partition: int) -> dict[str, Any]:
         """What a partition keeps and how far compaction is behind, from one read of its whole index.
@@ -114,7 +113,7 @@ class AdminService:
         compaction lag's age is that of the oldest entry past the cursor.
         """
         self._require_live(topic)
-        meta = PartitionMetadata(self.oxia, PartitionKeys(topic, partition, self.root))
+        meta = PartitionMetadata(self.oxia, self.catalog.layouts.keys(topic, partition))
         index = PartitionIndex.load(meta)
         cursor = meta.cursor().offset
         totals = {EntryType.COMPACTED: [0, 0], EntryType.WAL: [0, 0]}  # type -> [entries, bytes]
@@ -149,7 +148,8 @@ class AdminService:
     def compact(self, topic: str, partition: int, *, budget_s: float) -> dict[str, Any]:
         """Compact until caught up or ``budget_s`` is spent (what ``llog compact`` does), then the status."""
         self._require_live(topic)
-        before = self.catalog.status(topic, partition)  # PartitionNotInitialized (404) before any work
+        # PartitionNotInitialized (404) before any work
+        before = self.catalog.status(self.catalog.layouts.keys(topic, partition))
         results = compact_until_caught_up(self.compactor, topic, partition, budget_s=budget_s)
         runs = [{**dataclasses.asdict(r), "outcome": r.outcome.value} for r in results]
         return {

@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from llog.errors import InvalidArgument, LlogError, PartitionNotInitialized, SessionExpired
-from llog.format.keys import validate_partition, validate_topic
+from llog.format.keys import PartitionKeys, partition_keys, validate_partition, validate_topic, validate_topic_id
 from llog.protocol.catalog import LogCatalog, PartitionStatus
 from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import CompactionOutcome, CompactionResult, Compactor
@@ -30,19 +30,35 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CompactionTask:
+    """A partition to compact, of the incarnation the planner found registered (``topic_id``, None for the
+    legacy folder, ``llog.format.keys``): a task that outlives its topic compacts nothing of a newer one."""
+
     topic: str
     partition: int
     lag: int
+    topic_id: str | None = None
+
+    def keys(self, root: str) -> PartitionKeys:
+        return partition_keys(self.topic, self.partition, root, self.topic_id)
 
     def to_message(self) -> str:
-        return json.dumps({"topic": self.topic, "partition": self.partition, "lag": self.lag})
+        doc: dict[str, Any] = {"topic": self.topic, "partition": self.partition, "lag": self.lag}
+        if self.topic_id is not None:  # absent: the legacy folder, as in messages from before topic ids
+            doc["topic_id"] = self.topic_id
+        return json.dumps(doc)
 
     @classmethod
     def from_message(cls, body: str) -> CompactionTask:
         try:
             doc: Any = json.loads(body)
-            return cls(validate_topic(doc["topic"]), validate_partition(doc["partition"]), int(doc.get("lag", 0)))
-        except (ValueError, KeyError, TypeError) as exc:
+            topic_id = doc.get("topic_id")
+            return cls(
+                validate_topic(doc["topic"]),
+                validate_partition(doc["partition"]),
+                int(doc.get("lag", 0)),
+                None if topic_id is None else validate_topic_id(topic_id),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InvalidArgument(f"not a compaction task message: {exc}") from None
 
 
@@ -59,15 +75,15 @@ def plan_compaction(catalog: LogCatalog, *, min_lag: int, rng: random.Random | N
     lags: dict[tuple[str, int], int] = {}
     seen = 0
     for topic, partitions in catalog.partitions().items():
-        for partition in partitions:
+        for keys in partitions:
             seen += 1
             try:
-                status: PartitionStatus = catalog.status(topic, partition)
+                status: PartitionStatus = catalog.status(keys)
             except PartitionNotInitialized:
                 continue  # deleted between listing and reading
-            lags[(topic, partition)] = status.compaction_lag
+            lags[(topic, keys.partition)] = status.compaction_lag
             if status.compaction_lag >= max(min_lag, 1) or status.compaction is not None:
-                tasks.append(CompactionTask(topic, partition, status.compaction_lag))
+                tasks.append(CompactionTask(topic, keys.partition, status.compaction_lag, keys.topic_id))
     (rng or random).shuffle(tasks)
     return Plan(tasks, seen, lags)
 
@@ -116,10 +132,11 @@ def run_compaction_task(
     session may be gone, and a worker that lost its claim stops at once.
     """
     deadline = clock() + budget_s
+    keys = task.keys(claims.root)
     try:
-        claim = claims.try_claim(task.topic, task.partition)
+        claim = claims.claim(keys)
     except SessionExpired:
-        claim = claims.try_claim(task.topic, task.partition)  # the store dropped the dead session
+        claim = claims.claim(keys)  # the store dropped the dead session
     if claim is None:
         return TaskOutcome(task, TaskEnd.CLAIM_HELD)
     outcome = TaskOutcome(task, TaskEnd.BUDGET_SPENT)
@@ -128,7 +145,7 @@ def run_compaction_task(
             if not claims.held(claim):
                 outcome.outcome = TaskEnd.CLAIM_LOST
                 break
-            result = compactor.compact_once(task.topic, task.partition)
+            result = compactor.compact(keys)
             outcome.runs.append(result)
             if result.outcome is CompactionOutcome.NOTHING_TO_DO:
                 outcome.outcome = TaskEnd.CAUGHT_UP

@@ -48,7 +48,6 @@ from llog.client.reader import LogReader, LogRecord, TimestampOffset, readable, 
 from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, RecordsLost, UnknownTopic
 from llog.format.codec import RecordBatch, decode_batch, headers_bytes
 from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType, IndexedBatch, LogState
-from llog.format.keys import PartitionKeys
 from llog.protocol.topics import TopicRegistry
 from llog.service.tail_cache import PartitionId, TailCache, cache_tag
 from llog.store.changes import Changes, Wakeup
@@ -232,7 +231,7 @@ class ConsumeService:
         keys: dict[str, Hashable] = {}
         for pid in pids:
             try:
-                partition_keys = PartitionKeys(*pid, root=self.reader.storage.root)
+                partition_keys = self.reader.layouts.keys(*pid)
             except LlogError:
                 continue  # an invalid name: its read reports the error
             keys[partition_keys.control], keys[partition_keys.sequences] = _control_tag(pid), pid
@@ -313,7 +312,7 @@ class ConsumeService:
             pid = (plan.request.topic, plan.request.partition)
             if pid not in controls:
                 with contextlib.suppress(LlogError):  # an invalid name: its read reports it
-                    keys = PartitionKeys(*pid, root=self.reader.storage.root)
+                    keys = self.reader.layouts.keys(*pid)
                     wanted[pid] = keys.control, keys.partition_key
         if len(wanted) < 2:
             return {}

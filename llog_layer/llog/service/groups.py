@@ -217,7 +217,7 @@ class GroupService:
     def _ends(self, topic: str, partition: int) -> tuple[int | None, int | None]:
         """``(log_start, high_watermark)``; ``None`` for a partition that is not initialized (or deleted)."""
         try:
-            status = self.catalog.status(topic, partition)
+            status = self.catalog.status(self.catalog.layouts.keys(topic, partition))
         except PartitionNotInitialized:
             return None, None
         return status.log_start_offset, status.high_watermark

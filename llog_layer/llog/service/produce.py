@@ -294,6 +294,7 @@ class ProduceService:
             if cached is not None:
                 cached.rereading = False  # the next caller past the TTL tries again
             raise
+        self.writer.layouts.learn(topic, fresh.record)  # the writer appends to the incarnation checked here
         with self._lock:
             if cached is not None and (
                 cached.identity != fresh.identity or now - cached.checked_at >= STALE_TOPIC_MS / 1000
@@ -406,6 +407,7 @@ class ProduceService:
         if record is None or record.implicit:
             # In the topic's record before it exists (llog.protocol.topics): a delete fences it or refuses it.
             added = self.topics.add_implicit_partition(topic, partition, record)
+            self.writer.layouts.learn(topic, added)
             with self._lock:
                 cached = self._cached.get(topic)
                 if cached is not None and (cached.record is None or cached.record.identity == added.identity):
