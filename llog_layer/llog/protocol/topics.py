@@ -425,17 +425,13 @@ class TopicRegistry:
                 explicit = TopicRecord(topic, partitions, config, created_at, topic_id=topic_id, keys_include_id=keyed)
                 try:
                     if record is None:
-                        version = self.oxia.put(
-                            self.keys.topic(topic),
-                            explicit.encode(),
-                            partition_key=self.keys.partition_key,
-                            expected_version_id=CREATE_ONLY,
-                        )
+                        record = self._put_new(explicit)
                     else:
-                        version = self._replace(replace(explicit, version_id=record.version_id))
+                        adopted = replace(explicit, version_id=record.version_id)
+                        record = replace(adopted, version_id=self._replace(adopted))
                 except VersionConflict:
                     continue  # created or changed concurrently: compare with that one
-                record, created = replace(explicit, version_id=version), True
+                created = True
             else:
                 created = False
                 if record.deleted:
@@ -471,11 +467,7 @@ class TopicRegistry:
                         implicit_partitions=frozenset(registered) | {partition}, topic_id=new_topic_id(),
                         keys_include_id=not registered,  # partitions from before records keep their folders
                     )  # fmt: skip
-                    version = self.oxia.put(
-                        self.keys.topic(topic), fresh.encode(), partition_key=self.keys.partition_key,
-                        expected_version_id=CREATE_ONLY,
-                    )  # fmt: skip
-                    return replace(fresh, version_id=version)
+                    return self._put_new(fresh)
                 if record.deleted:
                     raise UnknownTopic(topic, f"topic {topic!r} was deleted")
                 if record.implicit_partitions is None:
@@ -545,11 +537,7 @@ class TopicRegistry:
             topic, 0, TopicConfig(self._writer_config.append_protocol), now, TopicState.DELETED, now,
             implicit_partitions=frozenset(registered), topic_id=new_topic_id(),
         )  # fmt: skip
-        version = self.oxia.put(
-            self.keys.topic(topic), record.encode(), partition_key=self.keys.partition_key,
-            expected_version_id=CREATE_ONLY,
-        )  # fmt: skip
-        return replace(record, version_id=version)
+        return self._put_new(record)
 
     def _fence(self, record: TopicRecord) -> Callable[[PartitionMetadata], object]:
         # No appender cache to keep: a throwaway one fences sequential partitions.
@@ -565,6 +553,16 @@ class TopicRegistry:
         return run
 
     # --- helpers -------------------------------------------------------------------------
+
+    def _put_new(self, record: TopicRecord) -> TopicRecord:
+        """Store a record under a name that has none (create-only: ``VersionConflict`` if one appeared)."""
+        version = self.oxia.put(
+            self.keys.topic(record.topic),
+            record.encode(),
+            partition_key=self.keys.partition_key,
+            expected_version_id=CREATE_ONLY,
+        )
+        return replace(record, version_id=version)
 
     def _replace(self, record: TopicRecord) -> int:
         assert record.version_id is not None, "only a stored record is replaced"
