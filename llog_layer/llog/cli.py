@@ -112,7 +112,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _verify_table(report: VerifyReport, shown: int = 20) -> str:
-    lines = [f"{s.topic}/{s.partition}: {s.protocol}, offsets [{s.log_start}, {s.high_watermark}], cursor {s.cursor}, "
+    lines = [f"{s.topic}/{s.partition}{f' (topic id {s.topic_id})' if s.topic_id else ''}: {s.protocol}, "
+             f"offsets [{s.log_start}, {s.high_watermark}], cursor {s.cursor}, "
              f"{s.entries} entries, {s.compacted_ranges} compacted, {s.manifests} manifests, {s.objects_checked} "
              f"objects, {s.orphans} orphans, {s.problems} problems" for s in report.partitions]  # fmt: skip
     lines.append(f"{len(report.partitions)} partition(s) verified, {report.problem_count} problem(s), "

@@ -45,7 +45,9 @@ def new_topic(prefix: str) -> str:
 def test_the_console_lists_the_topics(page: Page, console_server: LlogServer):
     from playwright.sync_api import expect
     orders = new_topic("orders")
-    post(console_server, "/topics", {"topic": orders, "partitions": 2, "config": {"retention_ms": 86_400_000}})
+    created = post(
+        console_server, "/topics", {"topic": orders, "partitions": 2, "config": {"retention_ms": 86_400_000}}
+    )
     produce(console_server, orders, 1, ["a", "b", "c"])
     clicks = new_topic("clicks")
     produce(console_server, clicks, 0, ["x"])
@@ -71,6 +73,9 @@ def test_the_console_lists_the_topics(page: Page, console_server: LlogServer):
     partitions = page.get_by_role("table", name=f"Partitions of {orders}").locator("tbody tr")
     expect(partitions).to_have_count(2)
     assert partitions.nth(1).locator("td").nth(3).inner_text() == "3"  # high watermark of partition 1
+    # The topic's identity: a topic created again under this name would show another.
+    assert created["topic_id"]
+    assert created["topic_id"] in page.locator(".stats").first.inner_text()
 
 
 def test_a_record_produced_from_the_form_shows_in_the_record_browser(page: Page, console_server: LlogServer):

@@ -13,7 +13,7 @@ from llog.cli import main
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
 from llog.errors import UnknownTopic
-from llog.format.documents import CompactionCursor, EntryType, IndexedBatch
+from llog.format.documents import AppendProtocol, CompactionCursor, EntryType, IndexedBatch
 from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.faults import (
@@ -27,6 +27,7 @@ from llog.protocol.gc import GarbageCollector
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.retention import Retention
+from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.protocol.verify import ProblemKind, Verifier, VerifyReport
 from llog.store.storage import Storage
 from tests.conftest import BUCKET, moto_s3_env, set_env
@@ -130,6 +131,20 @@ def test_every_registered_topic_is_verified_without_a_name(any_writer: LogWriter
         ("empty", 0), ("orders", 0), ("payments", 0), ("payments", 1), ("payments", 2)
     ]  # fmt: skip
     assert report.to_json()["partitions_verified"] == 5
+
+
+def test_the_report_names_the_incarnation_it_verified(writer: LogWriter, storage: Storage, topic: str) -> None:
+    """A topic's id is in each partition's summary (none for a topic without a record, from before topic ids)."""
+    record, _ = TopicRegistry(storage.oxia, root=storage.root).create(topic, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    writer.append(topic, 0, [b"a"])
+    writer.initialize_partition(f"{topic}-legacy", 0)
+
+    summaries = {s.topic: s for s in verify(storage).partitions}
+
+    assert record.topic_id is not None
+    assert summaries[topic].topic_id == record.topic_id
+    assert summaries[f"{topic}-legacy"].topic_id is None
+    assert [p["topic_id"] for p in verify(storage).to_json()["partitions"]] == [record.topic_id, None]
 
 
 def test_an_unknown_topic_or_partition_is_an_error(writer: LogWriter, storage: Storage, topic: str) -> None:

@@ -88,6 +88,7 @@ export async function renderTopic(view, topic) {
       stat("Retention (time)", retention(cfg, "retention_ms", duration)),
       stat("Retention (size)", retention(cfg, "retention_bytes", bytes)),
       stat("Kind", d.explicit ? "explicit" : "implicit"),
+      stat("Topic id", d.topic_id || "—"),
     ),
   );
   const rows = d.partition_status.map((p, i) => {

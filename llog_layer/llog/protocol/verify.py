@@ -143,6 +143,7 @@ class PartitionSummary:
     log_start: int
     high_watermark: int
     cursor: int
+    topic_id: str | None = None  # the incarnation verified; None: a topic from before topic ids
     entries: int = 0
     records: int = 0
     compacted_ranges: int = 0
@@ -291,13 +292,14 @@ class Verifier:
             high_watermark = index.high_watermark()
         except CorruptMetadata as exc:
             problem = Problem(ProblemKind.UNREADABLE_METADATA, topic, partition, meta.keys.control, str(exc))
-            return PartitionSummary(topic, partition, "unknown", 0, 0, 0, problems=1), [problem]
+            return PartitionSummary(topic, partition, "unknown", 0, 0, 0, keys.topic_id, problems=1), [problem]
         control = index.control
         state = _Partition(
             meta,
             index,
             PartitionSummary(
-                topic, partition, control.protocol.value, control.log_start_offset, high_watermark, cursor
+                topic, partition, control.protocol.value, control.log_start_offset, high_watermark, cursor,
+                keys.topic_id,
             ),
         )
         try:
