@@ -1053,3 +1053,15 @@ def test_an_implicit_topic_over_a_reclaimed_incarnations_entries_gets_its_own_fo
     assert record.keys_include_id
     assert record.implicit_partitions == frozenset({0})
     assert LogCatalog(storage.oxia, root=storage.root).partitions()[topic] == [record.partition_keys(0, storage.root)]
+
+
+def test_a_late_registration_of_another_incarnation_never_replaces_the_current_ones_entry(
+    storage: Storage, topic: str
+) -> None:
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    current, _ = registry.create(topic, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    late = PartitionKeys(topic, 0, storage.root, new_topic_id())  # a paused process of a reclaimed incarnation
+    assert not registry.registry.register(late)
+    assert not registry.registry.register(PartitionKeys(topic, 0, storage.root))  # nor one of the legacy folder
+    entries = registry.registry.entries(topic, current={topic: current.keys_id})[topic]
+    assert [e.topic_id for e in entries] == [current.topic_id]
