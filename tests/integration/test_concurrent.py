@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import os
 import random
 import threading
@@ -48,6 +49,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -57,27 +59,39 @@ from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPol
 from llog.errors import (
     AppendConflict,
     AppendOutcomeUnknown,
+    BlobNotFound,
     CommitDeadlineExceeded,
     ConditionalAppendUnsupported,
+    InvalidPartition,
     InvalidPartitionCount,
     LogFenced,
+    NotPartitionOwner,
     OffsetMismatch,
     OffsetOutOfRange,
+    OxiaUnavailable,
     PartitionNotInitialized,
     SequenceInFlight,
+    StaleGeneration,
     StorageUnavailable,
+    TopicDeleted,
+    UnknownMember,
     UnknownTopic,
 )
 from llog.format.codec import Record
 from llog.format.documents import AppendProtocol
+from llog.format.keys import S3Location
 from llog.protocol import faults, topics
+from llog.protocol.backup import BackupLayout, back_up_topics, restore_backup
+from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import FaultHook
 from llog.protocol.gc import GarbageCollector
+from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.producers import CLAIM_MARGIN_MS
 from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.protocol.verify import Verifier
 from llog.service import produce
+from llog.service.groups import GroupService
 from llog.service.produce import ProduceEntry, ProduceService
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
@@ -118,6 +132,17 @@ PRODUCER_CRASH_POINTS = (*APPEND_CRASH_POINTS, faults.PRODUCER_AFTER_CLAIM, faul
 FENCE_CRASH_POINTS = (faults.WRITER_AFTER_FENCE_MARKER, faults.WRITER_AFTER_INDEX_WRITE)
 CLAIM_JUMP_S = (CLAIM_MARGIN_MS + 2 * COMMIT_DELAY_MS) / 1000  # past a claim's deadline and margin
 PAUSE_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.PRODUCER_AFTER_CLAIM, faults.WRITER_AFTER_DEADLINE_CHECK)
+LOST_ANSWER_CHANCE = 0.02  # of a lossy writer's Oxia write (LossyOxia)
+# A reclaim run's claim lease, shortened as the reclaim delay is: a collector paused at its lease check (up to
+# 1.2 * GRACE_MS) outlives it, and another run takes the topic over.
+RECLAIM_LEASE_MS = 2_000
+RECLAIM_POINTS = (faults.RECLAIM_AFTER_LEASE_CHECK,)
+GROW_CHANCE = 0.3  # of a life of the explicit kind, before its delete
+BACKUP_EVERY_S = (2.0, 5.0)
+GROUP = "g"
+GROUP_CONSUMERS = 2
+GROUP_SESSION_MS = 3_000
+REJOIN_CHANCE = 0.05  # of a consumer's step: it reads its committed offsets again, as a restarted member would
 # Errors that say "not now" and change nothing: the actor goes on.
 RETRIABLE = (AppendConflict, SequenceInFlight, StorageUnavailable)
 
@@ -157,6 +182,36 @@ class JumpingClock:
                 return False
             self._skew += seconds
             return True
+
+
+class LossyOxia:
+    """The Oxia store of some writers, whose writes lose their answer now and then (``chance``), as when a
+    connection drops: half of them before the server applied the write, half after. Either way the caller gets
+    ``OxiaUnavailable`` and cannot tell which happened: an append must answer "outcome unknown", never a wrong
+    "not written" (docs/PROTOCOL.md)."""
+
+    WRITES = frozenset({"put", "put_sequential", "put_sequential_many", "delete", "delete_range"})
+
+    def __init__(self, store: OxiaStore, chance: float, count: Callable[[str], None]) -> None:
+        self._store = store
+        self._chance = chance
+        self._count = count
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._store, name)
+        if name not in self.WRITES:
+            return found
+
+        def lossy(*args: Any, **kwargs: Any) -> Any:
+            if random.random() >= self._chance:
+                return found(*args, **kwargs)
+            applied = random.random() < 0.5
+            if applied:
+                found(*args, **kwargs)
+            self._count(f"Oxia answers lost ({name}, {'after' if applied else 'before'} it applied)")
+            raise OxiaUnavailable(f"{name}: the harness lost its answer")
+
+        return lossy
 
 
 class ArmedHook:
@@ -224,6 +279,7 @@ class Run:
         self.clock = JumpingClock()
         self.storage = Storage(oxia, blobs, BUCKET, self.root)
         self.skewed = dataclasses.replace(self.storage, clock=self.clock)
+        self.lossy = cast(OxiaStore, LossyOxia(oxia, LOST_ANSWER_CHANCE, self._count))
         self.config = WriterConfig(append_protocol=protocol, max_commit_delay_ms=COMMIT_DELAY_MS)
         self.history = History()
         self.tally: Counter[str] = Counter()
@@ -236,14 +292,18 @@ class Run:
         self.lives: list[Life] = []
         self._wall_ahead = time.time() - time.monotonic()  # a record's wall-clock times on the monotonic clock
         self.life_acks: list[LifeAck] = []
+        self.group_read: set[bytes] = set()  # values the consumer group has read
         writer = self._writer()
         for partition in PARTITIONS:
             writer.initialize_partition(TOPIC, partition)
 
     # --- helpers -------------------------------------------------------------------
 
-    def _writer(self, hook: FaultHook | None = None, *, skewed: bool = False) -> LogWriter:
-        return LogWriter(self.skewed if skewed else self.storage, config=self.config, fault_hook=hook)
+    def _writer(self, hook: FaultHook | None = None, *, skewed: bool = False, lossy: bool = False) -> LogWriter:
+        storage = self.skewed if skewed else self.storage
+        if lossy:
+            storage = dataclasses.replace(storage, oxia=self.lossy)
+        return LogWriter(storage, config=self.config, fault_hook=hook)
 
     def _next(self, prefix: str) -> str:
         with self._lock:
@@ -323,7 +383,6 @@ class Run:
 
         def pause(reached: str) -> None:
             if reached == point:
-                HARNESS[f"concurrent: {who} pauses at {point}"] += 1
                 self._count(f"{who} pauses at {point}")
                 time.sleep(seconds)
 
@@ -345,8 +404,9 @@ class Run:
     # --- actors ----------------------------------------------------------------------
 
     def plain_writer(self, client: int) -> Callable[[], None]:
+        lossy = client == 0  # the first writer's Oxia answers are lost now and then
         hook = ArmedHook()
-        writer = self._writer(hook)
+        writer = self._writer(hook, lossy=lossy)
 
         def step() -> None:
             nonlocal hook, writer
@@ -363,7 +423,9 @@ class Run:
                 results = [crash] * len(batches)
                 self._count(f"writer crashes at {point}")
                 hook = ArmedHook()
-                writer = self._writer(hook)  # the process restarts, with nothing cached
+                writer = self._writer(hook, lossy=lossy)  # the process restarts, with nothing cached
+            except StorageUnavailable as lost:  # a step before the commits, or a store lost: outcomes unknown
+                results = [lost] * len(batches)
             hook.point = None  # a point the append never reached
             for batch, op, result in zip(batches, ops, results, strict=True):
                 self._count(f"plain append {self._answer(batch, op, result, alone=len(batches) == 1)}")
@@ -425,8 +487,8 @@ class Run:
     def producer(self, client: int) -> Callable[[], None]:
         """An idempotent producer: one batch in flight per partition, retried until it is answered."""
         hook = ArmedHook()
-        writer = self._writer(hook, skewed=True)
-        pid = writer.producers.issue().producer_id
+        writer = self._writer(hook, skewed=True, lossy=True)
+        pid = self._writer().producers.issue().producer_id
         sequence = dict.fromkeys(PARTITIONS, 0)
         unanswered: dict[int, Appended] = {}
 
@@ -438,7 +500,7 @@ class Run:
             with contextlib.nullcontext() if paused else self.clock.attempt():
                 try:
                     return op, appender.append_shared([group])[0]
-                except SimulatedCrash as crash:
+                except (SimulatedCrash, StorageUnavailable) as crash:
                     return op, crash
 
         def step() -> None:
@@ -458,7 +520,7 @@ class Run:
             hook.point = None  # a point the attempt never reached
             if isinstance(result, SimulatedCrash):
                 hook = ArmedHook()
-                writer = self._writer(hook, skewed=True)  # the process restarts, with nothing cached
+                writer = self._writer(hook, skewed=True, lossy=True)  # the process restarts, with nothing cached
             outcome = self._answer(batch, op, result)
             self._count(f"idempotent append {outcome}")
             if isinstance(result, AppendResult) and isinstance(result.error, SequenceInFlight):
@@ -496,7 +558,6 @@ class Run:
         if reached.wait(5):
             paused_at = time.monotonic()
             self._count(f"pauses at {point}")
-            HARNESS[f"concurrent: pauses at {point}"] += 1
             # Everyone else's clock passes the paused claim's deadline and margin: it may be taken over, and the
             # producer, which took the attempt's answer as lost, retries through another writer meanwhile.
             if self.clock.jump(CLAIM_JUMP_S):
@@ -564,12 +625,21 @@ class Run:
         return self._forever("compactor", step)
 
     def collector(self, number: int) -> Callable[[], None]:
+        """GC with retention by size; now and then a run crashes, or pauses past its reclaim claim's lease, at
+        its lease check (then another run takes the deleted topic over, and the name may live again)."""
         retention = RetentionConfig(topics={TOPIC: RetentionPolicy(max_bytes=2_000)})
-        collector = GarbageCollector(self.storage, config=GcConfig(grace_ms=GRACE_MS, retention=retention))
+        config = GcConfig(grace_ms=GRACE_MS, retention=retention)
 
         def step() -> None:
             began = time.monotonic()
-            report = collector.collect()
+            hook, point = self._hook(RECLAIM_POINTS, CRASH_CHANCE)
+            if hook is None and random.random() < PAUSE_CHANCE:
+                hook, point = self._pause(RECLAIM_POINTS, "collector")
+            try:
+                report = GarbageCollector(self.storage, config=config, fault_hook=hook).collect()
+            except SimulatedCrash:
+                self._count(f"gc crashes at {point}")
+                return
             self._count("gc runs")
             if report.errors and self._during_restart(began):
                 self._count("gc runs with errors during an Oxia restart")
@@ -609,7 +679,7 @@ class Run:
 
         def step() -> None:
             life = self.lives[-1] if self.lives else None
-            partitions = 2 if life is None or life.explicit else 4
+            partitions = 3 if life is None or life.explicit else 4  # an explicit life's third one, once grown
             partition = random.randrange(partitions)
             value = self._next(f"l{client}-").encode()
             called = time.monotonic()
@@ -618,6 +688,9 @@ class Run:
             except UnknownTopic:
                 self._count("life produce refused (no such topic)")
                 time.sleep(0.02)
+                return
+            except InvalidPartition:
+                self._count("life produce refused (a partition not grown yet)")
                 return
             answered = time.monotonic()
             if result.ok:
@@ -663,6 +736,12 @@ class Run:
                 self.stop.wait(random.uniform(0.5, 2.0))
                 return
             assert life is not None
+            live_of_two = record is not None and not record.deleted and not record.implicit and record.partitions == 2
+            if live_of_two and random.random() < GROW_CHANCE:
+                registry.grow(LIFE_TOPIC, 3)
+                self._count("lives grown")
+                self.stop.wait(random.uniform(0.3, 1.0))
+                return
             if record is None or not record.deleted:
                 self._check_life(life)
                 life.delete_called = min(life.delete_called, time.monotonic())
@@ -716,6 +795,143 @@ class Run:
                     )
         return violations
 
+    def backer_up(self) -> Callable[[], None]:
+        """Backs the topic up, restores the backup into a root of its own, and checks the copy: every record
+        there that the original acknowledged is the one acknowledged at that offset. Then the copy's compaction
+        and GC run, with retention that removes nearly everything: they must delete none of the original's
+        objects, which the copy's restored entries name (the original's end checks and ``llog verify`` see)."""
+        copies = 0
+        retention = RetentionConfig(topics={TOPIC: RetentionPolicy(max_bytes=1)})
+
+        def step() -> None:
+            nonlocal copies
+            if self.stop.wait(random.uniform(*BACKUP_EVERY_S)):
+                return
+            began = time.monotonic()
+            report = back_up_topics(self.storage, [TOPIC], keep=2)
+            if report.errors:
+                if not self._during_restart(began):
+                    self._fail(f"backup: {report.errors}")
+                return
+            self._count("backups")
+            copies += 1
+            copy = dataclasses.replace(self.storage, root=f"{self.root}-copy{copies}")
+            source, destination = BackupLayout(self.root).prefix, BackupLayout(copy.root).prefix
+            for obj in self.storage.blobs.list(BUCKET, f"{source}{report.backup_id}/"):  # an operator copies it over
+                body = self.storage.blobs.get(S3Location(BUCKET, obj.key))
+                self.storage.blobs.put(S3Location(BUCKET, destination + obj.key[len(source) :]), body)
+            restore_backup(copy, report.backup_id)
+            self._count("restores into another root")
+            with self._lock:
+                acked = {(a.partition, offset): value for a in self.appended.values() if a.acked_at is not None
+                         for offset, value in enumerate(a.values, start=a.acked_at)}  # fmt: skip
+            reader = LogReader(copy)
+            for partition in PARTITIONS:
+                info = reader.partition_info(TOPIC, partition)
+                try:
+                    records = list(reader.iter_from(TOPIC, partition, info.log_start))
+                except (BlobNotFound, OffsetOutOfRange):  # the original's retention and GC removed a range since
+                    self._count("restored ranges the original removed since")
+                    continue
+                for record in records:
+                    wanted = acked.get((partition, record.offset))
+                    if wanted is not None and wanted != record.value:
+                        self._fail(
+                            f"restore: offset {record.offset} of {TOPIC}/{partition} was acknowledged as {wanted!r}, "
+                            f"the copy of backup {report.backup_id} reads {record.value!r}"
+                        )
+                Compactor(copy).compact_once(TOPIC, partition)
+            GarbageCollector(copy, config=GcConfig(grace_ms=1, retention=retention)).collect()
+            self._count("copies checked, compacted and collected")
+
+        return self._forever("backup", step)
+
+    def group_consumer(self, client: int) -> Callable[[], None]:
+        """A member of one consumer group reading the second topic, from its committed offsets, and committing.
+
+        Whenever it (re)joins and a committed offset ``C`` is applied to a partition, every record below ``C``
+        that the partition holds must have been read by the group before (values are unique over all lives): an
+        offset committed in an earlier life of the topic, applied to this one, would skip records silently.
+        """
+        coordinator = GroupCoordinator(self.storage.oxia, root=self.root)
+        service = GroupService(coordinator, LogCatalog(self.storage.oxia, root=self.root))
+        reader = LogReader(self.storage)
+        member: str | None = None
+        generation = 0
+        positions: dict[int, int] = {}
+
+        def join() -> None:
+            nonlocal member, generation, positions
+            try:
+                joined = coordinator.join(GROUP, [LIFE_TOPIC], session_timeout_ms=GROUP_SESSION_MS, member_id=member)
+            except UnknownMember:
+                member = None
+                return
+            except UnknownTopic:  # between two lives
+                self._count("group joins refused (no such topic)")
+                return
+            member, generation = joined.member_id, joined.generation
+            identity = coordinator.topic_identity(LIFE_TOPIC)
+            committed = {o["partition"]: o["committed"] for o in service.describe(GROUP)["offsets"]
+                         if o["topic"] == LIFE_TOPIC}  # fmt: skip
+            positions = {}
+            for partition in joined.assignment.get(LIFE_TOPIC, []):
+                position = committed.get(partition) or 1
+                self._check_committed(partition, position, identity, reader, coordinator)
+                positions[partition] = position
+            self._count("group joins")
+
+        def step() -> None:
+            nonlocal member
+            if member is None or not positions or random.random() < REJOIN_CHANCE:
+                join()
+                self.stop.wait(0.2)
+                return
+            partition = random.choice(sorted(positions))
+            try:
+                records = list(itertools.islice(reader.iter_from(LIFE_TOPIC, partition, positions[partition]), 5))
+            except (UnknownTopic, PartitionNotInitialized, TopicDeleted, OffsetOutOfRange) as gone:
+                self._count(f"group reads: {type(gone).__name__}")
+                positions.clear()  # rejoin
+                return
+            with self._lock:
+                self.group_read.update(r.value for r in records)
+            if not records:
+                self.stop.wait(0.05)
+                return
+            positions[partition] = records[-1].offset + 1
+            commit = OffsetCommit(LIFE_TOPIC, partition, positions[partition])
+            try:
+                coordinator.commit(GROUP, member, generation, [commit])
+                self._count("group commits")
+            except (StaleGeneration, NotPartitionOwner, UnknownMember, UnknownTopic) as refused:
+                self._count(f"group commits refused: {type(refused).__name__}")
+                positions.clear()  # rejoin
+
+        return self._forever(f"group consumer {client}", step)
+
+    def _check_committed(
+        self, partition: int, position: int, identity: str | None, reader: LogReader, coordinator: GroupCoordinator
+    ) -> None:
+        """The group's committed ``position`` in the topic's life ``identity`` skips no record it never read."""
+        if position <= 1:
+            return
+        try:
+            info = reader.partition_info(LIFE_TOPIC, partition)
+            below = list(reader.iter_from(LIFE_TOPIC, partition, info.log_start)) if info.high_watermark else []
+        except (UnknownTopic, PartitionNotInitialized, TopicDeleted, OffsetOutOfRange):
+            return  # deleted meanwhile
+        if coordinator.topic_identity(LIFE_TOPIC) != identity:
+            return  # another life began meanwhile: what was read is not the life the offset was judged in
+        with self._lock:
+            skipped = [r for r in below if r.offset < position and r.value not in self.group_read]
+        if skipped or position > info.high_watermark + 1:
+            self._fail(
+                f"groups: {GROUP} resumes {LIFE_TOPIC}/{partition} at {position} (high watermark "
+                f"{info.high_watermark}), skipping {[(r.offset, r.value) for r in skipped][:5]} it never read"
+            )
+        self._count("group offsets checked")
+
     # --- the run and its checks --------------------------------------------------------
 
     def run(self, seconds: float) -> None:
@@ -726,6 +942,7 @@ class Run:
         actors += [self.collector(i) for i in range(COLLECTORS)]
         actors += [self.reader(i) for i in range(READERS)]
         actors += [self.life()] + [self.life_producer(i) for i in range(LIFE_PRODUCERS)]
+        actors += [self.group_consumer(i) for i in range(GROUP_CONSUMERS)] + [self.backer_up()]
         threads = [threading.Thread(target=actor, name=f"actor {i}") for i, actor in enumerate(actors)]
         for thread in threads:
             thread.start()
@@ -800,6 +1017,7 @@ def test_every_action_at_once_keeps_every_acknowledged_record(
 ) -> None:
     lincheck_binary()  # skipped (or failed, in CI) before the run when the checker is missing
     monkeypatch.setattr(topics, "RECLAIM_DELAY_MS", RECLAIM_DELAY_MS)
+    monkeypatch.setattr(topics, "RECLAIM_LEASE_MS", RECLAIM_LEASE_MS)
     monkeypatch.setattr(produce, "STALE_TOPIC_MS", RECLAIM_DELAY_MS)
     monkeypatch.setattr(produce, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
     # Every process's TopicLayouts (the harness's reader among them) resolves a life's folder for as long.
@@ -810,3 +1028,6 @@ def test_every_action_at_once_keeps_every_acknowledged_record(
         run.check()
     finally:
         print(dict(sorted(run.tally.items())))
+        for name, count in run.tally.items():  # for make soak's report (docs/RELIABILITY.md)
+            if not name.startswith("seconds"):
+                HARNESS[f"concurrent ({protocol.value}): {name}"] += count

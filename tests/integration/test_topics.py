@@ -38,7 +38,7 @@ from llog.protocol import topics as topics_module
 from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor
-from llog.protocol.faults import WRITER_AFTER_FENCE_MARKER
+from llog.protocol.faults import RECLAIM_AFTER_LEASE_CHECK, WRITER_AFTER_FENCE_MARKER
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.topics import (
@@ -913,33 +913,31 @@ def test_a_reclaim_run_paused_past_its_lease_deletes_nothing_of_the_topic_create
     assert all(r.ok for r in service.produce([ProduceEntry(topic, 0, [b"old"]), ProduceEntry(topic, 1, [b"old"])]))
     registry.delete(topic)
     acknowledged: dict[int, list[bytes]] = {0: [], 1: []}
-    started = time.time()
-    calls = 0
+    paused: list[str] = []
 
-    def paused_after_its_check() -> float:
-        """Run B's clock: its claim, then its first lease check, during which the pause happens."""
-        nonlocal calls
-        calls += 1
-        if calls == 2:
-            after_lease = dataclasses.replace(storage, clock=lambda: started + RECLAIM_LEASE_MS / 1000)
-            record = registry.get(topic)
-            assert record is not None
-            assert record.reclaim is not None  # B's claim, expired for run A
-            assert reclaim_topic(after_lease, record).finished  # run A takes over and finishes
-            registry.create(topic, 2, config())
-            fresh = ProduceService(LogWriter(storage))
-            for value in (b"new-1", b"new-2"):
-                for result in fresh.produce([ProduceEntry(topic, 0, [value]), ProduceEntry(topic, 1, [value])]):
-                    assert result.ok
-                    acknowledged[result.partition].append(value)
-            Compactor(storage).compact_once(topic, 0)  # S3 objects and manifests of the new incarnation too
-        return started  # B read the clock before its pause: its check passes
+    def paused_after_its_check(point: str) -> None:
+        """Run B's pause, at its first partition after the lease check (``reclaim.after_lease_check``)."""
+        if point != RECLAIM_AFTER_LEASE_CHECK or paused:
+            return
+        paused.append(point)
+        after_lease = dataclasses.replace(storage, clock=lambda: time.time() + RECLAIM_LEASE_MS / 1000)
+        record = registry.get(topic)
+        assert record is not None
+        assert record.reclaim is not None  # B's claim, expired for run A
+        assert reclaim_topic(after_lease, record).finished  # run A takes over and finishes
+        registry.create(topic, 2, config())
+        fresh = ProduceService(LogWriter(storage))
+        for value in (b"new-1", b"new-2"):
+            for result in fresh.produce([ProduceEntry(topic, 0, [value]), ProduceEntry(topic, 1, [value])]):
+                assert result.ok
+                acknowledged[result.partition].append(value)
+        Compactor(storage).compact_once(topic, 0)  # S3 objects and manifests of the new incarnation too
 
     record_b = registry.get(topic)
     assert record_b is not None
-    late = reclaim_topic(dataclasses.replace(storage, clock=paused_after_its_check), record_b)  # run B
+    late = reclaim_topic(storage, record_b, fault_hook=paused_after_its_check)  # run B
 
-    assert calls >= 2
+    assert paused
     assert not late.finished
     reader = LogReader(storage)
     for partition in (0, 1):

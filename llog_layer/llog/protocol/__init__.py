@@ -47,7 +47,7 @@ name here exists.
 |     |                     | topics.TopicRegistry.grow                    |                             |             |
 |     |                     | topics.TopicRegistry.add_implicit_partition  |                             | I12         |
 | A26 | topic delete        | topics.TopicRegistry.delete                  |                             | I12         |
-| A27 | topic reclaim       | topics.reclaim_topic                         |                             | I8 I13      |
+| A27 | topic reclaim       | topics.reclaim_topic                         | reclaim.after_lease_check   | I8 I13      |
 | A28 | consumer groups     | groups.GroupCoordinator.join                 |                             | I14         |
 |     |                     | groups.GroupCoordinator.heartbeat            |                             |             |
 |     |                     | groups.GroupCoordinator.leave                |                             |             |

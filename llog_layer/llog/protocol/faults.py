@@ -76,6 +76,13 @@ COMPACTOR_AFTER_DELETE = "compactor.after_delete"
 COMPACTOR_AFTER_CURSOR = "compactor.after_cursor"
 """The cursor is past the range; ``meta/compaction`` (``UPDATING_CURSOR``) is not deleted yet."""
 
+# --- topic reclaim (docs/GC.md, "Deleted topics") -------------------------------------------------
+
+RECLAIM_AFTER_LEASE_CHECK = "reclaim.after_lease_check"
+"""A reclaim run holds its claim on the deleted record, found it less than half expired, and deletes nothing of
+the next partition yet. A run paused here past the claim's lease deletes late: only its own incarnation's keys and
+objects, never those of a topic created again under the name (docs/GC.md, "Deleted topics")."""
+
 CRASH_POINTS = frozenset(
     {
         WRITER_AFTER_BLOB_PUT,
@@ -92,6 +99,7 @@ CRASH_POINTS = frozenset(
         COMPACTOR_AFTER_MANIFEST,
         COMPACTOR_AFTER_DELETE,
         COMPACTOR_AFTER_CURSOR,
+        RECLAIM_AFTER_LEASE_CHECK,
     }
 )
 """Every crash point of every component of the library."""

@@ -52,6 +52,7 @@ from llog.errors import BlobNotFound, CorruptData, LlogError, NamespaceMismatch,
 from llog.format.documents import END_OFFSET_METADATA, EntryType
 from llog.format.keys import S3Location, object_id_time_ms, shared_wal_prefix
 from llog.format.wal import PREAMBLE, BlobSlice, header_length, parse_shared_blob_header
+from llog.protocol.faults import FaultHook
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.namespace import check_namespace, verify_namespace
@@ -125,9 +126,12 @@ def read_blob_slices(blobs: BlobStore, location: S3Location, size: int) -> list[
 
 
 class GarbageCollector:
-    def __init__(self, storage: Storage, *, config: GcConfig | None = None) -> None:
+    def __init__(
+        self, storage: Storage, *, config: GcConfig | None = None, fault_hook: FaultHook | None = None
+    ) -> None:
         self.storage = storage
         self.config = config or GcConfig()
+        self._fault_hook = fault_hook
         self._registry = PartitionRegistry(storage.oxia, root=storage.root)
         self._topics = TopicRegistry(storage.oxia, root=storage.root, clock=storage.clock)
         self._layouts = TopicLayouts(storage.oxia, root=storage.root)  # a WAL slice's partition -> its keys
@@ -189,7 +193,7 @@ class GarbageCollector:
             if not reclaim_due(record, now_ms, self.config.grace_ms):
                 continue
             try:
-                result = reclaim_topic(self.storage, record, run_id=run_id)
+                result = reclaim_topic(self.storage, record, run_id=run_id, fault_hook=self._fault_hook)
             except LlogError as exc:
                 report.errors.append(f"reclaim {record.topic}: {exc}")
                 continue

@@ -150,6 +150,7 @@ from llog.format.keys import (
 )
 from llog.protocol import fence
 from llog.protocol.append_sequential import SequentialAppender
+from llog.protocol.faults import RECLAIM_AFTER_LEASE_CHECK, FaultHook
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.registry import PartitionRegistry
 from llog.store.oxia import CREATE_ONLY, OxiaStore
@@ -661,7 +662,9 @@ def new_reclaim_run_id() -> str:
     return str(uuid.uuid4())
 
 
-def reclaim_topic(storage: Storage, record: TopicRecord, *, run_id: str | None = None) -> ReclaimResult:
+def reclaim_topic(
+    storage: Storage, record: TopicRecord, *, run_id: str | None = None, fault_hook: FaultHook | None = None
+) -> ReclaimResult:
     """Delete everything of a deleted topic (see the module docstring); repeatable after any crash.
 
     ``record`` is the record as the caller read it. The run first claims it (compare-and-set on that version,
@@ -694,6 +697,8 @@ def reclaim_topic(storage: Storage, record: TopicRecord, *, run_id: str | None =
         if storage.clock() * 1000 >= stop_at_ms:
             result.deferred.append(f"{record.topic}: this run's claim is half expired; the next run goes on")
             break
+        if fault_hook is not None:
+            fault_hook(RECLAIM_AFTER_LEASE_CHECK)
         partition_keys = record.partition_keys(partition, storage.root)
         pk = partition_keys.partition_key
         if storage.oxia.get(partition_keys.compactor_claim, partition_key=pk) is not None:
