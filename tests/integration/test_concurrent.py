@@ -133,6 +133,7 @@ FENCE_CRASH_POINTS = (faults.WRITER_AFTER_FENCE_MARKER, faults.WRITER_AFTER_INDE
 CLAIM_JUMP_S = (CLAIM_MARGIN_MS + 2 * COMMIT_DELAY_MS) / 1000  # past a claim's deadline and margin
 PAUSE_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.PRODUCER_AFTER_CLAIM, faults.WRITER_AFTER_DEADLINE_CHECK)
 LOST_ANSWER_CHANCE = 0.02  # of a lossy writer's Oxia write (LossyOxia)
+LOST_ANSWER_DELAY_S = 1.0
 # A reclaim run's claim lease, shortened as the reclaim delay is: a collector paused at its lease check (up to
 # 1.2 * GRACE_MS) outlives it, and another run takes the topic over.
 RECLAIM_LEASE_MS = 2_000
@@ -208,6 +209,7 @@ class LossyOxia:
             applied = random.random() < 0.5
             if applied:
                 found(*args, **kwargs)
+                time.sleep(random.uniform(0, LOST_ANSWER_DELAY_S))  # a call that hit its deadline: others go on
             self._count(f"Oxia answers lost ({name}, {'after' if applied else 'before'} it applied)")
             raise OxiaUnavailable(f"{name}: the harness lost its answer")
 
@@ -757,6 +759,26 @@ class Run:
 
         return self._forever("life", step)
 
+    def life_fencer(self) -> Callable[[], None]:
+        """Fences and unfences the second topic's partitions, or only unfences one (as an operator would), so
+        that unfences meet the topic's deletes: no unfence may reopen a deleted topic's partition."""
+        writer = self._writer()
+        gone = (UnknownTopic, PartitionNotInitialized, TopicDeleted)
+
+        def step() -> None:
+            partition = random.randrange(3)
+            try:
+                if random.random() < 0.5:
+                    writer.fence(LIFE_TOPIC, partition)
+                    self.stop.wait(random.uniform(0.01, 0.1))
+                writer.unfence(LIFE_TOPIC, partition)
+                self._count("life unfences")
+            except gone as exc:
+                self._count(f"life fences and unfences refused: {type(exc).__name__}")
+            self.stop.wait(random.uniform(0.1, 0.3))
+
+        return self._forever("life fencer", step)
+
     def _check_life(self, life: Life) -> None:
         """Every record acknowledged in this life reads back at its offset (the life is not deleted yet)."""
         with self._lock:
@@ -942,7 +964,7 @@ class Run:
         actors += [self.collector(i) for i in range(COLLECTORS)]
         actors += [self.reader(i) for i in range(READERS)]
         actors += [self.life()] + [self.life_producer(i) for i in range(LIFE_PRODUCERS)]
-        actors += [self.group_consumer(i) for i in range(GROUP_CONSUMERS)] + [self.backer_up()]
+        actors += [self.group_consumer(i) for i in range(GROUP_CONSUMERS)] + [self.backer_up(), self.life_fencer()]
         threads = [threading.Thread(target=actor, name=f"actor {i}") for i, actor in enumerate(actors)]
         for thread in threads:
             thread.start()
