@@ -7,6 +7,7 @@ separate processes would:
 
 * plain writers: shared appends to one or two partitions, some crashing at a
   writer crash point (the crashed writer is replaced, as a restarted process);
+  the first one's Oxia writes lose their answers now and then (``LossyOxia``);
 * idempotent producers: numbered batches per partition, retried until answered;
   some attempts crash at a writer or producer crash point, and some *pause*
   (the attempt is held at a crash point on a thread of its own while the
@@ -17,12 +18,17 @@ separate processes would:
 * a fencer: fence, then unfence, one partition at a time;
 * a compactor, crashing at its crash points now and then (a compactor paused by a
   crash point resumes through the next one);
-* two garbage collectors at once, with retention by size;
+* two garbage collectors at once, with retention by size, crashing or pausing past the reclaim claim's lease at
+  ``reclaim.after_lease_check`` now and then;
 * readers: reads from random offsets and of the high watermark;
 * a second topic's life: created (explicitly, or implicitly by its first produce), produced to through produce
   services that cache its record, deleted, reclaimed by those two collectors, created again, over and over, with
   the reclaim delay and the topic caches shortened in proportion (``topics.RECLAIM_DELAY_MS``, the produce
-  service's TTLs and that of ``topics.TopicLayouts``), so that the run sees several lives.
+  service's TTLs and that of ``topics.TopicLayouts``), so that the run sees several lives; an explicit life is
+  grown now and then, a fencer fences and unfences its partitions (its unfences meet the deletes), and two
+  members of a consumer group read it from their committed offsets and commit;
+* a backer-up: backs the first topic up, restores the backup into a root of its own, checks the copy, and runs
+  the copy's compaction and GC with retention.
 
 Every append, fence, unfence and read is recorded with the time of its call and
 of its answer (``tests/concurrency.py``). At the end the harness checks that
@@ -31,7 +37,8 @@ every acknowledged record is readable exactly once at the offset it was given
 between a delete's answer and the end of that topic's reclaim, that every record
 acknowledged in one life of it reads back until that life's delete, that no batch of an idempotent producer is in
 the log twice, that nothing refused or crashed before its commit is readable,
-that ``llog verify`` finds no problem, and that each partition's history is
+that a consumer group never resumes from an offset that skips records it did not read, that a restored copy
+holds the acknowledged records, that ``llog verify`` finds no problem, and that each partition's history is
 linearizable (Porcupine, through ``llog-lincheck``).
 """
 
