@@ -92,7 +92,7 @@ from llog.protocol.backup import BackupLayout, back_up_topics, restore_backup
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import FaultHook
-from llog.protocol.gc import GarbageCollector
+from llog.protocol.gc import GarbageCollector, GcReport
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.producers import CLAIM_MARGIN_MS
 from llog.protocol.topics import TopicConfig, TopicRegistry
@@ -141,6 +141,7 @@ CLAIM_JUMP_S = (CLAIM_MARGIN_MS + 2 * COMMIT_DELAY_MS) / 1000  # past a claim's 
 PAUSE_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.PRODUCER_AFTER_CLAIM, faults.WRITER_AFTER_DEADLINE_CHECK)
 LOST_ANSWER_CHANCE = 0.02  # of a lossy writer's Oxia write (LossyOxia)
 LOST_ANSWER_DELAY_S = 1.0
+CATCH_UP_CHANCE = 0.25  # of a compactor run
 # A reclaim run's claim lease, shortened as the reclaim delay is: a collector paused at its lease check (up to
 # 1.2 * GRACE_MS) outlives it, and another run takes the topic over.
 RECLAIM_LEASE_MS = 2_000
@@ -617,10 +618,13 @@ class Run:
         return self._forever("fencer", step)
 
     def compactor(self) -> Callable[[], None]:
-        config = CompactorConfig(max_offsets_per_run=8)
+        """Small runs; now and then one that catches up to the tail, so entries are compacted while their
+        writers may still be judging a lost answer."""
+        small, catch_up = CompactorConfig(max_offsets_per_run=8), CompactorConfig(max_offsets_per_run=500)
 
         def step() -> None:
             partition = random.choice(PARTITIONS)
+            config = catch_up if random.random() < CATCH_UP_CHANCE else small
             hook, point = self._hook(COMPACTOR_CRASH_POINTS, 2 * CRASH_CHANCE)
             if hook is None and random.random() < PAUSE_CHANCE:
                 hook, point = self._pause(COMPACTOR_CRASH_POINTS, "compactor")
@@ -657,6 +661,31 @@ class Run:
             time.sleep(random.uniform(0.1, 0.6))
 
         return self._forever(f"collector {number}", step)
+
+    def reclaimer(self) -> Callable[[], None]:
+        """GC's reclaim step alone, run often (as a collector's first step; the collectors run it too), so that
+        the second topic lives more lives and reclaim runs overlap; it crashes and pauses as the collectors do."""
+        config = GcConfig(grace_ms=GRACE_MS)
+        registry = TopicRegistry(self.storage.oxia, root=self.root)
+
+        def step() -> None:
+            hook, point = self._hook(RECLAIM_POINTS, CRASH_CHANCE)
+            if hook is None and random.random() < PAUSE_CHANCE:
+                hook, point = self._pause(RECLAIM_POINTS, "reclaimer")
+            report, began = GcReport(), time.monotonic()
+            try:
+                GarbageCollector(self.storage, config=config, fault_hook=hook).reclaim_deleted_topics(
+                    registry.records(), report
+                )
+            except SimulatedCrash:
+                self._count(f"reclaimer crashes at {point}")
+                return
+            self._count("reclaim runs")
+            if report.errors and not self._during_restart(began):
+                self._fail(f"reclaimer: {report.errors}")
+            self.stop.wait(random.uniform(0.05, 0.2))
+
+        return self._forever("reclaimer", step)
 
     def reader(self, client: int) -> Callable[[], None]:
         def step() -> None:
@@ -968,7 +997,7 @@ class Run:
         actors += [self.producer(i) for i in range(PRODUCERS)]
         actors += [self.conditional_writer(), self.fencer(), self.compactor(), self.clock_jumper()]
         actors += [self.restarter(seconds)]
-        actors += [self.collector(i) for i in range(COLLECTORS)]
+        actors += [self.collector(i) for i in range(COLLECTORS)] + [self.reclaimer()]
         actors += [self.reader(i) for i in range(READERS)]
         actors += [self.life()] + [self.life_producer(i) for i in range(LIFE_PRODUCERS)]
         actors += [self.group_consumer(i) for i in range(GROUP_CONSUMERS)] + [self.backer_up(), self.life_fencer()]
