@@ -36,6 +36,7 @@ from llog.format.keys import PartitionKeys, RegistryKeys, shared_wal_prefix
 from llog.protocol import fence
 from llog.protocol import topics as topics_module
 from llog.protocol.append_sequential import SequentialAppender
+from llog.protocol.backup import back_up_topics
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import WRITER_AFTER_FENCE_MARKER
@@ -988,3 +989,79 @@ def test_a_topic_from_before_topic_ids_keeps_its_legacy_folders_through_produce_
     assert objects(storage, f"{folder}/") == []
     with pytest.raises(PartitionNotInitialized):
         PartitionMetadata(storage.oxia, PartitionKeys(topic, 0, storage.root)).control()
+
+
+def test_a_delete_repeated_while_reclaim_finishes_leaves_nothing_of_the_reclaimed_topic(
+    storage: Storage, topic: str
+) -> None:
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    record, _ = registry.create(topic, 2, TopicConfig(AppendProtocol.SEQUENTIAL))
+    registry.delete(topic)
+    retry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    read_record = retry.get
+
+    def read_then_reclaim(name: str) -> TopicRecord | None:  # a client's retry reads the record; GC reclaims
+        found = read_record(name)
+        collector_ahead(storage).collect()
+        return found
+
+    retry.get = read_then_reclaim  # type: ignore[method-assign, assignment]
+    retry.delete(topic)
+    assert registry.get(topic) is None
+    assert registry.registry.entries(topic, current={}) == {}
+    assert PartitionMetadata(storage.oxia, record.partition_keys(0, storage.root)).snapshot().control is None
+
+
+def test_registry_entries_of_a_reclaimed_incarnation_neither_make_the_next_legacy_nor_mislead_discovery(
+    storage: Storage, topic: str
+) -> None:
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    dead_id = new_topic_id()  # entries a reclaimed incarnation left (a fence racing its reclaim, docs/GC.md)
+    for p in (0, 1):
+        registry.registry.register(PartitionKeys(topic, p, storage.root, dead_id))
+    assert LogCatalog(storage.oxia, root=storage.root).partitions().get(topic) is None  # no record: not current
+    created, _ = registry.create(topic, 2, TopicConfig(AppendProtocol.SEQUENTIAL))
+    assert created.keys_include_id
+    entries = registry.registry.entries(topic, current={topic: created.keys_id})[topic]
+    assert [(e.partition, e.topic_id) for e in entries] == [(0, created.topic_id), (1, created.topic_id)]
+    svc = ProduceService(LogWriter(storage))
+    for value in (b"1", b"2"):
+        assert all(r.ok for r in svc.produce([ProduceEntry(topic, 0, [value]), ProduceEntry(topic, 1, [value])]))
+    assert LogCatalog(storage.oxia, root=storage.root).partitions()[topic] == [
+        created.partition_keys(p, storage.root) for p in (0, 1)
+    ]
+    assert back_up_topics(storage, [topic], keep=3).topics[topic][0].high_watermark == 2
+    assert {(p.topic_id, p.high_watermark) for p in Verifier(storage).verify([topic]).partitions} == {
+        (created.topic_id, 2)
+    }
+    registry.delete(topic)
+    assert collector_ahead(storage).collect().topics_reclaimed == 1
+    assert registry.registry.entries(topic, current={}) == {}
+    again, _ = registry.create(topic, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    assert again.keys_include_id
+    assert again.topic_id != created.topic_id
+
+
+def test_an_implicit_topic_over_a_reclaimed_incarnations_entries_gets_its_own_folder(
+    storage: Storage, topic: str
+) -> None:
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    registry.registry.register(PartitionKeys(topic, 0, storage.root, new_topic_id()))
+    assert ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 0, [b"v"])])[0].ok
+    record = registry.get(topic)
+    assert record is not None
+    assert record.keys_include_id
+    assert record.implicit_partitions == frozenset({0})
+    assert LogCatalog(storage.oxia, root=storage.root).partitions()[topic] == [record.partition_keys(0, storage.root)]
+
+
+def test_a_late_registration_of_another_incarnation_never_replaces_the_current_ones_entry(
+    storage: Storage, topic: str
+) -> None:
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    current, _ = registry.create(topic, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    late = PartitionKeys(topic, 0, storage.root, new_topic_id())  # a paused process of a reclaimed incarnation
+    assert not registry.registry.register(late)
+    assert not registry.registry.register(PartitionKeys(topic, 0, storage.root))  # nor one of the legacy folder
+    entries = registry.registry.entries(topic, current={topic: current.keys_id})[topic]
+    assert [e.topic_id for e in entries] == [current.topic_id]

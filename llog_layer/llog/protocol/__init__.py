@@ -78,7 +78,9 @@ Each action, where it is specified and what it does:
 
 * A1 initialize (docs/PROTOCOL.md, "Initialize"): register the partition,
   then create ``meta/compaction-cursor``, then ``meta/control``, each
-  create-only; whoever creates ``meta/control`` fixes the append protocol.
+  create-only (a registry entry naming another, reclaimed incarnation is
+  replaced by the current record's, ``llog.protocol.registry``); whoever
+  creates ``meta/control`` fixes the append protocol.
 * A2 write the WAL blob (docs/PROTOCOL.md, "Append"): validate and encode
   every group, PUT one ``LLS1`` blob, then commit each partition by the
   protocol its ``meta/control`` names (A3 or A8). A crash here leaves an

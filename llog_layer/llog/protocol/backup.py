@@ -123,7 +123,7 @@ from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.namespace import verify_namespace
 from llog.protocol.registry import PartitionRegistry
-from llog.protocol.topics import PARTITION_CONCURRENCY, TopicRegistry
+from llog.protocol.topics import PARTITION_CONCURRENCY, TopicRegistry, keys_ids
 from llog.store.oxia import CREATE_ONLY, OxiaStore
 from llog.store.storage import Storage
 
@@ -505,7 +505,7 @@ def back_up_topics(
     topic_records = _scan(storage.oxia, storage.root, registry_keys.topics_prefix, registry_keys.topics_scan_end, pk)
     registry = _scan(storage.oxia, storage.root, registry_keys.prefix, registry_keys.scan_end, pk)
     records = TopicRegistry(storage.oxia, root=storage.root).records()
-    registered = PartitionRegistry(storage.oxia, root=storage.root).entries()
+    registered = PartitionRegistry(storage.oxia, root=storage.root).entries(current=keys_ids(records))
     names = sorted(set(records) | set(registered)) if topics is None else sorted({validate_topic(t) for t in topics})
     for name in names:
         if name not in records and name not in registered:

@@ -62,6 +62,7 @@ from llog.protocol.topics import (
     TopicLayouts,
     TopicRecord,
     TopicRegistry,
+    keys_ids,
     new_reclaim_run_id,
     reclaim_due,
     reclaim_topic,
@@ -209,7 +210,7 @@ class GarbageCollector:
         topic's config may set its own limits, and a deleted topic is left to reclaim.
         """
         topics = self._topics.records() if topics is None else topics
-        for topic, entries in self._registry.entries().items():
+        for topic, entries in self._registry.entries(current=keys_ids(topics)).items():
             record = topics.get(topic)
             if record is not None and record.deleted:
                 continue
@@ -313,7 +314,7 @@ class GarbageCollector:
 
     def collect_compacted(self, report: GcReport) -> None:
         cutoff = self._cutoff_ms()
-        for topic, entries in self._registry.entries().items():
+        for topic, entries in self._registry.entries(current=keys_ids(self._topics.records())).items():
             for entry in entries:
                 meta = PartitionMetadata(self.storage.oxia, entry.keys(self.storage.root))
                 try:

@@ -6,14 +6,18 @@ invariant "every initialized partition is registered" holds at every crash
 point; a crash in between leaves a registered partition that is not
 initialized yet, which discovery callers skip (``PartitionNotInitialized``)
 and the next ``initialize_partition`` completes. Registration is a
-create-only put: idempotent, and it never rewrites an entry. An entry is
-removed only when a deleted topic's partition has been reclaimed, after
-everything else of it (``llog.protocol.topics``).
+create-only put: idempotent, and it never rewrites an entry of the
+incarnation in force; one naming another incarnation (left by a fence racing
+that incarnation's reclaim, docs/GC.md) is replaced by the current record's
+registration. An entry is removed only when a deleted topic's partition has
+been reclaimed, after everything else of it (``llog.protocol.topics``).
 
 Entries are keyed by name, but a name may be deleted and created again: an
 entry's value carries the id in its partition's keys (``topic_id``, absent for
 a partition in the legacy folder, ``llog.format.keys``), so discovery maps each
-entry to the keys of the incarnation that registered it, and removing one is a
+entry to the keys of the incarnation that registered it, ignores entries
+that do not name the topic's current record's id (``entries``; a topic with no
+record owns only entries naming none), and removing one is a
 delete conditional on the version read with that id: a reclaim run of an old
 incarnation, however late, never removes a newer incarnation's entry.
 
@@ -27,7 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata, LlogError, VersionConflict
@@ -66,20 +70,44 @@ class PartitionRegistry:
         self._clock = clock
 
     def register(self, keys: PartitionKeys) -> bool:
-        """Record that the partition exists (or is about to), in its keys' folder; True if this call added it."""
+        """Record that the partition exists (or is about to), in its keys' folder; True if this call wrote it.
+
+        An entry naming another incarnation (one a reclaim left behind, docs/GC.md) is replaced, by a
+        compare-and-set on the version read, only if ``keys`` are the topic's current record's: an entry
+        naming the current incarnation is never rewritten, whoever registers late.
+        """
+        key = self.keys.partition(keys.topic, keys.partition)
         doc: dict[str, object] = {"registered_at_ms": int(self._clock() * 1000)}
         if keys.topic_id is not None:
             doc["topic_id"] = keys.topic_id
-        try:
-            self.oxia.put(
-                self.keys.partition(keys.topic, keys.partition),
-                json.dumps(doc).encode(),
-                partition_key=self.keys.partition_key,
-                expected_version_id=CREATE_ONLY,
-            )
-        except VersionConflict:
+        expected = CREATE_ONLY
+        while True:
+            try:
+                self.oxia.put(key, json.dumps(doc).encode(), partition_key=self.keys.partition_key,
+                              expected_version_id=expected)  # fmt: skip
+            except VersionConflict:
+                found = self.oxia.get(key, partition_key=self.keys.partition_key)
+                if found is None:
+                    expected = CREATE_ONLY
+                    continue  # deregistered since: register afresh
+                if _entry_topic_id(key, found.value) == keys.topic_id or not self._in_force(keys):
+                    return False  # this incarnation's already, or ``keys`` are not the current record's
+                expected = found.version_id
+                continue
+            return True
+
+    def _in_force(self, keys: PartitionKeys) -> bool:
+        """Whether ``keys`` are those of the topic's record (its ``keys_include_id`` and ``topic_id``, read as
+        ``llog.protocol.topics.TopicRecord.keys_id`` reads them); False if it has no record."""
+        key = self.keys.topic(keys.topic)
+        found = self.oxia.get(key, partition_key=self.keys.partition_key)
+        if found is None:
             return False
-        return True
+        try:
+            doc = json.loads(found.value)
+            return (validate_topic_id(doc["topic_id"]) if doc.get("keys_include_id") else None) == keys.topic_id
+        except (ValueError, KeyError, AttributeError, LlogError) as exc:
+            raise CorruptMetadata(f"topic record {key} is not readable: {exc}") from None
 
     def deregister(self, keys: PartitionKeys) -> bool:
         """Remove the partition's entry if it names ``keys``' folder: the last step of reclaiming a deleted
@@ -95,8 +123,16 @@ class PartitionRegistry:
                 continue  # removed (and perhaps registered again) since it was read: judge it again
             return True
 
-    def entries(self, topic: str | None = None) -> dict[str, list[RegisteredPartition]]:
-        """``partitions``, each with the id its entry names: what discovery builds a partition's keys from."""
+    def entries(
+        self, topic: str | None = None, *, current: Mapping[str, str | None]
+    ) -> dict[str, list[RegisteredPartition]]:
+        """The registered partitions of the topics' current incarnations, each with the id its entry names:
+        what discovery builds a partition's keys from.
+
+        ``current`` maps a topic to the id in its record's partition keys (``TopicRecord.keys_id``); a topic
+        it does not name has no record, so only entries naming no id (from before topic records) are its. An
+        entry naming another id is a reclaimed incarnation's (docs/GC.md): logged and left out.
+        """
         start, end = self._bounds(topic)
         found: dict[str, list[RegisteredPartition]] = {}
         for item in self.oxia.range_scan(start, end, partition_key=self.keys.partition_key):
@@ -105,6 +141,10 @@ class PartitionRegistry:
                 log.warning("registry: ignoring %r, not a registry key", item.key)
                 continue
             entry = RegisteredPartition(*parsed, _entry_topic_id(item.key, item.value))
+            if entry.topic_id != current.get(entry.topic):
+                log.warning("registry: ignoring %r, it names incarnation %s, not the topic's current one",
+                            item.key, entry.topic_id)  # fmt: skip
+                continue
             found.setdefault(entry.topic, []).append(entry)
         return {t: sorted(found[t], key=lambda e: e.partition) for t in sorted(found)}
 
@@ -116,7 +156,8 @@ class PartitionRegistry:
     def partitions(self, topic: str | None = None) -> dict[str, list[int]]:
         """Registered partitions by topic, topics in name order, partitions in numeric order.
 
-        With ``topic``, only that topic's (an empty dict if it has none).
+        With ``topic``, only that topic's (an empty dict if it has none). Every entry, whichever incarnation it
+        names (keys only, one read): what a layout decision needs is ``entries``.
         """
         start, end = self._bounds(topic)
         found: dict[str, list[int]] = {}

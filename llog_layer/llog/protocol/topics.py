@@ -40,7 +40,9 @@ Actions, each idempotent, so a crash at any point is finished by repeating it
 * **delete**: compare-and-set the record to ``state: "deleted"``, then make
   sure every partition exists and fence it, marking its ``meta/control`` as a
   deleted topic's (``fence.set_state`` with ``topic_deleted``: no unfence
-  reopens it). Crash after
+  reopens it). A delete of a record already deleted fences only if it is still
+  stored unchanged and unclaimed (``_unclaimed``): a reclaim may be deleting
+  it. Crash after
   the record: the next delete fences; until then produce processes refuse the
   topic as soon as they see the record (below). Deleting an implicit topic
   writes a deleted record for it.
@@ -66,8 +68,8 @@ Invariants:
 * T1 Partition counts only grow, and a record's name claim is create-only: two
   creates of one name agree or one gets ``TopicExists``.
 * T2 After a delete returns, no append to the topic succeeds: every partition
-  the record names (and every registered one) is fenced, so an append racing
-  the delete fails (``LogFenced``, which the produce service reports as
+  the record names (and every one registered for its incarnation) is fenced,
+  so an append racing the delete fails (``LogFenced``, which the produce service reports as
   ``UnknownTopic`` once it reads the record). The delete's fence marks each
   ``meta/control`` as its deleted topic's (``fence.set_state``'s
   ``topic_deleted``) and goes on until the record in force is fenced and
@@ -90,7 +92,11 @@ Invariants:
   for a deleted topic whose partitions are in the legacy folders (written
   before topic ids) too: a topic is created in the legacy folders only over
   partitions registered before topic records existed, and reclaim removes the
-  registry entries before the record, so the name's next topic has an id. The claim
+  registry entries before the record, so the name's next topic has an id
+  (only entries naming no id count as legacy partitions; entries naming another
+  incarnation, left by a repeated delete racing a reclaim, are ignored by
+  discovery and replaced by the current incarnation's registration,
+  docs/GC.md "Deleted topics"). The claim
   is an efficiency measure: two runs (the scheduled GC and a manual one) do
   not work on one topic at once (a run deletes nothing before its
   compare-and-set claim on the record it read succeeded; a claim older than
@@ -351,6 +357,11 @@ class TopicRecord:
             raise CorruptMetadata(f"topic record of {topic!r} is not readable: {exc}") from None
 
 
+def keys_ids(records: Mapping[str, TopicRecord]) -> dict[str, str | None]:
+    """Each recorded topic's current incarnation, as ``PartitionRegistry.entries`` takes it (``current``)."""
+    return {topic: record.keys_id for topic, record in records.items()}
+
+
 class TopicRegistry:
     """Create, read, grow and delete topic records, and initialize or fence their partitions."""
 
@@ -391,6 +402,12 @@ class TopicRegistry:
                 found[topic] = TopicRecord.decode(topic, item.value, item.version_id)
         return found
 
+    def registered(self, topic: str, record: TopicRecord | None) -> list[int]:
+        """The partitions registered for ``record``'s incarnation, in numeric order; with no record, those from
+        before topic records (entries naming no id). Entries a reclaimed incarnation left are not counted."""
+        current = {} if record is None else {topic: record.keys_id}
+        return [e.partition for e in self.registry.entries(topic, current=current).get(topic, [])]
+
     def active(self, topic: str) -> TopicRecord:
         """The record of an explicit topic that is not deleted; ``UnknownTopic`` otherwise."""
         record = self.get(topic)
@@ -411,7 +428,7 @@ class TopicRegistry:
         while True:
             record = self.get(topic)
             if record is None or (record.implicit and not record.deleted):
-                existing = set(self.registry.partitions(topic).get(topic, []))
+                existing = set(self.registered(topic, record))
                 if record is not None:
                     existing |= set(record.partition_numbers)
                 if existing and max(existing) >= partitions:
@@ -461,7 +478,7 @@ class TopicRegistry:
         while True:
             try:
                 if record is None:
-                    registered = self.registry.partitions(topic).get(topic, [])
+                    registered = self.registered(topic, None)
                     fresh = TopicRecord(
                         topic, 0, TopicConfig(self._writer_config.append_protocol), self._now_ms(),
                         implicit_partitions=frozenset(registered) | {partition}, topic_id=new_topic_id(),
@@ -520,16 +537,28 @@ class TopicRegistry:
                 elif not record.deleted:
                     deleted = replace(record, state=TopicState.DELETED, deleted_at_ms=self._now_ms())
                     record = replace(deleted, version_id=self._replace(deleted))
+                elif not self._unclaimed(record):
+                    return record  # a reclaim works on it: fencing would create its partitions again
             except VersionConflict:
                 continue
             break
-        registered = self.registry.partitions(topic).get(topic, [])
+        registered = self.registered(topic, record)
         self._each(record, sorted(set(registered) | set(record.partition_numbers)), self._fence(record))
         return record
 
+    def _unclaimed(self, record: TopicRecord) -> bool:
+        """Whether a deleted record, read a moment ago, is still stored unchanged with no reclaim claim: a
+        repeated delete fences only then, so that it does not create again the partitions of an incarnation
+        reclaimed since it read the record (one that starts between this read and the fence still can,
+        docs/GC.md "Deleted topics")."""
+        if record.reclaim is not None:
+            return False
+        found = self.oxia.get(self.keys.topic(record.topic), partition_key=self.keys.partition_key)
+        return found is not None and found.version_id == record.version_id
+
     def _delete_unrecorded(self, topic: str) -> TopicRecord:
         """Delete an implicit topic whose partitions were all created before topic records existed."""
-        registered = self.registry.partitions(topic).get(topic, [])
+        registered = self.registered(topic, None)
         if not registered:
             raise UnknownTopic(topic)
         now = self._now_ms()
@@ -688,8 +717,8 @@ def reclaim_topic(storage: Storage, record: TopicRecord, *, run_id: str | None =
         return result  # claimed by another run, or reclaimed (and maybe created again): judged next time
     stop_at_ms = now_ms + RECLAIM_LEASE_MS // 2
     # Only this incarnation's entries and keys: a name created again has other ones (``PartitionKeys.topic_id``).
-    entries = registry.entries(record.topic).get(record.topic, [])
-    registered = [e.partition for e in entries if e.topic_id == record.keys_id]
+    entries = registry.entries(record.topic, current={record.topic: record.keys_id}).get(record.topic, [])
+    registered = [e.partition for e in entries]
     for partition in sorted(set(registered) | set(record.partition_numbers)):
         if storage.clock() * 1000 >= stop_at_ms:
             result.deferred.append(f"{record.topic}: this run's claim is half expired; the next run goes on")
