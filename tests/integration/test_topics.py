@@ -1042,6 +1042,25 @@ def test_registry_entries_of_a_reclaimed_incarnation_neither_make_the_next_legac
     assert again.topic_id != created.topic_id
 
 
+def test_a_partition_opened_without_topic_records_over_a_reclaimed_incarnations_entry_is_found_and_kept(
+    storage: Storage, topic: str
+) -> None:
+    """With no record, the legacy folder is the one in force: a library writer's partition replaces an entry a
+    reclaimed incarnation left, so discovery finds it and a later produce keeps its folder (and its records)."""
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    registry.registry.register(PartitionKeys(topic, 0, storage.root, new_topic_id()))  # left by a dead incarnation
+    writer = LogWriter(storage)  # the library, without topic records: the legacy folder
+    assert writer.initialize_partition(topic, 0)
+    assert writer.append(topic, 0, [b"library"]).start_offset == 1
+    assert LogCatalog(storage.oxia, root=storage.root).partitions()[topic] == [PartitionKeys(topic, 0, storage.root)]
+    assert [(p.topic_id, p.high_watermark) for p in Verifier(storage).verify([topic]).partitions] == [(None, 1)]
+    assert all(r.ok for r in ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 0, [b"service"])]))
+    record = registry.get(topic)
+    assert record is not None
+    assert not record.keys_include_id  # over the library's partition: its folder
+    assert [r.value for r in LogReader(storage).iter_from(topic, 0, 1)] == [b"library", b"service"]
+
+
 def test_an_implicit_topic_over_a_reclaimed_incarnations_entries_gets_its_own_folder(
     storage: Storage, topic: str
 ) -> None:

@@ -98,11 +98,12 @@ class PartitionRegistry:
 
     def _in_force(self, keys: PartitionKeys) -> bool:
         """Whether ``keys`` are those of the topic's record (its ``keys_include_id`` and ``topic_id``, read as
-        ``llog.protocol.topics.TopicRecord.keys_id`` reads them); False if it has no record."""
+        ``llog.protocol.topics.TopicRecord.keys_id`` reads them); without a record, the legacy folder's are (as
+        ``entries`` counts them: a partition a library writer opens without topic records)."""
         key = self.keys.topic(keys.topic)
         found = self.oxia.get(key, partition_key=self.keys.partition_key)
         if found is None:
-            return False
+            return keys.topic_id is None
         try:
             doc = json.loads(found.value)
             return (validate_topic_id(doc["topic_id"]) if doc.get("keys_include_id") else None) == keys.topic_id
