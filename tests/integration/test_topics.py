@@ -1006,7 +1006,8 @@ def test_a_delete_repeated_while_reclaim_finishes_leaves_nothing_of_the_reclaime
         return found
 
     retry.get = read_then_reclaim  # type: ignore[method-assign, assignment]
-    retry.delete(topic)
+    with pytest.raises(UnknownTopic):  # its claim finds the record gone, and then no topic of the name
+        retry.delete(topic)
     assert registry.get(topic) is None
     assert registry.registry.entries(topic, current={}) == {}
     assert PartitionMetadata(storage.oxia, record.partition_keys(0, storage.root)).snapshot().control is None
@@ -1084,3 +1085,77 @@ def test_a_late_registration_of_another_incarnation_never_replaces_the_current_o
     assert not registry.registry.register(PartitionKeys(topic, 0, storage.root))  # nor one of the legacy folder
     entries = registry.registry.entries(topic, current={topic: current.keys_id})[topic]
     assert [e.topic_id for e in entries] == [current.topic_id]
+
+
+def registry_a_day_later(storage: Storage) -> TopicRegistry:
+    """A topic registry whose clock is the collector's (``collector_ahead``): a client repeating a DELETE once GC
+    may reclaim the topic."""
+    ahead_s = (GRACE_MS + RECLAIM_DELAY_MS + 60_000) / 1000
+    return TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS, clock=lambda: time.time() + ahead_s)
+
+
+@pytest.mark.parametrize("before_ids", [False, True], ids=["with-id", "legacy-folders"])
+def test_a_reclaim_starting_while_a_repeated_delete_fences_leaves_nothing_that_passes_for_the_topic(
+    storage: Storage, topic: str, before_ids: bool
+) -> None:
+    """A client repeats a DELETE; a GC run starts reclaiming the topic after the repeat read the record and before
+    it fences (while it looks up the registered partitions). The repeat's fence creates nothing of the reclaimed
+    topic again: no registry entry, no ``meta/`` key, nothing listed; the name's next topic has an id (also for
+    a topic whose partitions are in the legacy folders, whose entries name no id)."""
+    registry = topics(storage)
+    if before_ids:
+        record = create_from_before_topic_ids(storage, topic, 2, config())
+    else:
+        record, _ = registry.create(topic, 2, config())
+    registry.delete(topic)
+    retry = registry_a_day_later(storage)
+    look_up = retry.registered
+    runs: list[int] = []
+
+    def reclaim_then_look_up(name: str, found: TopicRecord | None) -> list[int]:
+        runs.append(collector_ahead(storage).collect().topics_reclaimed)
+        return look_up(name, found)
+
+    retry.registered = reclaim_then_look_up  # type: ignore[method-assign]
+    retry.delete(topic)
+    runs.append(collector_ahead(storage).collect().topics_reclaimed)  # the next scheduled run
+    assert sum(runs) == 1
+    assert registry.get(topic) is None
+    assert registry.registry.partitions(topic) == {}
+    assert [p for p in (0, 1) if PartitionMetadata(storage.oxia, record.partition_keys(p, storage.root))
+            .snapshot().control is not None] == []  # fmt: skip
+    assert topic not in {t.topic for t in LogCatalog(storage.oxia, root=storage.root).topics()}
+    again, _ = registry.create(topic, 1, config())
+    assert again.keys_include_id
+
+
+def test_a_delete_repeated_over_an_expired_reclaim_claim_fences_every_partition(storage: Storage, topic: str) -> None:
+    """The first delete stopped after its record (partition 1 never fenced) and a reclaim run claimed the topic
+    and died: its claim has expired. A repeated delete fences every partition all the same (T2)."""
+    registry = topics(storage)
+    record, _ = registry.create(topic, 2, config(AppendProtocol.CAS))
+    crashed = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    fence_one = crashed._fence
+
+    def fence_partition_0_only(deleted: TopicRecord) -> Callable[[PartitionMetadata], object]:
+        run = fence_one(deleted)
+        return lambda meta: run(meta) if meta.keys.partition == 0 else None
+
+    crashed._fence = fence_partition_0_only  # type: ignore[method-assign]
+    crashed.delete(topic)
+    deleted = registry.get(topic)
+    assert deleted is not None
+    assert deleted.deleted
+    dead_run = dataclasses.replace(deleted, reclaim=topics_module.ReclaimClaim("a-dead-run", 1_000))
+    storage.oxia.put(registry.keys.topic(topic), dead_run.encode(), partition_key=registry.keys.partition_key,
+                     expected_version_id=deleted.version_id)  # fmt: skip
+    assert PartitionMetadata(storage.oxia, record.partition_keys(1, storage.root)).control().record.log_state \
+        is LogState.OPEN  # fmt: skip
+
+    registry_a_day_later(storage).delete(topic)
+    for p in (0, 1):
+        control = PartitionMetadata(storage.oxia, record.partition_keys(p, storage.root)).control().record
+        assert (control.log_state, control.topic_deleted) == (LogState.FENCED, True)
+    with pytest.raises(LogFenced):
+        LogWriter(storage).append(topic, 1, [b"late"])
+    assert collector_ahead(storage).collect().topics_reclaimed == 1

@@ -164,7 +164,7 @@ class GarbageCollector:
         self.reclaim_deleted_topics(topics, report)
         self.enforce_retention(report, topics)
         self.collect_wal(report)
-        self.collect_compacted(report)
+        self.collect_compacted(report, topics)
         self.expire_producers(report)
         log.info("gc: %s", report)
         return report
@@ -312,9 +312,11 @@ class GarbageCollector:
 
     # --- orphaned compacted objects ----------------------------------------------
 
-    def collect_compacted(self, report: GcReport) -> None:
+    def collect_compacted(self, report: GcReport, topics: Mapping[str, TopicRecord]) -> None:
+        """Every registered partition of a current incarnation (``topics``: the records the run read at its
+        start; an incarnation created since is judged next run): its compacted objects no index entry names."""
         cutoff = self._cutoff_ms()
-        for topic, entries in self._registry.entries(current=keys_ids(self._topics.records())).items():
+        for topic, entries in self._registry.entries(current=keys_ids(topics)).items():
             for entry in entries:
                 meta = PartitionMetadata(self.storage.oxia, entry.keys(self.storage.root))
                 try:

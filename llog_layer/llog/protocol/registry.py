@@ -5,12 +5,13 @@ docs/PROTOCOL.md) *before* its ``meta/control`` record is created, so the
 invariant "every initialized partition is registered" holds at every crash
 point; a crash in between leaves a registered partition that is not
 initialized yet, which discovery callers skip (``PartitionNotInitialized``)
-and the next ``initialize_partition`` completes. Registration is a
-create-only put: idempotent, and it never rewrites an entry of the
-incarnation in force; one naming another incarnation (left by a fence racing
-that incarnation's reclaim, docs/GC.md) is replaced by the current record's
-registration. An entry is removed only when a deleted topic's partition has
-been reclaimed, after everything else of it (``llog.protocol.topics``).
+and the next ``initialize_partition`` completes. Registration reads the
+entry, then creates it if absent (create-only): idempotent, one read once
+registered, and it never rewrites an entry of the incarnation in force; one
+naming another incarnation (left by a fence racing that incarnation's
+reclaim, docs/GC.md) is replaced by the current record's registration. An
+entry is removed only when a deleted topic's partition has been reclaimed,
+after everything else of it (``llog.protocol.topics``).
 
 Entries are keyed by name, but a name may be deleted and created again: an
 entry's value carries the id in its partition's keys (``topic_id``, absent for
@@ -72,28 +73,25 @@ class PartitionRegistry:
     def register(self, keys: PartitionKeys) -> bool:
         """Record that the partition exists (or is about to), in its keys' folder; True if this call wrote it.
 
-        An entry naming another incarnation (one a reclaim left behind, docs/GC.md) is replaced, by a
-        compare-and-set on the version read, only if ``keys`` are the topic's current record's: an entry
-        naming the current incarnation is never rewritten, whoever registers late.
+        The entry is read first: one naming ``keys``' folder is left as it is (a partition's every later
+        initialization, one read). A missing one is created (create-only); one naming another incarnation
+        (one a reclaim left behind, docs/GC.md) is replaced, by a compare-and-set on the version read, only if
+        ``keys`` are the topic's current record's: an entry naming the current incarnation is never rewritten,
+        whoever registers late.
         """
         key = self.keys.partition(keys.topic, keys.partition)
         doc: dict[str, object] = {"registered_at_ms": int(self._clock() * 1000)}
         if keys.topic_id is not None:
             doc["topic_id"] = keys.topic_id
-        expected = CREATE_ONLY
         while True:
+            found = self.oxia.get(key, partition_key=self.keys.partition_key)
+            if found is not None and (_entry_topic_id(key, found.value) == keys.topic_id or not self._in_force(keys)):
+                return False  # this incarnation's already, or ``keys`` are not the current record's
             try:
                 self.oxia.put(key, json.dumps(doc).encode(), partition_key=self.keys.partition_key,
-                              expected_version_id=expected)  # fmt: skip
+                              expected_version_id=CREATE_ONLY if found is None else found.version_id)  # fmt: skip
             except VersionConflict:
-                found = self.oxia.get(key, partition_key=self.keys.partition_key)
-                if found is None:
-                    expected = CREATE_ONLY
-                    continue  # deregistered since: register afresh
-                if _entry_topic_id(key, found.value) == keys.topic_id or not self._in_force(keys):
-                    return False  # this incarnation's already, or ``keys`` are not the current record's
-                expected = found.version_id
-                continue
+                continue  # registered, replaced or deregistered since it was read: judge it again
             return True
 
     def _in_force(self, keys: PartitionKeys) -> bool:

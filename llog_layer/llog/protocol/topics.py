@@ -527,8 +527,10 @@ class TopicRegistry:
     # --- delete ------------------------------------------------------------------------------
 
     def delete(self, topic: str) -> TopicRecord:
-        """Mark the topic deleted, then fence every partition; again on a deleted topic it re-fences."""
+        """Mark the topic deleted, then fence every partition; again on a deleted topic it re-fences, under a
+        reclaim claim of its own (``_claim_to_fence``)."""
         validate_topic(topic)
+        claim: TopicRecord | None = None
         while True:
             record = self.get(topic)
             try:
@@ -537,24 +539,35 @@ class TopicRegistry:
                 elif not record.deleted:
                     deleted = replace(record, state=TopicState.DELETED, deleted_at_ms=self._now_ms())
                     record = replace(deleted, version_id=self._replace(deleted))
-                elif not self._unclaimed(record):
-                    return record  # a reclaim works on it: fencing would create its partitions again
+                else:
+                    claim = self._claim_to_fence(record)
+                    if claim is None:
+                        return record  # a reclaim run works on it: fencing would create its partitions again
+                    record = claim
             except VersionConflict:
                 continue
             break
         registered = self.registered(topic, record)
         self._each(record, sorted(set(registered) | set(record.partition_numbers)), self._fence(record))
+        if claim is not None:
+            try:  # released, so that the next reclaim run need not wait for it to expire
+                self._replace(replace(claim, reclaim=None))
+            except VersionConflict:
+                pass  # expired and taken over by a reclaim run
         return record
 
-    def _unclaimed(self, record: TopicRecord) -> bool:
-        """Whether a deleted record, read a moment ago, is still stored unchanged with no reclaim claim: a
-        repeated delete fences only then, so that it does not create again the partitions of an incarnation
-        reclaimed since it read the record (one that starts between this read and the fence still can,
-        docs/GC.md "Deleted topics")."""
-        if record.reclaim is not None:
-            return False
-        found = self.oxia.get(self.keys.topic(record.topic), partition_key=self.keys.partition_key)
-        return found is not None and found.version_id == record.version_id
+    def _claim_to_fence(self, record: TopicRecord) -> TopicRecord | None:
+        """A repeated delete's claim on a deleted record: the reclaim claim (``ReclaimClaim``, a compare-and-set
+        on the version read), so that no reclaim run deletes the topic's partitions while this delete fences
+        them, which would create them again (docs/GC.md "Deleted topics"); None if a reclaim run holds the
+        record (it deletes every partition). An expired claim is taken over. ``VersionConflict`` if the record
+        changed since it was read."""
+        now_ms = self._now_ms()
+        run_id = new_reclaim_run_id()
+        if record.reclaim is not None and record.reclaim.held_by_another(run_id, now_ms):
+            return None
+        claimed = replace(record, reclaim=ReclaimClaim(run_id, now_ms))
+        return replace(claimed, version_id=self._replace(claimed))
 
     def _delete_unrecorded(self, topic: str) -> TopicRecord:
         """Delete an implicit topic whose partitions were all created before topic records existed."""
