@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata, LlogError, VersionConflict
@@ -93,6 +93,14 @@ class PartitionRegistry:
             except VersionConflict:
                 continue  # registered, replaced or deregistered since it was read: judge it again
             return True
+
+    def register_again(self, partitions: Iterable[PartitionKeys]) -> None:
+        """Register partitions whose entries were written before their topic's record (restore, rebuild), once
+        that record is in force: until then the entries were not the name's (``entries``), and a registration
+        of the folder then in force (the legacy one: a library writer's) may have replaced them. One read each
+        where the entry is still the record's."""
+        for keys in partitions:
+            self.register(keys)
 
     def _in_force(self, keys: PartitionKeys) -> bool:
         """Whether ``keys`` are those of the topic's record (its ``keys_include_id`` and ``topic_id``, read as
@@ -167,3 +175,4 @@ class PartitionRegistry:
                 continue
             found.setdefault(parsed[0], []).append(parsed[1])
         return {t: sorted(found[t]) for t in sorted(found)}
+
