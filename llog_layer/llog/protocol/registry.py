@@ -175,4 +175,3 @@ class PartitionRegistry:
                 continue
             found.setdefault(parsed[0], []).append(parsed[1])
         return {t: sorted(found[t]) for t in sorted(found)}
-

@@ -40,9 +40,11 @@ Actions, each idempotent, so a crash at any point is finished by repeating it
 * **delete**: compare-and-set the record to ``state: "deleted"``, then make
   sure every partition exists and fence it, marking its ``meta/control`` as a
   deleted topic's (``fence.set_state`` with ``topic_deleted``: no unfence
-  reopens it). A delete of a record already deleted fences only if it is still
-  stored unchanged and unclaimed (``_unclaimed``): a reclaim may be deleting
-  it. Crash after
+  reopens it). A delete of a record already deleted fences under a reclaim
+  claim of its own (``_claim_to_fence``, released after the fence): no reclaim
+  runs meanwhile, which would have the fence create its partitions again; it
+  does not fence a record a reclaim run holds (that run deletes every
+  partition), and takes over an expired claim. Crash after
   the record: the next delete fences; until then produce processes refuse the
   topic as soon as they see the record (below). Deleting an implicit topic
   writes a deleted record for it.
@@ -93,11 +95,12 @@ Invariants:
   before topic ids) too: a topic is created in the legacy folders only over
   partitions registered before topic records existed, and reclaim removes the
   registry entries before the record, so the name's next topic has an id
-  (only entries naming no id count as legacy partitions; entries naming another
-  incarnation, left by a repeated delete racing a reclaim, are ignored by
-  discovery and replaced by the current incarnation's registration,
-  docs/GC.md "Deleted topics"). The claim
-  is an efficiency measure: two runs (the scheduled GC and a manual one) do
+  (only entries naming no id count as legacy partitions, and a repeated delete
+  fences only under its own claim, so it registers no reclaimed partition
+  again; one paused past that claim's lease can, and its entries, naming the
+  reclaimed id, are ignored by discovery and replaced by the current
+  incarnation's registration, docs/GC.md "Deleted topics"). Between runs the
+  claim is an efficiency measure: two runs (the scheduled GC and a manual one) do
   not work on one topic at once (a run deletes nothing before its
   compare-and-set claim on the record it read succeeded; a claim older than
   ``RECLAIM_LEASE_MS`` may be taken over, and its holder starts no
@@ -122,6 +125,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -549,11 +553,9 @@ class TopicRegistry:
             break
         registered = self.registered(topic, record)
         self._each(record, sorted(set(registered) | set(record.partition_numbers)), self._fence(record))
-        if claim is not None:
-            try:  # released, so that the next reclaim run need not wait for it to expire
+        if claim is not None:  # released, so that the next reclaim run need not wait for it to expire
+            with contextlib.suppress(VersionConflict):  # expired and taken over by a reclaim run
                 self._replace(replace(claim, reclaim=None))
-            except VersionConflict:
-                pass  # expired and taken over by a reclaim run
         return record
 
     def _claim_to_fence(self, record: TopicRecord) -> TopicRecord | None:
