@@ -1116,7 +1116,7 @@ def test_a_reclaim_starting_while_a_repeated_delete_fences_leaves_nothing_that_p
         runs.append(collector_ahead(storage).collect().topics_reclaimed)
         return look_up(name, found)
 
-    retry.registered = reclaim_then_look_up  # type: ignore[method-assign]
+    retry.registered = reclaim_then_look_up  # type: ignore[method-assign, assignment]
     retry.delete(topic)
     runs.append(collector_ahead(storage).collect().topics_reclaimed)  # the next scheduled run
     assert sum(runs) == 1
@@ -1141,7 +1141,7 @@ def test_a_delete_repeated_over_an_expired_reclaim_claim_fences_every_partition(
         run = fence_one(deleted)
         return lambda meta: run(meta) if meta.keys.partition == 0 else None
 
-    crashed._fence = fence_partition_0_only  # type: ignore[method-assign]
+    crashed._fence = fence_partition_0_only  # type: ignore[method-assign, assignment]
     crashed.delete(topic)
     deleted = registry.get(topic)
     assert deleted is not None
