@@ -82,7 +82,12 @@ Invariants:
   partition only once it is in the record (an explicit topic's count, or added
   by compare-and-set), so a process that trusts a stale copy of the record,
   or saw none, cannot open a partition the delete did not fence: its
-  compare-and-set (or create-only put) meets the deleted record.
+  compare-and-set (or create-only put) meets the deleted record. A repeated
+  delete (the first one crashed part-way) fences under its own reclaim claim;
+  one that finds the claim held returns without fencing, leaving the work to
+  the holder (a reclaim run deletes every partition, another repeated delete
+  fences them), so until that holder is done a partition the crashed delete
+  never reached may still take appends; an expired claim is taken over.
 * T3 Reclaim never touches another topic's data, nor another incarnation of
   its name: it works only under the deleted incarnation's own prefixes, which
   for a topic created by this version include its ``topic_id``, so a topic
