@@ -210,10 +210,12 @@ class Code:
     # Oxia operations both append protocols share, per uncontended call, measured on a real Oxia server
     # (tests/integration/test_cost_model_oxia_counts.py asserts each, for both protocols; they cost the same).
     # A write is an OxiaStore write or, where named, a session's creation or close: one Oxia WAL write each.
-    produce_first_oxia_writes: int = 3  # a writer's first request to a partition (a cold Lambda environment):
-    # ProduceService initializes the partition, three create-only puts (registry entry, cursor, control) that
-    # find the records there; a failed conditional put is a WAL write all the same
-    produce_first_topic_reads: int = 1  # and its topic's record, read once per environment (then cached)
+    produce_first_oxia_writes: int = 2  # a writer's first request to a partition (a cold Lambda environment):
+    # ProduceService initializes the partition: its registry entry is read (it names the partition's folder:
+    # no write), then two create-only puts (cursor, control) find the records there; a failed conditional put
+    # is a WAL write all the same
+    produce_first_oxia_reads: int = 2  # that registry entry, and the topic's record (read once per environment,
+    # then cached)
     compaction_oxia_reads: int = 17  # per compacted object: the claim check before compact_once, then its
     # 16: control (recover_pending), meta/compaction, cursor, control + index scan (_select), the scan of the
     # partition's idempotent producer states (llog.protocol.producers.claims_floor), the previous compacted
@@ -427,7 +429,7 @@ def oxia_write_ms(a: Assumptions) -> float:
 
 def produce_oxia_reads(a: Assumptions) -> float:
     """Oxia reads per produce request: the protocol's common path plus its first appends' share."""
-    first = a.protocol.produce_first_reads + a.code.produce_first_topic_reads
+    first = a.protocol.produce_first_reads + a.code.produce_first_oxia_reads
     return a.protocol.produce_reads + first * a.first_append_share
 
 

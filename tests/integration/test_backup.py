@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -28,6 +29,7 @@ from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol import backup
 from llog.protocol.backup import (
     BackupLayout,
+    RestoreReport,
     back_up_topics,
     backup_ids,
     complete_backups,
@@ -35,12 +37,14 @@ from llog.protocol.backup import (
     read_partition_snapshot,
     restore_backup,
 )
+from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.index import PartitionIndex
 from llog.protocol.namespace import check_namespace, read_namespace
-from llog.protocol.topics import TopicConfig, TopicRegistry
+from llog.protocol.topics import TopicConfig, TopicRecord, TopicRegistry
+from llog.service.produce import ProduceEntry, ProduceService
 from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET, TOOLS_BIN, moto_s3_env, set_env
@@ -314,3 +318,52 @@ def test_restore_in_place_refuses_when_s3_holds_ranges_compacted_after_the_backu
     with pytest.raises(NamespaceNotEmpty, match="compacted after it"):
         restore_backup(target, report.backup_id)  # an empty Oxia, the same root: offset 3 would be reused
     assert live_keys(target.oxia, target.root, topic, [PartitionKeys(topic, 0, target.root)]) == []  # nothing written
+
+
+def _back_up_a_topic_with_an_id(storage: Storage, topic: str) -> tuple[TopicRecord, str]:
+    record, _ = TopicRegistry(storage.oxia, root=storage.root).create(topic, 2, TopicConfig(AppendProtocol.CAS))
+    assert record.keys_include_id
+    writer = LogWriter(storage, config=CAS)
+    for p in range(2):
+        writer.append(topic, p, [f"r{p}".encode()])
+    return record, back_up_topics(storage, [topic], keep=3).backup_id
+
+
+def _restore_with(monkeypatch: pytest.MonkeyPatch, target: Storage, backup_id: str, meanwhile: Callable[[], object]
+                  ) -> RestoreReport:  # fmt: skip
+    """Restore ``backup_id``, running ``meanwhile`` once the partitions are written, before the topic record."""
+    restore_partition = backup.restore_partition
+
+    def then_meanwhile(*args: Any) -> int:
+        written = restore_partition(*args)
+        meanwhile()
+        return written
+
+    monkeypatch.setattr(backup, "restore_partition", then_meanwhile)
+    return restore_backup(target, backup_id)
+
+
+def test_a_registration_while_a_restore_has_no_topic_record_yet_does_not_hide_the_restored_partitions(
+    storage: Storage, target: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Restore writes each partition's registry entry before the topic record. A writer that registers the name's
+    partition meanwhile (a library writer without topic records: the legacy folder, in force while no record
+    is) replaces the restored entry; once the restore's record is in force, its partitions are registered
+    again: discovery (compaction, GC, verify, backup) finds them in the restored folder."""
+    record, backup_id = _back_up_a_topic_with_an_id(storage, topic)
+    _restore_with(monkeypatch, target, backup_id, lambda: LogWriter(target, config=CAS).initialize_partition(topic, 0))
+    assert LogCatalog(target.oxia, root=target.root).partitions()[topic] == [
+        record.partition_keys(p, target.root) for p in range(2)
+    ]
+    assert [[r.value for r in LogReader(target).iter_from(topic, p, 1)] for p in range(2)] == [[b"r0"], [b"r1"]]
+
+
+def test_a_restore_whose_topic_record_another_process_wrote_meanwhile_fails(
+    storage: Storage, target: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A produce while a restore has no topic record yet creates the name's implicit topic (another id):
+    the restore's record is not written, and the restore says so (NamespaceNotEmpty), not success."""
+    _, backup_id = _back_up_a_topic_with_an_id(storage, topic)
+    produce = ProduceService(LogWriter(target, config=CAS))
+    with pytest.raises(NamespaceNotEmpty, match="appeared while restoring"):
+        _restore_with(monkeypatch, target, backup_id, lambda: produce.produce([ProduceEntry(topic, 1, [b"new"])]))

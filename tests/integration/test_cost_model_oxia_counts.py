@@ -274,17 +274,19 @@ def test_a_writers_first_produce_request_to_an_existing_partition_also_initializ
     assert result.ok
     assert result.start_offset == 2
 
-    # ProduceService initializes each partition on the first request it sees for it: three create-only puts
-    # (registry entry, cursor, control) that find the records there. Each is a WAL append all the same.
+    # ProduceService initializes each partition on the first request it sees for it: it reads the registry
+    # entry, which names the partition's folder already (no write), then two create-only puts (cursor, control)
+    # find the records there. Each is a WAL append all the same.
     first = C.produce_first_oxia_writes
-    assert count.conflicts == first == 3
-    assert count.reads == protocol.produce_reads + protocol.produce_first_reads + C.produce_first_topic_reads
+    assert count.conflicts == first == 2
+    assert count.reads == protocol.produce_reads + protocol.produce_first_reads + C.produce_first_oxia_reads
     assert count.writes == protocol.produce_writes + first
-    # The topic's record is read once (then cached): + 1 get.
+    # The registry entry and the topic's record (read once, then cached): + 2 gets.
+    assert C.produce_first_oxia_reads == 2
     if protocol is cm.CAS:
-        assert count.ops == {"put": 3 + 3, "get": 1 + 1}
+        assert count.ops == {"put": 2 + 3, "get": 2 + 1}
     else:  # the first append reads control to find the open generation
-        assert count.ops == {"put": 3, "get": 1 + 1, "put_sequential": 1}
+        assert count.ops == {"put": 2, "get": 2 + 1, "put_sequential": 1}
 
 
 @PROTOCOLS

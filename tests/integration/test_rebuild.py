@@ -15,6 +15,7 @@ import json
 import shutil
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,9 @@ from llog.config import CompactorConfig, OxiaConfig, S3Config, WriterConfig
 from llog.errors import NamespaceNotEmpty, RecordsLost
 from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys
+from llog.protocol import rebuild
 from llog.protocol.backup import BackupReport, back_up_topics
+from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import PRODUCER_AFTER_CLAIM
 from llog.protocol.gc import GarbageCollector
@@ -348,3 +351,31 @@ def test_a_rebuilt_topic_with_an_id_keeps_its_folders_and_gets_a_record_that_say
     (appended,) = ProduceService(LogWriter(after)).produce([ProduceEntry(topic, 1, [b"new"])])
     assert (appended.ok, appended.start_offset) == (True, 5)
     assert LogReader(after).read_offset(topic, 1, 5).value == b"new"
+
+
+def test_a_registration_while_a_rebuild_has_no_topic_record_yet_does_not_hide_the_rebuilt_partitions(
+    storage: Storage, oxia: LosableOxia, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rebuild writes each partition's registry entry before the topic record; a library writer (the legacy
+    folder, in force while no record is) registers partition 0 meanwhile, replacing its entry. Once the
+    rebuild's record is in force its partitions are registered again, so discovery finds them."""
+    before = _on(storage, oxia)
+    record, _ = TopicRegistry(before.oxia, root=before.root).create(topic, 2, TopicConfig(AppendProtocol.CAS))
+    service = ProduceService(LogWriter(before))
+    for i in range(2):
+        assert all(r.ok for r in service.produce([ProduceEntry(topic, p, [f"{p}-{i}".encode()]) for p in (0, 1)]))
+    for partition in (0, 1):
+        assert Compactor(before).compact_once(topic, partition).end_offset == 2
+    oxia.lose_everything()
+    after = _on(storage, oxia)
+    write = rebuild._write
+
+    def then_a_library_writer(*args: Any) -> None:
+        write(*args)
+        LogWriter(after, config=CAS).initialize_partition(topic, 0)
+
+    monkeypatch.setattr(rebuild, "_write", then_a_library_writer)
+    rebuild_topic(after, topic, writer_config=CAS)
+    assert LogCatalog(after.oxia, root=after.root).partitions()[topic] == [
+        record.partition_keys(p, after.root) for p in (0, 1)
+    ]

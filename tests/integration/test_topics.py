@@ -36,6 +36,7 @@ from llog.format.keys import PartitionKeys, RegistryKeys, shared_wal_prefix
 from llog.protocol import fence
 from llog.protocol import topics as topics_module
 from llog.protocol.append_sequential import SequentialAppender
+from llog.protocol.backup import back_up_topics
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import RECLAIM_AFTER_LEASE_CHECK, WRITER_AFTER_FENCE_MARKER
@@ -986,3 +987,173 @@ def test_a_topic_from_before_topic_ids_keeps_its_legacy_folders_through_produce_
     assert objects(storage, f"{folder}/") == []
     with pytest.raises(PartitionNotInitialized):
         PartitionMetadata(storage.oxia, PartitionKeys(topic, 0, storage.root)).control()
+
+
+def test_a_delete_repeated_while_reclaim_finishes_leaves_nothing_of_the_reclaimed_topic(
+    storage: Storage, topic: str
+) -> None:
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    record, _ = registry.create(topic, 2, TopicConfig(AppendProtocol.SEQUENTIAL))
+    registry.delete(topic)
+    retry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    read_record = retry.get
+
+    def read_then_reclaim(name: str) -> TopicRecord | None:  # a client's retry reads the record; GC reclaims
+        found = read_record(name)
+        collector_ahead(storage).collect()
+        return found
+
+    retry.get = read_then_reclaim  # type: ignore[method-assign, assignment]
+    with pytest.raises(UnknownTopic):  # its claim finds the record gone, and then no topic of the name
+        retry.delete(topic)
+    assert registry.get(topic) is None
+    assert registry.registry.entries(topic, current={}) == {}
+    assert PartitionMetadata(storage.oxia, record.partition_keys(0, storage.root)).snapshot().control is None
+
+
+def test_registry_entries_of_a_reclaimed_incarnation_neither_make_the_next_legacy_nor_mislead_discovery(
+    storage: Storage, topic: str
+) -> None:
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    dead_id = new_topic_id()  # entries a reclaimed incarnation left (a fence racing its reclaim, docs/GC.md)
+    for p in (0, 1):
+        registry.registry.register(PartitionKeys(topic, p, storage.root, dead_id))
+    assert LogCatalog(storage.oxia, root=storage.root).partitions().get(topic) is None  # no record: not current
+    created, _ = registry.create(topic, 2, TopicConfig(AppendProtocol.SEQUENTIAL))
+    assert created.keys_include_id
+    entries = registry.registry.entries(topic, current={topic: created.keys_id})[topic]
+    assert [(e.partition, e.topic_id) for e in entries] == [(0, created.topic_id), (1, created.topic_id)]
+    svc = ProduceService(LogWriter(storage))
+    for value in (b"1", b"2"):
+        assert all(r.ok for r in svc.produce([ProduceEntry(topic, 0, [value]), ProduceEntry(topic, 1, [value])]))
+    assert LogCatalog(storage.oxia, root=storage.root).partitions()[topic] == [
+        created.partition_keys(p, storage.root) for p in (0, 1)
+    ]
+    assert back_up_topics(storage, [topic], keep=3).topics[topic][0].high_watermark == 2
+    assert {(p.topic_id, p.high_watermark) for p in Verifier(storage).verify([topic]).partitions} == {
+        (created.topic_id, 2)
+    }
+    registry.delete(topic)
+    assert collector_ahead(storage).collect().topics_reclaimed == 1
+    assert registry.registry.entries(topic, current={}) == {}
+    again, _ = registry.create(topic, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    assert again.keys_include_id
+    assert again.topic_id != created.topic_id
+
+
+def test_a_partition_opened_without_topic_records_over_a_reclaimed_incarnations_entry_is_found_and_kept(
+    storage: Storage, topic: str
+) -> None:
+    """With no record, the legacy folder is the one in force: a library writer's partition replaces an entry a
+    reclaimed incarnation left, so discovery finds it and a later produce keeps its folder (and its records)."""
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    registry.registry.register(PartitionKeys(topic, 0, storage.root, new_topic_id()))  # left by a dead incarnation
+    writer = LogWriter(storage)  # the library, without topic records: the legacy folder
+    assert writer.initialize_partition(topic, 0)
+    assert writer.append(topic, 0, [b"library"]).start_offset == 1
+    assert LogCatalog(storage.oxia, root=storage.root).partitions()[topic] == [PartitionKeys(topic, 0, storage.root)]
+    assert [(p.topic_id, p.high_watermark) for p in Verifier(storage).verify([topic]).partitions] == [(None, 1)]
+    assert all(r.ok for r in ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 0, [b"service"])]))
+    record = registry.get(topic)
+    assert record is not None
+    assert not record.keys_include_id  # over the library's partition: its folder
+    assert [r.value for r in LogReader(storage).iter_from(topic, 0, 1)] == [b"library", b"service"]
+
+
+def test_an_implicit_topic_over_a_reclaimed_incarnations_entries_gets_its_own_folder(
+    storage: Storage, topic: str
+) -> None:
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    registry.registry.register(PartitionKeys(topic, 0, storage.root, new_topic_id()))
+    assert ProduceService(LogWriter(storage)).produce([ProduceEntry(topic, 0, [b"v"])])[0].ok
+    record = registry.get(topic)
+    assert record is not None
+    assert record.keys_include_id
+    assert record.implicit_partitions == frozenset({0})
+    assert LogCatalog(storage.oxia, root=storage.root).partitions()[topic] == [record.partition_keys(0, storage.root)]
+
+
+def test_a_late_registration_of_another_incarnation_never_replaces_the_current_ones_entry(
+    storage: Storage, topic: str
+) -> None:
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    current, _ = registry.create(topic, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    late = PartitionKeys(topic, 0, storage.root, new_topic_id())  # a paused process of a reclaimed incarnation
+    assert not registry.registry.register(late)
+    assert not registry.registry.register(PartitionKeys(topic, 0, storage.root))  # nor one of the legacy folder
+    entries = registry.registry.entries(topic, current={topic: current.keys_id})[topic]
+    assert [e.topic_id for e in entries] == [current.topic_id]
+
+
+def registry_a_day_later(storage: Storage) -> TopicRegistry:
+    """A topic registry whose clock is the collector's (``collector_ahead``): a client repeating a DELETE once GC
+    may reclaim the topic."""
+    ahead_s = (GRACE_MS + RECLAIM_DELAY_MS + 60_000) / 1000
+    return TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS, clock=lambda: time.time() + ahead_s)
+
+
+@pytest.mark.parametrize("before_ids", [False, True], ids=["with-id", "legacy-folders"])
+def test_a_reclaim_starting_while_a_repeated_delete_fences_leaves_nothing_that_passes_for_the_topic(
+    storage: Storage, topic: str, before_ids: bool
+) -> None:
+    """A client repeats a DELETE; a GC run starts reclaiming the topic after the repeat read the record and before
+    it fences (while it looks up the registered partitions). The repeat's fence creates nothing of the reclaimed
+    topic again: no registry entry, no ``meta/`` key, nothing listed; the name's next topic has an id (also for
+    a topic whose partitions are in the legacy folders, whose entries name no id)."""
+    registry = topics(storage)
+    if before_ids:
+        record = create_from_before_topic_ids(storage, topic, 2, config())
+    else:
+        record, _ = registry.create(topic, 2, config())
+    registry.delete(topic)
+    retry = registry_a_day_later(storage)
+    look_up = retry.registered
+    runs: list[int] = []
+
+    def reclaim_then_look_up(name: str, found: TopicRecord | None) -> list[int]:
+        runs.append(collector_ahead(storage).collect().topics_reclaimed)
+        return look_up(name, found)
+
+    retry.registered = reclaim_then_look_up  # type: ignore[method-assign, assignment]
+    retry.delete(topic)
+    runs.append(collector_ahead(storage).collect().topics_reclaimed)  # the next scheduled run
+    assert sum(runs) == 1
+    assert registry.get(topic) is None
+    assert registry.registry.partitions(topic) == {}
+    assert [p for p in (0, 1) if PartitionMetadata(storage.oxia, record.partition_keys(p, storage.root))
+            .snapshot().control is not None] == []  # fmt: skip
+    assert topic not in {t.topic for t in LogCatalog(storage.oxia, root=storage.root).topics()}
+    again, _ = registry.create(topic, 1, config())
+    assert again.keys_include_id
+
+
+def test_a_delete_repeated_over_an_expired_reclaim_claim_fences_every_partition(storage: Storage, topic: str) -> None:
+    """The first delete stopped after its record (partition 1 never fenced) and a reclaim run claimed the topic
+    and died: its claim has expired. A repeated delete fences every partition all the same (T2)."""
+    registry = topics(storage)
+    record, _ = registry.create(topic, 2, config(AppendProtocol.CAS))
+    crashed = TopicRegistry(storage.oxia, root=storage.root, writer_config=CAS)
+    fence_one = crashed._fence
+
+    def fence_partition_0_only(deleted: TopicRecord) -> Callable[[PartitionMetadata], object]:
+        run = fence_one(deleted)
+        return lambda meta: run(meta) if meta.keys.partition == 0 else None
+
+    crashed._fence = fence_partition_0_only  # type: ignore[method-assign, assignment]
+    crashed.delete(topic)
+    deleted = registry.get(topic)
+    assert deleted is not None
+    assert deleted.deleted
+    dead_run = dataclasses.replace(deleted, reclaim=topics_module.ReclaimClaim("a-dead-run", 1_000))
+    storage.oxia.put(registry.keys.topic(topic), dead_run.encode(), partition_key=registry.keys.partition_key,
+                     expected_version_id=deleted.version_id)  # fmt: skip
+    assert PartitionMetadata(storage.oxia, record.partition_keys(1, storage.root)).control().record.log_state \
+        is LogState.OPEN  # fmt: skip
+
+    registry_a_day_later(storage).delete(topic)
+    for p in (0, 1):
+        control = PartitionMetadata(storage.oxia, record.partition_keys(p, storage.root)).control().record
+        assert (control.log_state, control.topic_deleted) == (LogState.FENCED, True)
+    with pytest.raises(LogFenced):
+        LogWriter(storage).append(topic, 1, [b"late"])
+    assert collector_ahead(storage).collect().topics_reclaimed == 1

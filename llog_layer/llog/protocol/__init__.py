@@ -76,7 +76,9 @@ name here exists.
 
 Each action, where it is specified and what it does:
 
-* A1 initialize (docs/PROTOCOL.md, "Initialize"): register the partition,
+* A1 initialize (docs/PROTOCOL.md, "Initialize"): register the partition
+  (read its entry; create it if absent; one naming another, reclaimed
+  incarnation is replaced by the current record's, ``llog.protocol.registry``),
   then create ``meta/compaction-cursor``, then ``meta/control``, each
   create-only; whoever creates ``meta/control`` fixes the append protocol.
 * A2 write the WAL blob (docs/PROTOCOL.md, "Append"): validate and encode
@@ -145,7 +147,8 @@ Each action, where it is specified and what it does:
   partition is added to it (compare-and-set) before it is initialized;
   each is idempotent, so a crash is finished by repeating it. Reclaim deletes
   a deleted topic's Oxia keys, objects and registry entries, the record last,
-  under a claim on the record (compare-and-set) that keeps overlapping GC runs apart.
+  under a claim on the record (compare-and-set) that keeps overlapping GC runs apart;
+  a repeated delete fences under the same claim, so no reclaim runs while it does.
   That module's docstring argues I11-I13 (its T1-T4).
 * A28 consumer groups (``llog.protocol.groups``, docs/GROUPS.md): read the
   group's one record, drop expired leases, apply, write it back with a
@@ -189,7 +192,10 @@ Each action, where it is specified and what it does:
   Oxia key; GC never lists the backups' folder (I8 is untouched).
 * A36 restore (docs/RECOVERY.md, "Back up and restore"): refuse if a restored topic has any key;
   per partition the registry entry, the other keys, ``meta/control`` last;
-  the topic record after its partitions; groups and producer ids create-only.
+  the topic record after its partitions (create-only: one written meanwhile
+  fails the restore), then each partition registered again (an entry replaced
+  while the record was missing names the restored folder again); groups and
+  producer ids create-only.
   A crash leaves partitions not initialized, which a new restore refuses
   (delete them, or use an empty namespace).
 * A37 rebuild (docs/RECOVERY.md, "Rebuild from S3"): from the manifest
@@ -198,9 +204,10 @@ Each action, where it is specified and what it does:
   ``meta/control`` so that new offsets start above every offset any
   surviving object may hold; the lost range is one LOST entry (no data: a
   read there is ``RecordsLost``), below the cursor (I5), reported per
-  partition. Refuses a topic with any Oxia key. A crash before
-  ``meta/control`` leaves partitions not initialized; delete their keys and
-  run it again.
+  partition. Refuses a topic with any Oxia key. The topic record comes
+  after the partitions, then each is registered again (as restore does). A
+  crash before ``meta/control`` leaves partitions not initialized; delete
+  their keys and run it again.
 * A38 namespace guard (docs/GC.md, "The namespace guard"): before a GC run
   deletes anything, read the namespace identity from Oxia and from S3;
   create it where both lack it (Oxia create-only first, then S3), copy Oxia's

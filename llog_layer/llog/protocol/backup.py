@@ -81,7 +81,11 @@ backed-up high watermark (a restore in place after more was compacted would
 reuse acknowledged offsets). Per partition the registry entry comes first (I10), ``meta/control``
 last (the existence marker): a restore that stops part-way leaves
 partitions that are not initialized, and the topic record is written after
-all of its partitions. Groups and producer ids are created only where
+all of its partitions (create-only: one that appeared meanwhile, a produce's
+implicit topic, fails the restore with ``NamespaceNotEmpty``), then the
+partitions are registered again (``PartitionRegistry.register_again``:
+until the record is in force the restored entries are not the name's, and a
+registration of the legacy folder may have replaced one). Groups and producer ids are created only where
 absent (a live one is kept and counted as skipped). A restore gives back the
 state at the backup; after losing Oxia, ``llog.protocol.rebuild`` combines
 the latest backup with what S3 proves since and never reuses an offset.
@@ -123,7 +127,7 @@ from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.namespace import verify_namespace
 from llog.protocol.registry import PartitionRegistry
-from llog.protocol.topics import PARTITION_CONCURRENCY, TopicRegistry
+from llog.protocol.topics import PARTITION_CONCURRENCY, TopicRegistry, keys_ids
 from llog.store.oxia import CREATE_ONLY, OxiaStore
 from llog.store.storage import Storage
 
@@ -505,7 +509,7 @@ def back_up_topics(
     topic_records = _scan(storage.oxia, storage.root, registry_keys.topics_prefix, registry_keys.topics_scan_end, pk)
     registry = _scan(storage.oxia, storage.root, registry_keys.prefix, registry_keys.scan_end, pk)
     records = TopicRegistry(storage.oxia, root=storage.root).records()
-    registered = PartitionRegistry(storage.oxia, root=storage.root).entries()
+    registered = PartitionRegistry(storage.oxia, root=storage.root).entries(current=keys_ids(records))
     names = sorted(set(records) | set(registered)) if topics is None else sorted({validate_topic(t) for t in topics})
     for name in names:
         if name not in records and name not in registered:
@@ -738,8 +742,10 @@ def restore_backup(
         report.topics[topic] = partitions
         record = catalog.topic_records.get(_relative(storage.root, registry_keys.topic(topic)))
         if record is not None:  # last: the topic exists once all its partitions do
-            _create(storage.oxia, registry_keys.topic(topic), record, registry_keys.partition_key)
+            if not _create(storage.oxia, registry_keys.topic(topic), record, registry_keys.partition_key):
+                raise NamespaceNotEmpty(f"{registry_keys.topic(topic)} appeared while restoring {topic}")
             report.records += 1
+            PartitionRegistry(storage.oxia, root=storage.root).register_again(restored[topic])
     group_keys = GroupKeys(storage.root)
     for group, value in sorted(catalog.groups.items()):
         if _create(storage.oxia, group_keys.group(group), value, group_keys.partition_key(group)):

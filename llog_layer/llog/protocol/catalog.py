@@ -23,7 +23,7 @@ from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, partition_keys
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.registry import PartitionRegistry
-from llog.protocol.topics import PARTITION_CONCURRENCY, TopicLayouts, TopicRecord, TopicRegistry
+from llog.protocol.topics import PARTITION_CONCURRENCY, TopicLayouts, TopicRecord, TopicRegistry, keys_ids
 from llog.store.oxia import OxiaStore
 
 
@@ -93,8 +93,10 @@ class LogCatalog:
 
     def topics(self) -> list[TopicListing]:
         """Every topic that is not deleted, in name order: two reads (topic records, registry)."""
-        registered = self._registry.partitions()
         records = self.topic_records.records()
+        registered = {
+            t: [e.partition for e in es] for t, es in self._registry.entries(current=keys_ids(records)).items()
+        }
         names = sorted(set(registered) | set(records))
         return [
             TopicListing(t, registered.get(t, []), t in records and not records[t].implicit)
@@ -108,7 +110,7 @@ class LogCatalog:
         records = self.topic_records.records()
         return {
             topic: [entry.keys(self.root) for entry in entries]
-            for topic, entries in self._registry.entries().items()
+            for topic, entries in self._registry.entries(current=keys_ids(records)).items()
             if not (topic in records and records[topic].deleted)
         }
 
@@ -117,7 +119,7 @@ class LogCatalog:
         record = self.topic_records.get(topic)
         if record is not None and record.deleted:
             raise UnknownTopic(topic, f"topic {topic!r} was deleted")
-        registered = self._registry.partitions(topic).get(topic, [])
+        registered = self.topic_records.registered(topic, record)
         if record is None and not registered:
             raise UnknownTopic(topic)
         if record is None:  # an implicit topic all of whose partitions predate topic records

@@ -63,6 +63,7 @@ from llog.protocol.topics import (
     TopicLayouts,
     TopicRecord,
     TopicRegistry,
+    keys_ids,
     new_reclaim_run_id,
     reclaim_due,
     reclaim_topic,
@@ -167,7 +168,7 @@ class GarbageCollector:
         self.reclaim_deleted_topics(topics, report)
         self.enforce_retention(report, topics)
         self.collect_wal(report)
-        self.collect_compacted(report)
+        self.collect_compacted(report, topics)
         self.expire_producers(report)
         log.info("gc: %s", report)
         return report
@@ -213,7 +214,7 @@ class GarbageCollector:
         topic's config may set its own limits, and a deleted topic is left to reclaim.
         """
         topics = self._topics.records() if topics is None else topics
-        for topic, entries in self._registry.entries().items():
+        for topic, entries in self._registry.entries(current=keys_ids(topics)).items():
             record = topics.get(topic)
             if record is not None and record.deleted:
                 continue
@@ -315,9 +316,11 @@ class GarbageCollector:
 
     # --- orphaned compacted objects ----------------------------------------------
 
-    def collect_compacted(self, report: GcReport) -> None:
+    def collect_compacted(self, report: GcReport, topics: Mapping[str, TopicRecord]) -> None:
+        """Every registered partition of a current incarnation (``topics``: the records the run read at its
+        start; an incarnation created since is judged next run): its compacted objects no index entry names."""
         cutoff = self._cutoff_ms()
-        for topic, entries in self._registry.entries().items():
+        for topic, entries in self._registry.entries(current=keys_ids(topics)).items():
             for entry in entries:
                 meta = PartitionMetadata(self.storage.oxia, entry.keys(self.storage.root))
                 try:

@@ -340,7 +340,7 @@ def existing_partitions(topics: TopicRegistry, topic: str) -> list[int]:
     record = topics.get(topic)
     if record is not None and (record.deleted or not record.implicit):
         return [] if record.deleted else record.partition_numbers
-    return topics.registry.partitions(topic).get(topic, [])
+    return topics.registered(topic, record)
 
 
 class GroupCoordinator:
@@ -382,7 +382,7 @@ class GroupCoordinator:
         record = self._topics.get(topic)
         if record is not None and record.deleted:
             raise UnknownTopic(topic, f"topic {topic!r} was deleted: offsets of it are not committed")
-        if record is None and not self._topics.registry.partitions(topic).get(topic):
+        if record is None and not self._topics.registered(topic, None):
             raise UnknownTopic(topic, f"topic {topic!r} does not exist (never created, or deleted and reclaimed)")
         return None if record is None else record.identity
 

@@ -567,6 +567,7 @@ def rebuild_topic(
     if record_value is not None:  # last, as a create does: the topic is explicit again once its partitions exist
         storage.oxia.put(registry_keys.topic(topic), record_value.encode(), partition_key=registry_keys.partition_key,
                          expected_version_id=CREATE_ONLY)  # fmt: skip
+        PartitionRegistry(storage.oxia, root=storage.root, clock=storage.clock).register_again(partitions)
     reports = [plan.report for plan in plans]
     if reports:
         _back_up_rebuilt(storage, topic, reports, keep=len(backups) + 1)

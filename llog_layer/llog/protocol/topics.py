@@ -40,7 +40,11 @@ Actions, each idempotent, so a crash at any point is finished by repeating it
 * **delete**: compare-and-set the record to ``state: "deleted"``, then make
   sure every partition exists and fence it, marking its ``meta/control`` as a
   deleted topic's (``fence.set_state`` with ``topic_deleted``: no unfence
-  reopens it). Crash after
+  reopens it). A delete of a record already deleted fences under a reclaim
+  claim of its own (``_claim_to_fence``, released after the fence): no reclaim
+  runs meanwhile, which would have the fence create its partitions again; it
+  does not fence a record a reclaim run holds (that run deletes every
+  partition), and takes over an expired claim. Crash after
   the record: the next delete fences; until then produce processes refuse the
   topic as soon as they see the record (below). Deleting an implicit topic
   writes a deleted record for it.
@@ -66,8 +70,8 @@ Invariants:
 * T1 Partition counts only grow, and a record's name claim is create-only: two
   creates of one name agree or one gets ``TopicExists``.
 * T2 After a delete returns, no append to the topic succeeds: every partition
-  the record names (and every registered one) is fenced, so an append racing
-  the delete fails (``LogFenced``, which the produce service reports as
+  the record names (and every one registered for its incarnation) is fenced,
+  so an append racing the delete fails (``LogFenced``, which the produce service reports as
   ``UnknownTopic`` once it reads the record). The delete's fence marks each
   ``meta/control`` as its deleted topic's (``fence.set_state``'s
   ``topic_deleted``) and goes on until the record in force is fenced and
@@ -78,7 +82,12 @@ Invariants:
   partition only once it is in the record (an explicit topic's count, or added
   by compare-and-set), so a process that trusts a stale copy of the record,
   or saw none, cannot open a partition the delete did not fence: its
-  compare-and-set (or create-only put) meets the deleted record.
+  compare-and-set (or create-only put) meets the deleted record. A repeated
+  delete (the first one crashed part-way) fences under its own reclaim claim;
+  one that finds the claim held returns without fencing, leaving the work to
+  the holder (a reclaim run deletes every partition, another repeated delete
+  fences them), so until that holder is done a partition the crashed delete
+  never reached may still take appends; an expired claim is taken over.
 * T3 Reclaim never touches another topic's data, nor another incarnation of
   its name: it works only under the deleted incarnation's own prefixes, which
   for a topic created by this version include its ``topic_id``, so a topic
@@ -90,8 +99,13 @@ Invariants:
   for a deleted topic whose partitions are in the legacy folders (written
   before topic ids) too: a topic is created in the legacy folders only over
   partitions registered before topic records existed, and reclaim removes the
-  registry entries before the record, so the name's next topic has an id. The claim
-  is an efficiency measure: two runs (the scheduled GC and a manual one) do
+  registry entries before the record, so the name's next topic has an id
+  (only entries naming no id count as legacy partitions, and a repeated delete
+  fences only under its own claim, so it registers no reclaimed partition
+  again; one paused past that claim's lease can, and its entries, naming the
+  reclaimed id, are ignored by discovery and replaced by the current
+  incarnation's registration, docs/GC.md "Deleted topics"). Between runs the
+  claim is an efficiency measure: two runs (the scheduled GC and a manual one) do
   not work on one topic at once (a run deletes nothing before its
   compare-and-set claim on the record it read succeeded; a claim older than
   ``RECLAIM_LEASE_MS`` may be taken over, and its holder starts no
@@ -116,6 +130,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import threading
@@ -352,6 +367,11 @@ class TopicRecord:
             raise CorruptMetadata(f"topic record of {topic!r} is not readable: {exc}") from None
 
 
+def keys_ids(records: Mapping[str, TopicRecord]) -> dict[str, str | None]:
+    """Each recorded topic's current incarnation, as ``PartitionRegistry.entries`` takes it (``current``)."""
+    return {topic: record.keys_id for topic, record in records.items()}
+
+
 class TopicRegistry:
     """Create, read, grow and delete topic records, and initialize or fence their partitions."""
 
@@ -392,6 +412,12 @@ class TopicRegistry:
                 found[topic] = TopicRecord.decode(topic, item.value, item.version_id)
         return found
 
+    def registered(self, topic: str, record: TopicRecord | None) -> list[int]:
+        """The partitions registered for ``record``'s incarnation, in numeric order; with no record, those from
+        before topic records (entries naming no id). Entries a reclaimed incarnation left are not counted."""
+        current = {} if record is None else {topic: record.keys_id}
+        return [e.partition for e in self.registry.entries(topic, current=current).get(topic, [])]
+
     def active(self, topic: str) -> TopicRecord:
         """The record of an explicit topic that is not deleted; ``UnknownTopic`` otherwise."""
         record = self.get(topic)
@@ -412,7 +438,7 @@ class TopicRegistry:
         while True:
             record = self.get(topic)
             if record is None or (record.implicit and not record.deleted):
-                existing = set(self.registry.partitions(topic).get(topic, []))
+                existing = set(self.registered(topic, record))
                 if record is not None:
                     existing |= set(record.partition_numbers)
                 if existing and max(existing) >= partitions:
@@ -462,7 +488,7 @@ class TopicRegistry:
         while True:
             try:
                 if record is None:
-                    registered = self.registry.partitions(topic).get(topic, [])
+                    registered = self.registered(topic, None)
                     fresh = TopicRecord(
                         topic, 0, TopicConfig(self._writer_config.append_protocol), self._now_ms(),
                         implicit_partitions=frozenset(registered) | {partition}, topic_id=new_topic_id(),
@@ -511,8 +537,10 @@ class TopicRegistry:
     # --- delete ------------------------------------------------------------------------------
 
     def delete(self, topic: str) -> TopicRecord:
-        """Mark the topic deleted, then fence every partition; again on a deleted topic it re-fences."""
+        """Mark the topic deleted, then fence every partition; again on a deleted topic it re-fences, under a
+        reclaim claim of its own (``_claim_to_fence``)."""
         validate_topic(topic)
+        claim: TopicRecord | None = None
         while True:
             record = self.get(topic)
             try:
@@ -521,16 +549,37 @@ class TopicRegistry:
                 elif not record.deleted:
                     deleted = replace(record, state=TopicState.DELETED, deleted_at_ms=self._now_ms())
                     record = replace(deleted, version_id=self._replace(deleted))
+                else:
+                    claim = self._claim_to_fence(record)
+                    if claim is None:
+                        return record  # a reclaim run works on it: fencing would create its partitions again
+                    record = claim
             except VersionConflict:
                 continue
             break
-        registered = self.registry.partitions(topic).get(topic, [])
+        registered = self.registered(topic, record)
         self._each(record, sorted(set(registered) | set(record.partition_numbers)), self._fence(record))
+        if claim is not None:  # released, so that the next reclaim run need not wait for it to expire
+            with contextlib.suppress(VersionConflict):  # expired and taken over by a reclaim run
+                self._replace(replace(claim, reclaim=None))
         return record
+
+    def _claim_to_fence(self, record: TopicRecord) -> TopicRecord | None:
+        """A repeated delete's claim on a deleted record: the reclaim claim (``ReclaimClaim``, a compare-and-set
+        on the version read), so that no reclaim run deletes the topic's partitions while this delete fences
+        them, which would create them again (docs/GC.md "Deleted topics"); None if a reclaim run holds the
+        record (it deletes every partition). An expired claim is taken over. ``VersionConflict`` if the record
+        changed since it was read."""
+        now_ms = self._now_ms()
+        run_id = new_reclaim_run_id()
+        if record.reclaim is not None and record.reclaim.held_by_another(run_id, now_ms):
+            return None
+        claimed = replace(record, reclaim=ReclaimClaim(run_id, now_ms))
+        return replace(claimed, version_id=self._replace(claimed))
 
     def _delete_unrecorded(self, topic: str) -> TopicRecord:
         """Delete an implicit topic whose partitions were all created before topic records existed."""
-        registered = self.registry.partitions(topic).get(topic, [])
+        registered = self.registered(topic, None)
         if not registered:
             raise UnknownTopic(topic)
         now = self._now_ms()
@@ -691,8 +740,8 @@ def reclaim_topic(
         return result  # claimed by another run, or reclaimed (and maybe created again): judged next time
     stop_at_ms = now_ms + RECLAIM_LEASE_MS // 2
     # Only this incarnation's entries and keys: a name created again has other ones (``PartitionKeys.topic_id``).
-    entries = registry.entries(record.topic).get(record.topic, [])
-    registered = [e.partition for e in entries if e.topic_id == record.keys_id]
+    entries = registry.entries(record.topic, current={record.topic: record.keys_id}).get(record.topic, [])
+    registered = [e.partition for e in entries]
     for partition in sorted(set(registered) | set(record.partition_numbers)):
         if storage.clock() * 1000 >= stop_at_ms:
             result.deferred.append(f"{record.topic}: this run's claim is half expired; the next run goes on")

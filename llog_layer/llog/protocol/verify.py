@@ -85,7 +85,7 @@ from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import LOG_START_NAME, ManifestStore
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.registry import PartitionRegistry
-from llog.protocol.topics import TopicLayouts, TopicRegistry
+from llog.protocol.topics import TopicLayouts, TopicRegistry, keys_ids
 from llog.store.fetch import fetch_ref
 from llog.store.s3 import ObjectInfo
 from llog.store.storage import Storage
@@ -251,11 +251,14 @@ class Verifier:
         root = self.storage.root
         found: list[PartitionKeys] = []  # each registered partition in the folder its entry names
         if topics is None:
-            deleted = {t for t, r in TopicRegistry(self.storage.oxia, root=root).records().items() if r.deleted}
-            found = [e.keys(root) for t, es in registry.entries().items() if t not in deleted for e in es]
+            records = TopicRegistry(self.storage.oxia, root=root).records()
+            found = [e.keys(root) for t, es in registry.entries(current=keys_ids(records)).items()
+                     if not (t in records and records[t].deleted) for e in es]  # fmt: skip
         else:
             for topic in topics:
-                registered = registry.entries(topic).get(topic, [])
+                record = TopicRegistry(self.storage.oxia, root=root).get(topic)
+                current = {} if record is None else {topic: record.keys_id}
+                registered = registry.entries(topic, current=current).get(topic, [])
                 if partition is not None:
                     registered = [e for e in registered if e.partition == partition]
                 if not registered:
@@ -298,7 +301,12 @@ class Verifier:
             meta,
             index,
             PartitionSummary(
-                topic, partition, control.protocol.value, control.log_start_offset, high_watermark, cursor,
+                topic,
+                partition,
+                control.protocol.value,
+                control.log_start_offset,
+                high_watermark,
+                cursor,
                 keys.topic_id,
             ),
         )
