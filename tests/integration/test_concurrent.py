@@ -324,6 +324,7 @@ class ProducerProcess:
         self.producer_id = ""
         self.in_flight: tuple[Appended, Operation, int] | None = None  # the batch, its call, its sequence number
         self.counted = contextlib.ExitStack()  # holds the clock's ``attempt`` while it counts the attempt in flight
+        self.resumed = False  # the attempt in flight was stopped, and resumed
         self.send(json.dumps(dataclasses.asdict(settings)))
         threading.Thread(target=self._read, name="producer process stdout", daemon=True).start()
 
@@ -715,7 +716,9 @@ class Run:
             appended, op, _ = worker.in_flight
             worker.in_flight = None
             worker.counted.close()
-            self._count(f"process idempotent append {self._answer(appended, op, self._process_result(appended, line))}")
+            outcome = self._answer(appended, op, self._process_result(appended, line))
+            self._count(f"{'resumed ' if worker.resumed else ''}process idempotent append {outcome}")
+            worker.resumed = False
 
     @staticmethod
     def _process_result(appended: Appended, line: dict[str, Any]) -> AppendResult | BaseException:
@@ -749,6 +752,7 @@ class Run:
         finally:
             if worker.in_flight is not None:
                 worker.counted.enter_context(self.clock.attempt())
+                worker.resumed = True
             worker.process.send_signal(signal.SIGCONT)
 
     def _retry_while_stopped(self, worker: ProducerProcess, appended: Appended, _: Operation, seq: int) -> None:
