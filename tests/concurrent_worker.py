@@ -13,8 +13,9 @@ attempt run, anything else (or the end of stdin) ends the worker before it. On s
   ``go``: the harness records the call before the append begins, and counts the attempt in flight (its clock does
   not jump during it) from then;
 * ``{"answer": batch, "start": offset, "duplicate": bool}`` after an attempt that succeeded, or
-  ``{"answer": batch, "error": [module, class], "message": text, "raised": bool}`` after one that did not (its
-  result's error, or, with ``raised``, the retriable error the append raised).
+  ``{"answer": batch, "error": [module, class], "message": text}`` after one that did not (its result's error;
+  ``append_shared`` reports storage failures in its results, and raises only on bad input or a bug, which ends
+  the worker: the harness fails the run when a worker exits by itself).
 
 Its wall clock is the harness's: the system clock plus the skew the harness's ``JumpingClock`` writes to
 ``skew_file`` at every jump, so that a resumed process sees the minute that passed while it was stopped.
@@ -108,33 +109,21 @@ def produce(writer: LogWriter, settings: Settings) -> None:
         if sys.stdin.readline().strip() != "go":
             return
         group = SharedAppendGroup(settings.topic, partition, [Record(v.encode()) for v in values], pid, 0, seq)
-        result: AppendResult | LlogError
-        try:
-            result = writer.append_shared([group])[0]
-        except LlogError as exc:
-            if not exc.retriable:
-                raise
-            result = exc
+        result = writer.append_shared([group])[0]
         emit(answer(batch, result))
-        if isinstance(result, AppendResult) and result.ok:
+        if result.ok:
             del unanswered[partition]
             sequence[partition] += len(values)
-        elif isinstance(result, AppendResult) and isinstance(result.error, SequenceInFlight):
+        elif isinstance(result.error, SequenceInFlight):
             time.sleep(0.05)
 
 
-def answer(batch: str, result: AppendResult | LlogError) -> dict[str, Any]:
-    """An attempt's answer line: its offsets, or its error's class (raised: the append raised it)."""
-    error = result if isinstance(result, LlogError) else result.error
-    if error is None:
-        assert isinstance(result, AppendResult)
+def answer(batch: str, result: AppendResult) -> dict[str, Any]:
+    """An attempt's answer line: its offsets, or its error's class."""
+    if result.error is None:
         return {"answer": batch, "start": result.start_offset, "duplicate": result.duplicate}
-    return {
-        "answer": batch,
-        "error": [type(error).__module__, type(error).__qualname__],
-        "message": str(error),
-        "raised": error is result,
-    }
+    kind = type(result.error)
+    return {"answer": batch, "error": [kind.__module__, kind.__qualname__], "message": str(result.error)}
 
 
 if __name__ == "__main__":

@@ -721,9 +721,9 @@ class Run:
             worker.resumed = False
 
     @staticmethod
-    def _process_result(appended: Appended, line: dict[str, Any]) -> AppendResult | BaseException:
-        """A process's answer as the append gave it to the process: its result, or the error it raised (an error of
-        the class it named, so that ``_answer`` judges it as it judges the threads' answers)."""
+    def _process_result(appended: Appended, line: dict[str, Any]) -> AppendResult:
+        """A process's answer as the append gave it to the process (its error rebuilt as one of the class it named,
+        so that ``_answer`` judges it as it judges the threads' answers)."""
         count = len(appended.values)
         if "error" not in line:
             start, duplicate = line["start"], line["duplicate"]
@@ -732,7 +732,7 @@ class Run:
         kind = getattr(importlib.import_module(module), name)
         error = kind.__new__(kind)
         BaseException.__init__(error, line["message"])
-        return error if line["raised"] else AppendResult(TOPIC, appended.partition, count, error=error)
+        return AppendResult(TOPIC, appended.partition, count, error=error)
 
     def _stop_producer_process(self, worker: ProducerProcess) -> None:
         """SIGSTOP, past every timeout: the clock jumps past its claim's deadline and margin, the producer retries
@@ -761,10 +761,7 @@ class Run:
         )
         op = self._call(appended, PROCESS_CLIENT + 1)
         with self.clock.attempt():
-            try:
-                result: AppendResult | BaseException = self._writer(skewed=True).append_shared([group])[0]
-            except RETRIABLE as exc:
-                result = exc
+            result = self._writer(skewed=True).append_shared([group])[0]
         self._count(f"retries while a producer process is stopped {self._answer(appended, op, result)}")
 
     def _kill_producer_process(self, worker: ProducerProcess) -> None:
