@@ -15,6 +15,15 @@ separate processes would:
   producers' and compactors' wall clock jumps past the paused claim's deadline
   and margin meanwhile, so its claim is taken over; then the paused attempt
   goes on);
+* an idempotent producer in an OS process of its own (``tests/concurrent_worker.py``,
+  one at a time), which the harness stops with SIGSTOP at random moments, mid-append
+  or not, for past every timeout: meanwhile the clock jumps past its claim's deadline
+  and margin (the process reads the harness's skew from a file, so it sees the jump
+  once resumed), the harness retries its unanswered batch through a writer of its own
+  (the takeover runs), and GC's grace passes; then SIGCONT. Now and then it is killed
+  with SIGKILL instead, and replaced (a new producer id); its unanswered attempt is
+  unknown. The harness records its attempts as it reads them from its stdout: each
+  call before the attempt begins (the process waits for a go-ahead), each answer after;
 * a fencer: fence, then unfence, one partition at a time;
 * a compactor, crashing at its crash points now and then (a compactor paused by a
   crash point resumes through the next one);
@@ -46,9 +55,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import itertools
+import json
 import os
+import queue
 import random
+import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -105,7 +121,8 @@ from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.concurrency import History, Operation, check_linearizable, lincheck_binary
-from tests.conftest import BUCKET, OxiaServer
+from tests.concurrent_worker import Settings
+from tests.conftest import BUCKET, ROOT, OxiaServer
 from tests.faults import HARNESS, SimulatedCrash
 from tests.integration.test_model import COMPACTOR_CRASH_POINTS, WRITER_CRASH_POINTS
 from tests.integration.test_model_sequential import SEQUENTIAL_CRASH_POINTS
@@ -156,6 +173,9 @@ GROUP = "g"
 GROUP_CONSUMERS = 2
 GROUP_SESSION_MS = 3_000
 REJOIN_CHANCE = 0.05  # of a consumer's step: it reads its committed offsets again, as a restarted member would
+PROCESS_CLIENT = 400  # the history's client of a process producer's attempts (401: its retries while stopped)
+PROCESS_TURNS_S = (1.0, 3.0)  # between a process producer's stops and kills
+KILL_CHANCE = 0.25  # of a turn: the process is killed (SIGKILL) and replaced, rather than stopped (SIGSTOP)
 # Errors that say "not now" and change nothing: the actor goes on.
 RETRIABLE = (AppendConflict, SequenceInFlight, StorageUnavailable)
 
@@ -166,13 +186,21 @@ class JumpingClock:
     It jumps only while no idempotent attempt is in flight (``attempt``), so that to every attempt the jump is
     time that passed between attempts, never clock skew between hosts beyond ``CLAIM_MARGIN_MS`` (which the
     protocol assumes away, docs/IDEMPOTENCE.md). A paused attempt is not counted: its pause is real, past its
-    commit deadline.
+    commit deadline. The skew is also written to ``skew_file`` at every jump, for the clocks of the producer
+    processes (``tests/concurrent_worker.py``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, skew_file: Path) -> None:
         self._skew = 0.0
         self._in_flight = 0
         self._quiet = threading.Condition()
+        self.skew_file = skew_file
+        self._write_skew()
+
+    def _write_skew(self) -> None:
+        partial = self.skew_file.with_name(f"{self.skew_file.name}.partial")
+        partial.write_text(repr(self._skew))
+        partial.replace(self.skew_file)  # a process reads the old skew or the new one, never half of it
 
     def __call__(self) -> float:
         return time.time() + self._skew
@@ -194,6 +222,7 @@ class JumpingClock:
             if not self._quiet.wait_for(lambda: self._in_flight == 0, timeout=5):
                 return False
             self._skew += seconds
+            self._write_skew()
             return True
 
 
@@ -292,6 +321,48 @@ class Life:
     reclaimed: float = float("inf")  # when its record was seen gone
 
 
+class ProducerProcess:
+    """One process of ``tests.concurrent_worker``: its stdout, read line by line by a thread of its own, and the
+    attempt it was let begin and has not answered yet."""
+
+    def __init__(self, settings: Settings, stderr: Path) -> None:
+        self.stderr = stderr
+        with stderr.open("w") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tests.concurrent_worker"], cwd=ROOT, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=err, text=True,
+            )  # fmt: skip
+        self._lines: queue.Queue[str | None] = queue.Queue()  # None: its stdout ended
+        self.ended = False
+        self.producer_id = ""
+        self.in_flight: tuple[Appended, Operation, int] | None = None  # the batch, its call, its sequence number
+        self.counted = contextlib.ExitStack()  # holds the clock's ``attempt`` while it counts the attempt in flight
+        self.resumed = False  # the attempt in flight was stopped, and resumed
+        self.send(json.dumps(dataclasses.asdict(settings)))
+        threading.Thread(target=self._read, name="producer process stdout", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def next_line(self, timeout: float) -> dict[str, Any] | None:
+        """Its next line (``queue.Empty`` if none came within ``timeout``), or None once its stdout ended."""
+        line = None if self.ended else self._lines.get(timeout=timeout)
+        self.ended = line is None
+        return None if line is None else json.loads(line)
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # it died: its stdout ends, and says so
+            self.process.stdin.write(line + "\n")
+            self.process.stdin.flush()
+
+    def stderr_tail(self) -> str:
+        return self.stderr.read_text()[-2_000:]
+
+
 class Run:
     """One run of every actor at once, and what it recorded."""
 
@@ -299,7 +370,8 @@ class Run:
         self.server = server
         self.restarts: list[tuple[float, float]] = []  # (start, end) of each Oxia restart, time.monotonic()
         self.root = f"concurrent-{uuid.uuid4().hex[:12]}"
-        self.clock = JumpingClock()
+        self.files = tempfile.TemporaryDirectory(prefix="llog-concurrent-")  # removed with the run
+        self.clock = JumpingClock(Path(self.files.name) / "skew")
         self.storage = Storage(oxia, blobs, BUCKET, self.root)
         self.skewed = dataclasses.replace(self.storage, clock=self.clock)
         self.lossy = cast(OxiaStore, LossyOxia(oxia, LOST_ANSWER_CHANCE, self._count))
@@ -591,6 +663,156 @@ class Run:
         resume.set()
         thread.join()
         self._count(f"paused idempotent append {outcome[0] if outcome else 'crashed'}")
+
+    def process_producer(self) -> Callable[[], None]:
+        """An idempotent producer in an OS process of its own (``tests/concurrent_worker.py``), stopped with SIGSTOP
+        at random moments (mid-append too) past every timeout and resumed with SIGCONT; now and then killed with
+        SIGKILL and replaced by a new process (with a new producer id, as a producer that lost its state)."""
+        incarnations = itertools.count(1)
+        worker = self._start_producer_process(next(incarnations))
+        next_turn = time.monotonic() + random.uniform(*PROCESS_TURNS_S)
+
+        def step() -> None:
+            nonlocal worker, next_turn
+            try:
+                line = worker.next_line(timeout=min(0.5, max(0.0, next_turn - time.monotonic())))
+            except queue.Empty:
+                if time.monotonic() < next_turn:
+                    return
+                if worker.producer_id and random.random() < KILL_CHANCE:  # (one still starting is left alone)
+                    self._kill_producer_process(worker)
+                    worker = self._start_producer_process(next(incarnations))
+                elif worker.producer_id:
+                    self._stop_producer_process(worker)
+                next_turn = time.monotonic() + random.uniform(*PROCESS_TURNS_S)
+                return
+            if line is None:
+                raise RuntimeError(f"a producer process exited by itself ({worker.process.wait()}): "
+                                   f"{worker.stderr_tail()}")  # fmt: skip
+            self._producer_process_line(worker, line)
+
+        loop = self._forever("producer process", step)
+
+        def run() -> None:
+            try:
+                loop()
+            finally:
+                self._end_producer_process(worker)
+
+        return run
+
+    def _start_producer_process(self, incarnation: int) -> ProducerProcess:
+        settings = Settings(
+            oxia=dataclasses.asdict(self.storage.oxia.config), s3=dataclasses.asdict(self.storage.blobs.config),
+            bucket=BUCKET, root=self.root, topic=TOPIC, partitions=list(PARTITIONS), prefix=f"proc{incarnation}-",
+            skew_file=str(self.clock.skew_file), append_protocol=self.config.append_protocol.value,
+            max_commit_delay_ms=self.config.max_commit_delay_ms,
+        )  # fmt: skip
+        self._count("producer processes started")
+        return ProducerProcess(settings, Path(self.files.name) / f"producer-{incarnation}.stderr")
+
+    def _producer_process_line(self, worker: ProducerProcess, line: dict[str, Any]) -> None:
+        """Record what the process said, at the time the harness reads it: a call before the attempt begins (it
+        waits for its ``go``), an answer after it ended."""
+        if "producer" in line:
+            worker.producer_id = str(line["producer"])
+        elif "call" in line:
+            batch, values = line["call"], [v.encode() for v in line["values"]]
+            with self._lock:
+                appended = self.appended.setdefault(batch, Appended(line["partition"], batch, values, producer=True))
+            op = self._call(appended, PROCESS_CLIENT)
+            worker.counted.enter_context(self.clock.attempt())
+            worker.in_flight = (appended, op, line["seq"])
+            worker.send("go")
+        else:
+            assert worker.in_flight is not None, line
+            appended, op, _ = worker.in_flight
+            worker.in_flight = None
+            worker.counted.close()
+            outcome = self._answer(appended, op, self._process_result(appended, line))
+            self._count(f"{'resumed ' if worker.resumed else ''}process idempotent append {outcome}")
+            worker.resumed = False
+
+    @staticmethod
+    def _process_result(appended: Appended, line: dict[str, Any]) -> AppendResult:
+        """A process's answer as the append gave it to the process (its error rebuilt as one of the class it named,
+        so that ``_answer`` judges it as it judges the threads' answers)."""
+        count = len(appended.values)
+        if "error" not in line:
+            start, duplicate = line["start"], line["duplicate"]
+            return AppendResult(TOPIC, appended.partition, count, start_offset=start, duplicate=duplicate)
+        module, name = line["error"]
+        kind = getattr(importlib.import_module(module), name)
+        error = kind.__new__(kind)
+        BaseException.__init__(error, line["message"])
+        return AppendResult(TOPIC, appended.partition, count, error=error)
+
+    def _stop_producer_process(self, worker: ProducerProcess) -> None:
+        """SIGSTOP, past every timeout: the clock jumps past its claim's deadline and margin, the producer retries
+        its batch through another writer (the takeover runs), and GC's grace passes on the real clock (the
+        collectors may delete what it wrote and has not committed); then SIGCONT."""
+        stopped = time.monotonic()
+        worker.process.send_signal(signal.SIGSTOP)
+        worker.counted.close()  # a stopped attempt is not in flight: time passes for it, as the jump says
+        self._count("producer process stops (SIGSTOP)")
+        HARNESS["concurrent: producer process stops (SIGSTOP)"] += 1
+        try:
+            if self.clock.jump(CLAIM_JUMP_S):
+                self._count("clock jumps")
+            if worker.in_flight is not None:
+                self._retry_while_stopped(worker, *worker.in_flight)
+            time.sleep(max(0.0, stopped + 1.2 * GRACE_MS / 1000 - time.monotonic()))
+        finally:
+            if worker.in_flight is not None:
+                worker.counted.enter_context(self.clock.attempt())
+                worker.resumed = True
+            worker.process.send_signal(signal.SIGCONT)
+
+    def _retry_while_stopped(self, worker: ProducerProcess, appended: Appended, _: Operation, seq: int) -> None:
+        group = SharedAppendGroup(
+            TOPIC, appended.partition, [Record(v) for v in appended.values], worker.producer_id, 0, seq
+        )
+        op = self._call(appended, PROCESS_CLIENT + 1)
+        with self.clock.attempt():
+            result = self._writer(skewed=True).append_shared([group])[0]
+        self._count(f"retries while a producer process is stopped {self._answer(appended, op, result)}")
+
+    def _kill_producer_process(self, worker: ProducerProcess) -> None:
+        """SIGKILL at a random moment; the answers it printed before it died are recorded."""
+        worker.process.kill()
+        self._count("producer process kills (SIGKILL)")
+        HARNESS["concurrent: producer process kills (SIGKILL)"] += 1
+        self._drain_producer_process(worker)
+
+    def _end_producer_process(self, worker: ProducerProcess) -> None:
+        """At the run's end: its stdin closes, so it exits once its attempt in flight is answered."""
+        assert worker.process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            worker.process.stdin.close()
+        self._drain_producer_process(worker)
+
+    def _drain_producer_process(self, worker: ProducerProcess) -> None:
+        """Record the answers it printed until its stdout ended; calls it was never let begin are not recorded. An
+        attempt its death left unanswered is unknown, from its call on for ever: a request it sent may still
+        arrive, and another writer may finish a reservation it made."""
+        while True:
+            try:
+                line = worker.next_line(timeout=60)
+            except queue.Empty:
+                self._fail("a producer process did not end within 60 s of being told to")
+                worker.process.kill()
+                continue
+            if line is None:
+                break
+            if "answer" in line:
+                self._producer_process_line(worker, line)
+        worker.process.wait()
+        worker.counted.close()
+        if worker.in_flight is not None:
+            appended, op, _ = worker.in_flight
+            appended.maybe = True
+            op.output = {"outcome": "unknown"}  # returned stays 0: never answered
+            self._count("process idempotent append killed in flight")
 
     def fencer(self) -> Callable[[], None]:
         writer = self._writer()
@@ -1007,7 +1229,7 @@ class Run:
 
     def run(self, seconds: float) -> None:
         actors = [self.plain_writer(i) for i in range(PLAIN_WRITERS)]
-        actors += [self.producer(i) for i in range(PRODUCERS)]
+        actors += [self.producer(i) for i in range(PRODUCERS)] + [self.process_producer()]
         actors += [self.conditional_writer(), self.fencer(), self.compactor(), self.clock_jumper()]
         actors += [self.restarter(seconds)]
         actors += [self.collector(i) for i in range(COLLECTORS)] + [self.reclaimer()]
