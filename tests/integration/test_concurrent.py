@@ -1084,7 +1084,7 @@ class Run:
                 if life.deleted < ack.called and ack.answered < life.reclaimed:
                     violations.append(
                         f"delete: {ack.value!r} was acknowledged at {LIFE_TOPIC}/{ack.partition} offset {ack.offset}, "
-                        "after the topic's delete answered and before its reclaim ended"
+                        f"after the topic's delete answered and before its reclaim ended ({self._timeline(ack)})"
                     )
         return violations
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
+from typing import Any, cast
 
 import pytest
 
@@ -24,7 +26,8 @@ from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector, GcReport, PartitionId
 from llog.protocol.namespace import NamespaceState, adopt_namespace, check_namespace, read_namespace
 from llog.protocol.rebuild import rebuild_topic
-from llog.store.oxia import CREATE_ONLY
+from llog.store.oxia import CREATE_ONLY, OxiaStore
+from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import OxiaServer, moto_s3_env, set_env
 from tests.integration import test_rebuild
@@ -66,6 +69,38 @@ def test_gc_on_a_fresh_root_creates_the_identity_in_both_stores_and_keeps_it(sto
     assert keys.record == f"{storage.root}/__catalog/namespace"
     GarbageCollector(storage).collect()
     assert read_namespace(storage) == state  # one identity for the life of the namespace
+
+
+class _BetweenItsReads:
+    """A storage's Oxia or blob store that runs ``meanwhile`` once, right after the first namespace read it
+    serves: another run's steps between this run's two reads."""
+
+    def __init__(self, store: Any, meanwhile: list[Callable[[], object]]) -> None:
+        self._store, self._meanwhile = store, meanwhile
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._store.get(*args, **kwargs)
+        finally:
+            while self._meanwhile:
+                self._meanwhile.pop()()
+
+
+def test_two_first_gc_runs_at_once_agree_on_one_identity(storage: Storage) -> None:
+    """Run B creates the identity (Oxia, then S3) between run A's two reads of it: A must not take S3's copy
+    for one Oxia lacks (found by the concurrent harness: two collectors starting on a fresh root)."""
+    meanwhile: list[Callable[[], object]] = [lambda: check_namespace(storage)]  # run B, whole
+    run_a = dataclasses.replace(
+        storage,
+        oxia=cast(OxiaStore, _BetweenItsReads(storage.oxia, meanwhile)),
+        blobs=cast(BlobStore, _BetweenItsReads(storage.blobs, meanwhile)),
+    )
+    record = check_namespace(run_a)
+    assert not meanwhile  # run B ran between A's reads
+    assert read_namespace(storage) == NamespaceState(record, record)
 
 
 def test_an_oxia_record_without_its_s3_copy_gets_one(storage: Storage) -> None:

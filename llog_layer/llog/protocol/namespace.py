@@ -73,15 +73,20 @@ def _location(storage: Storage) -> S3Location:
 
 
 def read_namespace(storage: Storage) -> NamespaceState:
-    """Both copies of the identity: one Oxia get, one S3 GET."""
-    keys = NamespaceKeys(storage.root)
-    found = storage.oxia.get(keys.record, partition_key=keys.partition_key)
-    oxia = None if found is None else NamespaceRecord.decode(found.value, keys.record)
+    """Both copies of the identity: one S3 GET, then one Oxia get.
+
+    In that order: the identity is created in Oxia before S3 (``check_namespace``), so a copy this read finds
+    in S3 was in Oxia before the Oxia get. Read the other way round, a first run creating both between the two
+    reads would look like an Oxia that lost its state.
+    """
     location = _location(storage)
     try:
         s3: NamespaceRecord | None = NamespaceRecord.decode(storage.blobs.get(location), location.uri)
     except BlobNotFound:
         s3 = None
+    keys = NamespaceKeys(storage.root)
+    found = storage.oxia.get(keys.record, partition_key=keys.partition_key)
+    oxia = None if found is None else NamespaceRecord.decode(found.value, keys.record)
     return NamespaceState(oxia, s3)
 
 
