@@ -173,3 +173,25 @@ def test_an_age_limit_reads_the_index_only_up_to_the_first_entry_it_keeps(
     everything = sum(b.entry.data_bytes or b.entry.ref.byte_length or 0 for b in entries(storage, topic))
     result, reads = index_reads(retention(storage, topic, RetentionPolicy(max_bytes=everything)))
     assert (result.log_start_after, reads) == (11, {"range_scan": 2})
+
+
+def test_a_read_that_retention_overtakes_between_its_lookups_is_out_of_range_not_inconsistent(
+    writer: LogWriter, reader: LogReader, topic: str, storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader found no entry for the offset, and retention moved the log start past it before the reader
+    looked again: the offset is below the log start (``OffsetOutOfRange``), not a hole in the index (found by
+    the concurrent harness: ``InconsistentReadState`` with the high watermark far above)."""
+    compacted_log(writer, storage, topic)
+    covering = PartitionIndex.covering
+    overtaken: list[int] = []
+
+    def retention_runs_first(index: PartitionIndex, offset: int) -> IndexedBatch | None:
+        if not overtaken:
+            overtaken.append(offset)
+            retention(storage, topic, RetentionPolicy(max_age_ms=DAY_MS), ahead_ms=2 * DAY_MS).enforce(topic, 0)
+        return covering(index, offset)
+
+    monkeypatch.setattr(PartitionIndex, "covering", retention_runs_first)
+    with pytest.raises(OffsetOutOfRange, match=r"readable offsets are \[21, 21\]"):
+        reader.read_offset(topic, 0, 7)
+    assert overtaken == [7]

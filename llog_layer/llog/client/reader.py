@@ -191,6 +191,7 @@ class LogReader:
             if index.sequential:
                 self._check_range(index, offset, index.high_watermark())
             index = PartitionIndex.load(index.meta)
+            self._check_range(index, offset)  # retention may have moved the log start past it meanwhile
         keys = index.meta.keys
         raise InconsistentReadState(
             f"no index entry or pending append covers offset {offset} of "
