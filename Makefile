@@ -20,7 +20,7 @@ help:
 	@echo "make glue-local - export the make dev stack's compacted ranges to .dev/tables/records (Spark, local)"
 	@echo "make glue-sql SQL='SELECT ...' - Spark SQL over that table (the view is called records)"
 	@echo "make bench   - setup, then the benchmarks; results go to docs/PERFORMANCE.md"
-	@echo "make soak [SOAK_ARGS='--scale 20 --model-examples 200'] - the reliability harness at length (docs/RELIABILITY.md)"
+	@echo "make soak [SOAK_ARGS='--scale 10 --model-examples 100'] - the reliability harness at length (docs/RELIABILITY.md)"
 	@echo "make load LOAD_ARGS='--rate 500 --duration 30' - load test of the HTTP API (make dev's :8080), then reconcile"
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
 	@echo "make screenshots - regenerate docs/img/console-*.png: the console (http://127.0.0.1:8080/console) on sample data"

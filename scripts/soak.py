@@ -9,7 +9,7 @@ passing run means zero of each. Every model run ends with ``llog verify`` of
 its partitions (docs/RECOVERY.md), which must find no problem: the report's
 ``model.partitions_verified`` counts them.
 
-    .venv/bin/python scripts/soak.py [--scale 20] [--model-examples 200] [--model-steps 60] [--concurrent-seconds 600]
+    .venv/bin/python scripts/soak.py [--scale 10] [--model-examples 100] [--model-steps 60] [--concurrent-seconds 420]
 """
 
 from __future__ import annotations
@@ -72,10 +72,10 @@ def outcome(output: str) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scale", type=int, default=20, help="multiplier of every fuzz test's examples")
-    parser.add_argument("--model-examples", type=int, default=200, help="state machine runs")
+    parser.add_argument("--scale", type=int, default=10, help="multiplier of every fuzz test's examples")
+    parser.add_argument("--model-examples", type=int, default=100, help="state machine runs")
     parser.add_argument("--model-steps", type=int, default=60, help="steps per state machine run")
-    parser.add_argument("--concurrent-seconds", type=int, default=600,
+    parser.add_argument("--concurrent-seconds", type=int, default=420,
                         help="how long the concurrent harness runs every action at once, per append protocol")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
