@@ -130,6 +130,7 @@ from tests.integration.test_model_sequential import SEQUENTIAL_CRASH_POINTS
 pytestmark = pytest.mark.oxia
 
 SECONDS = float(os.environ.get("LLOG_CONCURRENT_SECONDS", "15"))
+CHECK_SECONDS = max(120, int(SECONDS))  # how long llog-lincheck may take before the run fails as unchecked
 PARTITIONS = (0, 1, 2, 3)
 # Plain and conditional writers keep off the last partition: there only idempotent producers append, so a fence
 # and unfence often leaves the generation opened since empty when a producer's writer, which missed them, commits.
@@ -175,6 +176,8 @@ GROUP_SESSION_MS = 3_000
 REJOIN_CHANCE = 0.05  # of a consumer's step: it reads its committed offsets again, as a restarted member would
 PROCESS_CLIENT = 400  # the history's client of a process producer's attempts (401: its retries while stopped)
 PROCESS_TURNS_S = (1.0, 3.0)  # between a process producer's stops and kills
+# A dead process's request still in flight lands (or is dropped with its connection) within this.
+KILLED_REQUEST_BOUND_S = 10.0
 KILL_CHANCE = 0.25  # of a turn: the process is killed (SIGKILL) and replaced, rather than stopped (SIGSTOP)
 # Errors that say "not now" and change nothing: the actor goes on.
 RETRIABLE = (AppendConflict, SequenceInFlight, StorageUnavailable)
@@ -793,8 +796,10 @@ class Run:
 
     def _drain_producer_process(self, worker: ProducerProcess) -> None:
         """Record the answers it printed until its stdout ended; calls it was never let begin are not recorded. An
-        attempt its death left unanswered is unknown, from its call on for ever: a request it sent may still
-        arrive, and another writer may finish a reservation it made."""
+        attempt its death left unanswered is unknown until ``KILLED_REQUEST_BOUND_S`` after its death: a request it
+        sent may still arrive meanwhile (another writer may finish a reservation it made, but the reservation
+        itself, the commit, came before)."""
+        died = time.monotonic_ns()
         while True:
             try:
                 line = worker.next_line(timeout=60)
@@ -811,7 +816,8 @@ class Run:
         if worker.in_flight is not None:
             appended, op, _ = worker.in_flight
             appended.maybe = True
-            op.output = {"outcome": "unknown"}  # returned stays 0: never answered
+            op.output = {"outcome": "unknown"}
+            op.returned = died + int(KILLED_REQUEST_BOUND_S * 1e9)
             self._count("process idempotent append killed in flight")
 
     def fencer(self) -> Callable[[], None]:
@@ -1290,12 +1296,16 @@ class Run:
         report = Verifier(self.storage, grace_ms=GRACE_MS).verify()
         if not report.ok:
             violations.append(f"llog verify: {report.to_json()}")
-        saved = os.environ.get("LLOG_CONCURRENT_HISTORY")
+        saved = Path(f"{os.environ.get('LLOG_CONCURRENT_HISTORY') or tempfile.gettempdir() + '/llog-history'}"
+                     f"-{self.root}.json")  # fmt: skip
         began = time.monotonic()
-        result = check_linearizable(self.history, saved=Path(f"{saved}-{self.root}.json") if saved else None)
+        result = check_linearizable(self.history, saved=saved, timeout_s=CHECK_SECONDS)
         self.tally["seconds checking linearizability"] = round(time.monotonic() - began)
         if not result.linearizable:
-            violations.append(f"linearizability: a partition's history is not linearizable ({result.detail})")
+            violations.append(f"linearizability: a partition's history is not linearizable, or the check gave up "
+                              f"({result.detail}); the history: {saved}")  # fmt: skip
+        elif not os.environ.get("LLOG_CONCURRENT_HISTORY"):
+            saved.unlink()
         assert not violations, "\n".join(violations)
         self.tally["operations checked linearizable"] += result.operations
         for name, count in self.history.counts().items():
@@ -1303,6 +1313,7 @@ class Run:
         HARNESS["concurrent: histories checked linearizable"] += result.partitions
 
 
+@pytest.mark.timeout(int(SECONDS) + CHECK_SECONDS + 180)  # the run, stopping its actors, the checker
 @pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL], ids=lambda p: p.value)
 def test_every_action_at_once_keeps_every_acknowledged_record(
     oxia_server: OxiaServer, oxia_store: OxiaStore, blob_store: BlobStore, protocol: AppendProtocol,
