@@ -143,3 +143,14 @@ def error_from(document: Mapping[str, Any], status: int | None = None) -> LlogCl
             topic=topic,
         )
     return family(message, error_type=error_type, retriable=retriable, status=status, topic=topic)
+
+
+class OutcomeUnknownError(LlogClientError):
+    """A batch failed for good without an answer that says whether it was written: its records may be in the
+    log. ``last_error`` is what its last attempt met (also the exception's ``__cause__``)."""
+
+    def __init__(self, message: str, *, last_error: LlogClientError) -> None:
+        super().__init__(message, error_type="OutcomeUnknown", retriable=False, status=last_error.status,
+                         topic=last_error.topic)  # fmt: skip
+        self.last_error = last_error
+        self.__cause__ = last_error

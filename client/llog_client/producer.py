@@ -20,10 +20,16 @@ Idempotence (the default): ``POST /producers`` gives the producer an id and epoc
 carries the ``sequence`` of its first record in its partition, fixed when the batch is first sent,
 and every retry resends the same batch under the same id, epoch and sequence, which the server
 answers with the original offsets (``"duplicate": true``) if it already wrote it. So a retry never
-duplicates. A batch that fails for good without an answer that says it was not written (retries
-exhausted after ``delivery_timeout_ms``) may still be in the log; the producer then takes a new id,
-as the sequence of that partition is no longer known. A server without ``POST /producers`` (404)
-makes the producer non-idempotent, with a warning: retries are then at-least-once.
+duplicates. Once an attempt got no answer that says whether it was written (no answer, a 5xx, a
+gateway's bare status, a retriable error), the batch is *unresolved*: only an answer for it (ok, or
+duplicate) resolves it, so its retries go in requests of their own (a refusal of the request is then
+about it alone), and no later refusal is taken as "not written". An unresolved batch that fails for
+good (a non-retriable answer, or ``delivery_timeout_ms``) fails with ``OutcomeUnknownError`` (its
+``last_error`` says what the last attempt met) and the producer takes a new id, as Kafka's producer
+bumps its epoch: its sequence is never given to another batch. A batch refused by llog at every
+attempt (a 4xx with an ``error_type``) was not written, and the next batch takes its sequence. A
+server without ``POST /producers`` (404) makes the producer non-idempotent, with a warning: retries
+are then at-least-once.
 
 A future fails with the typed error (``llog_client.errors``) when its batch failed for good: a
 non-retriable error, or retriable errors until ``delivery_timeout_ms``. A future never succeeds
@@ -45,7 +51,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llog_client.auth import Auth
-from llog_client.errors import InvalidRequestError, LlogClientError, NotFoundError, error_from
+from llog_client.errors import InvalidRequestError, LlogClientError, NotFoundError, OutcomeUnknownError, error_from
 from llog_client.partitioner import partition_for_key
 from llog_client.transport import Transport, path
 from llog_client.wire import as_bytes, encode_bytes
@@ -106,6 +112,7 @@ class _Batch:
     identity: _Identity | None = None
     sequence: int | None = None  # fixed when first sent, kept by every retry
     attempts: int = 0
+    unresolved: bool = False  # an attempt got no answer that says whether it was written
     retry_at: float = 0.0
     last_error: LlogClientError | None = None
     exclusive: bool = False  # from send_batch: takes no other records
@@ -394,7 +401,7 @@ class Producer:
                 error = batch.last_error or LlogClientError(
                     f"{batch.topic}/{batch.partition}: not sent within delivery_timeout_ms", error_type="Timeout"
                 )
-                self._finish(batch, error=error, outcome_known=batch.attempts == 0)
+                self._finish(batch, error=error)
 
     def _collect(self, now: float) -> list[_Batch] | None:
         """Ready batches (one per partition not in flight) for one request, marked in flight."""
@@ -409,7 +416,9 @@ class Producer:
             # One request carries one producer identity: a retry keeps the one it was first sent with.
             identity = batch.identity if batch.attempts else self._identity if self.idempotent else None
             if chosen and (
-                size + batch.size > self.max_request_bytes
+                batch.unresolved  # its retry goes alone: a refusal of the request is then about this batch
+                or chosen[0].unresolved
+                or size + batch.size > self.max_request_bytes
                 or records + len(batch.records) > self.max_request_records
                 or len(chosen) >= self.max_request_partitions
                 or identity != chosen[0].identity
@@ -518,6 +527,8 @@ class Producer:
 
     def _retry_or_fail(self, batch: _Batch, error: LlogClientError) -> None:
         now = time.monotonic()
+        if not _not_written(error):
+            batch.unresolved = True  # until an answer for this batch (ok or duplicate) resolves it
         if error.error_type == "InvalidPartition":
             with self._metadata_lock:
                 self._metadata.pop(batch.topic, None)
@@ -527,19 +538,20 @@ class Producer:
             logger.info("retrying %s/%s (attempt %d): %s", batch.topic, batch.partition, batch.attempts + 1, error)
             return
         self._partitions[(batch.topic, batch.partition)].batches.popleft()
-        self._finish(batch, error=error, outcome_known=_not_written(error))
+        self._finish(batch, error=error)
 
-    def _finish(
-        self,
-        batch: _Batch,
-        *,
-        start_offset: int | None = None,
-        error: LlogClientError | None = None,
-        outcome_known: bool = True,
-    ) -> None:
+    def _finish(self, batch: _Batch, *, start_offset: int | None = None, error: LlogClientError | None = None) -> None:
+        """Resolve the batch's futures. A failed batch whose outcome is unknown (an attempt got no answer that
+        says it was not written: ``unresolved``) fails with :class:`OutcomeUnknownError`, whatever its last
+        attempt met, and its sequence is never given to another batch: the producer takes a new id."""
+        if error is not None and batch.unresolved:
+            error = OutcomeUnknownError(
+                f"{batch.topic}/{batch.partition}: {len(batch.records)} records may or may not have been written "
+                f"(an attempt got no answer that says; the last one met {error})", last_error=error,
+            )  # fmt: skip
         if error is not None and batch.sequence is not None and batch.identity == self._identity:
             key = (batch.topic, batch.partition)
-            if outcome_known and error.error_type not in UNKNOWN_IDENTITY_ERRORS:
+            if not batch.unresolved and error.error_type not in UNKNOWN_IDENTITY_ERRORS:
                 self._sequences[key] = batch.sequence  # not written: the next batch takes its sequence
             else:
                 self._identity = None  # this partition's sequence is unknown now: start over with a new id

@@ -10,7 +10,15 @@ import pytest
 
 from devserver.serve import LlogServer
 from llog.protocol.producers import REVALIDATE_AFTER_MS
-from llog_client.errors import FencedError, OffsetMismatchError, TransportError
+from llog.protocol.topics import TOPIC_CACHE_TTL_MS
+from llog_client.errors import (
+    FencedError,
+    InvalidRequestError,
+    NotFoundError,
+    OffsetMismatchError,
+    OutcomeUnknownError,
+    TransportError,
+)
 from llog_client.producer import Producer, RecordMetadata
 from llog_client.transport import Transport
 from tests.client.conftest import call, read_partition, results
@@ -100,3 +108,74 @@ def test_a_gateway_timeout_after_the_write_is_retried_not_taken_as_unwritten(
     assert [m.offset for m in results(first)] == [1, 2, 3]
     assert [m.offset for m in results(second)] == [4, 5, 6]
     assert [r["value"] for r in read_partition(server, "gateway", 0)] == ["a0", "a1", "a2", "b0", "b1", "b2"]
+
+
+def test_a_refused_retry_of_a_batch_whose_answer_was_lost_does_not_free_its_sequence(
+    server: LlogServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batch A is written but its answer lost; its retry meets a request refused as a whole (batch B names a
+    partition past the topic's count). That refusal says nothing of A's first attempt: A's sequence stays
+    unresolved, A is resolved on its own retry (a duplicate: its offset), and the next batch C is written."""
+    call(server, "POST", "/topics", {"topic": "unresolved", "partitions": 1})
+    refused: list[Future[RecordMetadata]] = []
+    answers: list[tuple[int, Any]] = []
+    exchange = Transport.exchange
+
+    def lose_the_first_answer(self: Transport, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+        answer = exchange(self, method, path, body, **kwargs)
+        if path == "/produce":
+            answers.append(answer)
+            if len(answers) == 1:
+                # A was written. B is queued while A's request is the only one allowed in flight, so A's retry
+                # and B's first attempt go out together.
+                refused.append(producer.send("unresolved", "B", partition=5))
+                raise TransportError("connection lost after the request was sent")
+        return answer
+
+    monkeypatch.setattr(Transport, "exchange", lose_the_first_answer)
+    with Producer(server.url, linger_ms=0, retry_backoff_ms=0, max_in_flight_requests=1) as producer:
+        first = producer.send("unresolved", "A", partition=0)
+        producer.flush()
+        (b,) = refused
+        assert isinstance(b.exception(timeout=0), InvalidRequestError)
+        later = producer.send("unresolved", "C", partition=0)
+        producer.flush()
+    assert [r["value"] for r in read_partition(server, "unresolved", 0)] == ["A", "C"]
+    assert first.result(timeout=0).offset == 1
+    assert later.result(timeout=0).offset == 2
+
+
+def test_a_batch_whose_answer_was_lost_and_whose_retry_is_refused_fails_as_outcome_unknown(
+    server: LlogServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A's answer is lost, its topic is deleted, and the retry comes after the server's copy of the topic's record
+    expired (TOPIC_CACHE_TTL_MS, on the produce service's clock): it is refused (UnknownTopic), which does not
+    say A's first attempt was not written. A fails with OutcomeUnknownError, and the producer takes a new id
+    rather than give A's sequence to another batch."""
+    lost: list[Any] = []
+    identities: list[Any] = []
+    exchange = Transport.exchange
+
+    def lose_the_first_answer(self: Transport, method: str, path: str, body: Any = None, **kwargs: Any) -> Any:
+        answer = exchange(self, method, path, body, **kwargs)
+        if path == "/produce" and not lost:
+            lost.append(answer)
+            identities.append(producer._identity)
+            call(server, "DELETE", "/topics/doomed")
+            later = time.monotonic() + 2 * TOPIC_CACHE_TTL_MS / 1000
+            monkeypatch.setattr(server.services.produce, "_clock", lambda: later)
+            raise TransportError("connection lost after the request was sent")
+        return answer
+
+    monkeypatch.setattr(Transport, "exchange", lose_the_first_answer)
+    call(server, "POST", "/topics", {"topic": "doomed", "partitions": 1})
+    with Producer(server.url, linger_ms=0, retry_backoff_ms=0) as producer:
+        future = producer.send("doomed", "A", partition=0)
+        producer.flush()
+        error = future.exception(timeout=0)
+        assert isinstance(error, OutcomeUnknownError), error
+        assert isinstance(error.last_error, NotFoundError)
+        assert error.last_error.error_type == "UnknownTopic"
+        producer.send("other", "C", partition=0).result(timeout=30)
+        assert producer._identity not in (None, *identities)
+    assert lost[0][0] == 200
