@@ -17,7 +17,9 @@ position after the last record ``poll`` returned of every assigned partition; wi
 once more. Offsets are committed after the records were returned, so a record is processed at least
 once; exactly once when the application commits after processing (``enable_auto_commit=False``,
 ``commit()`` after each batch) and nothing else fails. Progress on a partition that was reassigned
-before it was committed is read again by its next owner (commits of a stale generation are refused).
+before it was committed is read again by its next owner (commits of a stale generation are refused):
+``on_revoke`` runs after the join, with the revoked partitions already out of the assignment, so a
+``commit()`` there (as Kafka users write it) commits the partitions kept, under the new generation.
 
 A commit or consume refused because a topic does not exist (``UnknownTopic``: deleted) revokes that
 topic's partitions (``on_revoke``), commits the others' positions and rejoins, as a Kafka consumer
@@ -114,6 +116,7 @@ class Consumer:
         self._next_window = 0
         self._last_commit = time.monotonic()
         self._join_again_at: float | None = None  # every subscribed topic was gone at the last join: try again then
+        self._in_callback = False  # on_revoke or on_assign is running
         self._closed = threading.Event()
         self._heartbeat: threading.Thread | None = None
 
@@ -157,10 +160,16 @@ class Consumer:
         If the group rebalanced since the last poll (the commit is refused as stale), the consumer
         joins again at once and commits the partitions it kept; the progress on partitions it lost
         is read again by their new owner. Raises :class:`GroupMembershipError` if that is refused too.
+        In ``on_revoke`` (as Kafka users write it) it commits the partitions the member keeps, under
+        the generation just joined: the revoked ones already belong to their new owner, whose
+        offsets the server does not let this member overwrite. A commit refused there raises (the
+        next ``poll`` joins again) rather than join from inside the rebalance.
         """
         try:
             self._commit_positions()
         except GroupMembershipError as exc:
+            if self._in_callback:
+                raise
             logger.info("group %s: %s; rejoining to commit what this member keeps", self.group, exc)
             self._join()
             self._commit_positions()
@@ -290,7 +299,7 @@ class Consumer:
         if self.enable_auto_commit:
             self._commit_quietly()
         if gained and self.on_assign is not None:
-            self.on_assign(gained)
+            self._callback(self.on_assign, gained)
         if self._heartbeat is None:
             self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="llog-consumer-heartbeat", daemon=True)
             self._heartbeat.start()
@@ -308,14 +317,27 @@ class Consumer:
         return dict(answer)
 
     def _revoke(self, partitions: list[TopicPartition]) -> None:
-        """Stop reading ``partitions``: ``on_revoke``, then their positions are forgotten."""
+        """Stop reading ``partitions``: ``on_revoke``, then their positions are forgotten.
+
+        They leave the assignment first, so that a ``commit()`` in ``on_revoke`` commits the partitions
+        kept (``position`` still answers for the revoked ones there).
+        """
         partitions = list(partitions)
-        if partitions and self.on_revoke is not None:
-            self.on_revoke(partitions)
-        for tp in partitions:
-            self._positions.pop(tp, None)
-            self._committed.pop(tp, None)
         self._assignment = [tp for tp in self._assignment if tp not in partitions]
+        try:
+            if partitions and self.on_revoke is not None:
+                self._callback(self.on_revoke, partitions)
+        finally:
+            for tp in partitions:
+                self._positions.pop(tp, None)
+                self._committed.pop(tp, None)
+
+    def _callback(self, callback: Rebalance, partitions: list[TopicPartition]) -> None:
+        self._in_callback = True
+        try:
+            callback(partitions)
+        finally:
+            self._in_callback = False
 
     def _topic_gone(self, topic: str, error: LlogClientError) -> None:
         """The server says ``topic`` does not exist (Kafka's UNKNOWN_TOPIC_OR_PARTITION): revoke its partitions

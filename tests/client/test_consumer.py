@@ -238,3 +238,34 @@ def test_a_consume_refused_for_a_deleted_topic_drops_its_partitions_instead_of_f
         assert consumer.assignment == [("kept", 0)]
         produce(server, "kept", {0: ["k2"]})
         assert [r.value for r in poll_for(consumer, 1, 5.0)] == [b"k2"]
+
+
+def test_a_commit_in_on_revoke_commits_what_the_member_keeps_and_returns(server: LlogServer) -> None:
+    """Kafka users commit in ``on_revoke``. The partitions a join moved already belong to their new owner (the
+    server refuses the old owner's offsets there), so the commit stores the positions of the partitions the member
+    keeps, under its new generation, and returns: no rejoin from inside the rebalance, no recursion."""
+    produce(server, "revoking", {p: [f"old-{p}"] for p in range(2)})
+    revoked: list[list[tuple[str, int]]] = []
+
+    def on_revoke(partitions: list[tuple[str, int]]) -> None:
+        revoked.append(partitions)
+        old.commit()
+
+    old = Consumer(server.url, "revokers", ["revoking"], enable_auto_commit=False, session_timeout_ms=60_000,
+                   on_revoke=on_revoke)  # fmt: skip
+    new = Consumer(server.url, "revokers", ["revoking"], enable_auto_commit=False, session_timeout_ms=60_000)
+    try:
+        poll_until(old, lambda got: len(got) >= 2)
+        new.poll(0.2)  # joins: the group moves one partition from the old member to it
+        ((_, moved),) = new.assignment
+        kept = 1 - moved
+        old.commit()  # refused as stale: joins again, on_revoke commits, then the partition kept is committed
+        assert revoked == [[("revoking", moved)]]
+        assert old.assignment == [("revoking", kept)]
+        offsets = {o["partition"]: o["committed"] for o in call(server, "GET", "/groups/revokers")["offsets"]}
+        assert offsets == {kept: 2, moved: None}
+        produce(server, "revoking", {kept: ["new"]})
+        assert [r.value for r in poll_until(old, lambda got: len(got) >= 1)] == [b"new"]
+    finally:
+        old.close()
+        new.close()
