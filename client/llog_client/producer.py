@@ -27,12 +27,14 @@ about it alone), and no later refusal is taken as "not written". An unresolved b
 good (a non-retriable answer, or ``delivery_timeout_ms``) fails with ``OutcomeUnknownError`` (its
 ``last_error`` says what the last attempt met) and the producer takes a new id, as Kafka's producer
 bumps its epoch: its sequence is never given to another batch. A batch refused by llog at every
-attempt (a 4xx with an ``error_type``) was not written, and the next batch takes its sequence. A
-server without ``POST /producers`` (404) makes the producer non-idempotent, with a warning: retries
-are then at-least-once.
+attempt (a 4xx with an ``error_type``) was not written, and the next batch takes its sequence. The
+producer never turns idempotence off by itself: a server without ``POST /producers`` (404) fails the
+batches waiting for an id (``IdempotenceUnavailable``) and later batches ask again.
 
 A future fails with the typed error (``llog_client.errors``) when its batch failed for good: a
-non-retriable error, or retriable errors until ``delivery_timeout_ms``. A future never succeeds
+non-retriable error, or retriable errors (API Gateway's 429 among them) until
+``delivery_timeout_ms``, retried after a jittered exponential backoff. ``close(timeout)`` that times
+out aborts the requests under way and fails every pending future, leaving nothing running. A future never succeeds
 for a record the server did not acknowledge.
 """
 
@@ -45,7 +47,7 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,7 +55,7 @@ from typing import Any
 from llog_client.auth import Auth
 from llog_client.errors import InvalidRequestError, LlogClientError, NotFoundError, OutcomeUnknownError, error_from
 from llog_client.partitioner import partition_for_key
-from llog_client.transport import Transport, path
+from llog_client.transport import Transport, backoff, path
 from llog_client.wire import as_bytes, encode_bytes
 
 logger = logging.getLogger("llog_client.producer")
@@ -67,6 +69,7 @@ TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 RESERVED_TOPICS = frozenset({".", "..", "wal-shared", "__catalog"})
 MAX_PARTITION = 2**31 - 1
 UNKNOWN_IDENTITY_ERRORS = ("ProducerFenced", "UnknownProducer", "OutOfOrderSequence")
+THROTTLED = 429  # API Gateway's throttling: answered before the request reaches llog
 
 TopicPartition = tuple[str, int]
 Headers = Mapping[str, bytes | bytearray | memoryview | str]
@@ -179,6 +182,8 @@ class Producer:
         self._metadata: dict[str, tuple[int, float]] = {}
         self._metadata_lock = threading.Lock()
         self._identity: _Identity | None = None
+        self._identity_error: LlogClientError | None = None  # why the last POST /producers failed
+        self._identity_failures = 0
         self._sequences: dict[TopicPartition, int] = {}
         self._buffered = 0
         self._unfinished = 0  # records queued or in flight
@@ -306,16 +311,35 @@ class Producer:
                 self._flushing -= 1
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush, then stop the sender; further ``send`` calls raise."""
+        """Flush, then stop the sender; further ``send`` calls raise.
+
+        If records are still unacknowledged after ``timeout`` seconds, the requests under way are
+        aborted and every pending future fails: with ``OutcomeUnknownError`` for records that were
+        sent, with a ``ProducerClosed`` error for records never sent. Nothing is left running, and
+        then ``TimeoutError`` is raised.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closing = True
             self._lock.notify_all()
-        self.flush(timeout)
+        try:
+            self.flush(timeout)
+        except TimeoutError:
+            self._stop(abort=True)
+            raise
+        self._stop(abort=False)
+
+    def _stop(self, *, abort: bool) -> None:
         with self._lock:
-            self._closed = True
+            self._closed = True  # the sender stops, and no batch is retried from now on
+            if abort:
+                closed = LlogClientError("the producer was closed before this batch was acknowledged",
+                                         error_type="ProducerClosed")  # fmt: skip
+                self._fail_queued(closed, lambda batch: True)
             self._lock.notify_all()
+        if abort:
+            self.transport.abort()  # the requests in flight fail now, their batches as of unknown outcome
         self._sender.join()
         self._workers.shutdown(wait=True)
         self.transport.close()
@@ -374,7 +398,10 @@ class Producer:
                     return
                 need_identity = self.idempotent and self._identity is None and self._unfinished > 0
             if need_identity and not self._init_identity():
-                time.sleep(self.retry_backoff_s)
+                self._identity_failures += 1
+                delay = backoff(self._identity_failures, self.retry_backoff_s, self.retry_backoff_max_s)
+                with self._lock:
+                    self._lock.wait_for(lambda: self._closed, timeout=delay)
             with self._lock:
                 self._expire(time.monotonic())
                 request = self._collect(time.monotonic()) if self._free_workers else None
@@ -398,9 +425,18 @@ class Producer:
         for queue in self._partitions.values():
             while queue.batches and not queue.in_flight and queue.batches[0].deadline <= now:
                 batch = queue.batches.popleft()
+                why = f" (POST /producers failed: {self._identity_error})" if self._identity_error else ""
                 error = batch.last_error or LlogClientError(
-                    f"{batch.topic}/{batch.partition}: not sent within delivery_timeout_ms", error_type="Timeout"
+                    f"{batch.topic}/{batch.partition}: not sent within delivery_timeout_ms{why}", error_type="Timeout"
                 )
+                self._finish(batch, error=error)
+
+    def _fail_queued(self, error: LlogClientError, which: Callable[[_Batch], bool]) -> None:
+        """Fail the batches not in flight for which ``which`` is true (an unresolved one as of unknown outcome)."""
+        for queue in self._partitions.values():
+            waiting = list(queue.batches)[1:] if queue.in_flight else list(queue.batches)
+            for batch in filter(which, waiting):
+                queue.batches.remove(batch)
                 self._finish(batch, error=error)
 
     def _collect(self, now: float) -> list[_Batch] | None:
@@ -442,29 +478,44 @@ class Producer:
         self._sequences[key] = batch.sequence + len(batch.records)
 
     def _init_identity(self) -> bool:
-        """``POST /producers`` (outside the lock); on a server without it, go on without idempotence.
+        """``POST /producers`` (outside the lock). False when it failed: the sender asks again after a backoff.
 
-        False when it failed otherwise: the sender tries again after a backoff.
+        A server without the route (llog's own 404 ``NotFound``: a version without idempotent
+        producers, or a task of one behind the same URL) fails the batches waiting for an id with an
+        ``IdempotenceUnavailable`` error at once, rather than wait out their delivery timeout or send
+        them without idempotence; later batches ask again. The producer never turns idempotence off
+        by itself: ``idempotent=False`` does.
         """
         try:
             _, answer = self.transport.request("POST", "/producers", {})
             identity = _Identity(str(answer["producer_id"]), int(answer["producer_epoch"]))
         except NotFoundError as exc:
             if exc.error_type != "NotFound":  # the route exists and refused: keep trying
-                logger.warning("POST /producers failed, will retry: %s", exc)
-                return False
-            logger.warning("llog at %s has no POST /producers: producing without idempotence "
-                           "(a retried batch may be written twice)", self.transport.url)  # fmt: skip
+                return self._identity_failed(exc)
+            unavailable = LlogClientError(
+                f"llog at {self.transport.url} has no POST /producers ({exc}): an idempotent producer cannot send "
+                "there; Producer(idempotent=False) produces without idempotence (a retried batch may then be "
+                "written twice)", error_type="IdempotenceUnavailable", status=exc.status,
+            )  # fmt: skip
+            logger.error("%s", unavailable)
             with self._lock:
-                self.idempotent = False
-            return True
+                self._fail_queued(unavailable, lambda batch: not batch.attempts)
+            return self._identity_failed(unavailable)
         except (LlogClientError, KeyError, TypeError, ValueError) as exc:
-            logger.warning("POST /producers failed, will retry: %s", exc)
-            return False
+            error = exc if isinstance(exc, LlogClientError) else LlogClientError(f"bad answer: {exc!r}")
+            return self._identity_failed(error)
         with self._lock:
             self._identity = identity
+            self._identity_error = None
+            self._identity_failures = 0
             self._sequences.clear()
         return True
+
+    def _identity_failed(self, error: LlogClientError) -> bool:
+        logger.warning("POST /producers failed, will retry: %s", error)
+        with self._lock:
+            self._identity_error = error
+        return False
 
     # -- a request (on a worker thread) --
 
@@ -533,7 +584,7 @@ class Producer:
             with self._metadata_lock:
                 self._metadata.pop(batch.topic, None)
         if error.retriable and now < batch.deadline and not self._closed:
-            batch.retry_at = now + min(self.retry_backoff_max_s, self.retry_backoff_s * 2 ** (batch.attempts - 1))
+            batch.retry_at = now + backoff(batch.attempts, self.retry_backoff_s, self.retry_backoff_max_s)
             batch.last_error = error
             logger.info("retrying %s/%s (attempt %d): %s", batch.topic, batch.partition, batch.attempts + 1, error)
             return
@@ -571,10 +622,11 @@ class Producer:
 
 def _not_written(error: LlogClientError) -> bool:
     """Whether ``error`` says the batch was not written: a refusal llog itself answered (a 4xx with an
-    ``error_type``). A retriable error that ran out of time, a 5xx or a gateway's bare status (a 502 or
-    504 while the function may still be appending) says nothing either way."""
+    ``error_type``), or API Gateway's throttling (429: the request never reached llog). A retriable
+    error that ran out of time, a 5xx or a gateway's other bare statuses (a 502 or 504 while the
+    function may still be appending) say nothing either way."""
     status = error.status
-    return (
+    return status == THROTTLED or (
         not error.retriable
         and status is not None
         and 400 <= status < 500
