@@ -377,9 +377,13 @@ class Consumer:
                 self._committed.pop(tp, None)
 
     def _callback(self, callback: Rebalance, partitions: list[TopicPartition]) -> None:
+        """Run ``on_revoke`` or ``on_assign``; if it raises, the next poll joins again to finish the rebalance."""
         self._in_callback = True
         try:
             callback(partitions)
+        except BaseException:
+            self._membership.rejoin.set()
+            raise
         finally:
             self._in_callback = False
 
