@@ -17,8 +17,9 @@ one partition, which the first write creates), and records without a key stick t
 per batch, moving round-robin when that batch is full.
 
 Idempotence (the default): ``POST /producers`` gives the producer an id and epoch; each batch
-carries the ``sequence`` of its first record in its partition, fixed when the batch is first sent,
-and every retry resends the same batch under the same id, epoch and sequence, which the server
+carries the ``sequence`` of its first record in its partition, fixed when the batch is put in its
+first request (from then on it takes no records: a ``send`` starts the next batch), and every
+retry resends the same batch under the same id, epoch and sequence, which the server
 answers with the original offsets (``"duplicate": true``) if it already wrote it. So a retry never
 duplicates. Once an attempt got no answer that says whether it was written (no answer, a 5xx, a
 gateway's bare status, a retriable error), the batch is *unresolved*: only an answer for it (ok, or
@@ -27,14 +28,16 @@ about it alone), and no later refusal is taken as "not written". An unresolved b
 good (a non-retriable answer, or ``delivery_timeout_ms``) fails with ``OutcomeUnknownError`` (its
 ``last_error`` says what the last attempt met) and the producer takes a new id, as Kafka's producer
 bumps its epoch: its sequence is never given to another batch. A batch refused by llog at every
-attempt (a 4xx with an ``error_type``) was not written, and the next batch takes its sequence. The
+attempt (a 4xx with an ``error_type``, or a retriable refusal that writes nothing of the attempt:
+``REFUSED_UNWRITTEN``) was not written, and the next batch takes its sequence. The
 producer never turns idempotence off by itself: a server without ``POST /producers`` (404) fails the
 batches waiting for an id (``IdempotenceUnavailable``) and later batches ask again.
 
 A future fails with the typed error (``llog_client.errors``) when its batch failed for good: a
 non-retriable error, or retriable errors (API Gateway's 429 among them) until
 ``delivery_timeout_ms``, retried after a jittered exponential backoff. ``close(timeout)`` that times
-out aborts the requests under way and fails every pending future, leaving nothing running. A future never succeeds
+out aborts the requests under way and fails every pending future, leaving nothing running; once
+``close`` began, ``send`` raises (one waiting for buffer space too). A future never succeeds
 for a record the server did not acknowledge.
 """
 
@@ -70,6 +73,9 @@ RESERVED_TOPICS = frozenset({".", "..", "wal-shared", "__catalog"})
 MAX_PARTITION = 2**31 - 1
 UNKNOWN_IDENTITY_ERRORS = ("ProducerFenced", "UnknownProducer", "OutOfOrderSequence")
 THROTTLED = 429  # API Gateway's throttling: answered before the request reaches llog
+# Retriable refusals llog answers before anything of the attempt is written (docs/HTTP_API.md): its batcher
+# was full, or an earlier attempt of this producer holds the partition's claim (docs/IDEMPOTENCE.md).
+REFUSED_UNWRITTEN = ("BackPressureRejected", "SequenceInFlight")
 
 TopicPartition = tuple[str, int]
 Headers = Mapping[str, bytes | bytearray | memoryview | str]
@@ -113,8 +119,8 @@ class _Batch:
     futures: list[Future[RecordMetadata]] = field(default_factory=list)
     size: int = 0
     identity: _Identity | None = None
-    sequence: int | None = None  # fixed when first sent, kept by every retry
-    attempts: int = 0
+    sequence: int | None = None  # fixed when first put in a request, kept by every retry
+    attempts: int = 0  # the requests it was put in (counted by _collect under the lock: it takes no record after)
     unresolved: bool = False  # an attempt got no answer that says whether it was written
     retry_at: float = 0.0
     last_error: LlogClientError | None = None
@@ -237,6 +243,8 @@ class Producer:
             if not self._lock.wait_for(lambda: self._buffered + len(record) <= self.buffer_bytes or not self._buffered,
                                        timeout=self.max_block_s):  # fmt: skip
                 raise TimeoutError(f"the producer's buffer ({self.buffer_bytes} bytes) stayed full for max_block_ms")
+            if self._closing:  # closed while this waited: no sender may be left to send the record
+                raise RuntimeError("the producer is closed")
             if partition is None:
                 assert count is not None
                 partition = self._sticky_partition(topic, count)
@@ -370,7 +378,7 @@ class Producer:
     def _append(self, topic: str, partition: int, record: str, future: Future[RecordMetadata]) -> None:
         queue = self._partitions.setdefault((topic, partition), _Partition())
         last = queue.batches[-1] if queue.batches else None
-        # A batch that was sent once is sealed: its retries must carry exactly the same records.
+        # A batch put in a request is sealed: that request and every retry carry exactly its records.
         if last is None or last.attempts or self._is_full(last) or last.size + len(record) > self.max_request_bytes:
             now = time.monotonic()
             last = _Batch(topic, partition, created=now, deadline=now + self.delivery_timeout_s)
@@ -462,6 +470,9 @@ class Producer:
                 continue
             if not batch.attempts:
                 self._seal(batch)
+            # Counted here, under the lock: from now on _append starts a new batch, so the request carries
+            # exactly the records of the sequence range just fixed.
+            batch.attempts += 1
             queue.in_flight = True
             chosen.append(batch)
             size += batch.size
@@ -546,8 +557,6 @@ class Producer:
 
     def _outcomes(self, batches: list[_Batch]) -> list[int | LlogClientError]:
         """Per batch: its first offset, or the error it failed with."""
-        for batch in batches:
-            batch.attempts += 1
         try:
             status, document = self.transport.exchange("POST", "/produce", self._body(batches))
         except LlogClientError as exc:
@@ -621,14 +630,18 @@ class Producer:
 
 
 def _not_written(error: LlogClientError) -> bool:
-    """Whether ``error`` says the batch was not written: a refusal llog itself answered (a 4xx with an
-    ``error_type``), or API Gateway's throttling (429: the request never reached llog). A retriable
-    error that ran out of time, a 5xx or a gateway's other bare statuses (a 502 or 504 while the
-    function may still be appending) say nothing either way."""
+    """Whether ``error`` says the attempt was not written: a refusal llog itself answered (a 4xx with an
+    ``error_type``, or one of ``REFUSED_UNWRITTEN``), or API Gateway's throttling (429: the request
+    never reached llog). Other retriable errors, a 5xx or a gateway's other bare statuses (a 502 or
+    504 while the function may still be appending) say nothing either way."""
     status = error.status
-    return status == THROTTLED or (
-        not error.retriable
-        and status is not None
-        and 400 <= status < 500
-        and not error.error_type.startswith("HTTP")
+    return (
+        status == THROTTLED
+        or error.error_type in REFUSED_UNWRITTEN
+        or (
+            not error.retriable
+            and status is not None
+            and 400 <= status < 500
+            and not error.error_type.startswith("HTTP")
+        )
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from concurrent.futures import Future
 from typing import Any
@@ -9,7 +11,8 @@ from typing import Any
 import pytest
 
 from devserver.serve import LlogServer
-from llog.protocol.producers import REVALIDATE_AFTER_MS
+from llog.errors import SequenceInFlight
+from llog.protocol.producers import REVALIDATE_AFTER_MS, IdempotentAppender
 from llog.protocol.topics import TOPIC_CACHE_TTL_MS
 from llog_client.errors import (
     FencedError,
@@ -18,6 +21,7 @@ from llog_client.errors import (
     OffsetMismatchError,
     OutcomeUnknownError,
     TransportError,
+    UnavailableError,
 )
 from llog_client.producer import Producer, RecordMetadata
 from llog_client.transport import Transport
@@ -179,3 +183,88 @@ def test_a_batch_whose_answer_was_lost_and_whose_retry_is_refused_fails_as_outco
         producer.send("other", "C", partition=0).result(timeout=30)
         assert producer._identity not in (None, *identities)
     assert lost[0][0] == 200
+
+
+def test_a_record_sent_while_its_partitions_batch_is_handed_to_a_request_goes_in_the_next_batch(
+    server: LlogServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sender fixes a batch's sequence range and hands the batch to a worker thread. A ``send`` in between (here:
+    exactly then) must start a new batch: one that joined the batch being sent would go out under a range one
+    short, and the next batch's sequence would be refused (OutOfOrderSequence)."""
+    late: list[Future[RecordMetadata]] = []
+    with Producer(server.url, linger_ms=0) as producer:
+        submit = producer._workers.submit
+
+        def send_while_handing_over(fn: Any, *args: Any) -> Any:
+            if not late:
+                late.append(producer.send("sealed", "late", partition=0))
+            return submit(fn, *args)
+
+        monkeypatch.setattr(producer._workers, "submit", send_while_handing_over)
+        first = producer.send("sealed", "first", partition=0)
+        producer.flush()
+        identity = producer._identity
+        after = producer.send("sealed", "after", partition=0)
+        producer.flush()
+        assert producer._identity == identity  # no sequence went astray: the producer kept its id
+    assert [m.offset for m in results([first, *late, after])] == [1, 2, 3]
+    assert [r["value"] for r in read_partition(server, "sealed", 0)] == ["first", "late", "after"]
+
+
+def test_threads_sending_to_one_partition_get_every_record_written_once_at_contiguous_offsets(
+    server: LlogServer,
+) -> None:
+    """Many small batches (linger 0) sealed while other threads append: each record once, no future failed."""
+    threads, per_thread = 4, 150
+    futures: dict[str, Future[RecordMetadata]] = {}
+    with Producer(server.url, linger_ms=0) as producer:
+        identity: list[Any] = []
+
+        def send_all(thread: int) -> None:
+            for i in range(per_thread):
+                futures[f"{thread}-{i}"] = producer.send("crowded", f"{thread}-{i}", partition=0)
+                identity.append(producer._identity)
+
+        workers = [threading.Thread(target=send_all, args=(t,)) for t in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        producer.flush()
+        assert len({i for i in identity if i is not None} | {producer._identity}) == 1
+    offsets = {value: future.result(timeout=0).offset for value, future in futures.items()}
+    assert sorted(offsets.values()) == list(range(1, threads * per_thread + 1))
+    log = read_partition(server, "crowded", 0)
+    assert {r["value"]: r["offset"] for r in log} == offsets
+    assert len(log) == threads * per_thread
+
+
+@pytest.mark.parametrize("refusal", ["BackPressureRejected", "SequenceInFlight"])
+def test_a_batch_refused_before_it_was_written_fails_as_not_written_and_its_sequence_is_reused(
+    server: LlogServer, monkeypatch: pytest.MonkeyPatch, refusal: str
+) -> None:
+    """``BackPressureRejected`` (llog serve's batcher is full: the batch was never queued) and ``SequenceInFlight``
+    (an earlier claim of this producer: nothing of this attempt was written) are retriable refusals of a batch
+    none of whose attempts may have been written: once its delivery timeout passes it fails with that error, not
+    as of unknown outcome, and the next batch takes its sequence under the same producer id."""
+    batcher, append = server.services.batcher, IdempotentAppender.append
+    config = batcher.config
+    if refusal == "BackPressureRejected":
+        monkeypatch.setattr(batcher, "config", dataclasses.replace(config, max_buffer_bytes=1))
+    else:
+
+        def in_flight(*args: Any, **kwargs: Any) -> Any:
+            raise SequenceInFlight("an earlier attempt of this producer may still commit")
+
+        monkeypatch.setattr(IdempotentAppender, "append", in_flight)
+    with Producer(server.url, linger_ms=0, retry_backoff_ms=20, delivery_timeout_ms=300) as producer:
+        error = producer.send("refused", "A: refused", partition=0).exception(timeout=30)
+        assert isinstance(error, UnavailableError), error
+        assert not isinstance(error, OutcomeUnknownError)
+        assert error.error_type == refusal
+        identity = producer._identity
+        monkeypatch.setattr(batcher, "config", config)
+        monkeypatch.setattr(IdempotentAppender, "append", append)
+        assert producer.send("refused", "B", partition=0).result(timeout=30).offset == 1
+        assert producer._identity == identity
+    assert [r["value"] for r in read_partition(server, "refused", 0)] == ["B"]

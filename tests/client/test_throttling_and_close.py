@@ -99,3 +99,38 @@ def test_a_missing_producers_route_fails_the_waiting_batches_clearly_and_idempot
         assert producer._identity is not None
     assert [r["value"] for r in read_partition(server, "resumed", 0)] == ["second"]
     assert call(server, "GET", "/topics/resumed/partitions/0")["high_watermark"] == 1
+
+
+def test_a_send_blocked_on_a_full_buffer_when_close_times_out_raises_instead_of_queueing(
+    server: LlogServer, gateway: Gateway
+) -> None:
+    """A ``send`` waiting for buffer space while ``close(timeout)`` aborts wakes once the aborted batch freed the
+    buffer, after the sender stopped: it raises (the producer is closed) rather than queue a record whose
+    future nobody would ever resolve."""
+    gateway.hold = ("/produce",)
+    producer = Producer(gateway.url, linger_ms=0, buffer_bytes=200, max_block_ms=30_000)
+    held = producer.send("full", "x" * 120, partition=0)  # fills the buffer; its request is held
+    deadline = time.monotonic() + 10
+    while not producer._partitions[("full", 0)].in_flight:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    outcome: dict[str, object] = {}
+
+    def send_into_the_full_buffer() -> None:
+        try:
+            outcome["future"] = producer.send("full", "y" * 120, partition=0)
+        except RuntimeError as exc:
+            outcome["error"] = exc
+
+    blocked = threading.Thread(target=send_into_the_full_buffer)
+    blocked.start()
+    time.sleep(0.3)  # it waits for buffer space
+    assert blocked.is_alive()
+    with pytest.raises(TimeoutError):
+        producer.close(timeout=0.5)
+    blocked.join(5)
+    assert not blocked.is_alive()
+    assert "future" not in outcome, outcome
+    assert "closed" in str(outcome["error"])
+    assert isinstance(held.exception(timeout=0), OutcomeUnknownError)
+    assert producer._unfinished == 0
