@@ -13,7 +13,9 @@ them) is skipped with a warning.
 ``poll(timeout)`` is one long-poll ``POST /consume`` over the assigned partitions (at most 100 per
 request: the server's limit; more are read in turns). A retriable failure (API Gateway's 429, a 503,
 no answer) is retried within the poll's timeout after a jittered exponential backoff; ``poll`` raises
-only non-retriable errors. ``commit()`` commits, synchronously, the
+only non-retriable errors, and whatever ``on_assign`` or ``on_revoke`` raised (retriable or not: the
+application's, so never retried as a failed request; the callback is not run again for those
+partitions). ``commit()`` commits, synchronously, the
 position after the last record ``poll`` returned of every assigned partition; with
 ``enable_auto_commit`` (the default) ``poll`` does so every ``auto_commit_interval_ms`` and ``close``
 once more. Offsets are committed after the records were returned, so a record is processed at least
@@ -125,6 +127,7 @@ class Consumer:
         self._last_commit = time.monotonic()
         self._join_again_at: float | None = None  # every subscribed topic was gone at the last join: try again then
         self._in_callback = False  # on_revoke or on_assign is running
+        self._callback_error: BaseException | None = None  # what on_revoke or on_assign raised last
         self._closed = threading.Event()
         self._heartbeat: threading.Thread | None = None
 
@@ -157,7 +160,7 @@ class Consumer:
             try:
                 records = self._poll_once(deadline)
             except LlogClientError as exc:
-                if not exc.retriable:
+                if not exc.retriable or self._raised_by_callback(exc):
                     raise
                 self._failures += 1
                 delay = backoff(self._failures, self.retry_backoff_s, self.retry_backoff_max_s)
@@ -200,7 +203,7 @@ class Consumer:
         try:
             self._commit_positions()
         except GroupMembershipError as exc:
-            if self._in_callback:
+            if self._in_callback or self._raised_by_callback(exc):
                 raise
             logger.info("group %s: %s; rejoining to commit what this member keeps", self.group, exc)
             self._join()
@@ -381,11 +384,17 @@ class Consumer:
         self._in_callback = True
         try:
             callback(partitions)
-        except BaseException:
+        except BaseException as exc:
             self._membership.rejoin.set()
+            self._callback_error = exc
             raise
         finally:
             self._in_callback = False
+
+    def _raised_by_callback(self, error: BaseException) -> bool:
+        """Whether ``error`` comes from the application's callback: it propagates (never retried or logged away
+        as if a request of the consumer's had failed), and the callback is not run again for those partitions."""
+        return error is self._callback_error
 
     def _topic_gone(self, topic: str, error: LlogClientError) -> None:
         """The server says ``topic`` does not exist (Kafka's UNKNOWN_TOPIC_OR_PARTITION): revoke its partitions
@@ -416,6 +425,8 @@ class Consumer:
         try:
             self._commit_positions()
         except LlogClientError as exc:
+            if self._raised_by_callback(exc):  # on_revoke of a deleted topic's partitions
+                raise
             logger.info("group %s: commit refused: %s", self.group, exc)
 
     # -- offsets --
