@@ -11,13 +11,19 @@ a range whose records were lost (``RecordsLost``: Oxia lost its data and a rebui
 them) is skipped with a warning.
 
 ``poll(timeout)`` is one long-poll ``POST /consume`` over the assigned partitions (at most 100 per
-request: the server's limit; more are read in turns). ``commit()`` commits, synchronously, the
+request: the server's limit; more are read in turns). A retriable failure (API Gateway's 429, a 503,
+no answer) is retried within the poll's timeout after a jittered exponential backoff; ``poll`` raises
+only non-retriable errors, and whatever ``on_assign`` or ``on_revoke`` raised (retriable or not: the
+application's, so never retried as a failed request; the callback is not run again for those
+partitions). ``commit()`` commits, synchronously, the
 position after the last record ``poll`` returned of every assigned partition; with
 ``enable_auto_commit`` (the default) ``poll`` does so every ``auto_commit_interval_ms`` and ``close``
 once more. Offsets are committed after the records were returned, so a record is processed at least
 once; exactly once when the application commits after processing (``enable_auto_commit=False``,
 ``commit()`` after each batch) and nothing else fails. Progress on a partition that was reassigned
-before it was committed is read again by its next owner (commits of a stale generation are refused).
+before it was committed is read again by its next owner (commits of a stale generation are refused):
+``on_revoke`` runs after the join, with the revoked partitions already out of the assignment, so a
+``commit()`` there (as Kafka users write it) commits the partitions kept, under the new generation.
 
 A commit or consume refused because a topic does not exist (``UnknownTopic``: deleted) revokes that
 topic's partitions (``on_revoke``), commits the others' positions and rejoins, as a Kafka consumer
@@ -37,7 +43,7 @@ from typing import Any, Literal
 
 from llog_client.auth import Auth
 from llog_client.errors import GroupMembershipError, LlogClientError, NotFoundError, error_from
-from llog_client.transport import Transport, path
+from llog_client.transport import Transport, backoff, path
 from llog_client.wire import decode_bytes
 
 logger = logging.getLogger("llog_client.consumer")
@@ -90,6 +96,8 @@ class Consumer:
         max_bytes: int | None = None,
         partition_max_bytes: int | None = None,
         request_timeout_ms: float = 30_000,
+        retry_backoff_ms: float = 100,
+        retry_backoff_max_ms: float = 1_000,
     ) -> None:
         if auto_offset_reset not in ("earliest", "latest"):
             raise ValueError(f'auto_offset_reset must be "earliest" or "latest", got {auto_offset_reset!r}')
@@ -106,6 +114,10 @@ class Consumer:
         self.session_timeout_ms = session_timeout_ms
         self.max_bytes = max_bytes
         self.partition_max_bytes = partition_max_bytes
+        self.retry_backoff_s = retry_backoff_ms / 1000
+        self.retry_backoff_max_s = retry_backoff_max_ms / 1000
+        self._failures = 0  # retriable failures in a row (poll's backoff)
+        self._retry_at = 0.0  # poll sends nothing before this (time.monotonic())
         self._membership = _Membership()
         self._lock = threading.Lock()
         self._assignment: list[TopicPartition] = []
@@ -114,6 +126,8 @@ class Consumer:
         self._next_window = 0
         self._last_commit = time.monotonic()
         self._join_again_at: float | None = None  # every subscribed topic was gone at the last join: try again then
+        self._in_callback = False  # on_revoke or on_assign is running
+        self._callback_error: BaseException | None = None  # what on_revoke or on_assign raised last
         self._closed = threading.Event()
         self._heartbeat: threading.Thread | None = None
 
@@ -129,10 +143,34 @@ class Consumer:
         return self._positions[(topic, partition)]
 
     def poll(self, timeout: float = 1.0) -> list[Record]:
-        """Records of the assigned partitions, waiting up to ``timeout`` seconds for the first one."""
+        """Records of the assigned partitions, waiting up to ``timeout`` seconds for the first one.
+
+        A retriable failure (API Gateway's 429, a 503, no answer) is retried within ``timeout`` after a
+        backoff (``retry_backoff_ms`` doubling up to ``retry_backoff_max_ms``, ±20% jitter, kept across
+        polls until a request succeeds); a poll whose time ran out first returns nothing.
+        """
         if self._closed.is_set():
             raise RuntimeError("the consumer is closed")
         deadline = time.monotonic() + timeout
+        while True:
+            if self._closed.wait(max(0.0, min(self._retry_at, deadline) - time.monotonic())):
+                return []
+            if time.monotonic() < self._retry_at:  # the next attempt is due after this poll's timeout
+                return []
+            try:
+                records = self._poll_once(deadline)
+            except LlogClientError as exc:
+                if not exc.retriable or self._raised_by_callback(exc):
+                    raise
+                self._failures += 1
+                delay = backoff(self._failures, self.retry_backoff_s, self.retry_backoff_max_s)
+                self._retry_at = time.monotonic() + delay
+                logger.warning("group %s: %s; retrying in %.0f ms", self.group, exc, delay * 1000)
+                continue
+            self._failures = 0
+            return records
+
+    def _poll_once(self, deadline: float) -> list[Record]:
         if self._join_again_at is not None:  # no subscribed topic existed at the last join
             due = time.monotonic() >= self._join_again_at
         else:
@@ -157,10 +195,16 @@ class Consumer:
         If the group rebalanced since the last poll (the commit is refused as stale), the consumer
         joins again at once and commits the partitions it kept; the progress on partitions it lost
         is read again by their new owner. Raises :class:`GroupMembershipError` if that is refused too.
+        In ``on_revoke`` (as Kafka users write it) it commits the partitions the member keeps, under
+        the generation just joined: the revoked ones already belong to their new owner, whose
+        offsets the server does not let this member overwrite. A commit refused there raises (the
+        next ``poll`` joins again) rather than join from inside the rebalance.
         """
         try:
             self._commit_positions()
         except GroupMembershipError as exc:
+            if self._in_callback or self._raised_by_callback(exc):
+                raise
             logger.info("group %s: %s; rejoining to commit what this member keeps", self.group, exc)
             self._join()
             self._commit_positions()
@@ -256,11 +300,44 @@ class Consumer:
         if self.enable_auto_commit and membership.member_id is not None:
             self._commit_quietly()  # refused once the generation moved on; partitions kept are committed below
         membership.rejoin.clear()
+        try:
+            answer = self._join_answer()
+            if answer is None:
+                return
+            with self._lock:  # a join that fails below is sent again as this member
+                membership.member_id = str(answer["member_id"])
+            assigned = sorted(
+                (str(entry["topic"]), int(partition))
+                for entry in answer["assignments"]
+                for partition in entry["partitions"]
+            )
+            gained = [tp for tp in assigned if tp not in self._positions]
+            starts = self._start_offsets(gained)
+        except BaseException:
+            membership.rejoin.set()  # nothing changed here yet: the next poll joins again
+            raise
+        with self._lock:
+            membership.generation = int(answer["generation"])
+            membership.heartbeat_interval_s = max(0.1, int(answer.get("heartbeat_interval_ms", 3000)) / 1000)
+        self._revoke([tp for tp in self._assignment if tp not in assigned])
+        self._assignment = assigned
+        self._positions.update(starts)
+        if self.enable_auto_commit:
+            self._commit_quietly()
+        if gained and self.on_assign is not None:
+            self._callback(self.on_assign, gained)
+        if self._heartbeat is None:
+            self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="llog-consumer-heartbeat", daemon=True)
+            self._heartbeat.start()
+
+    def _join_answer(self) -> dict[str, Any] | None:
+        """The join's answer for the subscribed topics that exist; None (their partitions revoked) if none does."""
         topics = list(self.topics)
         while True:
             try:
                 answer = self._join_request(topics)
-                break
+                self._join_again_at = None
+                return answer
             except NotFoundError as exc:
                 # A subscribed topic that does not exist (deleted): join without it, as a Kafka consumer's
                 # subscription leaves out a topic its metadata does not know; the next join asks for it again.
@@ -271,29 +348,8 @@ class Consumer:
                 topics.remove(exc.topic)
                 if not topics:  # nothing to read: no partition, and another try after a heartbeat interval
                     self._revoke(self._assignment)
-                    self._join_again_at = time.monotonic() + membership.heartbeat_interval_s
-                    return
-        self._join_again_at = None
-        assigned = sorted(
-            (str(entry["topic"]), int(partition))
-            for entry in answer["assignments"]
-            for partition in entry["partitions"]
-        )
-        gained = [tp for tp in assigned if tp not in self._positions]
-        with self._lock:
-            membership.member_id = str(answer["member_id"])
-            membership.generation = int(answer["generation"])
-            membership.heartbeat_interval_s = max(0.1, int(answer.get("heartbeat_interval_ms", 3000)) / 1000)
-        self._revoke([tp for tp in self._assignment if tp not in assigned])
-        self._assignment = assigned
-        self._positions.update(self._start_offsets(gained))
-        if self.enable_auto_commit:
-            self._commit_quietly()
-        if gained and self.on_assign is not None:
-            self.on_assign(gained)
-        if self._heartbeat is None:
-            self._heartbeat = threading.Thread(target=self._heartbeat_loop, name="llog-consumer-heartbeat", daemon=True)
-            self._heartbeat.start()
+                    self._join_again_at = time.monotonic() + self._membership.heartbeat_interval_s
+                    return None
 
     def _join_request(self, topics: list[str]) -> dict[str, Any]:
         """``POST .../join`` for ``topics``, as this member (as a new one once its lease has expired)."""
@@ -308,14 +364,37 @@ class Consumer:
         return dict(answer)
 
     def _revoke(self, partitions: list[TopicPartition]) -> None:
-        """Stop reading ``partitions``: ``on_revoke``, then their positions are forgotten."""
+        """Stop reading ``partitions``: ``on_revoke``, then their positions are forgotten.
+
+        They leave the assignment first, so that a ``commit()`` in ``on_revoke`` commits the partitions
+        kept (``position`` still answers for the revoked ones there).
+        """
         partitions = list(partitions)
-        if partitions and self.on_revoke is not None:
-            self.on_revoke(partitions)
-        for tp in partitions:
-            self._positions.pop(tp, None)
-            self._committed.pop(tp, None)
         self._assignment = [tp for tp in self._assignment if tp not in partitions]
+        try:
+            if partitions and self.on_revoke is not None:
+                self._callback(self.on_revoke, partitions)
+        finally:
+            for tp in partitions:
+                self._positions.pop(tp, None)
+                self._committed.pop(tp, None)
+
+    def _callback(self, callback: Rebalance, partitions: list[TopicPartition]) -> None:
+        """Run ``on_revoke`` or ``on_assign``; if it raises, the next poll joins again to finish the rebalance."""
+        self._in_callback = True
+        try:
+            callback(partitions)
+        except BaseException as exc:
+            self._membership.rejoin.set()
+            self._callback_error = exc
+            raise
+        finally:
+            self._in_callback = False
+
+    def _raised_by_callback(self, error: BaseException) -> bool:
+        """Whether ``error`` comes from the application's callback: it propagates (never retried or logged away
+        as if a request of the consumer's had failed), and the callback is not run again for those partitions."""
+        return error is self._callback_error
 
     def _topic_gone(self, topic: str, error: LlogClientError) -> None:
         """The server says ``topic`` does not exist (Kafka's UNKNOWN_TOPIC_OR_PARTITION): revoke its partitions
@@ -346,6 +425,8 @@ class Consumer:
         try:
             self._commit_positions()
         except LlogClientError as exc:
+            if self._raised_by_callback(exc):  # on_revoke of a deleted topic's partitions
+                raise
             logger.info("group %s: commit refused: %s", self.group, exc)
 
     # -- offsets --
@@ -415,11 +496,6 @@ class Consumer:
             if exc.error_type != "UnknownTopic" or exc.topic not in {topic for topic, _ in window}:
                 raise
             self._topic_gone(exc.topic, exc)
-            return []
-        except LlogClientError as exc:
-            if not exc.retriable:
-                raise
-            logger.warning("group %s: consume failed, will retry: %s", self.group, exc)
             return []
         records: list[Record] = []
         for result in answer["results"]:

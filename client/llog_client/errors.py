@@ -80,7 +80,8 @@ class GroupMembershipError(LlogClientError):
 
 
 class UnavailableError(LlogClientError):
-    """A retriable failure (503, ``OxiaUnavailable``, ``BackPressureRejected``, ``AppendOutcomeUnknown``...)."""
+    """A retriable failure (503, API Gateway's 429, ``OxiaUnavailable``, ``BackPressureRejected``,
+    ``AppendOutcomeUnknown``...)."""
 
     retriable = True
 
@@ -126,8 +127,9 @@ def error_from(document: Mapping[str, Any], status: int | None = None) -> LlogCl
     """The typed error of an error body or a failed produce result."""
     error_type = str(document.get("error_type") or f"HTTP{status}")
     # A gateway's 502/504 (the function died or timed out) may have written or not: retry it, as a lost
-    # connection is (an idempotent producer's retry is deduplicated by the server).
-    retriable = bool(document.get("retriable", status in (502, 503, 504)))
+    # connection is (an idempotent producer's retry is deduplicated by the server). Its 429 is throttling
+    # (the stage's or a usage plan's rate): retried after a backoff, as Kafka's clients do on a quota.
+    retriable = bool(document.get("retriable", status in (429, 502, 503, 504)))
     message = str(document.get("error") or f"HTTP status {status}")
     family = _family(error_type, status, retriable)
     topic = document.get("topic")
@@ -143,3 +145,14 @@ def error_from(document: Mapping[str, Any], status: int | None = None) -> LlogCl
             topic=topic,
         )
     return family(message, error_type=error_type, retriable=retriable, status=status, topic=topic)
+
+
+class OutcomeUnknownError(LlogClientError):
+    """A batch failed for good without an answer that says whether it was written: its records may be in the
+    log. ``last_error`` is what its last attempt met (also the exception's ``__cause__``)."""
+
+    def __init__(self, message: str, *, last_error: LlogClientError) -> None:
+        super().__init__(message, error_type="OutcomeUnknown", retriable=False, status=last_error.status,
+                         topic=last_error.topic)  # fmt: skip
+        self.last_error = last_error
+        self.__cause__ = last_error

@@ -17,16 +17,27 @@ one partition, which the first write creates), and records without a key stick t
 per batch, moving round-robin when that batch is full.
 
 Idempotence (the default): ``POST /producers`` gives the producer an id and epoch; each batch
-carries the ``sequence`` of its first record in its partition, fixed when the batch is first sent,
-and every retry resends the same batch under the same id, epoch and sequence, which the server
+carries the ``sequence`` of its first record in its partition, fixed when the batch is put in its
+first request (from then on it takes no records: a ``send`` starts the next batch), and every
+retry resends the same batch under the same id, epoch and sequence, which the server
 answers with the original offsets (``"duplicate": true``) if it already wrote it. So a retry never
-duplicates. A batch that fails for good without an answer that says it was not written (retries
-exhausted after ``delivery_timeout_ms``) may still be in the log; the producer then takes a new id,
-as the sequence of that partition is no longer known. A server without ``POST /producers`` (404)
-makes the producer non-idempotent, with a warning: retries are then at-least-once.
+duplicates. Once an attempt got no answer that says whether it was written (no answer, a 5xx, a
+gateway's bare status, a retriable error), the batch is *unresolved*: only an answer for it (ok, or
+duplicate) resolves it, so its retries go in requests of their own (a refusal of the request is then
+about it alone), and no later refusal is taken as "not written". An unresolved batch that fails for
+good (a non-retriable answer, or ``delivery_timeout_ms``) fails with ``OutcomeUnknownError`` (its
+``last_error`` says what the last attempt met) and the producer takes a new id, as Kafka's producer
+bumps its epoch: its sequence is never given to another batch. A batch refused by llog at every
+attempt (a 4xx with an ``error_type``, or a retriable refusal that writes nothing of the attempt:
+``REFUSED_UNWRITTEN``) was not written, and the next batch takes its sequence. The
+producer never turns idempotence off by itself: a server without ``POST /producers`` (404) fails the
+batches waiting for an id (``IdempotenceUnavailable``) and later batches ask again.
 
 A future fails with the typed error (``llog_client.errors``) when its batch failed for good: a
-non-retriable error, or retriable errors until ``delivery_timeout_ms``. A future never succeeds
+non-retriable error, or retriable errors (API Gateway's 429 among them) until
+``delivery_timeout_ms``, retried after a jittered exponential backoff. ``close(timeout)`` that times
+out aborts the requests under way and fails every pending future, leaving nothing running; once
+``close`` began, ``send`` raises (one waiting for buffer space too). A future never succeeds
 for a record the server did not acknowledge.
 """
 
@@ -39,15 +50,15 @@ import re
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from llog_client.auth import Auth
-from llog_client.errors import InvalidRequestError, LlogClientError, NotFoundError, error_from
+from llog_client.errors import InvalidRequestError, LlogClientError, NotFoundError, OutcomeUnknownError, error_from
 from llog_client.partitioner import partition_for_key
-from llog_client.transport import Transport, path
+from llog_client.transport import Transport, backoff, path
 from llog_client.wire import as_bytes, encode_bytes
 
 logger = logging.getLogger("llog_client.producer")
@@ -61,6 +72,10 @@ TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 RESERVED_TOPICS = frozenset({".", "..", "wal-shared", "__catalog"})
 MAX_PARTITION = 2**31 - 1
 UNKNOWN_IDENTITY_ERRORS = ("ProducerFenced", "UnknownProducer", "OutOfOrderSequence")
+THROTTLED = 429  # API Gateway's throttling: answered before the request reaches llog
+# Retriable refusals llog answers before anything of the attempt is written (docs/HTTP_API.md): its batcher
+# was full, or an earlier attempt of this producer holds the partition's claim (docs/IDEMPOTENCE.md).
+REFUSED_UNWRITTEN = ("BackPressureRejected", "SequenceInFlight")
 
 TopicPartition = tuple[str, int]
 Headers = Mapping[str, bytes | bytearray | memoryview | str]
@@ -104,8 +119,9 @@ class _Batch:
     futures: list[Future[RecordMetadata]] = field(default_factory=list)
     size: int = 0
     identity: _Identity | None = None
-    sequence: int | None = None  # fixed when first sent, kept by every retry
-    attempts: int = 0
+    sequence: int | None = None  # fixed when first put in a request, kept by every retry
+    attempts: int = 0  # the requests it was put in (counted by _collect under the lock: it takes no record after)
+    unresolved: bool = False  # an attempt got no answer that says whether it was written
     retry_at: float = 0.0
     last_error: LlogClientError | None = None
     exclusive: bool = False  # from send_batch: takes no other records
@@ -172,6 +188,8 @@ class Producer:
         self._metadata: dict[str, tuple[int, float]] = {}
         self._metadata_lock = threading.Lock()
         self._identity: _Identity | None = None
+        self._identity_error: LlogClientError | None = None  # why the last POST /producers failed
+        self._identity_failures = 0
         self._sequences: dict[TopicPartition, int] = {}
         self._buffered = 0
         self._unfinished = 0  # records queued or in flight
@@ -225,6 +243,8 @@ class Producer:
             if not self._lock.wait_for(lambda: self._buffered + len(record) <= self.buffer_bytes or not self._buffered,
                                        timeout=self.max_block_s):  # fmt: skip
                 raise TimeoutError(f"the producer's buffer ({self.buffer_bytes} bytes) stayed full for max_block_ms")
+            if self._closing:  # closed while this waited: no sender may be left to send the record
+                raise RuntimeError("the producer is closed")
             if partition is None:
                 assert count is not None
                 partition = self._sticky_partition(topic, count)
@@ -299,16 +319,35 @@ class Producer:
                 self._flushing -= 1
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush, then stop the sender; further ``send`` calls raise."""
+        """Flush, then stop the sender; further ``send`` calls raise.
+
+        If records are still unacknowledged after ``timeout`` seconds, the requests under way are
+        aborted and every pending future fails: with ``OutcomeUnknownError`` for records that were
+        sent, with a ``ProducerClosed`` error for records never sent. Nothing is left running, and
+        then ``TimeoutError`` is raised.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closing = True
             self._lock.notify_all()
-        self.flush(timeout)
+        try:
+            self.flush(timeout)
+        except TimeoutError:
+            self._stop(abort=True)
+            raise
+        self._stop(abort=False)
+
+    def _stop(self, *, abort: bool) -> None:
         with self._lock:
-            self._closed = True
+            self._closed = True  # the sender stops, and no batch is retried from now on
+            if abort:
+                closed = LlogClientError("the producer was closed before this batch was acknowledged",
+                                         error_type="ProducerClosed")  # fmt: skip
+                self._fail_queued(closed, lambda batch: True)
             self._lock.notify_all()
+        if abort:
+            self.transport.abort()  # the requests in flight fail now, their batches as of unknown outcome
         self._sender.join()
         self._workers.shutdown(wait=True)
         self.transport.close()
@@ -339,7 +378,7 @@ class Producer:
     def _append(self, topic: str, partition: int, record: str, future: Future[RecordMetadata]) -> None:
         queue = self._partitions.setdefault((topic, partition), _Partition())
         last = queue.batches[-1] if queue.batches else None
-        # A batch that was sent once is sealed: its retries must carry exactly the same records.
+        # A batch put in a request is sealed: that request and every retry carry exactly its records.
         if last is None or last.attempts or self._is_full(last) or last.size + len(record) > self.max_request_bytes:
             now = time.monotonic()
             last = _Batch(topic, partition, created=now, deadline=now + self.delivery_timeout_s)
@@ -367,7 +406,10 @@ class Producer:
                     return
                 need_identity = self.idempotent and self._identity is None and self._unfinished > 0
             if need_identity and not self._init_identity():
-                time.sleep(self.retry_backoff_s)
+                self._identity_failures += 1
+                delay = backoff(self._identity_failures, self.retry_backoff_s, self.retry_backoff_max_s)
+                with self._lock:
+                    self._lock.wait_for(lambda: self._closed, timeout=delay)
             with self._lock:
                 self._expire(time.monotonic())
                 request = self._collect(time.monotonic()) if self._free_workers else None
@@ -391,10 +433,19 @@ class Producer:
         for queue in self._partitions.values():
             while queue.batches and not queue.in_flight and queue.batches[0].deadline <= now:
                 batch = queue.batches.popleft()
+                why = f" (POST /producers failed: {self._identity_error})" if self._identity_error else ""
                 error = batch.last_error or LlogClientError(
-                    f"{batch.topic}/{batch.partition}: not sent within delivery_timeout_ms", error_type="Timeout"
+                    f"{batch.topic}/{batch.partition}: not sent within delivery_timeout_ms{why}", error_type="Timeout"
                 )
-                self._finish(batch, error=error, outcome_known=batch.attempts == 0)
+                self._finish(batch, error=error)
+
+    def _fail_queued(self, error: LlogClientError, which: Callable[[_Batch], bool]) -> None:
+        """Fail the batches not in flight for which ``which`` is true (an unresolved one as of unknown outcome)."""
+        for queue in self._partitions.values():
+            waiting = list(queue.batches)[1:] if queue.in_flight else list(queue.batches)
+            for batch in filter(which, waiting):
+                queue.batches.remove(batch)
+                self._finish(batch, error=error)
 
     def _collect(self, now: float) -> list[_Batch] | None:
         """Ready batches (one per partition not in flight) for one request, marked in flight."""
@@ -409,7 +460,9 @@ class Producer:
             # One request carries one producer identity: a retry keeps the one it was first sent with.
             identity = batch.identity if batch.attempts else self._identity if self.idempotent else None
             if chosen and (
-                size + batch.size > self.max_request_bytes
+                batch.unresolved  # its retry goes alone: a refusal of the request is then about this batch
+                or chosen[0].unresolved
+                or size + batch.size > self.max_request_bytes
                 or records + len(batch.records) > self.max_request_records
                 or len(chosen) >= self.max_request_partitions
                 or identity != chosen[0].identity
@@ -417,6 +470,9 @@ class Producer:
                 continue
             if not batch.attempts:
                 self._seal(batch)
+            # Counted here, under the lock: from now on _append starts a new batch, so the request carries
+            # exactly the records of the sequence range just fixed.
+            batch.attempts += 1
             queue.in_flight = True
             chosen.append(batch)
             size += batch.size
@@ -433,29 +489,44 @@ class Producer:
         self._sequences[key] = batch.sequence + len(batch.records)
 
     def _init_identity(self) -> bool:
-        """``POST /producers`` (outside the lock); on a server without it, go on without idempotence.
+        """``POST /producers`` (outside the lock). False when it failed: the sender asks again after a backoff.
 
-        False when it failed otherwise: the sender tries again after a backoff.
+        A server without the route (llog's own 404 ``NotFound``: a version without idempotent
+        producers, or a task of one behind the same URL) fails the batches waiting for an id with an
+        ``IdempotenceUnavailable`` error at once, rather than wait out their delivery timeout or send
+        them without idempotence; later batches ask again. The producer never turns idempotence off
+        by itself: ``idempotent=False`` does.
         """
         try:
             _, answer = self.transport.request("POST", "/producers", {})
             identity = _Identity(str(answer["producer_id"]), int(answer["producer_epoch"]))
         except NotFoundError as exc:
             if exc.error_type != "NotFound":  # the route exists and refused: keep trying
-                logger.warning("POST /producers failed, will retry: %s", exc)
-                return False
-            logger.warning("llog at %s has no POST /producers: producing without idempotence "
-                           "(a retried batch may be written twice)", self.transport.url)  # fmt: skip
+                return self._identity_failed(exc)
+            unavailable = LlogClientError(
+                f"llog at {self.transport.url} has no POST /producers ({exc}): an idempotent producer cannot send "
+                "there; Producer(idempotent=False) produces without idempotence (a retried batch may then be "
+                "written twice)", error_type="IdempotenceUnavailable", status=exc.status,
+            )  # fmt: skip
+            logger.error("%s", unavailable)
             with self._lock:
-                self.idempotent = False
-            return True
+                self._fail_queued(unavailable, lambda batch: not batch.attempts)
+            return self._identity_failed(unavailable)
         except (LlogClientError, KeyError, TypeError, ValueError) as exc:
-            logger.warning("POST /producers failed, will retry: %s", exc)
-            return False
+            error = exc if isinstance(exc, LlogClientError) else LlogClientError(f"bad answer: {exc!r}")
+            return self._identity_failed(error)
         with self._lock:
             self._identity = identity
+            self._identity_error = None
+            self._identity_failures = 0
             self._sequences.clear()
         return True
+
+    def _identity_failed(self, error: LlogClientError) -> bool:
+        logger.warning("POST /producers failed, will retry: %s", error)
+        with self._lock:
+            self._identity_error = error
+        return False
 
     # -- a request (on a worker thread) --
 
@@ -486,8 +557,6 @@ class Producer:
 
     def _outcomes(self, batches: list[_Batch]) -> list[int | LlogClientError]:
         """Per batch: its first offset, or the error it failed with."""
-        for batch in batches:
-            batch.attempts += 1
         try:
             status, document = self.transport.exchange("POST", "/produce", self._body(batches))
         except LlogClientError as exc:
@@ -518,28 +587,31 @@ class Producer:
 
     def _retry_or_fail(self, batch: _Batch, error: LlogClientError) -> None:
         now = time.monotonic()
+        if not _not_written(error):
+            batch.unresolved = True  # until an answer for this batch (ok or duplicate) resolves it
         if error.error_type == "InvalidPartition":
             with self._metadata_lock:
                 self._metadata.pop(batch.topic, None)
         if error.retriable and now < batch.deadline and not self._closed:
-            batch.retry_at = now + min(self.retry_backoff_max_s, self.retry_backoff_s * 2 ** (batch.attempts - 1))
+            batch.retry_at = now + backoff(batch.attempts, self.retry_backoff_s, self.retry_backoff_max_s)
             batch.last_error = error
             logger.info("retrying %s/%s (attempt %d): %s", batch.topic, batch.partition, batch.attempts + 1, error)
             return
         self._partitions[(batch.topic, batch.partition)].batches.popleft()
-        self._finish(batch, error=error, outcome_known=_not_written(error))
+        self._finish(batch, error=error)
 
-    def _finish(
-        self,
-        batch: _Batch,
-        *,
-        start_offset: int | None = None,
-        error: LlogClientError | None = None,
-        outcome_known: bool = True,
-    ) -> None:
+    def _finish(self, batch: _Batch, *, start_offset: int | None = None, error: LlogClientError | None = None) -> None:
+        """Resolve the batch's futures. A failed batch whose outcome is unknown (an attempt got no answer that
+        says it was not written: ``unresolved``) fails with :class:`OutcomeUnknownError`, whatever its last
+        attempt met, and its sequence is never given to another batch: the producer takes a new id."""
+        if error is not None and batch.unresolved:
+            error = OutcomeUnknownError(
+                f"{batch.topic}/{batch.partition}: {len(batch.records)} records may or may not have been written "
+                f"(an attempt got no answer that says; the last one met {error})", last_error=error,
+            )  # fmt: skip
         if error is not None and batch.sequence is not None and batch.identity == self._identity:
             key = (batch.topic, batch.partition)
-            if outcome_known and error.error_type not in UNKNOWN_IDENTITY_ERRORS:
+            if not batch.unresolved and error.error_type not in UNKNOWN_IDENTITY_ERRORS:
                 self._sequences[key] = batch.sequence  # not written: the next batch takes its sequence
             else:
                 self._identity = None  # this partition's sequence is unknown now: start over with a new id
@@ -558,13 +630,18 @@ class Producer:
 
 
 def _not_written(error: LlogClientError) -> bool:
-    """Whether ``error`` says the batch was not written: a refusal llog itself answered (a 4xx with an
-    ``error_type``). A retriable error that ran out of time, a 5xx or a gateway's bare status (a 502 or
-    504 while the function may still be appending) says nothing either way."""
+    """Whether ``error`` says the attempt was not written: a refusal llog itself answered (a 4xx with an
+    ``error_type``, or one of ``REFUSED_UNWRITTEN``), or API Gateway's throttling (429: the request
+    never reached llog). Other retriable errors, a 5xx or a gateway's other bare statuses (a 502 or
+    504 while the function may still be appending) say nothing either way."""
     status = error.status
     return (
-        not error.retriable
-        and status is not None
-        and 400 <= status < 500
-        and not error.error_type.startswith("HTTP")
+        status == THROTTLED
+        or error.error_type in REFUSED_UNWRITTEN
+        or (
+            not error.retriable
+            and status is not None
+            and 400 <= status < 500
+            and not error.error_type.startswith("HTTP")
+        )
     )

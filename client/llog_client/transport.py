@@ -3,18 +3,26 @@
 Retries here are only those that cannot duplicate a write: a connection that could not be opened
 (nothing was sent) for any method, and any failure of a ``GET``. Whether a ``POST`` that got no
 answer is sent again is the caller's decision (the producer resends a batch under the same
-sequence, which the server deduplicates).
+sequence, which the server deduplicates), after :func:`backoff`. :meth:`Transport.abort` ends the
+requests under way (a producer closed with a timeout).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Mapping
+import random
+import socket
+import threading
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote
 
 import urllib3
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from llog_client.auth import Auth
 from llog_client.errors import LlogClientError, TransportError, error_from
@@ -24,6 +32,16 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 URL_VARIABLE = "LLOG_URL"
 CONNECT_RETRIES = 3
 Body = Mapping[str, Any] | bytes | None
+
+
+JITTER = 0.2  # Kafka's retry backoff jitter: each wait is 80-120% of the exponential step
+
+
+def backoff(attempt: int, base_s: float, max_s: float) -> float:
+    """The wait before retry ``attempt`` (1 for the first): ``base_s`` doubling per attempt up to ``max_s``,
+    with ±20% jitter so that clients throttled together do not retry together."""
+    step: float = min(max_s, base_s * 2.0 ** min(max(0, attempt - 1), 32))  # no float overflow
+    return step * random.uniform(1 - JITTER, 1 + JITTER)
 
 
 def default_url() -> str:
@@ -57,6 +75,11 @@ class Transport:
         self.read_timeout_s = read_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self._pool = urllib3.PoolManager(maxsize=max_connections, block=False)
+        # Every connection this transport opened, so that abort() can end the requests under way on them.
+        self._connections: weakref.WeakSet[HTTPConnection] = weakref.WeakSet()
+        self._connections_lock = threading.Lock()
+        self._aborted = False
+        self._pool.pool_classes_by_scheme = _tracking_pools(self._opened)
 
     def request(
         self, method: str, request_path: str, body: Body = None, *, read_timeout_s: float | None = None
@@ -74,6 +97,8 @@ class Transport:
 
         ``body`` is a JSON document, or one already encoded (bytes).
         """
+        if self._aborted:
+            raise TransportError(f"{method} {self.url}{request_path}: not sent, the transport was aborted")
         url = self.url + request_path
         if body is None or isinstance(body, bytes):
             data = body or b""
@@ -107,5 +132,50 @@ class Transport:
             raise LlogClientError(f"{method} {url}: not JSON: {text!r}", status=response.status) from exc
         return response.status, document
 
+    def _opened(self, connection: HTTPConnection) -> None:
+        with self._connections_lock:
+            self._connections.add(connection)
+            aborted = self._aborted
+        if aborted:  # opened while abort() ran: end it too
+            _shut_down(connection)
+
+    def abort(self) -> None:
+        """End every request under way at once (each fails with :class:`TransportError`); refuse new ones."""
+        with self._connections_lock:
+            self._aborted = True
+            connections = list(self._connections)
+        for connection in connections:
+            _shut_down(connection)
+
     def close(self) -> None:
         self._pool.clear()
+
+
+def _shut_down(connection: HTTPConnection) -> None:
+    """Shut the connection's socket down: a thread blocked reading from it gets an error or EOF at once."""
+    sock = connection.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):  # closed already
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _tracking_pools(opened: Callable[[HTTPConnection], None]) -> dict[str, type[HTTPConnectionPool]]:
+    """urllib3 pool classes whose connections call ``opened(connection)`` once connected."""
+
+    class TrackedHTTPConnection(HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            opened(self)
+
+    class TrackedHTTPSConnection(HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            opened(self)
+
+    class TrackedHTTPConnectionPool(HTTPConnectionPool):
+        ConnectionCls = TrackedHTTPConnection
+
+    class TrackedHTTPSConnectionPool(HTTPSConnectionPool):
+        ConnectionCls = TrackedHTTPSConnection
+
+    return {"http": TrackedHTTPConnectionPool, "https": TrackedHTTPSConnectionPool}

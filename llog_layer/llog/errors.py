@@ -279,7 +279,8 @@ class OutOfOrderSequence(LlogError):
     """The batch's sequence is not the next one this producer owes the partition; nothing was written.
 
     A gap (a batch lost in between), a retry too old to be remembered, or a
-    retry of a remembered sequence with a different number of records.
+    remembered sequence range sent with a different number of records or other
+    records (their digest differs).
     """
 
 

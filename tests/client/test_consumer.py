@@ -15,6 +15,7 @@ from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.topics import TopicConfig, TopicRegistry, reclaim_topic
 from llog.store.storage import Storage
 from llog_client.consumer import Consumer, Record
+from llog_client.errors import UnavailableError
 from llog_client.producer import Producer
 from tests.client.conftest import call
 
@@ -238,3 +239,74 @@ def test_a_consume_refused_for_a_deleted_topic_drops_its_partitions_instead_of_f
         assert consumer.assignment == [("kept", 0)]
         produce(server, "kept", {0: ["k2"]})
         assert [r.value for r in poll_for(consumer, 1, 5.0)] == [b"k2"]
+
+
+def test_a_commit_in_on_revoke_commits_what_the_member_keeps_and_returns(server: LlogServer) -> None:
+    """Kafka users commit in ``on_revoke``. The partitions a join moved already belong to their new owner (the
+    server refuses the old owner's offsets there), so the commit stores the positions of the partitions the member
+    keeps, under its new generation, and returns: no rejoin from inside the rebalance, no recursion."""
+    produce(server, "revoking", {p: [f"old-{p}"] for p in range(2)})
+    revoked: list[list[tuple[str, int]]] = []
+
+    def on_revoke(partitions: list[tuple[str, int]]) -> None:
+        revoked.append(partitions)
+        old.commit()
+
+    old = Consumer(server.url, "revokers", ["revoking"], enable_auto_commit=False, session_timeout_ms=60_000,
+                   on_revoke=on_revoke)  # fmt: skip
+    new = Consumer(server.url, "revokers", ["revoking"], enable_auto_commit=False, session_timeout_ms=60_000)
+    try:
+        poll_until(old, lambda got: len(got) >= 2)
+        new.poll(0.2)  # joins: the group moves one partition from the old member to it
+        ((_, moved),) = new.assignment
+        kept = 1 - moved
+        old.commit()  # refused as stale: joins again, on_revoke commits, then the partition kept is committed
+        assert revoked == [[("revoking", moved)]]
+        assert old.assignment == [("revoking", kept)]
+        offsets = {o["partition"]: o["committed"] for o in call(server, "GET", "/groups/revokers")["offsets"]}
+        assert offsets == {kept: 2, moved: None}
+        produce(server, "revoking", {kept: ["new"]})
+        assert [r.value for r in poll_until(old, lambda got: len(got) >= 1)] == [b"new"]
+    finally:
+        old.close()
+        new.close()
+
+
+def test_a_retriable_error_raised_by_on_assign_is_raised_by_poll_not_retried_away(server: LlogServer) -> None:
+    """poll retries the retriable errors of its own requests; one the application's ``on_assign`` raised is the
+    application's to handle (the callback is not run again for the partitions it was given): poll raises it."""
+    produce(server, "assigning", {0: ["a"]})
+    calls: list[list[tuple[str, int]]] = []
+
+    def on_assign(partitions: list[tuple[str, int]]) -> None:
+        calls.append(partitions)
+        if len(calls) == 1:
+            raise UnavailableError("the application's store is out of reach")
+
+    with Consumer(server.url, "assigners", ["assigning"], on_assign=on_assign) as consumer:
+        with pytest.raises(UnavailableError, match="application's store"):
+            consumer.poll(2.0)
+        assert [r.value for r in poll_until(consumer, lambda got: len(got) >= 1)] == [b"a"]
+    assert calls == [[("assigning", 0)]]
+
+
+def test_a_retriable_error_raised_by_on_revoke_in_an_auto_commit_is_raised_by_poll(
+    server: LlogServer, storage: Storage
+) -> None:
+    """An auto-commit refused for a deleted topic revokes its partitions; an error ``on_revoke`` raises there is
+    raised by poll, not logged away as a refused commit."""
+    topics = TopicRegistry(storage.oxia, root=storage.root)
+    for name in ("gone", "kept"):
+        topics.create(name, 1, TopicConfig(AppendProtocol.SEQUENTIAL))
+    produce(server, "gone", {0: ["g1"]})
+    produce(server, "kept", {0: ["k1"]})
+
+    def on_revoke(partitions: list[tuple[str, int]]) -> None:
+        raise UnavailableError(f"could not save the state of {partitions}")
+
+    with Consumer(server.url, "auditors", ["gone", "kept"], auto_commit_interval_ms=0, on_revoke=on_revoke) as consumer:
+        assert sorted(r.value for r in poll_for(consumer, 2, 5.0)) == [b"g1", b"k1"]
+        topics.delete("gone")  # beside the server: the consumer learns it from its next auto-commit
+        with pytest.raises(UnavailableError, match="could not save"):
+            consumer.poll(0.5)
+        assert consumer.assignment == [("kept", 0)]

@@ -20,7 +20,7 @@ from llog_client.errors import (
     UnavailableError,
     error_from,
 )
-from llog_client.transport import Transport, path
+from llog_client.transport import Transport, backoff, path
 
 
 def test_the_servers_errors_come_back_typed(server: LlogServer) -> None:
@@ -58,6 +58,8 @@ def test_no_server_is_a_retriable_transport_error() -> None:
         # A gateway's bare 502/504: the function died or timed out, the batch may or may not be in the log.
         ({"message": "Internal server error"}, 502, UnavailableError, True),
         ({"message": "Endpoint request timed out"}, 504, UnavailableError, True),
+        # API Gateway's throttling: retried after a backoff, not fatal.
+        ({"message": "Too Many Requests"}, 429, UnavailableError, True),
     ],
 )
 def test_error_types_map_to_their_family(
@@ -93,3 +95,11 @@ def test_sigv4_signs_the_method_url_and_body() -> None:
     assert "content-type" not in signed
     other = auth.headers("POST", "https://abc.execute-api.eu-west-1.amazonaws.com/prod/produce", base, b"[]")
     assert other["Authorization"] != authorization  # the body's hash is signed
+
+
+def test_the_backoff_is_bounded_and_jittered() -> None:
+    waits = {attempt: [backoff(attempt, 0.1, 1.0) for _ in range(200)] for attempt in (1, 2, 3, 4, 5, 2000)}
+    for attempt, drawn in waits.items():
+        step = min(1.0, 0.1 * 2 ** min(attempt - 1, 32))
+        assert all(0.8 * step <= wait <= 1.2 * step for wait in drawn), attempt
+        assert len(set(drawn)) > 1  # jittered

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, cast
 
@@ -31,6 +31,7 @@ from llog.errors import (
     UnknownProducer,
     VersionConflict,
 )
+from llog.format.codec import Record
 from llog.format.documents import AppendProtocol, ControlRecord
 from llog.format.keys import PartitionKeys, new_object_id
 from llog.protocol.compaction import Compactor
@@ -88,7 +89,7 @@ def writer_for(storage: Storage, protocol: AppendProtocol, **kwargs: object) -> 
 def produce(
     writer: LogWriter,
     topic: str,
-    records: list[bytes],
+    records: Sequence[Record | bytes],
     producer: tuple[str, int] | None,
     sequence: int | None,
     *,
@@ -529,3 +530,69 @@ def test_a_reservation_whose_answer_was_lost_and_whose_entry_was_compacted_is_no
         assert (result.ok, result.start_offset, result.duplicate) == (True, 2, False)
     else:
         assert isinstance(result.error, AppendOutcomeUnknown)
+
+
+@PROTOCOLS
+def test_another_batch_under_a_remembered_sequence_range_is_refused_not_answered_with_its_offsets(
+    timed: Storage, topic: str, protocol: AppendProtocol
+) -> None:
+    """A duplicate is the same records, not only the same sequences: the state remembers each batch's digest."""
+    writer = writer_for(timed, protocol)
+    writer.initialize_partition(topic, 0)
+    producer = new_producer(writer)
+    keyed = [Record(b"a", key=b"k", headers=(("h", b"1"),)), Record(b"b", timestamp_ms=5)]
+    assert produce(writer, topic, keyed, producer, 0).start_offset == 1
+    for other in (
+        [Record(b"a", key=b"k", headers=(("h", b"1"),)), Record(b"c", timestamp_ms=5)],  # another value
+        [Record(b"a", key=b"K", headers=(("h", b"1"),)), Record(b"b", timestamp_ms=5)],  # another key
+        [Record(b"a", key=b"k"), Record(b"b", timestamp_ms=5)],  # no header
+        [Record(b"a", key=b"k", headers=(("h", b"1"),)), Record(b"b")],  # no timestamp
+        [b"a", b"b"],
+    ):
+        refused = produce(writer, topic, other, producer, 0)
+        assert refused.error_type == "OutOfOrderSequence", other
+        assert "other records" in str(refused.error)
+    retry = produce(writer, topic, keyed, producer, 0)
+    assert (retry.start_offset, retry.duplicate) == (1, True)
+    assert values(timed, topic) == [b"a", b"b"]
+
+
+@PROTOCOLS
+def test_a_taken_over_claim_remembers_its_batchs_digest(
+    timed: Storage, clock: Clock, topic: str, protocol: AppendProtocol
+) -> None:
+    writer = writer_for(timed, protocol)
+    writer.initialize_partition(topic, 0)
+    producer = new_producer(writer)
+    with pytest.raises(SimulatedCrash):
+        produce(writer_for(timed, protocol, fault_hook=crash_at(PRODUCER_AFTER_COMMIT)), topic, [b"a"], producer, 0)
+    clock.advance_past_claims()
+    assert produce(writer, topic, [b"x"], producer, 0).error_type == "OutOfOrderSequence"  # found committed: "a"
+    retry = produce(writer, topic, [b"a"], producer, 0)
+    assert (retry.start_offset, retry.duplicate) == (1, True)
+    assert values(timed, topic) == [b"a"]
+
+
+def test_a_producer_state_written_without_digests_still_answers_duplicates_by_sequences(
+    timed: Storage, topic: str
+) -> None:
+    """A state stored before batches had digests (FORMAT.md): its batches match any retry of the same range."""
+    writer = writer_for(timed, AppendProtocol.CAS)
+    writer.initialize_partition(topic, 0)
+    producer = new_producer(writer)
+    produce(writer, topic, [b"a"], producer, 0)
+    meta = PartitionMetadata(timed.oxia, PartitionKeys(topic, 0, timed.root))
+    key = meta.keys.producer_state(producer[0])
+    stored = timed.oxia.get(key, partition_key=meta.keys.partition_key)
+    assert stored is not None
+    document = json.loads(stored.value)
+    assert len(document.pop("digests")) == len(document["batches"]) == 1
+    timed.oxia.put(key, json.dumps(document).encode(), partition_key=meta.keys.partition_key)
+    assert read_state(meta, producer[0]).state.batches[0].digest is None  # type: ignore[union-attr]
+    old = produce(writer, topic, [b"x"], producer, 0)
+    assert (old.start_offset, old.duplicate) == (1, True)
+    assert produce(writer, topic, [b"b"], producer, 1).start_offset == 2
+    written = timed.oxia.get(key, partition_key=meta.keys.partition_key)
+    assert written is not None
+    assert json.loads(written.value)["digests"][0] is None  # the old batch keeps none; the new one has its own
+    assert read_state(meta, producer[0]).state.batches[-1].digest is not None  # type: ignore[union-attr]

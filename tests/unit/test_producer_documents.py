@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llog.errors import CorruptMetadata, InvalidArgument
+from llog.format.codec import Record, records_digest
 from llog.format.documents import (
     DataRef,
     EntryType,
@@ -50,6 +51,37 @@ def test_producer_state_round_trips_and_parses_strictly() -> None:
     with pytest.raises(CorruptMetadata):
         IndexEntry.decode(b'{"type": "WAL", "msg_count": 1, "data_key": "k", "encoding": "e", "created_at_ms": 0,'
                           b' "producer": {"id": "p", "epoch": 0, "first": 5, "last": 4}}')  # fmt: skip
+
+
+def test_digests_are_stored_beside_the_batches_and_a_state_without_them_reads_as_before() -> None:
+    claim = InFlightClaim("c", 13, 14, 100, 200, 7, digest=0xFFFFFFFF)
+    state = ProducerState(2, (ProducerBatch(8, 9, 2, 3), ProducerBatch(10, 12, 4, 6, digest=5)), claim, 50, 60)
+    raw = state.encode()
+    assert ProducerState.decode(raw) == state
+    assert b'"digests":[null,5]' in raw
+    assert b"[10,12,4,6]" in raw  # a version from before digests reads the batches as it did
+    old = b'{"epoch": 2, "batches": [[10, 12, 4, 6]], "in_flight": {"claim_id": "c", "first": 13, "last": 14,' \
+          b' "claimed_at_ms": 100, "commit_by_ms": 200, "search_from_offset": 7}, "validated_at_ms": 0,' \
+          b' "touched_at_ms": 0}'  # fmt: skip
+    decoded = ProducerState.decode(old)
+    assert decoded.batches[0].digest is None
+    assert decoded.in_flight is not None
+    assert decoded.in_flight.digest is None
+    assert b"digest" not in ProducerState(2, (ProducerBatch(10, 12, 4, 6),), None).encode()
+    for digests in (b"[1, 2]", b'"x"', b"[-1]"):
+        with pytest.raises(CorruptMetadata):
+            ProducerState.decode(b'{"epoch": 1, "batches": [[1, 1, 1, 1]], "digests": ' + digests +
+                                 b', "validated_at_ms": 0, "touched_at_ms": 0}')  # fmt: skip
+
+
+def test_a_records_digest_covers_what_the_producer_sent_and_not_how_it_is_held() -> None:
+    assert records_digest([b"a", b"b"]) == records_digest([Record(b"a"), Record(b"b")])
+    assert records_digest([b"a", Record(b"b", key=b"k")]) == records_digest([Record(b"a"), Record(b"b", key=b"k")])
+    distinct: list[list[Record | bytes]] = [
+        [b"ab"], [b"a", b"b"], [b"b", b"a"], [Record(b"a", key=b"")], [Record(b"a", key=b"k")],
+        [Record(b"a", timestamp_ms=0)], [Record(b"a", headers=(("h", b""),))], [Record(b"", key=b"a")],
+    ]  # fmt: skip
+    assert len({records_digest(records) for records in distinct}) == len(distinct)
 
 
 def test_only_the_last_batches_are_remembered() -> None:

@@ -21,10 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from llog.config import WriterConfig
 from llog.errors import ConditionalAppendUnsupported, InvalidArgument, LlogError, PartitionNotInitialized
-from llog.format.codec import Record, check_records, encode_batch
+from llog.format.codec import Record, check_records, encode_batch, records_digest
 from llog.format.documents import AppendProtocol, ControlRecord, DataRef, LogState, ProducerTag, TimeSpan
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, partition_keys, shared_wal_object_key
 from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
@@ -57,16 +58,18 @@ class SharedAppendGroup:
     sequence: int | None = None
     expected_offset: int | None = None
 
-    @property
+    @cached_property  # validation asks for it, then the commit: the digest is taken once
     def idempotent(self) -> IdempotentBatch | None:
-        """The batch as an idempotent producer's (validated), or None without a producer."""
+        """The batch as an idempotent producer's (validated, with its records' digest), or None without a producer."""
         if self.producer_id is None and self.producer_epoch is None and self.sequence is None:
             return None
         if self.producer_id is None or self.producer_epoch is None or self.sequence is None:
             raise InvalidArgument(
                 f"group {self.topic}/{self.partition}: producer_id, producer_epoch and sequence go together"
             )
-        return IdempotentBatch(self.producer_id, self.producer_epoch, self.sequence, len(self.records))
+        return IdempotentBatch(
+            self.producer_id, self.producer_epoch, self.sequence, len(self.records), records_digest(self.records)
+        )
 
 
 CommitListener = Callable[[str, int, int, bytes], None]

@@ -185,6 +185,33 @@ def records_bytes(records: Sequence[Record | bytes]) -> int:
     return total
 
 
+_DIGEST_RECORD = struct.Struct("<BqiI")  # flags (1: key, 2: timestamp), timestamp, key length, value length
+
+
+def records_digest(records: Sequence[Record | bytes]) -> int:
+    """A CRC-32C of the records as the producer sent them: values, keys, headers, explicit timestamps.
+
+    An idempotent producer's state remembers it per batch (docs/IDEMPOTENCE.md), so that a retry is
+    told from another batch under the same sequences. A record without a timestamp digests the same
+    in every attempt (the append time is not part of it), and a ``Record`` with a value alone the
+    same as its ``bytes``. Values alone take one CRC over their lengths and one over their bytes,
+    with no Python step per record.
+    """
+    recs = None if values_only(records) else [r if isinstance(r, Record) else Record(r) for r in records]
+    if recs is None or all(r.key is None and not r.headers and r.timestamp_ms is None for r in recs):
+        values = cast("Sequence[bytes]", records) if recs is None else [_as_bytes(r.value) for r in recs]
+        return crc32c(b"".join(values), value=crc32c(_offsets(list(map(len, values)), "values")))
+    crc = crc32c(b"records")  # sets these apart from the values-alone form
+    for record in recs:
+        key = b"" if record.key is None else _as_bytes(record.key)
+        value = _as_bytes(record.value)
+        flags = (record.key is not None) | (record.timestamp_ms is not None) << 1
+        head = _DIGEST_RECORD.pack(flags, record.timestamp_ms or 0, len(key), len(value))
+        crc = crc32c(value, value=crc32c(key, value=crc32c(head, value=crc)))
+        crc = crc32c(encode_headers(record.headers), value=crc)
+    return crc
+
+
 def _timestamps(values: list[int]) -> array[int]:
     try:
         return array("q", values)

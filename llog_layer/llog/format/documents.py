@@ -534,23 +534,26 @@ class IndexEntry:
 
 @dataclass(frozen=True)
 class ProducerBatch:
-    """A batch an idempotent producer committed to a partition: its sequences and the offsets it got."""
+    """A batch an idempotent producer committed to a partition: its sequences, the offsets it got, and the
+    digest of its records (``codec.records_digest``; None when the state stored none). The digest is stored
+    beside the batch, in the state's ``digests`` (``ProducerState``)."""
 
     first_sequence: int
     last_sequence: int
     start_offset: int
     end_offset: int
+    digest: int | None = None
 
     def to_json(self) -> list[int]:
         return [self.first_sequence, self.last_sequence, self.start_offset, self.end_offset]
 
     @classmethod
-    def from_json(cls, doc: Any, what: str) -> ProducerBatch:
+    def from_json(cls, doc: Any, what: str, digest: int | None = None) -> ProducerBatch:
         if not (isinstance(doc, list) and len(doc) == 4):
             raise CorruptMetadata(f"{what} has a batch that is not [first, last, start, end]: {doc!r}")
-        names = ("first", "last", "start", "end")
-        fields = dict(zip(names, doc, strict=True))
-        return cls(*(_int(fields, name, what) for name in names))
+        fields = dict(zip(("first", "last", "start", "end"), doc, strict=True))
+        first, last, start, end = (_int(fields, name, what) for name in fields)
+        return cls(first, last, start, end, digest)
 
 
 @dataclass(frozen=True)
@@ -560,6 +563,7 @@ class InFlightClaim:
     ``commit_by_ms`` is the claimer's wall-clock time of its commit deadline:
     its commit is never sent later. ``search_from_offset`` is the partition's
     next offset before the claim: the batch, if it committed, lies at or after it.
+    ``digest`` is the batch's (``ProducerBatch``), None in a claim stored before claims had one.
     """
 
     claim_id: str
@@ -568,9 +572,10 @@ class InFlightClaim:
     claimed_at_ms: int
     commit_by_ms: int
     search_from_offset: int
+    digest: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "claim_id": self.claim_id,
             "first": self.first_sequence,
             "last": self.last_sequence,
@@ -578,6 +583,9 @@ class InFlightClaim:
             "commit_by_ms": self.commit_by_ms,
             "search_from_offset": self.search_from_offset,
         }
+        if self.digest is not None:
+            doc["digest"] = self.digest
+        return doc
 
     @classmethod
     def from_json(cls, doc: Any, what: str) -> InFlightClaim | None:
@@ -592,6 +600,7 @@ class InFlightClaim:
             _int(doc, "claimed_at_ms", what),
             _int(doc, "commit_by_ms", what),
             _int(doc, "search_from_offset", what),
+            _int(doc, "digest", what, optional=True),
         )
 
 
@@ -599,7 +608,8 @@ class InFlightClaim:
 class ProducerState:
     """``{base}/producers/{producer_id}``: one idempotent producer's state in one partition.
 
-    ``batches`` are its last few committed batches of ``epoch``, oldest first;
+    ``batches`` are its last few committed batches of ``epoch``, oldest first, stored
+    with their digests in a list of their own (``digests``, absent when none has one);
     ``in_flight`` a batch claimed and not yet recorded. ``validated_at_ms`` is
     when the producer's registry record was last checked (the check is
     repeated when it is stale), ``touched_at_ms`` when this state was last written.
@@ -612,15 +622,16 @@ class ProducerState:
     touched_at_ms: int = 0
 
     def encode(self) -> bytes:
-        return _dump(
-            {
-                "epoch": self.epoch,
-                "batches": [b.to_json() for b in self.batches],
-                "in_flight": None if self.in_flight is None else self.in_flight.to_json(),
-                "validated_at_ms": self.validated_at_ms,
-                "touched_at_ms": self.touched_at_ms,
-            }
-        )
+        doc: dict[str, Any] = {
+            "epoch": self.epoch,
+            "batches": [b.to_json() for b in self.batches],
+            "in_flight": None if self.in_flight is None else self.in_flight.to_json(),
+            "validated_at_ms": self.validated_at_ms,
+            "touched_at_ms": self.touched_at_ms,
+        }
+        if any(b.digest is not None for b in self.batches):
+            doc["digests"] = [b.digest for b in self.batches]
+        return _dump(doc)
 
     @classmethod
     def decode(cls, raw: bytes) -> ProducerState:
@@ -629,9 +640,19 @@ class ProducerState:
         batches = doc.get("batches")
         if not isinstance(batches, list):
             raise CorruptMetadata(f"{what} has no batches list")
+        # Beside the batches, so that a version from before digests reads the state (and drops them when it
+        # writes it: its batches then match by sequences alone, as they did).
+        digests = doc.get("digests")
+        if digests is None:
+            digests = [None] * len(batches)
+        if not isinstance(digests, list) or len(digests) != len(batches):
+            raise CorruptMetadata(f"{what} has {len(batches)} batches and digests {digests!r}")
         return cls(
             epoch=_int(doc, "epoch", what),
-            batches=tuple(ProducerBatch.from_json(b, what) for b in batches),
+            batches=tuple(
+                ProducerBatch.from_json(b, what, _int({"digest": d}, "digest", what, optional=True))
+                for b, d in zip(batches, digests, strict=True)
+            ),
             in_flight=InFlightClaim.from_json(doc.get("in_flight"), what),
             validated_at_ms=_int(doc, "validated_at_ms", what),
             touched_at_ms=_int(doc, "touched_at_ms", what),

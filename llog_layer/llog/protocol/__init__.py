@@ -283,7 +283,9 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
   epoch: every commit happens under the batch's claim, and a claim is taken
   over only after its attempt's deadline and margin, and only after the
   takeover made every commit request the attempt may still send fail or be
-  void (docs/IDEMPOTENCE.md, "Safety").
+  void (docs/IDEMPOTENCE.md, "Safety"). A duplicate answer (the remembered
+  batch's offsets) goes only to a batch with the same sequence range and
+  records digest: another batch under that range is refused.
 * I16 A committed batch's tag stays findable while its claim is unresolved: it
   lies at or after the claim's search offset, below which compaction (the
   only step that drops tags) stops.

@@ -5,14 +5,17 @@ and numbers its records per partition: a batch is ``(producer_id, epoch,
 first_sequence, count)``. Each partition keeps, per producer, a small state
 record ``{base}/producers/{producer_id}`` (same ``partition_key`` as the
 partition, so on its shard): the epoch, the last ``MAX_REMEMBERED_BATCHES``
-committed batches with their offsets, and at most one ``in_flight`` claim.
+committed batches with their offsets and the digest of their records
+(``codec.records_digest``), and at most one ``in_flight`` claim.
 
 Actions of an idempotent append (``IdempotentAppender.append``), after the
 batch's WAL blob PUT began (``LogWriter.append_shared``):
 
 P1 check: read the state. An older epoch is ``ProducerFenced``; a batch whose
    first sequence is remembered returns its offsets (a duplicate: nothing is
-   written); a claim whose commit deadline has not surely passed is
+   written) if it is the same batch (the same last sequence, and the same
+   digest where the remembered batch has one), else is ``OutOfOrderSequence``;
+   a claim whose commit deadline has not surely passed is
    ``SequenceInFlight`` (retriable); a sequence that does not follow the last
    remembered one is ``OutOfOrderSequence``. A state that is absent, idle past
    the expiry, of an older epoch, or validated more than
@@ -61,7 +64,11 @@ Invariants:
   claim written after compaction read the claims lies past everything that
   compaction selected before, because its batch commits after it.
 * E3 Remembered batches are exact: only P5 and P2 add one, both with offsets
-  the commit returned or the index holds.
+  the commit returned or the index holds, and with the digest of the records
+  the claim was made for (P2: the claim's). A duplicate answer gives those
+  offsets only to a batch with the same sequences and digest, so never to
+  another batch sent under a remembered sequence range (a state stored before
+  digests matches by the range alone).
 * E4 Without a producer id nothing here runs: appends cost what they cost
   without this module.
 
@@ -240,6 +247,7 @@ class IdempotentBatch:
     epoch: int
     first_sequence: int
     count: int
+    digest: int | None = None  # of its records (codec.records_digest): a retry has the same one
 
     def __post_init__(self) -> None:
         validate_producer_id(self.producer_id)
@@ -297,13 +305,34 @@ def remembered(batches: tuple[ProducerBatch, ...], batch: ProducerBatch) -> tupl
     return (*batches, batch)[-MAX_REMEMBERED_BATCHES:]
 
 
+def _check_same_batch(meta: PartitionMetadata, producer_id: str, done: ProducerBatch, batch: IdempotentBatch) -> None:
+    """A remembered batch ``done`` and ``batch`` start at the same sequence: raise ``OutOfOrderSequence`` unless
+    ``batch`` is a retry of it (the same range, and the same records where both digests are known: a state
+    stored before digests matches by the range alone)."""
+    where = f"{meta.keys.topic}/{meta.keys.partition}"
+    if done.last_sequence != batch.last_sequence:
+        raise OutOfOrderSequence(
+            f"producer {producer_id} sent sequences {done.first_sequence}..{done.last_sequence} to {where} before; "
+            f"this retry holds {batch.first_sequence}..{batch.last_sequence}"
+        )
+    if done.digest is not None and batch.digest is not None and done.digest != batch.digest:
+        raise OutOfOrderSequence(
+            f"producer {producer_id} sent sequences {done.first_sequence}..{done.last_sequence} to {where} before "
+            f"with other records (digest {done.digest:#010x}, this batch {batch.digest:#010x}): a batch is retried "
+            "with the records of its first attempt, and a new batch takes the next sequence"
+        )
+
+
 def claim_expired(claim: InFlightClaim, now_ms: int) -> bool:
     """True once the claimed attempt can surely no longer commit (E1)."""
     return now_ms > claim.commit_by_ms + CLAIM_MARGIN_MS
 
 
-def find_committed(meta: PartitionMetadata, tag: ProducerTag, from_offset: int) -> ProducerBatch | None:
-    """The committed batch carrying ``tag`` at or after ``from_offset``, if there is one (P2).
+def find_committed(
+    meta: PartitionMetadata, tag: ProducerTag, from_offset: int, digest: int | None
+) -> ProducerBatch | None:
+    """The committed batch carrying ``tag`` at or after ``from_offset``, if there is one (P2), remembered
+    with ``digest`` (the claim's: the tag does not carry it).
 
     A CAS partition's pending append is materialized first, so the scan of the
     index sees it; void sequential entries (past a fence marker) are never returned.
@@ -311,7 +340,7 @@ def find_committed(meta: PartitionMetadata, tag: ProducerTag, from_offset: int) 
     append_cas.recover_pending(meta)
     for batch in PartitionIndex.load(meta).iter(from_offset):
         if batch.entry.producer == tag:
-            return ProducerBatch(tag.first_sequence, tag.last_sequence, batch.start_offset, batch.end_offset)
+            return ProducerBatch(tag.first_sequence, tag.last_sequence, batch.start_offset, batch.end_offset, digest)
     return None
 
 
@@ -336,7 +365,7 @@ def take_over(
         return True
     fence.void_late_commits(meta, config=sequential.config, sequential=sequential)
     tag = ProducerTag(producer_id, state.epoch, claim.first_sequence, claim.last_sequence)
-    found = find_committed(meta, tag, claim.search_from_offset)
+    found = find_committed(meta, tag, claim.search_from_offset, claim.digest)
     resolved = state.with_changes(
         in_flight=None, batches=state.batches if found is None else remembered(state.batches, found)
     )
@@ -431,12 +460,7 @@ class IdempotentAppender:
             if state is not None and batch.epoch == state.epoch:
                 for done in state.batches:
                     if done.first_sequence == batch.first_sequence:
-                        if done.last_sequence != batch.last_sequence:
-                            raise OutOfOrderSequence(
-                                f"producer {pid} sent sequences {done.first_sequence}..{done.last_sequence} to "
-                                f"{meta.keys.topic}/{meta.keys.partition} before; this retry holds "
-                                f"{batch.first_sequence}..{batch.last_sequence}"
-                            )
+                        _check_same_batch(meta, pid, done, batch)
                         return IdempotentOutcome(done.start_offset, done.end_offset, None, duplicate=True)
             if state is not None and state.in_flight is not None:
                 if not claim_expired(state.in_flight, now):
@@ -456,8 +480,9 @@ class IdempotentAppender:
                     f"{base.batches[-1].last_sequence + 1}, not {batch.first_sequence}"
                 )
             claim = InFlightClaim(
-                uuid.uuid4().hex, batch.first_sequence, batch.last_sequence, now, commit_by_ms, next_offset()
-            )
+                uuid.uuid4().hex, batch.first_sequence, batch.last_sequence, now, commit_by_ms, next_offset(),
+                batch.digest,
+            )  # fmt: skip
             claimed = base.with_changes(in_flight=claim, validated_at_ms=validated_at, touched_at_ms=now)
             try:
                 version = _write_state(meta, pid, claimed, current.version_id)
@@ -491,7 +516,8 @@ class IdempotentAppender:
             self._release(meta, batch.producer_id, claimed)  # nothing was committed
             raise
         self._fault(PRODUCER_AFTER_COMMIT)
-        self._finalize(meta, batch, claimed, ProducerBatch(batch.first_sequence, batch.last_sequence, start, end))
+        committed = ProducerBatch(batch.first_sequence, batch.last_sequence, start, end, batch.digest)
+        self._finalize(meta, batch, claimed, committed)
         return IdempotentOutcome(start, end, index_key)
 
     def _resolve_claim(
