@@ -168,6 +168,8 @@ CATCH_UP_CHANCE = 0.25  # of a compactor run
 # 1.2 * GRACE_MS) outlives it, and another run takes the topic over.
 RECLAIM_LEASE_MS = 2_000
 RECLAIM_POINTS = (faults.RECLAIM_AFTER_LEASE_CHECK,)
+RECLAIMER_PAUSE_CHANCE = 0.2  # of a reclaimer run; it pauses past the lease, so another run takes the topic over
+RECLAIM_PAUSES_S = (1.5 * RECLAIM_LEASE_MS / 1000,)
 GROW_CHANCE = 0.3  # of a life of the explicit kind, before its delete
 BACKUP_EVERY_S = (2.0, 5.0)
 GROUP = "g"
@@ -474,10 +476,13 @@ class Run:
         armed = ArmedHook()
         return armed, armed.arm(random.choice(points))
 
-    def _pause(self, points: tuple[str, ...], who: str) -> tuple[FaultHook, str]:
-        """A hook that stalls its caller at one of ``points``, up to past GC's grace (a process stopped and resumed)."""
+    def _pause(
+        self, points: tuple[str, ...], who: str, lasts: tuple[float, ...] = (0.2, 1.0, 1.2 * GRACE_MS / 1000)
+    ) -> tuple[FaultHook, str]:
+        """A hook that stalls its caller at one of ``points`` for one of ``lasts`` seconds (by default up to past
+        GC's grace): a process stopped and resumed."""
         point = random.choice(points)
-        seconds = random.choice((0.2, 1.0, 1.2 * GRACE_MS / 1000))
+        seconds = random.choice(lasts)
 
         def pause(reached: str) -> None:
             if reached == point:
@@ -911,8 +916,8 @@ class Run:
 
         def step() -> None:
             hook, point = self._hook(RECLAIM_POINTS, CRASH_CHANCE)
-            if hook is None and random.random() < PAUSE_CHANCE:
-                hook, point = self._pause(RECLAIM_POINTS, "reclaimer")
+            if hook is None and random.random() < RECLAIMER_PAUSE_CHANCE:
+                hook, point = self._pause(RECLAIM_POINTS, "reclaimer", RECLAIM_PAUSES_S)
             report, began = GcReport(), time.monotonic()
             try:
                 GarbageCollector(self.storage, config=config, fault_hook=hook).reclaim_deleted_topics(
