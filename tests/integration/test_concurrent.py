@@ -169,7 +169,7 @@ CATCH_UP_CHANCE = 0.25  # of a compactor run
 RECLAIM_LEASE_MS = 2_000
 RECLAIM_POINTS = (faults.RECLAIM_AFTER_LEASE_CHECK,)
 RECLAIMER_PAUSE_CHANCE = 0.2  # of a reclaimer run; it pauses past the lease, so another run takes the topic over
-RECLAIM_PAUSES_S = (1.5 * RECLAIM_LEASE_MS / 1000,)
+RECLAIM_PAUSES_S = (2 * RECLAIM_LEASE_MS / 1000,)
 GROW_CHANCE = 0.3  # of a life of the explicit kind, before its delete
 BACKUP_EVERY_S = (2.0, 5.0)
 GROUP = "g"
@@ -910,14 +910,14 @@ class Run:
 
     def reclaimer(self) -> Callable[[], None]:
         """GC's reclaim step alone, run often (as a collector's first step; the collectors run it too), so that
-        the second topic lives more lives and reclaim runs overlap; it crashes and pauses as the collectors do."""
+        the second topic lives more lives and reclaim runs overlap. Now and then a run dies at its lease check,
+        or pauses there past its claim's lease on a thread of its own while the reclaimer goes on: its next runs
+        take the topic over and finish, the name lives again, then the paused run resumes."""
         config = GcConfig(grace_ms=GRACE_MS)
         registry = TopicRegistry(self.storage.oxia, root=self.root)
+        paused: list[threading.Thread] = []
 
-        def step() -> None:
-            hook, point = self._hook(RECLAIM_POINTS, CRASH_CHANCE)
-            if hook is None and random.random() < RECLAIMER_PAUSE_CHANCE:
-                hook, point = self._pause(RECLAIM_POINTS, "reclaimer", RECLAIM_PAUSES_S)
+        def reclaim(hook: FaultHook | None, point: str | None) -> None:
             report, began = GcReport(), time.monotonic()
             try:
                 GarbageCollector(self.storage, config=config, fault_hook=hook).reclaim_deleted_topics(
@@ -926,10 +926,23 @@ class Run:
             except SimulatedCrash:
                 self._count(f"reclaimer crashes at {point}")
                 return
+            except RETRIABLE as exc:
+                self._count(f"reclaimer: {type(exc).__name__}")
+                return
             self._count("reclaim runs")
             if report.errors and not self._during_restart(began):
                 self._fail(f"reclaimer: {report.errors}")
-            self.stop.wait(random.uniform(0.05, 0.2))
+
+        def step() -> None:
+            if random.random() < RECLAIMER_PAUSE_CHANCE and not any(t.is_alive() for t in paused):
+                hook, point = self._pause(RECLAIM_POINTS, "reclaimer", RECLAIM_PAUSES_S)
+                paused.append(threading.Thread(target=reclaim, args=(hook, point), name="paused reclaim"))
+                paused[-1].start()
+            else:
+                reclaim(*self._hook(RECLAIM_POINTS, CRASH_CHANCE))
+            if self.stop.wait(random.uniform(0.05, 0.2)):
+                for thread in paused:
+                    thread.join()
 
         return self._forever("reclaimer", step)
 
