@@ -61,6 +61,7 @@ import json
 import os
 import queue
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -163,6 +164,7 @@ CLAIM_JUMP_S = (CLAIM_MARGIN_MS + 2 * COMMIT_DELAY_MS) / 1000  # past a claim's 
 PAUSE_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.PRODUCER_AFTER_CLAIM, faults.WRITER_AFTER_DEADLINE_CHECK)
 LOST_ANSWER_CHANCE = 0.02  # of a lossy writer's Oxia write (LossyOxia)
 LOST_ANSWER_DELAY_S = 1.0
+CONTROL_KEY = re.compile(rf"{TOPIC}/partitions/(\d+)/meta/control")  # the first topic's (legacy folders)
 CATCH_UP_CHANCE = 0.25  # of a compactor run
 # A reclaim run's claim lease, shortened as the reclaim delay is: a collector paused at its lease check (up to
 # 1.2 * GRACE_MS) outlives it, and another run takes the topic over.
@@ -240,10 +242,13 @@ class LossyOxia:
 
     WRITES = frozenset({"put", "put_sequential", "put_sequential_many", "delete", "delete_range"})
 
-    def __init__(self, store: OxiaStore, chance: float, count: Callable[[str], None]) -> None:
+    def __init__(
+        self, store: OxiaStore, chance: float, count: Callable[[str], None], meanwhile: Callable[[str], None]
+    ) -> None:
         self._store = store
         self._chance = chance
         self._count = count
+        self._meanwhile = meanwhile  # what goes on elsewhere while a compare-and-set's answer is lost (its key)
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._store, name)
@@ -257,9 +262,10 @@ class LossyOxia:
             if applied:
                 found(*args, **kwargs)
                 time.sleep(random.uniform(0, LOST_ANSWER_DELAY_S))  # a call that hit its deadline: others go on
-                if name == "put" and kwargs.get("expected_version_id") is not None and random.random() < 0.5:
+                if name == "put" and kwargs.get("expected_version_id") is not None and random.random() < 0.8:
                     # The store's own retry of a compare-and-set whose answer it lost (``OxiaStore``): it fails
                     # on the version the first attempt wrote, and says the conflict may be its own doing.
+                    self._meanwhile(args[0])
                     try:
                         return found(*args, **kwargs)
                     except VersionConflict as conflict:
@@ -379,7 +385,7 @@ class Run:
         self.clock = JumpingClock(Path(self.files.name) / "skew")
         self.storage = Storage(oxia, blobs, BUCKET, self.root)
         self.skewed = dataclasses.replace(self.storage, clock=self.clock)
-        self.lossy = cast(OxiaStore, LossyOxia(oxia, LOST_ANSWER_CHANCE, self._count))
+        self.lossy = cast(OxiaStore, LossyOxia(oxia, LOST_ANSWER_CHANCE, self._count, self._compact_meanwhile))
         self.config = WriterConfig(append_protocol=protocol, max_commit_delay_ms=COMMIT_DELAY_MS)
         self.history = History()
         self.tally: Counter[str] = Counter()
@@ -490,6 +496,19 @@ class Run:
                 time.sleep(seconds)
 
         return pause, point
+
+    def _compact_meanwhile(self, key: str) -> None:
+        """While a writer's reservation (a compare-and-set of the first topic's ``meta/control``) has lost its
+        answer, the partition's compactor catches up: it finishes the reservation and compacts its entry, so the
+        writer's judgement of its own reservation meets evidence that compaction rewrote (docs/PROTOCOL.md)."""
+        found = CONTROL_KEY.fullmatch(key.removeprefix(f"{self.root}/"))
+        if found is None:
+            return
+        try:
+            Compactor(self.skewed, config=CompactorConfig(max_offsets_per_run=500)).compact_once(TOPIC, int(found[1]))
+            self._count("compactions while a reservation's answer was lost")
+        except RETRIABLE:
+            pass
 
     def _forever(self, name: str, step: Callable[[], None]) -> Callable[[], None]:
         def loop() -> None:
