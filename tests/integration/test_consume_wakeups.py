@@ -159,7 +159,7 @@ def test_another_processs_appends_reach_a_waiter_at_this_processs_own_tail(
     await_notifications(consumer_storage.oxia)
     own = here.append(topic, 0, [b"here"]).end_offset
     assert own is not None
-    assert cache.appended_here(topic, 0)
+    assert cache.cached_high_watermark(topic, 0) == own
     stop = threading.Event()
 
     def append_elsewhere() -> None:

@@ -309,7 +309,6 @@ def test_a_partition_oxia_has_not_confirmed_for_stale_topic_ms_is_forgotten():
     clock.now += 1
     assert cache.lookup("orders", 0, 1) is None
     assert cache.cached_high_watermark("orders", 0) is None
-    assert not cache.appended_here("orders", 0)
     assert cache.size_bytes == 0
 
 

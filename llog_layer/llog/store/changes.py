@@ -154,16 +154,23 @@ class ChangeFeed:
         Starts the feed on first use; register before reading what you watch,
         so a change after the read is never missed.
         """
+        self.watch(wakeup, keys)
+        try:
+            yield
+        finally:
+            self.unwatch(wakeup, keys)
+
+    def watch(self, wakeup: Wakeup, keys: Mapping[str, Hashable]) -> None:
+        """``watching`` without an end: until ``unwatch`` (a watcher that outlives one request)."""
         with self._lock:
             self._watchers.add(wakeup, keys)
             if self._thread is None and not self._closed.is_set():
                 self._thread = threading.Thread(target=self._run, daemon=True, name="llog-oxia-changes")
                 self._thread.start()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._watchers.remove(wakeup, keys)
+
+    def unwatch(self, wakeup: Wakeup, keys: Iterable[str]) -> None:
+        with self._lock:
+            self._watchers.remove(wakeup, keys)
 
     def close(self) -> None:
         """Stop the feed without waiting for the server; waiters are woken to re-check and meet the closed store."""

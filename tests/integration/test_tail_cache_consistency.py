@@ -1,0 +1,297 @@
+"""``llog serve``'s tail cache answers as Oxia would (llog/service/tail_cache.py, llog/service/consume.py).
+
+Two tasks of ``llog serve`` share partitions: each its own Oxia client, tail cache, writer
+feeding it and consume service reading through it, as ``devserver/serve.py`` wires them. A
+consume answered from a task's cache must be the answer a consume service without a cache
+(the consume Lambda's) gives at the same moment, once the other task's change has been
+notified to this one: records another task appended, a topic deleted elsewhere, a log start
+moved by retention. Each test compares the two answers field by field; the last ones run two
+real ``llog serve`` processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import pytest
+
+from llog.client.reader import LogReader
+from llog.client.writer import LogWriter
+from llog.config import OxiaConfig, RetentionPolicy, S3Config
+from llog.errors import UnknownTopic
+from llog.format.documents import AppendProtocol
+from llog.protocol.topics import TopicConfig, TopicRegistry
+from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
+from llog.service.tail_cache import TailCache
+from llog.store.changes import Wakeup
+from llog.store.oxia import OxiaStore
+from llog.store.s3 import BlobStore
+from llog.store.storage import Storage
+from tests.conftest import BUCKET, OxiaServer, serve_env
+from tests.integration.test_consume import await_notifications
+from tests.integration.test_http_server import post_json, serve_process
+from tests.integration.test_retention import DAY_MS, compacted_log, retention
+
+pytestmark = pytest.mark.oxia
+
+MB = 1 << 20
+JOIN_S = 30
+
+
+class Task(NamedTuple):
+    """One ``llog serve`` task's storage, tail cache, writer and consume service."""
+
+    storage: Storage
+    cache: TailCache
+    writer: LogWriter
+    service: ConsumeService
+
+
+@pytest.fixture
+def tasks(oxia_config: OxiaConfig, s3_config: S3Config, root: str) -> Iterator[tuple[Task, Task]]:
+    with OxiaStore(oxia_config) as oxia_a, OxiaStore(oxia_config) as oxia_b:
+        made = []
+        for oxia in (oxia_a, oxia_b):
+            storage = Storage(oxia, BlobStore(s3_config), BUCKET, root)
+            cache = TailCache(MB)
+            writer = LogWriter(storage, commit_listener=cache.on_commit)
+            made.append(Task(storage, cache, writer, ConsumeService(LogReader(storage), tail_cache=cache)))
+            await_notifications(oxia)
+        yield made[0], made[1]
+
+
+@pytest.fixture
+def uncached(storage: Storage) -> ConsumeService:
+    """The consume Lambda's service: no tail cache, every answer read from Oxia."""
+    return ConsumeService(LogReader(storage))
+
+
+def request(*parts: FetchPartition, max_wait_ms: int = 0, min_bytes: int = 1) -> ConsumeRequest:
+    return ConsumeRequest(list(parts), max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=4 * MB)
+
+
+def part(topic: str, partition: int = 0, offset: int = 1) -> FetchPartition:
+    return FetchPartition(topic, partition, offset, MB)
+
+
+def answer(service: ConsumeService, req: ConsumeRequest) -> list[tuple[Any, ...]] | str:
+    """Everything a consume answers, comparable; a request refused as a whole gives its error's type."""
+    try:
+        results = service.consume(req)
+    except UnknownTopic as exc:
+        return exc.error_type
+    return [shown(r) for r in results]
+
+
+def shown(r: PartitionFetch) -> tuple[Any, ...]:
+    records = [(rec.offset, rec.value) for rec in r.records]
+    error = r.error.error_type if r.error is not None else None
+    return r.topic, r.partition, records, r.high_watermark, r.log_start_offset, r.next_fetch_offset, error
+
+
+@contextlib.contextmanager
+def notified(task: Task, topic: str, partition: int = 0) -> Iterator[None]:
+    """Returns once ``task``'s notification feed has delivered a change of the partition's commit keys
+    made inside the block (to every watcher: the batch is dispatched under the feed's lock)."""
+    keys = task.service.reader.layouts.keys(topic, partition)
+    feed = task.storage.oxia.changes()
+    wakeup = Wakeup()
+    with feed.watching(wakeup, {keys.control: "control", keys.sequences: "seq"}):
+        yield
+        assert wakeup.wait(JOIN_S) is not None, "no notification of the change reached the task"
+    with feed._lock:  # the dispatch that woke us has finished waking the others
+        pass
+
+
+# --- another task's appends --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL])
+def test_a_poll_at_the_tail_this_task_appended_returns_another_tasks_acknowledged_append(
+    tasks: tuple[Task, Task], uncached: ConsumeService, topic: str, protocol: AppendProtocol
+) -> None:
+    """The first round of a long-poll whose other partition has data answers at once: the partition at
+    the task's own cached tail must not be answered empty when another task has appended there."""
+    here, there = tasks
+    registry = TopicRegistry(here.storage.oxia, root=here.storage.root)
+    registry.create(topic, 2, TopicConfig(protocol, None, None))
+    here.writer.append(topic, 0, [b"here"])  # offset 1, this task's cached tail
+    here.writer.append(topic, 1, [b"other partition"])
+    with notified(here, topic):
+        assert there.writer.append(topic, 0, [b"there"]).end_offset == 2  # acknowledged
+
+    two_partitions = request(part(topic, 0, 2), part(topic, 1, 1), max_wait_ms=10_000)
+    at_once = request(part(topic, 0, 2), max_wait_ms=10_000, min_bytes=0)
+    expected = answer(uncached, two_partitions)
+    assert expected[0][2] == [(2, b"there")]  # type: ignore[index]
+    assert answer(here.service, two_partitions) == expected
+    assert answer(here.service, at_once) == answer(uncached, at_once)
+
+
+def test_a_long_poll_at_this_tasks_tail_is_answered_with_another_tasks_append(
+    tasks: tuple[Task, Task], uncached: ConsumeService, topic: str
+) -> None:
+    here, there = tasks
+    here.writer.initialize_partition(topic, 0)
+    here.writer.append(topic, 0, [b"here"])
+    waiting: list[Any] = []
+    req = request(part(topic, 0, 2), max_wait_ms=20_000)
+    poll = threading.Thread(target=lambda: waiting.append(answer(here.service, req)), daemon=True)
+    began = time.monotonic()
+    poll.start()
+    there.writer.append(topic, 0, [b"there"])
+    poll.join(JOIN_S)
+    assert waiting == [answer(uncached, req)]
+    assert time.monotonic() - began < 5
+
+
+# --- a topic deleted by another task ---------------------------------------------------------------------
+
+
+def test_a_topic_deleted_by_another_task_is_unknown_on_the_cache_path(
+    tasks: tuple[Task, Task], uncached: ConsumeService, topic: str
+) -> None:
+    here, there = tasks
+    TopicRegistry(here.storage.oxia, root=here.storage.root).create(topic, 1, TopicConfig(AppendProtocol.CAS))
+    here.writer.append(topic, 0, [b"a", b"b"])
+    assert answer(here.service, request(part(topic))) == answer(uncached, request(part(topic)))
+
+    with notified(here, topic):
+        TopicRegistry(there.storage.oxia, root=there.storage.root).delete(topic)
+
+    for req in (request(part(topic)), request(part(topic, 0, 3)), request(part(topic, 0, 3), max_wait_ms=200)):
+        assert answer(uncached, req) == "UnknownTopic"
+        assert answer(here.service, req) == "UnknownTopic"
+
+
+def test_unknown_topic_read_from_oxia_is_not_taken_for_oxia_out_of_reach(
+    tasks: tuple[Task, Task], uncached: ConsumeService, topic: str
+) -> None:
+    """A cache hit whose read of Oxia says the topic was deleted is refused, not served from the cache."""
+    here, there = tasks
+    TopicRegistry(here.storage.oxia, root=here.storage.root).create(topic, 1, TopicConfig(AppendProtocol.CAS))
+    here.writer.append(topic, 0, [b"a", b"b"])
+    TopicRegistry(there.storage.oxia, root=there.storage.root).delete(topic)
+
+    req = request(part(topic), max_wait_ms=0)  # the last (only) round reads Oxia
+    assert answer(uncached, req) == answer(here.service, req) == "UnknownTopic"
+
+
+# --- retention in another process ------------------------------------------------------------------------
+
+
+def test_records_below_a_log_start_moved_by_retention_are_out_of_range_on_the_cache_path(
+    tasks: tuple[Task, Task], uncached: ConsumeService, storage: Storage, topic: str
+) -> None:
+    here, _ = tasks
+    compacted_log(here.writer, here.storage, topic)  # offsets 1-21, all appended (and cached) here
+    for offset in (21, 22):
+        req = request(part(topic, 0, offset))
+        assert answer(here.service, req) == answer(uncached, req)
+    # From 3 the cache holds the appended batches, Oxia's index the compacted range 1-5: the answers
+    # differ in how far they go, not in what they say.
+    assert answer(here.service, request(part(topic, 0, 3)))[0][2][0] == (3, b"r3")  # type: ignore[index]
+
+    with notified(here, topic):
+        result = retention(storage, topic, RetentionPolicy(max_age_ms=DAY_MS), ahead_ms=2 * DAY_MS).enforce(topic, 0)
+    assert result.log_start_after == 21
+
+    for offset in (3, 20, 21, 22):
+        req = request(part(topic, 0, offset), max_wait_ms=200)
+        expected = answer(uncached, req)
+        assert expected[0][4] == 21  # type: ignore[index]
+        assert answer(here.service, req) == expected, offset
+
+
+# --- two llog serve processes ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def serve_tasks(s3_config: S3Config, root: str, oxia_server: OxiaServer) -> Iterator[tuple[str, str, str]]:
+    """Two ``llog serve`` processes with their tail caches, and a third without one (the reference)."""
+    env = {**os.environ, **serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address}
+    without = {**env, "LLOG_TAIL_CACHE_MAX_BYTES": "0"}
+    with serve_process(env) as (_, first), serve_process(env) as (_, second), serve_process(without) as (_, plain):
+        yield first, second, plain
+
+
+def consume_doc(topic: str, offsets: dict[int, int], max_wait_ms: int = 0, min_bytes: int = 1) -> dict[str, Any]:
+    parts = [{"topic": topic, "partition": p, "fetch_offset": o} for p, o in offsets.items()]
+    return {"topic_partitions": parts, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes}
+
+
+def http_answer(url: str, doc: dict[str, Any]) -> tuple[int, Any]:
+    status, body = post_json(url + "/consume", doc)
+    return (status, body["results"]) if status == 200 else (status, body["error_type"])
+
+
+def test_two_serve_processes_answer_as_one_without_a_cache(serve_tasks: tuple[str, str, str], topic: str) -> None:
+    """Produce through one task, long-poll through the other, produce through the other, delete: each
+    consume answer of the two tasks is the cacheless process's (once the change has reached the task:
+    at most the re-check bound, a second, as docs/HTTP_API.md says)."""
+    first, second, plain = serve_tasks
+
+    def same_everywhere(doc: dict[str, Any]) -> tuple[int, Any]:
+        expected = http_answer(plain, doc)
+        deadline = time.monotonic() + 2
+        for url in (first, second):
+            while (got := http_answer(url, doc)) != expected and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert got == expected, url
+        return expected
+
+    def produce(url: str, partition: int, *values: str) -> None:
+        doc = {"topic_partitions": [{"topic": topic, "partition": partition, "records": list(values)}]}
+        assert post_json(url + "/produce", doc)[0] == 200
+
+    assert post_json(first + "/topics", {"topic": topic, "partitions": 2})[0] == 201
+    produce(first, 0, "one")
+    produce(first, 1, "p1")
+    same_everywhere(consume_doc(topic, {0: 1, 1: 1}))
+
+    # A long-poll through the second task at the tail, woken by the first task's append.
+    waiting: list[Any] = []
+    poll_doc = consume_doc(topic, {0: 2}, max_wait_ms=20_000)
+    poll = threading.Thread(target=lambda: waiting.append(http_answer(second, poll_doc)), daemon=True)
+    poll.start()
+    time.sleep(0.3)
+    produce(first, 0, "two")
+    poll.join(JOIN_S)
+    assert waiting == [http_answer(plain, poll_doc)]
+
+    # The second task appends at the first's own tail: a poll through the first whose other partition has
+    # data answers at once, and must not leave it out.
+    produce(second, 0, "three")
+    (status, results) = same_everywhere(consume_doc(topic, {0: 3, 1: 1}, max_wait_ms=5_000))
+    assert (status, [r["value"] for r in results[0]["records"]], results[0]["high_watermark"]) == (200, ["three"], 3)
+    same_everywhere(consume_doc(topic, {0: 4}, max_wait_ms=100, min_bytes=0))
+
+    # Deleted through the first task: 404 there at once, and from the second once it learns it.
+    produce(first, 0, "four")
+    assert http_answer(second, consume_doc(topic, {0: 1}))[0] == 200
+    request_delete(first, topic)
+    assert http_answer(first, consume_doc(topic, {0: 5, 1: 2})) == (404, "UnknownTopic")
+    assert same_everywhere(consume_doc(topic, {0: 1})) == (404, "UnknownTopic")
+    assert same_everywhere(consume_doc(topic, {0: 5}, max_wait_ms=100)) == (404, "UnknownTopic")
+
+
+def request_delete(url: str, topic: str) -> None:
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/topics/{topic}", method="DELETE"), timeout=30) as resp:
+        assert resp.status == 200
+
+
+def test_a_delete_through_serve_clears_its_cache(live_server: Any, topic: str) -> None:
+    url = live_server.url
+    assert post_json(url + "/topics", {"topic": topic, "partitions": 1})[0] == 201
+    produce = {"topic_partitions": [{"topic": topic, "partition": 0, "records": ["a"]}]}
+    assert post_json(url + "/produce", produce)[0] == 200
+    assert http_answer(url, consume_doc(topic, {0: 1}))[0] == 200
+    request_delete(url, topic)
+    assert http_answer(url, consume_doc(topic, {0: 1})) == (404, "UnknownTopic")
+    assert http_answer(url, consume_doc(topic, {0: 2}, max_wait_ms=100)) == (404, "UnknownTopic")
