@@ -27,6 +27,7 @@ from llog.config import OxiaConfig, RetentionPolicy, S3Config
 from llog.errors import UnknownTopic
 from llog.format.documents import AppendProtocol
 from llog.protocol.topics import TopicConfig, TopicRegistry
+from llog.service import consume, tail_cache
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.service.tail_cache import TailCache
 from llog.store.changes import Wakeup
@@ -207,6 +208,45 @@ def test_records_below_a_log_start_moved_by_retention_are_out_of_range_on_the_ca
         expected = answer(uncached, req)
         assert expected[0][4] == 21  # type: ignore[index]
         assert answer(here.service, req) == expected, offset
+
+
+class Clock:
+    """A clock that moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("own_append_after_s", [0.0, 2 * tail_cache.OWN_NOTICE_S])
+def test_a_change_notified_before_this_tasks_append_is_read_again(
+    tasks: tuple[Task, Task], uncached: ConsumeService, storage: Storage, topic: str, own_append_after_s: float
+) -> None:
+    """An append here takes the notifications that came up to OWN_NOTICE_S before the writer reported it
+    for its own. Retention elsewhere notified earlier than that is not: the next answer reads Oxia. Notified
+    within it, it is taken for the append's own, and the confirmation, as old as the last read of Oxia,
+    is trusted RECHECK_S at most: then the answer is read again."""
+    here, _ = tasks
+    clock = Clock()
+    cache = TailCache(MB, clock=clock)
+    writer = LogWriter(here.storage, commit_listener=cache.on_commit)
+    service = ConsumeService(LogReader(here.storage), tail_cache=cache)
+    compacted_log(writer, here.storage, topic)  # offsets 1-21
+    assert answer(service, request(part(topic, 0, 22))) == answer(uncached, request(part(topic, 0, 22)))
+
+    with notified(here, topic):
+        retention(storage, topic, RetentionPolicy(max_age_ms=DAY_MS), ahead_ms=2 * DAY_MS).enforce(topic, 0)
+    clock.now += own_append_after_s
+    writer.append(topic, 0, [b"after"])  # offset 22
+
+    if not own_append_after_s:
+        clock.now += consume.RECHECK_S
+    req = request(part(topic, 0, 3))
+    expected = answer(uncached, req)
+    assert expected[0][6] == "OffsetOutOfRange"  # type: ignore[index]
+    assert answer(service, req) == expected
 
 
 # --- two llog serve processes ----------------------------------------------------------------------------

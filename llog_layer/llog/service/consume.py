@@ -412,8 +412,12 @@ class ConsumeService:
                 if estimate >= req.partition_max_bytes or len(plan.batches) >= MAX_BATCHES_PER_PARTITION:
                     break
         except LlogError as exc:
-            if plan.cached and isinstance(exc, OxiaUnavailable):  # serve what the cache holds, up to its end
+            # Oxia out of reach: serve what the cache holds, up to its end, unless the log start last read
+            # is past the offset. Any other error (a deleted topic: UnknownTopic) is the answer.
+            known_start = cache.log_start(req.topic, req.partition) if cache is not None else None
+            if plan.cached and isinstance(exc, OxiaUnavailable) and req.fetch_offset >= (known_start or 0):
                 plan.high_watermark = plan.cached[-1][0] + len(plan.cached[-1][1]) - 1
+                plan.log_start_offset = known_start or INITIAL_OFFSET
             else:
                 plan.error = exc
 

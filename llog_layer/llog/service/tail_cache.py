@@ -22,12 +22,14 @@ reader pulled from S3 are cached for the next request, but their end says
 nothing about the partition's.
 
 An append of this process confirms the end it committed without a read: the
-notifications it causes arrive around the time the writer reports it, and one
-that arrived before the report (its own, or in that window of a few
-milliseconds another process's) is taken as seen; the caller's bound on a
-confirmation's age (``llog.service.consume.RECHECK_S``), counted from the
-last read of Oxia, limits what such a swallowed notification can hide. One
-that arrives after the report costs the next answer a read.
+notifications it causes arrive around the time the writer reports it. Those
+that came at most ``OWN_NOTICE_S`` before the report are taken for its own
+(another process's change notified in that window is taken for one too); when
+an earlier one is unseen, the append confirms nothing and the next answer
+reads Oxia. The caller's bound on a confirmation's age
+(``llog.service.consume.RECHECK_S``), counted from the last read of Oxia,
+limits what a change taken for the append's own can hide. A notification of
+the append that comes after the report costs the next answer a read.
 
 A partition's batches are only as good as the partition: one deleted, reclaimed
 and created again restarts at offset 1. So a partition's cached batches last
@@ -55,6 +57,11 @@ from llog.store.changes import ChangeFeed, Wakeup, Watchers
 PartitionId = tuple[str, int]
 # Followed partitions without cached batches (read, then evicted or never cached) kept before they are let go.
 FOLLOW_SLACK = 1024
+# An append of this process takes the notifications that came at most this long before the writer reported
+# it for its own (they come between its commit point and the report, a few milliseconds); one that came
+# earlier was another change, and the next answer reads Oxia.
+OWN_NOTICE_S = 0.05
+RECENT_NOTICES = 8  # a partition's notification times kept, to tell how long ago the first unseen one came
 
 
 @dataclass
@@ -82,16 +89,28 @@ class _Tail:
 
 class _Notices(Wakeup):
     """Counts the change notifications of one partition's commit keys (and the feed's reconnects, after
-    which anything may have changed): registered on the feed for as long as the cache follows it."""
+    which anything may have changed), with when the latest came: registered on the feed for as long as
+    the cache follows the partition."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float]) -> None:
         super().__init__()
+        self._clock = clock
         self._count_lock = threading.Lock()
         self.count = 0
+        self._times: deque[float] = deque(maxlen=RECENT_NOTICES)  # of the latest; the last is number ``count``
 
     def _bump(self) -> None:
         with self._count_lock:
             self.count += 1
+            self._times.append(self._clock())
+
+    def first_after(self, seen: int) -> float | None:
+        """When notification number ``seen + 1`` came: None if none has since, -inf if too long ago to tell."""
+        with self._count_lock:
+            unseen = self.count - seen
+            if unseen <= 0:
+                return None
+            return self._times[-unseen] if unseen <= len(self._times) else float("-inf")
 
     def wake(self, tag: Hashable | None = None) -> None:
         self._bump()
@@ -109,7 +128,7 @@ class _Follow:
 
     feed: ChangeFeed
     keys: Mapping[str, Hashable]
-    notices: _Notices = field(default_factory=_Notices)
+    notices: _Notices
     high_watermark: int | None = None  # as last confirmed (None: never)
     log_start: int | None = None  # as last read from meta/control (None: never)
     seen: int = -1  # ``notices.count`` when confirmed: another since means something changed
@@ -157,7 +176,9 @@ class TailCache(ByteBoundedCache):
                 if follow is not None and follow.high_watermark is not None and end > follow.high_watermark:
                     # The end this append committed, as of now (see the module docstring); the log start is
                     # still the one read, so the confirmation keeps the read's age.
-                    follow.high_watermark, follow.seen = end, follow.notices.count
+                    first_unseen = follow.notices.first_after(follow.seen)
+                    if first_unseen is None or self._clock() - first_unseen <= OWN_NOTICE_S:
+                        follow.high_watermark, follow.seen = end, follow.notices.count
             self._add(topic, partition, start_offset, count, batch, True)
 
     def add(
@@ -276,7 +297,7 @@ class TailCache(ByteBoundedCache):
                 if len(self._follows) > len(self._tails) + FOLLOW_SLACK:
                     for idle in [p for p in self._follows if p not in self._tails]:
                         self._forget(idle)
-                follow = self._follows[pid] = _Follow(feed, dict(keys))
+                follow = self._follows[pid] = _Follow(feed, dict(keys), _Notices(self._clock))
                 feed.watch(follow.notices, follow.keys)
             return Mark(follow, follow.notices.count, self._clock())
 
@@ -294,6 +315,12 @@ class TailCache(ByteBoundedCache):
             if follow.notices.count != follow.seen or self._clock() - follow.at >= max_age_s:
                 return None
             return follow.high_watermark, follow.log_start
+
+    def log_start(self, topic: str, partition: int) -> int | None:
+        """The partition's log start as a read of Oxia last showed it here (None: never, or forgotten)."""
+        with self._lock:
+            follow = self._follows.get((topic, partition))
+            return None if follow is None else follow.log_start
 
     def note_high_watermark(
         self, topic: str, partition: int, high_watermark: int, *, log_start: int | None = None, mark: Mark | None = None
