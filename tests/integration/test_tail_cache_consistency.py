@@ -130,7 +130,7 @@ def test_a_poll_at_the_tail_this_task_appended_returns_another_tasks_acknowledge
     two_partitions = request(part(topic, 0, 2), part(topic, 1, 1), max_wait_ms=10_000)
     at_once = request(part(topic, 0, 2), max_wait_ms=10_000, min_bytes=0)
     expected = answer(uncached, two_partitions)
-    assert expected[0][2] == [(2, b"there")]  # type: ignore[index]
+    assert expected[0][2] == [(2, b"there")]
     assert answer(here.service, two_partitions) == expected
     assert answer(here.service, at_once) == answer(uncached, at_once)
 
@@ -197,7 +197,7 @@ def test_records_below_a_log_start_moved_by_retention_are_out_of_range_on_the_ca
         assert answer(here.service, req) == answer(uncached, req)
     # From 3 the cache holds the appended batches, Oxia's index the compacted range 1-5: the answers
     # differ in how far they go, not in what they say.
-    assert answer(here.service, request(part(topic, 0, 3)))[0][2][0] == (3, b"r3")  # type: ignore[index]
+    assert answer(here.service, request(part(topic, 0, 3)))[0][2][0] == (3, b"r3")
 
     with notified(here, topic):
         result = retention(storage, topic, RetentionPolicy(max_age_ms=DAY_MS), ahead_ms=2 * DAY_MS).enforce(topic, 0)
@@ -206,7 +206,7 @@ def test_records_below_a_log_start_moved_by_retention_are_out_of_range_on_the_ca
     for offset in (3, 20, 21, 22):
         req = request(part(topic, 0, offset), max_wait_ms=200)
         expected = answer(uncached, req)
-        assert expected[0][4] == 21  # type: ignore[index]
+        assert expected[0][4] == 21
         assert answer(here.service, req) == expected, offset
 
 
@@ -245,7 +245,7 @@ def test_a_change_notified_before_this_tasks_append_is_read_again(
         clock.now += consume.RECHECK_S
     req = request(part(topic, 0, 3))
     expected = answer(uncached, req)
-    assert expected[0][6] == "OffsetOutOfRange"  # type: ignore[index]
+    assert expected[0][6] == "OffsetOutOfRange"
     assert answer(service, req) == expected
 
 
