@@ -36,7 +36,9 @@ and created again restarts at offset 1. So a partition's cached batches last
 ``STALE_TOPIC_MS`` after Oxia last confirmed it (an append here, a read that
 went through Oxia, a high watermark read at or past the cached end); reclaim
 waits longer than that after a deletion, and a deleted partition is confirmed
-no more. A high watermark read below the cached end drops them at once.
+no more. A high watermark read below the cached end drops them at once, and a
+topic deleted through this process, or found deleted by a read, is forgotten
+at once (``forget_topic``).
 """
 
 from __future__ import annotations
