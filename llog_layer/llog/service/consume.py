@@ -360,7 +360,8 @@ class ConsumeService:
 
         ``controls``: records a long-poll reuses, and each one read is added. ``fresh``: records
         ``_read_controls`` read just now (never of a partition in ``controls``), or its error.
-        ``mark``: the tail cache's, taken before this round's reads; what they found confirms its end.
+        ``mark``: the tail cache's, taken before this round's reads; what they found confirms its end (not
+        when the control record is one read in an earlier round).
         """
         req = plan.request
         cache = self.tail_cache
@@ -369,12 +370,13 @@ class ConsumeService:
             just_read = fresh.get(pid)
             if isinstance(just_read, LlogError):
                 raise just_read
+            reused = controls.get(pid) if just_read is None else None
             info, scanned = self.reader.tail(
                 req.topic,
                 req.partition,
                 req.fetch_offset,
                 page=MAX_BATCHES_PER_PARTITION,
-                control=just_read if just_read is not None else controls.get(pid),
+                control=just_read if just_read is not None else reused,
                 fresh=just_read is not None,
             )
             controls[pid] = info.control
@@ -385,8 +387,14 @@ class ConsumeService:
             plan.high_watermark = info.high_watermark
             plan.log_start_offset = info.log_start
             if cache is not None:
+                # A control record read in an earlier round is older than this round's mark: what it says
+                # (a CAS partition's end, the log start) confirms nothing as of the mark.
                 cache.note_high_watermark(
-                    req.topic, req.partition, info.high_watermark, log_start=info.log_start, mark=mark
+                    req.topic,
+                    req.partition,
+                    info.high_watermark,
+                    log_start=info.log_start,
+                    mark=mark if reused is None else None,
                 )
             if plan.cached and plan.cached[-1][0] + len(plan.cached[-1][1]) - 1 > info.high_watermark:
                 plan.cached.clear()  # an earlier life of the partition (deleted, created again): not these
