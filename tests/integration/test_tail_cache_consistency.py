@@ -263,6 +263,31 @@ def test_a_change_notified_before_this_tasks_append_is_read_again(
     assert answer(service, req) == expected
 
 
+# --- the follow of a partition -----------------------------------------------------------------------------
+
+
+def test_a_partition_polled_before_its_topic_existed_follows_its_topics_keys_once_they_resolve(
+    tasks: tuple[Task, Task], uncached: ConsumeService, topic: str
+) -> None:
+    """A consume before the topic exists resolves the legacy folder's keys (trusted for TOPIC_CACHE_TTL_MS):
+    once the topic's own keys resolve, the cache follows those, so another task's append is not hidden."""
+    here, there = tasks
+    assert answer(here.service, request(part(topic)))[0][6] is not None  # no such partition yet
+    registry = TopicRegistry(there.storage.oxia, root=there.storage.root)
+    registry.create(topic, 1, TopicConfig(AppendProtocol.CAS))
+    here.service.reader.layouts.learn(topic, registry.get(topic))  # TOPIC_CACHE_TTL_MS later: the id resolves
+    there.writer.append(topic, 0, [b"one"])
+    trusted(here, topic)
+
+    with notified(here, topic):
+        assert there.writer.append(topic, 0, [b"two"]).end_offset == 2
+
+    req = request(part(topic, 0, 2))
+    expected = answer(uncached, req)
+    assert expected[0][2] == [(2, b"two")]
+    assert answer(here.service, req) == expected
+
+
 # --- two llog serve processes ----------------------------------------------------------------------------
 
 

@@ -291,10 +291,16 @@ class TailCache(ByteBoundedCache):
 
     def mark(self, topic: str, partition: int, feed: ChangeFeed, keys: Mapping[str, Hashable]) -> Mark:
         """Before a read of the partition in Oxia: follow its notifications on ``feed`` (``keys``: its commit
-        keys) if not yet, and note the moment, for ``note_high_watermark`` to confirm what the read finds."""
+        keys) if not yet, and note the moment, for ``note_high_watermark`` to confirm what the read finds.
+
+        Followed under other keys (resolved before the topic existed, or of an incarnation deleted since), the
+        partition is forgotten, its batches with it, and followed under ``keys``: the old keys never change."""
         pid = (topic, partition)
         with self._lock:
             follow = self._follows.get(pid)
+            if follow is not None and follow.keys != keys:
+                self._forget(pid)
+                follow = None
             if follow is None:
                 if len(self._follows) > len(self._tails) + FOLLOW_SLACK:
                     for idle in [p for p in self._follows if p not in self._tails]:
