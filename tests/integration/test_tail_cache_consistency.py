@@ -30,6 +30,7 @@ from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.service import consume, tail_cache
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.service.tail_cache import TailCache
+from llog.store import changes
 from llog.store.changes import Wakeup
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
@@ -286,6 +287,54 @@ def test_a_partition_polled_before_its_topic_existed_follows_its_topics_keys_onc
     expected = answer(uncached, req)
     assert expected[0][2] == [(2, b"two")]
     assert answer(here.service, req) == expected
+
+
+def test_changes_while_the_feed_reconnected_are_not_taken_for_an_own_append(
+    tasks: tuple[Task, Task], uncached: ConsumeService, storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The feed's reconnect says anything may have changed while it was down; an own append reported at
+    once after it (within OWN_NOTICE_S) does not vouch for that: retention notified by nobody is read."""
+    here, _ = tasks
+    clock = Clock()
+    cache = TailCache(MB, clock=clock)
+    feed = here.storage.oxia.changes()
+    own_notified: list[Wakeup] = []
+
+    def reported_after_its_notification(*args: Any) -> None:
+        if own_notified:  # the usual order: the append's notification came before the writer reported it
+            assert own_notified[0].wait(JOIN_S) is not None
+            with feed._lock:  # its dispatch has reached the cache too
+                pass
+        cache.on_commit(*args)
+
+    writer = LogWriter(here.storage, commit_listener=reported_after_its_notification)
+    service = ConsumeService(LogReader(here.storage), tail_cache=cache)
+    compacted_log(writer, here.storage, topic)  # offsets 1-21
+    assert answer(service, request(part(topic, 0, 22))) == answer(uncached, request(part(topic, 0, 22)))
+    assert cache.current(topic, 0, max_age_s=consume.RECHECK_S) is not None
+
+    monkeypatch.setattr(changes, "_RECONNECT_INITIAL_S", 1.0)  # down long enough for retention to run unnotified
+    connects = feed.connects
+    for stream in list(feed._streams):
+        stream.cancel()
+    deadline = time.monotonic() + JOIN_S
+    while feed.live:
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    retention(storage, topic, RetentionPolicy(max_age_ms=DAY_MS), ahead_ms=2 * DAY_MS).enforce(topic, 0)
+    assert feed.connects == connects, "the feed came back before retention ran: nothing was missed"
+    while feed.connects == connects:
+        assert time.monotonic() < deadline, "the feed did not reconnect"
+        time.sleep(0.01)
+    keys = service.reader.layouts.keys(topic, 0)
+    own_notified.append(Wakeup())
+    with feed.watching(own_notified[0], {keys.control: "control", keys.sequences: "seq"}):
+        writer.append(topic, 0, [b"after"])  # offset 22, at the clock's moment of the reconnect
+
+    req = request(part(topic, 0, 3))
+    expected = answer(uncached, req)
+    assert expected[0][6] == "OffsetOutOfRange"
+    assert answer(service, req) == expected
 
 
 # --- two llog serve processes ----------------------------------------------------------------------------

@@ -25,8 +25,9 @@ An append of this process confirms the end it committed without a read: the
 notifications it causes arrive around the time the writer reports it. Those
 that came at most ``OWN_NOTICE_S`` before the report are taken for its own
 (another process's change notified in that window is taken for one too); when
-an earlier one is unseen, the append confirms nothing and the next answer
-reads Oxia. The caller's bound on a confirmation's age
+an earlier one is unseen, or the feed reconnected since (what changed while it
+was down was notified by nobody), the append confirms nothing and the next
+answer reads Oxia. The caller's bound on a confirmation's age
 (``llog.service.consume.RECHECK_S``), counted from the last read of Oxia,
 limits what a change taken for the append's own can hide. A notification of
 the append that comes after the report costs the next answer a read.
@@ -91,8 +92,8 @@ class _Tail:
 
 class _Notices(Wakeup):
     """Counts the change notifications of one partition's commit keys (and the feed's reconnects, after
-    which anything may have changed), with when the latest came: registered on the feed for as long as
-    the cache follows the partition."""
+    which anything may have changed: counted as having come at -inf), with when the latest came:
+    registered on the feed for as long as the cache follows the partition."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         super().__init__()
@@ -101,13 +102,14 @@ class _Notices(Wakeup):
         self.count = 0
         self._times: deque[float] = deque(maxlen=RECENT_NOTICES)  # of the latest; the last is number ``count``
 
-    def _bump(self) -> None:
+    def _bump(self, at: float | None = None) -> None:
         with self._count_lock:
             self.count += 1
-            self._times.append(self._clock())
+            self._times.append(self._clock() if at is None else at)
 
     def first_after(self, seen: int) -> float | None:
-        """When notification number ``seen + 1`` came: None if none has since, -inf if too long ago to tell."""
+        """When notification number ``seen + 1`` came: None if none has since, -inf if too long ago to tell
+        (or a reconnect of the feed)."""
         with self._count_lock:
             unseen = self.count - seen
             if unseen <= 0:
@@ -121,7 +123,9 @@ class _Notices(Wakeup):
         self._bump()
 
     def wake_all(self) -> None:
-        self._bump()
+        # The feed (re)connected: what changed while it was down was notified by nobody, at no time an own
+        # append could account for, so it confirms nothing until a read.
+        self._bump(float("-inf"))
 
 
 @dataclass
