@@ -24,7 +24,7 @@ import pytest
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, RetentionPolicy, S3Config
-from llog.errors import UnknownTopic
+from llog.errors import OxiaUnavailable, UnknownTopic
 from llog.format.documents import AppendProtocol
 from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.service import consume, tail_cache
@@ -286,6 +286,30 @@ def test_a_partition_polled_before_its_topic_existed_follows_its_topics_keys_onc
     req = request(part(topic, 0, 2))
     expected = answer(uncached, req)
     assert expected[0][2] == [(2, b"two")]
+    assert answer(here.service, req) == expected
+
+
+def test_oxia_out_of_reach_after_a_notified_delete_is_the_error_not_the_cached_records(
+    tasks: tuple[Task, Task], uncached: ConsumeService, storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With Oxia out of reach the cache serves what it holds only when nothing was notified since its last
+    read of the partition: after a delete elsewhere was notified, the answer is Oxia's error."""
+    here, there = tasks
+    TopicRegistry(here.storage.oxia, root=here.storage.root).create(topic, 1, TopicConfig(AppendProtocol.CAS))
+    here.writer.append(topic, 0, [b"a", b"b"])
+    trusted(here, topic)
+    with notified(here, topic):
+        TopicRegistry(there.storage.oxia, root=there.storage.root).delete(topic)
+    uncached.reader.layouts.topic_id(topic)  # the topic's record, read before Oxia went out of reach
+
+    def unavailable(*args: Any, **kwargs: Any) -> Any:
+        raise OxiaUnavailable("get failed: Oxia is out of reach")
+
+    for store in (here.storage.oxia, storage.oxia):
+        monkeypatch.setattr(store, "get", unavailable)
+    req = request(part(topic))
+    expected = answer(uncached, req)
+    assert expected[0][6] == "OxiaUnavailable"
     assert answer(here.service, req) == expected
 
 

@@ -420,13 +420,20 @@ class ConsumeService:
                 if estimate >= req.partition_max_bytes or len(plan.batches) >= MAX_BATCHES_PER_PARTITION:
                     break
         except LlogError as exc:
-            # Oxia out of reach: serve what the cache holds, up to its end, unless the log start last read
-            # is past the offset. Any other error (a deleted topic: UnknownTopic) is the answer.
-            known_start = cache.log_start(req.topic, req.partition) if cache is not None else None
-            if plan.cached and isinstance(exc, OxiaUnavailable) and req.fetch_offset >= (known_start or 0):
-                plan.high_watermark = plan.cached[-1][0] + len(plan.cached[-1][1]) - 1
-                plan.log_start_offset = known_start or INITIAL_OFFSET
+            # Oxia out of reach: serve what the cache holds from the offset, as of the last read of Oxia, only
+            # while that read is under RECHECK_S old and no change was notified since (a delete or retention
+            # makes Oxia's answer another). Otherwise, and for any other error (a deleted topic: UnknownTopic),
+            # the error is the answer, as without the cache.
+            last_read = (
+                cache.last_read(req.topic, req.partition, max_age_s=RECHECK_S)
+                if cache is not None and plan.cached and isinstance(exc, OxiaUnavailable)
+                else None
+            )
+            if last_read is not None and req.fetch_offset >= last_read[1]:
+                cached_end = plan.cached[-1][0] + len(plan.cached[-1][1]) - 1
+                plan.high_watermark, plan.log_start_offset = max(last_read[0], cached_end), last_read[1]
             else:
+                plan.cached.clear()
                 plan.error = exc
 
     def _assemble(self, plan: _Plan, fetcher: BlobFetcher, budget: int, *, first: bool) -> PartitionFetch:

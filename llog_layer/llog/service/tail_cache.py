@@ -328,11 +328,18 @@ class TailCache(ByteBoundedCache):
                 return None
             return follow.high_watermark, follow.log_start
 
-    def log_start(self, topic: str, partition: int) -> int | None:
-        """The partition's log start as a read of Oxia last showed it here (None: never, or forgotten)."""
+    def last_read(self, topic: str, partition: int, *, max_age_s: float) -> tuple[int, int] | None:
+        """``(high watermark, log start)`` as the last read of Oxia showed them, when that read is less than
+        ``max_age_s`` old and no change of the partition was notified since; None otherwise (never read here,
+        forgotten). Unlike ``current``, whether the feed is up is not asked: what Oxia out of reach falls
+        back to, for no longer than the bound on any answer's age."""
         with self._lock:
             follow = self._follows.get((topic, partition))
-            return None if follow is None else follow.log_start
+            if follow is None or follow.high_watermark is None or follow.log_start is None:
+                return None
+            if follow.notices.count != follow.seen or self._clock() - follow.at >= max_age_s:
+                return None
+            return follow.high_watermark, follow.log_start
 
     def note_high_watermark(
         self, topic: str, partition: int, high_watermark: int, *, log_start: int | None = None, mark: Mark | None = None
