@@ -289,6 +289,25 @@ def test_a_partition_polled_before_its_topic_existed_follows_its_topics_keys_onc
     assert answer(here.service, req) == expected
 
 
+def test_a_round_that_read_a_topic_this_task_deleted_meanwhile_caches_none_of_its_batches(
+    tasks: tuple[Task, Task], topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``forget_topic`` (a delete through this task) while a consume is between its read of Oxia and its
+    decoding: the batches it then decodes belong to the deleted topic and are not cached."""
+    here, there = tasks
+    there.writer.initialize_partition(topic, 0)
+    there.writer.append(topic, 0, [b"a", b"b"])
+    decode = here.service._decode
+
+    def deleted_meanwhile(*args: Any) -> Any:
+        here.cache.forget_topic(topic)
+        return decode(*args)
+
+    monkeypatch.setattr(here.service, "_decode", deleted_meanwhile)
+    assert answer(here.service, request(part(topic)))[0][2] == [(1, b"a"), (2, b"b")]
+    assert here.cache.lookup(topic, 0, 1) is None
+
+
 def test_oxia_out_of_reach_after_a_notified_delete_is_the_error_not_the_cached_records(
     tasks: tuple[Task, Task], uncached: ConsumeService, storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

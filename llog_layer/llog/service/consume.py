@@ -147,6 +147,7 @@ class _Plan:
     error: LlogError | None = None
     known_empty: bool = False
     from_cache: bool = False  # planned from the tail cache alone: no Oxia read
+    mark: Mark | None = None  # the tail cache's, taken before the read of Oxia that planned ``batches``
 
 
 class ConsumeService:
@@ -365,6 +366,7 @@ class ConsumeService:
         """
         req = plan.request
         cache = self.tail_cache
+        plan.mark = mark
         try:
             pid = (req.topic, req.partition)
             just_read = fresh.get(pid)
@@ -448,7 +450,7 @@ class ConsumeService:
                 sources.append((start, decoded))
                 if self.tail_cache is not None:
                     at_end = plan.high_watermark is not None and batch.end_offset >= plan.high_watermark
-                    self.tail_cache.add(req.topic, req.partition, start, decoded, at_end=at_end)
+                    self.tail_cache.add(req.topic, req.partition, start, decoded, at_end=at_end, read_by=plan.mark)
             offset = req.fetch_offset
             for start, decoded in sources:
                 if offset >= start + len(decoded):

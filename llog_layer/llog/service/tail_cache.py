@@ -39,7 +39,7 @@ went through Oxia, a high watermark read at or past the cached end); reclaim
 waits longer than that after a deletion, and a deleted partition is confirmed
 no more. A high watermark read below the cached end drops them at once, and a
 topic deleted through this process, or found deleted by a read, is forgotten
-at once (``forget_topic``).
+at once (``forget_topic``): a read under way then caches nothing of it.
 """
 
 from __future__ import annotations
@@ -195,10 +195,13 @@ class TailCache(ByteBoundedCache):
         batch: RecordBatch,
         *,
         at_end: bool,
+        read_by: Mark | None = None,
     ) -> None:
-        """Cache a batch; ``at_end`` if it ended at the partition's high watermark as of now."""
+        """Cache a batch; ``at_end`` if it ended at the partition's high watermark as of now. ``read_by``: the
+        mark of the read that found it; the batch is of another incarnation, and dropped, when the partition
+        was forgotten (its topic deleted here) or followed under other keys since."""
         if self.enabled:
-            self._add(topic, partition, start_offset, len(batch), batch, at_end)
+            self._add(topic, partition, start_offset, len(batch), batch, at_end, read_by)
 
     def _add(
         self,
@@ -208,10 +211,13 @@ class TailCache(ByteBoundedCache):
         count: int,
         batch: bytes | RecordBatch,
         at_end: bool,
+        read_by: Mark | None = None,
     ) -> None:
         pid = (topic, partition)
         end = start_offset + count - 1
         with self._lock:
+            if read_by is not None and self._follows.get(pid) is not read_by.follow:
+                return
             tail = self._live(pid)
             if tail is not None and tail.batches and start_offset <= tail.last:
                 tail.confirmed_at = self._clock()  # read (or appended) through Oxia just now
