@@ -380,6 +380,49 @@ def test_changes_while_the_feed_reconnected_are_not_taken_for_an_own_append(
     assert answer(service, req) == expected
 
 
+def test_a_long_poll_that_began_the_follow_is_woken_after_the_cache_counted_the_change(
+    tasks: tuple[Task, Task], uncached: ConsumeService, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-poll registers its wake-up before its first round starts the cache's follow of the partition;
+    the feed still counts a change in the cache before waking the poll, which then finds its end stale
+    and reads the change, instead of answering from the cache and sleeping until its re-check."""
+    here, there = tasks
+    here.writer.initialize_partition(topic, 0)
+    here.writer.append(topic, 0, [b"here"])  # cached at the end, not confirmed: nothing follows it yet
+    monkeypatch.setattr(consume, "RECHECK_S", 10.0)
+    feed = here.storage.oxia.changes()
+    keys = here.service.reader.layouts.keys(topic, 0)
+    mark = here.cache.mark
+
+    class Slow(Wakeup):
+        def wake_tags(self, tags: Any) -> None:
+            time.sleep(0.3)  # another waiter between the poll's and the follow's: the poll runs meanwhile
+
+    slow: list[Slow] = []
+
+    def mark_after_another_waiter(*args: Any) -> Any:
+        if not slow:  # the first round's mark, which starts the follow
+            slow.append(Slow())
+            feed.watch(slow[0], {keys.control: None, keys.sequences: None})
+        return mark(*args)
+
+    monkeypatch.setattr(here.cache, "mark", mark_after_another_waiter)
+    waiting: list[Any] = []
+    req = request(part(topic, 0, 2), max_wait_ms=20_000)
+    poll = threading.Thread(target=lambda: waiting.append(answer(here.service, req)), daemon=True)
+    poll.start()
+    deadline = time.monotonic() + JOIN_S
+    while here.cache.current(topic, 0, max_age_s=10.0) is None:  # the poll's first round confirmed the end
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.1)
+    appended = time.monotonic()
+    there.writer.append(topic, 0, [b"there"])
+    poll.join(JOIN_S)
+    assert waiting == [answer(uncached, req)]
+    assert time.monotonic() - appended < 3
+
+
 # --- two llog serve processes ----------------------------------------------------------------------------
 
 

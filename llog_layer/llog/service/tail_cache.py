@@ -93,7 +93,10 @@ class _Tail:
 class _Notices(Wakeup):
     """Counts the change notifications of one partition's commit keys (and the feed's reconnects, after
     which anything may have changed: counted as having come at -inf), with when the latest came:
-    registered on the feed for as long as the cache follows the partition."""
+    registered on the feed for as long as the cache follows the partition, and woken before the consumers
+    waiting on the same change, who then find the count moved."""
+
+    counts = True
 
     def __init__(self, clock: Callable[[], float]) -> None:
         super().__init__()

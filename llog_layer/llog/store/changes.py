@@ -4,7 +4,8 @@ Long-polling consumers wait for a partition's commit keys to change instead
 of re-reading Oxia on a timer. ``ChangeFeed`` opens Oxia's notification
 stream (one gRPC stream per shard, covering every write in the namespace:
 the server offers no key filter) when the first waiter registers, and wakes
-each ``Wakeup`` registered for a changed key or for a folder holding it.
+each ``Wakeup`` registered for a changed key or for a folder holding it
+(those that only count changes, ``Wakeup.counts``, before the others).
 Matching costs one dict lookup per ``/`` of a changed key.
 
 A notification can be missed: a waiter read Oxia before the streams were
@@ -23,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import grpc
 from oxia.internal.proto.io.streamnative.oxia import proto as pb
@@ -31,6 +32,7 @@ from oxia.internal.proto.io.streamnative.oxia import proto as pb
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
+W = TypeVar("W", bound="Wakeup")
 
 ShardStubs = Callable[[], list[tuple[int, Any]]]  # (shard id, OxiaClientStub) of every shard
 
@@ -56,6 +58,10 @@ class Changes:
 
 class Wakeup:
     """One waiter's pending wake-ups; ``wait`` returns and clears them."""
+
+    # Woken before the other waiters of the same change: one that only counts changes (the tail cache's),
+    # which the others, once woken, look at to tell whether something changed.
+    counts: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
@@ -124,8 +130,14 @@ class Watchers(Generic[K]):
         for wakeup, tag in self._by_key.get(key, {}).items():
             into.setdefault(wakeup, []).append(tag)
 
-    def everyone(self) -> set[Wakeup]:
-        return {w for waiters in self._by_key.values() for w in waiters}
+    def everyone(self) -> list[Wakeup]:
+        """Every waiter once, in wake order (``in_wake_order``)."""
+        return in_wake_order(dict.fromkeys(w for waiters in self._by_key.values() for w in waiters))
+
+
+def in_wake_order(waiters: Iterable[W]) -> list[W]:
+    """``waiters`` with those that only count changes (``Wakeup.counts``) first."""
+    return sorted(waiters, key=lambda w: not w.counts)
 
 
 class ChangeFeed:
@@ -284,5 +296,5 @@ class ChangeFeed:
                 while slash >= 0:
                     self._watchers.collect(key[: slash + 1], woken)
                     slash = key.find("/", slash + 1)
-            for wakeup, tags in woken.items():
-                wakeup.wake_tags(tags)
+            for wakeup in in_wake_order(woken):
+                wakeup.wake_tags(woken[wakeup])
