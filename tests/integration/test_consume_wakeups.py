@@ -269,7 +269,7 @@ def test_one_batch_of_notifications_wakes_a_waiter_once_with_all_its_tags() -> N
     feed = ChangeFeed(lambda: [])
     wakeup = CountingWakeup()
     feed._watchers.add(wakeup, {"p/meta/control": "control", "p/seq/": "seq"})
-    feed._dispatch(["p/seq/0000000001/e-1-0", "p/meta/control"])
+    feed._dispatch({"p/seq/0000000001/e-1-0": 7, "p/meta/control": 7})
     assert wakeup.wakes == 1
     assert wakeup.wait(0) == Changes(frozenset({"control", "seq"}))
 

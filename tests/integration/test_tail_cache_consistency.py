@@ -27,7 +27,7 @@ from llog.config import OxiaConfig, RetentionPolicy, S3Config
 from llog.errors import OxiaUnavailable, UnknownTopic
 from llog.format.documents import AppendProtocol
 from llog.protocol.topics import TopicConfig, TopicRegistry
-from llog.service import consume, tail_cache
+from llog.service import consume
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.service.tail_cache import TailCache
 from llog.store import changes
@@ -235,17 +235,14 @@ class Clock:
         return self.now
 
 
-@pytest.mark.parametrize("own_append_after_s", [0.0, 2 * tail_cache.OWN_NOTICE_S])
-def test_a_change_notified_before_this_tasks_append_is_read_again(
-    tasks: tuple[Task, Task], uncached: ConsumeService, storage: Storage, topic: str, own_append_after_s: float
+def test_a_change_notified_just_before_this_tasks_append_is_read_again_at_once(
+    tasks: tuple[Task, Task], uncached: ConsumeService, storage: Storage, topic: str
 ) -> None:
-    """An append here takes the notifications that came up to OWN_NOTICE_S before the writer reported it
-    for its own. Retention elsewhere notified earlier than that is not: the next answer reads Oxia. Notified
-    within it, it is taken for the append's own, and the confirmation, as old as the last read of Oxia,
-    is trusted RECHECK_S at most: then the answer is read again."""
+    """An append here confirms the end it committed only when every notification unseen at the writer's
+    report is of the append's own writes (their Oxia version ids). Retention elsewhere notified just before
+    it (at the same moment, by the cache's clock) is not: the next answer reads Oxia."""
     here, _ = tasks
-    clock = Clock()
-    cache = TailCache(MB, clock=clock)
+    cache = TailCache(MB, clock=Clock())
     writer = LogWriter(here.storage, commit_listener=cache.on_commit)
     service = ConsumeService(LogReader(here.storage), tail_cache=cache)
     compacted_log(writer, here.storage, topic)  # offsets 1-21
@@ -253,15 +250,56 @@ def test_a_change_notified_before_this_tasks_append_is_read_again(
 
     with notified(here, topic):
         retention(storage, topic, RetentionPolicy(max_age_ms=DAY_MS), ahead_ms=2 * DAY_MS).enforce(topic, 0)
-    clock.now += own_append_after_s
     writer.append(topic, 0, [b"after"])  # offset 22
 
-    if not own_append_after_s:
-        clock.now += consume.RECHECK_S
     req = request(part(topic, 0, 3))
     expected = answer(uncached, req)
     assert expected[0][6] == "OffsetOutOfRange"
     assert answer(service, req) == expected
+
+
+class Versions(Wakeup):
+    """Collects the version ids of the notified writes of the keys it watches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[int] = set()
+
+    def notified(self, tags: Any, versions: frozenset[int]) -> None:
+        self.seen |= versions
+        super().notified(tags, versions)
+
+
+@pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL])
+def test_this_tasks_append_notified_before_the_writer_reports_it_confirms_its_end(
+    tasks: tuple[Task, Task], topic: str, protocol: AppendProtocol
+) -> None:
+    """The version ids the writer reports are those Oxia notifies: an append whose every notification came
+    before the report confirms its end, and the cache answers at it without reading Oxia."""
+    here, _ = tasks
+    cache = TailCache(MB)
+    feed = here.storage.oxia.changes()
+    own = Versions()
+
+    def reported_after_its_notifications(*args: Any) -> None:
+        deadline = time.monotonic() + JOIN_S
+        while not args[4] <= own.seen:  # every write of the append notified
+            assert time.monotonic() < deadline, "the append's writes were never all notified"
+            own.wait(0.05)
+        with feed._lock:  # their dispatch has reached the cache too
+            pass
+        cache.on_commit(*args)
+
+    writer = LogWriter(here.storage, commit_listener=reported_after_its_notifications)
+    service = ConsumeService(LogReader(here.storage), tail_cache=cache)
+    TopicRegistry(here.storage.oxia, root=here.storage.root).create(topic, 1, TopicConfig(protocol))
+    assert answer(service, request(part(topic)))[0][3] == 0  # read: the partition is empty
+    keys = service.reader.layouts.keys(topic, 0)
+    with feed.watching(own, {keys.control: None, keys.sequences: None}):
+        assert writer.append(topic, 0, [b"a"]).end_offset == 1
+        assert cache.current(topic, 0, max_age_s=consume.RECHECK_S) == (1, 1)
+        writer.append(topic, 0, [b"b"])
+        assert cache.current(topic, 0, max_age_s=consume.RECHECK_S) == (2, 1)
 
 
 # --- the follow of a partition -----------------------------------------------------------------------------
@@ -336,7 +374,7 @@ def test_changes_while_the_feed_reconnected_are_not_taken_for_an_own_append(
     tasks: tuple[Task, Task], uncached: ConsumeService, storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The feed's reconnect says anything may have changed while it was down; an own append reported at
-    once after it (within OWN_NOTICE_S) does not vouch for that: retention notified by nobody is read."""
+    once after it does not vouch for that: retention notified by nobody is read."""
     here, _ = tasks
     clock = Clock()
     cache = TailCache(MB, clock=clock)

@@ -21,16 +21,15 @@ read that reached the high watermark) counts as one: batches a catching-up
 reader pulled from S3 are cached for the next request, but their end says
 nothing about the partition's.
 
-An append of this process confirms the end it committed without a read: the
-notifications it causes arrive around the time the writer reports it. Those
-that came at most ``OWN_NOTICE_S`` before the report are taken for its own
-(another process's change notified in that window is taken for one too); when
-an earlier one is unseen, or the feed reconnected since (what changed while it
-was down was notified by nobody), the append confirms nothing and the next
-answer reads Oxia. The caller's bound on a confirmation's age
-(``llog.service.consume.RECHECK_S``), counted from the last read of Oxia,
-limits what a change taken for the append's own can hide. A notification of
-the append that comes after the report costs the next answer a read.
+An append of this process confirms the end it committed without a read, when
+every notification of the partition unseen at the writer's report is of one of
+the append's own writes: the writer reports the Oxia version ids of its writes
+to the commit keys, and a notification carries the version id of the write.
+Any other unseen notification (another process's change, a deletion, a
+reconnect of the feed: what changed while it was down was notified by nobody)
+means the append confirms nothing and the next answer reads Oxia. A
+notification of the append that comes after the report costs the next answer
+a read.
 
 A partition's batches are only as good as the partition: one deleted, reclaimed
 and created again restarts at offset 1. So a partition's cached batches last
@@ -60,11 +59,7 @@ from llog.store.changes import ChangeFeed, Wakeup, Watchers
 PartitionId = tuple[str, int]
 # Followed partitions without cached batches (read, then evicted or never cached) kept before they are let go.
 FOLLOW_SLACK = 1024
-# An append of this process takes the notifications that came at most this long before the writer reported
-# it for its own (they come between its commit point and the report, a few milliseconds); one that came
-# earlier was another change, and the next answer reads Oxia.
-OWN_NOTICE_S = 0.05
-RECENT_NOTICES = 8  # a partition's notification times kept, to tell how long ago the first unseen one came
+RECENT_NOTICES = 8  # a partition's latest notifications kept, to tell whether the unseen ones were an append's
 
 
 @dataclass
@@ -92,43 +87,45 @@ class _Tail:
 
 class _Notices(Wakeup):
     """Counts the change notifications of one partition's commit keys (and the feed's reconnects, after
-    which anything may have changed: counted as having come at -inf), with when the latest came:
-    registered on the feed for as long as the cache follows the partition, and woken before the consumers
-    waiting on the same change, who then find the count moved."""
+    which anything may have changed), with the version ids of the writes the latest notified: registered
+    on the feed for as long as the cache follows the partition, and woken before the consumers waiting on
+    the same change, who then find the count moved."""
 
     counts = True
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self._clock = clock
         self._count_lock = threading.Lock()
         self.count = 0
-        self._times: deque[float] = deque(maxlen=RECENT_NOTICES)  # of the latest; the last is number ``count``
+        # Of the latest; the last is number ``count``. Empty: writes nobody can claim (a reconnect, a deletion).
+        self._versions: deque[frozenset[int]] = deque(maxlen=RECENT_NOTICES)
 
-    def _bump(self, at: float | None = None) -> None:
+    def _bump(self, versions: frozenset[int]) -> None:
         with self._count_lock:
             self.count += 1
-            self._times.append(self._clock() if at is None else at)
+            self._versions.append(versions)
 
-    def first_after(self, seen: int) -> float | None:
-        """When notification number ``seen + 1`` came: None if none has since, -inf if too long ago to tell
-        (or a reconnect of the feed)."""
+    def unseen(self, seen: int) -> list[frozenset[int]] | None:
+        """The version ids each notification after number ``seen`` named; None if too many to tell."""
         with self._count_lock:
             unseen = self.count - seen
-            if unseen <= 0:
+            if unseen > len(self._versions):
                 return None
-            return self._times[-unseen] if unseen <= len(self._times) else float("-inf")
+            return list(self._versions)[len(self._versions) - unseen :] if unseen > 0 else []
+
+    def notified(self, tags: Iterable[Hashable | None], versions: frozenset[int]) -> None:
+        self._bump(versions)
 
     def wake(self, tag: Hashable | None = None) -> None:
-        self._bump()
+        self._bump(frozenset())
 
     def wake_tags(self, tags: Iterable[Hashable | None]) -> None:
-        self._bump()
+        self._bump(frozenset())
 
     def wake_all(self) -> None:
-        # The feed (re)connected: what changed while it was down was notified by nobody, at no time an own
-        # append could account for, so it confirms nothing until a read.
-        self._bump(float("-inf"))
+        # The feed (re)connected: what changed while it was down was notified by nobody, so no append can
+        # take it for its own; it confirms nothing until a read.
+        self._bump(frozenset())
 
 
 @dataclass
@@ -175,8 +172,12 @@ class TailCache(ByteBoundedCache):
         self._watchers: Watchers[PartitionId] = Watchers()
         self._order: OrderedDict[tuple[PartitionId, int], int] = OrderedDict()  # (partition, start) -> bytes
 
-    def on_commit(self, topic: str, partition: int, start_offset: int, batch: bytes) -> None:
-        """``LogWriter`` commit listener: cache the batch and wake waiting consumers."""
+    def on_commit(
+        self, topic: str, partition: int, start_offset: int, batch: bytes, versions: frozenset[int] = frozenset()
+    ) -> None:
+        """``LogWriter`` commit listener: cache the batch and wake waiting consumers. ``versions``: the Oxia
+        version ids of the append's writes to commit keys; with every notification of the partition unseen
+        now among them, the append confirms the end it committed (see the module docstring)."""
         if self.enabled and len(batch) <= self.max_bytes:
             count = batch_record_count(batch)
             end = start_offset + count - 1
@@ -185,9 +186,10 @@ class TailCache(ByteBoundedCache):
                 if follow is not None and follow.high_watermark is not None and end > follow.high_watermark:
                     # The end this append committed, as of now (see the module docstring); the log start is
                     # still the one read, so the confirmation keeps the read's age.
-                    first_unseen = follow.notices.first_after(follow.seen)
-                    if first_unseen is None or self._clock() - first_unseen <= OWN_NOTICE_S:
-                        follow.high_watermark, follow.seen = end, follow.notices.count
+                    notices = follow.notices.count
+                    unseen = follow.notices.unseen(follow.seen)  # those up to ``notices`` at least
+                    if unseen is not None and all(named and named <= versions for named in unseen):
+                        follow.high_watermark, follow.seen = end, notices
             self._add(topic, partition, start_offset, count, batch, True)
 
     def add(
@@ -318,7 +320,7 @@ class TailCache(ByteBoundedCache):
                 if len(self._follows) > len(self._tails) + FOLLOW_SLACK:
                     for idle in [p for p in self._follows if p not in self._tails]:
                         self._forget(idle)
-                follow = self._follows[pid] = _Follow(feed, dict(keys), _Notices(self._clock))
+                follow = self._follows[pid] = _Follow(feed, dict(keys), _Notices())
                 feed.watch(follow.notices, follow.keys)
             return Mark(follow, follow.notices.count, self._clock())
 

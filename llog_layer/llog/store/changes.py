@@ -84,6 +84,11 @@ class Wakeup:
             self._woken = True
             self._cond.notify_all()
 
+    def notified(self, tags: Iterable[Hashable | None], versions: frozenset[int]) -> None:
+        """A notification of changed keys: ``wake_tags``; ``versions``, the Oxia version ids the writes of
+        those keys got (a deleted key has none), are for a waiter that tells writes apart (the tail cache's)."""
+        self.wake_tags(tags)
+
     def wake_all(self) -> None:
         with self._cond:
             self._everything = self._woken = True
@@ -261,7 +266,7 @@ class ChangeFeed:
             for batch in stream:
                 if index in pending:
                     self._connected(index, pending)
-                self._dispatch(batch.notifications)
+                self._dispatch({key: _version(n) for key, n in batch.notifications.items()})
             why.append("the server ended the stream")
         except grpc.RpcError as exc:
             why.append(f"{exc.code().name}: {exc.details()}")
@@ -283,18 +288,30 @@ class ChangeFeed:
         for waiter in waiters:
             waiter.wake_all()
 
-    def _dispatch(self, keys: Iterable[str]) -> None:
-        # One batch of notifications (one Oxia log entry may change several keys)
-        # wakes each waiter once with all its tags, so no waiter sees part of it.
+    def _dispatch(self, changed: Mapping[str, int | None]) -> None:
+        """One batch of notifications (one Oxia log entry may change several keys): key -> the version id it
+        was written with (None: deleted). Wakes each waiter once with all its tags, so no waiter sees part of it."""
         with self._lock:
             if not self._watchers:
                 return
             woken: dict[Wakeup, list[Hashable | None]] = {}
-            for key in keys:
-                self._watchers.collect(key, woken)
+            versions: dict[Wakeup, set[int]] = {}
+            for key, version in changed.items():
+                matched: dict[Wakeup, list[Hashable | None]] = {}
+                self._watchers.collect(key, matched)
                 slash = key.find("/")
                 while slash >= 0:
-                    self._watchers.collect(key[: slash + 1], woken)
+                    self._watchers.collect(key[: slash + 1], matched)
                     slash = key.find("/", slash + 1)
+                for wakeup, tags in matched.items():
+                    woken.setdefault(wakeup, []).extend(tags)
+                    if version is not None:
+                        versions.setdefault(wakeup, set()).add(version)
             for wakeup in in_wake_order(woken):
-                wakeup.wake_tags(woken[wakeup])
+                wakeup.notified(woken[wakeup], frozenset(versions.get(wakeup, ())))
+
+
+def _version(notification: pb.Notification) -> int | None:
+    """The version id a notified key was written with; None for a deletion."""
+    written = notification.type in (pb.NotificationType.KEY_CREATED, pb.NotificationType.KEY_MODIFIED)
+    return notification.version_id if written else None
