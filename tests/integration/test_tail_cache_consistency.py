@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import pytest
 
 from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
+from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, RetentionPolicy, S3Config
 from llog.errors import OxiaUnavailable, UnknownTopic
 from llog.format.documents import AppendProtocol
@@ -108,6 +108,18 @@ def notified(task: Task, topic: str, partition: int = 0) -> Iterator[None]:
         yield
         assert wakeup.wait(JOIN_S) is not None, "no notification of the change reached the task"
     with feed._lock:  # the dispatch that woke us has finished waking the others
+        pass
+
+
+def caught_up(task: Task, partition_key: str) -> None:
+    """Returns once ``task``'s feed has delivered every change committed so far on the shard of
+    ``partition_key``: a write after them there is notified after them (a shard notifies in commit order)."""
+    marker = f"{task.storage.root}/test-marker/{partition_key}"
+    wakeup = Wakeup()
+    with task.storage.oxia.changes().watching(wakeup, {marker: "marker"}):
+        task.storage.oxia.put(marker, b"", partition_key=partition_key)
+        assert wakeup.wait(JOIN_S) is not None, "the marker's notification never came"
+    with task.storage.oxia.changes()._lock:  # its dispatch, and the earlier ones', reached every watcher
         pass
 
 
@@ -274,32 +286,42 @@ class Versions(Wakeup):
 def test_this_tasks_append_notified_before_the_writer_reports_it_confirms_its_end(
     tasks: tuple[Task, Task], topic: str, protocol: AppendProtocol
 ) -> None:
-    """The version ids the writer reports are those Oxia notifies: an append whose every notification came
-    before the report confirms its end, and the cache answers at it without reading Oxia."""
+    """The version ids the writer reports are those Oxia notifies: an append whose notifications came before
+    the report (all it reports, and one at least) confirms its end, and the cache answers at it without
+    reading Oxia; a shared append's partitions too (a sequential topic's: their puts in one Oxia write)."""
     here, _ = tasks
     cache = TailCache(MB)
     feed = here.storage.oxia.changes()
-    own = Versions()
+    own = {p: Versions() for p in (0, 1)}
+    reported: dict[int, set[int]] = {0: set(), 1: set()}
 
     def reported_after_its_notifications(*args: Any) -> None:
+        partition, versions = args[1], args[4]
         deadline = time.monotonic() + JOIN_S
-        while not args[4] <= own.seen:  # every write of the append notified
-            assert time.monotonic() < deadline, "the append's writes were never all notified"
-            own.wait(0.05)
+        while not (versions <= own[0].seen | own[1].seen and own[partition].seen - reported[partition]):
+            assert time.monotonic() < deadline, "the append's writes were never notified"
+            own[partition].wait(0.05)
         with feed._lock:  # their dispatch has reached the cache too
             pass
         cache.on_commit(*args)
+        reported[partition] = set(own[partition].seen)
 
     writer = LogWriter(here.storage, commit_listener=reported_after_its_notifications)
     service = ConsumeService(LogReader(here.storage), tail_cache=cache)
-    TopicRegistry(here.storage.oxia, root=here.storage.root).create(topic, 1, TopicConfig(protocol))
-    assert answer(service, request(part(topic)))[0][3] == 0  # read: the partition is empty
-    keys = service.reader.layouts.keys(topic, 0)
-    with feed.watching(own, {keys.control: None, keys.sequences: None}):
+    TopicRegistry(here.storage.oxia, root=here.storage.root).create(topic, 2, TopicConfig(protocol))
+    for p in (0, 1):  # the partitions' creation notified before the read, which then confirms them
+        caught_up(here, service.reader.layouts.keys(topic, p).partition_key)
+    assert [r[3] for r in answer(service, request(part(topic, 0), part(topic, 1)))] == [0, 0]  # read: empty
+    with contextlib.ExitStack() as stack:
+        for p in (0, 1):
+            keys = service.reader.layouts.keys(topic, p)
+            stack.enter_context(feed.watching(own[p], {keys.control: None, keys.sequences: None}))
         assert writer.append(topic, 0, [b"a"]).end_offset == 1
         assert cache.current(topic, 0, max_age_s=consume.RECHECK_S) == (1, 1)
-        writer.append(topic, 0, [b"b"])
+        writer.append(topic, 1, [b"b"])
+        writer.append_shared([SharedAppendGroup(topic, 0, [b"c"]), SharedAppendGroup(topic, 1, [b"d"])])
         assert cache.current(topic, 0, max_age_s=consume.RECHECK_S) == (2, 1)
+        assert cache.current(topic, 1, max_age_s=consume.RECHECK_S) == (2, 1)
 
 
 # --- the follow of a partition -----------------------------------------------------------------------------
