@@ -156,6 +156,21 @@ class CountedConsumeService(ConsumeService):
         return results
 
 
+class CacheClearingAdminService(AdminService):
+    """``AdminService`` whose topic delete also empties the tail cache of the topic at once (other tasks
+    learn it from Oxia: the delete fences every partition, a change of ``meta/control`` they are notified of)."""
+
+    def __init__(self, oxia: OxiaStore, *, root: str, writer: LogWriter, tail_cache: TailCache) -> None:
+        super().__init__(oxia, root=root, writer=writer)
+        self.tail_cache = tail_cache
+
+    def delete_topic(self, topic: str) -> dict[str, Any]:
+        try:
+            return super().delete_topic(topic)
+        finally:
+            self.tail_cache.forget_topic(topic)
+
+
 @dataclass
 class ServeServices:
     """One Oxia store and one S3 client for the whole process, shared by every route."""
@@ -202,7 +217,6 @@ class ServeServices:
         """Flush the batcher, then close the Oxia store (shared: closing it twice is harmless)."""
         self.produce.close()
         self.consume.close()
-
 
 
 class RequestIds:
@@ -254,7 +268,6 @@ class HttpCounters:
             {"method": m, "route": r, "status": s, "count": int(c), "seconds": round(sec, 6)}
             for (m, r, s), (c, sec) in items
         ]
-
 
 
 @dataclass
@@ -344,7 +357,7 @@ class LlogServer:
         s = self.services
         produce_app.set_service(s.produce)
         consume_app.set_service(s.consume)
-        admin_app.set_service(AdminService(s.oxia, root=s.root, writer=s.writer))
+        admin_app.set_service(CacheClearingAdminService(s.oxia, root=s.root, writer=s.writer, tail_cache=s.tail_cache))
         admin_app.set_server_info(self.host, self.port)
 
     def serve_forever(self) -> None:
@@ -486,9 +499,7 @@ class LlogServer:
             prepared = service.prepare(produce_app.parse_produce(request.body or None), cached_only=True)
             if prepared is None:
                 return None
-            appended = (
-                await self.services.batcher.submit_on(loop, prepared.ready_groups) if prepared.ready else []
-            )
+            appended = await self.services.batcher.submit_on(loop, prepared.ready_groups) if prepared.ready else []
             finished = service.finish(prepared, appended, cached_only=True)
             if finished is None:
                 finished = await loop.run_in_executor(self._pool, functools.partial(service.finish, prepared, appended))
@@ -628,9 +639,6 @@ class LlogServer:
         }
 
 
-
-
-
 @contextlib.contextmanager
 def logging_from_a_writer_thread() -> Iterator[None]:
     """Log records (the access log among them) reach stderr through a queue and one writer thread.
@@ -701,7 +709,6 @@ def _serve_until_stopped(args: argparse.Namespace) -> int:
             with contextlib.suppress(TypeError, ValueError):
                 signal.signal(sig, handler)
     return 0
-
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

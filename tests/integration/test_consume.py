@@ -36,6 +36,8 @@ from tests.protocols import CAS, CAS_S3_ONLY
 pytestmark = pytest.mark.oxia
 
 MB = 1024 * 1024
+# One round of a consume of one partition: its control record, and the index page proving a sequential end.
+MAX_ROUND_READS = 2
 
 
 def request(
@@ -257,7 +259,9 @@ def test_long_poll_with_a_tail_cache_wakes_on_the_local_append(
 
     assert values(result) == [b"second"]
     assert elapsed < 2
-    assert reader_storage.oxia.counters.total_calls() == calls, "served from the tail cache: no Oxia call"
+    # The first round reads the partition's end; woken by the append, the waiter answers from the cache, or,
+    # when Oxia's notification of the append came first, after one more round of reads.
+    assert reader_storage.oxia.counters.total_calls() - calls <= 2 * MAX_ROUND_READS
     assert reader_storage.blobs.counters.total_calls() == 0
 
 
@@ -298,6 +302,9 @@ def test_offsets_out_of_range_are_reported_per_partition(
 
 
 def test_tail_cache_hits_avoid_oxia_and_s3(tail_cached: TailCached, topic: str, reader_storage: Storage) -> None:
+    await_notifications(reader_storage.oxia)
+    tail_cached.service.consume(request(part(topic)))  # the partition's end read: the cache follows it from here
+    calls = reader_storage.oxia.counters.total_calls()
     tail_cached.writer.append(topic, 0, [b"a", b"b"])
     tail_cached.writer.append(topic, 0, [b"c"])
 
@@ -306,8 +313,11 @@ def test_tail_cache_hits_avoid_oxia_and_s3(tail_cached: TailCached, topic: str, 
     assert values(result) == [b"a", b"b", b"c"]
     assert result.high_watermark == 3
     assert tail_cached.cache.hits >= 2
-    assert reader_storage.oxia.counters.total_calls() == 0
     assert reader_storage.blobs.counters.total_calls() == 0
+    # The appends confirmed the end they committed; a notification of them that reached the consumer's
+    # feed after the writer reported them costs one round of reads (control, and the index page proving
+    # the sequential partition's end).
+    assert reader_storage.oxia.counters.total_calls() - calls <= MAX_ROUND_READS
 
     # Known empty at the cached tail: the long-poll waits for a notification or a local
     # append, and reads Oxia once, at the end.
@@ -325,6 +335,7 @@ def test_a_cache_miss_falls_back_to_oxia_and_fills_the_cache(
     writer.append(topic, 0, [b"a", b"b"])
     cache = TailCache(MB)
     service = ConsumeService(LogReader(reader_storage), tail_cache=cache)
+    await_notifications(reader_storage.oxia)  # the end the first read finds is trusted while nothing is notified
 
     (first,) = service.consume(request(part(topic)))
     calls = reader_storage.oxia.counters.total_calls()

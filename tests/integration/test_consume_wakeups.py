@@ -159,7 +159,7 @@ def test_another_processs_appends_reach_a_waiter_at_this_processs_own_tail(
     await_notifications(consumer_storage.oxia)
     own = here.append(topic, 0, [b"here"]).end_offset
     assert own is not None
-    assert cache.appended_here(topic, 0)
+    assert cache.cached_high_watermark(topic, 0) == own
     stop = threading.Event()
 
     def append_elsewhere() -> None:
@@ -269,7 +269,7 @@ def test_one_batch_of_notifications_wakes_a_waiter_once_with_all_its_tags() -> N
     feed = ChangeFeed(lambda: [])
     wakeup = CountingWakeup()
     feed._watchers.add(wakeup, {"p/meta/control": "control", "p/seq/": "seq"})
-    feed._dispatch(["p/seq/0000000001/e-1-0", "p/meta/control"])
+    feed._dispatch({"p/seq/0000000001/e-1-0": 7, "p/meta/control": 7})
     assert wakeup.wakes == 1
     assert wakeup.wait(0) == Changes(frozenset({"control", "seq"}))
 

@@ -18,9 +18,9 @@ from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import GcConfig, OxiaConfig
 from llog.errors import ConfigurationError, InvalidArgument, InvalidPartition, InvalidTopicName, OxiaUnavailable
 from llog.format.codec import Record, decode_batch, encode_batch
-from llog.format.keys import S3Location, new_object_id, shared_wal_prefix
+from llog.format.keys import PartitionKeys, S3Location, new_object_id, shared_wal_prefix
 from llog.protocol.gc import MAX_WARNINGS, WAL_CHUNK, GarbageCollector, GcReport
-from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
+from llog.service.consume import RECHECK_S, ConsumeRequest, ConsumeService, FetchPartition
 from llog.service.tail_cache import TailCache
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
@@ -32,8 +32,14 @@ CONNECT_TIMEOUT_MS = 1_000
 
 @pytest.fixture
 def dead_oxia() -> OxiaStore:
-    return OxiaStore(OxiaConfig(f"127.0.0.1:{free_port()}", connect_timeout_ms=CONNECT_TIMEOUT_MS,
-                                request_timeout_ms=1_000, close_timeout_ms=1_000))
+    return OxiaStore(
+        OxiaConfig(
+            f"127.0.0.1:{free_port()}",
+            connect_timeout_ms=CONNECT_TIMEOUT_MS,
+            request_timeout_ms=1_000,
+            close_timeout_ms=1_000,
+        )
+    )
 
 
 @pytest.fixture
@@ -115,8 +121,11 @@ def test_s3_failure_fails_every_group_and_touches_no_oxia(dead_oxia: OxiaStore, 
     ],
 )
 def test_rejected_input_writes_nothing(
-    dead_oxia: OxiaStore, blob_store: BlobStore, groups: list[SharedAppendGroup], error: type[Exception],
-    dead_storage: Storage
+    dead_oxia: OxiaStore,
+    blob_store: BlobStore,
+    groups: list[SharedAppendGroup],
+    error: type[Exception],
+    dead_storage: Storage,
 ) -> None:
     writer = LogWriter(dead_storage)
     with pytest.raises(error):
@@ -164,19 +173,45 @@ def test_gc_reads_headers_concurrently_across_listing_pages(
     assert [w.split(":")[0] for w in report.warnings] == sorted(keys)[:MAX_WARNINGS]
 
 
-def _catching_up_service(dead_storage: Storage) -> ConsumeService:
-    """``llog serve``'s consume service whose cache holds offsets 1-2, read by a reader that had not reached the end."""
-    cache = TailCache(1 << 20)
+class Clock:
+    """A clock that moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _catching_up_service(dead_storage: Storage, clock: Clock) -> ConsumeService:
+    """``llog serve``'s consume service whose cache holds offsets 1-2, read by a reader that had not reached the
+    end: its read of Oxia (before Oxia went out of reach) found the high watermark 5, the log start 1. The
+    cache's ``clock`` moves only when the test moves it (each call to the dead Oxia takes its connect timeout)."""
+    cache = TailCache(1 << 20, clock=clock)
+    mark = cache.mark(
+        "orders", 0, dead_storage.oxia.changes(), {PartitionKeys("orders", 0, dead_storage.root).control: None}
+    )
     cache.add("orders", 0, 1, decode_batch(encode_batch([b"a", b"b"], now_ms=1)), at_end=False)
+    cache.note_high_watermark("orders", 0, 5, log_start=1, mark=mark)
     return ConsumeService(LogReader(dead_storage), tail_cache=cache)
 
 
 def test_a_catching_up_reader_is_served_from_the_cache_when_oxia_is_out_of_reach(dead_storage: Storage) -> None:
-    service = _catching_up_service(dead_storage)
+    service = _catching_up_service(dead_storage, Clock())
     (result,) = service.consume(ConsumeRequest([FetchPartition("orders", 0, 1, 1 << 20)], 0, 1, 1 << 20))
     assert result.error is None
     assert [r.value for r in result.records] == [b"a", b"b"]
-    assert result.high_watermark == 2
+    assert (result.high_watermark, result.log_start_offset) == (5, 1)  # as the last read of Oxia found them
+
+
+def test_a_catching_up_reader_whose_last_read_of_oxia_is_recheck_old_gets_oxias_error(dead_storage: Storage) -> None:
+    """The cache stands in for Oxia out of reach only as long as it would trust a read: RECHECK_S."""
+    clock = Clock()
+    service = _catching_up_service(dead_storage, clock)
+    clock.now += RECHECK_S
+    (result,) = service.consume(ConsumeRequest([FetchPartition("orders", 0, 1, 1 << 20)], 0, 1, 1 << 20))
+    assert isinstance(result.error, OxiaUnavailable)
+    assert result.records == []
 
 
 def test_a_catching_up_reader_does_not_wait_at_the_end_of_what_it_read(dead_storage: Storage) -> None:
@@ -185,7 +220,7 @@ def test_a_catching_up_reader_does_not_wait_at_the_end_of_what_it_read(dead_stor
     Before the fix the request trusted the cached end as the tail, waited the whole
     ``max_wait_ms`` and only then asked Oxia (here: an error, after 5 s).
     """
-    service = _catching_up_service(dead_storage)
+    service = _catching_up_service(dead_storage, Clock())
     start = time.monotonic()
     (result,) = service.consume(ConsumeRequest([FetchPartition("orders", 0, 3, 1 << 20)], 5_000, 1, 1 << 20))
     assert isinstance(result.error, OxiaUnavailable)

@@ -16,9 +16,10 @@ from llog.client.reader import LogReader
 from llog.config import CacheConfig
 from llog.format.codec import Record, RecordBatch, decode_batch, encode_batch
 from llog.protocol.topics import STALE_TOPIC_MS
+from llog.service import tail_cache
 from llog.service.consume import ConsumeService
 from llog.service.tail_cache import TailCache, cache_tag
-from llog.store.changes import Changes, Wakeup
+from llog.store.changes import ChangeFeed, Changes, Wakeup
 
 
 def batch(*values: bytes) -> RecordBatch:
@@ -309,7 +310,6 @@ def test_a_partition_oxia_has_not_confirmed_for_stale_topic_ms_is_forgotten():
     clock.now += 1
     assert cache.lookup("orders", 0, 1) is None
     assert cache.cached_high_watermark("orders", 0) is None
-    assert not cache.appended_here("orders", 0)
     assert cache.size_bytes == 0
 
 
@@ -343,3 +343,25 @@ def test_a_high_watermark_below_the_cached_end_drops_the_partition():
     hit = cache.lookup("orders", 0, 1)
     assert hit is not None
     assert hit[1].value(0) == b"new"
+
+
+def test_partitions_followed_without_cached_batches_are_let_go():
+    """A consume marks each partition it reads (its notifications are followed from then on); partitions the
+    cache holds nothing of are let go past FOLLOW_SLACK, so a process reading many partitions once keeps no
+    watcher per partition for ever."""
+    feed = ChangeFeed(lambda: [])  # never connects: nothing is trusted, only the bookkeeping is checked
+    cache = TailCache(1 << 20)
+    try:
+        cache.add("orders", 0, 1, batch(b"a"), at_end=True)
+        cache.mark("orders", 0, feed, {"orders/0/control": None})
+        for p in range(1, tail_cache.FOLLOW_SLACK + 10):
+            cache.mark("orders", p, feed, {f"orders/{p}/control": None})
+        followed = set(cache._follows)
+        assert len(followed) <= tail_cache.FOLLOW_SLACK + 2
+        assert ("orders", 0) in followed  # it has cached batches
+        assert len(feed._watchers._by_key) == len(followed)  # the others' watchers went with them
+        cache.forget_topic("orders")
+        assert not cache._follows
+        assert not feed._watchers
+    finally:
+        feed.close()

@@ -32,7 +32,7 @@ from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
 from llog.protocol import append_cas, fence
 from llog.protocol.append_sequential import CommitOutcome, SequentialAppender, SequentialCommit
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT, FaultHook
-from llog.protocol.metadata import PartitionMetadata, VersionedControl
+from llog.protocol.metadata import PartitionMetadata, VersionedControl, recording_commit_writes
 from llog.protocol.producers import IdempotentAppender, IdempotentBatch, IdempotentOutcome, ProducerRegistry
 from llog.protocol.topics import TopicLayouts
 from llog.store.storage import Storage
@@ -72,8 +72,10 @@ class SharedAppendGroup:
         )
 
 
-CommitListener = Callable[[str, int, int, bytes], None]
-"""Called as ``(topic, partition, start_offset, batch)`` after each committed group (e.g. a tail cache)."""
+CommitListener = Callable[[str, int, int, bytes, frozenset[int]], None]
+"""Called as ``(topic, partition, start_offset, batch, versions)`` after each committed group (e.g. a tail
+cache); ``versions``: the Oxia version ids of the commit's writes to the partitions' commit keys, as far as
+the writer knows them (``llog.protocol.metadata.recording_commit_writes``)."""
 
 
 def validate_group(group: SharedAppendGroup, root: str = DEFAULT_ROOT_PREFIX) -> PartitionKeys:
@@ -271,7 +273,7 @@ class LogWriter:
             for s, body in zip(slices, bodies, strict=True)
         ]  # fmt: skip
         outcomes = self._commit_all(groups, refs, slices, now, _Deadline(commit_deadline, commit_by_ms))
-        for s, body, outcome in zip(slices, bodies, outcomes, strict=True):
+        for s, body, (outcome, written) in zip(slices, bodies, outcomes, strict=True):
             if isinstance(outcome, LlogError):
                 results.append(AppendResult(s.topic, s.partition, s.msg_count, error=outcome))
                 continue
@@ -285,7 +287,7 @@ class LogWriter:
             results.append(AppendResult(s.topic, s.partition, s.msg_count, start, end, index_key, location.uri))
             if self._commit_listener is not None:
                 try:
-                    self._commit_listener(s.topic, s.partition, start, body.body)
+                    self._commit_listener(s.topic, s.partition, start, body.body, written)
                 except Exception:  # a cache must never fail a committed append
                     log.exception("commit listener failed for %s/%s", s.topic, s.partition)
         return results
@@ -328,8 +330,9 @@ class LogWriter:
         slices: Sequence[BlobSlice],
         now_ms: int,
         deadline: _Deadline,
-    ) -> list[_Outcome]:
-        """Each slice's commit, the partitions at once (there is no atomicity across them anyway).
+    ) -> list[tuple[_Outcome, frozenset[int]]]:
+        """Each slice's commit, the partitions at once (there is no atomicity across them anyway), with the
+        version ids of its writes to commit keys (of the batched puts: those of every partition in them).
 
         Sequential partitions this writer knows put their entries with one Oxia
         write per shard; the others commit concurrently on the writer's
@@ -338,18 +341,22 @@ class LogWriter:
         afterwards.
         """
         metas: dict[int, PartitionMetadata] = {}
-        outcomes: dict[int, _Outcome] = {}
+        outcomes: dict[int, tuple[_Outcome, frozenset[int]]] = {}
         for i, s in enumerate(slices):
             try:
                 metas[i] = self._metadata(s.topic, s.partition)
             except LlogError as exc:  # its topic's record (which folder) could not be read: this group fails
-                outcomes[i] = exc
+                outcomes[i] = exc, frozenset()
 
-        def commit(i: int) -> _Outcome:
-            try:
-                return self._commit_group(groups[i], metas[i], refs[i], slices[i].msg_count, now_ms, deadline)
-            except LlogError as exc:
-                return exc
+        def commit(i: int) -> tuple[_Outcome, frozenset[int]]:
+            with recording_commit_writes() as written:
+                try:
+                    outcome: _Outcome = self._commit_group(
+                        groups[i], metas[i], refs[i], slices[i].msg_count, now_ms, deadline
+                    )
+                except LlogError as exc:
+                    outcome = exc
+            return outcome, frozenset(written)
 
         if len(slices) == 1:
             return [outcomes[0] if 0 in outcomes else commit(0)]
@@ -367,7 +374,9 @@ class LogWriter:
                    for indexes in by_partition.values()]  # fmt: skip
         try:
             commits = [SequentialCommit(metas[i], refs[i], slices[i].msg_count, now_ms) for i in batched]
-            outcomes.update(zip(batched, self._sequential.commit_many(commits, deadline.monotonic), strict=True))
+            with recording_commit_writes() as written:
+                many = self._sequential.commit_many(commits, deadline.monotonic)
+            outcomes.update((i, (outcome, frozenset(written))) for i, outcome in zip(batched, many, strict=True))
         finally:
             wait(futures)
         for future in futures:

@@ -7,8 +7,10 @@ live in one place.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata, InvalidArgument, LlogError, PartitionNotInitialized, VersionConflict
@@ -30,6 +32,32 @@ from llog.store.oxia_wire import SequentialPut
 
 APPEND_DELTAS_FENCES = 0  # an append leaves the fence count as it is
 FENCE_DELTAS = (1, 1)  # a fence marker takes one position and counts one more fence
+
+
+_recording = threading.local()  # .versions: the set this thread's commit-key writes go to (None: not recording)
+
+
+@contextlib.contextmanager
+def recording_commit_writes() -> Iterator[set[int]]:
+    """The Oxia version ids of this thread's writes to partitions' commit keys (``meta/control``, the ``seq/``
+    folder: what consumers are notified of) inside the block. The writer reports them with each committed
+    batch, so that a cache tells the notifications of its own process's writes from others'
+    (``llog.service.tail_cache``). A write whose answer was lost is not among them."""
+    outer: set[int] | None = getattr(_recording, "versions", None)
+    versions: set[int] = set()
+    _recording.versions = versions
+    try:
+        yield versions
+    finally:
+        _recording.versions = outer
+        if outer is not None:
+            outer |= versions
+
+
+def _wrote_commit_key(version_id: int) -> None:
+    versions: set[int] | None = getattr(_recording, "versions", None)
+    if versions is not None:
+        versions.add(version_id)
 
 
 @dataclass(frozen=True)
@@ -100,9 +128,11 @@ class PartitionMetadata:
 
     def replace_control(self, record: ControlRecord, expected_version_id: int) -> int:
         """Compare-and-set ``meta/control``; raises ``VersionConflict``."""
-        return self.oxia.put(
+        version_id = self.oxia.put(
             self.keys.control, record.encode(), partition_key=self._pk, expected_version_id=expected_version_id
         )
+        _wrote_commit_key(version_id)
+        return version_id
 
     def create(self, protocol: AppendProtocol = AppendProtocol.CAS) -> bool:
         """Register the partition, then create the cursor, then the control record, each only if absent.
@@ -309,6 +339,7 @@ class PartitionMetadata:
         key = self.keys.parse_sequence_key(generation, written.key)
         if key is None:
             raise CorruptMetadata(f"Oxia named a sequential key {written.key!r} outside generation {generation}")
+        _wrote_commit_key(written.version_id)
         return key
 
     def sequence_tail(self, generation: int) -> SequenceRecord | None:

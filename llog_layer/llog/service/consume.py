@@ -23,9 +23,17 @@ notified before it): a sequential partition woken by an append then costs one
 index scan. Correctness does not rest on notifications: with the
 notification streams up, a waiter re-reads every ``RECHECK_S`` regardless;
 while they are not (connecting, or the server has notifications off), it
-re-polls with backoff from 20 ms doubling to 500 ms. A partition the cache
-knows to be empty at its tail is re-read from Oxia only when a notification
-names it, on a re-check, and on the final poll.
+re-polls with backoff from 20 ms doubling to 500 ms.
+
+With a tail cache, every round, the first included, answers a partition from
+the cache alone (its records, or nothing at its end) only while the cache
+knows its end to be current (``TailCache.current``): confirmed by a read of
+Oxia less than ``RECHECK_S`` ago, or by this process's append since, with no
+change of the partition notified since. Otherwise the partition's control
+record is read, which confirms it for the next answers: another process's
+append, a topic deleted (``UnknownTopic``) or a log start moved by retention
+(``OffsetOutOfRange`` below it) is answered as without the cache, once its
+notification has reached this process, and after ``RECHECK_S`` at most.
 
 A fetch offset in a range a rebuild could not recover (a LOST index entry)
 fails with ``RecordsLost``, whose ``next_fetch_offset`` is the first offset
@@ -45,11 +53,11 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
 from llog.client.reader import LogReader, LogRecord, TimestampOffset, readable, records_in
-from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, RecordsLost, UnknownTopic
+from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, OxiaUnavailable, RecordsLost, UnknownTopic
 from llog.format.codec import RecordBatch, decode_batch, headers_bytes
 from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType, IndexedBatch, LogState
 from llog.protocol.topics import TopicRegistry
-from llog.service.tail_cache import PartitionId, TailCache, cache_tag
+from llog.service.tail_cache import Mark, PartitionId, TailCache, cache_tag
 from llog.store.changes import Changes, Wakeup
 from llog.store.fetch import BlobFetcher
 from llog.store.object_cache import ObjectCache
@@ -59,7 +67,8 @@ POLL_INITIAL_S = 0.02
 POLL_MAX_S = 0.5
 # With notifications flowing, how long a waiter trusts them before re-reading Oxia anyway:
 # the most a lost notification can delay a record, for one read per waiting partition
-# a second (an idle long-poll of 20 s costs about 20 reads instead of about 45).
+# a second (an idle long-poll of 20 s costs about 20 reads instead of about 45). Also
+# the longest a tail cache's confirmation of a partition's end is trusted.
 RECHECK_S = 1.0
 EVERYTHING = Changes(everything=True)
 
@@ -138,6 +147,7 @@ class _Plan:
     error: LlogError | None = None
     known_empty: bool = False
     from_cache: bool = False  # planned from the tail cache alone: no Oxia read
+    mark: Mark | None = None  # the tail cache's, taken before the read of Oxia that planned ``batches``
 
 
 class ConsumeService:
@@ -153,9 +163,6 @@ class ConsumeService:
         self.tail_cache = tail_cache if tail_cache is not None and tail_cache.enabled else None
         self.object_cache = object_cache if object_cache is not None and object_cache.enabled else None
         self._clock = clock
-        # Last log start read from meta/control per partition: a round served from the
-        # tail cache reads no control record but still reports it.
-        self._log_starts: dict[tuple[str, int], int] = {}
 
     @functools.cached_property
     def _topics(self) -> TopicRegistry:
@@ -188,22 +195,24 @@ class ConsumeService:
         feed = self.reader.storage.oxia.changes()
         with self._watching(request, wakeup):
             delay = POLL_INITIAL_S
-            changed = Changes()  # the first round trusts the cached tails
+            changed = Changes()
             controls: dict[PartitionId, ControlRecord] = {}  # read in an earlier round, not notified since
             recheck_at = self._clock() + RECHECK_S
             while True:
                 now = self._clock()
                 final = now >= deadline
-                # The last round reads everything afresh, and so does one every RECHECK_S however often
-                # notifications came: another process's appends to a partition this process appended to
-                # last wake the waiter without making it distrust its cached tail.
+                # The last round reads every control record afresh, and so does one every RECHECK_S however
+                # often notifications came. (A partition answered from the tail cache is read again once the
+                # cache's confirmation of its end is RECHECK_S old, or a notification names it.)
                 if final or now >= recheck_at:
                     changed, controls = EVERYTHING, {}
                 if changed.everything:
                     recheck_at = now + RECHECK_S
-                results = self._fetch(request, changed, controls)
+                results = self._fetch(request, controls)
                 for result in results:
                     if isinstance(result.error, UnknownTopic):
+                        if self.tail_cache is not None:
+                            self.tail_cache.forget_topic(result.topic)
                         raise result.error
                 if final or sum(r.nbytes for r in results) >= request.min_bytes or all(r.error for r in results):
                     return results
@@ -243,18 +252,18 @@ class ConsumeService:
 
     # --- one round -------------------------------------------------------------
 
-    def _fetch(
-        self, request: ConsumeRequest, changed: Changes, controls: dict[PartitionId, ControlRecord]
-    ) -> list[PartitionFetch]:
-        """One read of every partition; a cached tail is trusted unless ``changed`` names its partition.
+    def _fetch(self, request: ConsumeRequest, controls: dict[PartitionId, ControlRecord]) -> list[PartitionFetch]:
+        """One read of every partition; a cached tail is trusted while the cache knows it to be current (its
+        own bound and notifications: the same in every round, the first and the last included).
 
         ``controls``: control records still current, used instead of reading them; each one read is added.
         """
-        plans = [self._plan_from_cache(p, self._trust_cached_tail(p, changed)) for p in request.partitions]
+        marks = self._marks(request)
+        plans = [self._plan_from_cache(p) for p in request.partitions]
         unread = [plan for plan in plans if not plan.from_cache]
         fresh = self._read_controls(unread, controls)
         for plan in unread:
-            self._plan_from_oxia(plan, controls, fresh)
+            self._plan_from_oxia(plan, controls, fresh, marks.get((plan.request.topic, plan.request.partition)))
         fetcher = BlobFetcher(self.reader.storage.blobs, self.object_cache)
         # A failed prefetch is not fatal: each partition meets the error again
         # when it reads its own bytes, and reports it.
@@ -268,33 +277,46 @@ class ConsumeService:
             results.append(result)
         return results
 
-    def _trust_cached_tail(self, req: FetchPartition, changed: Changes) -> bool:
-        if changed.everything:
-            return False
-        # A notification about a partition this process appends to is almost always that
-        # append's own (its commit point comes before the writer returns; the cache wakes us
-        # when the batch lands): another writer's append there waits for the re-check.
-        pid = (req.topic, req.partition)
-        return (pid not in changed.tags and _control_tag(pid) not in changed.tags) or (
-            self.tail_cache is not None and self.tail_cache.appended_here(req.topic, req.partition)
-        )
-
-    def _plan_from_cache(self, req: FetchPartition, trust_cached_tail: bool) -> _Plan:
-        """What the tail cache holds from ``fetch_offset``; ``from_cache`` when that is the whole plan."""
-        plan = _Plan(req, log_start_offset=self._log_starts.get((req.topic, req.partition), INITIAL_OFFSET))
+    def _marks(self, request: ConsumeRequest) -> dict[PartitionId, Mark]:
+        """With a tail cache, each partition's mark, taken before this round reads anything of it."""
         cache = self.tail_cache
-        if cache is not None:
-            cached_hw = cache.cached_high_watermark(req.topic, req.partition)
-            if trust_cached_tail and cached_hw is not None and req.fetch_offset == cached_hw + 1:
-                plan.high_watermark, plan.known_empty, plan.from_cache = cached_hw, True, True
+        if cache is None:
+            return {}
+        feed = self.reader.storage.oxia.changes()
+        marks: dict[PartitionId, Mark] = {}
+        for req in request.partitions:
+            try:
+                keys = self.reader.layouts.keys(req.topic, req.partition)
+            except LlogError:
+                continue  # an invalid name, an unknown topic: its read reports the error
+            marks[(req.topic, req.partition)] = cache.mark(
+                req.topic, req.partition, feed, {keys.control: None, keys.sequences: None}
+            )
+        return marks
+
+    def _plan_from_cache(self, req: FetchPartition) -> _Plan:
+        """What the tail cache holds from ``fetch_offset``; ``from_cache`` when that is the whole plan: the
+        cache knows the partition's end to be current, and ``fetch_offset`` is in the cached range or just
+        past it (not below the log start)."""
+        plan = _Plan(req)
+        cache = self.tail_cache
+        if cache is None:
+            return plan
+        current = cache.current(req.topic, req.partition, max_age_s=RECHECK_S)
+        if current is not None:
+            high_watermark, log_start = current
+            if req.fetch_offset < log_start:
+                return plan  # Oxia's answer: OffsetOutOfRange
+            plan.log_start_offset = log_start
+            if req.fetch_offset == high_watermark + 1:
+                plan.high_watermark, plan.known_empty, plan.from_cache = high_watermark, True, True
                 return plan
-            offset = req.fetch_offset
-            while (hit := cache.lookup(req.topic, req.partition, offset)) is not None:
-                plan.cached.append(hit)
-                offset = hit[0] + len(hit[1])
-            if plan.cached:
-                plan.high_watermark = cache.cached_high_watermark(req.topic, req.partition)
-                plan.from_cache = plan.high_watermark is not None
+        offset = req.fetch_offset
+        while (hit := cache.lookup(req.topic, req.partition, offset)) is not None:
+            plan.cached.append(hit)
+            offset = hit[0] + len(hit[1])
+        if plan.cached and current is not None:
+            plan.high_watermark, plan.from_cache = current[0], True
         return plan
 
     def _read_controls(
@@ -333,25 +355,30 @@ class ConsumeService:
         plan: _Plan,
         controls: dict[PartitionId, ControlRecord],
         fresh: dict[PartitionId, ControlRecord | LlogError],
+        mark: Mark | None,
     ) -> None:
         """The rest of ``plan`` from ``meta/control`` and the index.
 
         ``controls``: records a long-poll reuses, and each one read is added. ``fresh``: records
         ``_read_controls`` read just now (never of a partition in ``controls``), or its error.
+        ``mark``: the tail cache's, taken before this round's reads; what they found confirms its end (not
+        when the control record is one read in an earlier round).
         """
         req = plan.request
         cache = self.tail_cache
+        plan.mark = mark
         try:
             pid = (req.topic, req.partition)
             just_read = fresh.get(pid)
             if isinstance(just_read, LlogError):
                 raise just_read
+            reused = controls.get(pid) if just_read is None else None
             info, scanned = self.reader.tail(
                 req.topic,
                 req.partition,
                 req.fetch_offset,
                 page=MAX_BATCHES_PER_PARTITION,
-                control=just_read if just_read is not None else controls.get(pid),
+                control=just_read if just_read is not None else reused,
                 fresh=just_read is not None,
             )
             controls[pid] = info.control
@@ -360,11 +387,21 @@ class ConsumeService:
                 if record is not None and record.deleted:
                     raise UnknownTopic(req.topic, f"topic {req.topic!r} was deleted")
             plan.high_watermark = info.high_watermark
-            plan.log_start_offset = self._log_starts[(req.topic, req.partition)] = info.log_start
+            plan.log_start_offset = info.log_start
             if cache is not None:
-                cache.note_high_watermark(req.topic, req.partition, info.high_watermark)
+                # A control record read in an earlier round is older than this round's mark: what it says
+                # (a CAS partition's end, the log start) confirms nothing as of the mark.
+                cache.note_high_watermark(
+                    req.topic,
+                    req.partition,
+                    info.high_watermark,
+                    log_start=info.log_start,
+                    mark=mark if reused is None else None,
+                )
             if plan.cached and plan.cached[-1][0] + len(plan.cached[-1][1]) - 1 > info.high_watermark:
                 plan.cached.clear()  # an earlier life of the partition (deleted, created again): not these
+            if req.fetch_offset < info.log_start:
+                plan.cached.clear()  # removed by retention: answered as without the cache
             # Cached batches of a reader catching up: serve them; the next request reads on.
             if plan.cached or req.fetch_offset == info.high_watermark + 1:
                 return
@@ -385,9 +422,20 @@ class ConsumeService:
                 if estimate >= req.partition_max_bytes or len(plan.batches) >= MAX_BATCHES_PER_PARTITION:
                     break
         except LlogError as exc:
-            if plan.cached:  # Oxia is out of reach: serve what the cache holds, up to its end
-                plan.high_watermark = plan.cached[-1][0] + len(plan.cached[-1][1]) - 1
+            # Oxia out of reach: serve what the cache holds from the offset, as of the last read of Oxia, only
+            # while that read is under RECHECK_S old and no change was notified since (a delete or retention
+            # makes Oxia's answer another). Otherwise, and for any other error (a deleted topic: UnknownTopic),
+            # the error is the answer, as without the cache.
+            last_read = (
+                cache.last_read(req.topic, req.partition, max_age_s=RECHECK_S)
+                if cache is not None and plan.cached and isinstance(exc, OxiaUnavailable)
+                else None
+            )
+            if last_read is not None and req.fetch_offset >= last_read[1]:
+                cached_end = plan.cached[-1][0] + len(plan.cached[-1][1]) - 1
+                plan.high_watermark, plan.log_start_offset = max(last_read[0], cached_end), last_read[1]
             else:
+                plan.cached.clear()
                 plan.error = exc
 
     def _assemble(self, plan: _Plan, fetcher: BlobFetcher, budget: int, *, first: bool) -> PartitionFetch:
@@ -402,7 +450,7 @@ class ConsumeService:
                 sources.append((start, decoded))
                 if self.tail_cache is not None:
                     at_end = plan.high_watermark is not None and batch.end_offset >= plan.high_watermark
-                    self.tail_cache.add(req.topic, req.partition, start, decoded, at_end=at_end)
+                    self.tail_cache.add(req.topic, req.partition, start, decoded, at_end=at_end, read_by=plan.mark)
             offset = req.fetch_offset
             for start, decoded in sources:
                 if offset >= start + len(decoded):

@@ -4,7 +4,8 @@ Long-polling consumers wait for a partition's commit keys to change instead
 of re-reading Oxia on a timer. ``ChangeFeed`` opens Oxia's notification
 stream (one gRPC stream per shard, covering every write in the namespace:
 the server offers no key filter) when the first waiter registers, and wakes
-each ``Wakeup`` registered for a changed key or for a folder holding it.
+each ``Wakeup`` registered for a changed key or for a folder holding it
+(those that only count changes, ``Wakeup.counts``, before the others).
 Matching costs one dict lookup per ``/`` of a changed key.
 
 A notification can be missed: a waiter read Oxia before the streams were
@@ -23,7 +24,7 @@ import logging
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import grpc
 from oxia.internal.proto.io.streamnative.oxia import proto as pb
@@ -31,6 +32,7 @@ from oxia.internal.proto.io.streamnative.oxia import proto as pb
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
+W = TypeVar("W", bound="Wakeup")
 
 ShardStubs = Callable[[], list[tuple[int, Any]]]  # (shard id, OxiaClientStub) of every shard
 
@@ -57,6 +59,10 @@ class Changes:
 class Wakeup:
     """One waiter's pending wake-ups; ``wait`` returns and clears them."""
 
+    # Woken before the other waiters of the same change: one that only counts changes (the tail cache's),
+    # which the others, once woken, look at to tell whether something changed.
+    counts: ClassVar[bool] = False
+
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._tags: set[Hashable] = set()
@@ -77,6 +83,11 @@ class Wakeup:
             self._tags.update(t for t in tags if t is not None)
             self._woken = True
             self._cond.notify_all()
+
+    def notified(self, tags: Iterable[Hashable | None], versions: frozenset[int]) -> None:
+        """A notification of changed keys: ``wake_tags``; ``versions``, the Oxia version ids the writes of
+        those keys got (a deleted key has none), are for a waiter that tells writes apart (the tail cache's)."""
+        self.wake_tags(tags)
 
     def wake_all(self) -> None:
         with self._cond:
@@ -124,8 +135,14 @@ class Watchers(Generic[K]):
         for wakeup, tag in self._by_key.get(key, {}).items():
             into.setdefault(wakeup, []).append(tag)
 
-    def everyone(self) -> set[Wakeup]:
-        return {w for waiters in self._by_key.values() for w in waiters}
+    def everyone(self) -> list[Wakeup]:
+        """Every waiter once, in wake order (``in_wake_order``)."""
+        return in_wake_order(dict.fromkeys(w for waiters in self._by_key.values() for w in waiters))
+
+
+def in_wake_order(waiters: Iterable[W]) -> list[W]:
+    """``waiters`` with those that only count changes (``Wakeup.counts``) first."""
+    return sorted(waiters, key=lambda w: not w.counts)
 
 
 class ChangeFeed:
@@ -154,16 +171,23 @@ class ChangeFeed:
         Starts the feed on first use; register before reading what you watch,
         so a change after the read is never missed.
         """
+        self.watch(wakeup, keys)
+        try:
+            yield
+        finally:
+            self.unwatch(wakeup, keys)
+
+    def watch(self, wakeup: Wakeup, keys: Mapping[str, Hashable]) -> None:
+        """``watching`` without an end: until ``unwatch`` (a watcher that outlives one request)."""
         with self._lock:
             self._watchers.add(wakeup, keys)
             if self._thread is None and not self._closed.is_set():
                 self._thread = threading.Thread(target=self._run, daemon=True, name="llog-oxia-changes")
                 self._thread.start()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._watchers.remove(wakeup, keys)
+
+    def unwatch(self, wakeup: Wakeup, keys: Iterable[str]) -> None:
+        with self._lock:
+            self._watchers.remove(wakeup, keys)
 
     def close(self) -> None:
         """Stop the feed without waiting for the server; waiters are woken to re-check and meet the closed store."""
@@ -242,7 +266,7 @@ class ChangeFeed:
             for batch in stream:
                 if index in pending:
                     self._connected(index, pending)
-                self._dispatch(batch.notifications)
+                self._dispatch({key: _version(n) for key, n in batch.notifications.items()})
             why.append("the server ended the stream")
         except grpc.RpcError as exc:
             why.append(f"{exc.code().name}: {exc.details()}")
@@ -264,18 +288,30 @@ class ChangeFeed:
         for waiter in waiters:
             waiter.wake_all()
 
-    def _dispatch(self, keys: Iterable[str]) -> None:
-        # One batch of notifications (one Oxia log entry may change several keys)
-        # wakes each waiter once with all its tags, so no waiter sees part of it.
+    def _dispatch(self, changed: Mapping[str, int | None]) -> None:
+        """One batch of notifications (one Oxia log entry may change several keys): key -> the version id it
+        was written with (None: deleted). Wakes each waiter once with all its tags, so no waiter sees part of it."""
         with self._lock:
             if not self._watchers:
                 return
             woken: dict[Wakeup, list[Hashable | None]] = {}
-            for key in keys:
-                self._watchers.collect(key, woken)
+            versions: dict[Wakeup, set[int]] = {}
+            for key, version in changed.items():
+                matched: dict[Wakeup, list[Hashable | None]] = {}
+                self._watchers.collect(key, matched)
                 slash = key.find("/")
                 while slash >= 0:
-                    self._watchers.collect(key[: slash + 1], woken)
+                    self._watchers.collect(key[: slash + 1], matched)
                     slash = key.find("/", slash + 1)
-            for wakeup, tags in woken.items():
-                wakeup.wake_tags(tags)
+                for wakeup, tags in matched.items():
+                    woken.setdefault(wakeup, []).extend(tags)
+                    if version is not None:
+                        versions.setdefault(wakeup, set()).add(version)
+            for wakeup in in_wake_order(woken):
+                wakeup.notified(woken[wakeup], frozenset(versions.get(wakeup, ())))
+
+
+def _version(notification: pb.Notification) -> int | None:
+    """The version id a notified key was written with; None for a deletion."""
+    written = notification.type in (pb.NotificationType.KEY_CREATED, pb.NotificationType.KEY_MODIFIED)
+    return notification.version_id if written else None
