@@ -12,20 +12,25 @@ real ``llog serve`` processes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import pytest
 
+from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog.client.reader import LogReader
 from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, RetentionPolicy, S3Config
 from llog.errors import OxiaUnavailable, UnknownTopic
+from llog.format.codec import encode_batch
 from llog.format.documents import AppendProtocol
+from llog.protocol.metadata import CommitWrites
 from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.service import consume
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
@@ -35,7 +40,7 @@ from llog.store.changes import Wakeup
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
-from tests.conftest import BUCKET, OxiaServer, serve_env
+from tests.conftest import BUCKET, TOOLS_BIN, OxiaServer, _oxia_unavailable, serve_env
 from tests.integration.test_consume import await_notifications
 from tests.integration.test_http_server import post_json, serve_process
 from tests.integration.test_retention import DAY_MS, compacted_log, retention
@@ -271,34 +276,35 @@ def test_a_change_notified_just_before_this_tasks_append_is_read_again_at_once(
 
 
 class Versions(Wakeup):
-    """Collects the version ids of the notified writes of the keys it watches."""
+    """Collects the notified writes (key, version id) of the keys it watches."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.seen: set[int] = set()
+        self.seen: set[tuple[str, int]] = set()
 
-    def notified(self, tags: Any, versions: frozenset[int]) -> None:
-        self.seen |= versions
-        super().notified(tags, versions)
+    def notified(self, tags: Any, written: frozenset[tuple[str, int]]) -> None:
+        self.seen |= written
+        super().notified(tags, written)
 
 
 @pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL])
 def test_this_tasks_append_notified_before_the_writer_reports_it_confirms_its_end(
     tasks: tuple[Task, Task], topic: str, protocol: AppendProtocol
 ) -> None:
-    """The version ids the writer reports are those Oxia notifies: an append whose notifications came before
-    the report (all it reports, and one at least) confirms its end, and the cache answers at it without
-    reading Oxia; a shared append's partitions too (a sequential topic's: their puts in one Oxia write)."""
+    """The writes (key, version id) the writer reports are those Oxia notifies, each partition's its own: an
+    append whose notifications came before the report (all it reports, and one at least) confirms its end, and
+    the cache answers at it without reading Oxia; a shared append's partitions too (a sequential topic's: their
+    puts in one Oxia write)."""
     here, _ = tasks
     cache = TailCache(MB)
     feed = here.storage.oxia.changes()
     own = {p: Versions() for p in (0, 1)}
-    reported: dict[int, set[int]] = {0: set(), 1: set()}
+    reported: dict[int, set[tuple[str, int]]] = {0: set(), 1: set()}
 
     def reported_after_its_notifications(*args: Any) -> None:
-        partition, versions = args[1], args[4]
+        partition, written = args[1], args[4].writes
         deadline = time.monotonic() + JOIN_S
-        while not (versions <= own[0].seen | own[1].seen and own[partition].seen - reported[partition]):
+        while not (written <= own[partition].seen and own[partition].seen - reported[partition]):
             assert time.monotonic() < deadline, "the append's writes were never notified"
             own[partition].wait(0.05)
         with feed._lock:  # their dispatch has reached the cache too
@@ -570,3 +576,112 @@ def test_a_delete_through_serve_clears_its_cache(live_server: Any, topic: str) -
     request_delete(url, topic)
     assert http_answer(url, consume_doc(topic, {0: 1})) == (404, "UnknownTopic")
     assert http_answer(url, consume_doc(topic, {0: 2}, max_wait_ms=100)) == (404, "UnknownTopic")
+
+
+# --- Oxia with more than one shard -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def two_shard_oxia(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OxiaConfig]:
+    """An Oxia of its own with two shards: version ids are counted per shard, so the same id is written on both."""
+    binary = find_oxia_binary([TOOLS_BIN])
+    if binary is None:
+        _oxia_unavailable("no Oxia binary (make setup)")
+        return
+    process = OxiaProcess(binary, tmp_path_factory.mktemp("oxia-2-shards"), shards=2)
+    process.start()
+    try:
+        yield OxiaConfig(process.address, request_timeout_ms=3_000, connect_timeout_ms=5_000, close_timeout_ms=3_000)
+    finally:
+        process.stop()
+
+
+def on_other_shards(oxia: OxiaStore, root: str, first: str, second: str) -> bool:
+    """Whether two partition keys are on different shards of an Oxia nobody else writes: a write between two
+    on the first key's shard bumps its version id by two if on that shard, by one if not."""
+    before = oxia.put(f"{root}/probe/{first}", b"", partition_key=first)
+    oxia.put(f"{root}/probe/{second}", b"", partition_key=second)
+    return oxia.put(f"{root}/probe/{first}", b"", partition_key=first) == before + 1
+
+
+def test_another_tasks_write_with_a_version_id_of_this_tasks_shared_append_on_another_shard_is_not_taken_for_its_own(
+    two_shard_oxia: OxiaConfig, s3_config: S3Config, root: str
+) -> None:
+    """Oxia counts version ids per shard. A shared append of this task writes P0's entry on one shard and P1's
+    on the other; another task's append to P0 right after gets, on P0's shard, the id this task's P1 write got
+    on P1's. Its notification reaches this task before the writer reports P0's commit: the cache must not take
+    it for the append's own (it names another key), and answers with the other task's record."""
+    with OxiaStore(two_shard_oxia) as oxia_a, OxiaStore(two_shard_oxia) as oxia_b:
+        here, other = [
+            Task(storage, cache, LogWriter(storage, commit_listener=cache.on_commit),
+                 ConsumeService(LogReader(storage), tail_cache=cache))
+            for storage, cache in ((Storage(o, BlobStore(s3_config), BUCKET, root), TailCache(MB))
+                                   for o in (oxia_a, oxia_b))
+        ]  # fmt: skip
+        for task in (here, other):
+            await_notifications(task.storage.oxia)
+        layouts = here.service.reader.layouts
+        registry = TopicRegistry(oxia_a, root=root)
+
+        def created(topic: str) -> str:
+            registry.create(topic, 2, TopicConfig(AppendProtocol.SEQUENTIAL))
+            return topic
+
+        topic = next(
+            t for t in (created(f"t-{uuid.uuid4().hex[:12]}") for _ in range(64))
+            if on_other_shards(oxia_a, root, *(layouts.keys(t, p).partition_key for p in (0, 1)))
+        )  # fmt: skip
+        pk0, pk1 = (layouts.keys(topic, p).partition_key for p in (0, 1))
+        reports: list[tuple[Any, ...]] = []
+        deferred = LogWriter(here.storage, commit_listener=lambda *args: reports.append(args))
+        for p in (0, 1):  # each partition written once (the writer then batches their puts), then read to its end
+            deferred.append(topic, p, [b"first"])
+            here.writer.append(topic, p, [b"second"])
+            caught_up(here, layouts.keys(topic, p).partition_key)
+            trusted(here, topic, p)
+        reports.clear()
+
+        def pump(partition_key: str) -> int:
+            return oxia_a.put(f"{root}/pump/{partition_key}", b"", partition_key=partition_key)
+
+        last0, last1 = pump(pk0), pump(pk1)  # align: P1's shard one write ahead of P0's
+        while last1 < last0 + 1:
+            last1 = pump(pk1)
+        while last0 + 1 < last1:
+            last0 = pump(pk0)
+        # This task's shared append: P0's entry gets id last0 + 1 on its shard, P1's last1 + 1 on the other.
+        deferred.append_shared([SharedAppendGroup(topic, 0, [b"ours-0"]), SharedAppendGroup(topic, 1, [b"ours-1"])])
+        # The other task's, acknowledged: on P0's shard, id last0 + 2 == last1 + 1, the id of this task's P1 write.
+        theirs = Versions()
+        with here.storage.oxia.changes().watching(theirs, dict.fromkeys(layouts.keys(topic, 0).commit_keys)):
+            assert other.writer.append(topic, 0, [b"theirs"]).end_offset == 4
+            assert theirs.wait(JOIN_S) is not None
+        ours_on_p1 = next(args[4].writes for args in reports if args[1] == 1)
+        assert {v for _, v in theirs.seen} & {v for _, v in ours_on_p1}, "no version id was written on both shards"
+        caught_up(here, pk0)
+        caught_up(here, pk1)
+        for args in reports:  # the writer's reports, after every notification of the appends arrived
+            here.cache.on_commit(*args)
+        end = here.cache.cached_high_watermark(topic, 0)
+        assert end == 3
+        got = answer(here.service, request(part(topic, 0, offset=end + 1)))
+        assert not isinstance(got, str)
+        assert got[0][2] == [(4, b"theirs")], got
+
+
+def test_an_append_to_the_partitions_keys_in_another_folder_confirms_no_end(
+    tasks: tuple[Task, Task], topic: str
+) -> None:
+    """A writer that resolved the topic to other keys (another incarnation's folder) committed to keys the
+    cache does not follow: no notification of them says what became of the followed ones, so its report,
+    though nothing unseen is pending, confirms no end and the next answer reads Oxia."""
+    here, _ = tasks
+    TopicRegistry(here.storage.oxia, root=here.storage.root).create(topic, 1, TopicConfig(AppendProtocol.CAS))
+    here.writer.append(topic, 0, [b"a"])
+    keys = here.service.reader.layouts.keys(topic, 0)
+    caught_up(here, keys.partition_key)
+    trusted(here, topic, 0)
+    elsewhere = dataclasses.replace(keys, topic_id=str(uuid.uuid4()))  # another incarnation's folder
+    assert elsewhere.commit_keys != keys.commit_keys
+    here.cache.on_commit(topic, 0, 2, encode_batch([b"b"]), CommitWrites(elsewhere.commit_keys, frozenset()))
+    assert here.cache.current(topic, 0, max_age_s=consume.RECHECK_S) is None

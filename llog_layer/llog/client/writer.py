@@ -32,7 +32,7 @@ from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
 from llog.protocol import append_cas, fence
 from llog.protocol.append_sequential import CommitOutcome, SequentialAppender, SequentialCommit
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT, FaultHook
-from llog.protocol.metadata import PartitionMetadata, VersionedControl, recording_commit_writes
+from llog.protocol.metadata import CommitWrites, PartitionMetadata, VersionedControl, recording_commit_writes
 from llog.protocol.producers import IdempotentAppender, IdempotentBatch, IdempotentOutcome, ProducerRegistry
 from llog.protocol.topics import TopicLayouts
 from llog.store.storage import Storage
@@ -72,10 +72,10 @@ class SharedAppendGroup:
         )
 
 
-CommitListener = Callable[[str, int, int, bytes, frozenset[int]], None]
-"""Called as ``(topic, partition, start_offset, batch, versions)`` after each committed group (e.g. a tail
-cache); ``versions``: the Oxia version ids of the commit's writes to the partitions' commit keys, as far as
-the writer knows them (``llog.protocol.metadata.recording_commit_writes``)."""
+CommitListener = Callable[[str, int, int, bytes, CommitWrites], None]
+"""Called as ``(topic, partition, start_offset, batch, written)`` after each committed group (e.g. a tail
+cache); ``written``: the partition's commit keys and the commit's writes to them as (key, Oxia version id),
+as far as the writer knows them (``llog.protocol.metadata.recording_commit_writes``)."""
 
 
 def validate_group(group: SharedAppendGroup, root: str = DEFAULT_ROOT_PREFIX) -> PartitionKeys:
@@ -330,9 +330,9 @@ class LogWriter:
         slices: Sequence[BlobSlice],
         now_ms: int,
         deadline: _Deadline,
-    ) -> list[tuple[_Outcome, frozenset[int]]]:
-        """Each slice's commit, the partitions at once (there is no atomicity across them anyway), with the
-        version ids of its writes to commit keys (of the batched puts: those of every partition in them).
+    ) -> list[tuple[_Outcome, CommitWrites]]:
+        """Each slice's commit, the partitions at once (there is no atomicity across them anyway), with its
+        writes to its partition's commit keys (of the batched puts: that partition's only).
 
         Sequential partitions this writer knows put their entries with one Oxia
         write per shard; the others commit concurrently on the writer's
@@ -341,14 +341,14 @@ class LogWriter:
         afterwards.
         """
         metas: dict[int, PartitionMetadata] = {}
-        outcomes: dict[int, tuple[_Outcome, frozenset[int]]] = {}
+        outcomes: dict[int, tuple[_Outcome, CommitWrites]] = {}
         for i, s in enumerate(slices):
             try:
                 metas[i] = self._metadata(s.topic, s.partition)
             except LlogError as exc:  # its topic's record (which folder) could not be read: this group fails
-                outcomes[i] = exc, frozenset()
+                outcomes[i] = exc, CommitWrites((), frozenset())
 
-        def commit(i: int) -> tuple[_Outcome, frozenset[int]]:
+        def commit(i: int) -> tuple[_Outcome, CommitWrites]:
             with recording_commit_writes() as written:
                 try:
                     outcome: _Outcome = self._commit_group(
@@ -356,7 +356,7 @@ class LogWriter:
                     )
                 except LlogError as exc:
                     outcome = exc
-            return outcome, frozenset(written)
+            return outcome, CommitWrites.of(metas[i].keys, written)
 
         if len(slices) == 1:
             return [outcomes[0] if 0 in outcomes else commit(0)]
@@ -376,7 +376,8 @@ class LogWriter:
             commits = [SequentialCommit(metas[i], refs[i], slices[i].msg_count, now_ms) for i in batched]
             with recording_commit_writes() as written:
                 many = self._sequential.commit_many(commits, deadline.monotonic)
-            outcomes.update((i, (outcome, frozenset(written))) for i, outcome in zip(batched, many, strict=True))
+            for i, outcome in zip(batched, many, strict=True):
+                outcomes[i] = outcome, CommitWrites.of(metas[i].keys, written)
         finally:
             wait(futures)
         for future in futures:

@@ -198,6 +198,11 @@ class PartitionKeys:
         return f"{self.base}/meta/control"
 
     @property
+    def commit_keys(self) -> tuple[str, str]:
+        """What a change of the partition's log writes: ``meta/control`` and (a prefix) the ``seq/`` folder."""
+        return self.control, self.sequences
+
+    @property
     def compaction_cursor(self) -> str:
         return f"{self.base}/meta/compaction-cursor"
 

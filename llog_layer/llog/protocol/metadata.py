@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata, InvalidArgument, LlogError, PartitionNotInitialized, VersionConflict
@@ -34,30 +34,50 @@ APPEND_DELTAS_FENCES = 0  # an append leaves the fence count as it is
 FENCE_DELTAS = (1, 1)  # a fence marker takes one position and counts one more fence
 
 
-_recording = threading.local()  # .versions: the set this thread's commit-key writes go to (None: not recording)
+_recording = threading.local()  # .writes: the set this thread's commit-key writes go to (None: not recording)
+
+KeyVersion = tuple[str, int]
+"""A write to Oxia: the key written and the version id it got. Version ids are counted per shard (the same id
+is given on every shard), so only the pair names one write."""
 
 
 @contextlib.contextmanager
-def recording_commit_writes() -> Iterator[set[int]]:
-    """The Oxia version ids of this thread's writes to partitions' commit keys (``meta/control``, the ``seq/``
-    folder: what consumers are notified of) inside the block. The writer reports them with each committed
-    batch, so that a cache tells the notifications of its own process's writes from others'
+def recording_commit_writes() -> Iterator[set[KeyVersion]]:
+    """This thread's writes to partitions' commit keys (``meta/control``, the ``seq/`` folder: what consumers
+    are notified of) inside the block, each as (key, version id). The writer reports each partition's with its
+    committed batch, so that a cache tells the notifications of its own process's writes from others'
     (``llog.service.tail_cache``). A write whose answer was lost is not among them."""
-    outer: set[int] | None = getattr(_recording, "versions", None)
-    versions: set[int] = set()
-    _recording.versions = versions
+    outer: set[KeyVersion] | None = getattr(_recording, "writes", None)
+    writes: set[KeyVersion] = set()
+    _recording.writes = writes
     try:
-        yield versions
+        yield writes
     finally:
-        _recording.versions = outer
+        _recording.writes = outer
         if outer is not None:
-            outer |= versions
+            outer |= writes
 
 
-def _wrote_commit_key(version_id: int) -> None:
-    versions: set[int] | None = getattr(_recording, "versions", None)
-    if versions is not None:
-        versions.add(version_id)
+def _wrote_commit_key(key: str, version_id: int) -> None:
+    writes: set[KeyVersion] | None = getattr(_recording, "writes", None)
+    if writes is not None:
+        writes.add((key, version_id))
+
+
+@dataclass(frozen=True)
+class CommitWrites:
+    """What a commit reports to its listener: the partition's commit keys (``PartitionKeys.commit_keys``, which
+    a cache follows) and the commit's writes to them, each as (key, version id)."""
+
+    commit_keys: tuple[str, ...]
+    writes: frozenset[KeyVersion]
+
+    @classmethod
+    def of(cls, keys: PartitionKeys, recorded: Iterable[KeyVersion]) -> CommitWrites:
+        """The writes among ``recorded`` (several partitions' when their puts went in one Oxia write) to the
+        commit keys of the partition ``keys``."""
+        control, folder = keys.commit_keys
+        return cls(keys.commit_keys, frozenset(w for w in recorded if w[0] == control or w[0].startswith(folder)))
 
 
 @dataclass(frozen=True)
@@ -131,7 +151,7 @@ class PartitionMetadata:
         version_id = self.oxia.put(
             self.keys.control, record.encode(), partition_key=self._pk, expected_version_id=expected_version_id
         )
-        _wrote_commit_key(version_id)
+        _wrote_commit_key(self.keys.control, version_id)
         return version_id
 
     def create(self, protocol: AppendProtocol = AppendProtocol.CAS) -> bool:
@@ -339,7 +359,7 @@ class PartitionMetadata:
         key = self.keys.parse_sequence_key(generation, written.key)
         if key is None:
             raise CorruptMetadata(f"Oxia named a sequential key {written.key!r} outside generation {generation}")
-        _wrote_commit_key(written.version_id)
+        _wrote_commit_key(written.key, written.version_id)
         return key
 
     def sequence_tail(self, generation: int) -> SequenceRecord | None:

@@ -290,7 +290,7 @@ class ConsumeService:
             except LlogError:
                 continue  # an invalid name, an unknown topic: its read reports the error
             marks[(req.topic, req.partition)] = cache.mark(
-                req.topic, req.partition, feed, {keys.control: None, keys.sequences: None}
+                req.topic, req.partition, feed, dict.fromkeys(keys.commit_keys)
             )
         return marks
 

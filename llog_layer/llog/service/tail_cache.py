@@ -22,9 +22,12 @@ reader pulled from S3 are cached for the next request, but their end says
 nothing about the partition's.
 
 An append of this process confirms the end it committed without a read, when
+the writer's commit keys for the partition are those the cache follows and
 every notification of the partition unseen at the writer's report is of one of
-the append's own writes: the writer reports the Oxia version ids of its writes
-to the commit keys, and a notification carries the version id of the write.
+the append's own writes: the writer reports its writes to the commit keys as
+(key, Oxia version id), and a notification carries the key and the version id
+of the write. Both count: Oxia counts version ids per shard, so another
+process's write on another shard can get the id of one of the append's.
 Any other unseen notification (another process's change, a deletion, a
 reconnect of the feed: what changed while it was down was notified by nobody)
 means the append confirms nothing and the next answer reads Oxia. A
@@ -52,6 +55,7 @@ from dataclasses import dataclass, field
 
 from llog.config import CacheConfig
 from llog.format.codec import RecordBatch, batch_record_count, decode_batch
+from llog.protocol.metadata import CommitWrites, KeyVersion
 from llog.protocol.topics import STALE_TOPIC_MS
 from llog.store.byte_cache import ByteBoundedCache
 from llog.store.changes import ChangeFeed, Wakeup, Watchers
@@ -87,7 +91,7 @@ class _Tail:
 
 class _Notices(Wakeup):
     """Counts the change notifications of one partition's commit keys (and the feed's reconnects, after
-    which anything may have changed), with the version ids of the writes the latest notified: registered
+    which anything may have changed), with the writes (key, version id) the latest notified: registered
     on the feed for as long as the cache follows the partition, and woken before the consumers waiting on
     the same change, who then find the count moved."""
 
@@ -98,23 +102,23 @@ class _Notices(Wakeup):
         self._count_lock = threading.Lock()
         self.count = 0
         # Of the latest; the last is number ``count``. Empty: writes nobody can claim (a reconnect, a deletion).
-        self._versions: deque[frozenset[int]] = deque(maxlen=RECENT_NOTICES)
+        self._written: deque[frozenset[KeyVersion]] = deque(maxlen=RECENT_NOTICES)
 
-    def _bump(self, versions: frozenset[int]) -> None:
+    def _bump(self, written: frozenset[KeyVersion]) -> None:
         with self._count_lock:
             self.count += 1
-            self._versions.append(versions)
+            self._written.append(written)
 
-    def unseen(self, seen: int) -> list[frozenset[int]] | None:
-        """The version ids each notification after number ``seen`` named; None if too many to tell."""
+    def unseen(self, seen: int) -> list[frozenset[KeyVersion]] | None:
+        """The writes each notification after number ``seen`` named; None if too many to tell."""
         with self._count_lock:
             unseen = self.count - seen
-            if unseen > len(self._versions):
+            if unseen > len(self._written):
                 return None
-            return list(self._versions)[len(self._versions) - unseen :] if unseen > 0 else []
+            return list(self._written)[len(self._written) - unseen :] if unseen > 0 else []
 
-    def notified(self, tags: Iterable[Hashable | None], versions: frozenset[int]) -> None:
-        self._bump(versions)
+    def notified(self, tags: Iterable[Hashable | None], written: frozenset[KeyVersion]) -> None:
+        self._bump(written)
 
     def wake(self, tag: Hashable | None = None) -> None:
         self._bump(frozenset())
@@ -173,22 +177,28 @@ class TailCache(ByteBoundedCache):
         self._order: OrderedDict[tuple[PartitionId, int], int] = OrderedDict()  # (partition, start) -> bytes
 
     def on_commit(
-        self, topic: str, partition: int, start_offset: int, batch: bytes, versions: frozenset[int] = frozenset()
+        self, topic: str, partition: int, start_offset: int, batch: bytes, written: CommitWrites | None = None
     ) -> None:
-        """``LogWriter`` commit listener: cache the batch and wake waiting consumers. ``versions``: the Oxia
-        version ids of the append's writes to commit keys; with every notification of the partition unseen
-        now among them, the append confirms the end it committed (see the module docstring)."""
+        """``LogWriter`` commit listener: cache the batch and wake waiting consumers. ``written``: the append's
+        commit keys and writes to them; with those keys followed and every notification of the partition
+        unseen now among its writes, the append confirms the end it committed (see the module docstring)."""
         if self.enabled and len(batch) <= self.max_bytes:
             count = batch_record_count(batch)
             end = start_offset + count - 1
             with self._lock:  # before the batch wakes a waiter, which then finds the end confirmed
                 follow = self._follows.get((topic, partition))
-                if follow is not None and follow.high_watermark is not None and end > follow.high_watermark:
+                if (
+                    follow is not None
+                    and follow.high_watermark is not None
+                    and end > follow.high_watermark
+                    and written is not None
+                    and set(written.commit_keys) == set(follow.keys)
+                ):
                     # The end this append committed, as of now (see the module docstring); the log start is
                     # still the one read, so the confirmation keeps the read's age.
                     notices = follow.notices.count
                     unseen = follow.notices.unseen(follow.seen)  # those up to ``notices`` at least
-                    if unseen is not None and all(named and named <= versions for named in unseen):
+                    if unseen is not None and all(named and named <= written.writes for named in unseen):
                         follow.high_watermark, follow.seen = end, notices
             self._add(topic, partition, start_offset, count, batch, True)
 

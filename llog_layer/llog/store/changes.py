@@ -84,9 +84,10 @@ class Wakeup:
             self._woken = True
             self._cond.notify_all()
 
-    def notified(self, tags: Iterable[Hashable | None], versions: frozenset[int]) -> None:
-        """A notification of changed keys: ``wake_tags``; ``versions``, the Oxia version ids the writes of
-        those keys got (a deleted key has none), are for a waiter that tells writes apart (the tail cache's)."""
+    def notified(self, tags: Iterable[Hashable | None], written: frozenset[tuple[str, int]]) -> None:
+        """A notification of changed keys: ``wake_tags``; ``written``, each written key with the Oxia version id
+        it got (a deleted key is not among them; an id alone is not one write: ids are counted per shard), is
+        for a waiter that tells writes apart (the tail cache's)."""
         self.wake_tags(tags)
 
     def wake_all(self) -> None:
@@ -295,7 +296,7 @@ class ChangeFeed:
             if not self._watchers:
                 return
             woken: dict[Wakeup, list[Hashable | None]] = {}
-            versions: dict[Wakeup, set[int]] = {}
+            written: dict[Wakeup, set[tuple[str, int]]] = {}
             for key, version in changed.items():
                 matched: dict[Wakeup, list[Hashable | None]] = {}
                 self._watchers.collect(key, matched)
@@ -306,9 +307,9 @@ class ChangeFeed:
                 for wakeup, tags in matched.items():
                     woken.setdefault(wakeup, []).extend(tags)
                     if version is not None:
-                        versions.setdefault(wakeup, set()).add(version)
+                        written.setdefault(wakeup, set()).add((key, version))
             for wakeup in in_wake_order(woken):
-                wakeup.notified(woken[wakeup], frozenset(versions.get(wakeup, ())))
+                wakeup.notified(woken[wakeup], frozenset(written.get(wakeup, ())))
 
 
 def _version(notification: pb.Notification) -> int | None:
