@@ -77,7 +77,7 @@ from typing import Any, cast
 
 import pytest
 
-from llog.client.reader import LogReader
+from llog.client.reader import LogReader, LogRecord
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy, WriterConfig
 from llog.errors import (
@@ -114,7 +114,7 @@ from llog.protocol.gc import GarbageCollector, GcReport
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.producers import CLAIM_MARGIN_MS
 from llog.protocol.topics import TopicConfig, TopicRegistry
-from llog.protocol.verify import Verifier
+from llog.protocol.verify import ProblemKind, Verifier
 from llog.service import produce
 from llog.service.groups import GroupService
 from llog.service.produce import ProduceEntry, ProduceService
@@ -163,6 +163,7 @@ FENCE_CRASH_POINTS = (faults.WRITER_AFTER_FENCE_MARKER, faults.WRITER_AFTER_INDE
 CLAIM_JUMP_S = (CLAIM_MARGIN_MS + 2 * COMMIT_DELAY_MS) / 1000  # past a claim's deadline and margin
 PAUSE_POINTS = (faults.WRITER_AFTER_BLOB_PUT, faults.PRODUCER_AFTER_CLAIM, faults.WRITER_AFTER_DEADLINE_CHECK)
 LOST_ANSWER_CHANCE = 0.02  # of a lossy writer's Oxia write (LossyOxia)
+LOST_CONTROL_ANSWER_CHANCE = 0.06  # of a lossy writer's compare-and-set of the first topic's meta/control
 LOST_ANSWER_DELAY_S = 1.0
 CONTROL_KEY = re.compile(rf"{TOPIC}/partitions/(\d+)/meta/control")  # the first topic's (legacy folders)
 CATCH_UP_CHANCE = 0.25  # of a compactor run
@@ -170,8 +171,9 @@ CATCH_UP_CHANCE = 0.25  # of a compactor run
 # 1.2 * GRACE_MS) outlives it, and another run takes the topic over.
 RECLAIM_LEASE_MS = 2_000
 RECLAIM_POINTS = (faults.RECLAIM_AFTER_LEASE_CHECK,)
-RECLAIMER_PAUSE_CHANCE = 0.2  # of a reclaimer run; it pauses past the lease, so another run takes the topic over
-RECLAIM_PAUSES_S = (2 * RECLAIM_LEASE_MS / 1000,)
+RECLAIMER_PAUSE_CHANCE = 0.3  # of a reclaimer run; it pauses past the lease, so another run takes the topic over
+RECLAIM_PAUSE_S = 2 * RECLAIM_LEASE_MS / 1000  # at least: past the claim's lease, and on till the name lives again
+RELIVED_WAIT_S = 10.0  # at most, for the name's next life to take a produce on the partition the run pauses at
 GROW_CHANCE = 0.3  # of a life of the explicit kind, before its delete
 BACKUP_EVERY_S = (2.0, 5.0)
 GROUP = "g"
@@ -243,10 +245,14 @@ class LossyOxia:
     WRITES = frozenset({"put", "put_sequential", "put_sequential_many", "delete", "delete_range"})
 
     def __init__(
-        self, store: OxiaStore, chance: float, count: Callable[[str], None], meanwhile: Callable[[str], None]
+        self,
+        store: OxiaStore,
+        chance: Callable[[str, str], float],
+        count: Callable[[str], None],
+        meanwhile: Callable[[str], None],
     ) -> None:
         self._store = store
-        self._chance = chance
+        self._chance = chance  # of losing the answer to a write, by the call's name and key
         self._count = count
         self._meanwhile = meanwhile  # what goes on elsewhere while a compare-and-set's answer is lost (its key)
 
@@ -256,7 +262,7 @@ class LossyOxia:
             return found
 
         def lossy(*args: Any, **kwargs: Any) -> Any:
-            if random.random() >= self._chance:
+            if random.random() >= self._chance(name, args[0] if args else ""):
                 return found(*args, **kwargs)
             applied = random.random() < 0.5
             if applied:
@@ -385,7 +391,9 @@ class Run:
         self.clock = JumpingClock(Path(self.files.name) / "skew")
         self.storage = Storage(oxia, blobs, BUCKET, self.root)
         self.skewed = dataclasses.replace(self.storage, clock=self.clock)
-        self.lossy = cast(OxiaStore, LossyOxia(oxia, LOST_ANSWER_CHANCE, self._count, self._compact_meanwhile))
+        self.lossy = cast(
+            OxiaStore, LossyOxia(oxia, self._lost_answer_chance, self._count, self._compact_meanwhile)
+        )
         self.config = WriterConfig(append_protocol=protocol, max_commit_delay_ms=COMMIT_DELAY_MS)
         self.history = History()
         self.tally: Counter[str] = Counter()
@@ -399,6 +407,15 @@ class Run:
         self._wall_ahead = time.time() - time.monotonic()  # a record's wall-clock times on the monotonic clock
         self.life_acks: list[LifeAck] = []
         self.group_read: set[bytes] = set()  # values the consumer group has read
+        self.actors: Counter[str] = Counter()  # actors of each kind
+        self.acting: Counter[str] = Counter()  # actors at work, by kind
+        self._kind = threading.local()  # the kind of the actor on this thread (``Run._forever``)
+        self.overlaps: Counter[str] = Counter()  # "a + b": steps of kind a begun while one of kind b was under way
+        # Each record of the first topic read by the auditor or a reader, at its offsets, and each offset's record:
+        # what retention removes before the end was still seen (``Run.audit``).
+        self.seen: dict[bytes, set[tuple[int, int]]] = {}
+        self.read_at: dict[tuple[int, int], bytes] = {}
+        self.stale_batches: list[Appended] = []  # the stale recoverer's batches left under a stale key
         writer = self._writer()
         for partition in PARTITIONS:
             writer.initialize_partition(TOPIC, partition)
@@ -424,9 +441,20 @@ class Run:
         with self._lock:
             self.failures.append(what)
 
-    def _batch(self, partition: int, prefix: str, *, producer: bool = False) -> Appended:
+    def audit(self, partition: int, records: list[LogRecord], by: str) -> None:
+        """Records of the first topic just read: an offset must read as the same record every time."""
+        with self._lock:
+            for record in records:
+                first = self.read_at.setdefault((partition, record.offset), record.value)
+                if first != record.value:
+                    self.failures.append(f"{by}: offset {record.offset} of {TOPIC}/{partition} read as "
+                                         f"{first!r}, later as {record.value!r}")  # fmt: skip
+                self.seen.setdefault(record.value, set()).add((partition, record.offset))
+
+    def _batch(self, partition: int, prefix: str, *, producer: bool = False, records: int = 0) -> Appended:
+        """A new batch of ``records`` records (1 to 3, drawn, by default)."""
         batch = self._next(prefix)
-        values = [b"%s#%d" % (batch.encode(), k) for k in range(random.randint(1, 3))]
+        values = [b"%s#%d" % (batch.encode(), k) for k in range(records or random.randint(1, 3))]
         appended = Appended(partition, batch, values, producer=producer)
         with self._lock:
             self.appended[batch] = appended
@@ -497,24 +525,67 @@ class Run:
 
         return pause, point
 
+    def _lost_answer_chance(self, call: str, key: str) -> float:
+        """A first-topic reservation's (or other ``meta/control`` compare-and-set's) answer is lost more often:
+        its judgement after the loss is where a reservation could land twice (docs/PROTOCOL.md)."""
+        if call == "put" and CONTROL_KEY.fullmatch(key.removeprefix(f"{self.root}/")):
+            return LOST_CONTROL_ANSWER_CHANCE
+        return LOST_ANSWER_CHANCE
+
     def _compact_meanwhile(self, key: str) -> None:
         """While a writer's reservation (a compare-and-set of the first topic's ``meta/control``) has lost its
         answer, the partition's compactor catches up: it finishes the reservation and compacts its entry, so the
         writer's judgement of its own reservation meets evidence that compaction rewrote (docs/PROTOCOL.md)."""
         found = CONTROL_KEY.fullmatch(key.removeprefix(f"{self.root}/"))
-        if found is None:
-            return
-        try:
-            Compactor(self.skewed, config=CompactorConfig(max_offsets_per_run=500)).compact_once(TOPIC, int(found[1]))
+        if found is not None and self._catch_up(int(found[1])):
             self._count("compactions while a reservation's answer was lost")
+
+    def _catch_up(self, partition: int) -> bool:
+        """A compaction of the first topic's ``partition`` up to its tail (a pending append finished first);
+        False if it could not run."""
+        try:
+            Compactor(self.skewed, config=CompactorConfig(max_offsets_per_run=500)).compact_once(TOPIC, partition)
         except RETRIABLE:
-            pass
+            return False
+        return True
+
+    @contextlib.contextmanager
+    def _acting(self, kind: str) -> Iterator[None]:
+        """An actor of ``kind`` at work (a step, but for its rests, ``Run._idle``): counted with each kind of
+        actor at work when it begins, so the report says which pairs of actions ran at once, and how often."""
+        with self._lock:
+            for other, at_work in self.acting.items():
+                if at_work:
+                    self.overlaps[" + ".join(sorted((kind, other)))] += 1
+            self.acting[kind] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.acting[kind] -= 1
+
+    def _idle(self, seconds: float) -> bool:
+        """An actor's rest between actions (not counted as at work); True once the run is stopping."""
+        kind = self._kind.name
+        with self._lock:
+            self.acting[kind] -= 1
+        try:
+            return self.stop.wait(seconds)
+        finally:
+            with self._lock:
+                self.acting[kind] += 1
 
     def _forever(self, name: str, step: Callable[[], None]) -> Callable[[], None]:
+        kind = name.rstrip("0123456789 ")
+        with self._lock:
+            self.actors[kind] += 1
+
         def loop() -> None:
+            self._kind.name = kind
             while not self.stop.is_set():
                 try:
-                    step()
+                    with self._acting(kind):
+                        step()
                 except RETRIABLE as exc:
                     self._count(f"{name}: {type(exc).__name__}")
                 except Exception as exc:  # every other error fails the run, after every actor stopped
@@ -554,6 +625,63 @@ class Run:
 
         return self._forever(f"writer {client}", step)
 
+    def stale_recoverer(self) -> Callable[[], None]:
+        """docs/PROTOCOL.md's residual stale key, made on purpose (CAS): a writer stalls after its reservation
+        while another writer's append finishes it and the compactor compacts both, then writes its WAL index
+        entry again inside the compacted range and dies before its stale check. Its batch is not inlined, so a
+        read that lands on the key goes to its WAL object, which GC deletes after its grace as nothing references
+        it. Once past that grace the actor reads the partition through: every offset must read as it read before
+        (``llog verify`` reports the key as ``stale_entry``, as documented, until retention removes it)."""
+        config = dataclasses.replace(self.config, inline_batch_max_bytes=0)
+        finisher = self._writer()
+
+        def step() -> None:
+            partition = random.choice(SHARED_PARTITIONS)
+            appended = self._batch(partition, "s-")
+            stalled: list[bool] = []
+
+            def finish_and_compact() -> bool:
+                after = self._batch(partition, "s-after-", records=1)
+                op = self._call(after, 151)
+                [result] = finisher.append_shared([SharedAppendGroup(TOPIC, partition, [Record(after.values[0])])])
+                self._answer(after, op, result)
+                return result.ok and self._catch_up(partition)
+
+            def stall_then_die(reached: str) -> None:
+                if reached == faults.WRITER_AFTER_RESERVE and not stalled:
+                    stalled.append(finish_and_compact())
+                elif reached == faults.WRITER_AFTER_INDEX_WRITE and stalled:
+                    HARNESS[f"concurrent: crashes at {reached}"] += 1
+                    raise SimulatedCrash(reached)
+
+            writer = LogWriter(self.storage, config=config, fault_hook=stall_then_die)
+            op = self._call(appended, 150)
+            result: AppendResult | BaseException
+            try:
+                records = [Record(v) for v in appended.values]
+                [result] = writer.append_shared([SharedAppendGroup(TOPIC, partition, records)])
+            except (SimulatedCrash, StorageUnavailable) as ended:
+                result = ended
+            outcome = self._answer(appended, op, result)
+            if not (stalled and stalled[0] and isinstance(result, SimulatedCrash)):
+                self._count(f"stale recoverer append {outcome} (no stale key)")
+                return
+            self._count("stale keys left by a recoverer that died before its check")
+            with self._lock:
+                self.stale_batches.append(appended)
+            if self._idle(2 * GRACE_MS / 1000):
+                return
+            info = self.log_reader.partition_info(TOPIC, partition)
+            try:
+                read = list(self.log_reader.iter_from(TOPIC, partition, info.log_start))
+            except OffsetOutOfRange:
+                self._count("stale recoverer reads overtaken by retention")
+                return
+            self.audit(partition, read, "stale recoverer")
+            self._count("partitions read through past a stale key's grace")
+
+        return self._forever("stale recoverer", step)
+
     def conditional_writer(self) -> Callable[[], None]:
         """Appends only at the offset after the high watermark it read (CAS partitions; sequential ones refuse)."""
         writer = self._writer()
@@ -575,7 +703,7 @@ class Run:
                 self._count("conditional append refused (sequential)")
             else:
                 self._count(f"conditional append {self._answer(batch, op, result)}")
-            time.sleep(random.uniform(0.01, 0.05))
+            self._idle(random.uniform(0.01, 0.05))
 
         return self._forever("conditional writer", step)
 
@@ -583,7 +711,7 @@ class Run:
         """Now and then a minute passes: claims of attempts that died expire, and are taken over."""
 
         def step() -> None:
-            if not self.stop.wait(random.uniform(1.0, 3.0)) and self.clock.jump(CLAIM_JUMP_S):
+            if not self._idle(random.uniform(1.0, 3.0)) and self.clock.jump(CLAIM_JUMP_S):
                 self._count("clock jumps")
 
         return self._forever("clock", step)
@@ -873,12 +1001,12 @@ class Run:
             else:
                 self.history.answer(op, "ok")
                 self._count("fences")
-            time.sleep(random.uniform(0.01, 0.2))
+            self._idle(random.uniform(0.01, 0.2))
             op = self.history.call(f"{TOPIC}/{partition}", 100, kind="unfence")
             until_done(writer.unfence, partition)
             self.history.answer(op, "ok")
             self._count("unfences")
-            time.sleep(random.uniform(0.1, 0.5))
+            self._idle(random.uniform(0.1, 0.5))
 
         return self._forever("fencer", step)
 
@@ -898,7 +1026,7 @@ class Run:
                 self._count("compactions")
             except SimulatedCrash:
                 self._count(f"compactor crashes at {point}")
-            time.sleep(random.uniform(0.02, 0.1))
+            self._idle(random.uniform(0.02, 0.1))
 
         return self._forever("compactor", step)
 
@@ -923,7 +1051,7 @@ class Run:
                 self._count("gc runs with errors during an Oxia restart")
             elif report.errors:
                 self._fail(f"gc {number}: {report.errors}")
-            time.sleep(random.uniform(0.1, 0.6))
+            self._idle(random.uniform(0.1, 0.6))
 
         return self._forever(f"collector {number}", step)
 
@@ -931,7 +1059,7 @@ class Run:
         """GC's reclaim step alone, run often (as a collector's first step; the collectors run it too), so that
         the second topic lives more lives and reclaim runs overlap. Now and then a run dies at its lease check,
         or pauses there past its claim's lease on a thread of its own while the reclaimer goes on: its next runs
-        take the topic over and finish, the name lives again, then the paused run resumes."""
+        take the topic over and finish, the name lives again and is produced to, then the paused run resumes."""
         config = GcConfig(grace_ms=GRACE_MS)
         registry = TopicRegistry(self.storage.oxia, root=self.root)
         paused: list[threading.Thread] = []
@@ -952,14 +1080,29 @@ class Run:
             if report.errors and not self._during_restart(began):
                 self._fail(f"reclaimer: {report.errors}")
 
+        def pause_until_relived(reached: str) -> None:
+            """Past the claim's lease, and on until the name's next life took a produce to the partition this
+            run is about to delete (its first in order: 0): what a run that deleted by name would destroy."""
+            if reached != faults.RECLAIM_AFTER_LEASE_CHECK:
+                return
+            began = time.monotonic()
+            self._count(f"reclaimer pauses at {reached}")
+            self.stop.wait(RECLAIM_PAUSE_S)
+            while time.monotonic() < began + RELIVED_WAIT_S and not self.stop.wait(0.05):
+                with self._lock:
+                    relived = any(a.called > began and a.partition == 0 for a in self.life_acks)
+                if relived:
+                    self._count("reclaim runs paused until the name lived again")
+                    return
+
         def step() -> None:
             if random.random() < RECLAIMER_PAUSE_CHANCE and not any(t.is_alive() for t in paused):
-                hook, point = self._pause(RECLAIM_POINTS, "reclaimer", RECLAIM_PAUSES_S)
+                hook, point = pause_until_relived, faults.RECLAIM_AFTER_LEASE_CHECK
                 paused.append(threading.Thread(target=reclaim, args=(hook, point), name="paused reclaim"))
                 paused[-1].start()
             else:
                 reclaim(*self._hook(RECLAIM_POINTS, CRASH_CHANCE))
-            if self.stop.wait(random.uniform(0.05, 0.2)):
+            if self._idle(random.uniform(0.05, 0.2)):
                 for thread in paused:
                     thread.join()
 
@@ -984,10 +1127,36 @@ class Run:
             offsets = [r.offset for r in records]
             if offsets != list(range(start, start + len(records))):
                 self._fail(f"a read of {TOPIC}/{partition} from {start} returned offsets {offsets}")
+            self.audit(partition, records, f"reader {client}")
             self.history.answer(op, "ok", records=[r.value.split(b"#")[0].decode() for r in records])
             self._count("reads")
 
         return self._forever(f"reader {client}", step)
+
+    def auditor(self) -> Callable[[], None]:
+        """Tails every partition of the first topic, as a consumer that keeps up would, so that a record written
+        twice, or an offset that reads differently later, is seen even when retention removes it before the end
+        (``Run.check`` counts every record seen, not only the final read's)."""
+        next_offset = dict.fromkeys(PARTITIONS, 1)
+
+        def step() -> None:
+            for partition in PARTITIONS:
+                try:
+                    records = list(
+                        itertools.islice(self.log_reader.iter_from(TOPIC, partition, next_offset[partition]), 1_000)
+                    )
+                except OffsetOutOfRange:  # retention went past what the auditor had read: those go unaudited
+                    self._count("audit gaps (retention ahead of the auditor)")
+                    next_offset[partition] = self.log_reader.partition_info(TOPIC, partition).log_start
+                    continue
+                self.audit(partition, records, "auditor")
+                if records:
+                    next_offset[partition] = records[-1].offset + 1
+                    with self._lock:
+                        self.tally["records audited"] += len(records)
+            self._idle(0.05)
+
+        return self._forever("auditor", step)
 
     def life_producer(self, client: int) -> Callable[[], None]:
         """Produces one record at a time to the second topic through a produce service of its own."""
@@ -1003,7 +1172,7 @@ class Run:
                 [result] = service.produce([ProduceEntry(LIFE_TOPIC, partition, [value])])
             except UnknownTopic:
                 self._count("life produce refused (no such topic)")
-                time.sleep(0.02)
+                self._idle(0.02)
                 return
             except InvalidPartition:
                 self._count("life produce refused (a partition not grown yet)")
@@ -1016,7 +1185,7 @@ class Run:
                 self._count("life produce ok")
             else:
                 self._count(f"life produce {type(result.error).__name__}")
-            time.sleep(0.01)
+            self._idle(0.01)
 
         return self._forever(f"life producer {client}", step)
 
@@ -1049,14 +1218,14 @@ class Run:
                     except InvalidPartitionCount:  # a produce to a higher partition began it implicitly first
                         life.explicit = False
                 self._count(f"lives ({'explicit' if life.explicit else 'implicit'})")
-                self.stop.wait(random.uniform(0.5, 2.0))
+                self._idle(random.uniform(0.5, 2.0))
                 return
             assert life is not None
             live_of_two = record is not None and not record.deleted and not record.implicit and record.partitions == 2
             if live_of_two and random.random() < GROW_CHANCE:
                 registry.grow(LIFE_TOPIC, 3)
                 self._count("lives grown")
-                self.stop.wait(random.uniform(0.3, 1.0))
+                self._idle(random.uniform(0.3, 1.0))
                 return
             if record is None or not record.deleted:
                 self._check_life(life)
@@ -1069,7 +1238,7 @@ class Run:
                     return
                 life.deleted = min(life.deleted, time.monotonic())
                 return
-            self.stop.wait(0.1)  # deleted: waiting for a collector to reclaim it
+            self._idle(0.1)  # deleted: waiting for a collector to reclaim it
 
         return self._forever("life", step)
 
@@ -1084,12 +1253,12 @@ class Run:
             try:
                 if random.random() < 0.5:
                     writer.fence(LIFE_TOPIC, partition)
-                    self.stop.wait(random.uniform(0.01, 0.1))
+                    self._idle(random.uniform(0.01, 0.1))
                 writer.unfence(LIFE_TOPIC, partition)
                 self._count("life unfences")
             except gone as exc:
                 self._count(f"life fences and unfences refused: {type(exc).__name__}")
-            self.stop.wait(random.uniform(0.1, 0.3))
+            self._idle(random.uniform(0.1, 0.3))
 
         return self._forever("life fencer", step)
 
@@ -1141,7 +1310,7 @@ class Run:
 
         def step() -> None:
             nonlocal copies
-            if self.stop.wait(random.uniform(*BACKUP_EVERY_S)):
+            if self._idle(random.uniform(*BACKUP_EVERY_S)):
                 return
             began = time.monotonic()
             report = back_up_topics(self.storage, [TOPIC], keep=2)
@@ -1221,7 +1390,7 @@ class Run:
             nonlocal member
             if member is None or not positions or random.random() < REJOIN_CHANCE:
                 join()
-                self.stop.wait(0.2)
+                self._idle(0.2)
                 return
             partition = random.choice(sorted(positions))
             try:
@@ -1233,7 +1402,7 @@ class Run:
             with self._lock:
                 self.group_read.update(r.value for r in records)
             if not records:
-                self.stop.wait(0.05)
+                self._idle(0.05)
                 return
             positions[partition] = records[-1].offset + 1
             commit = OffsetCommit(LIFE_TOPIC, partition, positions[partition])
@@ -1276,7 +1445,9 @@ class Run:
         actors += [self.conditional_writer(), self.fencer(), self.compactor(), self.clock_jumper()]
         actors += [self.restarter(seconds)]
         actors += [self.collector(i) for i in range(COLLECTORS)] + [self.reclaimer()]
-        actors += [self.reader(i) for i in range(READERS)]
+        actors += [self.reader(i) for i in range(READERS)] + [self.auditor()]
+        if self.config.append_protocol is AppendProtocol.CAS:  # a sequential append reserves nothing
+            actors += [self.stale_recoverer()]
         actors += [self.life()] + [self.life_producer(i) for i in range(LIFE_PRODUCERS)]
         actors += [self.group_consumer(i) for i in range(GROUP_CONSUMERS)] + [self.backer_up(), self.life_fencer()]
         threads = [threading.Thread(target=actor, name=f"actor {i}") for i, actor in enumerate(actors)]
@@ -1289,11 +1460,20 @@ class Run:
             thread.join(120)
             assert not thread.is_alive(), f"{thread.name} did not stop"
         self.tally["seconds stopping"] = round(time.monotonic() - stopped)
+        kinds = sorted(self.actors)
+        pairs = [" + ".join((a, b)) for a, b in itertools.combinations_with_replacement(kinds, 2)
+                 if a != b or self.actors[a] > 1]  # fmt: skip
+        self.tally["actor pairs"] = len(pairs)
+        self.tally["actor pairs at work at once"] = sum(1 for pair in pairs if self.overlaps[pair])
+        for pair in pairs:
+            if not self.overlaps[pair]:
+                self.tally[f"actor pairs never at work at once: {pair}"] = 1
 
     def _resolve_unknown_outcomes(self, in_log: dict[bytes, list[tuple[int, int]]], starts: dict[int, int]) -> None:
-        """Settle, from the log as read at the end, appends whose outcome was unknown, before the history is
-        checked: without it, the dozens of appends an Oxia restart leaves unknown make the checker try every
-        subset and order of them (minutes for a few hundred operations).
+        """Settle, from the records read (``in_log``: each record's offsets, wherever a read found it), appends
+        whose outcome was unknown, before the history is checked: without it, the dozens of appends an Oxia
+        restart leaves unknown make the checker try every subset and order of them (minutes for a few hundred
+        operations).
 
         An append's records land after every append acknowledged before its call; if that one ends at or past
         the final log start, they would be in the final read, so a batch not there took no effect ("failed").
@@ -1322,11 +1502,14 @@ class Run:
                 self._count("unknown outcomes settled as written")
 
     def check(self) -> None:
-        """Every check of the end state; each violation is named by the check that found it."""
+        """Every check of the end state; each violation is named by the check that found it.
+
+        A record counts where it was ever read (the auditor's, the readers' and the final reads): a batch
+        written twice is found even when retention removed one copy before the end.
+        """
         assert not self.failures, "\n".join(self.failures)
         violations: list[str] = []
         writer = self._writer()
-        in_log: dict[bytes, list[tuple[int, int]]] = {}
         for partition in PARTITIONS:
             writer.unfence(TOPIC, partition)  # the fencer may have stopped between a fence and its unfence
             op = self.history.call(f"{TOPIC}/{partition}", 300, kind="unfence")
@@ -1337,18 +1520,20 @@ class Run:
             self.history.answer(op, "ok", records=[r.value.split(b"#")[0].decode() for r in records])
             if [r.offset for r in records] != list(range(info.log_start, info.high_watermark + 1)):
                 violations.append(f"offsets: {TOPIC}/{partition} does not read back contiguously")
-            for record in records:
-                in_log.setdefault(record.value, []).append((partition, record.offset))
+            self.audit(partition, records, "the final read")
             self.tally["records in the log"] += len(records)
+        violations += self.failures  # an offset the final read found changed
+        in_log = {value: sorted(where) for value, where in self.seen.items()}
+        self.tally["records seen"] = len(in_log)
         for value, where in in_log.items():
             if len(where) > 1:
-                violations.append(f"exactly once: {value!r} is in the log {len(where)} times, at {where}")
+                violations.append(f"exactly once: {value!r} was read at {len(where)} offsets: {where}")
         starts = {p: self.log_reader.partition_info(TOPIC, p).log_start for p in PARTITIONS}
         for appended in self.appended.values():
             found = [in_log.get(v) for v in appended.values]
             if appended.acked_at is not None:
                 for offset, places in enumerate(found, start=appended.acked_at):
-                    if offset >= starts[appended.partition] and places != [(appended.partition, offset)]:
+                    if (places or offset >= starts[appended.partition]) and places != [(appended.partition, offset)]:
                         violations.append(
                             f"acknowledged: {appended.batch} was acknowledged at offset {offset} of partition "
                             f"{appended.partition}; the log has it at {places}"
@@ -1362,7 +1547,11 @@ class Run:
                 violations.append(f"invented: {appended.batch} was never committed, yet the log has it at {found}")
         violations += self._check_lives()
         report = Verifier(self.storage, grace_ms=GRACE_MS).verify()
-        if not report.ok:
+        stale_keys = {where for a in self.stale_batches for where in self.seen.get(a.values[0], ())}
+        problems = [p for p in report.problems
+                    if not (p.kind is ProblemKind.STALE_ENTRY and (p.partition, p.offset) in stale_keys)]  # fmt: skip
+        self.tally["stale keys llog verify reported"] = len(report.problems) - len(problems)
+        if problems or report.problem_count > len(report.problems):
             violations.append(f"llog verify: {report.to_json()}")
         self._resolve_unknown_outcomes(in_log, starts)
         saved = Path(f"{os.environ.get('LLOG_CONCURRENT_HISTORY') or tempfile.gettempdir() + '/llog-history'}"
@@ -1409,3 +1598,5 @@ def test_every_action_at_once_keeps_every_acknowledged_record(
         for name, count in run.tally.items():  # for make soak's report (docs/RELIABILITY.md)
             if not name.startswith("seconds"):
                 HARNESS[f"concurrent ({protocol.value}): {name}"] += count
+        for pair, count in run.overlaps.items():
+            HARNESS[f"concurrent ({protocol.value}): actions begun while another was at work: {pair}"] += count
