@@ -7,7 +7,10 @@ separate processes would:
 
 * plain writers: shared appends to one or two of the first three partitions, some crashing at a
   writer crash point (the crashed writer is replaced, as a restarted process);
-  the first one's Oxia writes lose their answers now and then (``LossyOxia``);
+  the first one's Oxia writes lose their answers now and then (``LossyOxia``), its reservations more often;
+* a stale recoverer (CAS): a writer held after its reservation while another append finishes it and the
+  compactor compacts both, which then writes its index entry again and dies before its stale check, leaving
+  docs/PROTOCOL.md's residual stale key; it reads the partition through once GC deleted the key's object;
 * idempotent producers: numbered batches per partition (alone on the fourth), retried until answered;
   some attempts crash at a writer or producer crash point, and some *pause*
   (the attempt is held at a crash point on a thread of its own while the
@@ -28,8 +31,9 @@ separate processes would:
 * a compactor, crashing at its crash points now and then (a compactor paused by a
   crash point resumes through the next one);
 * two garbage collectors at once, with retention by size, crashing or pausing past the reclaim claim's lease at
-  ``reclaim.after_lease_check`` now and then;
-* readers: reads from random offsets and of the high watermark;
+  ``reclaim.after_lease_check`` now and then, and a reclaimer whose paused runs wait until the name lives again
+  and took a produce on the partition they are about to delete;
+* readers: reads from random offsets and of the high watermark, and an auditor that tails every partition;
 * a second topic's life: created (explicitly, or implicitly by its first produce), produced to through produce
   services that cache its record, deleted, reclaimed by those two collectors, created again, over and over, with
   the reclaim delay and the topic caches shortened in proportion (``topics.RECLAIM_DELAY_MS``, the produce
@@ -40,7 +44,10 @@ separate processes would:
   the copy's compaction and GC with retention.
 
 Every append, fence, unfence and read is recorded with the time of its call and
-of its answer (``tests/concurrency.py``). At the end the harness checks that
+of its answer (``tests/concurrency.py``). Every record read (by the auditor, the
+readers, the final read) is kept with its offset: an offset must read the same
+every time, and a record must be at one offset only, also after retention
+removed one copy. At the end the harness checks that
 every acknowledged record is readable exactly once at the offset it was given
 (unless retention removed it), that no produce to the second topic is acknowledged
 between a delete's answer and the end of that topic's reclaim, that every record
