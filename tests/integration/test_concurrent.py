@@ -1315,7 +1315,8 @@ class Run:
         """Backs the topic up, restores the backup into a root of its own, and checks the copy: every record
         there that the original acknowledged is the one acknowledged at that offset. Then the copy's compaction
         and GC run, with retention that removes nearly everything: they must delete none of the original's
-        objects, which the copy's restored entries name (the original's end checks and ``llog verify`` see)."""
+        objects, which the copy's restored entries name: the original is read through right after (and the
+        original's end checks and ``llog verify`` see it too)."""
         copies = 0
         retention = RetentionConfig(topics={TOPIC: RetentionPolicy(max_bytes=1)})
 
@@ -1359,6 +1360,12 @@ class Run:
                 Compactor(copy).compact_once(TOPIC, partition)
             GarbageCollector(copy, config=GcConfig(grace_ms=1, retention=retention)).collect()
             self._count("copies checked, compacted and collected")
+            for partition in PARTITIONS:
+                start = self.log_reader.partition_info(TOPIC, partition).log_start
+                try:
+                    self.audit(partition, list(self.log_reader.iter_from(TOPIC, partition, start)), "backup")
+                except OffsetOutOfRange:
+                    self._count("original reads after a copy's GC overtaken by retention")
 
         return self._forever("backup", step)
 
