@@ -10,6 +10,10 @@
   (Powertools' pydantic validation is not used: requests are parsed by
   ``llog.service.http_contract``, whose rejections are the 400/413 of docs/HTTP_API.md).
 
+Before a route of any method but ``GET``, ``HEAD`` and ``OPTIONS`` runs, the
+resolver refuses with 415 ``UnsupportedMediaType`` a request any web page could
+send without a CORS preflight (``functions.common.browser``).
+
 With ``LLOG_CORS_ORIGINS`` set (``functions.common.cors``), every one of these
 answers, errors included, carries ``Access-Control-Allow-Origin`` for an allowed
 ``Origin``, and an ``OPTIONS`` request is answered 204 as a preflight (Powertools'
@@ -34,10 +38,11 @@ from typing import Any, cast
 import orjson
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.common import cors, routes
+from functions.common import browser, cors, routes
 from functions.common.errors import client_error, error_answer
 from functions.common.lazy import PerThread
 from functions.common.telemetry import Handler, Telemetry
@@ -119,6 +124,20 @@ def cors_config() -> CORSConfig | None:
     )
 
 
+def refuse_cross_site(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """A global middleware: ``browser.cross_site_problem`` is a 415 (through the error handler, with CORS headers)."""
+    event = app.current_event
+    headers = event.headers  # case-insensitive (Powertools)
+    problem = browser.cross_site_problem(
+        event.http_method, headers.get("content-type"), bool(event.body), headers.get("origin")
+    )
+    if problem is not None:
+        from llog.service.http_contract import RequestRejected  # not for every request: see the module docstring
+
+        raise RequestRejected(problem, status=browser.UNSUPPORTED_MEDIA_TYPE, error_type=browser.ERROR_TYPE)
+    return next_middleware(app)
+
+
 def answer_error(telemetry: Telemetry, exc: Exception, rid: str | None) -> tuple[int, dict[str, Any], dict[str, str]]:
     """The answer to an exception that ended a request, logged and counted as the function's."""
     status, body, headers = error_answer(exc, rid)
@@ -136,6 +155,7 @@ def answer_error(telemetry: Telemetry, exc: Exception, rid: str | None) -> tuple
 def create_resolver(telemetry: Telemetry) -> APIGatewayRestResolver:
     """A resolver with llog's error, 404 and 405 answers for ``telemetry``'s function, which adds its routes."""
     app = ThreadOwnResolver(cors=cors_config())
+    app.use(middlewares=[refuse_cross_site])
 
     def on_error(exc: Exception) -> Response[str]:
         return json_response(*answer_error(telemetry, exc, request_id(app.current_event)))
