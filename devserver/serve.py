@@ -30,7 +30,6 @@ import asyncio
 import bisect
 import contextlib
 import functools
-import ipaddress
 import itertools
 import logging
 import logging.handlers
@@ -41,7 +40,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from types import FrameType, ModuleType
@@ -138,51 +137,6 @@ def http_limits_from_env(env: Mapping[str, str], limits: Limits) -> HttpLimits:
             f"LLOG_MAX_REQUEST_BYTES ({limits.max_request_bytes}): one request must fit in a connection's share"
         )
     return HttpLimits(**values)
-
-
-ALLOWED_HOSTS_ENV = "LLOG_SERVE_ALLOWED_HOSTS"
-
-
-class AllowedHosts:
-    """The names a request's ``Host`` may carry: a name pointed at this server by someone else is refused (421).
-
-    DNS rebinding: a page of ``evil.example`` whose name then resolves to
-    127.0.0.1 (or to a task's address) reads and writes this server as its own
-    origin, CORS or not; its requests say ``Host: evil.example``. Allowed:
-    ``localhost`` and any IP address (``127.0.0.1``, ``[::1]``, a task's or a
-    load balancer health check's; a page can only name an address it was
-    loaded from, which is then this server's own), the names of
-    ``LLOG_SERVE_ALLOWED_HOSTS`` (comma-separated; ``*`` allows any), and a
-    request without ``Host`` (HTTP/1.0; browsers always send one). Any port:
-    rebinding changes what a name resolves to, not the port in the URL.
-    """
-
-    LOCAL_NAMES = frozenset({"localhost"})
-
-    def __init__(self, names: Iterable[str] = ()) -> None:
-        self.names = self.LOCAL_NAMES | {name.strip().lower().rstrip(".") for name in names if name.strip()}
-        self.any = "*" in self.names
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> AllowedHosts:
-        return cls((env.get(ALLOWED_HOSTS_ENV) or "").split(","))
-
-    def allows(self, host: str | None) -> bool:
-        if host is None or self.any:
-            return True
-        host = host.strip().lower()
-        if host.startswith("["):  # [v6 address]:port
-            name = host[1 : host.find("]")] if "]" in host else host
-        else:
-            name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-        name = name.rstrip(".")
-        if name in self.names:
-            return True
-        try:
-            ipaddress.ip_address(name)
-        except ValueError:
-            return False
-        return True
 
 
 def access_log_from_env(env: Mapping[str, str]) -> str:
@@ -392,7 +346,7 @@ class LlogServer:
             raise RuntimeError(f"llog serve already runs in this process ({LlogServer._active.url})")
         self.limits = Limits.from_env()
         http_limits = http_limits_from_env(os.environ, self.limits)
-        self.allowed_hosts = AllowedHosts.from_env(os.environ)
+        self.allowed_hosts = browser.AllowedHosts.from_env(os.environ)
         self._access_log_from = ACCESS_LOG_CHOICES[access_log_from_env(os.environ)]
         self.services = services or ServeServices.from_env()
         self.started_at_ms = int(time.time() * 1000)
@@ -679,14 +633,14 @@ class LlogServer:
     def _head_problem(self, request: Request) -> tuple[int, list[tuple[str, str]], bytes] | None:
         """Why the request is refused from its head, if it is: nothing of it is read further, nothing written.
 
-        A ``Host`` this server does not answer to (421, ``AllowedHosts``); a body that will not be read
+        A ``Host`` this server does not answer to (421, ``browser.AllowedHosts``); a body that will not be read
         (chunked, or too long); a request any web page could send (415, ``functions.common.browser``).
         """
         host = request.header("Host")
         if not self.allowed_hosts.allows(host):
             message = (
                 f"this server does not answer to the name {host!r} (Host); "
-                f"add it to {ALLOWED_HOSTS_ENV} if clients reach the server by it"
+                f"add it to {browser.ALLOWED_HOSTS_ENV} if clients reach the server by it"
             )
             return self._json(421, client_error(message, "MisdirectedRequest"))
         if "chunked" in (request.header("Transfer-Encoding") or "").lower():

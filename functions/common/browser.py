@@ -19,10 +19,15 @@ client library's request without a body): browsers send ``Origin`` with every
 from the request's head (``devserver.serve``); the functions' resolver
 (``functions.common.http``) refuses it too, so a deployed API behaves alike.
 
-No Powertools here: ``llog serve`` checks each request's head with it.
+And ``llog serve`` answers only to the names it is reached by (``AllowedHosts``), against DNS
+rebinding. No Powertools here: ``llog serve`` checks each request's head with it, and infra reads
+``ALLOWED_HOSTS_ENV``.
 """
 
 from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
 
 JSON_MEDIA_TYPE = "application/json"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -50,3 +55,48 @@ def cross_site_problem(method: str, content_type: str | None, has_body: bool, or
         f"a {method} must say Content-Type: {JSON_MEDIA_TYPE}, not {content_type!r} "
         "(any web page can send that without asking the server first)"
     )
+
+
+ALLOWED_HOSTS_ENV = "LLOG_SERVE_ALLOWED_HOSTS"
+
+
+class AllowedHosts:
+    """The names a request's ``Host`` may carry: a name pointed at this server by someone else is refused (421).
+
+    DNS rebinding: a page of ``evil.example`` whose name then resolves to
+    127.0.0.1 (or to a task's address) reads and writes this server as its own
+    origin, CORS or not; its requests say ``Host: evil.example``. Allowed:
+    ``localhost`` and any IP address (``127.0.0.1``, ``[::1]``, a task's or a
+    load balancer health check's; a page can only name an address it was
+    loaded from, which is then this server's own), the names of
+    ``LLOG_SERVE_ALLOWED_HOSTS`` (comma-separated; ``*`` allows any), and a
+    request without ``Host`` (HTTP/1.0; browsers always send one). Any port:
+    rebinding changes what a name resolves to, not the port in the URL.
+    """
+
+    LOCAL_NAMES = frozenset({"localhost"})
+
+    def __init__(self, names: Iterable[str] = ()) -> None:
+        self.names = self.LOCAL_NAMES | {name.strip().lower().rstrip(".") for name in names if name.strip()}
+        self.any = "*" in self.names
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> AllowedHosts:
+        return cls((env.get(ALLOWED_HOSTS_ENV) or "").split(","))
+
+    def allows(self, host: str | None) -> bool:
+        if host is None or self.any:
+            return True
+        host = host.strip().lower()
+        if host.startswith("["):  # [v6 address]:port
+            name = host[1 : host.find("]")] if "]" in host else host
+        else:
+            name = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+        name = name.rstrip(".")
+        if name in self.names:
+            return True
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return True

@@ -3,9 +3,10 @@
 ``create_resolver`` gives a resolver that answers, in JSON
 (``{"error", "error_type", "retriable"}``):
 
-* an unknown path with 404 (``NotFound``), a path of the function's with
-  another method (any method, TRACE included) with 405 (``MethodNotAllowed``,
-  with ``Allow``);
+* an unknown path with 404 (``NotFound``), a known path with another method
+  (any method, TRACE included) with 405 (``MethodNotAllowed``, with ``Allow``):
+  the owner's other methods reach the owner behind the REST API, and the admin
+  function behind the HTTP API (infra/http_api.py);
 * any exception with the status ``functions.common.errors`` maps it to
   (Powertools' pydantic validation is not used: requests are parsed by
   ``llog.service.http_contract``, whose rejections are the 400/413 of docs/HTTP_API.md).
@@ -164,10 +165,9 @@ def create_resolver(telemetry: Telemetry) -> APIGatewayRestResolver:
 
     @app.not_found
     def not_found(exc: NotFoundError) -> Response[str]:
-        # No route matched the method and path: 405 if the path is one of ours (any method), else 404.
+        # No route matched the method and path: 405 if the path is a route's (any method), else 404.
         event = app.current_event
-        found = routes.match(event.path)
-        allowed = found.allowed_methods if found.function == telemetry.service else ()
+        allowed = routes.match(event.path).allowed_methods
         if allowed:
             telemetry.errors(["MethodNotAllowed"])
             message = f"{event.http_method} is not allowed on {event.path}; use {', '.join(allowed)}"
