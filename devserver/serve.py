@@ -18,7 +18,12 @@ produce and consume. It also serves ``GET /metrics`` (JSON; ``s3.billing``
 holds the S3 billing estimate of ``devserver.billing``), ``GET
 /metrics/prometheus``, ``GET /openapi.json`` and the console (``GET /console``,
 ``devserver/console``); with ``LLOG_SERVE_EMF_INTERVAL_S`` it reports its traffic as
-CloudWatch EMF lines on stdout (``devserver.emf``). SIGTERM/SIGINT stop it
+CloudWatch EMF lines on stdout (``devserver.emf``). A request is refused from
+its head when its ``Host`` is not a name the server answers to (421,
+``LLOG_SERVE_ALLOWED_HOSTS``) or when any web page could have made a browser
+send it (415, ``functions.common.browser``); what a client may hold is bounded
+by ``devserver.http11.HttpLimits`` (``LLOG_SERVE_MAX_*``,
+``LLOG_SERVE_*_TIMEOUT_S``). SIGTERM/SIGINT stop it
 gracefully: no new requests, in-flight ones finish, the batcher flushes, Oxia
 closes.
 """
@@ -103,7 +108,7 @@ ACCESS_LOG_ENV = "LLOG_SERVE_ACCESS_LOG"
 ACCESS_LOG_CHOICES = {"errors": 400, "all": 0, "off": 1000}
 
 
-# The settings of devserver.http11's limits (docs/HTTP_API.md, "Limits of the connections"), by field of HttpLimits.
+# The settings of devserver.http11's limits (docs/HTTP_API.md, "Limits and configuration"), by field of HttpLimits.
 HTTP_LIMIT_SETTINGS = {
     "max_connections": "LLOG_SERVE_MAX_CONNECTIONS",
     "max_connection_bytes": "LLOG_SERVE_MAX_CONNECTION_BYTES",
