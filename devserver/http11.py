@@ -49,7 +49,6 @@ import asyncio
 import collections
 import contextlib
 import email.utils
-import functools
 import logging
 import socket
 import time
@@ -241,30 +240,15 @@ class HttpServer:
                 loop.remove_reader(self._socket)
                 loop.call_later(ACCEPT_RETRY_S, self._resume_accepting)
                 return
-            served = self._served < self.limits.max_connections
-            if not served and self._turned_away >= self.limits.max_connections:
+            limit = self.limits.max_connections
+            if self._served >= limit and self._turned_away >= limit:
                 self.rejections["connections"] += 1  # as many are being answered 503 already: no answer, closed
                 sock.close()
                 continue
-            if served:
-                self._served += 1
-            else:
-                self._turned_away += 1
             sock.setblocking(False)
-            task = loop.create_task(loop.connect_accepted_socket(functools.partial(_Connection, self, served), sock))
+            task = loop.create_task(loop.connect_accepted_socket(self._connection, sock))
             self._accepting.add(task)
-            task.add_done_callback(functools.partial(self._accepted, served))
-
-    def _accepted(self, served: bool, task: asyncio.Task[object]) -> None:
-        self._accepting.discard(task)
-        if task.cancelled() or task.exception() is not None:  # no transport, so no connection_lost: count it here
-            self._count_closed(served)
-
-    def _count_closed(self, served: bool) -> None:
-        if served:
-            self._served -= 1
-        else:
-            self._turned_away -= 1
+            task.add_done_callback(self._accepting.discard)
 
     def _resume_accepting(self) -> None:
         if self.listening:
@@ -286,12 +270,24 @@ class HttpServer:
         """
         self._socket.close()
 
+    def _connection(self) -> _Connection:
+        return _Connection(self)
+
     def opened(self, connection: _Connection) -> None:
+        """Count the connection: served, or past ``max_connections`` and to be answered 503."""
         self._connections.add(connection)
+        connection.served = self._served < self.limits.max_connections
+        if connection.served:
+            self._served += 1
+        else:
+            self._turned_away += 1
 
     def closed(self, connection: _Connection) -> None:
         self._connections.discard(connection)
-        self._count_closed(connection.served)
+        if connection.served:
+            self._served -= 1
+        else:
+            self._turned_away -= 1
         if not self._connections and self._all_closed is not None:
             self._all_closed.set()
 
@@ -314,9 +310,9 @@ class _Queued:
 class _Connection(asyncio.Protocol):
     """One client connection: httptools feeds the callbacks; a task answers the queued requests in order."""
 
-    def __init__(self, server: HttpServer, served: bool) -> None:
+    def __init__(self, server: HttpServer) -> None:
         self._server = server
-        self.served = served  # False: accepted past HttpLimits.max_connections, to be answered 503
+        self.served = True  # False: opened past HttpLimits.max_connections, to be answered 503 (HttpServer.opened)
         self._held = 0  # body bytes of this connection's requests not answered yet (HttpLimits.max_connection_bytes)
         self._deadline: asyncio.TimerHandle | None = None  # fires at or before _deadline_at
         self._deadline_at: float | None = None  # the loop's time by which the head or body being received is due

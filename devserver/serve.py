@@ -570,7 +570,7 @@ class LlogServer:
 
     def refused(self, status: int, reason: str, limit: str | None) -> Answer:
         """devserver.http11's own refusal, in JSON, naming the setting of the limit (a 503 may be retried)."""
-        setting = HTTP_LIMIT_SETTINGS.get(limit or "", limit)
+        setting = HTTP_LIMIT_SETTINGS.get(limit or "")  # MAX_HEAD_BYTES is no setting: its message gives the size
         message = f"{reason} ({setting})" if setting else reason
         document = client_error(message, REFUSAL_TYPES[status], retriable=status == 503)
         status, headers, payload = self._json(status, document)

@@ -88,7 +88,7 @@ def trickle(sock: socket.socket, data: bytes, every_s: float) -> None:
             return
 
 
-def request(method: str, path: str, body: bytes = b"", **headers: str) -> bytes:
+def request(method: str, path: str, body: bytes = b"", /, **headers: str) -> bytes:
     lines = [f"{method} {path} HTTP/1.1", *(f"{k.replace('_', '-')}: {v}" for k, v in headers.items())]
     if body or method not in ("GET", "HEAD"):
         lines.append(f"Content-Length: {len(body)}")
