@@ -129,12 +129,15 @@ REFUSAL_TYPES = {
 def http_limits_from_env(env: Mapping[str, str], limits: Limits) -> HttpLimits:
     """``LLOG_SERVE_MAX_CONNECTIONS`` and the others of ``HTTP_LIMIT_SETTINGS``; defaults: ``HttpLimits``'.
 
-    A connection must be able to hold one request of ``LLOG_MAX_REQUEST_BYTES``.
+    A connection must be able to hold one request of ``LLOG_MAX_REQUEST_BYTES``: unset,
+    ``LLOG_SERVE_MAX_CONNECTION_BYTES`` is at least that; set below it, it is refused.
     """
     defaults = HttpLimits()
     values: dict[str, Any] = {}
     for field_name, name in HTTP_LIMIT_SETTINGS.items():
         default = getattr(defaults, field_name)
+        if field_name == "max_connection_bytes":
+            default = max(default, limits.max_request_bytes)
         values[field_name] = type(default)(env_int(env, name, int(default), minimum=1))  # the timeouts: whole seconds
     if values["max_connection_bytes"] < limits.max_request_bytes:
         raise ConfigurationError(

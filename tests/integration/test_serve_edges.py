@@ -241,7 +241,7 @@ def test_a_post_any_page_can_send_is_refused_415_and_writes_nothing(online, cont
 
 
 @pytest.mark.oxia
-def test_a_bodiless_post_from_a_page_does_not_fence_but_curls_does(online):
+def test_a_bodiless_post_from_a_page_does_not_fence_but_one_from_curl_does(online):
     with online() as srv:
         json_produce = request("POST", "/produce", json.dumps(PRODUCE).encode(), Host="127.0.0.1",
                                Content_Type="application/json", Connection="close")  # fmt: skip

@@ -32,6 +32,8 @@ def test_the_http_limits_default_to_http11s_and_are_read_from_the_environment() 
         7, 7, 7.0, 7.0
     )
     assert limits.max_connection_bytes == Limits().max_request_bytes
+    larger = Limits(max_request_bytes=HttpLimits().max_connection_bytes * 2)  # unset: a request still fits
+    assert http_limits_from_env({}, larger).max_connection_bytes == larger.max_request_bytes
 
 
 @pytest.mark.parametrize(
