@@ -40,8 +40,8 @@ class NoopApplication:
     def finished(self, request: Request) -> None:
         pass
 
-    def malformed(self, reason: str) -> Answer:
-        return Answer(400, body=reason.encode(), close=True)
+    def refused(self, status: int, reason: str, limit: str | None) -> Answer:
+        return Answer(status, body=reason.encode(), close=True)
 
 
 async def serve_until_terminated(server: HttpServer) -> None:

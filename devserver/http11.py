@@ -10,14 +10,26 @@ with 32 keep-alive clients, that server alone topped out near 2,500
 requests/s on this project's machines, below what llog needs.
 
 - Requests of one connection are answered in arrival order (pipelining
-  works); reading pauses while more than ``MAX_PIPELINED`` wait, and an
-  answer waits while the client has not read the ones before it (at most
-  ``idle_timeout_s``: then the connection closes).
+  works); reading pauses while ``MAX_PIPELINED`` wait, or while requests wait
+  and the bodies the connection holds exceed ``HttpLimits.max_connection_bytes``
+  (the client's bytes wait in the kernel); an answer waits while the client
+  has not read the ones before it (at most ``idle_timeout_s``: then the
+  connection closes).
+- ``HttpLimits`` bounds what clients cost (docs/HTTP_API.md, "Limits of the
+  connections"): past ``max_connections`` a new connection is answered 503 and
+  closed; a body over ``max_connection_bytes`` is refused from its head (413);
+  once the bodies held by all connections exceed ``max_buffered_bytes`` the
+  request whose bytes went over is refused (503); a head not complete within
+  ``head_timeout_s`` of its first byte, or a body within ``body_timeout_s`` of
+  its head, is answered 408 (bytes trickled in do not put these deadlines
+  off; time the server is not reading does). Each refusal closes the
+  connection, is counted in ``HttpServer.rejections``, and never reaches
+  ``Application.answer``.
 - The application sees each request's head first (``check_head``) and may
   refuse it there: the answer goes out without the body being read, and the
   connection closes after it.
-- A malformed request, or one whose head exceeds ``MAX_HEAD_BYTES``, is
-  answered 400 and its connection closed.
+- A malformed request is answered 400, one whose head exceeds
+  ``MAX_HEAD_BYTES`` 431, and its connection closed.
 - ``HEAD`` gets the headers of its ``GET`` answer, without the body.
 - ``Expect: 100-continue`` gets its interim answer once the head is accepted.
 - A request asking for a protocol upgrade (``Upgrade``, as ``curl --http2``
@@ -40,7 +52,7 @@ import email.utils
 import logging
 import socket
 import time
-from collections.abc import Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Protocol, TypeVar, cast
@@ -56,6 +68,36 @@ MAX_HEAD_BYTES = 64 * 1024  # request line and headers; the stdlib server allowe
 MAX_PIPELINED = 8  # requests of one connection received and not yet answered; more waits in the kernel
 SETTLE_S = 1.0  # at the end, how long connections may take to bring their first request and get its answer
 SMALL_BODY = 64 * 1024  # at most this: the body goes out in the head's write (one send, one copy)
+
+# Why the server itself refuses a request or a connection (the keys of ``HttpServer.rejections``), and the
+# limit each names to ``Application.refused`` (a field of ``HttpLimits``, or this module's constant).
+REJECTIONS: Mapping[str, str | None] = {
+    "malformed": None,
+    "head_bytes": "MAX_HEAD_BYTES",
+    "connections": "max_connections",
+    "connection_bytes": "max_connection_bytes",
+    "buffered_bytes": "max_buffered_bytes",
+    "head_timeout": "head_timeout_s",
+    "body_timeout": "body_timeout_s",
+}
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """What clients may hold of the process: a slow or hostile one costs its connection's share, not the memory."""
+
+    max_connections: int = 1024  # connections served at once; one more is answered 503
+    max_connection_bytes: int = 16 << 20  # request bodies one connection holds (received, answer not written)
+    max_buffered_bytes: int = 256 << 20  # request bodies all connections hold together
+    head_timeout_s: float = 10.0  # from a request's first byte to the end of its head
+    body_timeout_s: float = 60.0  # from the end of a request's head to the end of its body
+
+    def __post_init__(self) -> None:
+        if min(self.max_connections, self.max_connection_bytes, self.max_buffered_bytes) < 1:
+            raise ValueError(f"every limit must be positive: {self}")
+        if min(self.head_timeout_s, self.body_timeout_s) <= 0:
+            raise ValueError(f"every timeout must be positive: {self}")
+
 
 T = TypeVar("T")
 
@@ -114,16 +156,31 @@ class Application(Protocol):
     def finished(self, request: Request) -> None:
         """The answer to ``request`` is written, or its connection is gone; called once per head parsed."""
 
-    def malformed(self, reason: str) -> Answer:
-        """The answer to bytes that are not an HTTP/1.1 request."""
+    def refused(self, status: int, reason: str, limit: str | None) -> Answer:
+        """The server's own refusal: bytes that are not an HTTP/1.1 request (400), or over ``limit``, the
+        name of a field of ``HttpLimits`` (or ``MAX_HEAD_BYTES``); the connection closes after it."""
 
 
 class HttpServer:
     """Listens on ``(host, port)`` from construction (so a busy port fails at once); serves in ``serve``."""
 
-    def __init__(self, host: str, port: int, app: Application, *, backlog: int, idle_timeout_s: float) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        app: Application,
+        *,
+        backlog: int,
+        idle_timeout_s: float,
+        limits: HttpLimits = HttpLimits(),  # noqa: B008 (frozen)
+    ) -> None:
         self.app = app
         self.idle_timeout_s = idle_timeout_s
+        self.limits = limits
+        self.rejections = dict.fromkeys(REJECTIONS, 0)  # keys fixed: read from other threads while counted
+        self.buffered_bytes = 0  # request bodies every connection holds (HttpLimits.max_buffered_bytes)
+        self._served = 0  # connections accepted within max_connections, not closed yet
+        self._turned_away = 0  # connections accepted past it, being answered 503
         self._backlog = backlog
         self._socket = socket.create_server((host, port), backlog=backlog)  # SO_REUSEADDR: restarts rebind at once
         self._socket.setblocking(False)
@@ -132,6 +189,11 @@ class HttpServer:
         self._all_closed: asyncio.Event | None = None
         self._accepting: set[asyncio.Task[object]] = set()  # connections accepted, their transports not made yet
         self._date = (0, "")
+
+    @property
+    def open_connections(self) -> int:
+        """Connections open now, those being answered 503 for being past ``max_connections`` included."""
+        return len(self._connections)
 
     @property
     def listening(self) -> bool:
@@ -178,6 +240,11 @@ class HttpServer:
                 loop.remove_reader(self._socket)
                 loop.call_later(ACCEPT_RETRY_S, self._resume_accepting)
                 return
+            limit = self.limits.max_connections
+            if self._served >= limit and self._turned_away >= limit:
+                self.rejections["connections"] += 1  # as many are being answered 503 already: no answer, closed
+                sock.close()
+                continue
             sock.setblocking(False)
             task = loop.create_task(loop.connect_accepted_socket(self._connection, sock))
             self._accepting.add(task)
@@ -207,10 +274,20 @@ class HttpServer:
         return _Connection(self)
 
     def opened(self, connection: _Connection) -> None:
+        """Count the connection: served, or past ``max_connections`` and to be answered 503."""
         self._connections.add(connection)
+        connection.served = self._served < self.limits.max_connections
+        if connection.served:
+            self._served += 1
+        else:
+            self._turned_away += 1
 
     def closed(self, connection: _Connection) -> None:
         self._connections.discard(connection)
+        if connection.served:
+            self._served -= 1
+        else:
+            self._turned_away -= 1
         if not self._connections and self._all_closed is not None:
             self._all_closed.set()
 
@@ -227,6 +304,7 @@ class _Queued:
     request: Request | None  # None: the answer to a malformed request
     answer: Answer | None = None  # set at once when the request was refused from its head
     body: list[bytes] = field(default_factory=list)
+    held: int = 0  # body bytes received, counted in the connection's and the server's totals until written
 
 
 class _Connection(asyncio.Protocol):
@@ -234,6 +312,10 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self, server: HttpServer) -> None:
         self._server = server
+        self.served = True  # False: opened past HttpLimits.max_connections, to be answered 503 (HttpServer.opened)
+        self._held = 0  # body bytes of this connection's requests not answered yet (HttpLimits.max_connection_bytes)
+        self._deadline: asyncio.TimerHandle | None = None  # fires at or before _deadline_at
+        self._deadline_at: float | None = None  # the loop's time by which the head or body being received is due
         self._parser = httptools.HttpRequestParser(self)
         self._transport: asyncio.Transport | None = None
         self._client = ""
@@ -272,6 +354,10 @@ class _Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self._client = str(peer[0]) if peer else ""
         self._server.opened(self)
+        if not self.served:
+            limit = self._server.limits.max_connections
+            self._reject("connections", 503, f"the server has {limit} connections open, its limit; try again")
+            return
         self._arm_idle_timer()
 
     def data_received(self, data: bytes) -> None:
@@ -284,12 +370,13 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserUpgrade:
             pass  # refused in on_headers_complete
         except httptools.HttpParserError as exc:
-            self._refuse(self._server.app.malformed(f"malformed HTTP request: {exc}"))
+            self._reject("malformed", 400, f"malformed HTTP request: {exc}")
         if was_in_head and self._in_head and begun == self._begun and not self._done:
             # All of it is one head, which llhttp keeps until its end: bounded (give or take the read it began in).
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
-                self._refuse(self._server.app.malformed(f"the request line and headers exceed {MAX_HEAD_BYTES} bytes"))
+                self._reject("head_bytes", 431, f"the request line and headers exceed {MAX_HEAD_BYTES} bytes")
+        self._pause_if_full()
         self._arm_idle_timer()
 
     def eof_received(self) -> bool:
@@ -309,6 +396,8 @@ class _Connection(asyncio.Protocol):
         self._writable.set()  # an answer waiting to be written finds the connection gone
         if self._idle is not None:
             self._idle.cancel()
+        if self._deadline is not None:
+            self._deadline.cancel()
         self._forget_receiving()
         self._server.closed(self)
 
@@ -347,6 +436,7 @@ class _Connection(asyncio.Protocol):
         self._head_bytes = 0
         self._url = b""
         self._headers = []
+        self._start_deadline()
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -360,7 +450,7 @@ class _Connection(asyncio.Protocol):
             return
         if self._parser.should_upgrade():
             # llhttp stops at an upgrade and would not parse this request's body: refuse it, whole.
-            self._refuse(self._server.app.malformed("protocol upgrades (the Upgrade header) are not supported"))
+            self._reject("malformed", 400, "protocol upgrades (the Upgrade header) are not supported")
             return
         request = Request(
             method=self._parser.get_method().decode("ascii"),
@@ -371,10 +461,15 @@ class _Connection(asyncio.Protocol):
             keep_alive=self._parser.should_keep_alive(),
         )
         refusal = self._server.app.check_head(request)
+        if refusal is None and int(request.header("Content-Length") or 0) > self._server.limits.max_connection_bytes:
+            limit = self._server.limits.max_connection_bytes
+            reason = f"the request body is {request.header('Content-Length')} bytes; a connection may hold {limit}"
+            refusal = self._refusal("connection_bytes", 413, reason)
         if refusal is not None:
             self._refuse(refusal, request)
             return
         self._receiving = _Queued(request)
+        self._start_deadline()  # now the body's
         expects = (request.header("Expect") or "").lower() == "100-continue" and request.version == "1.1"
         if expects and not self._queue and self._answering is None and self._transport is not None:
             # curl asks before sending a large body (over 1 MB), and waits a second for this if it never comes.
@@ -382,23 +477,103 @@ class _Connection(asyncio.Protocol):
             self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
-        if self._receiving is not None:
-            self._receiving.body.append(body)
+        receiving = self._receiving
+        if receiving is None:
+            return
+        receiving.body.append(body)
+        receiving.held += len(body)
+        self._held += len(body)
+        server = self._server
+        server.buffered_bytes += len(body)
+        if server.buffered_bytes > server.limits.max_buffered_bytes:
+            limit = server.limits.max_buffered_bytes
+            reason = f"the server holds {limit} bytes of request bodies, its limit; try again"
+            self._reject("buffered_bytes", 503, reason)
 
     def on_message_complete(self) -> None:
         queued, self._receiving = self._receiving, None
         if queued is None or queued.request is None:  # refused from its head
             return
+        self._deadline_at = None
         if queued.request.header("content-length") is not None:
             queued.request.body = b"".join(queued.body)
         queued.body = []
         self._enqueue(queued)
+
+    # -- limits --
+
+    def _refusal(self, kind: str, status: int, reason: str) -> Answer:
+        """The server's own refusal of ``kind`` (a key of ``REJECTIONS``), counted."""
+        self._server.rejections[kind] += 1
+        return self._server.app.refused(status, reason, REJECTIONS[kind])
+
+    def _reject(self, kind: str, status: int, reason: str) -> None:
+        """Refuse what is being received: answered after what is queued, then the connection closes."""
+        self._refuse(self._refusal(kind, status, reason))
+
+    def _start_deadline(self) -> None:
+        """From now, the head or the body being received has its whole time (while this connection reads).
+
+        One timer per connection, put off when it fires early (as the idle timer): a timer made and
+        cancelled for every request would cost the loop what ``_arm_idle_timer`` says.
+        """
+        if self._done or self._paused or not (self._in_head or self._receiving is not None):
+            self._deadline_at = None
+            return
+        loop = asyncio.get_running_loop()
+        limits = self._server.limits
+        due = self._deadline_at = loop.time() + (limits.head_timeout_s if self._in_head else limits.body_timeout_s)
+        timer = self._deadline
+        if timer is not None and timer.when() > due:  # set for a body's longer deadline: this head's comes first
+            timer.cancel()
+            timer = None
+        if timer is None:
+            self._deadline = loop.call_at(due, self._deadline_passed)
+
+    def _deadline_passed(self) -> None:
+        self._deadline = None
+        due = self._deadline_at
+        if due is None or self._done:
+            return
+        loop = asyncio.get_running_loop()
+        if loop.time() < due:
+            self._deadline = loop.call_at(due, self._deadline_passed)
+            return
+        limits = self._server.limits
+        if self._in_head:
+            self._reject("head_timeout", 408, f"the request head did not arrive within {limits.head_timeout_s:g} s")
+        else:
+            self._reject("body_timeout", 408, f"the request body did not arrive within {limits.body_timeout_s:g} s")
+
+    def _full(self) -> bool:
+        """Read no more for now: enough requests wait, or they hold the connection's share of bytes."""
+        queued = len(self._queue)
+        return queued >= MAX_PIPELINED or (queued > 0 and self._held > self._server.limits.max_connection_bytes)
+
+    def _pause_if_full(self) -> None:
+        if not self._paused and not self._done and self._transport is not None and self._full():
+            self._paused = True
+            self._transport.pause_reading()
+            self._deadline_at = None  # the client cannot send while this does not read
+
+    def _resume_if_room(self) -> None:
+        if self._paused and not self._done and not self._full():
+            self._paused = False
+            assert self._transport is not None
+            self._transport.resume_reading()
+            self._start_deadline()
+
+    def _release(self, queued: _Queued) -> None:
+        self._held -= queued.held
+        self._server.buffered_bytes -= queued.held
+        queued.held = 0
 
     # -- answering --
 
     def _refuse(self, answer: Answer, request: Request | None = None) -> None:
         """Answer after the requests queued before it, then close; read nothing more."""
         self._done = True
+        self._deadline_at = None
         self._forget_receiving()
         answer.close = True
         if self._transport is not None:
@@ -408,14 +583,15 @@ class _Connection(asyncio.Protocol):
     def _forget_receiving(self) -> None:
         """The request whose body was arriving will not be complete: nothing to answer, it is finished."""
         receiving, self._receiving = self._receiving, None
-        if receiving is not None and receiving.request is not None:
-            self._server.app.finished(receiving.request)
+        if receiving is not None:
+            receiving.body = []
+            self._release(receiving)
+            if receiving.request is not None:
+                self._server.app.finished(receiving.request)
 
     def _enqueue(self, queued: _Queued) -> None:
         self._queue.append(queued)
-        if len(self._queue) >= MAX_PIPELINED and self._transport is not None and not self._paused:
-            self._paused = True
-            self._transport.pause_reading()
+        self._pause_if_full()
         if self._answering is None:
             self._answering = asyncio.get_running_loop().create_task(self._answer_queued())
 
@@ -442,6 +618,7 @@ class _Connection(asyncio.Protocol):
                 try:
                     self._write(request, answer, close)
                 finally:
+                    self._release(queued)
                     if request is not None:
                         app.finished(request)
                 if close:
@@ -450,15 +627,13 @@ class _Connection(asyncio.Protocol):
                     else:
                         self.close()
                     break
-                if self._paused and len(self._queue) < MAX_PIPELINED and not self._done:
-                    self._paused = False
-                    assert self._transport is not None
-                    self._transport.resume_reading()
+                self._resume_if_room()
             if self._eof:
                 self.close()  # every answer due is written
         finally:
             self._answering = None
             for queued in self._queue:  # the connection closed: nobody hears the rest
+                self._release(queued)
                 if queued.request is not None:
                     app.finished(queued.request)
             self._queue.clear()

@@ -174,6 +174,20 @@ def prometheus_text(doc: dict[str, Any]) -> str:
         "Time spent answering HTTP requests.",
         [({k: r[k] for k in key}, r["seconds"]) for r in http],
     )
+    server = doc["http"]
+    family(
+        "llog_http_rejected_total",
+        "counter",
+        "Requests and connections the HTTP server refused itself, by reason (devserver/http11.py REJECTIONS).",
+        [({"reason": reason}, count) for reason, count in server["rejected"].items()],
+    )
+    family("llog_http_connections", "gauge", "Connections open.", [({}, server["connections"])])
+    family(
+        "llog_http_buffered_bytes",
+        "gauge",
+        "Request body bytes held by all connections (received, answer not written).",
+        [({}, server["buffered_bytes"])],
+    )
     for field, name, help_text in (
         ("calls", "llog_storage_operations_total", "Storage calls by store and operation."),
         ("errors", "llog_storage_operation_errors_total", "Failed storage calls."),

@@ -18,7 +18,12 @@ produce and consume. It also serves ``GET /metrics`` (JSON; ``s3.billing``
 holds the S3 billing estimate of ``devserver.billing``), ``GET
 /metrics/prometheus``, ``GET /openapi.json`` and the console (``GET /console``,
 ``devserver/console``); with ``LLOG_SERVE_EMF_INTERVAL_S`` it reports its traffic as
-CloudWatch EMF lines on stdout (``devserver.emf``). SIGTERM/SIGINT stop it
+CloudWatch EMF lines on stdout (``devserver.emf``). A request is refused from
+its head when its ``Host`` is not a name the server answers to (421,
+``LLOG_SERVE_ALLOWED_HOSTS``) or when any web page could have made a browser
+send it (415, ``functions.common.browser``); what a client may hold is bounded
+by ``devserver.http11.HttpLimits`` (``LLOG_SERVE_MAX_*``,
+``LLOG_SERVE_*_TIMEOUT_S``). SIGTERM/SIGINT stop it
 gracefully: no new requests, in-flight ones finish, the batcher flushes, Oxia
 closes.
 """
@@ -52,19 +57,19 @@ from devserver.batching import BatchingConfig, BatchingProducer
 from devserver.billing import BillingConfig, S3Billing
 from devserver.collector import CollectorStats, freeze_startup_heap
 from devserver.emf import EmfReporter, RequestSample
-from devserver.http11 import Answer, HttpServer, Request
+from devserver.http11 import Answer, HttpLimits, HttpServer, Request
 from devserver.pools import started_pool
 from devserver.prometheus import BILLING, ConsumerLagReport, operations_json, prometheus_text
 from functions.admin import app as admin_app
-from functions.common import names, routes, telemetry
+from functions.common import browser, names, routes, telemetry
 from functions.common.errors import client_error
 from functions.common.http import answer_error, json_bytes
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
 from llog.client.reader import LogReader
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
-from llog.config import Limits, WriterConfig
-from llog.errors import LlogError
+from llog.config import Limits, WriterConfig, env_int
+from llog.errors import ConfigurationError, LlogError
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeRequest, ConsumeService, PartitionFetch
 from llog.service.groups import GroupService
@@ -101,6 +106,45 @@ ACCESS_LOG_ENV = "LLOG_SERVE_ACCESS_LOG"
 # CloudWatch Logs for each; /metrics and the EMF metrics count every request anyway.
 # Each choice, and the lowest status it logs.
 ACCESS_LOG_CHOICES = {"errors": 400, "all": 0, "off": 1000}
+
+
+# The settings of devserver.http11's limits (docs/HTTP_API.md, "Limits and configuration"), by field of HttpLimits.
+HTTP_LIMIT_SETTINGS = {
+    "max_connections": "LLOG_SERVE_MAX_CONNECTIONS",
+    "max_connection_bytes": "LLOG_SERVE_MAX_CONNECTION_BYTES",
+    "max_buffered_bytes": "LLOG_SERVE_MAX_BUFFERED_BYTES",
+    "head_timeout_s": "LLOG_SERVE_HEAD_TIMEOUT_S",
+    "body_timeout_s": "LLOG_SERVE_BODY_TIMEOUT_S",
+}
+# The error_type of each refusal of devserver.http11 itself, by status.
+REFUSAL_TYPES = {
+    400: "InvalidRequest",
+    408: "RequestTimeout",
+    413: "PayloadTooLarge",
+    431: "RequestHeaderFieldsTooLarge",
+    503: "ServerBusy",
+}
+
+
+def http_limits_from_env(env: Mapping[str, str], limits: Limits) -> HttpLimits:
+    """``LLOG_SERVE_MAX_CONNECTIONS`` and the others of ``HTTP_LIMIT_SETTINGS``; defaults: ``HttpLimits``'.
+
+    A connection must be able to hold one request of ``LLOG_MAX_REQUEST_BYTES``: unset,
+    ``LLOG_SERVE_MAX_CONNECTION_BYTES`` is at least that; set below it, it is refused.
+    """
+    defaults = HttpLimits()
+    values: dict[str, Any] = {}
+    for field_name, name in HTTP_LIMIT_SETTINGS.items():
+        default = getattr(defaults, field_name)
+        if field_name == "max_connection_bytes":
+            default = max(default, limits.max_request_bytes)
+        values[field_name] = type(default)(env_int(env, name, int(default), minimum=1))  # the timeouts: whole seconds
+    if values["max_connection_bytes"] < limits.max_request_bytes:
+        raise ConfigurationError(
+            f"LLOG_SERVE_MAX_CONNECTION_BYTES={values['max_connection_bytes']} must be at least "
+            f"LLOG_MAX_REQUEST_BYTES ({limits.max_request_bytes}): one request must fit in a connection's share"
+        )
+    return HttpLimits(**values)
 
 
 def access_log_from_env(env: Mapping[str, str]) -> str:
@@ -309,6 +353,8 @@ class LlogServer:
         if LlogServer._active is not None:
             raise RuntimeError(f"llog serve already runs in this process ({LlogServer._active.url})")
         self.limits = Limits.from_env()
+        http_limits = http_limits_from_env(os.environ, self.limits)
+        self.allowed_hosts = browser.AllowedHosts.from_env(os.environ)
         self._access_log_from = ACCESS_LOG_CHOICES[access_log_from_env(os.environ)]
         self.services = services or ServeServices.from_env()
         self.started_at_ms = int(time.time() * 1000)
@@ -327,7 +373,9 @@ class LlogServer:
         self._stopped: asyncio.Event | None = None
         self._serving = threading.Event()
         try:
-            self.httpd = HttpServer(host, port, self, backlog=LISTEN_BACKLOG, idle_timeout_s=IDLE_CONNECTION_TIMEOUT_S)
+            self.httpd = HttpServer(
+                host, port, self, backlog=LISTEN_BACKLOG, idle_timeout_s=IDLE_CONNECTION_TIMEOUT_S, limits=http_limits
+            )
         except OSError:
             if services is None:
                 self.services.close()
@@ -457,7 +505,7 @@ class LlogServer:
         started = time.perf_counter()
         function = found.function if found is not None else ""
         request.state = _Admission(started, method, path, parts.query, route, serve_route, admitted, function)
-        problem = self._body_problem(request)
+        problem = self._head_problem(request)
         return None if problem is None else self._answer(request, *problem)
 
     async def answer(self, request: Request) -> Answer:
@@ -523,8 +571,14 @@ class LlogServer:
                 if self._closing:  # only a shutdown waits, and it sets this under the lock before waiting
                     self._inflight_cond.notify_all()
 
-    def malformed(self, reason: str) -> Answer:
-        status, headers, payload = self._json(400, client_error(reason, "InvalidRequest"))
+    def refused(self, status: int, reason: str, limit: str | None) -> Answer:
+        """devserver.http11's own refusal, in JSON, naming the setting of the limit (a 503 may be retried)."""
+        setting = HTTP_LIMIT_SETTINGS.get(limit or "")  # MAX_HEAD_BYTES is no setting: its message gives the size
+        message = f"{reason} ({setting})" if setting else reason
+        document = client_error(message, REFUSAL_TYPES[status], retriable=status == 503)
+        status, headers, payload = self._json(status, document)
+        if status == 503:
+            headers.append(("Retry-After", "1"))
         return Answer(status, headers, payload, close=True)
 
     @staticmethod
@@ -584,8 +638,19 @@ class LlogServer:
         parts: tuple[int, list[tuple[str, str]], bytes] = events.response_parts(response)
         return parts
 
-    def _body_problem(self, request: Request) -> tuple[int, list[tuple[str, str]], bytes] | None:
-        """Why the body will not be read (chunked, or longer than the limit), if so."""
+    def _head_problem(self, request: Request) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        """Why the request is refused from its head, if it is: nothing of it is read further, nothing written.
+
+        A ``Host`` this server does not answer to (421, ``browser.AllowedHosts``); a body that will not be read
+        (chunked, or too long); a request any web page could send (415, ``functions.common.browser``).
+        """
+        host = request.header("Host")
+        if not self.allowed_hosts.allows(host):
+            message = (
+                f"this server does not answer to the name {host!r} (Host); "
+                f"add it to {browser.ALLOWED_HOSTS_ENV} if clients reach the server by it"
+            )
+            return self._json(421, client_error(message, "MisdirectedRequest"))
         if "chunked" in (request.header("Transfer-Encoding") or "").lower():
             return self._json(411, client_error("send the body with a Content-Length", "LengthRequired"))
         length = int(request.header("Content-Length") or 0)  # httptools refused one that is not a number
@@ -595,6 +660,11 @@ class LlogServer:
                 "(LLOG_MAX_REQUEST_BYTES)"
             )
             return self._json(413, client_error(message, "PayloadTooLarge"))
+        cross_site = browser.cross_site_problem(
+            request.method, request.header("Content-Type"), length > 0, request.header("Origin")
+        )
+        if cross_site is not None:
+            return self._json(browser.UNSUPPORTED_MEDIA_TYPE, client_error(cross_site, browser.ERROR_TYPE))
         return None
 
     @staticmethod
@@ -613,7 +683,13 @@ class LlogServer:
         cfg = s.batcher.config
         return {
             "server": {"host": self.host, "port": self.port, "started_at_ms": self.started_at_ms, "root": s.root},
-            "http": {"requests": self.http.snapshot(), "latency": self.http.latency()},
+            "http": {
+                "requests": self.http.snapshot(),
+                "latency": self.http.latency(),
+                "rejected": dict(self.httpd.rejections),
+                "connections": self.httpd.open_connections,
+                "buffered_bytes": self.httpd.buffered_bytes,
+            },
             "records": s.traffic.snapshot(),
             "oxia": operations_json(s.oxia.counters),
             "s3": {**operations_json(s.blobs.counters), BILLING: s.billing.report()},

@@ -2,23 +2,23 @@
 API Gateway HTTP API, at $1.00 per million requests instead of the REST API's $3.50 (docs/COST.md).
 
 * The same routes and owners as the REST API (infra/api.py): each route's method and path goes to
-  the function that owns it, ``ANY`` on the same path to that function too (it answers 405 with
-  ``Allow``), and the ``$default`` route (every other path, ``/`` and the intermediate paths
-  included) to the admin function, which answers 404 in JSON.
-* Auth: IAM (SigV4) on every route, ``$default`` included (but the CORS preflight routes, below).
-  HTTP APIs have no API keys or usage plans, so ``llog:apiAuth`` must be ``iam`` (infra/settings.py
-  refuses ``api_key``).
+  the function that owns it; every other method but ``OPTIONS`` (``ROUTE_METHODS``) on every other
+  path, ``/`` and the known paths included, goes to the admin function (``/{proxy+}`` and ``/``),
+  which answers 405 with ``Allow`` for a known path and 404 for the rest, in JSON.
+* Auth: IAM (SigV4) on every route. HTTP APIs have no API keys or usage plans, so ``llog:apiAuth``
+  must be ``iam`` (infra/settings.py refuses ``api_key``).
 * Payload format 1.0: the functions receive the REST API's event shape (``resource``, ``path``,
   ``httpMethod``, ``multiValueHeaders``, ``requestContext.requestId``), which Powertools'
   ``APIGatewayRestResolver`` (functions/common/http.py) serves unchanged.
 * Stage ``$default`` (no stage segment in the URL), deployed automatically, throttled stage-wide,
   JSON access logs to a log group.
 * CORS (``llog:corsOrigins``, none by default): the API's ``cors_preflight`` configuration, whose
-  headers the gateway puts on every answer to a listed origin. The gateway answers a preflight
-  by itself only where no route matches ``OPTIONS``, and here ``ANY`` routes and ``$default``
-  (all IAM) match every path; so each path also gets an ``OPTIONS`` route without auth, to its
-  owner (``/{proxy+}`` and ``/``: admin), which answers 204 (``LLOG_CORS_ORIGINS``). A page
-  still has to sign every other request with SigV4 (docs/CONSOLE.md).
+  headers the gateway puts on every answer to a listed origin. The gateway answers a preflight by
+  itself, without invoking a function or asking for a signature, where no route matches
+  ``OPTIONS``; an ``ANY`` route or a ``$default`` route would (both match every method), so there
+  are none: no route has ``OPTIONS``. A page still has to sign every other request with SigV4
+  (docs/CONSOLE.md). Without CORS an ``OPTIONS`` is the gateway's own 404 (``{"message": "Not
+  Found"}``), as is a method an HTTP API route cannot have (``TRACE``).
 
 What it gives up against the REST API (docs/DEPLOY.md, "Front door"): API keys and usage plans,
 request-body validation at the gateway (the handlers validate every body anyway, with the same
@@ -43,13 +43,15 @@ from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from functions.common import cors, names, routes
 from infra.observability import PERIOD, ApiMetrics
 
 DEFAULT_STAGE = "$default"
+# The methods a route of this API has: all an HTTP API route can have, but OPTIONS (the gateway's preflights) and
+# ANY (which matches OPTIONS too).
+ROUTE_METHODS = tuple(m for m in apigwv2.HttpMethod if m not in (apigwv2.HttpMethod.OPTIONS, apigwv2.HttpMethod.ANY))
 
 
 @jsii.implements(apigwv2.IAccessLogSettings)
@@ -111,7 +113,6 @@ class HttpFrontDoor(Construct):
             description=f"llog {stage}: produce, consume and admin",
             create_default_stage=False,
             default_authorizer=authorizers.HttpIamAuthorizer(),
-            default_integration=integration[names.ADMIN],  # the $default route: 404 for unknown paths
             disable_execute_api_endpoint=False,
             cors_preflight=apigwv2.CorsPreflightOptions(
                 allow_origins=list(cors_origins),
@@ -123,38 +124,15 @@ class HttpFrontDoor(Construct):
             else None,
         )
         self.routes: list[apigwv2.HttpRoute] = []
-        owners: dict[str, str] = {}
         for route in routes.ROUTES:
-            owners[route.resource] = route.function
             self.routes += self.api.add_routes(
                 path=route.resource, methods=[apigwv2.HttpMethod(route.method)], integration=integration[route.function]
             )
-        for path, owner in owners.items():
-            any_method = [apigwv2.HttpMethod.ANY]
-            self.routes += self.api.add_routes(path=path, methods=any_method, integration=integration[owner])
-        self.preflight_routes: list[apigwv2.HttpRoute] = []
-        if cors_origins:
-            preflight_owners = {**owners, "/": names.ADMIN, routes.CATCH_ALL_RESOURCE: names.ADMIN}
-            for path, owner in preflight_owners.items():
-                self.preflight_routes += self.api.add_routes(
-                    path=path,
-                    methods=[apigwv2.HttpMethod.OPTIONS],
-                    integration=integration[owner],
-                    authorizer=apigwv2.HttpNoneAuthorizer(),
-                )
-            for preflight in self.preflight_routes:
-                NagSuppressions.add_resource_suppressions(
-                    preflight,
-                    [
-                        NagPackSuppression(
-                            id="AwsSolutions-APIG4",
-                            reason="A CORS preflight (OPTIONS) carries no credentials by the Fetch standard; the "
-                            "function answers it 204 without reading or writing anything. Every other route "
-                            "stays IAM-only.",
-                        )
-                    ],
-                    apply_to_children=True,
-                )
+        # The rest (a route's other methods, unknown paths): the admin function's 405 or 404. A route matches a
+        # path and a method exactly before a /{proxy+} one.
+        for path in ("/", routes.CATCH_ALL_RESOURCE):
+            admin = integration[names.ADMIN]
+            self.routes += self.api.add_routes(path=path, methods=list(ROUTE_METHODS), integration=admin)
         self.stage = apigwv2.HttpStage(
             self,
             "Stage",

@@ -59,6 +59,7 @@ from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from functions.common import names
+from functions.common.browser import ALLOWED_HOSTS_ENV
 from infra.functions import suppress_root_prefix_wildcard
 from infra.observability import ALARM_PERIOD, PERIOD, ApiMetrics
 from infra.settings import ServeEndpoint
@@ -140,7 +141,7 @@ class ServeFleet(Construct):
                 operating_system_family=ecs.OperatingSystemFamily.LINUX,
             ),
         )
-        self.task_definition.add_container(
+        self.container = self.task_definition.add_container(
             "serve",
             image=ecs.ContainerImage.from_docker_image_asset(self.image),
             essential=True,
@@ -196,6 +197,7 @@ class ServeFleet(Construct):
                 self.client_security_group, ec2.Port.tcp(CONTAINER_PORT), "llog serve clients"
             )
             self.url = self.zone_urls[0][1]
+            self.allowed_hosts = [f"{DNS_NAME}-{i}.{namespace.namespace_name}" for i in range(len(zone_subnets))]
         else:
             self.desired_counts = [tasks]
             self.services = [
@@ -203,6 +205,9 @@ class ServeFleet(Construct):
             ]
             self.balancer = self._add_balancer(vpc, subnets)
             self.url = f"http://{self.balancer.load_balancer_dns_name}/"
+            self.allowed_hosts = [self.balancer.load_balancer_dns_name]
+        # The names clients reach the tasks by: llog serve refuses any other Host (421, against DNS rebinding).
+        self.container.add_environment(ALLOWED_HOSTS_ENV, ",".join(self.allowed_hosts))
         self._suppress_nag_findings()
 
     def _add_service(

@@ -3,12 +3,17 @@
 ``create_resolver`` gives a resolver that answers, in JSON
 (``{"error", "error_type", "retriable"}``):
 
-* an unknown path with 404 (``NotFound``), a path of the function's with
-  another method (any method, TRACE included) with 405 (``MethodNotAllowed``,
-  with ``Allow``);
+* an unknown path with 404 (``NotFound``), a known path with another method
+  (any method, TRACE included) with 405 (``MethodNotAllowed``, with ``Allow``):
+  the owner's other methods reach the owner behind the REST API, and the admin
+  function behind the HTTP API (infra/http_api.py);
 * any exception with the status ``functions.common.errors`` maps it to
   (Powertools' pydantic validation is not used: requests are parsed by
   ``llog.service.http_contract``, whose rejections are the 400/413 of docs/HTTP_API.md).
+
+Before a route of any method but ``GET``, ``HEAD`` and ``OPTIONS`` runs, the
+resolver refuses with 415 ``UnsupportedMediaType`` a request any web page could
+send without a CORS preflight (``functions.common.browser``).
 
 With ``LLOG_CORS_ORIGINS`` set (``functions.common.cors``), every one of these
 answers, errors included, carries ``Access-Control-Allow-Origin`` for an allowed
@@ -34,10 +39,11 @@ from typing import Any, cast
 import orjson
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from functions.common import cors, routes
+from functions.common import browser, cors, routes
 from functions.common.errors import client_error, error_answer
 from functions.common.lazy import PerThread
 from functions.common.telemetry import Handler, Telemetry
@@ -119,6 +125,20 @@ def cors_config() -> CORSConfig | None:
     )
 
 
+def refuse_cross_site(app: APIGatewayRestResolver, next_middleware: NextMiddleware) -> Response[Any]:
+    """A global middleware: ``browser.cross_site_problem`` is a 415 (through the error handler, with CORS headers)."""
+    event = app.current_event
+    headers = event.headers  # case-insensitive (Powertools)
+    problem = browser.cross_site_problem(
+        event.http_method, headers.get("content-type"), bool(event.body), headers.get("origin")
+    )
+    if problem is not None:
+        from llog.service.http_contract import RequestRejected  # not for every request: see the module docstring
+
+        raise RequestRejected(problem, status=browser.UNSUPPORTED_MEDIA_TYPE, error_type=browser.ERROR_TYPE)
+    return next_middleware(app)
+
+
 def answer_error(telemetry: Telemetry, exc: Exception, rid: str | None) -> tuple[int, dict[str, Any], dict[str, str]]:
     """The answer to an exception that ended a request, logged and counted as the function's."""
     status, body, headers = error_answer(exc, rid)
@@ -136,6 +156,7 @@ def answer_error(telemetry: Telemetry, exc: Exception, rid: str | None) -> tuple
 def create_resolver(telemetry: Telemetry) -> APIGatewayRestResolver:
     """A resolver with llog's error, 404 and 405 answers for ``telemetry``'s function, which adds its routes."""
     app = ThreadOwnResolver(cors=cors_config())
+    app.use(middlewares=[refuse_cross_site])
 
     def on_error(exc: Exception) -> Response[str]:
         return json_response(*answer_error(telemetry, exc, request_id(app.current_event)))
@@ -144,10 +165,9 @@ def create_resolver(telemetry: Telemetry) -> APIGatewayRestResolver:
 
     @app.not_found
     def not_found(exc: NotFoundError) -> Response[str]:
-        # No route matched the method and path: 405 if the path is one of ours (any method), else 404.
+        # No route matched the method and path: 405 if the path is a route's (any method), else 404.
         event = app.current_event
-        found = routes.match(event.path)
-        allowed = found.allowed_methods if found.function == telemetry.service else ()
+        allowed = routes.match(event.path).allowed_methods
         if allowed:
             telemetry.errors(["MethodNotAllowed"])
             message = f"{event.http_method} is not allowed on {event.path}; use {', '.join(allowed)}"

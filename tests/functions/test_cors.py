@@ -115,3 +115,54 @@ def test_the_origins_are_read_from_a_comma_separated_list() -> None:
     assert cors_origins_from_env({cors.ORIGINS_ENV: f"{CONSOLE}, {OTHER_CONSOLE}"}) == (CONSOLE, OTHER_CONSOLE)
     assert cors.environment(()) == {}
     assert cors.environment((CONSOLE, OTHER_CONSOLE)) == {cors.ORIGINS_ENV: f"{CONSOLE},{OTHER_CONSOLE}"}
+
+
+# --- requests any page can send without a preflight (functions/common/browser.py) -----------------
+
+
+def with_content_type(event: dict[str, Any], content_type: str | None) -> dict[str, Any]:
+    for headers in (event["headers"], event["multiValueHeaders"]):
+        for name in [n for n in headers if n.lower() == "content-type"]:
+            del headers[name]
+    if content_type is not None:
+        event["headers"]["Content-Type"] = content_type
+        event["multiValueHeaders"]["Content-Type"] = [content_type]
+    return event
+
+
+@pytest.mark.usefixtures("console_origins")
+@pytest.mark.parametrize(
+    ("event", "function", "content_type", "origin"),
+    [
+        ("produce", names.PRODUCE, "text/plain", "http://evil.example"),
+        ("produce", names.PRODUCE, "text/plain;charset=UTF-8", None),
+        ("topic_create", names.ADMIN, "application/x-www-form-urlencoded", None),
+        ("group_join", names.CONSUME, None, None),
+        ("fence", names.ADMIN, None, "http://evil.example"),
+        ("fence", names.ADMIN, "multipart/form-data; boundary=x", CONSOLE),
+    ],
+)
+def test_a_request_any_page_could_send_is_refused_415_before_its_route_runs(
+    event: str, function: str, content_type: str | None, origin: str | None
+) -> None:
+    """The dead Oxia of ``console_origins`` would answer 503: a 415 says the route never ran."""
+    request = with_content_type(load_event(event), content_type)
+    if origin is not None:
+        request = with_origin(request, origin)
+    status, headers, body = invoke_in_new_environment(function, request)
+    assert (status, body["error_type"]) == (415, "UnsupportedMediaType"), body
+    assert "Content-Type: application/json" in body["error"]
+    assert headers.get(ALLOW_ORIGIN) == (CONSOLE if origin == CONSOLE else None)
+
+
+@pytest.mark.usefixtures("console_origins")
+@pytest.mark.parametrize(
+    ("event", "function", "content_type"),
+    [("produce", names.PRODUCE, "Application/JSON; charset=utf-8"), ("fence", names.ADMIN, None)],
+)
+def test_json_and_a_bodiless_request_without_origin_reach_their_route(
+    event: str, function: str, content_type: str | None
+) -> None:
+    status, _, body = invoke_in_new_environment(function, with_content_type(load_event(event), content_type))
+    assert status != 415, body
+    assert body.get("error_type") == "OxiaUnavailable" or body["error_count"] > 0  # the route ran, found Oxia dead

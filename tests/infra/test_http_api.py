@@ -10,7 +10,7 @@ from typing import Any
 from aws_cdk.assertions import Annotations, Match, Template
 
 from functions.common import names, routes
-from infra.http_api import DEFAULT_STAGE
+from infra.http_api import DEFAULT_STAGE, ROUTE_METHODS
 from infra.stack import LlogStack
 from tests.infra.helpers import function_named_in, resources
 
@@ -35,17 +35,17 @@ def test_every_route_goes_to_its_function(http_stack: LlogStack, http_template: 
         assert target_function(http_stack, http_template, found[f"{route.method} {route.resource}"]) == route.function
 
 
-def test_any_on_every_route_path_goes_to_its_owner_and_everything_else_to_admin(
+def test_every_other_method_but_options_on_every_path_goes_to_admin(
     http_stack: LlogStack, http_template: Template
 ) -> None:
+    """The admin function answers 405 (with Allow) for a route's other methods, 404 for unknown paths. No route
+    matches OPTIONS (no ANY, no $default): the gateway answers preflights itself (test_cors.py)."""
     found = routes_by_key(http_template)
-    owners = {r.resource: r.function for r in routes.ROUTES}
-    for path, owner in owners.items():
-        # The owner answers 405 (with Allow) for its path's other methods.
-        assert target_function(http_stack, http_template, found[f"ANY {path}"]) == owner
-    # Every other path (/, /topics/{topic}, unknown ones): the admin function's 404.
-    assert target_function(http_stack, http_template, found["$default"]) == names.ADMIN
-    assert len(found) == len(routes.ROUTES) + len(owners) + 1
+    catch_all = {f"{method.value} {path}" for path in ("/", routes.CATCH_ALL_RESOURCE) for method in ROUTE_METHODS}
+    assert set(found) == {f"{r.method} {r.resource}" for r in routes.ROUTES} | catch_all
+    for key in catch_all:
+        assert target_function(http_stack, http_template, found[key]) == names.ADMIN
+    assert {m.value for m in ROUTE_METHODS} == {"DELETE", "GET", "HEAD", "PATCH", "POST", "PUT"}
 
 
 def test_every_route_requires_iam(http_template: Template) -> None:

@@ -26,6 +26,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 from devserver.devstack import free_port
 from devserver.serve import IDLE_CONNECTION_TIMEOUT_S
 from functions.common import names
+from functions.common.browser import ALLOWED_HOSTS_ENV
 from infra.layer import PipLayerBundler
 from infra.serve_fleet import CONTAINER_PORT, DNS_NAME, DOCKERFILE, LISTENER_PORT, ServeFleet
 from infra.settings import LlogSettings
@@ -68,7 +69,7 @@ def test_tasks_are_arm64_fargate_with_the_functions_environment(
     assert (task["Cpu"], task["Memory"]) == ("1024", "2048")
     (container,) = task["ContainerDefinitions"]
     environment = {e["Name"]: e["Value"] for e in container["Environment"]}
-    assert set(environment) == {*fleet_stack.function_environment(), "LLOG_SERVE_EMF_INTERVAL_S"}
+    assert set(environment) == {*fleet_stack.function_environment(), "LLOG_SERVE_EMF_INTERVAL_S", ALLOWED_HOSTS_ENV}
     assert environment["LLOG_SERVE_EMF_INTERVAL_S"] == "60"  # each task reports its metrics every minute
     assert environment["LLOG_APPEND_PROTOCOL"] == "sequential"
     assert environment["LLOG_ROOT_PREFIX"] == "llog"
@@ -384,3 +385,15 @@ def test_serve_runs_from_the_image_context_with_the_image_pins_alone(
         output, _ = process.communicate(timeout=30)
     assert process.returncode == 0, output
     assert "llog serve: shutting down" in output
+
+
+def test_tasks_answer_to_the_names_their_clients_reach_them_by(fleet_template: Template, dns_stack: LlogStack) -> None:
+    """llog serve refuses any other Host (421, against DNS rebinding): the load balancer's name, or each zone's."""
+    (container,) = serve_task(fleet_template)["ContainerDefinitions"]
+    hosts = {e["Name"]: e["Value"] for e in container["Environment"]}[ALLOWED_HOSTS_ENV]
+    (balancer,) = resources(fleet_template, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    assert hosts == {"Fn::GetAtt": [balancer, "DNSName"]}
+    (container,) = serve_task(Template.from_stack(dns_stack))["ContainerDefinitions"]
+    hosts = json.dumps({e["Name"]: e["Value"] for e in container["Environment"]}[ALLOWED_HOSTS_ENV])
+    assert f"{DNS_NAME}-0." in hosts
+    assert f",{DNS_NAME}-1." in hosts

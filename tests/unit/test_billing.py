@@ -117,7 +117,7 @@ def _doc(storage: Mapping[str, object]) -> dict[str, object]:
     }
     return {
         "server": {"started_at_ms": 1_000},
-        "http": {"requests": []},
+        "http": {"requests": [], "rejected": {}, "connections": 0, "buffered_bytes": 0},
         "oxia": {},
         "s3": {"put": {"calls": 2, "errors": 0, "retries": 0, "bytes": 9, "seconds": 0.1}, "billing": billing},
         "batcher": {"flushes": 0, "flushed_calls": 0, "flushed_bytes": 0, "queue_seconds": 0.0, "call_seconds": 0.0,

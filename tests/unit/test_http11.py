@@ -15,7 +15,9 @@ import pytest
 import uvloop
 
 from devserver import http11
-from devserver.http11 import MAX_HEAD_BYTES, SMALL_BODY, Answer, HttpServer, Request
+from devserver.http11 import MAX_HEAD_BYTES, SMALL_BODY, Answer, HttpLimits, HttpServer, Request
+
+DEFAULTS = HttpLimits()
 
 
 class Recorder:
@@ -44,8 +46,8 @@ class Recorder:
     def finished(self, request: Request) -> None:
         self.finished_targets.append(request.target)
 
-    def malformed(self, reason: str) -> Answer:
-        return Answer(400, [("Content-Type", "text/plain")], reason.encode())
+    def refused(self, status: int, reason: str, limit: str | None) -> Answer:
+        return Answer(status, [("Content-Type", "text/plain")], f"{reason} [{limit}]".encode())
 
 
 class SizedAnswers(Recorder):
@@ -60,8 +62,8 @@ class SizedAnswers(Recorder):
 
 
 @contextmanager
-def serving(app: Recorder, idle_timeout_s: float = 30) -> Iterator[HttpServer]:
-    server = HttpServer("127.0.0.1", 0, app, backlog=16, idle_timeout_s=idle_timeout_s)
+def serving(app: Recorder, idle_timeout_s: float = 30, limits: HttpLimits = DEFAULTS) -> Iterator[HttpServer]:
+    server = HttpServer("127.0.0.1", 0, app, backlog=16, idle_timeout_s=idle_timeout_s, limits=limits)
     ready = threading.Event()
     handles: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
 
@@ -332,8 +334,8 @@ def test_a_head_without_end_is_refused_once_it_exceeds_the_limit() -> None:
         except (BrokenPipeError, ConnectionResetError):
             pass  # refused and closed while this was still sending
         answer = read_to_end(sock)
-    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")
-    assert f"exceed {MAX_HEAD_BYTES} bytes".encode() in answer
+    assert answer.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+    assert f"exceed {MAX_HEAD_BYTES} bytes [MAX_HEAD_BYTES]".encode() in answer
     assert app.heads == []
 
 
@@ -445,3 +447,128 @@ def test_a_pipelined_head_split_across_reads_after_a_large_body_is_not_refused()
         answers = read_to_end(sock)
     assert answers.count(b"HTTP/1.1 200 OK") == 2
     assert b"400" not in answers
+
+
+# --- HttpLimits: what one client may hold ---------------------------------------------------------
+
+
+def test_a_head_is_due_within_its_deadline_however_its_bytes_trickle() -> None:
+    app = Recorder()
+    limits = HttpLimits(head_timeout_s=0.5)
+    with serving(app, idle_timeout_s=5, limits=limits) as server, socket.create_connection(server.address) as sock:
+        sock.settimeout(10)
+        started = time.monotonic()
+        sock.sendall(b"GET /x HTTP/1.1\r\n")
+        with contextlib.suppress(OSError):
+            for _ in range(40):
+                time.sleep(0.05)
+                sock.sendall(b"X: y\r\n")
+        answer = read_to_end(sock)
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert answer.endswith(b"the request head did not arrive within 0.5 s [head_timeout_s]")
+    assert 0.4 < time.monotonic() - started < 3
+    assert app.heads == []
+    assert server.rejections["head_timeout"] == 1
+
+
+def test_a_body_is_due_within_its_deadline_and_its_request_is_never_answered() -> None:
+    app = Recorder()
+    limits = HttpLimits(body_timeout_s=0.5)
+    with serving(app, idle_timeout_s=5, limits=limits) as server, socket.create_connection(server.address) as sock:
+        sock.settimeout(10)
+        sock.sendall(b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
+        with contextlib.suppress(OSError):
+            for _ in range(40):
+                time.sleep(0.05)
+                sock.sendall(b"b")
+        answer = read_to_end(sock)
+        wait_until(lambda: app.finished_targets == ["/slow"], "the request was finished")
+    assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+    assert b"[body_timeout_s]" in answer
+    assert b"POST /slow" not in answer
+    assert server.buffered_bytes == 0
+
+
+def test_the_deadlines_do_not_cut_a_keep_alive_connection_that_sends_whole_requests() -> None:
+    app = Recorder()
+    with serving(app, limits=HttpLimits(head_timeout_s=0.3, body_timeout_s=0.3)) as server:
+        conn = connect(server)
+        for i in range(6):  # 0.9 s in all: the deadlines are of one head or body, not of the connection
+            conn.request("POST", f"/n{i}", body=b"x")
+            assert conn.getresponse().read() == f"POST /n{i} b'x'".encode()
+            time.sleep(0.15)
+        conn.close()
+    assert server.rejections == dict.fromkeys(http11.REJECTIONS, 0)
+
+
+def test_connections_past_the_limit_are_answered_503_and_the_rest_are_closed() -> None:
+    app = Recorder()
+    with serving(app, limits=HttpLimits(max_connections=1)) as server:
+        kept = connect(server)
+        kept.request("GET", "/kept")
+        assert kept.getresponse().read() == b"GET /kept None"
+        refused = raw_exchange(server, b"GET /more HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert refused.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+        assert refused.endswith(b"[max_connections]")
+        assert app.heads == ["/kept"]
+        kept.close()
+        wait_until(lambda: server.open_connections == 0, "the connections closed")
+        assert raw_exchange(server, b"GET /next HTTP/1.1\r\nConnection: close\r\n\r\n").endswith(b"GET /next None")
+    assert server.rejections["connections"] == 1
+
+
+def test_bodies_pipelined_behind_a_slow_answer_wait_in_the_kernel_past_the_connections_share() -> None:
+    app = Recorder()
+    app.held["/slow"] = threading.Event()
+    share = 1 << 20
+    body = b"b" * (300 << 10)
+    limits = HttpLimits(max_connection_bytes=share)
+    with serving(app, limits=limits) as server, socket.create_connection(server.address, timeout=10) as sock:
+        sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        wait_until(lambda: "/slow" in app.answering, "the slow request is being answered")
+        post = b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        sender = threading.Thread(target=sock.sendall, args=(post * 7 + b"GET /end HTTP/1.1\r\n\r\n",))
+        sender.start()
+        wait_until(lambda: any(c._paused for c in server._connections), "the server stopped reading")
+        time.sleep(0.1)
+        assert share < server.buffered_bytes <= share + (256 << 10)  # past the share by one read at most
+        assert app.heads.count("/p") < 7
+        app.held["/slow"].set()
+        sender.join(10)
+        sock.shutdown(socket.SHUT_WR)
+        answers = read_to_end(sock)
+    assert answers.count(b"HTTP/1.1 200 OK") == 9
+    assert answers.endswith(b"GET /end None")
+    assert server.buffered_bytes == 0
+
+
+def test_a_body_larger_than_a_connections_share_is_refused_from_its_head() -> None:
+    app = Recorder()
+    with serving(app, limits=HttpLimits(max_connection_bytes=1000)) as server:
+        answer = raw_exchange(server, b"POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 1001\r\n\r\n")
+        wait_until(lambda: app.finished_targets == ["/big"], "the refused request finished")
+    assert answer.startswith(b"HTTP/1.1 413 Request Entity Too Large\r\n")
+    assert answer.endswith(b"a connection may hold 1000 [max_connection_bytes]")
+
+
+def test_a_body_that_takes_the_servers_total_past_its_limit_is_refused_503() -> None:
+    app = Recorder()
+    limits = HttpLimits(max_connection_bytes=1 << 20, max_buffered_bytes=1 << 20)
+    head = b"POST /p HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % (700 << 10)
+    with serving(app, limits=limits) as server:
+        first = socket.create_connection(server.address, timeout=10)
+        second = socket.create_connection(server.address, timeout=10)
+        with first, second:
+            first.sendall(head + b"a" * (600 << 10))
+            wait_until(lambda: server.buffered_bytes == 600 << 10, "the first body's part arrived")
+            with contextlib.suppress(OSError):
+                second.sendall(head + b"b" * (600 << 10))
+            refused = read_to_end(second)
+            first.sendall(b"a" * (100 << 10))
+            first.shutdown(socket.SHUT_WR)
+            served = read_to_end(first)
+    assert refused.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+    assert refused.endswith(b"[max_buffered_bytes]")
+    assert served.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert server.buffered_bytes == 0
+    assert server.rejections["buffered_bytes"] == 1

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from devserver.serve import access_log_from_env
-from llog.errors import LlogError
+from devserver.http11 import HttpLimits
+from devserver.serve import HTTP_LIMIT_SETTINGS, access_log_from_env, http_limits_from_env
+from functions.common.browser import AllowedHosts
+from llog.config import Limits
+from llog.errors import ConfigurationError, LlogError
 
 
 @pytest.mark.parametrize(
@@ -18,3 +21,56 @@ def test_the_access_log_setting(raw: str | None, choice: str) -> None:
 def test_an_unknown_access_log_setting_is_refused_with_its_name_and_choices() -> None:
     with pytest.raises(LlogError, match=r"LLOG_SERVE_ACCESS_LOG must be one of errors, all, off, not 'some'"):
         access_log_from_env({"LLOG_SERVE_ACCESS_LOG": "some"})
+
+
+def test_the_http_limits_default_to_http11s_and_are_read_from_the_environment() -> None:
+    assert http_limits_from_env({}, Limits()) == HttpLimits()
+    env = {name: "7" for name in HTTP_LIMIT_SETTINGS.values()}
+    env["LLOG_SERVE_MAX_CONNECTION_BYTES"] = str(Limits().max_request_bytes)
+    limits = http_limits_from_env(env, Limits())
+    assert (limits.max_connections, limits.max_buffered_bytes, limits.head_timeout_s, limits.body_timeout_s) == (
+        7, 7, 7.0, 7.0
+    )
+    assert limits.max_connection_bytes == Limits().max_request_bytes
+    larger = Limits(max_request_bytes=HttpLimits().max_connection_bytes * 2)  # unset: a request still fits
+    assert http_limits_from_env({}, larger).max_connection_bytes == larger.max_request_bytes
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"LLOG_SERVE_MAX_CONNECTIONS": "0"}, "LLOG_SERVE_MAX_CONNECTIONS=0 must be at least 1"),
+        ({"LLOG_SERVE_HEAD_TIMEOUT_S": "soon"}, "LLOG_SERVE_HEAD_TIMEOUT_S='soon' is not an integer"),
+        ({"LLOG_SERVE_MAX_CONNECTION_BYTES": "1000"}, "must be at least LLOG_MAX_REQUEST_BYTES"),
+    ],
+)
+def test_an_invalid_http_limit_stops_the_server_naming_it(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        http_limits_from_env(env, Limits())
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        (None, True),
+        ("localhost", True),
+        ("LocalHost:8080", True),
+        ("localhost.:8080", True),
+        ("127.0.0.1:8080", True),
+        ("[::1]:8080", True),
+        ("[::1]", True),
+        ("10.0.3.7:8080", True),
+        ("llog.internal:80", True),
+        ("evil.example:8080", False),
+        ("localhost.evil.example", False),
+        ("127.0.0.1.nip.io:8080", False),
+        ("[::1", False),
+        ("", False),
+    ],
+)
+def test_allowed_hosts_are_local_names_addresses_and_the_configured_names(host: str | None, allowed: bool) -> None:
+    assert AllowedHosts.from_env({"LLOG_SERVE_ALLOWED_HOSTS": " llog.internal ,"}).allows(host) is allowed
+
+
+def test_a_star_allows_any_host() -> None:
+    assert AllowedHosts.from_env({"LLOG_SERVE_ALLOWED_HOSTS": "*"}).allows("evil.example")

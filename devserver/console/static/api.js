@@ -26,7 +26,9 @@ export class ApiError extends Error {
 export async function request(method, path, body) {
   const { base, key } = connection();
   const headers = {};
-  if (body !== undefined) headers["content-type"] = "application/json";
+  // Every request that changes something says JSON, a body or not: the server refuses one that does not, as any
+  // page of any site could make the browser send it (functions/common/browser.py).
+  if (body !== undefined || method !== "GET") headers["content-type"] = "application/json";
   if (key) headers["x-api-key"] = key;
   let response;
   try {
