@@ -181,6 +181,7 @@ def decode_ranges(
                     topic=manifest.topic,
                     partition=manifest.partition,
                     first_offset=manifest.start_offset,
+                    topic_id=keys.topic_id,
                 )
 
     return decode

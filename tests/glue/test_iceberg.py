@@ -67,3 +67,37 @@ def test_a_run_that_fails_mid_write_commits_nothing_and_the_rerun_exports_each_r
     log.blobs.put(location, encode_batch(good))  # repaired
     IcebergExport(spark, iceberg_options, catalog=iceberg_catalog).run()
     assert frame_rows(spark.table(table)) == in_order(log.expected)
+
+
+def maintain(spark: SparkSession, catalog: str, options: ExportOptions) -> None:
+    """What Glue's table optimizers (and ANALYTICS.md's advice) do: compact the files, then keep one snapshot."""
+    name = f"{options.database}.{options.table}"
+    spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{name}', options => map('min-input-files', '1'))")
+    spark.sql(
+        f"CALL {catalog}.system.expire_snapshots(table => '{name}', "
+        "older_than => TIMESTAMP '9999-01-01 00:00:00', retain_last => 1)"
+    )
+
+
+def test_cursors_survive_rewrite_data_files_and_expire_snapshots_keeping_one_no_row_twice_or_missing(
+    spark: SparkSession, iceberg_catalog: str, log: CompactedLog, iceberg_options: ExportOptions
+) -> None:
+    table = f"{iceberg_catalog}.{iceberg_options.database}.records"
+    created_again = str(uuid.uuid4())  # the name deleted and created again: offsets from 1 in its id's folder
+    log.compact("orders", 0, [record(i, DAY1) for i in range(4)])
+    log.compact("orders", 1, [record(i, DAY1) for i in range(3)])
+    log.compact("orders", 0, [record(i, DAY2) for i in range(20, 22)], topic_id=created_again)
+    IcebergExport(spark, iceberg_options, catalog=iceberg_catalog).run()
+    log.compact("orders", 0, [record(i, DAY2) for i in range(4, 6)])
+    IcebergExport(spark, iceberg_options, catalog=iceberg_catalog).run()
+
+    maintain(spark, iceberg_catalog, iceberg_options)
+    assert not any(CURSORS_PROPERTY in s for s in snapshots(spark, table))  # no snapshot carries cursors now
+
+    log.compact("orders", 0, [record(i, DAY2) for i in range(6, 9)])
+    log.compact("orders", 0, [record(i, DAY2) for i in range(22, 23)], topic_id=created_again)
+    third = IcebergExport(spark, iceberg_options, catalog=iceberg_catalog).run()
+
+    assert (third.ranges, third.rows) == (2, 4)
+    assert sorted(map(repr, frame_rows(spark.table(table)))) == sorted(map(repr, log.expected))
+    assert IcebergExport(spark, iceberg_options, catalog=iceberg_catalog).run().rows == 0
