@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -33,7 +35,7 @@ from llog.protocol.faults import FaultHook
 from llog.store.s3 import BlobStore
 from llog_export.catalog import COLUMNS, add_topic_id_column
 from llog_export.job import Export, ExportOptions, cursor_name
-from llog_export.state import Cursors, cursors_from_json, cursors_to_json
+from llog_export.state import Cursors, FileSystem, cursors_from_json, cursors_to_json
 
 CURSORS_PROPERTY = "llog.export.cursors"
 ATTEMPT_PROPERTY = "llog.export.attempt"
@@ -49,9 +51,11 @@ class IcebergExport(Export):
         *,
         catalog: str = DEFAULT_CATALOG,
         blobs: BlobStore | None = None,
+        fs: FileSystem | None = None,
         fault_hook: FaultHook | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(spark, options, blobs=blobs, fault_hook=fault_hook)
+        super().__init__(spark, options, blobs=blobs, fs=fs, fault_hook=fault_hook, clock=clock)
         names = (catalog, options.database or "", options.table)
         for name in names:
             if not _IDENTIFIER.fullmatch(name):
@@ -90,6 +94,8 @@ class IcebergExport(Export):
         return cursors
 
     def commit(self, rows: DataFrame, attempt: str, cursors: Cursors) -> int:
+        # Decoding and writing happen inside the append, before its commit: the lease must outlast them.
+        self._check_lease()
         (
             rows.writeTo(self.table)
             .option(f"snapshot-property.{CURSORS_PROPERTY}", json.dumps(cursors_to_json(cursors), sort_keys=True))

@@ -11,7 +11,8 @@ from pyspark.sql import SparkSession
 from llog.format.codec import encode_batch
 from llog.format.keys import S3Location
 from llog_export.iceberg import CURSORS_PROPERTY, IcebergExport
-from llog_export.job import ExportOptions
+from llog_export.job import AFTER_PLAN, ExportOptions
+from llog_export.lease import ExportRunning
 from tests.glue.helpers import DAY1, DAY2, CompactedLog, frame_rows, in_order, record
 
 
@@ -101,3 +102,25 @@ def test_cursors_survive_rewrite_data_files_and_expire_snapshots_keeping_one_no_
     assert (third.ranges, third.rows) == (2, 4)
     assert sorted(map(repr, frame_rows(spark.table(table)))) == sorted(map(repr, log.expected))
     assert IcebergExport(spark, iceberg_options, catalog=iceberg_catalog).run().rows == 0
+
+
+def test_a_run_started_while_another_runs_is_refused_and_no_range_is_appended_twice(
+    spark: SparkSession, iceberg_catalog: str, log: CompactedLog, iceberg_options: ExportOptions
+) -> None:
+    table = f"{iceberg_catalog}.{iceberg_options.database}.records"
+    log.compact("orders", 0, [record(i, DAY1) for i in range(5)])
+    second: list[Exception] = []
+
+    def start_a_second_run(point: str) -> None:
+        if point == AFTER_PLAN:  # the first run has planned its ranges and not appended them yet
+            try:
+                IcebergExport(spark, iceberg_options, catalog=iceberg_catalog).run()
+            except ExportRunning as exc:
+                second.append(exc)
+
+    first = IcebergExport(spark, iceberg_options, catalog=iceberg_catalog, fault_hook=start_a_second_run)
+    first.run()
+
+    assert frame_rows(spark.table(table)) == in_order(log.expected)
+    [refused] = second
+    assert first.holder in str(refused)
