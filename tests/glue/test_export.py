@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from llog.config import S3Config
 from llog.errors import LlogError
 from llog.format.codec import Record, encode_batch
 from llog.format.keys import PartitionKeys, S3Location
+from llog.store.s3 import BlobStore
+from llog_export.hadoop_fs import HadoopFileSystem
 from llog_export.job import (
     AFTER_MOVES,
     AFTER_PENDING,
@@ -291,3 +294,15 @@ def test_each_run_puts_its_lost_and_expired_offsets_as_metrics_the_alarms_watch(
         {"MetricName": "ExportExpiredOffsets", "Dimensions": [{"Name": "service", "Value": "export"}], "Value": 0.0,
          "Unit": "Count"},
     ]  # fmt: skip
+
+
+def test_create_new_is_create_only_on_s3_and_in_a_local_folder(
+    spark: SparkSession, s3_config: S3Config, blob_store: BlobStore, root: str, output: str
+) -> None:
+    fs = HadoopFileSystem(spark, output, s3_config)
+    local = f"{fs.qualify(output)}/_llog_export/lease"
+    on_s3 = S3Location(BUCKET, f"{root}/lease")
+    for uri in (on_s3.uri, local):
+        assert fs.create_new(uri, b"first") is True
+        assert fs.create_new(uri, b"second") is False
+    assert fs.read_bytes(local) == blob_store.get(on_s3) == b"first"
