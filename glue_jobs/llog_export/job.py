@@ -322,7 +322,11 @@ class Export(ABC):
         try:
             summary = self._run()
         except Exception:
-            self.leases.release(self._lease)
+            try:
+                self.leases.release(self._lease)
+            except Exception:  # the run's own failure is the one to report; the lease expires anyway
+                log.exception("could not release run lease %d; it expires at %d ms", self._lease.number,
+                              self._lease.expires_at_ms)  # fmt: skip
             raise
         self.leases.release(self._lease)
         return summary

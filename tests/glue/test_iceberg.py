@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from llog.format.codec import encode_batch
 from llog.format.keys import S3Location
+from llog_export.catalog import COLUMNS
 from llog_export.iceberg import CURSORS_PROPERTY, IcebergExport
 from llog_export.job import AFTER_PLAN, ExportOptions
 from llog_export.lease import ExportRunning
@@ -124,3 +125,19 @@ def test_a_run_started_while_another_runs_is_refused_and_no_range_is_appended_tw
     assert frame_rows(spark.table(table)) == in_order(log.expected)
     [refused] = second
     assert first.holder in str(refused)
+
+
+def test_a_table_created_before_the_topic_id_column_gets_it_and_its_earlier_rows_stay(
+    spark: SparkSession, iceberg_catalog: str, log: CompactedLog, iceberg_options: ExportOptions
+) -> None:
+    table = f"{iceberg_catalog}.{iceberg_options.database}.records"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {iceberg_catalog}.{iceberg_options.database}")
+    before = COLUMNS.replace("`topic_id` STRING, ", "")
+    spark.sql(f"CREATE TABLE {table} ({before}) USING iceberg PARTITIONED BY (`topic`, `date`)")
+    spark.sql(f"INSERT INTO {table} SELECT 0, 1, NULL, NULL, X'00', array(), 'older', '2026-11-20'")
+    log.compact("orders", 0, [record(i, DAY1) for i in range(3)], topic_id=str(uuid.uuid4()))
+
+    assert IcebergExport(spark, iceberg_options, catalog=iceberg_catalog).run().rows == 3
+
+    rows = spark.sql(f"SELECT topic, topic_id FROM {table}").collect()
+    assert sorted((r["topic"], r["topic_id"] is None) for r in rows) == [("older", True)] + [("orders", False)] * 3
