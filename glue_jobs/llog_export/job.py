@@ -3,7 +3,9 @@
 An export run plans on the driver (manifests after each partition's cursor),
 decodes on the executors (one task reads and decodes whole compacted objects
 with ``mapInArrow``), writes Parquet to a staging folder and commits with the
-protocol of :mod:`llog_export.state`.
+protocol of :mod:`llog_export.state` (or one Iceberg append, :mod:`llog_export.iceberg`), all
+under the table's run lease (:mod:`llog_export.lease`). The plan crosses the gaps that will never be
+filled (``walk``: expired and LOST ranges) and reports each one.
 
 A topic's partitions are found in S3 by their folders (``ManifestStore.partitions``): the legacy folder
 and, for a topic created from the version that put topic ids into keys, one folder per incarnation
@@ -202,7 +204,9 @@ def walk(manifests: ManifestStore, keys: PartitionKeys, cursor: int) -> Iterator
             continue
         following = _next_manifest_start(manifests, keys, position)
         if following is None or following <= position:
-            return  # caught up, or the range at ``position`` is still being compacted
+            # Caught up, or the range at ``position`` is still being compacted, or was published since
+            # ``spans`` listed (then it starts at ``position``): the next run goes on from here.
+            return
         yield SkippedRange(cursor_name(keys), keys.partition, position, following - 1, LOST)
         position = following
 
