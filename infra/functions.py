@@ -71,9 +71,8 @@ SPECS: Mapping[str, FunctionSpec] = {
             {"LLOG_COMPACTION_BUDGET_MS": str(COMPACTION_BUDGET_MS)},
         ),
         FunctionSpec(names.GC, "scheduled: delete S3 objects nothing references", 1024, GC_TIMEOUT),
-        FunctionSpec(
-            names.VERIFY, "scheduled: check partitions against the protocol's invariants", 1024, RECOVERY_TIMEOUT
-        ),  # fmt: skip
+        FunctionSpec(names.VERIFY, "scheduled: check partitions against the protocol's invariants", 1024,
+                     RECOVERY_TIMEOUT),  # fmt: skip
         FunctionSpec(names.BACKUP, "scheduled: back the Oxia state up to S3", 1024, RECOVERY_TIMEOUT),
     )
 }

@@ -241,7 +241,7 @@ class Observability(Construct):
         consumer_lag = cw.MathExpression(
             expression=(
                 f"SEARCH('{{{names.METRIC_NAMESPACE},service,group,topic,partition}} "
-                f'MetricName="ConsumerLag" service="{names.COMPACTION_PLANNER}"\', \'Maximum\', 60)'
+                f"MetricName=\"ConsumerLag\" service=\"{names.COMPACTION_PLANNER}\"', 'Maximum', 60)"
             ),
             using_metrics={},
             label="",
@@ -306,7 +306,7 @@ class Observability(Construct):
             threshold=1,
             missing=cw.TreatMissingData.IGNORE,
             description=f"llog {self.stage}: verification found damage; `llog verify` names the keys "
-            '(docs/RECOVERY.md, "Verify a partition")',
+            "(docs/RECOVERY.md, \"Verify a partition\")",
         )
         self._alarm(
             "BackupErrors",
@@ -367,7 +367,7 @@ class Observability(Construct):
                 threshold=1,
                 missing=cw.TreatMissingData.IGNORE,
                 description=f"llog {self.stage}: Glue job {job_name} skipped {what}; the table will not hold "
-                'them (the run\'s log names each range: "before export")',
+                "them (the run's log names each range)",
             )
 
     # -- what exists today ------------------------------------------------------------------

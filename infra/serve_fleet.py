@@ -151,12 +151,8 @@ class ServeFleet(Construct):
             ulimits=[ecs.Ulimit(name=ecs.UlimitName.NOFILE, soft_limit=65535, hard_limit=65535)],
             # What Cloud Map registers a task by (endpoint "dns"); the image has Python, not curl.
             health_check=ecs.HealthCheck(
-                command=[
-                    "CMD",
-                    "python",
-                    "-c",
-                    f"import urllib.request as r; r.urlopen('http://127.0.0.1:{CONTAINER_PORT}/health', timeout=2)",
-                ],  # fmt: skip
+                command=["CMD", "python", "-c", "import urllib.request as r; "
+                         f"r.urlopen('http://127.0.0.1:{CONTAINER_PORT}/health', timeout=2)"],  # fmt: skip
                 interval=Duration.seconds(10),
                 timeout=Duration.seconds(5),
                 retries=3,

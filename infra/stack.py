@@ -191,10 +191,8 @@ class LlogStack(Stack):
         if isinstance(self.api, ServeFleet):
             self.observability.add_serve_fleet(
                 cluster_name=self.oxia.cluster.cluster_name,
-                services={
-                    s.node.id: (s.service_name, n)
-                    for s, n in zip(self.api.services, self.api.desired_counts, strict=True)
-                },  # fmt: skip
+                services={s.node.id: (s.service_name, n)
+                          for s, n in zip(self.api.services, self.api.desired_counts, strict=True)},  # fmt: skip
             )
         self.observability.add_llog_metrics(compaction_lag_threshold=settings.compaction_lag_alarm_threshold)
         self.observability.add_recovery(
