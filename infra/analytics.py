@@ -14,11 +14,12 @@
 * Role: least privilege, no managed policy. GetObject on ``<data bucket>/<root>/*`` and
   ListBucket with ``s3:prefix`` = ``<root>/*`` (read-only on llog), read/write/delete on the
   analytics bucket, GetObject on the two assets, the Data Catalog of its own database only,
-  CloudWatch Logs under ``/aws-glue/*``, ``cloudwatch:PutMetricData`` in namespace ``Glue``.
+  CloudWatch Logs under ``/aws-glue/*``, ``cloudwatch:PutMetricData`` in namespaces ``Glue`` and ``llog``.
 * Security configuration: SSE-S3 for what Glue writes to S3; CloudWatch Logs (SSE-KMS) and job
   bookmarks (CSE-KMS) encrypted with ``key``, as cdk-nag's GL1 and GL3 require.
-* One run at a time, no retries, a SCHEDULED trigger (the job is idempotent and resumes, so the
-  next scheduled run is the retry). ``failure_rule`` matches the job's failed runs; LlogStack hands
+* One run at a time (and the job's own run lease, ``--lease_minutes``: the timeout and 10 minutes),
+  no retries, a SCHEDULED trigger (the job is idempotent and resumes, so the next scheduled run is
+  the retry). ``failure_rule`` matches the job's failed runs; LlogStack hands
   it to :meth:`Observability.add_glue_job <infra.observability.Observability.add_glue_job>`.
 """
 
@@ -40,6 +41,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct
 
+from functions.common import names
 from infra.layer import LLOG_SOURCE_DIR, ROOT, bundling_options
 from infra.settings import ALL_TOPICS, ExportTableFormat
 from infra.storage import private_bucket
@@ -56,6 +58,9 @@ TABLES_PREFIX = "tables/"
 TEMP_PREFIX = "glue-temp/"
 WAREHOUSE_PREFIX = "warehouse/"
 FAILED_STATES = ("FAILED", "TIMEOUT", "ERROR")
+# A run's lease on the table outlasts the longest run Glue allows by this much (llog_export.lease: a run
+# must not outlive its lease; a run Glue stopped at its timeout blocks the next one until the lease expires).
+LEASE_BEYOND_TIMEOUT_MINUTES = 10
 _IGNORED = ("__pycache__", "*.pyc", "*.pyo")
 # How cdk-nag prints an ARN's partition, region and account: tokens, or literals when the stack has an env.
 _ARN_PREFIX = r"arn:(<AWS::Partition>|aws[a-z-]*):"
@@ -257,6 +262,7 @@ class Analytics(Construct):
             # The job keeps its own exactly-once cursor (_llog_export/ under the output path).
             "--job-bookmark-option": "job-bookmark-disable",
             "--TempDir": self.temp_dir,
+            "--lease_minutes": str(timeout_minutes + LEASE_BEYOND_TIMEOUT_MINUTES),
         }
         if table_format == "iceberg":
             arguments["--datalake-formats"] = "iceberg"
@@ -388,12 +394,13 @@ class Analytics(Construct):
                 actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:AssociateKmsKey"],
                 resources=[glue_logs_arn],
             ),
-            # Job and observability metrics; PutMetricData has no resource, the namespace is the limit.
+            # Job and observability metrics, and the export's own (lost and expired offsets, namespace
+            # llog); PutMetricData has no resource, the namespaces are the limit.
             iam.PolicyStatement(
                 sid="GlueMetrics",
                 actions=["cloudwatch:PutMetricData"],
                 resources=["*"],
-                conditions={"StringEquals": {"cloudwatch:namespace": "Glue"}},
+                conditions={"StringEquals": {"cloudwatch:namespace": ["Glue", names.METRIC_NAMESPACE]}},
             ),
             # Job bookmarks (CSE-KMS) with the security configuration's key.
             iam.PolicyStatement(
@@ -450,7 +457,7 @@ class Analytics(Construct):
                 NagPackSuppression(
                     id="AwsSolutions-IAM5",
                     reason="cloudwatch:PutMetricData supports no resource-level permissions; the statement is "
-                    "limited to the Glue metric namespace by the cloudwatch:namespace condition.",
+                    "limited to the Glue and llog metric namespaces by the cloudwatch:namespace condition.",
                     applies_to=["Resource::*"],
                 ),
             ],

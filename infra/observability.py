@@ -6,7 +6,8 @@ functions: invocations, errors, throttles, duration p99; an error alarm each),
 :meth:`add_dead_letter_queues` (depth; alarm at one message), :meth:`add_api` (requests,
 4xx/5xx, latency; 5xx alarm), :meth:`add_llog_metrics` (the functions' EMF metrics in
 namespace ``llog``, consumer lag per group and partition; compaction-lag alarm) and
-:meth:`add_glue_job` (a Glue job's runs: failed runs, records and bytes; an alarm on every failed run) and
+:meth:`add_glue_job` (a Glue job's runs: failed runs, records and bytes; an alarm on every failed run, and
+on offsets the export skipped: lost or expired) and
 :meth:`add_recovery` (the recovery point bound, backups and verification; alarms on damage and on
 partitions a backup left out). Alarms have no
 action until :meth:`add_alarm_action` gives them one (for example an SNS topic); actions given
@@ -30,6 +31,10 @@ from functions.common import names
 from infra.oxia import OxiaCluster
 from infra.storage import REQUEST_METRICS_ID
 
+# The export job's metrics (glue_jobs/llog_export/metrics.py, which infra does not import: tests check they agree).
+EXPORT_SERVICE = "export"
+EXPORT_LOST_OFFSETS = "ExportLostOffsets"
+EXPORT_EXPIRED_OFFSETS = "ExportExpiredOffsets"
 PERIOD = Duration.minutes(1)
 ALARM_PERIOD = Duration.minutes(5)  # the front door's 5xx alarm counts over this
 WIDTH = 24
@@ -347,6 +352,23 @@ class Observability(Construct):
             threshold=1,
             description=f"llog {self.stage}: a run of Glue job {job_name} failed, timed out or ended in error",
         )
+        # Each run puts one datapoint of each (glue_jobs/llog_export/metrics.py): an alarm keeps its state
+        # between runs (missing data ignored), and a skipped range is found again by every run until one
+        # exports past it (docs/ANALYTICS.md, "Offsets the table will never hold").
+        for name, what in (
+            (EXPORT_LOST_OFFSETS, "lost offsets: a LOST range (a rebuild could not recover it) has no records"),
+            (EXPORT_EXPIRED_OFFSETS, "expired offsets: retention removed ranges before the export reached them"),
+        ):
+            skipped = _metric(names.METRIC_NAMESPACE, name, {"service": EXPORT_SERVICE}, "Maximum",
+                              period=Duration.minutes(5))  # fmt: skip
+            self._alarm(
+                f"{name}-{job_name}",
+                skipped,
+                threshold=1,
+                missing=cw.TreatMissingData.IGNORE,
+                description=f"llog {self.stage}: Glue job {job_name} skipped {what}; the table will not hold "
+                "them (the run's log names each range)",
+            )
 
     # -- what exists today ------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ SCHEMA = pa.schema(
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary(), nullable=False),
         pa.field("headers", pa.list_(HEADER_TYPE), nullable=False),
+        pa.field("topic_id", pa.string()),  # the topic's incarnation; NULL for the legacy folder (docs/FORMAT.md)
         pa.field("topic", pa.string(), nullable=False),
         pa.field("date", pa.string(), nullable=False),
     ]
@@ -46,7 +47,7 @@ SCHEMA = pa.schema(
 # The same layout as a Spark DDL string (mapInArrow's output schema).
 SPARK_SCHEMA = (
     "partition INT, offset BIGINT, timestamp TIMESTAMP, key BINARY, value BINARY, "
-    "headers ARRAY<STRUCT<name: STRING, value: BINARY>>, topic STRING, date STRING"
+    "headers ARRAY<STRUCT<name: STRING, value: BINARY>>, topic_id STRING, topic STRING, date STRING"
 )
 
 
@@ -155,7 +156,9 @@ def _timestamps_and_dates(millis: np.ndarray) -> tuple[pa.Array, pa.Array]:
     return timestamps, dates
 
 
-def batch_to_arrow(batch: RecordBatch, *, topic: str, partition: int, first_offset: int) -> pa.RecordBatch:
+def batch_to_arrow(
+    batch: RecordBatch, *, topic: str, partition: int, first_offset: int, topic_id: str | None = None
+) -> pa.RecordBatch:
     """The rows of one decoded batch whose first record has offset ``first_offset``."""
     columns = batch.columns()
     count = columns.count
@@ -169,6 +172,7 @@ def batch_to_arrow(batch: RecordBatch, *, topic: str, partition: int, first_offs
             keys,
             _binary(columns.values, count),
             _headers(columns.headers, count),
+            pa.repeat(pa.scalar(topic_id, pa.string()), count),
             pa.repeat(pa.scalar(topic, pa.string()), count),
             dates,
         ],

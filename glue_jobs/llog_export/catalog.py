@@ -17,11 +17,17 @@ from llog.errors import InvalidArgument
 
 COLUMNS = (
     "`partition` INT, `offset` BIGINT, `timestamp` TIMESTAMP, `key` BINARY, `value` BINARY, "
-    "`headers` ARRAY<STRUCT<name: STRING, value: BINARY>>, `topic` STRING, `date` STRING"
+    "`headers` ARRAY<STRUCT<name: STRING, value: BINARY>>, `topic_id` STRING, `topic` STRING, `date` STRING"
 )
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 _PARTITION_VALUE = re.compile(r"[A-Za-z0-9._-]{1,249}")  # topic names and yyyy-MM-dd dates
 ADD_PARTITIONS_CHUNK = 100
+
+
+def add_topic_id_column(spark: SparkSession, table: str) -> None:
+    """Give a table created before the ``topic_id`` column that column (NULL in its earlier rows)."""
+    if "topic_id" not in spark.table(table).columns:
+        spark.sql(f"ALTER TABLE {table} ADD COLUMNS (`topic_id` STRING)")
 
 
 def _identifier(name: str, what: str) -> str:
@@ -46,6 +52,7 @@ class TableCatalog:
             f"CREATE TABLE IF NOT EXISTS {self.table} ({COLUMNS}) USING PARQUET "
             f"PARTITIONED BY (`topic`, `date`) LOCATION '{self.location}'"
         )
+        add_topic_id_column(self.spark, self.table)
         self._created = True
 
     def register(self, partitions: Iterable[tuple[str, str]]) -> None:

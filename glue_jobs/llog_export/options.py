@@ -12,6 +12,7 @@ from llog.config import S3Config, env_int
 from llog.errors import InvalidArgument
 from llog.format.keys import DEFAULT_ROOT_PREFIX, validate_root_prefix, validate_topic
 from llog_export.job import ExportOptions
+from llog_export.lease import LEASE_MARGIN_S
 
 REQUIRED = ("llog_bucket", "output_path")
 OPTIONAL: Mapping[str, str] = {
@@ -22,6 +23,7 @@ OPTIONAL: Mapping[str, str] = {
     "table_format": "parquet or iceberg (default parquet)",
     "s3_endpoint_url": "S3 endpoint for llog's bucket, for S3-compatible servers (default: AWS)",
     "max_ranges_per_run": "compacted ranges per run at most (default 100000)",
+    "lease_minutes": "a run's lease on the table; a crashed run blocks the next one this long (default 60)",
 }
 TABLE_FORMATS = ("parquet", "iceberg")
 
@@ -73,6 +75,8 @@ def parse_arguments(argv: Sequence[str] | None = None, env: Mapping[str, str] | 
         s3 = replace(s3, endpoint_url=args["s3_endpoint_url"])
     given = {name: value for name, value in args.items() if value is not None}
     max_ranges = env_int(given, "max_ranges_per_run", ExportOptions.max_ranges_per_run, minimum=1)
+    # A lease shorter than the margin a commit needs would refuse every commit.
+    lease_minutes = env_int(given, "lease_minutes", int(ExportOptions.lease_s) // 60, minimum=LEASE_MARGIN_S // 60 + 1)
     options = ExportOptions(
         llog_bucket=str(args["llog_bucket"]),
         output_path=str(args["output_path"]),
@@ -82,5 +86,6 @@ def parse_arguments(argv: Sequence[str] | None = None, env: Mapping[str, str] | 
         table=args.get("table") or "records",
         s3=s3,
         max_ranges_per_run=max_ranges,
+        lease_s=lease_minutes * 60.0,
     )
     return JobArguments(options, table_format, args.get("JOB_NAME"))

@@ -13,7 +13,8 @@ from pyspark.sql import SparkSession
 
 from llog.errors import ConfigurationError
 from llog_export.iceberg import IcebergExport
-from llog_export.job import Export, ExportOptions, ExportSummary, ParquetExport
+from llog_export.job import EXPIRED, LOST, Export, ExportOptions, ExportSummary, ParquetExport
+from llog_export.metrics import put_metrics
 from llog_export.options import JobArguments, on_glue, parse_arguments
 from llog_export.spark import SESSION_CONF, LocalIceberg, local_spark_session
 
@@ -58,5 +59,7 @@ def run_job(argv: Sequence[str]) -> int:
     summary = run_export(spark, arguments.options, arguments.table_format)
     # One machine-readable line for log queries (CloudWatch Logs Insights: filter @message like "llog_export_summary").
     print(json.dumps({"llog_export_summary": asdict(summary)}, sort_keys=True))
+    if on_glue():
+        put_metrics(summary.skipped_offsets(LOST), summary.skipped_offsets(EXPIRED))
     finish()
     return 0

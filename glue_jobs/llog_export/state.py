@@ -49,6 +49,7 @@ class FileSystem(Protocol):
     def exists(self, uri: str) -> bool: ...
     def read_bytes(self, uri: str) -> bytes: ...
     def create(self, uri: str, data: bytes) -> None: ...
+    def create_new(self, uri: str, data: bytes) -> bool: ...  # atomic create-only: False if ``uri`` exists
     def rename(self, source: str, target: str) -> bool: ...
     def delete(self, uri: str) -> None: ...
 
@@ -165,7 +166,7 @@ class StateStore:
         """Write the state after ``current``; raises ``ConcurrentExport`` if someone else did."""
         new = replace(current, sequence=current.sequence + 1, cursors=cursors, pending=pending)
         target = f"{self.directory}/state-{new.sequence:020d}.json"
-        # A guard, not a lock: one writer per table is the deployment's job (Glue MaxConcurrentRuns=1).
+        # A guard: one run per table at a time is the run lease's job (llog_export.lease).
         if self.fs.exists(target):
             raise ConcurrentExport(f"{target} already exists: another export is writing {self.output}")
         # Renamed into place so that no reader, and no run after a crash, sees half a document.

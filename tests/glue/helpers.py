@@ -55,6 +55,12 @@ class CompactedLog:
             self.publish(manifest, records, topic_id)
         return manifest
 
+    def lose(self, topic: str, partition: int, count: int) -> tuple[int, int]:
+        """The next ``count`` offsets of the legacy folder as a rebuild's LOST range leaves them in S3: nothing."""
+        start = self.ends.get((topic, partition, None), 0) + 1
+        self.ends[(topic, partition, None)] = start + count - 1
+        return start, start + count - 1
+
     def publish(self, manifest: CompactedRange, records: list[Record], topic_id: str | None = None) -> None:
         self.manifests.publish(PartitionKeys(manifest.topic, manifest.partition, self.root, topic_id), manifest)
         for offset, r in enumerate(records, manifest.start_offset):

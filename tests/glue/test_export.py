@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
+from llog.config import S3Config
+from llog.errors import LlogError
 from llog.format.codec import Record, encode_batch
 from llog.format.keys import PartitionKeys, S3Location
-from llog_export.job import AFTER_MOVES, AFTER_PENDING, AFTER_STAGING, ExportOptions, ParquetExport
+from llog.store.s3 import BlobStore
+from llog_export.hadoop_fs import HadoopFileSystem
+from llog_export.job import (
+    AFTER_MOVES,
+    AFTER_PENDING,
+    AFTER_STAGING,
+    EXPIRED,
+    LOST,
+    ExportOptions,
+    ParquetExport,
+    SkippedRange,
+)
+from llog_export.lease import ExportRunning, LeaseExpired
+from llog_export.metrics import metric_data
 from llog_export.runner import run_export
 from llog_export.state import STATE_DIR
 from tests.conftest import BUCKET
@@ -21,6 +37,11 @@ from tests.glue.helpers import DAY1, DAY2, CompactedLog, Row, frame_rows, in_ord
 
 def table_rows(spark: SparkSession, output: str) -> list[Row]:
     return frame_rows(spark.read.parquet(output)) if data_files(output) else []
+
+
+def after_the_lease(options: ExportOptions) -> float:
+    """The clock of a run that starts once a crashed run's lease has expired."""
+    return time.time() + options.lease_s + 1
 
 
 def data_files(output: str) -> list[Path]:
@@ -54,8 +75,8 @@ def test_orphaned_objects_and_unfinished_compactions_are_not_exported(
 ) -> None:
     log.compact("orders", 0, [record(i, DAY1) for i in range(5)])
     in_flight_records = [record(i, DAY1) for i in range(5, 8)]
-    in_flight = log.compact("orders", 0, in_flight_records, commit=False)  # committed, manifest not yet published
-    log.compact("orders", 0, [record(i, DAY1) for i in range(8, 10)])  # after the gap: must wait for it
+    # committed, its manifest not yet published; no later range is compacted until it is (docs/PROTOCOL.md)
+    in_flight = log.compact("orders", 0, in_flight_records, commit=False)
     # an orphan: a crashed compaction's object covering the same offsets, with no manifest
     orphan = S3Location(BUCKET, PartitionKeys("orders", 0, options.llog_root_prefix).compacted_object_key())
     log.blobs.put(orphan, encode_batch([b"orphan"] * 5))
@@ -64,7 +85,9 @@ def test_orphaned_objects_and_unfinished_compactions_are_not_exported(
     assert (first.ranges, first.rows) == (1, 5)
     assert [row[2] for row in table_rows(spark, output)] == [1, 2, 3, 4, 5]
 
+    assert first.skipped == ()  # waiting for the range in flight, not skipping it
     log.publish(in_flight, in_flight_records)  # the compaction finishes
+    log.compact("orders", 0, [record(i, DAY1) for i in range(8, 10)])
     second = run_export(spark, options)
     assert (second.ranges, second.rows) == (2, 5)
     assert table_rows(spark, output) == in_order(log.expected)
@@ -76,12 +99,15 @@ def test_a_rerun_without_new_ranges_writes_nothing_and_a_later_one_exports_only_
 ) -> None:
     log.compact("orders", 0, [record(i, DAY1) for i in range(4)])
     run_export(spark, options)
-    files_before = {p: p.stat().st_mtime_ns for p in Path(output).rglob("*") if p.is_file()}
 
+    def table_and_state() -> dict[Path, int]:  # every file but the run leases each run takes
+        return {p: p.stat().st_mtime_ns for p in Path(output).rglob("*") if p.is_file() and "lease-" not in p.name}
+
+    files_before = table_and_state()
     idle = run_export(spark, options)
 
     assert (idle.attempt_id, idle.ranges, idle.rows) == (None, 0, 0)
-    assert {p: p.stat().st_mtime_ns for p in Path(output).rglob("*") if p.is_file()} == files_before
+    assert table_and_state() == files_before
 
     log.compact("orders", 0, [record(i, DAY2) for i in range(4, 6)])
     log.compact("orders", 2, [record(0, DAY2)])
@@ -103,7 +129,9 @@ def test_a_crash_at_any_step_of_the_commit_neither_duplicates_nor_loses_rows(
     visible = table_rows(spark, output)
     assert visible == ([] if point != AFTER_MOVES else in_order(log.expected))
 
-    rerun = ParquetExport(spark, options).run()
+    with pytest.raises(ExportRunning):  # the crashed run's lease holds until it expires
+        ParquetExport(spark, options).run()
+    rerun = ParquetExport(spark, options, clock=lambda: after_the_lease(options)).run()
 
     assert rerun.recovered_attempt is not None if point != AFTER_STAGING else rerun.recovered_attempt is None
     assert table_rows(spark, output) == in_order(log.expected)
@@ -172,6 +200,7 @@ def test_ranges_retention_removed_before_export_are_skipped_with_a_warning(
 
     assert (summary.ranges, summary.rows) == (1, 2)
     assert "offsets 1-4 expired before export" in caplog.text
+    assert summary.skipped == (SkippedRange("orders", 0, 1, 4, EXPIRED),)
     assert [row[2] for row in table_rows(spark, options.output_path)] == [5, 6]
 
 
@@ -188,3 +217,92 @@ def test_a_topic_created_again_is_exported_from_its_first_offset_under_cursors_o
     assert (summary.ranges, summary.rows) == (1, 2)
     assert sorted(row[2] for row in table_rows(spark, options.output_path)) == [1, 1, 2, 2, 3, 4]
     assert run_export(spark, options).rows == 0  # both incarnations' cursors are committed
+
+
+def test_a_run_started_while_another_runs_is_refused_naming_the_holder_and_no_row_is_lost(
+    spark: SparkSession, log: CompactedLog, options: ExportOptions, output: str
+) -> None:
+    log.compact("orders", 0, [record(i, DAY1) for i in range(6)])
+    log.compact("orders", 1, [record(i, DAY2) for i in range(3)])
+    second: list[BaseException] = []
+
+    def start_a_second_run(point: str) -> None:
+        # The first run is paused with its files staged; a second run starts and dies after staging its own.
+        if point == AFTER_STAGING:
+            try:
+                ParquetExport(spark, options, fault_hook=crash_at(AFTER_STAGING)).run()
+            except (SimulatedCrash, LlogError) as exc:
+                second.append(exc)
+
+    first = ParquetExport(spark, options, fault_hook=start_a_second_run)
+    first.run()
+
+    assert table_rows(spark, output) == in_order(log.expected)
+    [refused] = second
+    assert isinstance(refused, ExportRunning)
+    assert first.holder in str(refused)
+    assert run_export(spark, options).rows == 0
+
+
+def test_a_run_that_outlived_its_lease_commits_nothing_and_the_next_run_exports_every_row_once(
+    spark: SparkSession, log: CompactedLog, options: ExportOptions, output: str
+) -> None:
+    log.compact("orders", 0, [record(i, DAY1) for i in range(5)])
+    now = [time.time()]
+
+    def pause_past_the_lease(point: str) -> None:
+        if point == AFTER_STAGING:
+            now[0] += options.lease_s
+
+    with pytest.raises(LeaseExpired):
+        ParquetExport(spark, options, fault_hook=pause_past_the_lease, clock=lambda: now[0]).run()
+
+    assert table_rows(spark, output) == []
+    assert run_export(spark, options).rows == 5  # the failed run released its lease
+    assert table_rows(spark, output) == in_order(log.expected)
+
+
+def test_a_lost_range_is_skipped_with_its_exact_bounds_and_the_ranges_around_it_are_exported(
+    spark: SparkSession, log: CompactedLog, options: ExportOptions, caplog: pytest.LogCaptureFixture
+) -> None:
+    log.compact("orders", 0, [record(i, DAY1) for i in range(4)])
+    lost = log.lose("orders", 0, 5)  # offsets a rebuild could not recover: no object, no manifest, ever
+    log.compact("orders", 0, [record(i, DAY2) for i in range(9, 12)])  # compaction went on past it
+    log.compact("orders", 1, [record(i, DAY2) for i in range(2)])
+
+    with caplog.at_level("WARNING", logger="llog_export"):
+        summary = run_export(spark, options)
+
+    assert lost == (5, 9)
+    assert summary.skipped == (SkippedRange("orders", 0, 5, 9, LOST),)
+    assert "orders/0: offsets 5-9 lost before export" in caplog.text
+    assert "skipped 5 lost offsets" in summary.describe()
+    assert (summary.ranges, summary.rows) == (3, 9)
+    assert table_rows(spark, options.output_path) == in_order(log.expected)
+    # retention later passes the lost range: nothing that was compacted after it is missing
+    keys = PartitionKeys("orders", 0, options.llog_root_prefix)
+    log.manifests.publish_log_start(keys, 13)
+    log.compact("orders", 0, [record(i, DAY2) for i in range(12, 14)])
+    assert run_export(spark, options).skipped == ()
+    assert table_rows(spark, options.output_path) == in_order(log.expected)
+
+
+def test_each_run_puts_its_lost_and_expired_offsets_as_metrics_the_alarms_watch() -> None:
+    assert metric_data(lost_offsets=5, expired_offsets=0) == [
+        {"MetricName": "ExportLostOffsets", "Dimensions": [{"Name": "service", "Value": "export"}], "Value": 5.0,
+         "Unit": "Count"},
+        {"MetricName": "ExportExpiredOffsets", "Dimensions": [{"Name": "service", "Value": "export"}], "Value": 0.0,
+         "Unit": "Count"},
+    ]  # fmt: skip
+
+
+def test_create_new_is_create_only_on_s3_and_in_a_local_folder(
+    spark: SparkSession, s3_config: S3Config, blob_store: BlobStore, root: str, output: str
+) -> None:
+    fs = HadoopFileSystem(spark, output, s3_config)
+    local = f"{fs.qualify(output)}/_llog_export/lease"
+    on_s3 = S3Location(BUCKET, f"{root}/lease")
+    for uri in (on_s3.uri, local):
+        assert fs.create_new(uri, b"first") is True
+        assert fs.create_new(uri, b"second") is False
+    assert fs.read_bytes(local) == blob_store.get(on_s3) == b"first"

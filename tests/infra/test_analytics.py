@@ -10,8 +10,11 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Annotations, Match, Template
 
+from functions.common import names
 from infra.analytics import ADDITIONAL_PYTHON_MODULES, PACKAGES, GluePackagesBundler, iceberg_conf
+from infra.observability import EXPORT_EXPIRED_OFFSETS, EXPORT_LOST_OFFSETS, EXPORT_SERVICE
 from infra.stack import LlogStack
+from llog_export import metrics
 from tests.infra.helpers import make_stack, resources
 
 NAG = Match.string_like_regexp("AwsSolutions-.*")
@@ -137,6 +140,7 @@ def test_default_arguments(dev_stack: LlogStack, dev_template: Template) -> None
         "--enable-observability-metrics": "true",
         "--job-bookmark-option": "job-bookmark-disable",
         "--TempDir": under_analytics_bucket(dev_stack, "/glue-temp/"),
+        "--lease_minutes": "70",  # the run lease outlasts the 60-minute timeout
     }
     # The packages zip is a CDK file asset (bootstrap bucket, content-addressed key).
     url = extra_py_files["Fn::Sub"]
@@ -178,6 +182,7 @@ def test_settings_reach_the_job(custom_stack: LlogStack) -> None:
     assert (props["WorkerType"], props["NumberOfWorkers"], props["Timeout"]) == ("G.2X", 5, 120)
     args = props["DefaultArguments"]
     assert args["--topics"] == "orders,payments"
+    assert args["--lease_minutes"] == "130"
     assert args["--database"] == "llog_my_stage"
     assert args["--llog_root_prefix"] == "logs"
     (trigger,) = resources(template, "AWS::Glue::Trigger").values()
@@ -291,7 +296,9 @@ def test_role_catalog_logs_metrics_and_key(dev_stack: LlogStack, dev_template: T
     for found in logs.values():
         assert [r for r, _ in found] == [r for r, _ in found if ":log-group:/aws-glue/*" in r]
     metrics = grants(dev_stack, dev_template, "cloudwatch:")
-    assert metrics == {"cloudwatch:PutMetricData": [('"*"', {"StringEquals": {"cloudwatch:namespace": "Glue"}})]}
+    assert metrics == {
+        "cloudwatch:PutMetricData": [('"*"', {"StringEquals": {"cloudwatch:namespace": ["Glue", "llog"]}})]
+    }
     key = dev_stack.get_logical_id(dev_stack.analytics.key.node.default_child)  # type: ignore[arg-type]
     kms = grants(dev_stack, dev_template, "kms:")
     assert set(kms) == {"kms:Encrypt", "kms:Decrypt", "kms:GenerateDataKey"}
@@ -381,6 +388,28 @@ def test_failed_runs_raise_an_alarm(dev_stack: LlogStack, dev_template: Template
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     assert "Glue llog-dev-export: failed runs" in body
     assert "glue.driver.aggregate.recordsRead" in body
+
+
+def test_offsets_the_export_skipped_raise_an_alarm_until_a_run_exports_past_them(
+    dev_stack: LlogStack, dev_template: Template
+) -> None:
+    assert (metrics.NAMESPACE, metrics.SERVICE) == (names.METRIC_NAMESPACE, EXPORT_SERVICE)
+    alarms = {a["Properties"]["MetricName"]: (k, a["Properties"])
+              for k, a in resources(dev_template, "AWS::CloudWatch::Alarm").items()
+              if a["Properties"].get("Namespace") == "llog" and "Export" in a["Properties"]["MetricName"]}  # fmt: skip
+    assert (
+        set(alarms) == {metrics.LOST_OFFSETS, metrics.EXPIRED_OFFSETS} == {EXPORT_LOST_OFFSETS, EXPORT_EXPIRED_OFFSETS}
+    )
+    observed = [dev_stack.get_logical_id(a.node.default_child) for a in dev_stack.observability.alarms]  # type: ignore[arg-type]
+    for alarm_id, alarm in alarms.values():
+        assert alarm["Dimensions"] == [{"Name": "service", "Value": "export"}]
+        assert (alarm["Statistic"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+            "Maximum",
+            1,
+            "GreaterThanOrEqualToThreshold",
+        )
+        assert alarm["TreatMissingData"] == "ignore"  # one datapoint per run: the state holds between runs
+        assert alarm_id in observed
 
 
 def test_outputs(dev_stack: LlogStack, dev_template: Template) -> None:

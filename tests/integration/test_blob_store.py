@@ -126,3 +126,9 @@ def test_stores_of_one_setting_share_one_client_of_the_aws_common_runtime(
     for _ in range(20):
         BlobStore(s3_config).put(location, b"again")
     assert threads() <= before + 2
+
+
+def test_put_if_absent_creates_once_and_never_overwrites(blob_store: BlobStore, location: S3Location) -> None:
+    assert blob_store.put_if_absent(location, b"first") is True
+    assert blob_store.put_if_absent(location, b"second") is False
+    assert blob_store.get(location) == b"first"

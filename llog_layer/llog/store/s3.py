@@ -142,6 +142,29 @@ class BlobStore:
             self._puts.put(location, body, crc32c_checksum(body), metadata or {})
             nbytes.append(len(body))
 
+    def put_if_absent(self, location: S3Location, body: bytes) -> bool:
+        """Create the object unless it exists (a conditional PUT, ``If-None-Match: *``); False if it does.
+
+        S3 answers 412 when the object exists and 409 while another conditional write of the key is in
+        flight: both mean someone else is creating it. Written whole or not at all, like every PUT.
+        """
+        with self.counters.timed("put") as nbytes:
+            try:
+                self._client.put_object(
+                    Bucket=location.bucket, Key=location.key, Body=body, IfNoneMatch="*", ChecksumAlgorithm="CRC32C"
+                )
+            except self._client.exceptions.ClientError as exc:
+                if str(exc.response.get("Error", {}).get("Code", "")) in (
+                    "PreconditionFailed",
+                    "ConditionalRequestConflict",
+                ):
+                    return False
+                raise self._fail("put", location.uri, exc) from exc
+            except self._errors as exc:
+                raise self._fail("put", location.uri, exc) from exc
+            nbytes.append(len(body))
+        return True
+
     def head(self, location: S3Location) -> ObjectInfo:
         """Size, time and user metadata of an object."""
         with self.counters.timed("head"):
