@@ -452,6 +452,14 @@ def test_a_pipelined_head_split_across_reads_after_a_large_body_is_not_refused()
 # --- HttpLimits: what one client may hold ---------------------------------------------------------
 
 
+def trickle(sock: socket.socket, piece: bytes) -> None:
+    """``piece`` every 50 ms for 2 s, as a slow client sends (until the server closes the connection)."""
+    with contextlib.suppress(OSError):
+        for _ in range(40):
+            time.sleep(0.05)
+            sock.sendall(piece)
+
+
 def test_a_head_is_due_within_its_deadline_however_its_bytes_trickle() -> None:
     app = Recorder()
     limits = HttpLimits(head_timeout_s=0.5)
@@ -459,10 +467,7 @@ def test_a_head_is_due_within_its_deadline_however_its_bytes_trickle() -> None:
         sock.settimeout(10)
         started = time.monotonic()
         sock.sendall(b"GET /x HTTP/1.1\r\n")
-        with contextlib.suppress(OSError):
-            for _ in range(40):
-                time.sleep(0.05)
-                sock.sendall(b"X: y\r\n")
+        trickle(sock, b"X: y\r\n")
         answer = read_to_end(sock)
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
     assert answer.endswith(b"the request head did not arrive within 0.5 s [head_timeout_s]")
@@ -477,10 +482,7 @@ def test_a_body_is_due_within_its_deadline_and_its_request_is_never_answered() -
     with serving(app, idle_timeout_s=5, limits=limits) as server, socket.create_connection(server.address) as sock:
         sock.settimeout(10)
         sock.sendall(b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n")
-        with contextlib.suppress(OSError):
-            for _ in range(40):
-                time.sleep(0.05)
-                sock.sendall(b"b")
+        trickle(sock, b"b")
         answer = read_to_end(sock)
         wait_until(lambda: app.finished_targets == ["/slow"], "the request was finished")
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
