@@ -59,6 +59,7 @@ from llog.errors import LlogError, StorageUnavailable
 from llog.protocol import topics
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector
+from llog.protocol.topics import TopicRegistry
 from llog.service import consume
 from llog.service.consume import ConsumeService
 from llog.service.http_contract import consume_response, parse_consume_request
@@ -85,7 +86,13 @@ GRACE_MS = 3 * COMMIT_DELAY_MS  # GC's grace exceeds twice the commit delay
 # process trusts a topic record for TOPIC_CACHE_TTL_MS and a partition not confirmed for STALE_TOPIC_MS at most.
 RECLAIM_DELAY_MS = 1_000
 TOPIC_CACHE_TTL_MS = 300
+# A retry of a batch whose attempt died holding the partition's claim (its task killed mid-append) is answered
+# SequenceInFlight until the claim's commit deadline plus this margin has passed (docs/IDEMPOTENCE.md): a minute by
+# default, for clock skew between hosts and Oxia's retries of a late commit request (3 x 5 s by default). On one
+# host, 20 s cover the retries.
+CLAIM_MARGIN_MS = 20_000
 SHORT_LIVES = {
+    "llog.protocol.producers:CLAIM_MARGIN_MS": CLAIM_MARGIN_MS,
     "llog.protocol.topics:TOPIC_CACHE_TTL_MS": TOPIC_CACHE_TTL_MS,
     "llog.service.produce:TOPIC_CACHE_TTL_MS": TOPIC_CACHE_TTL_MS,
     "llog.service.produce:STALE_TOPIC_MS": RECLAIM_DELAY_MS,
@@ -100,6 +107,9 @@ STALL_S = 30.0
 # (llog/service/consume.py's RECHECK_S, docs/HTTP_API.md) past its last confirming read of Oxia; that read may
 # itself have been under way when the delete committed: a second more for it.
 OTHER_TASK_BOUND_S = consume.RECHECK_S + 1.0
+# A process reads a topic's record (its folder, or that it has none) at most TOPIC_CACHE_TTL_MS before it answers from
+# it: a second more for a read under way when the create answered.
+CREATE_KNOWN_S = TOPIC_CACHE_TTL_MS / 1000 + 1.0
 DELIVERY_TIMEOUT_MS = 90_000  # a producer's batch is retried this long: across any number of kills
 CATCH_UP_S = 120.0  # at the end, for the consumers to read to the final high watermarks
 SAME_ANSWER_S = 10.0  # for a task's cache to learn the last changes before its answer is compared
@@ -124,8 +134,10 @@ class Life:
     number: int
     created: float
     acked: dict[bytes, tuple[int, int]] = field(default_factory=dict)  # value -> (partition, offset)
+    delete_called: float = float("inf")
     deleted_by: int | None = None  # the task whose answer to the delete was 200
     delete_answered: float = float("inf")
+    gone_until: float = float("-inf")  # the next create's last refused attempt (TopicDeleted) was sent: still deleted
 
 
 @dataclass
@@ -213,6 +225,7 @@ class Edges:
         self.consumed: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
         self.lives: list[Life] = []
         self.polls: list[Poll] = []
+        self.last_refused = float("-inf")  # when the lifer's last request refused as one to try again was sent
 
     # --- helpers -------------------------------------------------------------------
 
@@ -371,6 +384,8 @@ class Edges:
                                            ok=(200, 201), again=("TopicDeleted",))  # fmt: skip
             if created is None:
                 return
+            if self.lives and self.lives[-1].delete_answered < self.last_refused:
+                self.lives[-1].gone_until = self.last_refused
             life = Life(len(self.lives) + 1, time.monotonic())
             with self._lock:
                 self.lives.append(life)
@@ -391,6 +406,7 @@ class Edges:
                     self.stop.wait(random.uniform(0.1, 0.4))
             self.stop.wait(random.uniform(0.5, 1.5))  # the pollers wait at the tail
             task = random.randrange(len(self.tasks))
+            life.delete_called = time.monotonic()
             if self._until_answered(task, "DELETE", f"/topics/{LIFE_TOPIC}", None, ok=(200,)) is not None:
                 life.deleted_by, life.delete_answered = task, time.monotonic()
                 self._count("lives deleted")
@@ -403,6 +419,7 @@ class Edges:
         """The request through ``task`` until it is answered ``ok`` (its body), retried while the task is down
         or the answer's error is one of ``again``; None if the run stopped first."""
         while not self.stop.is_set():
+            sent = time.monotonic()
             request = urllib.request.Request(
                 self.tasks[task].url + path, method=method, headers={"Content-Type": "application/json"},
                 data=None if doc is None else json.dumps(doc).encode(),
@@ -420,6 +437,7 @@ class Edges:
                 return body
             if body.get("error_type") not in again:
                 raise AssertionError(f"{method} {path} through task {task}: {status} {body}")
+            self.last_refused = sent  # what refused it was read after this
             self._count(f"lifer {method}: {body['error_type']}")
             self.stop.wait(0.2)
         return None
@@ -485,20 +503,32 @@ class Edges:
             thread.start()
         self.stop.wait(seconds)
         self.stop.set()
+        stopped = time.monotonic()
         for thread in rest + producing:  # the killer leaves both tasks up; the producers close: all resolved
+            began = time.monotonic()
             thread.join(DELIVERY_TIMEOUT_MS / 1000 + 60)
+            if time.monotonic() - began > 5:
+                self.tally[f"seconds stopping {thread.name}"] = round(time.monotonic() - began)
             assert not thread.is_alive(), f"{thread.name} did not stop; failures: {self.failures}"
         for partition in PARTITIONS:
             self.final_high[partition] = self.reader.high_watermark(TOPIC, partition)
         self.drained.set()
+        self.tally["seconds stopping the producers"] = round(time.monotonic() - stopped)
+        drained = time.monotonic()
         for thread in consuming:
             thread.join(CATCH_UP_S + 60)
             assert not thread.is_alive(), f"{thread.name} did not stop"
+        self.tally["seconds the consumers caught up"] = round(time.monotonic() - drained)
         with self.logs.guard:
             self.tally.update(self.logs.counts)
 
     def check(self) -> None:
         """Every check of the end state; each violation is named by the check that found it."""
+        last = self.lives[-1] if self.lives else None
+        asked = time.monotonic()
+        record = TopicRegistry(self.storage.oxia, root=self.storage.root).get(LIFE_TOPIC)
+        if last is not None and last.delete_answered < asked and record is not None and record.deleted:
+            last.gone_until = asked  # deleted, not reclaimed yet when read: not created again before
         starts, unreadable = {}, []
         for partition in PARTITIONS:
             info = self.reader.partition_info(TOPIC, partition)
@@ -580,6 +610,20 @@ class Edges:
         for poll in self.polls:
             late = poll.answered - poll.sent - POLL_WAIT_MS / 1000
             self.tally["life polls answered past their wait by more than a second"] += late > 1
+            for life in self.lives:  # sent once the create was known to the task, answered before the delete began
+                if life.created + CREATE_KNOWN_S < poll.sent and poll.answered < life.delete_called:
+                    self.tally["life polls of a live topic"] += 1
+                    if poll.status != 200 or not poll.body["results"][0]["ok"]:
+                        violations.append(f"create: a poll through task {poll.task} sent "
+                                          f"{poll.sent - life.created:.2f} s after life {life.number}'s create "
+                                          f"answered was answered {poll.status} {poll.body}")  # fmt: skip
+            for life in self.lives:  # sent once the delete had reached the task, answered before the name lived again
+                bound = life.delete_answered + (0 if poll.task == life.deleted_by else OTHER_TASK_BOUND_S)
+                if bound < poll.sent and poll.answered < life.gone_until:
+                    self.tally["life polls of a deleted topic"] += 1
+                    if (poll.status, poll.body.get("error_type")) != (404, "UnknownTopic"):
+                        violations.append(f"delete: a poll through task {poll.task} of life {life.number}, deleted, "
+                                          f"was answered {poll.status} {poll.body}")  # fmt: skip
             if poll.status != 200:
                 continue
             for r in poll.body["results"][0]["records"]:
@@ -660,4 +704,5 @@ def test_clients_serve_kills_retention_and_deletes_at_once_keep_every_acknowledg
         finally:
             print(dict(sorted(run.tally.items())))
             for name, count in run.tally.items():  # for make soak's report (docs/RELIABILITY.md)
-                HARNESS[f"concurrent edges: {name}"] += count
+                if not name.startswith("seconds"):
+                    HARNESS[f"concurrent edges: {name}"] += count
