@@ -526,8 +526,8 @@ class Edges:
         """Every check of the end state; each violation is named by the check that found it."""
         last = self.lives[-1] if self.lives else None
         asked = time.monotonic()
-        record = TopicRegistry(self.storage.oxia, root=self.storage.root).get(LIFE_TOPIC)
-        if last is not None and last.delete_answered < asked and record is not None and record.deleted:
+        life_record = TopicRegistry(self.storage.oxia, root=self.storage.root).get(LIFE_TOPIC)
+        if last is not None and last.delete_answered < asked and life_record is not None and life_record.deleted:
             last.gone_until = asked  # deleted, not reclaimed yet when read: not created again before
         starts, unreadable = {}, []
         for partition in PARTITIONS:
@@ -572,9 +572,9 @@ class Edges:
                     violations.append(f"exactly once: {sent.value!r} (outcome unknown) was read at {places}")
             elif places:
                 violations.append(f"invented: the send of {sent.value!r} failed ({sent.error}); read at {places}")
-        for (topic, value), places in self.seen.items():
-            if len(places) > 1:
-                violations.append(f"exactly once: {value!r} of {topic} was read at {sorted(places)}")
+        for (topic, value), where in self.seen.items():
+            if len(where) > 1:
+                violations.append(f"exactly once: {value!r} of {topic} was read at {sorted(where)}")
         return violations
 
     def _check_consumed(self) -> list[str]:
