@@ -44,6 +44,7 @@ TESTS = (
     "tests/integration/test_model_groups.py",
     "tests/integration/test_model_producers.py",
     "tests/integration/test_concurrent.py",
+    "tests/integration/test_concurrent_edges.py",
 )
 # Hypothesis statistics: "- 200 passing, 0 failing, and 22 invalid test cases" (or "examples").
 PASSING = re.compile(r"- (\d+) passing, (\d+) failing")
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-examples", type=int, default=100, help="state machine runs")
     parser.add_argument("--model-steps", type=int, default=60, help="steps per state machine run")
     parser.add_argument("--concurrent-seconds", type=int, default=420,
-                        help="how long the concurrent harness runs every action at once, per append protocol")
+                        help="how long the concurrent harness runs every action at once, per append protocol "
+                             "(and its edges' run: clients, serve kills, deletes)")
     args = parser.parse_args(argv)
     OUT.mkdir(exist_ok=True)
     model_report = OUT / "model.json"

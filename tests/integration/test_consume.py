@@ -19,9 +19,11 @@ from devserver.batching import BatchingConfig, BatchingProducer
 from llog.client.reader import LogReader
 from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config, WriterConfig
-from llog.errors import OxiaUnavailable
+from llog.errors import OxiaUnavailable, UnknownTopic
 from llog.format.codec import Record, decode_batch, encode_batch
 from llog.format.documents import AppendProtocol
+from llog.protocol import faults
+from llog.protocol.topics import TopicConfig, TopicRegistry, reclaim_topic
 from llog.service import consume
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.service.produce import ProduceService
@@ -31,6 +33,7 @@ from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
+from tests.faults import SimulatedCrash
 from tests.protocols import CAS, CAS_S3_ONLY
 
 pytestmark = pytest.mark.oxia
@@ -425,3 +428,37 @@ def test_produce_service_initializes_partitions_once(
     # The second produce only appends: 1 CAS reserve + 1 index create + 1 CAS clear, no initialization.
     assert oxia_store.counters.snapshot()["put"].calls - creates == 3
     assert [r.value for r in reader.iter_from(topic, 0, 1)] == [b"a", b"c"]
+
+
+def test_a_partition_a_reclaim_already_removed_is_of_an_unknown_topic_while_the_record_stays(
+    storage: Storage, writer: LogWriter, topic: str
+) -> None:
+    """Reclaim deletes each partition's keys, then the topic's record (llog/protocol/topics.py). In between (a
+    run under way, or one that died, until the next one ends), a consume of a partition already removed is of
+    the deleted topic, refused ``UnknownTopic`` as its other partitions, still fenced, are (docs/HTTP_API.md:
+    from the delete on, consume answers 404 ``UnknownTopic``), not ``PartitionNotInitialized``, as if nothing
+    had ever been written there."""
+    registry = TopicRegistry(storage.oxia, root=storage.root)
+    registry.create(topic, 2, TopicConfig(AppendProtocol.CAS))
+    for partition in (0, 1):
+        writer.append(topic, partition, [b"before the delete"])
+    registry.delete(topic)
+    checks: list[str] = []
+
+    def dies_before_the_second_partition(point: str) -> None:
+        if point == faults.RECLAIM_AFTER_LEASE_CHECK:
+            checks.append(point)
+            if len(checks) == 2:
+                raise SimulatedCrash(point)
+
+    deleted = registry.get(topic)
+    assert deleted is not None
+    with pytest.raises(SimulatedCrash):
+        reclaim_topic(storage, deleted, fault_hook=dies_before_the_second_partition)
+    record = registry.get(topic)
+    assert record is not None
+    assert record.deleted  # partition 0's keys are gone, partition 1's are not
+    service = ConsumeService(LogReader(storage))
+    for partition in (1, 0):
+        with pytest.raises(UnknownTopic):
+            service.consume(request(part(topic, partition)))

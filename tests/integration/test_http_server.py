@@ -36,6 +36,7 @@ from functions.produce import app as produce_app
 from llog.cli import main
 from llog.config import S3Config
 from tests.conftest import BUCKET, serve_env, start_server, unreachable_oxia_env
+from tests.serve_tasks import post_json, serve_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -219,30 +220,6 @@ def test_missing_configuration_stops_the_command(monkeypatch, capsys):
     assert "LLOG_OXIA_SERVICE_ADDRESS" in capsys.readouterr().err
 
 
-@contextlib.contextmanager
-def serve_process(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``python -m devserver.serve --port 0`` with ``env`` (stdout and stderr piped) and its URL once it listens;
-    killed at the end if still running."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "devserver.serve", "--port", "0"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    try:
-        assert proc.stderr is not None
-        url = None
-        deadline = time.monotonic() + 30
-        while url is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if "listening on" in line:
-                url = line.split("listening on ", 1)[1].split()[0]
-        assert url is not None, "llog serve did not start"
-        yield proc, url
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
-
-
 @pytest.mark.parametrize(("access_log", "logged"), [(None, ["/nope"]), ("all", ["/health", "/nope"])])
 def test_llog_serve_stops_gracefully_on_sigterm(s3_config, root, access_log, logged):
     env = {**os.environ, **serve_env(s3_config, root), **unreachable_oxia_env()}
@@ -273,15 +250,6 @@ def test_llog_serve_freezes_its_start_up_heap(s3_config, root):
         assert proc.wait(15) == 0
     # The imports and clients made at start: tens of thousands of objects that full collections no longer traverse.
     assert collector["frozen_objects"] > 10_000, collector
-
-
-def post_json(url: str, doc: Any) -> tuple[int, Any]:
-    request = urllib.request.Request(url, data=json.dumps(doc).encode(), headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 def test_llog_serve_reports_its_traffic_as_emf_on_stdout(s3_config, root, oxia_server, topic):

@@ -42,8 +42,8 @@ from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET, TOOLS_BIN, OxiaServer, _oxia_unavailable, serve_env
 from tests.integration.test_consume import await_notifications
-from tests.integration.test_http_server import post_json, serve_process
 from tests.integration.test_retention import DAY_MS, compacted_log, retention
+from tests.serve_tasks import post_json, serve_process
 
 pytestmark = pytest.mark.oxia
 

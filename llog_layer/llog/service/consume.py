@@ -40,8 +40,10 @@ fails with ``RecordsLost``, whose ``next_fetch_offset`` is the first offset
 after the range; records before such a range are served first.
 
 A deleted topic (``llog.protocol.topics``) is refused with ``UnknownTopic``
-for the whole request: deletion fences every partition, so only a fenced
-partition's read costs a look at its topic record.
+for the whole request until its reclaim ends: deletion fences every
+partition, and reclaim deletes each partition's keys before the topic's
+record, so only the read of a fenced partition, or of one not initialized,
+costs a look at its topic record.
 """
 
 from __future__ import annotations
@@ -53,7 +55,15 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
 from llog.client.reader import LogReader, LogRecord, TimestampOffset, readable, records_in
-from llog.errors import BlobNotFound, LlogError, OffsetOutOfRange, OxiaUnavailable, RecordsLost, UnknownTopic
+from llog.errors import (
+    BlobNotFound,
+    LlogError,
+    OffsetOutOfRange,
+    OxiaUnavailable,
+    PartitionNotInitialized,
+    RecordsLost,
+    UnknownTopic,
+)
 from llog.format.codec import RecordBatch, decode_batch, headers_bytes
 from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType, IndexedBatch, LogState
 from llog.protocol.topics import TopicRegistry
@@ -166,8 +176,15 @@ class ConsumeService:
 
     @functools.cached_property
     def _topics(self) -> TopicRegistry:
-        """Read only for a fenced partition (a deleted topic's are): created on first use."""
+        """Read only for a fenced partition or one not initialized (a deleted topic's are): created on first use."""
         return TopicRegistry(self.reader.storage.oxia, root=self.reader.storage.root)
+
+    def _refuse_if_deleted(self, topic: str) -> None:
+        """``UnknownTopic`` if the topic's record says it was deleted: its partitions are fenced until reclaim
+        deletes each one's keys, and the record last (``llog.protocol.topics``)."""
+        record = self._topics.get(topic)
+        if record is not None and record.deleted:
+            raise UnknownTopic(topic, f"topic {topic!r} was deleted")
 
     @classmethod
     def from_env(cls) -> ConsumeService:
@@ -370,22 +387,24 @@ class ConsumeService:
         try:
             pid = (req.topic, req.partition)
             just_read = fresh.get(pid)
-            if isinstance(just_read, LlogError):
-                raise just_read
             reused = controls.get(pid) if just_read is None else None
-            info, scanned = self.reader.tail(
-                req.topic,
-                req.partition,
-                req.fetch_offset,
-                page=MAX_BATCHES_PER_PARTITION,
-                control=just_read if just_read is not None else reused,
-                fresh=just_read is not None,
-            )
+            try:
+                if isinstance(just_read, LlogError):
+                    raise just_read
+                info, scanned = self.reader.tail(
+                    req.topic,
+                    req.partition,
+                    req.fetch_offset,
+                    page=MAX_BATCHES_PER_PARTITION,
+                    control=just_read if just_read is not None else reused,
+                    fresh=just_read is not None,
+                )
+            except PartitionNotInitialized:
+                self._refuse_if_deleted(req.topic)  # its keys already reclaimed, its record not yet
+                raise
             controls[pid] = info.control
             if info.control.log_state is LogState.FENCED:
-                record = self._topics.get(req.topic)
-                if record is not None and record.deleted:
-                    raise UnknownTopic(req.topic, f"topic {req.topic!r} was deleted")
+                self._refuse_if_deleted(req.topic)
             plan.high_watermark = info.high_watermark
             plan.log_start_offset = info.log_start
             if cache is not None:
