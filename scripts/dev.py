@@ -44,7 +44,7 @@ from devserver.serve import SERVE_PATHS, LlogServer, logging_from_a_writer_threa
 from functions.common import routes
 from llog.config import env_int, root_prefix_from_env
 from llog.errors import InvalidTopicName, LlogError
-from llog.format.keys import validate_topic
+from llog.format.keys import NamespaceKeys, validate_topic
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor
@@ -145,8 +145,12 @@ def broken_data(dev_dir: Path, bucket: str, root_prefix: str) -> str | None:
         return (f"{head}{shown(oxia_dir)} exists but {shown(s3_dir)} does not: Oxia's index would point at S3 "
                 "objects that are not there (left by a make dev that kept S3 in memory?).\n"
                 "Run `make dev-reset` to delete both and start from an empty log.")  # fmt: skip
-    objects = s3_dir / VERSITYGW_BUCKETS / bucket / root_prefix
+    bucket_dir = s3_dir / VERSITYGW_BUCKETS / bucket
+    objects = bucket_dir / root_prefix
     topics = topic_folders(objects)
+    # GC's first run writes the namespace identity; from then on GC waits for adopt-namespace after a rebuild.
+    adopt = ("\n     then: .venv/bin/llog adopt-namespace"
+             if (bucket_dir / NamespaceKeys(root_prefix).object_key).exists() else "")  # fmt: skip
     hold_off = "LLOG_DEV_COMPACTION_INTERVAL_S=86400 LLOG_DEV_GC_INTERVAL_S=86400"
     return f"""{head}{shown(s3_dir)} exists but {shown(oxia_dir)} does not:
 the S3 objects have no index to find them by.
@@ -156,8 +160,7 @@ record compacted before the index was lost, and reports the newer ones lost):
      (an empty index, with compaction and GC held off; produce nothing until step 3)
   2. in another shell, with the exports it prints, for each topic folder in {shown(objects)}
      ({", ".join(topics) or "none found"}):
-       .venv/bin/llog rebuild --topic TOPIC
-     then: .venv/bin/llog adopt-namespace
+       .venv/bin/llog rebuild --topic TOPIC{adopt}
   3. stop that make dev (Ctrl-C) and run make dev again.
 Or start from an empty log: `make dev-reset` deletes both directories, and these records with them."""
 

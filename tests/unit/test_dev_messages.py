@@ -42,6 +42,8 @@ def test_objects_without_their_index_are_offered_llog_rebuild_before_make_dev_re
     objects = tmp_path / "s3" / "buckets" / "wal-bucket" / "logs"
     for folder in ("payments", "orders", "wal-shared", "__catalog"):
         (objects / folder).mkdir(parents=True)
+    assert ".venv/bin/llog adopt-namespace" not in str(dev.broken_data(tmp_path, "wal-bucket", "logs"))
+    (objects / "__catalog" / "namespace.json").write_text("{}")  # GC has run: it waits for adopt-namespace
 
     text = dev.broken_data(tmp_path, "wal-bucket", "logs")
 
@@ -52,7 +54,7 @@ def test_objects_without_their_index_are_offered_llog_rebuild_before_make_dev_re
     assert 'docs/RECOVERY.md, "Rebuild from S3"' in text
     assert f"for each topic folder in {objects}\n     (orders, payments):" in text  # not wal-shared or __catalog
     assert f"mkdir {tmp_path / 'oxia'} && LLOG_DEV_COMPACTION_INTERVAL_S=86400 LLOG_DEV_GC_INTERVAL_S=86400" in text
-    assert ".venv/bin/llog adopt-namespace" in text
+    assert text.index(".venv/bin/llog adopt-namespace") < text.index("3. stop that make dev")
     assert "these records with them" in text.splitlines()[-1]
 
 
