@@ -1,10 +1,11 @@
 """CloudFormation's linter (cfn-lint, pinned in requirements-dev.txt) over every template variant: no finding.
 
 Variants: dev and prod; each front door (rest, http, serve with a load balancer and with DNS); each Oxia storage
-(standalone on EFS, replicated on EBS in a production and a development stage, replicated on EFS); and each
-other setting that adds or removes resources (API keys, CORS on the REST and HTTP APIs, a KMS bucket key, the
-Iceberg export). Stacks the other infrastructure tests check come from tests/infra/conftest.py's session
-fixtures, so each is synthesized once per session; the rest are synthesized here.
+(standalone on EFS; replicated on EBS in a production stage, in a development stage and with three known AZs as
+``cdk deploy`` synthesizes it; replicated on EFS); and each other setting that adds or removes resources (API keys,
+CORS on the REST and HTTP APIs, a KMS bucket key, the Iceberg export). Stacks the other infrastructure tests
+check come from tests/infra/conftest.py's session fixtures, so each is synthesized once per session; the rest
+are synthesized here.
 
 cfn-lint runs with its default rules (errors and warnings; its informational I-rules are style hints such as
 "prefer Fn::Sub over Fn::Join"), for one region. A check may be exempted only on a resource, in its
@@ -27,6 +28,7 @@ from cfnlint.rules import Match
 from infra.lint import CFN_LINT
 from infra.stack import LlogStack
 from tests.infra.helpers import make_stack
+from tests.infra.test_oxia_ebs import AZS, ENV
 
 REGION = "us-east-1"
 CONSOLE = "https://console.example.com"
@@ -42,12 +44,17 @@ SHARED: dict[str, str] = {
     "serve-dns": "dns_stack",  # the same reached through Cloud Map names
     "iceberg": "iceberg_stack",
 }
-# Variants only this module synthesizes.
-OWN: dict[str, dict[str, Any]] = {
-    "dev-oxia-ebs": {"llog:stage": "ebsdev", "llog:oxiaMode": "replicated"},  # EBS volumes deleted with the stack
-    "rest-cors": {"llog:stage": "corskeys", "llog:apiAuth": "api_key", "llog:corsOrigins": CONSOLE},
-    "http-cors": {"llog:stage": "corshttp", "llog:frontDoor": "http", "llog:corsOrigins": CONSOLE},
-    "kms": {"llog:stage": "kms", "llog:bucketEncryption": "kms"},
+# Variants only this module synthesizes: their context and the stack's arguments.
+OWN: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "dev-oxia-ebs": ({"llog:stage": "ebsdev", "llog:oxiaMode": "replicated"}, {}),  # EBS volumes deleted with it
+    # With an account and region, as cdk deploy synthesizes: three AZs (from the context cache), one server in each.
+    "prod-3-azs": (
+        {"llog:stage": "prod", f"availability-zones:account={ENV.account}:region={ENV.region}": AZS},
+        {"env": ENV},
+    ),
+    "rest-cors": ({"llog:stage": "corskeys", "llog:apiAuth": "api_key", "llog:corsOrigins": CONSOLE}, {}),
+    "http-cors": ({"llog:stage": "corshttp", "llog:frontDoor": "http", "llog:corsOrigins": CONSOLE}, {}),
+    "kms": ({"llog:stage": "kms", "llog:bucketEncryption": "kms"}, {}),
 }
 
 
@@ -59,7 +66,11 @@ def templates() -> dict[str, dict[str, Any]]:
 
 def template_of(variant: str, request: pytest.FixtureRequest, templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if variant not in templates:
-        stack: LlogStack = request.getfixturevalue(SHARED[variant]) if variant in SHARED else make_stack(OWN[variant])
+        if variant in SHARED:
+            stack: LlogStack = request.getfixturevalue(SHARED[variant])
+        else:
+            context, stack_kwargs = OWN[variant]
+            stack = make_stack(context, **stack_kwargs)
         templates[variant] = Template.from_stack(stack).to_json()
     return templates[variant]
 
@@ -100,19 +111,25 @@ def test_every_variant_passes_cfn_lint_and_each_exemption_has_a_reason(
         assert all(isinstance(why, str) and len(why) > 40 for why in reasons.values()), (name, reasons)
 
 
+# The variants with every kind of exempted resource: serve (W3005 on the functions, CDK's providers of the
+# default security group's and the buckets' custom resources, the balanced ECS service) and prod-3-azs (also
+# W3010 on the subnets and the EBS volumes), by check and resource type.
+EXEMPTED_KINDS = {
+    "serve": {("W3005", "AWS::Lambda::Function"), ("W3005", "AWS::ECS::Service")},
+    "prod-3-azs": {("W3005", "AWS::Lambda::Function"), ("W3010", "AWS::EC2::Subnet"), ("W3010", "AWS::EC2::Volume")},
+}
+
+
+@pytest.mark.parametrize("variant", EXEMPTED_KINDS)
 def test_the_exemptions_hide_exactly_the_findings_they_name(
-    request: pytest.FixtureRequest, templates: dict[str, dict[str, Any]]
+    variant: str, request: pytest.FixtureRequest, templates: dict[str, dict[str, Any]]
 ) -> None:
-    """On the serve variant, which has every kind of exempted resource (the functions, CDK's providers of the
-    default security group's and the buckets' custom resources, the balanced ECS service): without the
-    metadata, cfn-lint reports each exempted check on each exempted resource, and nothing else."""
-    template = template_of("serve", request, templates)
+    """Without the metadata, cfn-lint reports each exempted check on each exempted resource, and nothing else."""
+    template = template_of(variant, request, templates)
     exempted = {(name, check) for name, m in exemptions(template).items() for check in m["config"]["ignore_checks"]}
     reported = {(m.path[1], m.rule.id) for m in cfn_lint(without_exemptions(template))}
     assert reported == exempted
-    exempted_types = {template["Resources"][name]["Type"] for name, _ in exempted}
-    assert exempted_types == {"AWS::Lambda::Function", "AWS::ECS::Service"}
-    assert len({name for name, _ in exempted}) == 5 + 2 + 1  # the non-API functions, two providers, the service
+    assert {(check, template["Resources"][name]["Type"]) for name, check in exempted} == EXEMPTED_KINDS[variant]
 
 
 def test_the_functions_still_deploy_after_their_roles_policy(
