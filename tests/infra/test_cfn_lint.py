@@ -71,12 +71,13 @@ def template_of(variant: str, request: pytest.FixtureRequest, templates: dict[st
         else:
             context, stack_kwargs = OWN[variant]
             stack = make_stack(context, **stack_kwargs)
-        templates[variant] = Template.from_stack(stack).to_json()
+        templates[variant] = dict(Template.from_stack(stack).to_json())
     return templates[variant]
 
 
 def cfn_lint(template: dict[str, Any]) -> list[Match]:
-    return lint(json.dumps(template), config=ManualArgs(regions=[REGION]))
+    matches: list[Match] = lint(json.dumps(template), config=ManualArgs(regions=[REGION]))
+    return matches
 
 
 def findings(matches: list[Match]) -> list[str]:

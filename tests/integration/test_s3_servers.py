@@ -523,7 +523,9 @@ def test_make_devs_offered_rebuild_brings_back_the_compacted_records_of_objects_
     assert steps[steps.index(next(line for line in steps if line.startswith("2. "))) + 1] == "(orders):"
 
     Path(mkdir).mkdir()  # 1.
-    dev_stack.env.update(setting.split("=", 1) for setting in settings.split())
+    for setting in settings.split():
+        name, _, value = setting.partition("=")
+        dev_stack.env[name] = value
     banner = dev_stack.start()
     exports = dict(line.strip().removeprefix("export ").split("=", 1) for line in banner.splitlines()
                    if line.strip().startswith("export "))  # fmt: skip
