@@ -36,8 +36,9 @@ $(STAMP):
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
-# Without an Oxia server the suite still runs; the tests that need one are
-# reported as skipped with the reason. LLOG_REQUIRE_OXIA=1 makes it an error.
+# Found, or built from github.com/oxia-db/oxia at v0.17.1 with Go and git into .tools/bin (once, 3-5 minutes;
+# LLOG_OXIA_REPO names another repository). Without an Oxia server the suite still runs; the tests that need
+# one are reported as skipped with the reason. LLOG_REQUIRE_OXIA=1 makes it an error.
 oxia:
 	@scripts/install-oxia.sh || [ -z "$${LLOG_REQUIRE_OXIA:-}" ] || exit 1
 

@@ -213,6 +213,10 @@ class MotoS3:
         return config
 
 
+# VersityGW's POSIX backend root under its data directory (VersityGW.root_dir): one directory per bucket.
+VERSITYGW_BUCKETS = "buckets"
+
+
 class VersityGW:
     """VersityGW (``versitygw posix``): a real S3-compatible server keeping objects on disk.
 
@@ -245,7 +249,7 @@ class VersityGW:
     @property
     def root_dir(self) -> Path:
         """The POSIX backend's root: one directory per bucket."""
-        return self.data_dir / "buckets"
+        return self.data_dir / VERSITYGW_BUCKETS
 
     @property
     def log_path(self) -> Path:

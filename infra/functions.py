@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
-from aws_cdk import Duration, IgnoreMode, RemovalPolicy
+from aws_cdk import CfnResource, Duration, IgnoreMode, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -29,6 +30,7 @@ from constructs import Construct
 
 from functions.common import names
 from infra.layer import ROOT, RUNTIME
+from infra.lint import REDUNDANT_ROLE_DEPENDENCY, ignore_checks
 
 # API Gateway's REST integration timeout is 29 s: an API function must answer before it.
 API_TIMEOUT = Duration.seconds(28)
@@ -189,6 +191,7 @@ class LlogFunction(Construct):
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE,
         )
+        ignore_checks(cast(CfnResource, self.function.node.default_child), REDUNDANT_ROLE_DEPENDENCY)
         NagSuppressions.add_resource_suppressions(
             self.function,
             [

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import jsii
-from aws_cdk import Aspects, CfnTag, Duration, IAspect, RemovalPolicy, Size, Stack, Tags, Token
+from aws_cdk import Aspects, CfnResource, CfnTag, Duration, IAspect, RemovalPolicy, Size, Stack, Tags, Token
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_dlm as dlm
 from aws_cdk import aws_ec2 as ec2
@@ -54,6 +54,7 @@ from aws_cdk import aws_servicediscovery as servicediscovery
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct, IConstruct
 
+from infra.lint import ignore_literal_zone
 from infra.settings import OxiaMode, OxiaSize, OxiaStorage
 
 # Published by Oxia's release workflow (.github/workflows/ci-release.yaml: semver tags, linux/amd64
@@ -523,6 +524,11 @@ class OxiaCluster(Construct):
             volume_name=f"{name}-{stack.stack_name}",
         )
         Tags.of(volume).add(SERVER_TAG, server_tag)
+        ignore_literal_zone(
+            cast(CfnResource, volume.node.default_child),
+            subnet.availability_zone,
+            "An EBS volume is in one AZ: its data server's subnet's, where its instance runs.",
+        )
         security_group = ec2.SecurityGroup(
             scope,
             "InstanceSecurityGroup",

@@ -44,8 +44,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
-from aws_cdk import Duration, IgnoreMode, RemovalPolicy
+from aws_cdk import CfnResource, Duration, IgnoreMode, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecr_assets as ecr_assets
@@ -61,6 +62,7 @@ from constructs import Construct
 from functions.common import names
 from functions.common.browser import ALLOWED_HOSTS_ENV
 from infra.functions import suppress_root_prefix_wildcard
+from infra.lint import ignore_checks
 from infra.observability import ALARM_PERIOD, PERIOD, ApiMetrics
 from infra.settings import ServeEndpoint
 
@@ -276,6 +278,12 @@ class ServeFleet(Construct):
                 unhealthy_threshold_count=3,
             ),
         )
+        for service in self.services:
+            ignore_checks(cast(CfnResource, service.node.default_child), {
+                "W3005": "CDK's service depends on the listener (ECS refuses a target group without a load "
+                "balancer) and on the target group that LoadBalancers already references; that duplicate "
+                "edge changes no deployment order.",
+            })  # fmt: skip
         NagSuppressions.add_resource_suppressions(
             balancer,
             [

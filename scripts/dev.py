@@ -3,14 +3,17 @@
 * Oxia standalone on 127.0.0.1:6648, data under .dev/oxia;
 * VersityGW (a real S3-compatible server, POSIX backend) on 127.0.0.1:4566,
   objects under .dev/s3 (bucket leaderless-log-wal, credentials testing/testing);
-* the HTTP API (`llog serve`: produce, consume, admin) on 127.0.0.1:8080;
+* the HTTP API (`llog serve`: produce, consume, admin, /metrics, /openapi.json) on 127.0.0.1:8080, and the
+  console at /console (docs/CONSOLE.md);
 * scheduled compaction (planner + worker, the Lambdas' code paths, run
   in-process every LLOG_DEV_COMPACTION_INTERVAL_S, default 60 s) and garbage
   collection (every LLOG_DEV_GC_INTERVAL_S, default 3600 s).
 
 Oxia's index points at S3 objects, so the two data directories go together:
 both kept, or both deleted by `make dev-reset`. If only one of them exists,
-this refuses to start rather than serve a log whose records are missing.
+this refuses to start rather than serve a log whose records are missing; when
+the objects are there without the index, it first offers `llog rebuild`
+(docs/RECOVERY.md), which keeps them, and only then `make dev-reset`.
 
 Overrides: LLOG_DEV_DIR (default .dev), LLOG_DEV_OXIA_PORT, LLOG_DEV_S3_PORT,
 LLOG_DEV_HTTP_PORT, LLOG_S3_BUCKET.
@@ -29,10 +32,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from devserver.devstack import OxiaProcess, VersityGW, find_oxia_binary, find_versitygw_binary
-from devserver.serve import LlogServer, logging_from_a_writer_thread
-from llog.config import env_int
-from llog.errors import LlogError
+from devserver import console
+from devserver.devstack import (
+    VERSITYGW_BUCKETS,
+    OxiaProcess,
+    VersityGW,
+    find_oxia_binary,
+    find_versitygw_binary,
+)
+from devserver.serve import SERVE_PATHS, LlogServer, logging_from_a_writer_thread
+from functions.common import routes
+from llog.config import env_int, root_prefix_from_env
+from llog.errors import InvalidTopicName, LlogError
+from llog.format.keys import NamespaceKeys, validate_topic
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor
@@ -105,22 +117,92 @@ def running_pid() -> int | None:
     return pid if b"dev.py" in cmdline else None
 
 
-def inconsistent_data() -> str | None:
-    """Why the data directories cannot be served together, or None.
+def topic_folders(objects: Path) -> list[str]:
+    """The topics whose folders are under ``objects`` (a bucket's root prefix, as VersityGW keeps it on disk)."""
+    found = []
+    for folder in sorted(objects.iterdir()) if objects.is_dir() else []:
+        try:
+            found.append(validate_topic(folder.name))
+        except InvalidTopicName:  # wal-shared, __catalog
+            continue
+    return found
+
+
+def broken_data(dev_dir: Path, bucket: str, root_prefix: str) -> str | None:
+    """Why make dev refuses to serve ``dev_dir``, and what to do, or None if it can serve it.
 
     Oxia's index names S3 objects: an index without its objects reads as
-    BlobNotFound, objects without an index are an empty log plus garbage.
+    BlobNotFound, objects without an index are an empty log plus garbage. The
+    objects alone can give their index back (llog rebuild), so that comes
+    before make dev-reset, which deletes them.
     """
-    has_oxia, has_s3 = OXIA_DIR.exists(), S3_DIR.exists()
+    oxia_dir, s3_dir = dev_dir / "oxia", dev_dir / "s3"
+    has_oxia, has_s3 = oxia_dir.exists(), s3_dir.exists()
     if has_oxia == has_s3:
         return None
-    present, absent = (OXIA_DIR, S3_DIR) if has_oxia else (S3_DIR, OXIA_DIR)
-    what = (
-        "Oxia's index would point at S3 objects that are not there (left by a make dev that kept S3 in memory?)"
-        if has_oxia
-        else "the S3 objects have no index to find them by"
-    )
-    return f"{shown(present)} exists but {shown(absent)} does not: {what}."
+    head = "make dev will not serve a broken log: "
+    if has_oxia:
+        return (f"{head}{shown(oxia_dir)} exists but {shown(s3_dir)} does not: Oxia's index would point at S3 "
+                "objects that are not there (left by a make dev that kept S3 in memory?).\n"
+                "Run `make dev-reset` to delete both and start from an empty log.")  # fmt: skip
+    bucket_dir = s3_dir / VERSITYGW_BUCKETS / bucket
+    objects = bucket_dir / root_prefix
+    topics = topic_folders(objects)
+    # GC's first run writes the namespace identity; from then on GC waits for adopt-namespace after a rebuild.
+    adopt = ("\n     then: .venv/bin/llog adopt-namespace"
+             if (bucket_dir / NamespaceKeys(root_prefix).object_key).exists() else "")  # fmt: skip
+    hold_off = "LLOG_DEV_COMPACTION_INTERVAL_S=86400 LLOG_DEV_GC_INTERVAL_S=86400"
+    return f"""{head}{shown(s3_dir)} exists but {shown(oxia_dir)} does not:
+the S3 objects have no index to find them by.
+To keep the records, rebuild the index from the objects (docs/RECOVERY.md, "Rebuild from S3"; it recovers every
+record compacted before the index was lost, and reports the newer ones lost):
+  1. mkdir {shown(oxia_dir)} && {hold_off} make dev
+     (an empty index, with compaction and GC held off; produce nothing until step 3)
+  2. in another shell, with the exports it prints, for each topic folder in {shown(objects)}
+     ({", ".join(topics) or "none found"}):
+       .venv/bin/llog rebuild --topic TOPIC{adopt}
+  3. stop that make dev (Ctrl-C) and run make dev again.
+Or start from an empty log: `make dev-reset` deletes both directories, and these records with them."""
+
+
+def wrapped(head: str, items: list[str], width: int = 118) -> str:
+    """``head`` then ``items`` separated by commas, over as many lines as ``width`` needs, no item split."""
+    lines, line = [], head
+    for i, item in enumerate(items):
+        text = item + ("," if i < len(items) - 1 else "")
+        if line.strip() and len(line) + 1 + len(text) > width:
+            lines.append(line.rstrip())
+            line = " " * len(head)
+        line += text if line.endswith(" ") else " " + text
+    return "\n".join([*lines, line])
+
+
+def banner(url: str, oxia: OxiaProcess, s3: VersityGW, compaction_s: int, gc_s: int, first_start: bool,
+           env: dict[str, str]) -> str:  # fmt: skip
+    """What make dev prints once it serves: every route and page of llog serve, the servers, where the data is."""
+    by_function: dict[str, list[str]] = {}
+    for route in routes.ROUTES:
+        by_function.setdefault(route.function, []).append(f"{route.method} {route.resource}")
+    by_function["llog serve"] = [f"GET {path}" for path in SERVE_PATHS]
+    served = "\n".join(wrapped(f"    {name:<13}", paths) for name, paths in by_function.items())
+    exports = "\n".join(f"  export {k}={v}" for k, v in env.items())
+    state = "new, empty" if first_start else "kept from the last run"
+    return f"""
+llog is up.
+  HTTP API         {url}   (llog serve: the produce, consume and admin functions' routes)
+{served}
+  console          {url}{console.ROUTE}   (topics, records, groups, live charts: docs/CONSOLE.md)
+  Oxia standalone  {oxia.address}   data {shown(oxia.data_dir)}, log {shown(oxia.log_path)}
+  S3 (VersityGW)   {s3.endpoint_url}   bucket {BUCKET}: objects in {shown(s3.root_dir / BUCKET)}, \
+log {shown(s3.log_path)}
+  compaction       in-process every {compaction_s} s; garbage collection every {gc_s} s
+
+Data ({state}) lives in {shown(DEV_DIR)} and survives restarts; `make dev-reset` deletes it.
+Try the curl examples in README.md. To use the library directly:
+{exports}
+
+Ctrl-C stops everything.
+"""
 
 
 def main() -> int:
@@ -140,10 +222,9 @@ def _run() -> int:
     if other is not None:
         print(f"make dev already runs on {shown(DEV_DIR)} (pid {other}); stop it first (Ctrl-C)", file=sys.stderr)
         return 1
-    problem = inconsistent_data()
-    if problem is not None:
-        print(f"make dev will not serve a broken log: {problem}\n"
-              f"Run `make dev-reset` to delete both and start from an empty log.", file=sys.stderr)
+    refusal = broken_data(DEV_DIR, BUCKET, root_prefix_from_env(os.environ))
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
         return 1
     first_start = not OXIA_DIR.exists()
     # Both directories before anything writes in one of them: an interrupted first start stays consistent.
@@ -206,22 +287,7 @@ def _run() -> int:
         threads.append(every(compaction_s, stop, lambda: compaction_pass(compactor, claims), "dev-compaction"))
         threads.append(every(gc_s, stop, lambda: log.info("gc: %s", collector.collect()), "dev-gc"))
 
-        exports = "\n".join(f"  export {k}={v}" for k, v in env.items())
-        state = "new, empty" if first_start else "kept from the last run"
-        print(f"""
-llog is up.
-  HTTP API         {server.url}   (POST /produce, POST /consume, GET /topics, GET /health, /metrics)
-  Oxia standalone  {oxia.address}   data {shown(OXIA_DIR)}, log {shown(oxia.log_path)}
-  S3 (VersityGW)   {s3.endpoint_url}   bucket {BUCKET}: objects in {shown(s3.root_dir / BUCKET)}, \
-log {shown(s3.log_path)}
-  compaction       in-process every {compaction_s} s; garbage collection every {gc_s} s
-
-Data ({state}) lives in {shown(DEV_DIR)} and survives restarts; `make dev-reset` deletes it.
-Try the curl examples in README.md. To use the library directly:
-{exports}
-
-Ctrl-C stops everything.
-""", flush=True)
+        print(banner(server.url, oxia, s3, compaction_s, gc_s, first_start, env), flush=True)
         while not signalled:
             time.sleep(0.2)
         log.info("%s: stopping", signalled[0])

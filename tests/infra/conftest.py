@@ -1,5 +1,8 @@
 """Shared fixtures of the infrastructure tests: each stage's stack is synthesized once per session.
 
+The stacks of every front door, Oxia storage and other setting that changes resources are here, so that
+tests/infra/test_cfn_lint.py lints the same synthesized stacks the other tests check.
+
 So are the real layer and the Glue packages (``bundle``, ``glue_packages``): only tests marked
 ``bundling`` ask for them.
 """
@@ -22,7 +25,7 @@ from infra.analytics import Analytics
 from infra.layer import LlogLayer
 from infra.stack import LlogStack
 from infra.storage import Storage
-from tests.infra.helpers import make_app, make_stack
+from tests.infra.helpers import FLEET_CONTEXT, make_app, make_stack
 
 
 @pytest.fixture(scope="session")
@@ -102,3 +105,23 @@ def http_stack() -> LlogStack:
 @pytest.fixture(scope="session")
 def http_template(http_stack: LlogStack) -> Template:
     return Template.from_stack(http_stack)
+
+
+@pytest.fixture(scope="session")
+def efs_prod_stack() -> LlogStack:
+    return make_stack({"llog:stage": "prod", "llog:oxiaStorage": "efs"})
+
+
+@pytest.fixture(scope="session")
+def fleet_stack() -> LlogStack:
+    return make_stack(FLEET_CONTEXT)
+
+
+@pytest.fixture(scope="session")
+def dns_stack() -> LlogStack:
+    return make_stack({**FLEET_CONTEXT, "llog:stage": "fleetdns", "llog:serveEndpoint": "dns"})
+
+
+@pytest.fixture(scope="session")
+def iceberg_stack() -> LlogStack:
+    return make_stack({"llog:stage": "ice", "llog:exportTableFormat": "iceberg"})

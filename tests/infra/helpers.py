@@ -27,6 +27,8 @@ from infra.stack import LlogStack
 
 ROOT = Path(__file__).resolve().parents[2]
 CDK_CONTEXT: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
+# The serve fleet front door's stage of the tests (tests/infra/conftest.py's fleet_stack).
+FLEET_CONTEXT = {"llog:stage": "fleet", "llog:frontDoor": "serve"}
 
 
 def make_app(

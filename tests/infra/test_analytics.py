@@ -66,11 +66,6 @@ def under_analytics_bucket(stack: LlogStack, suffix: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def iceberg_stack() -> LlogStack:
-    return make_stack({"llog:stage": "ice", "llog:exportTableFormat": "iceberg"})
-
-
-@pytest.fixture(scope="module")
 def custom_stack() -> LlogStack:
     return make_stack(
         {

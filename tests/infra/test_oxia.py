@@ -36,7 +36,7 @@ from infra.stack import LlogStack
 from llog.config import OxiaConfig
 from llog.store.oxia import OxiaStore
 from tests.conftest import TOOLS_BIN, UNAVAILABLE_REASON, _oxia_unavailable
-from tests.infra.helpers import make_app, make_stack, resources
+from tests.infra.helpers import make_app, resources
 
 IMAGE = "oxia/oxia:0.17.1"
 HEALTH = ["CMD", "oxia", "health", "--port=6649"]
@@ -154,11 +154,6 @@ def test_standalone_has_a_stable_name_and_service_address(dev_stack: LlogStack, 
 # -- replicated (production) ------------------------------------------------------------------
 # Production defaults to the data servers on EBS (tests/infra/test_oxia_ebs.py); the EFS shape of
 # every process is checked here on a production stack with llog:oxiaStorage=efs.
-
-
-@pytest.fixture(scope="module")
-def efs_prod_stack() -> LlogStack:
-    return make_stack({"llog:stage": "prod", "llog:oxiaStorage": "efs"})
 
 
 @pytest.fixture(scope="module")

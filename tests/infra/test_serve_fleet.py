@@ -33,15 +33,10 @@ from infra.settings import LlogSettings
 from infra.stack import LlogStack
 from llog.config import Limits
 from tests.conftest import serve_env
+from tests.infra.helpers import FLEET_CONTEXT as CONTEXT
 from tests.infra.helpers import find_python313, make_app, make_stack, resources
 
 NAG = Match.string_like_regexp("AwsSolutions-.*")
-CONTEXT = {"llog:stage": "fleet", "llog:frontDoor": "serve"}
-
-
-@pytest.fixture(scope="module")
-def fleet_stack() -> LlogStack:
-    return make_stack(CONTEXT)
 
 
 @pytest.fixture(scope="module")
@@ -207,11 +202,6 @@ def test_an_alarm_fires_when_fewer_tasks_run_than_asked(which: str, fleet_stack:
         assert alarm["MetricName"] == "RunningTaskCount"
         assert (alarm["Namespace"], alarm["Statistic"]) == ("ECS/ContainerInsights", "Minimum")
         assert (alarm["ComparisonOperator"], alarm["TreatMissingData"]) == ("LessThanThreshold", "breaching")
-
-
-@pytest.fixture(scope="module")
-def dns_stack() -> LlogStack:
-    return make_stack({**CONTEXT, "llog:stage": "fleetdns", "llog:serveEndpoint": "dns"})
 
 
 def test_dns_endpoint_registers_each_zones_healthy_tasks_in_the_oxia_namespace(dns_stack: LlogStack) -> None:
