@@ -13,10 +13,20 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from collections.abc import Mapping
 
 from llog.protocol.faults import FaultHook
 
 HARNESS: Counter[str] = Counter()
+
+
+def report_run(tally: Mapping[str, int], prefix: str) -> None:
+    """Print a concurrent run's counts, and add them to ``HARNESS`` as ``{prefix}: {name}`` for ``make soak``'s
+    report (durations, ``seconds …``, are printed only)."""
+    print(dict(sorted(tally.items())))
+    for name, count in tally.items():
+        if not name.startswith("seconds"):
+            HARNESS[f"{prefix}: {name}"] += count
 
 
 class SimulatedCrash(BaseException):

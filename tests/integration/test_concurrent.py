@@ -131,7 +131,7 @@ from llog.store.storage import Storage
 from tests.concurrency import History, Operation, check_linearizable, lincheck_binary
 from tests.concurrent_worker import Settings
 from tests.conftest import BUCKET, ROOT, OxiaServer
-from tests.faults import HARNESS, SimulatedCrash
+from tests.faults import HARNESS, SimulatedCrash, report_run
 from tests.integration.test_model import COMPACTOR_CRASH_POINTS, WRITER_CRASH_POINTS
 from tests.integration.test_model_sequential import SEQUENTIAL_CRASH_POINTS
 
@@ -1615,9 +1615,6 @@ def test_every_action_at_once_keeps_every_acknowledged_record(
     try:
         run.check()
     finally:
-        print(dict(sorted(run.tally.items())))
-        for name, count in run.tally.items():  # for make soak's report (docs/RELIABILITY.md)
-            if not name.startswith("seconds"):
-                HARNESS[f"concurrent ({protocol.value}): {name}"] += count
+        report_run(run.tally, f"concurrent ({protocol.value})")
         for pair, count in run.overlaps.items():
             HARNESS[f"concurrent ({protocol.value}): actions begun while another was at work: {pair}"] += count

@@ -69,7 +69,7 @@ from llog_client.consumer import Record
 from llog_client.errors import LlogClientError, OutcomeUnknownError
 from llog_client.producer import RecordMetadata
 from tests.conftest import OxiaServer, serve_env
-from tests.faults import HARNESS
+from tests.faults import report_run
 from tests.serve_tasks import CONSTANTS_ENV, ServeTask, post_json
 
 pytestmark = pytest.mark.oxia
@@ -702,7 +702,4 @@ def test_clients_serve_kills_retention_and_deletes_at_once_keep_every_acknowledg
             run.run(SECONDS)
             run.check()
         finally:
-            print(dict(sorted(run.tally.items())))
-            for name, count in run.tally.items():  # for make soak's report (docs/RELIABILITY.md)
-                if not name.startswith("seconds"):
-                    HARNESS[f"concurrent edges: {name}"] += count
+            report_run(run.tally, "concurrent edges")
