@@ -157,6 +157,7 @@ PRODUCER_CRASH_CHANCE = 0.25  # an attempt that dies leaves a claim for the take
 PAUSE_CHANCE = 0.08
 PRODUCERS_ONLY_FENCES = 0.4  # of the fencer's turns, on the producers-only partition (and a quarter of the rest)
 MIGRATE_CHANCE = 0.1  # of a fencer's turn on a CAS partition
+NEVER_MIGRATED = 0  # a partition the CAS run keeps on CAS throughout (its reservations, the stale recoverer)
 LIFE_TOPIC = "life"
 LIFE_PRODUCERS = 2
 # A life's topic is reclaimed GRACE_MS + RECLAIM_DELAY_MS after its delete; the produce services trust a record they
@@ -646,7 +647,11 @@ class Run:
         finisher = self._writer()
 
         def step() -> None:
-            partition = random.choice(SHARED_PARTITIONS)
+            on_cas = [p for p in SHARED_PARTITIONS if not self.log_reader.partition_info(TOPIC, p).control.sequential]
+            if not on_cas:  # the fencer migrated them all
+                self._idle(1.0)
+                return
+            partition = random.choice(on_cas)
             appended = self._batch(partition, "s-")
             stalled: list[bool] = []
 
@@ -999,7 +1004,8 @@ class Run:
 
         def step() -> None:
             partition = PARTITIONS[-1] if random.random() < PRODUCERS_ONLY_FENCES else random.choice(PARTITIONS)
-            if self.config.append_protocol is AppendProtocol.CAS and random.random() < MIGRATE_CHANCE:
+            cas = self.config.append_protocol is AppendProtocol.CAS and partition != NEVER_MIGRATED
+            if cas and random.random() < MIGRATE_CHANCE:
                 until_done(writer.migrate_to_sequential, partition)  # one way; offsets go on where they were
                 self._count("migrations")
                 return
