@@ -53,10 +53,13 @@ INVOKE_PATH = "/2015-03-31/functions/function/invocations"
 PYTHON_VERSION = "3.13"
 # The python3.13 managed runtime's AWS_EXECUTION_ENV (awslambdaric reads it to pick its polling mode).
 EXECUTION_ENV = f"AWS_Lambda_python{PYTHON_VERSION}"
-# The emulator's summary line of an invocation that initialized the runtime.
-INIT_DURATION = re.compile(r"Init Duration: ([0-9.]+) ms")
+# The emulator's log line of the init phase: the runtime's start and the handler module's import. (Its
+# "Init Duration" on the first REPORT line is not that: it reports about 0 ms.)
+INIT_DURATION = re.compile(r"INIT REPORT\(durationMs: ([0-9.]+)\)")
 
 # Template variables whose values name deployed infrastructure, and what stands in for each here.
+# Each function's cold start, filled as the emulators stop: (first invocation in seconds, init phase in ms).
+COLD_STARTS: dict[str, tuple[float, float | None]] = {}
 LOCAL_SERVICES = ("LLOG_OXIA_SERVICE_ADDRESS", "LLOG_S3_BUCKET", "LLOG_ROOT_PREFIX", "LLOG_COMPACTION_QUEUE_URL")
 
 
@@ -74,7 +77,10 @@ def _reason(tool: str, default: str) -> str:
 
 def find_rie() -> str:
     """``aws-lambda-rie``: ``$LLOG_RIE_BIN``, PATH, then ``.tools/bin`` (as scripts/install-rie.sh looks)."""
-    candidates = [os.environ.get("LLOG_RIE_BIN"), shutil.which("aws-lambda-rie"), str(TOOLS / "bin" / "aws-lambda-rie")]
+    named = os.environ.get("LLOG_RIE_BIN")
+    if named and not os.access(named, os.X_OK):
+        require("Lambda Runtime Interface Emulator", "LLOG_REQUIRE_RIE", f"LLOG_RIE_BIN={named} is not executable")
+    candidates = [named, shutil.which("aws-lambda-rie"), str(TOOLS / "bin" / "aws-lambda-rie")]
     for candidate in filter(None, candidates):
         if os.access(candidate, os.X_OK):
             return candidate
@@ -199,7 +205,8 @@ class EmulatedFunction:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise AssertionError(f"{self.spec.name}: aws-lambda-rie exited {self.process.returncode}:\n{self.output()}")
+                code = self.process.returncode
+                raise AssertionError(f"{self.spec.name}: aws-lambda-rie exited {code}:\n{self.output()}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/", timeout=1):
                     return
@@ -227,8 +234,11 @@ class EmulatedFunction:
             f"http://127.0.0.1:{self.port}{INVOKE_PATH}", data=json.dumps(event).encode(), method="POST"
         )
         started = time.monotonic()
-        with urllib.request.urlopen(request, timeout=self.spec.timeout_s + 10) as response:
-            body = response.read()
+        try:
+            with urllib.request.urlopen(request, timeout=self.spec.timeout_s + 10) as response:
+                body = response.read()
+        except urllib.error.HTTPError as error:  # 502: the runtime failed its init (the error is in the body)
+            raise AssertionError(f"{self.spec.name}: {error}: {error.read()!r}\n{self.output()[-4000:]}") from None
         seconds = time.monotonic() - started
         result = json.loads(body) if body else None
         if isinstance(result, dict) and "errorType" in result:
@@ -238,7 +248,7 @@ class EmulatedFunction:
         return result
 
     def init_duration_ms(self) -> float | None:
-        """The emulator's "Init Duration" of the cold start (the handler module's import), if it reported one."""
+        """The init phase of the cold start (runtime start and handler import), as the emulator logged it."""
         match = INIT_DURATION.search(self.output())
         return float(match.group(1)) if match else None
 
@@ -252,4 +262,3 @@ def lay_out(layer_asset: Path, specs: Mapping[str, FunctionTemplate], into: Path
         tasks[name] = into / "var" / "task" / name
         shutil.copytree(spec.code, tasks[name])
     return opt, tasks
-

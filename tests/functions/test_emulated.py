@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +34,8 @@ from infra.stack import LlogStack
 from llog.config import S3Config
 from tests.conftest import BUCKET, OxiaServer
 from tests.functions.emulator import (
+    COLD_STARTS,
+    LOCAL_SERVICES,
     EmulatedFunction,
     FunctionTemplate,
     find_rie,
@@ -47,7 +50,6 @@ from tests.infra.helpers import make_app
 pytestmark = pytest.mark.bundling
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
-COLD_STARTS: dict[str, tuple[float, float | None]] = {}
 
 
 def load_event(name: str, *, topic: str | None = None) -> dict[str, Any]:
@@ -256,3 +258,37 @@ def test_each_scheduled_function_runs_on_its_schedule_event(
     function = emulated[name]
     answer = function.invoke(schedule_event(synthesized[0], function.spec))
     assert isinstance(answer, dict), answer
+    assert answer.get("errors", []) == [], answer
+    if name == names.VERIFY:
+        assert (answer["ok"], answer["problem_count"]) == (True, 0), answer
+
+
+def test_a_layer_without_a_module_the_handler_imports_fails_the_cold_start(
+    synthesized: tuple[dict[str, Any], Path, Path], tmp_path: Path
+) -> None:
+    """What the emulator catches that in-process tests cannot: the layer lacks Powertools, the handler's import."""
+    rie, python = find_rie(), find_runtime_python()
+    template, outdir, layer_asset = synthesized
+    spec = function_templates(template, outdir)[names.ADMIN]
+    opt, tasks = lay_out(layer_asset, {spec.name: spec}, tmp_path)
+    shutil.rmtree(opt / "python" / "aws_lambda_powertools")
+    environment = {"LLOG_OXIA_SERVICE_ADDRESS": "127.0.0.1:1"}  # never reached: the import fails first
+    function = EmulatedFunction(spec, rie=rie, python=python, task_root=tasks[spec.name], opt=opt,
+                                environment=environment, log=tmp_path / "admin.log")  # fmt: skip
+    function.start()
+    try:
+        with pytest.raises(AssertionError, match="Runtime.ImportModuleError.*aws_lambda_powertools"):
+            function.invoke(load_event("health"))
+    finally:
+        function.stop()
+
+
+def test_a_template_variable_wired_to_a_resource_needs_a_local_stand_in(
+    synthesized: tuple[dict[str, Any], Path, Path],
+) -> None:
+    template, outdir, _ = synthesized
+    spec = function_templates(template, outdir)[names.PRODUCE]
+    assert isinstance(spec.environment["LLOG_S3_BUCKET"], dict)  # a Ref to the data bucket
+    wired = FunctionTemplate(**{**vars(spec), "environment": {**spec.environment, "LLOG_NEW": {"Ref": "Queue"}}})
+    with pytest.raises(AssertionError, match="LLOG_NEW"):
+        function_environment(wired, dict.fromkeys(LOCAL_SERVICES, "local"))
