@@ -3,9 +3,10 @@
 Each of the eight functions is started once (``emulated``) from the dev stack's synthesized template and
 cdk.out (tests/functions/emulator.py says how, and what differs from Lambda), against the session's real
 Oxia and moto (S3 and the compaction queue), and invoked through the emulator's invoke endpoint with what
-its trigger sends: API Gateway's proxy events (events/, each checked to be a route the template sends to
-that function), EventBridge Scheduler's event for each schedule the template has, and SQS's batch of the
-messages the planner really enqueued. Each function's cold start (the emulator's start of the runtime and
+its trigger sends: API Gateway's proxy events (events/), sent to the function the template's REST API routes
+them to, for every route the template has (each method with its events/ sample, each ``ANY`` with ``PUT``);
+EventBridge Scheduler's event for each schedule the template has; and SQS's batch of the messages the
+planner really enqueued. Each function's cold start (the emulator's start of the runtime and
 the handler module's import, as built) is reported at the end of the run.
 
 Without the emulator or the runtime (``make setup``) these are skipped; ``LLOG_REQUIRE_RIE=1`` (CI) makes
@@ -209,6 +210,41 @@ def test_produce_then_consume_through_the_api_routes(
     assert [r["value"] for r in p0["records"]] == ["alpha", "beta"]
     assert (p0["high_watermark"], p0["next_fetch_offset"], p0["ok"]) == (2, 3, True)
     assert [r["value"] for r in p1["records"]] == [{"base64": "AAE="}]
+
+
+def route_events() -> dict[tuple[str, str], list[str]]:
+    """The API Gateway events of events/ by (method, resource)."""
+    found: dict[tuple[str, str], list[str]] = {}
+    for path in sorted(EVENTS.glob("*.json")):
+        event = json.loads(path.read_text())
+        if "httpMethod" in event:
+            found.setdefault((event["httpMethod"], event["resource"]), []).append(path.stem)
+    return found
+
+
+def test_every_route_of_the_template_answers_through_its_function(
+    emulated: dict[str, EmulatedFunction], synthesized: tuple[dict[str, Any], Path, Path]
+) -> None:
+    """Each method the REST API routes to a function, with the events/ event of that route; ANY with PUT."""
+    template, samples = synthesized[0], route_events()
+    routes = api_routes(template)
+    methods = sorted(route for route in routes if route[0] != "ANY")
+    assert not [route for route in methods if route not in samples], "a route without an event in events/"
+    status, body, _ = api_call(emulated, template, load_event("produce"))  # the topic the samples name
+    assert status == 200, body
+    for route in methods:
+        for sample in samples[route]:
+            status, body, _ = api_call(emulated, template, load_event(sample))
+            assert status < 500, (sample, status, body)
+            assert isinstance(body, dict), (sample, body)
+    for resource in sorted(resource for method, resource in routes if method == "ANY"):
+        concrete = [name for (_, r), names_ in samples.items() if r == resource for name in names_]
+        event = load_event(concrete[0] if concrete else "unknown_path")
+        event["httpMethod"], event["requestContext"]["httpMethod"] = "PUT", "PUT"
+        if not concrete:
+            event["resource"] = resource
+        status, body, _ = api_call(emulated, template, event)
+        assert status in (404, 405), (resource, status, body)
 
 
 def test_admin_answers_health_and_topics(
