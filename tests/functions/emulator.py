@@ -45,6 +45,7 @@ import pytest
 
 from devserver.devstack import free_port
 from functions.common import names
+from infra.layer import Architecture
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / ".tools"
@@ -97,9 +98,15 @@ def find_runtime_python() -> str:
     require("Lambda runtime (CPython 3.13, awslambdaric)", "LLOG_REQUIRE_RIE", _reason("lambda-runtime", default))
 
 
-def host_architecture() -> str:
-    machine = platform.machine()
-    return {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}[machine.lower()]
+def host_architecture() -> Architecture:
+    """The layer architecture this machine can load (infra/layer.py's names)."""
+    architectures: dict[str, Architecture] = {
+        "x86_64": "x86_64",
+        "amd64": "x86_64",
+        "aarch64": "arm64",
+        "arm64": "arm64",
+    }
+    return architectures[platform.machine().lower()]
 
 
 @dataclass(frozen=True)

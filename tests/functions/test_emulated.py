@@ -78,7 +78,7 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any
     layer_out = tmp_path_factory.mktemp("cdk.out-layer")
     layer_app = make_app(bundling=True, outdir=str(layer_out))
     layer_stack = cdk.Stack(layer_app, "LayerOnly")
-    LlogLayer(layer_stack, "LlogLayer", architecture=host_architecture())  # type: ignore[arg-type]
+    LlogLayer(layer_stack, "LlogLayer", architecture=host_architecture())
     layer_app.synth()
     (layer,) = (
         r for r in cdk.assertions.Template.from_stack(layer_stack).to_json()["Resources"].values()
@@ -154,7 +154,8 @@ def api_routes(template: dict[str, Any]) -> dict[tuple[str, str], str]:
     def path(resource_id: Any) -> str:
         if isinstance(resource_id, dict) and "Ref" in resource_id:
             resource = resources[resource_id["Ref"]]["Properties"]
-            return path(resource["ParentId"]).rstrip("/") + "/" + resource["PathPart"]
+            part: str = resource["PathPart"]
+            return path(resource["ParentId"]).rstrip("/") + "/" + part
         return "/"  # Fn::GetAtt [<RestApi>, RootResourceId]
 
     routes = {}
