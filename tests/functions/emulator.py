@@ -39,13 +39,15 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
 from devserver.devstack import free_port
 from functions.common import names
-from infra.layer import Architecture
+
+if TYPE_CHECKING:  # infra imports aws_cdk, which starts jsii: not for every test of tests/functions
+    from infra.layer import Architecture
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / ".tools"
