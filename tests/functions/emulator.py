@@ -60,9 +60,9 @@ EXECUTION_ENV = f"AWS_Lambda_python{PYTHON_VERSION}"
 # "Init Duration" on the first REPORT line is not that: it reports about 0 ms.)
 INIT_DURATION = re.compile(r"INIT REPORT\(durationMs: ([0-9.]+)\)")
 
-# Template variables whose values name deployed infrastructure, and what stands in for each here.
 # Each function's cold start, filled as the emulators stop: (first invocation in seconds, init phase in ms).
 COLD_STARTS: dict[str, tuple[float, float | None]] = {}
+# Template variables whose values name deployed infrastructure: the tests give each a local stand-in.
 LOCAL_SERVICES = ("LLOG_OXIA_SERVICE_ADDRESS", "LLOG_S3_BUCKET", "LLOG_ROOT_PREFIX", "LLOG_COMPACTION_QUEUE_URL")
 
 
