@@ -8,10 +8,10 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia versitygw lincheck iceberg chromium wrk screenshots test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load soak clean
+.PHONY: help setup oxia versitygw lincheck rie iceberg chromium wrk screenshots test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load soak clean
 
 help:
-	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, llog-lincheck, Chromium and wrk (idempotent)"
+	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, llog-lincheck, the Lambda emulator, Chromium and wrk (idempotent)"
 	@echo "make test    - setup, then ruff, mypy and the whole pytest suite"
 	@echo "make dev     - setup, then run the whole system locally (Oxia, S3 (VersityGW), HTTP API on :8080, compaction);"
 	@echo "               its data (.dev/oxia, .dev/s3) is kept across restarts"
@@ -25,7 +25,7 @@ help:
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
 	@echo "make screenshots - regenerate docs/img/console-*.png: the console (http://127.0.0.1:8080/console) on sample data"
 
-setup: $(STAMP) $(NPM_STAMP) oxia versitygw lincheck iceberg chromium wrk
+setup: $(STAMP) $(NPM_STAMP) oxia versitygw lincheck rie iceberg chromium wrk
 
 $(STAMP):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -52,6 +52,12 @@ versitygw:
 # seconds). Without it the harness's tests are reported as skipped; LLOG_REQUIRE_LINCHECK=1 makes that an error.
 lincheck:
 	@scripts/build-lincheck.sh || [ -z "$${LLOG_REQUIRE_LINCHECK:-}" ] || exit 1
+
+# The functions as Lambda runs them (tests/functions/test_emulated.py): AWS's Runtime Interface Emulator,
+# go-installed into .tools/bin once, and .venv-lambda-runtime (CPython 3.13, awslambdaric, the runtime's boto3).
+# Without either those tests are reported as skipped; LLOG_REQUIRE_RIE=1 makes that an error.
+rie:
+	@{ scripts/install-rie.sh && scripts/lambda-runtime-venv.sh >/dev/null; } || [ -z "$${LLOG_REQUIRE_RIE:-}" ] || exit 1
 
 # Iceberg's Spark runtime for the Iceberg export tests; without it they are reported as skipped.
 iceberg:
@@ -145,4 +151,4 @@ screenshots: setup
 	$(PY) -m devserver.console.screenshots docs/img
 
 clean:
-	rm -rf $(VENV) .tools .dev .soak .pytest_cache .mypy_cache .ruff_cache llog_layer/*.egg-info cdk.out node_modules
+	rm -rf $(VENV) .venv-lambda-runtime .tools .dev .soak .pytest_cache .mypy_cache .ruff_cache llog_layer/*.egg-info cdk.out node_modules

@@ -29,6 +29,7 @@ from functions.produce import app as produce_app
 from llog.config import S3Config
 from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET, OxiaServer, moto_s3_env, set_env, unreachable_oxia_env
+from tests.functions.emulator import COLD_STARTS
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 HANDLERS: dict[str, ModuleType] = {names.PRODUCE: produce_app, names.CONSUME: consume_app, names.ADMIN: admin_app}
@@ -113,3 +114,14 @@ def oxia_env(monkeypatch: pytest.MonkeyPatch, s3_env: Env, oxia_server: OxiaServ
     monkeypatch.setenv("LLOG_OXIA_REQUEST_TIMEOUT_MS", "3000")
     monkeypatch.setenv("LLOG_OXIA_CLOSE_TIMEOUT_MS", "3000")
     return s3_env
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Each emulated function's cold start (tests/functions/test_emulated.py), when they ran."""
+    if not COLD_STARTS:
+        return
+    terminalreporter.section("Lambda cold starts under aws-lambda-rie (as built by cdk synth)")
+    for name, (seconds, init_ms) in sorted(COLD_STARTS.items()):
+        init = f"{init_ms:4.0f} ms" if init_ms is not None else "not logged"
+        first = f"first invocation {seconds * 1000:4.0f} ms"
+        terminalreporter.write_line(f"{name:20} init (start + import) {init}, {first}")
