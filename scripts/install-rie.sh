@@ -23,22 +23,5 @@ MSG
 # shellcheck source=scripts/tool-lookup.sh
 source "$(dirname "$0")/tool-lookup.sh"
 
-built_version() {
-  command -v go >/dev/null 2>&1 || return 0
-  go version -m "$1" 2>/dev/null | awk -v m="$MODULE" '$1 == "mod" && $2 == m { print $3 }'
-}
-
 find_named_or_on_path
-if [ -x "$TOOLS_BIN/$TOOL" ]; then
-  have=$(built_version "$TOOLS_BIN/$TOOL")
-  if [ -z "$have" ] || [ "$have" = "$RIE_VERSION" ]; then found "$TOOLS_BIN/$TOOL"; fi
-  echo "$TOOL: .tools/bin/$TOOL is $have, not $RIE_VERSION: reinstalling" >&2
-fi
-
-command -v go >/dev/null 2>&1 || unavailable "Go is not installed (needed once, to install it into .tools/bin)"
-echo "$TOOL: installing $MODULE/cmd/aws-lambda-rie@$RIE_VERSION into .tools/bin (once)" >&2
-if ! GOBIN="$TOOLS_BIN" go install "$MODULE/cmd/aws-lambda-rie@$RIE_VERSION"; then
-  unavailable "go install $MODULE/cmd/aws-lambda-rie@$RIE_VERSION failed (output above; is the Go module proxy reachable?)"
-fi
-[ -x "$TOOLS_BIN/$TOOL" ] || unavailable "go install succeeded but left no $TOOLS_BIN/$TOOL"
-found "$TOOLS_BIN/$TOOL (installed)"
+find_or_go_install cmd/aws-lambda-rie "$RIE_VERSION" "under a minute"
