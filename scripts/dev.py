@@ -4,7 +4,10 @@
 * VersityGW (a real S3-compatible server, POSIX backend) on 127.0.0.1:4566,
   objects under .dev/s3 (bucket leaderless-log-wal, credentials testing/testing);
 * the HTTP API (`llog serve`: produce, consume, admin, /metrics, /openapi.json) on 127.0.0.1:8080, and the
-  console at /console (docs/CONSOLE.md);
+  console at /console (docs/CONSOLE.md); or, with LLOG_DEV_FRONT=lambda, what `cdk deploy` would run: the dev
+  stage's REST API as synthesized (routes, request models, gateway responses) in front of the produce, consume
+  and admin functions, built as `cdk synth` builds them and run under AWS's Lambda Runtime Interface Emulator
+  (devserver/lambda_front.py; docs/DEPLOY.md, "make dev on the deployed code path");
 * scheduled compaction (planner + worker, the Lambdas' code paths, run
   in-process every LLOG_DEV_COMPACTION_INTERVAL_S, default 60 s) and garbage
   collection (every LLOG_DEV_GC_INTERVAL_S, default 3600 s).
@@ -16,7 +19,8 @@ the objects are there without the index, it first offers `llog rebuild`
 (docs/RECOVERY.md), which keeps them, and only then `make dev-reset`.
 
 Overrides: LLOG_DEV_DIR (default .dev), LLOG_DEV_OXIA_PORT, LLOG_DEV_S3_PORT,
-LLOG_DEV_HTTP_PORT, LLOG_S3_BUCKET.
+LLOG_DEV_HTTP_PORT, LLOG_S3_BUCKET, LLOG_DEV_FRONT (serve, the default, or lambda),
+LLOG_DEV_LAMBDA_CONCURRENCY (lambda: execution environments per function, default 4).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +45,10 @@ from devserver.devstack import (
     find_oxia_binary,
     find_versitygw_binary,
 )
+from devserver.emulator import EmulatorUnavailable, find_rie, find_runtime_python, local_endpoints, synthesize
+from devserver.lambda_front import LambdaFront, start_front
 from devserver.serve import SERVE_PATHS, LlogServer, logging_from_a_writer_thread
-from functions.common import routes
+from functions.common import names, routes
 from llog.config import env_int, root_prefix_from_env
 from llog.errors import InvalidTopicName, LlogError
 from llog.format.keys import NamespaceKeys, validate_topic
@@ -60,6 +67,8 @@ PID_FILE = DEV_DIR / "dev.pid"
 OXIA_PORT = env_int(os.environ, "LLOG_DEV_OXIA_PORT", 6648)
 S3_PORT = env_int(os.environ, "LLOG_DEV_S3_PORT", 4566)
 HTTP_PORT = env_int(os.environ, "LLOG_DEV_HTTP_PORT", 8080)
+FRONTS = ("serve", "lambda")
+LAMBDA_DIR = DEV_DIR / "lambda"  # the synthesized stack, its layer and the functions' tree: rebuilt as needed
 BUCKET = os.environ.get("LLOG_S3_BUCKET", "leaderless-log-wal")
 ACCESS_KEY_ID = SECRET_ACCESS_KEY = "testing"
 
@@ -177,21 +186,48 @@ def wrapped(head: str, items: list[str], width: int = 118) -> str:
     return "\n".join([*lines, line])
 
 
-def banner(url: str, oxia: OxiaProcess, s3: VersityGW, compaction_s: int, gc_s: int, first_start: bool,
-           env: dict[str, str]) -> str:  # fmt: skip
-    """What make dev prints once it serves: every route and page of llog serve, the servers, where the data is."""
+@dataclass(frozen=True)
+class Front:
+    """What answers on the HTTP port, as the banner names it."""
+
+    description: str
+    routes: dict[str, list[str]]  # by function (or server), "METHOD /path"
+    console: bool
+
+
+def serve_front() -> Front:
     by_function: dict[str, list[str]] = {}
     for route in routes.ROUTES:
         by_function.setdefault(route.function, []).append(f"{route.method} {route.resource}")
     by_function["llog serve"] = [f"GET {path}" for path in SERVE_PATHS]
-    served = "\n".join(wrapped(f"    {name:<13}", paths) for name, paths in by_function.items())
+    return Front("llog serve: the produce, consume and admin functions' routes", by_function, console=True)
+
+
+def lambda_front(front: LambdaFront) -> Front:
+    names_by_id = {e.spec.logical_id: e.spec.name for pool in front.pools.values() for e in pool.environments}
+    by_function: dict[str, list[str]] = {name: [] for name in names.FUNCTIONS if name in names_by_id.values()}
+    for (method, resource), served in sorted(front.api.methods.items(), key=lambda item: item[0][::-1]):
+        if method != "ANY":
+            by_function[names_by_id[served.function]].append(f"{method} {resource}")
+    description = ("the dev stage's REST API as synthesized, in front of its functions under aws-lambda-rie;\n"
+                   "                   no SigV4 or API key is checked, no /console or /metrics (LLOG_DEV_FRONT=lambda)")
+    return Front(description, by_function, console=False)
+
+
+def banner(url: str, front: Front, oxia: OxiaProcess, s3: VersityGW, compaction_s: int, gc_s: int,
+           first_start: bool, env: dict[str, str]) -> str:  # fmt: skip
+    """What make dev prints once it serves: every route and page of its front, the servers, where the data is."""
+    served = "\n".join(wrapped(f"    {name:<13}", paths) for name, paths in front.routes.items())
+    console_line = ""
+    if front.console:
+        pages = "topics, records, groups, live charts: docs/CONSOLE.md"
+        console_line = f"\n  console          {url}{console.ROUTE}   ({pages})"
     exports = "\n".join(f"  export {k}={v}" for k, v in env.items())
     state = "new, empty" if first_start else "kept from the last run"
     return f"""
 llog is up.
-  HTTP API         {url}   (llog serve: the produce, consume and admin functions' routes)
-{served}
-  console          {url}{console.ROUTE}   (topics, records, groups, live charts: docs/CONSOLE.md)
+  HTTP API         {url}   ({front.description})
+{served}{console_line}
   Oxia standalone  {oxia.address}   data {shown(oxia.data_dir)}, log {shown(oxia.log_path)}
   S3 (VersityGW)   {s3.endpoint_url}   bucket {BUCKET}: objects in {shown(s3.root_dir / BUCKET)}, \
 log {shown(s3.log_path)}
@@ -203,6 +239,29 @@ Try the curl examples in README.md. To use the library directly:
 
 Ctrl-C stops everything.
 """
+
+
+def start_lambda_front(oxia: OxiaProcess, s3: VersityGW) -> LambdaFront:
+    """The dev stage as ``cdk synth`` builds it, its REST API on HTTP_PORT in front of its functions."""
+    print("LLOG_DEV_FRONT=lambda: synthesizing the dev stack and bundling its layer for this machine "
+          f"(into {shown(LAMBDA_DIR)}; the first time takes a minute or two) ...", flush=True)  # fmt: skip
+    started = time.monotonic()
+    synthesized = synthesize({"llog:stage": "dev"}, LAMBDA_DIR / "cdk.out", LAMBDA_DIR / "cdk.out-layer")
+    print(f"  synthesized in {time.monotonic() - started:.0f} s; starting the functions of its REST API "
+          "under aws-lambda-rie ...", flush=True)  # fmt: skip
+    local = {
+        "LLOG_OXIA_SERVICE_ADDRESS": oxia.address,
+        "LLOG_S3_BUCKET": BUCKET,
+        "LLOG_ROOT_PREFIX": root_prefix_from_env(os.environ),
+    }
+    endpoints = local_endpoints(s3.endpoint_url, s3.region, ACCESS_KEY_ID, SECRET_ACCESS_KEY)
+    concurrency = env_int(os.environ, "LLOG_DEV_LAMBDA_CONCURRENCY", 4, minimum=1)
+    front = start_front(synthesized, LAMBDA_DIR / "run", local, endpoints, "127.0.0.1", HTTP_PORT,
+                        concurrency=concurrency)  # fmt: skip
+    functions = sorted(e.spec.name for pool in front.pools.values() for e in pool.environments)
+    print(f"  started {', '.join(functions)} (up to {concurrency} environments each; logs in "
+          f"{shown(LAMBDA_DIR / 'run')})", flush=True)  # fmt: skip
+    return front.start()
 
 
 def main() -> int:
@@ -218,6 +277,17 @@ def _run() -> int:
     if vgw_bin is None:
         print(f"make dev needs VersityGW, its S3 server: {unavailable_reason('versitygw')}", file=sys.stderr)
         return 1
+    front_kind = os.environ.get("LLOG_DEV_FRONT") or "serve"
+    if front_kind not in FRONTS:
+        print(f"LLOG_DEV_FRONT must be one of {', '.join(FRONTS)}, not {front_kind!r}", file=sys.stderr)
+        return 2
+    if front_kind == "lambda":
+        try:
+            find_rie(), find_runtime_python()
+        except EmulatorUnavailable as unavailable:
+            print(f"LLOG_DEV_FRONT=lambda make dev needs the Lambda emulator and runtime: {unavailable}",
+                  file=sys.stderr)  # fmt: skip
+            return 1
     other = running_pid()
     if other is not None:
         print(f"make dev already runs on {shown(DEV_DIR)} (pid {other}); stop it first (Ctrl-C)", file=sys.stderr)
@@ -245,7 +315,7 @@ def _run() -> int:
     oxia = OxiaProcess(oxia_bin, OXIA_DIR, port=OXIA_PORT, fsync=True, new_session=True)
     s3 = VersityGW(vgw_bin, S3_DIR, port=S3_PORT, access_key_id=ACCESS_KEY_ID, secret_access_key=SECRET_ACCESS_KEY,
                    new_session=True)
-    server: LlogServer | None = None
+    stop_front: Callable[[], None] | None = None
     threads: list[threading.Thread] = []
     closers: list[Callable[[], None]] = []
     try:
@@ -277,7 +347,12 @@ def _run() -> int:
         collector = GarbageCollector.from_env()
         closers.append(collector.close)
         try:
-            server = LlogServer("127.0.0.1", HTTP_PORT).start()
+            if front_kind == "lambda":
+                front = start_lambda_front(oxia, s3)
+                url, shown_front, stop_front = front.url, lambda_front(front), front.stop
+            else:
+                server = LlogServer("127.0.0.1", HTTP_PORT).start()
+                url, shown_front, stop_front = server.url, serve_front(), server.shutdown
         except OSError as exc:
             print(f"could not serve the HTTP API on 127.0.0.1:{HTTP_PORT}: {exc} (LLOG_DEV_HTTP_PORT moves it)",
                   file=sys.stderr)
@@ -287,14 +362,14 @@ def _run() -> int:
         threads.append(every(compaction_s, stop, lambda: compaction_pass(compactor, claims), "dev-compaction"))
         threads.append(every(gc_s, stop, lambda: log.info("gc: %s", collector.collect()), "dev-gc"))
 
-        print(banner(server.url, oxia, s3, compaction_s, gc_s, first_start, env), flush=True)
+        print(banner(url, shown_front, oxia, s3, compaction_s, gc_s, first_start, env), flush=True)
         while not signalled:
             time.sleep(0.2)
         log.info("%s: stopping", signalled[0])
     finally:
         stop.set()
-        if server is not None:
-            server.shutdown()  # requests in flight finish first
+        if stop_front is not None:
+            stop_front()  # requests in flight finish first
         for thread in threads:
             thread.join(35)  # a compaction task's budget is 30 s
         for close in closers:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from devserver.emulator import EmulatorUnavailable, Synthesized, synthesize
 from devserver.serve import LlogServer
 from functions.admin import app as admin_app
 from functions.common import names
@@ -29,10 +31,28 @@ from functions.produce import app as produce_app
 from llog.config import S3Config
 from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET, OxiaServer, moto_s3_env, set_env, unreachable_oxia_env
-from tests.functions.emulator import COLD_STARTS
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 HANDLERS: dict[str, ModuleType] = {names.PRODUCE: produce_app, names.CONSUME: consume_app, names.ADMIN: admin_app}
+# Each emulated function's cold start (test_emulated.py), reported at the end of the run: (first
+# invocation in seconds, init phase in ms).
+COLD_STARTS: dict[str, tuple[float, float | None]] = {}
+
+
+def runtime(find: Callable[[], str]) -> str:
+    """The emulator or the runtime; skipped without it, a failure when ``LLOG_REQUIRE_RIE`` (CI) is set."""
+    try:
+        return find()
+    except EmulatorUnavailable as unavailable:
+        if os.environ.get("LLOG_REQUIRE_RIE"):
+            pytest.fail(f"{unavailable} (LLOG_REQUIRE_RIE is set)")
+        pytest.skip(str(unavailable))
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """The dev stack's template and cdk.out (function code staged), and the layer bundled by ``cdk synth``."""
+    return synthesize({"llog:stage": "dev"}, tmp_path_factory.mktemp("cdk.out"), tmp_path_factory.mktemp("layer"))
 
 
 def load_event(name: str, *, body: Any = None, raw_body: str | None = None, path: str | None = None) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Every llog function, built as ``cdk synth`` builds it, runs under AWS's Lambda Runtime Interface Emulator.
 
 Each of the eight functions is started once (``emulated``) from the dev stack's synthesized template and
-cdk.out (tests/functions/emulator.py says how, and what differs from Lambda), against the session's real
+cdk.out (devserver/emulator.py says how, and what differs from Lambda), against the session's real
 Oxia and moto (S3 and the compaction queue), and invoked through the emulator's invoke endpoint with what
 its trigger sends: API Gateway's proxy events (events/), sent to the function the template's REST API routes
 them to, for every route the template has (each method with its events/ sample, each ``ANY`` with ``PUT``);
@@ -24,29 +24,27 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import aws_cdk as cdk
 import boto3
 import pytest
 
-from functions.common import names
-from infra.layer import LlogLayer
-from infra.settings import LlogSettings
-from infra.stack import LlogStack
-from llog.config import S3Config
-from tests.conftest import BUCKET, OxiaServer
-from tests.functions.emulator import (
-    COLD_STARTS,
+from devserver.emulator import (
     LOCAL_SERVICES,
     EmulatedFunction,
+    FunctionError,
     FunctionTemplate,
+    Synthesized,
     find_rie,
     find_runtime_python,
     function_environment,
     function_templates,
-    host_architecture,
     lay_out,
+    local_endpoints,
 )
-from tests.infra.helpers import make_app
+from devserver.lambda_front import RestApi
+from functions.common import names
+from llog.config import S3Config
+from tests.conftest import BUCKET, OxiaServer
+from tests.functions.conftest import COLD_STARTS, runtime
 
 pytestmark = pytest.mark.bundling
 
@@ -66,29 +64,6 @@ def new_topic() -> str:
 
 
 @pytest.fixture(scope="session")
-def synthesized(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path, Path]:
-    """The dev stack's template and cdk.out (function code staged), and the layer bundled by ``cdk synth``."""
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    app = make_app({"llog:stage": "dev"}, outdir=str(outdir))
-    settings = LlogSettings.from_context(app.node.try_get_context)
-    stack = LlogStack(app, settings.stack_name, settings=settings)
-    assembly = app.synth()
-    template = json.loads((Path(assembly.directory) / f"{stack.stack_name}.template.json").read_text())
-    # The layer as the stack's LlogLayer bundles it, for the architecture this machine runs.
-    layer_out = tmp_path_factory.mktemp("cdk.out-layer")
-    layer_app = make_app(bundling=True, outdir=str(layer_out))
-    layer_stack = cdk.Stack(layer_app, "LayerOnly")
-    LlogLayer(layer_stack, "LlogLayer", architecture=host_architecture())
-    layer_app.synth()
-    (layer,) = (
-        r for r in cdk.assertions.Template.from_stack(layer_stack).to_json()["Resources"].values()
-        if r["Type"] == "AWS::Lambda::LayerVersion"
-    )  # fmt: skip
-    layer_asset = layer_out / ("asset." + layer["Properties"]["Content"]["S3Key"].removesuffix(".zip"))
-    return template, outdir, layer_asset
-
-
-@pytest.fixture(scope="session")
 def queue_url(s3_config: S3Config) -> str:
     """The compaction queue, in the session's moto (which serves SQS too)."""
     sqs = boto3.client("sqs", endpoint_url=s3_config.endpoint_url, region_name="us-east-1",
@@ -99,19 +74,18 @@ def queue_url(s3_config: S3Config) -> str:
 
 @pytest.fixture(scope="session")
 def emulated(
-    synthesized: tuple[dict[str, Any], Path, Path],
+    synthesized: Synthesized,
     oxia_server: OxiaServer,
     s3_config: S3Config,
     queue_url: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, EmulatedFunction]]:
     """All eight functions under the emulator, started once per session, sharing one root prefix."""
-    rie, python = find_rie(), find_runtime_python()
-    template, outdir, layer_asset = synthesized
-    specs = function_templates(template, outdir)
+    rie, python = runtime(find_rie), runtime(find_runtime_python)
+    specs = function_templates(synthesized.template, synthesized.outdir)
     assert sorted(specs) == sorted(names.FUNCTIONS)
     lambda_root = tmp_path_factory.mktemp("lambda")
-    opt, tasks = lay_out(layer_asset, specs, lambda_root)
+    opt, tasks = lay_out(synthesized.layer_asset, specs, lambda_root)
     assert s3_config.endpoint_url is not None
     local = {
         "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address,
@@ -120,17 +94,7 @@ def emulated(
         "LLOG_COMPACTION_QUEUE_URL": queue_url,
     }
     # On AWS: the execution role's credentials, the region's endpoints, the VPC's Oxia.
-    endpoints = {
-        "AWS_REGION": "us-east-1",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_ENDPOINT_URL_SQS": s3_config.endpoint_url,
-        "LLOG_S3_ENDPOINT_URL": s3_config.endpoint_url,
-        "LLOG_S3_REGION_NAME": "us-east-1",
-        "LLOG_S3_ACCESS_KEY_ID": "testing",
-        "LLOG_S3_SECRET_ACCESS_KEY": "testing",
-    }
+    endpoints = local_endpoints(s3_config.endpoint_url, "us-east-1", "testing", "testing")
     started: dict[str, EmulatedFunction] = {}
     try:
         for name, spec in specs.items():
@@ -147,36 +111,13 @@ def emulated(
                 COLD_STARTS[function.spec.name] = (function.cold_start.seconds, function.init_duration_ms())
 
 
-def api_routes(template: dict[str, Any]) -> dict[tuple[str, str], str]:
-    """(method, resource path) -> logical id of the function the REST API's integration invokes."""
-    resources = {k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::ApiGateway::Resource"}
-
-    def path(resource_id: Any) -> str:
-        if isinstance(resource_id, dict) and "Ref" in resource_id:
-            resource = resources[resource_id["Ref"]]["Properties"]
-            part: str = resource["PathPart"]
-            return path(resource["ParentId"]).rstrip("/") + "/" + part
-        return "/"  # Fn::GetAtt [<RestApi>, RootResourceId]
-
-    routes = {}
-    for resource in template["Resources"].values():
-        if resource["Type"] != "AWS::ApiGateway::Method":
-            continue
-        props = resource["Properties"]
-        uri = json.dumps(props.get("Integration", {}).get("Uri", ""))
-        targets = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::Lambda::Function" and k in uri]
-        if targets:
-            routes[(props["HttpMethod"], path(props["ResourceId"]))] = targets[0]
-    return routes
-
-
 def api_call(emulated: dict[str, EmulatedFunction], template: dict[str, Any], event: dict[str, Any]) -> Any:
-    """Invoke the function the template routes ``event`` to (its method and resource); the decoded answer."""
-    routes = api_routes(template)
+    """Invoke the function the template's REST API routes ``event`` to (its method and resource); the answer."""
+    methods = RestApi(template).methods
     route = (event["httpMethod"], event["resource"])
-    logical_id = routes.get(route) or routes.get(("ANY", event["resource"]))
-    assert logical_id is not None, f"the template routes no function for {route}: {sorted(routes)}"
-    (function,) = [f for f in emulated.values() if f.spec.logical_id == logical_id]
+    method = methods.get(route) or methods.get(("ANY", event["resource"]))
+    assert method is not None, f"the template routes no function for {route}: {sorted(methods)}"
+    (function,) = [f for f in emulated.values() if f.spec.logical_id == method.function]
     event["requestContext"]["requestId"] = str(uuid.uuid4())
     response = function.invoke(event)
     text = response["body"]
@@ -199,9 +140,9 @@ def schedule_event(template: dict[str, Any], spec: FunctionTemplate) -> dict[str
 
 
 def test_produce_then_consume_through_the_api_routes(
-    emulated: dict[str, EmulatedFunction], synthesized: tuple[dict[str, Any], Path, Path]
+    emulated: dict[str, EmulatedFunction], synthesized: Synthesized
 ) -> None:
-    template, topic = synthesized[0], new_topic()
+    template, topic = synthesized.template, new_topic()
     status, body, function = api_call(emulated, template, load_event("produce", topic=topic))
     assert (status, function) == (200, names.PRODUCE), body
     assert (body["success_count"], body["error_count"]) == (2, 0), body
@@ -224,11 +165,11 @@ def route_events() -> dict[tuple[str, str], list[str]]:
 
 
 def test_every_route_of_the_template_answers_through_its_function(
-    emulated: dict[str, EmulatedFunction], synthesized: tuple[dict[str, Any], Path, Path]
+    emulated: dict[str, EmulatedFunction], synthesized: Synthesized
 ) -> None:
     """Each method the REST API routes to a function, with the events/ event of that route; ANY with PUT."""
-    template, samples = synthesized[0], route_events()
-    routes = api_routes(template)
+    template, samples = synthesized.template, route_events()
+    routes = RestApi(template).methods
     methods = sorted(route for route in routes if route[0] != "ANY")
     assert not [route for route in methods if route not in samples], "a route without an event in events/"
     status, body, _ = api_call(emulated, template, load_event("produce"))  # the topic the samples name
@@ -248,10 +189,8 @@ def test_every_route_of_the_template_answers_through_its_function(
         assert status in (404, 405), (resource, status, body)
 
 
-def test_admin_answers_health_and_topics(
-    emulated: dict[str, EmulatedFunction], synthesized: tuple[dict[str, Any], Path, Path]
-) -> None:
-    template = synthesized[0]
+def test_admin_answers_health_and_topics(emulated: dict[str, EmulatedFunction], synthesized: Synthesized) -> None:
+    template = synthesized.template
     status, body, function = api_call(emulated, template, load_event("health"))
     assert (status, function) == (200, names.ADMIN), body
     status, body, function = api_call(emulated, template, load_event("topics"))
@@ -260,11 +199,11 @@ def test_admin_answers_health_and_topics(
 
 def test_the_scheduled_planner_enqueues_and_the_worker_compacts_what_sqs_delivers(
     emulated: dict[str, EmulatedFunction],
-    synthesized: tuple[dict[str, Any], Path, Path],
+    synthesized: Synthesized,
     s3_config: S3Config,
     queue_url: str,
 ) -> None:
-    template = synthesized[0]
+    template = synthesized.template
     status, body, _ = api_call(emulated, template, load_event("produce", topic=new_topic()))
     assert status == 200, body
     planner = emulated[names.COMPACTION_PLANNER]
@@ -290,10 +229,10 @@ def test_the_scheduled_planner_enqueues_and_the_worker_compacts_what_sqs_deliver
 
 @pytest.mark.parametrize("name", [names.GC, names.VERIFY, names.BACKUP])
 def test_each_scheduled_function_runs_on_its_schedule_event(
-    emulated: dict[str, EmulatedFunction], synthesized: tuple[dict[str, Any], Path, Path], name: str
+    emulated: dict[str, EmulatedFunction], synthesized: Synthesized, name: str
 ) -> None:
     function = emulated[name]
-    answer = function.invoke(schedule_event(synthesized[0], function.spec))
+    answer = function.invoke(schedule_event(synthesized.template, function.spec))
     assert isinstance(answer, dict), answer
     assert answer.get("errors", []) == [], answer
     if name == names.VERIFY:
@@ -301,31 +240,29 @@ def test_each_scheduled_function_runs_on_its_schedule_event(
 
 
 def test_a_layer_without_a_module_the_handler_imports_fails_the_cold_start(
-    synthesized: tuple[dict[str, Any], Path, Path], tmp_path: Path
+    synthesized: Synthesized, tmp_path: Path
 ) -> None:
     """What the emulator catches that in-process tests cannot: the layer lacks Powertools, the handler's import."""
-    rie, python = find_rie(), find_runtime_python()
-    template, outdir, layer_asset = synthesized
-    spec = function_templates(template, outdir)[names.ADMIN]
-    opt, tasks = lay_out(layer_asset, {spec.name: spec}, tmp_path)
+    rie, python = runtime(find_rie), runtime(find_runtime_python)
+    spec = function_templates(synthesized.template, synthesized.outdir)[names.ADMIN]
+    opt, tasks = lay_out(synthesized.layer_asset, {spec.name: spec}, tmp_path)
     shutil.rmtree(opt / "python" / "aws_lambda_powertools")
     environment = {"LLOG_OXIA_SERVICE_ADDRESS": "127.0.0.1:1"}  # never reached: the import fails first
     function = EmulatedFunction(spec, rie=rie, python=python, task_root=tasks[spec.name], opt=opt,
                                 environment=environment, log=tmp_path / "admin.log")  # fmt: skip
     function.start()
     try:
-        with pytest.raises(AssertionError, match="Runtime.ImportModuleError.*aws_lambda_powertools"):
+        with pytest.raises(FunctionError, match="Runtime.ImportModuleError.*aws_lambda_powertools"):
             function.invoke(load_event("health"))
     finally:
         function.stop()
 
 
 def test_a_template_variable_wired_to_a_resource_needs_a_local_stand_in(
-    synthesized: tuple[dict[str, Any], Path, Path],
+    synthesized: Synthesized,
 ) -> None:
-    template, outdir, _ = synthesized
-    spec = function_templates(template, outdir)[names.PRODUCE]
+    spec = function_templates(synthesized.template, synthesized.outdir)[names.PRODUCE]
     assert isinstance(spec.environment["LLOG_S3_BUCKET"], dict)  # a Ref to the data bucket
     wired = FunctionTemplate(**{**vars(spec), "environment": {**spec.environment, "LLOG_NEW": {"Ref": "Queue"}}})
-    with pytest.raises(AssertionError, match="LLOG_NEW"):
+    with pytest.raises(ValueError, match="LLOG_NEW"):
         function_environment(wired, dict.fromkeys(LOCAL_SERVICES, "local"))

@@ -20,7 +20,7 @@ URL = "http://127.0.0.1:8080"
 def a_banner(tmp_path: Path) -> str:
     oxia = OxiaProcess("oxia", tmp_path / "oxia", port=6648)
     s3 = VersityGW("versitygw", tmp_path / "s3", port=4566)
-    return dev.banner(URL, oxia, s3, 60, 3600, True, {"LLOG_OXIA_SERVICE_ADDRESS": oxia.address})
+    return dev.banner(URL, dev.serve_front(), oxia, s3, 60, 3600, True, {"LLOG_OXIA_SERVICE_ADDRESS": oxia.address})
 
 
 def test_the_banner_names_every_route_llog_serve_answers_and_the_console(tmp_path: Path) -> None:
