@@ -230,7 +230,7 @@ class Smoke:
             self.create_client_topic(step)
         with self.step("produce (client)") as step:
             sent = self.produce_client()
-            step.note = f"{self.records} records, {len(sent)} partitions"
+            step.note = f"{self.records} records, partitions {sorted(sent)}"
         with self.step("consume (client)"):
             self.consume_client(sent)
         with self.step("commit, lag 0"):

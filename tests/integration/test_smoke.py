@@ -12,8 +12,9 @@ import os
 import subprocess
 import sys
 import threading
+import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,26 +46,28 @@ def llog_serve(s3_config: S3Config, root: str, oxia_server: OxiaServer) -> Itera
         yield task
 
 
-@contextlib.contextmanager
-def gateway_answering(status: int, message: str) -> Iterator[str]:
-    """A stdlib HTTP server answering every request ``status`` with ``{"message": ...}``, as API Gateway refuses."""
+Answer = Callable[[str, str, bytes], tuple[int, bytes]]  # (method, path, body) -> (status, JSON body)
 
-    class Refusing(http.server.BaseHTTPRequestHandler):
-        def answer(self) -> None:
-            self.rfile.read(int(self.headers.get("content-length") or 0))
-            body = json.dumps({"message": message}).encode()
+
+@contextlib.contextmanager
+def gateway(answer: Answer) -> Iterator[str]:
+    """A stdlib HTTP server on a free port standing for API Gateway, each request answered by ``answer``; its URL."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def handle_request(self) -> None:
+            status, body = answer(self.command, self.path, self.rfile.read(int(self.headers["content-length"] or 0)))
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
 
-        do_GET = do_POST = do_DELETE = answer
+        do_GET = do_POST = do_DELETE = handle_request
 
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -73,6 +76,30 @@ def gateway_answering(status: int, message: str) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+def refusing(status: int, message: str) -> Answer:
+    """Every request answered as API Gateway refuses one: ``status`` with ``{"message": ...}``."""
+    return lambda method, path, body: (status, json.dumps({"message": message}).encode())
+
+
+def api_key_stage(upstream: str) -> Answer:
+    """A stage with ``llog:apiAuth=api_key`` in front of ``upstream``: the topic writes are IAM-only, so an API key's
+    ``POST /topics`` and ``DELETE /topics/<topic>`` are refused (403); the rest is passed through."""
+
+    def answer(method: str, path: str, body: bytes) -> tuple[int, bytes]:
+        path = path.removeprefix("/dev")
+        if (method, path) == ("POST", "/topics") or (method == "DELETE" and path.startswith("/topics/")):
+            return refusing(403, "Forbidden")(method, path, body)
+        request = urllib.request.Request(upstream + path, data=body if method != "GET" else None, method=method,
+                                         headers={"content-type": "application/json"})  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, response.read()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read()
+
+    return answer
 
 
 @pytest.mark.oxia
@@ -91,7 +118,7 @@ def test_smoke_passes_every_step_against_llog_serve_and_deletes_its_topics(
     outcomes = [line.split()[0] for line in done.stdout.splitlines()[: len(STEPS)]]
     names = [line[5:27].strip() for line in done.stdout.splitlines()[: len(STEPS)]]
     assert (outcomes, names) == (["ok"] * len(STEPS), list(STEPS)), done.stdout
-    assert "60 records, 3 partitions" in done.stdout
+    assert "60 records, partitions [0, 1, 2]" in done.stdout
     assert done.stdout.splitlines()[-1].startswith(f"smoke test passed against {llog_serve.url}")
     with urllib.request.urlopen(llog_serve.url + "/topics", timeout=30) as answer:
         assert [t["topic"] for t in json.load(answer)["topics"]] == []  # the test's own root: only the smoke's
@@ -106,6 +133,23 @@ def test_smoke_with_keep_leaves_its_topics(llog_serve: ServeTask) -> None:
         kept = sorted(t["topic"] for t in json.load(answer)["topics"])
     assert len(kept) == 2, kept
     assert f"kept {kept[0]}, {kept[1]} (--keep)" in done.stdout
+
+
+@pytest.mark.oxia
+def test_smoke_with_an_api_key_passes_and_names_the_topics_its_refused_delete_left_behind(
+    llog_serve: ServeTask,
+) -> None:
+    with gateway(api_key_stage(llog_serve.url)) as url:
+        done = run_smoke("--url", url, "--records", "20", "--api-key", "key")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "the produce creates it with one partition" in done.stdout
+    assert "20 records, partitions [0]" in done.stdout
+    with urllib.request.urlopen(llog_serve.url + "/topics", timeout=30) as answer:
+        left = sorted(t["topic"] for t in json.load(answer)["topics"])
+    assert len(left) == 2, left
+    [delete] = [line for line in done.stdout.splitlines() if "delete topics" in line]
+    assert delete.startswith("warn delete topics"), done.stdout
+    assert f"403: topic delete is IAM-only with an API key; left behind: {left[0]}, {left[1]}" in delete
 
 
 def test_smoke_on_a_closed_port_fails_at_the_first_step_with_the_unreachable_hint() -> None:
@@ -132,7 +176,7 @@ def test_smoke_on_a_closed_port_fails_at_the_first_step_with_the_unreachable_hin
 def test_smoke_refused_by_the_gateway_fails_at_the_first_step_with_the_auth_or_stage_hint(
     status: int, message: str, args: tuple[str, ...], hint: str
 ) -> None:
-    with gateway_answering(status, message) as url:
+    with gateway(refusing(status, message)) as url:
         done = run_smoke("--url", url, *args)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.startswith("FAIL produce (README)"), done.stdout
