@@ -8,7 +8,7 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia versitygw lincheck rie iceberg chromium wrk screenshots test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load soak clean
+.PHONY: help setup oxia versitygw lincheck rie iceberg chromium wrk screenshots test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load smoke soak clean
 
 help:
 	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, llog-lincheck, the Lambda emulator, Chromium and wrk (idempotent)"
@@ -22,6 +22,8 @@ help:
 	@echo "make bench   - setup, then the benchmarks; results go to docs/PERFORMANCE.md"
 	@echo "make soak [SOAK_ARGS='--scale 10 --model-examples 100'] - the reliability harness at length (docs/RELIABILITY.md)"
 	@echo "make load LOAD_ARGS='--rate 500 --duration 30' - load test of the HTTP API (make dev's :8080), then reconcile"
+	@echo "make smoke URL=<ApiUrl> [SMOKE_ARGS='--sigv4-region <region>' | SMOKE_ARGS='--api-key <key>'] - check a deployed"
+	@echo "               (or make dev's) API end to end: the README's produce and consume, the client, a group; deletes its topics"
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
 	@echo "make screenshots - regenerate docs/img/console-*.png: the console (http://127.0.0.1:8080/console) on sample data"
 
@@ -145,6 +147,14 @@ soak: setup
 # Against `make dev` (or any API: LOAD_ARGS="--url https://... --auth sigv4"); docs/LOAD_TEST.md.
 load: $(STAMP)
 	$(PY) bench/load.py $(LOAD_ARGS)
+
+# After a deploy (docs/DEPLOY.md), or against make dev (URL=http://127.0.0.1:8080); scripts/smoke.py --help.
+# Without a URL it is refused before setup runs.
+smoke:
+	@test -n "$(URL)" || { echo "usage: make smoke URL=https://<api-id>.execute-api.<region>.amazonaws.com/<stage>/" \
+	  "[SMOKE_ARGS='--sigv4-region <region>' | SMOKE_ARGS='--api-key <key>']"; exit 2; }
+	@$(MAKE) --no-print-directory $(STAMP)
+	$(PY) scripts/smoke.py --url "$(URL)" $(SMOKE_ARGS)
 
 # The console's pictures in docs/img/: a temporary stack (Oxia, moto S3, llog serve) with sample data, Chromium.
 screenshots: setup
