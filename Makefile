@@ -8,13 +8,14 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia versitygw lincheck rie iceberg chromium wrk screenshots test lint typecheck pytest synth dev dev-reset serve invoke glue-local glue-sql bench load smoke soak clean
+.PHONY: help setup oxia versitygw lincheck rie iceberg chromium wrk screenshots test lint typecheck pytest synth deploy-check dev dev-reset serve invoke glue-local glue-sql bench load smoke soak clean
 
 help:
 	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, llog-lincheck, the Lambda emulator, Chromium and wrk (idempotent)"
 	@echo "make test    - setup, then ruff, mypy and the whole pytest suite"
 	@echo "make dev     - setup, then run the whole system locally (Oxia, S3 (VersityGW), HTTP API on :8080, compaction);"
-	@echo "               its data (.dev/oxia, .dev/s3) is kept across restarts"
+	@echo "               its data (.dev/oxia, .dev/s3) is kept across restarts; LLOG_DEV_FRONT=lambda make dev serves :8080"
+	@echo "               through the dev stage's REST API and its functions as cdk synth builds them (Lambda emulator)"
 	@echo "make dev-reset - delete make dev's data (.dev/oxia and .dev/s3 together); refused while make dev runs"
 	@echo "make invoke FN=<function> EVENT=<file> - run one Lambda handler on an event against the environment"
 	@echo "make glue-local - export the make dev stack's compacted ranges to .dev/tables/records (Spark, local)"
@@ -25,6 +26,8 @@ help:
 	@echo "make smoke URL=<ApiUrl> [SMOKE_ARGS='--sigv4-region <region>' | SMOKE_ARGS='--api-key <key>'] - check a deployed"
 	@echo "               (or make dev's) API end to end: the README's produce and consume, the client, a group; deletes its topics"
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
+	@echo "make deploy-check - before a first deploy, offline: synth and cdk-nag, cfn-lint over every template variant,"
+	@echo "               the functions as built under the Lambda emulator, make smoke through the dev stage's REST API"
 	@echo "make screenshots - regenerate docs/img/console-*.png: the console (http://127.0.0.1:8080/console) on sample data"
 
 setup: $(STAMP) $(NPM_STAMP) oxia versitygw lincheck rie iceberg chromium wrk
@@ -97,6 +100,11 @@ synth: $(STAMP) $(NPM_STAMP)
 	$(CDK) synth --quiet -c llog:stage=prod
 
 test: setup lint typecheck pytest synth
+
+# docs/DEPLOY.md, "Before the first deploy": what can be checked without an AWS account, in one command.
+deploy-check: setup synth
+	LLOG_REQUIRE_OXIA=1 LLOG_REQUIRE_RIE=1 $(PY) -m pytest -q -p no:cacheprovider tests/infra \
+	  tests/functions/test_emulated.py tests/functions/test_lambda_front.py
 
 dev: setup
 	$(PY) scripts/dev.py

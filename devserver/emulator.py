@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -42,13 +41,10 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from devserver.devstack import free_port
 from functions.common import names
-
-if TYPE_CHECKING:  # infra imports aws_cdk, which starts jsii: only when something is synthesized
-    from infra.layer import Architecture
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / ".tools"
@@ -104,17 +100,6 @@ def find_runtime_python() -> str:
         return str(python)
     default = f"{RUNTIME_VENV.name} has no CPython {PYTHON_VERSION} with awslambdaric: run make setup"
     raise EmulatorUnavailable(f"no Lambda runtime (CPython 3.13, awslambdaric): {_reason('lambda-runtime', default)}")
-
-
-def host_architecture() -> Architecture:
-    """The layer architecture this machine can load (infra/layer.py's names)."""
-    architectures: dict[str, Architecture] = {
-        "x86_64": "x86_64",
-        "amd64": "x86_64",
-        "aarch64": "arm64",
-        "arm64": "arm64",
-    }
-    return architectures[platform.machine().lower()]
 
 
 @dataclass(frozen=True)
@@ -381,43 +366,22 @@ def synthesize(context: Mapping[str, Any], stack_out: Path, layer_out: Path) -> 
     into ``layer_out`` (an existing bundle of the same sources is reused: CDK skips bundling an asset whose
     directory exists).
 
-    The stack's own bundling is skipped: its layer is for arm64; the one bundled here is
-    :class:`~infra.layer.LlogLayer` for the architecture this machine can load. It runs in a process of its
-    own, from the checkout (infra/ is not an installed package), in a session of its own: jsii's Node.js
-    process ends with it and a Ctrl-C of the caller does not reach it.
+    The stack's own bundling is skipped: its layer is for arm64; the one bundled here is for the architecture
+    this machine can load (infra/local_build.py). It runs in a process of its own, from the checkout (infra/ is
+    not an installed package), in a session of its own: jsii's Node.js process ends with it and a Ctrl-C of
+    the caller does not reach it.
     """
     stack_out.mkdir(parents=True, exist_ok=True)
     request = {"context": dict(context), "stack_out": str(stack_out), "layer_out": str(layer_out)}
-    done = subprocess.run([sys.executable, "-m", "devserver.emulator"], input=json.dumps(request), text=True,
-                          cwd=ROOT, stdout=subprocess.PIPE, check=False, start_new_session=True)  # fmt: skip
+    # jsii prints a large banner on every start under Node 20.
+    env = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", **os.environ}
+    done = subprocess.run([sys.executable, "-m", "infra.local_build"], input=json.dumps(request), text=True,
+                          cwd=ROOT, env=env, stdout=subprocess.PIPE, check=False, start_new_session=True)  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"cdk synth of the llog stack failed ({done.returncode}); its output is above")
     answer = json.loads(done.stdout.splitlines()[-1])
     template = json.loads(Path(answer["template"]).read_text())
     return Synthesized(template, stack_out, Path(answer["layer_asset"]))
-
-
-def _synthesize_here(context: Mapping[str, Any], stack_out: str, layer_out: str) -> dict[str, str]:
-    # jsii prints a large banner on every start under Node 20.
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
-    import aws_cdk as cdk
-
-    from infra.layer import LlogLayer
-    from infra.settings import LlogSettings
-    from infra.stack import LlogStack
-
-    settings_context = {**json.loads((ROOT / "cdk.json").read_text())["context"], **context}
-    app = cdk.App(context={**settings_context, "aws:cdk:bundling-stacks": []}, outdir=stack_out)
-    settings = LlogSettings.from_context(app.node.try_get_context)
-    stack = LlogStack(app, settings.stack_name, settings=settings)
-    template = Path(app.synth().directory) / f"{stack.stack_name}.template.json"
-    layer_app = cdk.App(context=settings_context, outdir=layer_out)
-    layer_stack = cdk.Stack(layer_app, "LayerOnly")
-    LlogLayer(layer_stack, "LlogLayer", architecture=host_architecture())
-    layer_template = json.loads((Path(layer_app.synth().directory) / "LayerOnly.template.json").read_text())
-    (layer,) = (r for r in layer_template["Resources"].values() if r["Type"] == "AWS::Lambda::LayerVersion")
-    layer_asset = Path(layer_out) / ("asset." + layer["Properties"]["Content"]["S3Key"].removesuffix(".zip"))
-    return {"template": str(template), "layer_asset": str(layer_asset)}
 
 
 def local_endpoints(s3_endpoint_url: str, region: str, access_key_id: str, secret_access_key: str) -> dict[str, str]:
@@ -433,7 +397,3 @@ def local_endpoints(s3_endpoint_url: str, region: str, access_key_id: str, secre
         "LLOG_S3_ACCESS_KEY_ID": access_key_id,
         "LLOG_S3_SECRET_ACCESS_KEY": secret_access_key,
     }
-
-
-if __name__ == "__main__":  # synthesize()'s own process: the request on stdin, the answer on stdout's last line
-    print(json.dumps(_synthesize_here(**json.loads(sys.stdin.read()))))

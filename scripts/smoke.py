@@ -43,7 +43,7 @@ from typing import Any
 
 from llog_client.auth import ApiKeyAuth, Auth
 from llog_client.cli import API_KEY_VARIABLE
-from llog_client.cli import _auth as auth_from_options
+from llog_client.cli import auth_from_args
 from llog_client.consumer import Consumer
 from llog_client.errors import LlogClientError, OutcomeUnknownError, TransportError
 from llog_client.partitioner import partition_for_key
@@ -363,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         produce, consume = readme_bodies(README.read_text(encoding="utf-8"))
-        auth = auth_from_options(args)
+        auth = auth_from_args(args)
     except ValueError as exc:  # README.md's examples changed shape; no AWS credentials for SigV4; an empty key
         print(f"smoke: {exc}", file=sys.stderr)
         return 2

@@ -54,7 +54,7 @@ def _connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", action="store_true", help="print a progress line to stderr")
 
 
-def _auth(args: argparse.Namespace) -> Auth | None:
+def auth_from_args(args: argparse.Namespace) -> Auth | None:
     if args.sigv4_region:
         return SigV4Auth(args.sigv4_region)
     api_key = args.api_key or os.environ.get(API_KEY_VARIABLE)
@@ -130,7 +130,7 @@ def produce(args: argparse.Namespace, stdin: IO[bytes] | None = None, stderr: IO
     tally = _Tally()
     progress = _Progress(args.progress, stderr)
     sent = 0
-    producer = Producer(args.url or default_url(), _auth(args))
+    producer = Producer(args.url or default_url(), auth_from_args(args))
     try:
         for line in stdin:
             line = line[:-1] if line.endswith(b"\n") else line
@@ -179,7 +179,7 @@ def consume(args: argparse.Namespace, stdout: IO[bytes] | None = None, stderr: I
     progress = _Progress(args.progress, stderr)
     printed = 0
     consumer = Consumer(
-        args.url or default_url(), args.group, [args.topic], _auth(args),
+        args.url or default_url(), args.group, [args.topic], auth_from_args(args),
         enable_auto_commit=False, auto_offset_reset="earliest" if args.from_beginning else "latest",
         session_timeout_ms=args.session_timeout_ms,
         on_assign=None if args.from_time is None else lambda gained: consumer.seek_to_time(args.from_time, gained),

@@ -29,6 +29,7 @@ from llog_client.consumer import Record
 from tests.conftest import BUCKET, OxiaServer
 from tests.functions.conftest import runtime
 from tests.integration.test_http_server import EXAMPLE_CONSUME, EXAMPLE_PRODUCE
+from tests.integration.test_smoke import STEPS, run_smoke
 
 pytestmark = pytest.mark.bundling
 
@@ -210,3 +211,11 @@ def test_a_function_whose_environment_died_answers_502(front: LambdaFront) -> No
     assert (answer["error"], answer["retriable"]) == ("Internal server error", True), answer
     status, _, answer = call(front, "GET", "/health")
     assert status == 200, answer  # a new environment (a cold start) took its place
+
+
+def test_make_smoke_passes_every_step_through_the_functions(front: LambdaFront) -> None:
+    """scripts/smoke.py (``make smoke URL=...``), as against a deployed stage: the README's requests, the client's
+    producer, a group consumer's commit and lag, and the topics deleted."""
+    done = run_smoke("--url", front.url, "--records", "40")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [line.split()[0] for line in done.stdout.splitlines()[: len(STEPS)]] == ["ok"] * len(STEPS), done.stdout

@@ -489,6 +489,37 @@ def test_make_dev_keeps_every_record_across_a_restart(dev_stack: DevStack) -> No
 
 
 @pytest.mark.oxia
+@pytest.mark.bundling
+def test_make_dev_with_the_lambda_front_serves_the_same_log_through_the_functions(dev_stack: DevStack) -> None:
+    """LLOG_DEV_FRONT=lambda: the records llog serve took are read, and new ones written, through the dev
+    stage's REST API and its functions under the emulator (tests/functions/test_lambda_front.py tests the
+    front itself); Ctrl-C stops it cleanly."""
+    dev_stack.start()
+    dev_stack.post("/produce", {"topic_partitions": [{"topic": "orders", "partition": 0, "records": ["alpha"]}]})
+    assert dev_stack.stop(signal.SIGINT) == 0
+
+    dev_stack.env["LLOG_DEV_FRONT"] = "lambda"
+    banner = dev_stack.start(timeout_s=300)  # the first start synthesizes the stack and bundles its layer
+    assert "under aws-lambda-rie" in banner
+    assert "  console  " not in banner
+    dev_stack.post("/produce", {"topic_partitions": [{"topic": "orders", "partition": 0, "records": ["beta"]}]})
+    consumed = dev_stack.post("/consume", {"topic_partitions": [
+        {"topic": "orders", "partition": 0, "fetch_offset": 1}], "max_wait_ms": 0})  # fmt: skip
+    assert [(x["offset"], x["value"]) for x in consumed["results"][0]["records"]] == [(1, "alpha"), (2, "beta")]
+    assert dev_stack.stop(signal.SIGINT) == 0
+    assert "Traceback" not in dev_stack.log_path.read_text()
+
+
+@pytest.mark.oxia
+def test_make_dev_refuses_a_front_it_does_not_know(dev_stack: DevStack) -> None:
+    dev_stack.env["LLOG_DEV_FRONT"] = "lamda"
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev.py")], cwd=ROOT, env=dev_stack.env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "LLOG_DEV_FRONT must be one of serve, lambda, not 'lamda'" in result.stderr
+
+
+@pytest.mark.oxia
 def test_make_dev_refuses_an_index_without_its_objects(dev_stack: DevStack) -> None:
     (dev_stack.dev_dir / "oxia").mkdir(parents=True)  # as a make dev that kept S3 in memory left it
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev.py")], cwd=ROOT, env=dev_stack.env,
