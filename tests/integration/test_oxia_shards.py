@@ -33,10 +33,10 @@ def sharded_store(tmp_path_factory: pytest.TempPathFactory, oxia_server: object)
 
 
 def partition_keys_on_every_shard(store: OxiaStore) -> list[str]:
-    discovery = store._get_client()._service_discovery
+    discovery = store._get_client().shards
     by_shard: dict[int, str] = {}
     for i in range(200):
-        by_shard.setdefault(discovery.get_leader("k", f"pk-{i}")[0], f"pk-{i}")
+        by_shard.setdefault(discovery.leader("k", f"pk-{i}")[0], f"pk-{i}")
     assert len(by_shard) == SHARDS
     return list(by_shard.values())
 

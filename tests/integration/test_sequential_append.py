@@ -52,7 +52,7 @@ from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata, SequenceRecord, VersionedControl
 from llog.protocol.retention import Retention
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
-from llog.store import oxia as oxia_adapter
+from llog.store import oxia_client
 from llog.store.metrics import OperationCounters
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
@@ -192,7 +192,7 @@ def test_a_shared_append_to_known_sequential_partitions_is_one_oxia_write_per_sh
         for p in partitions:
             writer.initialize_partition(topic, p)
             writer.append(topic, p, [b"warm"])  # the writer learns each partition's open generation
-        shards = {oxia._get_client()._service_discovery.get_leader("", f"{topic}:{p}")[0] for p in partitions}
+        shards = {oxia._get_client()._service_discovery.leader("", f"{topic}:{p}")[0] for p in partitions}
         before = counters.snapshot()
         results = writer.append_shared([SharedAppendGroup(topic, p, [b"%d-a" % p, b"%d-b" % p]) for p in partitions])
         after = counters.snapshot()
@@ -887,7 +887,7 @@ def test_a_commit_whose_answer_is_lost_is_outcome_unknown_and_its_records_are_re
     again (a second put would be a second entry), and its records are read once, before the next append's."""
     lose_next = threading.Event()
     writes: list[bytes] = []
-    stub_init = oxia_adapter._Stub.__init__
+    stub_init = oxia_client.Stub.__init__
 
     def init(stub: Any, channel: Any) -> None:
         stub_init(stub, channel)
@@ -903,7 +903,7 @@ def test_a_commit_whose_answer_is_lost_is_outcome_unknown_and_its_records_are_re
 
         stub.write_bytes = write_bytes
 
-    monkeypatch.setattr(oxia_adapter._Stub, "__init__", init)
+    monkeypatch.setattr(oxia_client.Stub, "__init__", init)
     with OxiaStore(oxia_config) as oxia:  # its stubs are made from here, with the lossy write
         storage = Storage(oxia, blob_store, BUCKET, root)
         writer = seq_writer(storage)

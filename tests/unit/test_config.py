@@ -12,7 +12,7 @@ import pytest
 from llog.config import OxiaConfig, S3Config, WriterConfig, env_int, root_prefix_from_env
 from llog.errors import ConfigurationError, LlogError
 
-ADDRESS = {"LLOG_OXIA_SERVICE_ADDRESS": "oxia.internal:6648"}
+ADDRESS = {"LLOG_OXIA_SERVICE_ADDRESS": "oxia.example:6648"}
 
 
 # --- Oxia -------------------------------------------------------------------------------------
@@ -21,7 +21,7 @@ ADDRESS = {"LLOG_OXIA_SERVICE_ADDRESS": "oxia.internal:6648"}
 def test_oxia_defaults():
     c = OxiaConfig.from_env(dict(ADDRESS))
     assert c == OxiaConfig(
-        service_address="oxia.internal:6648",
+        service_address="oxia.example:6648",
         namespace="default",
         session_timeout_ms=30_000,
         client_identifier=None,

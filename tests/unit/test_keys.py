@@ -5,11 +5,10 @@ from __future__ import annotations
 import itertools
 import random
 import uuid
-from functools import cmp_to_key
 
 import pytest
-from oxia.internal.compare import compare_with_slash
 
+from llog.store.oxia_client import oxia_key_order
 from llog.errors import InvalidArgument, InvalidPartition, InvalidTopicName, LlogError
 from llog.format.keys import (
     DEFAULT_ROOT_PREFIX,
@@ -25,7 +24,12 @@ from llog.format.keys import (
     validate_topic,
 )
 
-oxia_order = cmp_to_key(compare_with_slash)
+oxia_order = oxia_key_order  # the server's key order
+
+
+def oxia_compare(a: str, b: str) -> int:
+    """Negative, zero or positive as ``a`` sorts before, with or after ``b`` in Oxia."""
+    return (oxia_order(a) > oxia_order(b)) - (oxia_order(a) < oxia_order(b))
 
 
 # --- the documented key layout -------------------------------------------------------------------
@@ -250,7 +254,7 @@ ORDER_OFFSETS = [0, 1, 2, 9, 10, 11, 99, 100, 101, 999, 1000, 12345, 2**31, 2**3
 
 
 def in_scan(k: PartitionKeys, key: str) -> bool:
-    return bool(compare_with_slash(k.index_prefix, key) <= 0 and compare_with_slash(key, k.index_scan_end) < 0)
+    return bool(oxia_compare(k.index_prefix, key) <= 0 and oxia_compare(key, k.index_scan_end) < 0)
 
 
 def test_index_keys_sort_numerically_under_oxia_order():
@@ -261,19 +265,19 @@ def test_index_keys_sort_numerically_under_oxia_order():
     assert sorted(shuffled, key=oxia_order) == keys
     assert [k.parse_index_key(x) for x in sorted(shuffled, key=oxia_order)] == ORDER_OFFSETS
     for a, b in itertools.pairwise(keys):
-        assert compare_with_slash(a, b) < 0 < compare_with_slash(b, a)
+        assert oxia_compare(a, b) < 0 < oxia_compare(b, a)
 
 
 @pytest.mark.parametrize("partition", [0, 1, 10, 2**31 - 1])
 def test_every_index_key_lies_in_the_scan_range(partition):
     k = PartitionKeys("orders", partition)
-    assert compare_with_slash(k.index_prefix, k.index_scan_end) < 0
+    assert oxia_compare(k.index_prefix, k.index_scan_end) < 0
     for offset in ORDER_OFFSETS:
         key = k.index(offset)
-        assert compare_with_slash(k.index_prefix, key) < 0
-        assert compare_with_slash(key, k.index_scan_end) < 0
+        assert oxia_compare(k.index_prefix, key) < 0
+        assert oxia_compare(key, k.index_scan_end) < 0
         assert in_scan(k, key)
-    assert compare_with_slash(k.index(0), k.index(10**20 - 1)) < 0
+    assert oxia_compare(k.index(0), k.index(10**20 - 1)) < 0
 
 
 @pytest.mark.parametrize(
@@ -302,7 +306,7 @@ def test_every_index_key_lies_in_the_scan_range(partition):
 def test_foreign_keys_fall_outside_the_scan_range(key):
     k = PartitionKeys("orders", 0)
     lower, upper = k.index(0), k.index_scan_end
-    assert not (compare_with_slash(lower, key) <= 0 and compare_with_slash(key, upper) < 0)
+    assert not (oxia_compare(lower, key) <= 0 and oxia_compare(key, upper) < 0)
     assert not in_scan(k, key)
 
 
@@ -392,7 +396,7 @@ def test_a_partition_of_a_topic_with_an_id_lives_in_a_folder_of_its_own_the_lega
         assert a.parse_sequence_key(1, b.sequence_key(1, 3)) is None
         for start, end in a.oxia_ranges:  # in Oxia's order, no range of one holds a key of the other
             for key in (b.control, b.index(5), b.producer_state(str(uuid.UUID(int=5))), b.sequence_key(1, 3)):
-                assert not (compare_with_slash(start, key) <= 0 and compare_with_slash(key, end) < 0)
+                assert not (oxia_compare(start, key) <= 0 and oxia_compare(key, end) < 0)
     assert partition_keys("orders", 1, "llog", TOPIC_ID) == keyed
     assert partition_keys("orders", 1, "llog", TOPIC_ID) is partition_keys("orders", 1, "llog", TOPIC_ID)
 

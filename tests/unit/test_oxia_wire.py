@@ -1,11 +1,10 @@
-"""llog/store/oxia_wire.py against the Oxia client's own generated messages (betterproto2), both ways."""
+"""llog/store/oxia_wire.py against the messages generated from Oxia's client.proto (llog/store/oxia_proto), both ways."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from oxia.internal.proto.io.streamnative.oxia import proto as pb
 
 from llog.store.oxia_wire import (
     GetAnswer,
@@ -19,6 +18,7 @@ from llog.store.oxia_wire import (
     encode_read_request,
     encode_write_request,
 )
+from llog.store.oxia_proto.io.oxia.proto import v1 as pb
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 UINT64 = st.integers(min_value=0, max_value=2**64 - 1)

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import bisect
 import json
-from functools import cmp_to_key
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from oxia.internal.compare import compare_with_slash
 
+from llog.store.oxia_client import oxia_key_order
 from llog.config import OxiaConfig, WriterConfig, append_protocol_from_env
 from llog.errors import ConfigurationError, CorruptMetadata, InvalidArgument
 from llog.format import documents
@@ -50,7 +49,7 @@ from llog.protocol.index import PartitionIndex, last_valid_position
 from llog.protocol.metadata import PartitionMetadata
 from llog.store.oxia import OxiaStore
 
-oxia_order = cmp_to_key(compare_with_slash)
+oxia_order = oxia_key_order  # the server's key order
 KEYS = PartitionKeys("orders", 3)
 REF = documents.DataRef("s3://b/llog/wal-shared/x", "bytes-batch-v1", 10, 20)
 

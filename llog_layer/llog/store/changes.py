@@ -27,14 +27,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 import grpc
-from oxia.internal.proto.io.streamnative.oxia import proto as pb
+
+from llog.store.oxia_proto.io.oxia.proto import v1 as pb
 
 log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 W = TypeVar("W", bound="Wakeup")
 
-ShardStubs = Callable[[], list[tuple[int, Any]]]  # (shard id, OxiaClientStub) of every shard
+ShardStubs = Callable[[], list[tuple[int, Any]]]  # (shard id, llog.store.oxia_client.Stub) of every shard
 
 # Between reconnect attempts: 100 ms doubling up to 5 s. A server without
 # notifications (--notifications-enabled=false) is asked again every 5 s;
@@ -212,7 +213,7 @@ class ChangeFeed:
                 shards = self._shard_stubs()
                 if not shards:
                     raise LookupError("no shard assignments yet")
-                streams = [stub.get_notifications(pb.NotificationsRequest(shard=shard)) for shard, stub in shards]
+                streams = [stub.notifications(pb.NotificationsRequest(shard=shard)) for shard, stub in shards]
             except Exception as exc:
                 reason = f"{type(exc).__name__}: {exc}"
             else:
@@ -267,7 +268,7 @@ class ChangeFeed:
             for batch in stream:
                 if index in pending:
                     self._connected(index, pending)
-                self._dispatch({key: _version(n) for key, n in batch.notifications.items()})
+                self._dispatch({entry.key or "": _version(entry.value) for entry in batch.notifications})
             why.append("the server ended the stream")
         except grpc.RpcError as exc:
             why.append(f"{exc.code().name}: {exc.details()}")
@@ -312,7 +313,9 @@ class ChangeFeed:
                 wakeup.notified(woken[wakeup], frozenset(written.get(wakeup, ())))
 
 
-def _version(notification: pb.Notification) -> int | None:
+def _version(notification: pb.Notification | None) -> int | None:
     """The version id a notified key was written with; None for a deletion."""
-    written = notification.type in (pb.NotificationType.KEY_CREATED, pb.NotificationType.KEY_MODIFIED)
-    return notification.version_id if written else None
+    if notification is None or notification.type not in (pb.NotificationType.KEY_CREATED,
+                                                          pb.NotificationType.KEY_MODIFIED):  # fmt: skip
+        return None
+    return notification.version_id

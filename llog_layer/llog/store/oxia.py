@@ -1,16 +1,18 @@
-"""The Oxia adapter: the only module that imports the ``oxia`` client.
+"""The Oxia adapter: ``OxiaStore``, the typed operations the protocol issues on Oxia.
 
-What it adds to ``oxia==0.2.1`` (docs/ARCHITECTURE.md, docs/PROTOCOL.md "Key order"):
+Oxia is reached through ``llog.store.oxia_client`` (channels, shard routing,
+sessions) over the stub generated from Oxia's own ``client.proto``
+(``llog.store.oxia_proto``, scripts/generate-oxia-proto.sh), and through
+``llog.store.oxia_wire`` for the hot ``Write``/``Read``/``RangeScan`` calls.
+What it adds (docs/ARCHITECTURE.md, docs/PROTOCOL.md "Key order"):
 
-* deadlines on every unary call (the client sets none) via a gRPC interceptor,
-  and a bounded wait for the first shard assignments;
+* deadlines on every bounded call, and a bounded wait for the first shard
+  assignments (``llog.store.oxia_client``);
 * bounded retries with backoff of transient gRPC failures, mapped to
   ``OxiaUnavailable`` when they persist. Every operation the protocol issues
   is safe to repeat: conditional writes that already applied come back as
   ``VersionConflict`` and the callers re-read to find their own write;
-* a fix for the client's shutdown hang (its assignment thread blocks on a
-  two-party barrier when a second assignment message arrives, e.g. after a
-  server restart) and a ``close()`` that returns within a bound regardless;
+* a ``close()`` that returns within a bound regardless of the server;
 * op counters and latency totals;
 * ``changes()``: one notification subscription per client, waking
   long-polling consumers when the keys they watch change (``llog.store.changes``).
@@ -21,32 +23,33 @@ importing a Lambda handler) never touches the network.
 
 from __future__ import annotations
 
-import collections
+import enum
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
-import oxia
-import oxia.ex
-from oxia.internal.connection_pool import ConnectionPool
-from oxia.internal.proto.io.streamnative.oxia import proto as pb
-from oxia.internal.proto.io.streamnative.oxia.proto import OxiaClientStub
-from oxia.internal.service_discovery import ServiceDiscovery
-from oxia.internal.sessions import SessionManager
 
 from llog.backoff import Backoff
 from llog.config import OxiaConfig
 from llog.errors import InvalidArgument, LlogError, OxiaUnavailable, SessionExpired, VersionConflict
 from llog.store.changes import ChangeFeed
 from llog.store.metrics import OperationCounters
+from llog.store.oxia_client import (
+    Connections,
+    NoShard,
+    Sessions,
+    ShardDirectory,
+    StatusError,
+    Stub,
+    oxia_key_order,
+    status_name,
+)
+from llog.store.oxia_proto.io.oxia.proto import v1 as pb
 from llog.store.oxia_wire import (
-    RANGE_SCAN_METHOD,
-    READ_METHOD,
-    WRITE_METHOD,
     GetAnswer,
     PutAnswer,
     SequentialPut,
@@ -62,7 +65,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-CREATE_ONLY = oxia.EXPECTED_RECORD_DOES_NOT_EXIST
+CREATE_ONLY = -1  # as ``expected_version_id``: the record must not exist yet (Oxia's convention)
 
 _TRANSIENT_CODES = frozenset(
     {
@@ -75,24 +78,17 @@ _TRANSIENT_CODES = frozenset(
         grpc.StatusCode.INTERNAL,
     }
 )
-# Long-lived streams must not get a request deadline.
-_STREAMING_METHODS = frozenset(
-    {
-        "/io.streamnative.oxia.proto.OxiaClient/GetShardAssignments",
-        "/io.streamnative.oxia.proto.OxiaClient/GetSequenceUpdates",
-        "/io.streamnative.oxia.proto.OxiaClient/GetNotifications",
-    }
-)
 # Between retries of a transient failure: 50 ms, doubling up to 1 s (jittered).
 _RETRY_BACKOFF_INITIAL_S = 0.05
 _RETRY_BACKOFF_MAX_S = 1.0
-_CHANNEL_OPTIONS = [
-    # Reconnect quickly after a server restart instead of gRPC's default
-    # backoff of up to two minutes, during which every call fails.
-    ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
-    ("grpc.max_reconnect_backoff_ms", 2_000),
-]
+
+
+class Comparison(enum.IntEnum):
+    """How a get matches its key (Oxia's ``KeyComparisonType``)."""
+
+    EQUAL = pb.KeyComparisonType.EQUAL
+    CEILING = pb.KeyComparisonType.CEILING
+    LOWER = pb.KeyComparisonType.LOWER
 
 
 @dataclass(frozen=True)
@@ -109,131 +105,49 @@ def _check_deltas(deltas: tuple[int, ...]) -> None:
         raise InvalidArgument(f"sequence deltas must be non-negative with a positive first one: {deltas}")
 
 
-class _CallDetails(
-    collections.namedtuple(
-        "_CallDetails", ("method", "timeout", "metadata", "credentials", "wait_for_ready", "compression")
-    ),
-    grpc.ClientCallDetails,  # type: ignore[misc]
-):
-    pass
+class _Client:
+    """One connection to an Oxia namespace: its channels, its shard directory and its sessions."""
 
-
-class _DeadlineInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):  # type: ignore[misc]
-    def __init__(self, timeout_s: float) -> None:
-        self._timeout_s = timeout_s
-
-    def _details(self, details: Any) -> Any:
-        if details.timeout is not None or details.method in _STREAMING_METHODS:
-            return details
-        return _CallDetails(
-            details.method,
-            self._timeout_s,
-            details.metadata,
-            details.credentials,
-            getattr(details, "wait_for_ready", None),
-            getattr(details, "compression", None),
-        )
-
-    def intercept_unary_unary(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
-        return continuation(self._details(client_call_details), request)
-
-    def intercept_unary_stream(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
-        return continuation(self._details(client_call_details), request)
-
-
-class _Stub(OxiaClientStub):  # type: ignore[misc]
-    """The generated stub, plus ``Write``, ``Read`` and ``RangeScan`` with bytes in and out
-    (``llog.store.oxia_wire``)."""
-
-    def __init__(self, channel: grpc.Channel) -> None:
-        super().__init__(channel)
-        self.write_bytes = channel.unary_unary(WRITE_METHOD)
-        self.read_bytes = channel.unary_stream(READ_METHOD)
-        self.range_scan_bytes = channel.unary_stream(RANGE_SCAN_METHOD)
-
-
-class _DeadlineConnectionPool(ConnectionPool):  # type: ignore[misc]
-    def __init__(self, timeout_s: float) -> None:
-        super().__init__()
-        self._interceptor = _DeadlineInterceptor(timeout_s)
-
-    def get(self, address: str) -> OxiaClientStub:
-        with self._lock:
-            entry = self.connections.get(address)
-            if entry is None:
-                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
-                entry = (channel, _Stub(grpc.intercept_channel(channel, self._interceptor)))
-                self.connections[address] = entry
-            return entry[1]
-
-
-class _AssignmentsReady:
-    """Replaces the client's two-party barrier: the assignment thread only signals.
-
-    Upstream, every assignment message waits on a ``Barrier(2)`` that only the
-    constructor ever joins, so a second message blocks the thread forever and
-    ``close()`` then hangs joining it.
-    """
-
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    def wait(self, timeout: float | None = None) -> int:  # called by the assignment thread
-        self._event.set()
-        return 0
-
-    def wait_ready(self, timeout: float) -> bool:
-        return self._event.wait(timeout)
-
-
-class _ServiceDiscovery(ServiceDiscovery):  # type: ignore[misc]
-    def __init__(self, service_address: str, pool: ConnectionPool, namespace: str, init_timeout_s: float) -> None:
-        # Same state as the upstream constructor, but the readiness signal
-        # exists before the thread that fires it starts.
-        self._assignments: dict[int, Any] = {}
-        self._service_address = service_address
-        self._connection_pool = pool
-        self._namespace = namespace
-        self._closed = False
-        self._lock = threading.Lock()
-        self._init_barrier = _AssignmentsReady()
-        self._thread = threading.Thread(target=self.get_assignments, daemon=True, name="oxia-assignments")
-        self._thread.start()
-        if not self._init_barrier.wait_ready(init_timeout_s):
-            self._closed = True
-            raise OxiaUnavailable(f"no shard assignments from Oxia at {service_address} within {init_timeout_s:.1f}s")
-
-
-class _Client(oxia.Client):  # type: ignore[misc]
     def __init__(self, config: OxiaConfig) -> None:
-        self._closed = False
-        self._connections = _DeadlineConnectionPool(config.request_timeout_ms / 1000)
+        self.connections = Connections(config.request_timeout_ms / 1000)
         try:
-            self._service_discovery = _ServiceDiscovery(
-                config.service_address, self._connections, config.namespace, config.connect_timeout_ms / 1000
+            self.shards = ShardDirectory(
+                config.service_address, self.connections, config.namespace, config.connect_timeout_ms / 1000
             )
         except BaseException:
-            self._connections.close()
+            self.connections.close()
             raise
-        self._session_manager = SessionManager(
-            self._service_discovery, config.session_timeout_ms, config.client_identifier
-        )
+        self.sessions = Sessions(self.shards, config.session_timeout_ms, config.client_identifier)
 
-    def discard_session(self, key: str, partition_key: str | None) -> None:
-        """Drop the session of the shard owning ``key`` so the next ephemeral put opens a new one."""
-        shard, _ = self._service_discovery.get_leader(key, partition_key)
-        with self._session_manager.lock:
-            session = self._session_manager.sessions_by_shard.pop(shard, None)
-        if session is not None:
-            threading.Thread(target=session.close, daemon=True, name="oxia-session-close").start()
+    def close(self) -> None:
+        self.shards.close()
+        self.sessions.close()
+        self.connections.close()
+
+
+class _VersionMismatch(Exception):
+    """``UNEXPECTED_VERSION_ID``: a conditional write's condition failed."""
+
+
+class _SessionGone(Exception):
+    """``SESSION_DOES_NOT_EXIST``: an ephemeral put's session expired on the server."""
+
+
+def _check(status: int, what: str) -> None:
+    if status == pb.Status.OK:
+        return
+    if status == pb.Status.UNEXPECTED_VERSION_ID:
+        raise _VersionMismatch(what)
+    if status == pb.Status.SESSION_DOES_NOT_EXIST:
+        raise _SessionGone(what)
+    raise StatusError(status, what)
 
 
 def _is_transient(exc: BaseException) -> bool:
     if isinstance(exc, grpc.RpcError):
         code = exc.code() if callable(getattr(exc, "code", None)) else None
         return code in _TRANSIENT_CODES
-    # The client raises bare Exceptions while shard assignments are missing.
-    return type(exc) is Exception and "No shard found" in str(exc)
+    return isinstance(exc, NoShard)  # the shard assignments are (re)connecting
 
 
 class OxiaStore:
@@ -287,7 +201,7 @@ class OxiaStore:
                     self._changes.close()
             return self._changes
 
-    def _shard_stubs(self) -> list[tuple[int, Any]]:
+    def _shard_stubs(self) -> list[tuple[int, Stub]]:
         """Every shard's id and stub, from the client the store's calls opened.
 
         Never connects: a connect attempt holds the lock ``close()`` takes, for
@@ -296,8 +210,7 @@ class OxiaStore:
         client = self._client
         if client is None:
             raise OxiaUnavailable("no Oxia client yet (the store connects on its first call)")
-        shards: list[tuple[int, Any]] = client._service_discovery.get_all_shards()
-        return shards
+        return client.shards.all_shards()
 
     def close(self) -> None:
         """Close the client; returns within ``close_timeout_ms`` even if the client hangs."""
@@ -330,10 +243,10 @@ class OxiaStore:
             start = time.perf_counter()
             try:
                 result = fn(self._get_client())
-            except oxia.ex.UnexpectedVersionId:
+            except _VersionMismatch:
                 self.counters.record(op, time.perf_counter() - start, nbytes=nbytes, conflict=True)
                 raise VersionConflict(f"{op}: the record's version changed", ambiguous=attempt > 0) from None
-            except oxia.ex.SessionNotFound:
+            except _SessionGone:
                 self.counters.record(op, time.perf_counter() - start, error=True)
                 raise SessionExpired(f"{op}: the Oxia session expired") from None
             except OxiaUnavailable:
@@ -343,8 +256,8 @@ class OxiaStore:
             except Exception as exc:
                 self.counters.record(op, time.perf_counter() - start, error=True)
                 if not _is_transient(exc):
-                    # Anything else the client raises (a non-transient gRPC status, an
-                    # unknown Oxia status) still reaches callers as a typed error.
+                    # Anything else (a non-transient gRPC status, an unexpected Oxia
+                    # status) still reaches callers as a typed error.
                     raise OxiaUnavailable(f"{op} failed: {_describe(exc)}") from exc
                 if attempt + 1 >= attempts:
                     raise OxiaUnavailable(f"{op} failed after {attempts} attempts: {_describe(exc)}") from exc
@@ -357,29 +270,31 @@ class OxiaStore:
 
     # --- operations -----------------------------------------------------------
 
-    def _get(self, op: str, key: str, partition_key: str, comparison: oxia.ComparisonType) -> Versioned | None:
+    def _get(self, op: str, key: str, partition_key: str, comparison: Comparison) -> Versioned | None:
+        request = pb.GetRequest(key=key, comparison_type=pb.KeyComparisonType(comparison), include_value=True)
+
         def run(c: _Client) -> Versioned | None:
-            try:
-                k, value, version = c.get(key, partition_key=partition_key, comparison_type=comparison)
-            except oxia.ex.KeyNotFound:
+            shard, stub = c.shards.leader(key, partition_key)
+            [answer] = next(stub.read(pb.ReadRequest(shard=shard, gets=[request]))).gets
+            if answer.status == pb.Status.KEY_NOT_FOUND:
                 return None
-            # The client gives None for an empty value (the field is left out on the wire).
-            return Versioned(k, value if value is not None else b"", version.version_id())
+            _check(answer.status, f"{op} of {key}")
+            version_id = answer.version.version_id if answer.version is not None else 0
+            # An empty value is left out on the wire; an EQUAL get's answer leaves out the key.
+            return Versioned(answer.key if answer.key is not None else key, answer.value or b"", version_id)
 
         return self._call(op, run)
 
     def get(self, key: str, *, partition_key: str) -> Versioned | None:
-        return self._get("get", key, partition_key, oxia.ComparisonType.EQUAL)
+        return self._get("get", key, partition_key, Comparison.EQUAL)
 
     def _by_shard(self, op: str, keys: Sequence[tuple[str, str]]) -> dict[int, list[int]]:
         """The indexes of ``(key, partition_key)`` pairs, by the shard that holds each (``OxiaUnavailable``
         when the shards are not known yet)."""
         try:
-            discovery = self._get_client()._service_discovery
-            shards = [discovery.get_leader(key, partition_key)[0] for key, partition_key in keys]
-        except OxiaUnavailable:
-            raise
-        except Exception as exc:  # no shard assignments yet
+            directory = self._get_client().shards
+            shards = [directory.leader(key, partition_key)[0] for key, partition_key in keys]
+        except NoShard as exc:
             raise OxiaUnavailable(f"{op}: {_describe(exc)}") from exc
         by_shard: dict[int, list[int]] = {}
         for i, shard in enumerate(shards):
@@ -403,7 +318,7 @@ class OxiaStore:
 
             def run(c: _Client, shard: int = shard, request: bytes = request, first: tuple[str, str] = first,
                     wanted: int = len(indexes)) -> list[GetAnswer]:  # fmt: skip
-                leader, stub = c._service_discovery.get_leader(*first)
+                leader, stub = c.shards.leader(*first)
                 if leader != shard:
                     raise OxiaUnavailable(f"get: the shard of {first[0]} changed")
                 answers: list[GetAnswer] = []
@@ -425,16 +340,16 @@ class OxiaStore:
                 if answer.status == pb.Status.OK:
                     found[i] = Versioned(keys[i][0], answer.value, answer.version_id)
                 elif answer.status != pb.Status.KEY_NOT_FOUND:
-                    raise OxiaUnavailable(f"get of {keys[i][0]}: status {answer.status}")
+                    raise OxiaUnavailable(f"get of {keys[i][0]}: status {status_name(answer.status)}")
         return found
 
     def get_ceiling(self, key: str, *, partition_key: str) -> Versioned | None:
         """Lowest key >= ``key`` on the partition's shard (may belong to another partition)."""
-        return self._get("get_ceiling", key, partition_key, oxia.ComparisonType.CEILING)
+        return self._get("get_ceiling", key, partition_key, Comparison.CEILING)
 
     def get_lower(self, key: str, *, partition_key: str) -> Versioned | None:
         """Highest key < ``key`` on the partition's shard (may belong to another partition, or be internal)."""
-        return self._get("get_lower", key, partition_key, oxia.ComparisonType.LOWER)
+        return self._get("get_lower", key, partition_key, Comparison.LOWER)
 
     def put_sequential(
         self, prefix_key: str, value: bytes, *, partition_key: str, deltas: tuple[int, ...]
@@ -450,7 +365,7 @@ class OxiaStore:
         which it then cannot apply on a replay either. Both are checked here, the part count by the caller.
 
         Sent as ``put_sequential_many`` sends a shard's puts (llog's own wire
-        encoding): the client's pure-Python messages cost a third more CPU.
+        encoding): the generated pure-Python messages cost a third more CPU.
         """
         [written] = self.put_sequential_many([SequentialPut(prefix_key, value, partition_key, deltas)])
         if isinstance(written, LlogError):
@@ -475,15 +390,15 @@ class OxiaStore:
         results: list[Versioned | LlogError] = [OxiaUnavailable("not sent")] * len(puts)
         try:
             by_shard = self._by_shard("put_sequential", [(p.prefix_key, p.partition_key) for p in puts])
-            discovery = self._get_client()._service_discovery
+            directory = self._get_client().shards
         except OxiaUnavailable as exc:  # nothing was sent
             return [exc] * len(puts)
         done: set[int] = set()
         for shard, indexes in by_shard.items():
-            _, stub = discovery.get_leader(puts[indexes[0]].prefix_key, puts[indexes[0]].partition_key)
+            _, stub = directory.leader(puts[indexes[0]].prefix_key, puts[indexes[0]].partition_key)
             request = encode_write_request(shard, [puts[i] for i in indexes])
 
-            def run(_: _Client, stub: _Stub = stub, request: bytes = request) -> list[PutAnswer]:
+            def run(_: _Client, stub: Stub = stub, request: bytes = request) -> list[PutAnswer]:
                 answer = stub.write_bytes(request)
                 try:
                     return decode_write_response(answer)
@@ -510,7 +425,9 @@ class OxiaStore:
                 if answer.status == pb.Status.OK and answer.key is not None:
                     results[i] = Versioned(answer.key, puts[i].value, answer.version_id)
                 else:
-                    results[i] = OxiaUnavailable(f"put_sequential of {puts[i].prefix_key}: status {answer.status}")
+                    results[i] = OxiaUnavailable(
+                        f"put_sequential of {puts[i].prefix_key}: status {status_name(answer.status)}"
+                    )
         return results
 
     def put(
@@ -528,33 +445,46 @@ class OxiaStore:
         """
 
         def run(c: _Client) -> int:
+            shard, stub = c.shards.leader(key, partition_key)
+            request = pb.PutRequest(
+                key=key, value=value, partition_key=partition_key, expected_version_id=expected_version_id
+            )
+            if ephemeral:
+                session = c.sessions.get(shard)
+                request.session_id, request.client_identity = session.session_id, session.identity
+            [answer] = stub.write(pb.WriteRequest(shard=shard, puts=[request])).puts
             try:
-                _, version = c.put(
-                    key,
-                    value,
-                    partition_key=partition_key,
-                    expected_version_id=expected_version_id,
-                    ephemeral=ephemeral,
-                )
-            except oxia.ex.SessionNotFound:
-                c.discard_session(key, partition_key)
+                _check(answer.status, f"put of {key}")
+            except _SessionGone:
+                c.sessions.discard(shard)
                 raise
-            return int(version.version_id())
+            return answer.version.version_id if answer.version is not None else 0
 
         return self._call("put", run, nbytes=len(value))
 
     def delete(self, key: str, *, partition_key: str, expected_version_id: int | None = None) -> bool:
         """Delete ``key``; False if it did not exist. ``VersionConflict`` if the version differs."""
-        return self._call(
-            "delete",
-            lambda c: bool(c.delete(key, partition_key=partition_key, expected_version_id=expected_version_id)),
-        )
+        request = pb.DeleteRequest(key=key, expected_version_id=expected_version_id)
+
+        def run(c: _Client) -> bool:
+            shard, stub = c.shards.leader(key, partition_key)
+            [answer] = stub.write(pb.WriteRequest(shard=shard, deletes=[request])).deletes
+            if answer.status == pb.Status.KEY_NOT_FOUND:
+                return False
+            _check(answer.status, f"delete of {key}")
+            return True
+
+        return self._call("delete", run)
 
     def delete_range(self, min_key_inclusive: str, max_key_exclusive: str, *, partition_key: str) -> None:
-        self._call(
-            "delete_range",
-            lambda c: c.delete_range(min_key_inclusive, max_key_exclusive, partition_key=partition_key),
-        )
+        request = pb.DeleteRangeRequest(start_inclusive=min_key_inclusive, end_exclusive=max_key_exclusive)
+
+        def run(c: _Client) -> None:
+            shard, stub = c.shards.leader(partition_key, partition_key)
+            [answer] = stub.write(pb.WriteRequest(shard=shard, delete_ranges=[request])).delete_ranges
+            _check(answer.status, f"delete_range of [{min_key_inclusive}, {max_key_exclusive})")
+
+        self._call("delete_range", run)
 
     def range_scan(
         self, min_key_inclusive: str, max_key_exclusive: str, *, partition_key: str, limit: int | None = None
@@ -566,7 +496,7 @@ class OxiaStore:
         """
 
         def run(c: _Client) -> list[Versioned]:
-            shard, stub = c._service_discovery.get_leader(partition_key, partition_key)
+            shard, stub = c.shards.leader(partition_key, partition_key)
             call = stub.range_scan_bytes(encode_range_scan_request(shard, min_key_inclusive, max_key_exclusive))
             found: list[Versioned] = []
             try:
@@ -587,10 +517,24 @@ class OxiaStore:
     def list_keys(
         self, min_key_inclusive: str, max_key_exclusive: str, *, partition_key: str | None = None
     ) -> list[str]:
-        """Keys in ``[min, max)``; without ``partition_key`` across every shard."""
-        return self._call(
-            "list", lambda c: list(c.list(min_key_inclusive, max_key_exclusive, partition_key=partition_key))
-        )
+        """Keys in ``[min, max)``, in Oxia's key order; without ``partition_key`` across every shard."""
+        request = pb.ListRequest(start_inclusive=min_key_inclusive, end_exclusive=max_key_exclusive)
+
+        def run(c: _Client) -> list[str]:
+            if partition_key is None:
+                shards = c.shards.all_shards()
+            else:
+                shards = [c.shards.leader(partition_key, partition_key)]
+            keys: list[str] = []
+            for shard, stub in shards:
+                request.shard = shard
+                for answer in stub.list(request):
+                    keys += answer.keys
+            if len(shards) > 1:
+                keys.sort(key=oxia_key_order)
+            return keys
+
+        return self._call("list", run)
 
 
 def _describe(exc: BaseException) -> str:

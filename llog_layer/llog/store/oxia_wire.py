@@ -1,7 +1,7 @@
 """Oxia's ``Write``, ``Read`` and ``RangeScan`` calls on the wire: the sequential puts of a multi-partition
 append, the gets of a consume request for many partitions, and the scans of one partition's keys.
 
-The Oxia client's generated messages (betterproto2, pure Python) cost about
+The generated messages (``llog.store.oxia_proto``: betterproto2, pure Python) cost about
 60 µs per put to build and serialize and 40 µs per answer to parse: 1.6 ms of
 a 16-partition append, more than the write itself. Only the fields those puts
 use are written here (``WriteRequest.shard``, ``puts``; ``PutRequest.key``,
@@ -18,7 +18,7 @@ takes: the server sends the keys up to the range's end in responses of about
 each here), so a reader far behind a sequence's tail paid for the rest of it
 to take one page. Field numbers are those of Oxia's ``client.proto``
 (v0.17.1); tests/unit/test_oxia_wire.py checks both directions against the
-client's own messages.
+messages generated from it.
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-WRITE_METHOD = "/io.streamnative.oxia.proto.OxiaClient/Write"
-READ_METHOD = "/io.streamnative.oxia.proto.OxiaClient/Read"
-RANGE_SCAN_METHOD = "/io.streamnative.oxia.proto.OxiaClient/RangeScan"
+# Oxia's own service name since v0.15 (``io.streamnative.oxia.proto`` is kept by the server only for old clients).
+SERVICE = "/io.oxia.proto.v1.OxiaClient/"
+WRITE_METHOD = SERVICE + "Write"
+READ_METHOD = SERVICE + "Read"
+RANGE_SCAN_METHOD = SERVICE + "RangeScan"
 
 T = TypeVar("T")
 
