@@ -8,7 +8,7 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia versitygw lincheck rie iceberg chromium wrk screenshots test lint typecheck pytest synth deploy-check dev dev-reset serve invoke glue-local glue-sql bench load smoke soak clean
+.PHONY: help setup oxia oxia-proto versitygw lincheck rie iceberg chromium wrk screenshots test lint typecheck pytest synth deploy-check dev dev-reset serve invoke glue-local glue-sql bench load smoke soak clean
 
 help:
 	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, llog-lincheck, the Lambda emulator, Chromium and wrk (idempotent)"
@@ -28,6 +28,7 @@ help:
 	@echo "make synth   - synthesize the CDK app offline (dev and prod shapes), checked by cdk-nag"
 	@echo "make deploy-check - before a first deploy, offline: synth and cdk-nag, cfn-lint over every template variant,"
 	@echo "               the functions as built under the Lambda emulator, make smoke through the dev stage's REST API"
+	@echo "make oxia-proto - re-generate llog_layer/llog/store/oxia_proto from Oxia's client.proto (needs Go)"
 	@echo "make screenshots - regenerate docs/img/console-*.png: the console (http://127.0.0.1:8080/console) on sample data"
 
 setup: $(STAMP) $(NPM_STAMP) oxia versitygw lincheck rie iceberg chromium wrk
@@ -91,6 +92,10 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+
+# llog's Oxia messages and stub, generated from Oxia's client.proto v0.17.1 (tests/unit/test_oxia_proto.py checks them).
+oxia-proto: $(STAMP)
+	PY=$(PY) scripts/generate-oxia-proto.sh
 
 pytest: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -161,7 +161,7 @@ class OxiaConfig:
         if not self.service_address:
             raise ConfigurationError("the Oxia service address is required (LLOG_OXIA_SERVICE_ADDRESS)")
         if self.session_timeout_ms < 2_000:
-            raise ConfigurationError("LLOG_OXIA_SESSION_TIMEOUT_MS must be at least 2000 (an Oxia client limit)")
+            raise ConfigurationError("LLOG_OXIA_SESSION_TIMEOUT_MS must be at least 2000 (the keep-alive period)")
         if self.request_timeout_ms < 1 or self.connect_timeout_ms < 1:
             raise ConfigurationError("Oxia timeouts must be positive")
 

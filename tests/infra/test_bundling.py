@@ -41,12 +41,13 @@ def elf_machine(path: Path) -> int:
     return int.from_bytes(header[18:20], "little")
 
 
-def test_bundle_holds_llog_and_oxia(bundle: Path) -> None:
+def test_bundle_holds_llog_and_its_dependencies(bundle: Path) -> None:
     site = bundle / "python"
     assert sorted(p.name for p in bundle.iterdir()) == ["python"]
     assert (site / "llog" / "__init__.py").is_file()
     assert (site / "llog" / "py.typed").is_file()
-    assert (site / "oxia" / "__init__.py").is_file()
+    assert (site / "llog" / "store" / "oxia_proto" / "io" / "oxia" / "proto" / "v1" / "__init__.py").is_file()
+    assert not (site / "oxia").exists()  # llog talks to Oxia through its generated stub, not the oxia client
     for module in (
         "grpc",
         "betterproto2",
@@ -121,7 +122,7 @@ def test_same_pins_import_on_cpython_313(tmp_path: Path) -> None:
     )  # fmt: skip
     code = (
         "import sys; sys.path[:0] = sys.argv[1:]\n"
-        "import llog, oxia, grpc, crc32c, orjson, xxhash, betterproto2, wrapt, aws_xray_sdk\n"
+        "import llog, grpc, crc32c, orjson, xxhash, betterproto2, wrapt, aws_xray_sdk\n"
         "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
         "from llog.store.oxia import OxiaStore\n"
         "from llog.format.codec import Record, encode_batch, decode_batch\n"

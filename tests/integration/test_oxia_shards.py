@@ -10,6 +10,7 @@ import pytest
 from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog.config import OxiaConfig
 from llog.store.oxia import OxiaStore
+from llog.store.oxia_client import oxia_key_order
 from llog.store.oxia_wire import SequentialPut
 from tests.conftest import TOOLS_BIN
 
@@ -97,3 +98,26 @@ def test_range_scan_reads_the_partitions_shard_in_key_order_across_responses_up_
     assert sharded_store.range_scan("/scan/", "/scan/~", partition_key=pk, limit=250) == everything[:250]
     assert sharded_store.range_scan("/scan/0100", "/scan/0103", partition_key=pk) == everything[100:103]
     assert sharded_store.range_scan("/scan/", "/scan/~", partition_key=pk, limit=0) == []
+
+
+KEYS_OF_EVERY_DEPTH = ["/order/a", "/order/a/b", "/order/b", "/order/a//", "/order/a-b", "/order/a/b/c", "/order/ab",
+                       "/order/", "/order/a/", "/order/~", "/order/A", "/order/a/a"]  # fmt: skip
+
+
+def test_oxia_key_order_is_the_servers_and_merges_a_listing_of_every_shard(sharded_store: OxiaStore) -> None:
+    """One shard lists its keys in the server's order, which ``oxia_key_order`` reproduces (depth first, ``/``
+    above every byte); a listing of every shard is merged in that order."""
+    pks = partition_keys_on_every_shard(sharded_store)
+    for key in KEYS_OF_EVERY_DEPTH:
+        sharded_store.put(key, b"", partition_key=pks[0])
+    # A range from one depth to another holds every key of the depths between: keep this test's.
+    listed = [k for k in sharded_store.list_keys("/order/", "/order/~/~/~/~", partition_key=pks[0])
+              if k.startswith("/order/")]  # fmt: skip
+    assert listed == sorted(KEYS_OF_EVERY_DEPTH, key=oxia_key_order)
+    assert listed != sorted(KEYS_OF_EVERY_DEPTH)  # the order is not Python's
+    spread = [f"/spread/{pk}/{key}" for pk in pks for key in ("x", "x/y")]
+    for pk in pks:
+        for key in ("x", "x/y"):
+            sharded_store.put(f"/spread/{pk}/{key}", b"", partition_key=pk)
+    merged = [k for k in sharded_store.list_keys("/spread/", "/spread/~/~/~") if k.startswith("/spread/")]
+    assert merged == sorted(spread, key=oxia_key_order)

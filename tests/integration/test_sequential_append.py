@@ -192,7 +192,7 @@ def test_a_shared_append_to_known_sequential_partitions_is_one_oxia_write_per_sh
         for p in partitions:
             writer.initialize_partition(topic, p)
             writer.append(topic, p, [b"warm"])  # the writer learns each partition's open generation
-        shards = {oxia._get_client()._service_discovery.leader("", f"{topic}:{p}")[0] for p in partitions}
+        shards = {oxia._get_client().shards.leader("", f"{topic}:{p}")[0] for p in partitions}
         before = counters.snapshot()
         results = writer.append_shared([SharedAppendGroup(topic, p, [b"%d-a" % p, b"%d-b" % p]) for p in partitions])
         after = counters.snapshot()

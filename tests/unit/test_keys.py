@@ -8,7 +8,6 @@ import uuid
 
 import pytest
 
-from llog.store.oxia_client import oxia_key_order
 from llog.errors import InvalidArgument, InvalidPartition, InvalidTopicName, LlogError
 from llog.format.keys import (
     DEFAULT_ROOT_PREFIX,
@@ -23,6 +22,7 @@ from llog.format.keys import (
     validate_root_prefix,
     validate_topic,
 )
+from llog.store.oxia_client import oxia_key_order
 
 oxia_order = oxia_key_order  # the server's key order
 

@@ -26,9 +26,9 @@ Outside the layers:
   Inside ``llog`` only ``llog.service`` imports it (keyed produce routes with its partitioner).
 * ``llog`` never imports the packages that are not in the Lambda layer (``functions``,
   ``devserver``, ``tests``, ``infra``, ``bench``, ``scripts``, the Glue job's ``llog_export``) nor
-  Powertools; only ``llog.store`` imports the client libraries (``oxia``, ``grpc``, ``boto3``,
-  ``botocore``); ``llog.format`` imports no I/O library (``os`` is allowed: ``format.keys`` takes
-  random bytes from ``os.urandom`` for object ids).
+  Powertools; only ``llog.store`` imports the client libraries (``grpc``, ``betterproto2``,
+  ``xxhash``, ``boto3``, ``botocore``); ``llog.format`` imports no I/O library (``os`` is allowed:
+  ``format.keys`` takes random bytes from ``os.urandom`` for object ids).
 * ``functions`` never imports ``devserver``; ``functions`` and ``devserver`` never import
   ``tests``, ``infra``, ``bench`` or ``scripts``, which are not installed with them.
 * ``glue_jobs`` ships with ``llog`` only (the packages zip): it never imports ``functions``,
@@ -70,7 +70,7 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "glue_jobs": ("functions", "devserver", "tests", "infra", "bench", "scripts"),
     "llog_client": ("llog", "functions", "devserver", "tests", "infra", "bench", "scripts", "llog_export"),
 }
-STORE_ONLY = ("oxia", "grpc", "boto3", "botocore", "awscrt")
+STORE_ONLY = ("grpc", "betterproto2", "xxhash", "boto3", "botocore", "awscrt")
 IO_LIBRARIES = (
     *STORE_ONLY, "s3transfer", "urllib3", "requests", "socket", "ssl", "http", "urllib.request", "asyncio",
     "selectors", "select", "subprocess", "shutil", "tempfile", "pathlib", "sqlite3", "mmap",

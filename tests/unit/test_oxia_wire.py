@@ -1,4 +1,5 @@
-"""llog/store/oxia_wire.py against the messages generated from Oxia's client.proto (llog/store/oxia_proto), both ways."""
+"""llog/store/oxia_wire.py against the messages generated from Oxia's client.proto (llog/store/oxia_proto),
+both ways."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from llog.store.oxia_proto.io.oxia.proto import v1 as pb
 from llog.store.oxia_wire import (
     GetAnswer,
     PutAnswer,
@@ -18,7 +20,6 @@ from llog.store.oxia_wire import (
     encode_read_request,
     encode_write_request,
 )
-from llog.store.oxia_proto.io.oxia.proto import v1 as pb
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 UINT64 = st.integers(min_value=0, max_value=2**64 - 1)
@@ -58,6 +59,11 @@ VERSIONS = st.builds(
 )
 
 
+def version_id(answer: pb.GetResponse | pb.PutResponse) -> int:
+    assert answer.version is not None  # VERSIONS always makes one
+    return int(answer.version.version_id)
+
+
 @given(shard=INT64, keys=st.lists(st.text(max_size=80), max_size=20))
 def test_a_read_request_is_byte_for_byte_the_generated_messages(shard: int, keys: list[str]) -> None:
     expected = pb.ReadRequest(shard=shard, gets=[pb.GetRequest(key=k, include_value=True) for k in keys])
@@ -80,7 +86,7 @@ GET_ANSWERS = st.builds(
 def test_a_read_response_reads_as_the_generated_messages_do(answers: list[pb.GetResponse]) -> None:
     """Every field of the answer is present: what is not read must be skipped correctly."""
     decoded = decode_read_response(bytes(pb.ReadResponse(gets=answers)))
-    assert decoded == [GetAnswer(int(a.status), a.version.version_id, a.value or b"") for a in answers]
+    assert decoded == [GetAnswer(int(a.status), version_id(a), a.value or b"") for a in answers]
 
 
 def test_bytes_that_are_not_a_read_response_raise_value_error() -> None:
@@ -101,7 +107,7 @@ def test_a_write_response_reads_as_the_generated_messages_do(answers: list[pb.Pu
     """Every field of the answer is present, and deletes too: what is not read must be skipped correctly."""
     response = pb.WriteResponse(puts=answers, deletes=[pb.DeleteResponse(status=pb.Status.OK)] * deletes)
     decoded = decode_write_response(bytes(response))
-    assert decoded == [PutAnswer(int(a.status), a.version.version_id, a.key) for a in answers]
+    assert decoded == [PutAnswer(int(a.status), version_id(a), a.key) for a in answers]
 
 
 @pytest.mark.parametrize(
@@ -124,7 +130,7 @@ def test_a_range_scan_request_is_byte_for_byte_the_generated_message(shard: int,
 
 def scanned(records: list[pb.GetResponse]) -> list[ScannedRecord]:
     """What the Oxia client's own ``range_scan`` yields for these records."""
-    return [ScannedRecord(r.key or "", r.value or b"", r.version.version_id) for r in records]
+    return [ScannedRecord(r.key or "", r.value or b"", version_id(r)) for r in records]
 
 
 @given(records=st.lists(GET_ANSWERS, max_size=20), limit=st.none() | st.integers(min_value=0, max_value=25))

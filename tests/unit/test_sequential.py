@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llog.store.oxia_client import oxia_key_order
 from llog.config import OxiaConfig, WriterConfig, append_protocol_from_env
 from llog.errors import ConfigurationError, CorruptMetadata, InvalidArgument
 from llog.format import documents
@@ -48,6 +47,7 @@ from llog.protocol.append_sequential import (
 from llog.protocol.index import PartitionIndex, last_valid_position
 from llog.protocol.metadata import PartitionMetadata
 from llog.store.oxia import OxiaStore
+from llog.store.oxia_client import oxia_key_order
 
 oxia_order = oxia_key_order  # the server's key order
 KEYS = PartitionKeys("orders", 3)

@@ -521,10 +521,7 @@ class OxiaStore:
         request = pb.ListRequest(start_inclusive=min_key_inclusive, end_exclusive=max_key_exclusive)
 
         def run(c: _Client) -> list[str]:
-            if partition_key is None:
-                shards = c.shards.all_shards()
-            else:
-                shards = [c.shards.leader(partition_key, partition_key)]
+            shards = c.shards.all_shards() if partition_key is None else [c.shards.leader(partition_key, None)]
             keys: list[str] = []
             for shard, stub in shards:
                 request.shard = shard

@@ -107,7 +107,7 @@ class _DeadlineInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamCli
         return continuation(self._details(client_call_details), request)
 
 
-class Stub(pb.OxiaClientStub):  # type: ignore[misc]
+class Stub(pb.OxiaClientStub):
     """The generated stub, plus ``Write``, ``Read`` and ``RangeScan`` with bytes in and out
     (``llog.store.oxia_wire``) and the two long-lived streams as cancellable calls (the generated
     methods wrap streams in generators, which cannot be cancelled from another thread)."""
