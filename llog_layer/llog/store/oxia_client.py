@@ -108,12 +108,16 @@ class _DeadlineInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamCli
 
 
 class Stub(pb.OxiaClientStub):
-    """The generated stub, plus ``Write``, ``Read`` and ``RangeScan`` with bytes in and out
-    (``llog.store.oxia_wire``) and the two long-lived streams as cancellable calls (the generated
-    methods wrap streams in generators, which cannot be cancelled from another thread)."""
+    """The generated stub (sessions), with the calls llog makes often made once (the generated methods
+    make a gRPC callable per call, and wrap streams in generators, which cannot be cancelled from another
+    thread): ``Write``, ``Read`` and ``List`` with the generated messages, ``Write``, ``Read`` and ``RangeScan``
+    with bytes in and out (``llog.store.oxia_wire``), and the two long-lived streams."""
 
     def __init__(self, channel: grpc.Channel) -> None:
         super().__init__(channel)
+        self.write = channel.unary_unary(WRITE_METHOD, pb.WriteRequest.SerializeToString, pb.WriteResponse.FromString)
+        self.read = channel.unary_stream(READ_METHOD, pb.ReadRequest.SerializeToString, pb.ReadResponse.FromString)
+        self.list = channel.unary_stream(SERVICE + "List", pb.ListRequest.SerializeToString, pb.ListResponse.FromString)
         self.write_bytes = channel.unary_unary(WRITE_METHOD)
         self.read_bytes = channel.unary_stream(READ_METHOD)
         self.range_scan_bytes = channel.unary_stream(RANGE_SCAN_METHOD)
