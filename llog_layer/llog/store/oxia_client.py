@@ -107,14 +107,17 @@ class _DeadlineInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamCli
         return continuation(self._details(client_call_details), request)
 
 
-class Stub(pb.OxiaClientStub):
-    """The generated stub (sessions), with the calls llog makes often made once (the generated methods
-    make a gRPC callable per call, and wrap streams in generators, which cannot be cancelled from another
-    thread): ``Write``, ``Read`` and ``List`` with the generated messages, ``Write``, ``Read`` and ``RangeScan``
-    with bytes in and out (``llog.store.oxia_wire``), and the two long-lived streams."""
+class Stub:
+    """One server's calls: the sessions' through the generated stub; those llog makes often made once (the
+    generated methods make a gRPC callable per call, and wrap streams in generators, which cannot be cancelled
+    from another thread): ``Write``, ``Read`` and ``List`` with the generated messages, ``Write``, ``Read`` and
+    ``RangeScan`` with bytes in and out (``llog.store.oxia_wire``), and the two long-lived streams."""
 
     def __init__(self, channel: grpc.Channel) -> None:
-        super().__init__(channel)
+        generated = pb.OxiaClientStub(channel)
+        self.create_session = generated.create_session
+        self.keep_alive = generated.keep_alive
+        self.close_session = generated.close_session
         self.write = channel.unary_unary(WRITE_METHOD, pb.WriteRequest.SerializeToString, pb.WriteResponse.FromString)
         self.read = channel.unary_stream(READ_METHOD, pb.ReadRequest.SerializeToString, pb.ReadResponse.FromString)
         self.list = channel.unary_stream(SERVICE + "List", pb.ListRequest.SerializeToString, pb.ListResponse.FromString)
