@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -258,7 +259,7 @@ class _Session:
     """One shard's session: created on the server at once, kept alive by a thread until closed or expired."""
 
     def __init__(self, shard: int, directory: ShardDirectory, timeout_ms: int, identity: str,
-                 on_close: Any) -> None:  # fmt: skip
+                 on_close: Callable[[_Session], None]) -> None:  # fmt: skip
         self.shard = shard
         self.identity = identity
         self._directory = directory
