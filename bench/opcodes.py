@@ -171,7 +171,7 @@ class InstantWriter:
         self.round_size = 0  # requests of the round the next flush is the first of; 0: none
 
     def append_shared(self, groups: Sequence[Any]) -> list[Any]:
-        from llog.client.writer import AppendResult
+        from llog.protocol.append import AppendResult
 
         deadline = time.monotonic() + 5
         # The queue's length, not ``queued_calls``: a property's bytecodes, once per poll, would be counted.
@@ -272,7 +272,7 @@ def run(connections: int = 32, requests: int = 3200, cases: Sequence[Case] = CAS
 
 
 def count_append(writer: Any, partitions: int, calls: int, counter: Counter) -> dict[str, Any]:
-    from llog.client.writer import SharedAppendGroup
+    from llog.protocol.append import SharedAppendGroup
 
     groups = [SharedAppendGroup(TOPIC, p, [b"x" * 100]) for p in range(partitions)]
 
@@ -297,7 +297,7 @@ def run_writer(partitions: Sequence[int] = WRITER_PARTITIONS, calls: int = 200) 
     its S3 PUT and Oxia write for real: the flush behind a produce request, which ``run`` answers at once.
     The partitions are sequential and known to the writer, so their commits run on the calling thread
     (in one Oxia write for several)."""
-    from llog.client.writer import LogWriter
+    from llog.protocol.append import LogWriter
 
     counter = Counter()
     counter.install()

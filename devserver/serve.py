@@ -66,10 +66,10 @@ from functions.common.errors import client_error
 from functions.common.http import answer_error, json_bytes
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
-from llog.client.reader import LogReader
-from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import Limits, WriterConfig, env_int
 from llog.errors import ConfigurationError, LlogError
+from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
+from llog.protocol.read import LogReader
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeRequest, ConsumeService, PartitionFetch
 from llog.service.groups import GroupService

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 
 from devserver.serve import LlogServer
-from llog.client.writer import LogWriter
 from llog.format.documents import AppendProtocol
+from llog.protocol.append import LogWriter
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.topics import TopicConfig, TopicRegistry, reclaim_topic
 from llog.store.storage import Storage

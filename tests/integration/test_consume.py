@@ -16,13 +16,13 @@ from typing import NamedTuple, NoReturn
 import pytest
 
 from devserver.batching import BatchingConfig, BatchingProducer
-from llog.client.reader import LogReader
-from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import OxiaUnavailable, UnknownTopic
 from llog.format.codec import Record, decode_batch, encode_batch
 from llog.format.documents import AppendProtocol
 from llog.protocol import faults
+from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
+from llog.protocol.read import LogReader
 from llog.protocol.topics import TopicConfig, TopicRegistry, reclaim_topic
 from llog.service import consume
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch

@@ -16,11 +16,11 @@ import pytest
 
 from bench import cost_model as cm
 from devserver.devstack import free_port
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config
 from llog.format.codec import encode_batch
 from llog.format.documents import DataRef
 from llog.format.keys import S3Location
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.store.fetch import BlobFetcher
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore

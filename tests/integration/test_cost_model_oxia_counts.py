@@ -40,16 +40,16 @@ import pytest
 from bench import cost_model as cm
 from bench.stack import READ_OPS, WRITE_OPS, stats_diff
 from devserver.devstack import OxiaProcess, find_oxia_binary
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, WriterConfig
 from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.namespace import check_namespace
+from llog.protocol.read import LogReader
 from llog.protocol.retention import Retention
 from llog.service.compaction import CompactionTask, plan_compaction, run_compaction_task
 from llog.service.consume import MAX_BATCHES_PER_PARTITION, ConsumeRequest, ConsumeService, FetchPartition

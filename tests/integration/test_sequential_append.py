@@ -19,8 +19,6 @@ from typing import Any
 import grpc
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
 from llog.errors import AppendOutcomeUnknown, LogFenced, OffsetOutOfRange
 from llog.format.documents import (
@@ -34,8 +32,10 @@ from llog.format.documents import (
     LogState,
 )
 from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
-from llog.protocol.append_sequential import SequentialAppender, SequentialCommit
+from llog.protocol.append import LogWriter, SharedAppendGroup
+from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.catalog import LogCatalog
+from llog.protocol.commit import BatchCommit
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.faults import COMPACTOR_AFTER_BLOB_PUT, FaultHook
 from llog.protocol.faults import COMPACTOR_AFTER_CURSOR as AFTER_CURSOR
@@ -50,6 +50,7 @@ from llog.protocol.faults import WRITER_AFTER_SEQUENCE_PUT as AFTER_SEQUENCE_PUT
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata, SequenceRecord, VersionedControl
+from llog.protocol.read import LogReader
 from llog.protocol.retention import Retention
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.store import oxia as oxia_adapter
@@ -231,9 +232,9 @@ def test_a_batched_commit_past_its_deadline_sends_nothing(writer: LogWriter, sto
     metas = [meta_of(storage.oxia, storage.root, topic, p) for p in range(3)]
     tails = [m.sequence_tail(1) for m in metas]
     ref = DataRef("s3://bucket/key", "bytes-batch-v1", 0, 1)
-    commits = [SequentialCommit(m, ref, 1, 0) for m in metas]
+    commits = [BatchCommit(m, ref, 1, 0, deadline=time.monotonic() - 1) for m in metas]
 
-    outcomes = writer._sequential.commit_many(commits, deadline=time.monotonic() - 1)
+    outcomes = writer._sequential.commit_many(commits)
 
     assert [type(o).__name__ for o in outcomes] == ["CommitDeadlineExceeded"] * 3
     assert [m.sequence_tail(1) for m in metas] == tails

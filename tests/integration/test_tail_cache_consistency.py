@@ -24,13 +24,13 @@ from typing import Any, NamedTuple
 import pytest
 
 from devserver.devstack import OxiaProcess, find_oxia_binary
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, RetentionPolicy, S3Config
 from llog.errors import OxiaUnavailable, UnknownTopic
 from llog.format.codec import encode_batch
 from llog.format.documents import AppendProtocol
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.metadata import CommitWrites
+from llog.protocol.read import LogReader
 from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.service import consume
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
