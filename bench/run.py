@@ -164,7 +164,7 @@ def main() -> int:
         "HTTP: `llog serve` against the floor of its servers",
         "bench/serve.py",
         "One Oxia standalone (fsync on) and one S3 server (VersityGW when installed, else moto; the report names "
-        "it) behind two `llog serve` processes (`python -m devserver.serve`). The produce, ingest, HTTP-ceiling "
+        "it) behind two `llog serve` processes (`python -m server.serve`). The produce, ingest, HTTP-ceiling "
         "and peer clients are wrk's keep-alive connections (bench/wrk.py), every answer checked; the tail, "
         "flush-sharing and 256-client clients are bench/load.py's threads, one keep-alive connection each; S3 PUTs "
         "and Oxia writes "

@@ -2,7 +2,7 @@
 
 One local Oxia standalone (fsync on) and one S3 server (VersityGW when
 ``.tools/bin/versitygw`` is installed, else moto's server) back two
-``python -m devserver.serve`` processes, A and B. The produce, HTTP-ceiling
+``python -m server.serve`` processes, A and B. The produce, HTTP-ceiling
 and peer clients are wrk's keep-alive connections (``bench.wrk``: C, so that
 the clients take little of the 2 cores from the servers they measure), and
 so are the ingest clients; the tail, flush-sharing and many-clients scenarios
@@ -245,11 +245,11 @@ def _health(service: Service) -> None:
 
 
 def llog_serve(name: str, address: str, s3: S3Config, tmp: Path) -> Service:
-    """``python -m devserver.serve`` against the stack: the LLOG_* settings of scripts/dev.py, nothing inherited."""
+    """``python -m server.serve`` against the stack: the LLOG_* settings of scripts/dev.py, nothing inherited."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLOG_")}
     env.update(stack_env(address, s3, BUCKET))
     port = free_port()
-    args = [sys.executable, "-m", "devserver.serve", "--port", str(port)]
+    args = [sys.executable, "-m", "server.serve", "--port", str(port)]
     return Service(name, args, env, tmp / f"{name}.log", port, _health)
 
 

@@ -81,7 +81,7 @@ def test_the_name_check_sees_development_modules() -> None:
         "store/oxia.py",
         "service/produce.py",
         "service/observer.py",
-        "devserver/serve.py",
+        "server/serve.py",
         "billing.py",
         "batching/x.py",
         "store/devstack_s3.py",
@@ -91,7 +91,7 @@ def test_the_name_check_sees_development_modules() -> None:
     assert development_names(paths) == [
         "batching/x.py",
         "billing.py",
-        "devserver/serve.py",
+        "server/serve.py",
         "llog_devserver-0.1.0.dist-info",
         "store/devstack_s3.py",
         "tests/test_x.py",

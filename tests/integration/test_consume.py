@@ -15,7 +15,6 @@ from typing import NamedTuple, NoReturn
 
 import pytest
 
-from devserver.batching import BatchingConfig, BatchingProducer
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import OxiaUnavailable, UnknownTopic
 from llog.format.codec import Record, decode_batch, encode_batch
@@ -32,6 +31,7 @@ from llog.store.changes import Wakeup
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
+from server.batching import BatchingConfig, BatchingProducer
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash
 from tests.protocols import CAS, CAS_S3_ONLY

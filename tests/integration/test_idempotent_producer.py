@@ -18,8 +18,6 @@ from typing import Any, cast
 
 import pytest
 
-from devserver.batching import BatchingProducer, _Pending
-from devserver.serve import LlogServer
 from llog.config import WriterConfig
 from llog.errors import (
     AppendOutcomeUnknown,
@@ -49,6 +47,8 @@ from llog.protocol.producers import CLAIM_MARGIN_MS, REVALIDATE_AFTER_MS, read_s
 from llog.protocol.read import LogReader
 from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
+from server.batching import BatchingProducer, _Pending
+from server.serve import LlogServer
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_http_server import call_json
 

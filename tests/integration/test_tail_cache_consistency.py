@@ -1,7 +1,7 @@
 """``llog serve``'s tail cache answers as Oxia would (llog/service/tail_cache.py, llog/service/consume.py).
 
 Two tasks of ``llog serve`` share partitions: each its own Oxia client, tail cache, writer
-feeding it and consume service reading through it, as ``devserver/serve.py`` wires them. A
+feeding it and consume service reading through it, as ``server/serve.py`` wires them. A
 consume answered from a task's cache must be the answer a consume service without a cache
 (the consume Lambda's) gives at the same moment, once the other task's change has been
 notified to this one: records another task appended, a topic deleted elsewhere, a log start

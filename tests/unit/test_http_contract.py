@@ -15,7 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devserver.batching import BackPressureRejected
 from llog.config import LAMBDA_PAYLOAD_LIMIT, Limits
 from llog.errors import (
     AppendOutcomeUnknown,
@@ -42,6 +41,7 @@ from llog.service.http_contract import (
     parse_produce_request,
     produce_response,
 )
+from server.batching import BackPressureRejected
 from tests.conftest import fuzz_examples
 
 LIMITS = Limits()
