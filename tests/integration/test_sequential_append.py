@@ -20,7 +20,7 @@ import grpc
 import pytest
 
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
-from llog.errors import AppendOutcomeUnknown, LogFenced, OffsetOutOfRange
+from llog.errors import AppendOutcomeUnknown, ConditionalAppendUnsupported, LogFenced, OffsetOutOfRange
 from llog.format.documents import (
     AppendProtocol,
     ControlRecord,
@@ -238,6 +238,24 @@ def test_a_batched_commit_past_its_deadline_sends_nothing(writer: LogWriter, sto
 
     assert [type(o).__name__ for o in outcomes] == ["CommitDeadlineExceeded"] * 3
     assert [m.sequence_tail(1) for m in metas] == tails
+
+
+def test_a_batched_conditional_commit_is_refused_and_sends_nothing(
+    writer: LogWriter, storage: Storage, topic: str
+) -> None:
+    """commit_many, like commit, cannot check a start offset atomically: a conditional batch is refused."""
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"first"])
+    meta = meta_of(storage.oxia, storage.root, topic, 0)
+    tail = meta.sequence_tail(1)
+    ref = DataRef("s3://bucket/key", "bytes-batch-v1", 0, 1)
+
+    conditional = BatchCommit(meta, ref, 1, 0, time.monotonic() + 60, expected_offset=2)
+
+    (outcome,) = writer._sequential.commit_many([conditional])
+
+    assert isinstance(outcome, ConditionalAppendUnsupported)
+    assert meta.sequence_tail(1) == tail
 
 
 def test_groups_of_one_partition_in_one_request_commit_in_request_order(

@@ -273,6 +273,9 @@ class SequentialAppender:
         results: list[CommitOutcome | None] = [None] * len(commits)
         started: list[tuple[int, _Target, bytes]] = []
         for i, c in enumerate(commits):
+            if c.expected_offset is not None:
+                results[i] = conditional_unsupported(c.meta)
+                continue
             try:
                 started.append((i, self._target(c.meta, None), _entry(c.ref, c.count, c.now_ms, c.producer)))
             except LlogError as exc:
