@@ -445,7 +445,7 @@ def test_the_deployable_front_doors_are_the_cdk_apps_and_rest_is_the_default() -
     assert {"balancer" if d.balancer else "dns" for d in deployable if d.fleet} == set(SERVE_ENDPOINTS)
     no_context: dict[str, object] = {}
     assert LlogSettings.from_context(no_context.get).front_door == inputs.REST_API.name
-    assert inputs.EBS.deployable  # infra/oxia.py, llog:oxiaStorage (docs/DEPLOY.md, "Oxia on EBS")
+    assert inputs.EBS.deployable  # infra/oxia_ebs.py, llog:oxiaStorage (docs/DEPLOY.md, "Oxia on EBS")
     assert LlogSettings.from_context({"llog:stage": "prod"}.get).oxia_storage == inputs.EBS.name
     assert LlogSettings.from_context(no_context.get).oxia_storage == inputs.EFS.name  # dev: standalone
     # Each shape is priced on the storage the stack gives its stage.
