@@ -26,6 +26,7 @@ from bench import (  # noqa: E402
     idempotent,
     lambda_warm,
     serve,
+    serve_report,
     tail,
     timestamps,
 )
@@ -177,7 +178,7 @@ def main() -> int:
         "ceiling*: the same clients against llog serve's HTTP server with nothing behind it (bench/noop_http.py). *256 "
         "clients*: bench/load.py at full speed, then reconciled. *Peer*: s2-lite 0.43.4 with its defaults on "
         "the same S3 server, when installed (`.tools/bin/s2-lite`).\n\n"
-        + measured(lambda: serve.report(serve.run())),
+        + measured(lambda: serve_report.report(serve.run())),
     ))
 
     print("tail benchmark ...", flush=True)
