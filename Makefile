@@ -171,7 +171,7 @@ smoke:
 
 # The console's pictures in docs/img/: a temporary stack (Oxia, moto S3, llog serve) with sample data, Chromium.
 screenshots: setup
-	$(PY) -m devserver.console.screenshots docs/img
+	$(PY) -m devserver.screenshots docs/img
 
 clean:
 	rm -rf $(VENV) .venv-lambda-runtime .tools .dev .soak .pytest_cache .mypy_cache .ruff_cache llog_layer/*.egg-info cdk.out node_modules

@@ -40,10 +40,10 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
 from bench.stack import READ_OPS as READ_OPS  # noqa: E402  (re-exported: tests and callers use append.READ_OPS)
 from bench.stack import WRITE_OPS as WRITE_OPS  # noqa: E402
 from bench.stack import local_stack, measure_floor, median_of_runs, percentile, print_rows, stats_diff  # noqa: E402
-from llog.client.writer import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
 from llog.format.documents import AppendProtocol  # noqa: E402
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys  # noqa: E402
+from llog.protocol.append import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.store.metrics import OperationCounters, OperationStats  # noqa: E402
 from llog.store.oxia import OxiaStore  # noqa: E402
 from llog.store.s3 import BlobStore  # noqa: E402

@@ -39,8 +39,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llog.client.reader import records_in
 from llog.format.codec import ENCODING, HEADER_SIZE, decode_batch, encode_batch
+from llog.protocol.read import records_in
 
 MIB = 1024 * 1024
 NOW_MS = 1_760_000_000_000

@@ -53,12 +53,12 @@ from bench.stack import (  # noqa: E402
     print_rows,
     stats_diff,
 )
-from llog.client.reader import LogReader, LogRecord  # noqa: E402
-from llog.client.writer import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.config import CacheConfig, Limits, OxiaConfig, S3Config, WriterConfig  # noqa: E402
 from llog.format.documents import INITIAL_OFFSET, AppendProtocol  # noqa: E402
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys  # noqa: E402
+from llog.protocol.append import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.protocol.compaction import Compactor, compact_until_caught_up  # noqa: E402
+from llog.protocol.read import LogReader, LogRecord  # noqa: E402
 from llog.service.consume import (  # noqa: E402
     MAX_BATCHES_PER_PARTITION,
     ConsumeRequest,

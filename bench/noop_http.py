@@ -1,6 +1,6 @@
 """``llog serve``'s HTTP server with nothing behind it: the ceiling bench/serve.py measures its clients against.
 
-Same server as ``devserver.serve`` (``devserver.http11``: one event loop,
+Same server as ``server.serve`` (``server.http11``: one event loop,
 HTTP/1.1 keep-alive, Nagle off, the same listen backlog and idle timeout),
 but every request is answered on the loop at once with a fixed produce
 answer: no handler thread, no event, no Oxia, no S3, no access log. What the
@@ -18,8 +18,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from devserver import http11, serve
-from devserver.http11 import Answer, HttpServer, Request
+from server import http11, serve
+from server.http11 import Answer, HttpServer, Request
 
 ANSWER = Answer(
     200,

@@ -3,7 +3,7 @@
 This machine's two cores are shared, and side-by-side timings of a change to
 the produce path differ by 5% from one minute to the next. What the event loop
 executes per request does not: this script feeds a connection of llog serve's
-HTTP server (``devserver.http11``) the bytes wrk sends, ``--connections`` at a
+HTTP server (``server.http11``) the bytes wrk sends, ``--connections`` at a
 time, and counts the bytecodes CPython executes (``sys.settrace`` with opcode
 events) on the event loop's thread and the flushers', from the bytes received
 to the answer written. The writer answers at once (no S3 PUT, no Oxia write:
@@ -171,7 +171,7 @@ class InstantWriter:
         self.round_size = 0  # requests of the round the next flush is the first of; 0: none
 
     def append_shared(self, groups: Sequence[Any]) -> list[Any]:
-        from llog.client.writer import AppendResult
+        from llog.protocol.append import AppendResult
 
         deadline = time.monotonic() + 5
         # The queue's length, not ``queued_calls``: a property's bytecodes, once per poll, would be counted.
@@ -185,7 +185,7 @@ class InstantWriter:
 async def _produce(
     server: Any, writer: InstantWriter, raw: bytes, connections: int, rounds: int, counter: Counter | None
 ) -> None:
-    from devserver import http11
+    from server import http11
 
     loop = asyncio.get_running_loop()
     open_connections = []
@@ -246,8 +246,8 @@ def count(
 
 
 def run(connections: int = 32, requests: int = 3200, cases: Sequence[Case] = CASES) -> list[dict[str, Any]]:
-    from devserver.serve import LlogServer, ServeServices
     from llog.service.produce import ProduceEntry
+    from server.serve import LlogServer, ServeServices
 
     counter = Counter()
     counter.install()  # before the server's threads start, so that they are traced too (counting only when on)
@@ -272,7 +272,7 @@ def run(connections: int = 32, requests: int = 3200, cases: Sequence[Case] = CAS
 
 
 def count_append(writer: Any, partitions: int, calls: int, counter: Counter) -> dict[str, Any]:
-    from llog.client.writer import SharedAppendGroup
+    from llog.protocol.append import SharedAppendGroup
 
     groups = [SharedAppendGroup(TOPIC, p, [b"x" * 100]) for p in range(partitions)]
 
@@ -297,7 +297,7 @@ def run_writer(partitions: Sequence[int] = WRITER_PARTITIONS, calls: int = 200) 
     its S3 PUT and Oxia write for real: the flush behind a produce request, which ``run`` answers at once.
     The partitions are sequential and known to the writer, so their commits run on the calling thread
     (in one Oxia write for several)."""
-    from llog.client.writer import LogWriter
+    from llog.protocol.append import LogWriter
 
     counter = Counter()
     counter.install()

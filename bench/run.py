@@ -26,6 +26,7 @@ from bench import (  # noqa: E402
     idempotent,
     lambda_warm,
     serve,
+    serve_report,
     tail,
     timestamps,
 )
@@ -164,7 +165,7 @@ def main() -> int:
         "HTTP: `llog serve` against the floor of its servers",
         "bench/serve.py",
         "One Oxia standalone (fsync on) and one S3 server (VersityGW when installed, else moto; the report names "
-        "it) behind two `llog serve` processes (`python -m devserver.serve`). The produce, ingest, HTTP-ceiling "
+        "it) behind two `llog serve` processes (`python -m server.serve`). The produce, ingest, HTTP-ceiling "
         "and peer clients are wrk's keep-alive connections (bench/wrk.py), every answer checked; the tail, "
         "flush-sharing and 256-client clients are bench/load.py's threads, one keep-alive connection each; S3 PUTs "
         "and Oxia writes "
@@ -177,7 +178,7 @@ def main() -> int:
         "ceiling*: the same clients against llog serve's HTTP server with nothing behind it (bench/noop_http.py). *256 "
         "clients*: bench/load.py at full speed, then reconciled. *Peer*: s2-lite 0.43.4 with its defaults on "
         "the same S3 server, when installed (`.tools/bin/s2-lite`).\n\n"
-        + measured(lambda: serve.report(serve.run())),
+        + measured(lambda: serve_report.report(serve.run())),
     ))
 
     print("tail benchmark ...", flush=True)

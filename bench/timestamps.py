@@ -35,13 +35,13 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
     sys.path.insert(0, str(ROOT))
 
 from bench.stack import READ_OPS, S3_GET_OPS, local_stack, stats_diff  # noqa: E402
-from llog.client.reader import EARLIEST, LATEST, LogReader  # noqa: E402
-from llog.client.writer import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.config import OxiaConfig  # noqa: E402
 from llog.format.codec import Record  # noqa: E402
 from llog.format.documents import AppendProtocol, CompactionCursor, EntryType, IndexedBatch, IndexEntry  # noqa: E402
 from llog.format.keys import PartitionKeys  # noqa: E402
+from llog.protocol.append import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.protocol.metadata import PartitionMetadata  # noqa: E402
+from llog.protocol.read import EARLIEST, LATEST, LogReader  # noqa: E402
 from llog.store.metrics import OperationCounters  # noqa: E402
 from llog.store.oxia import OxiaStore  # noqa: E402
 from llog.store.s3 import BlobStore  # noqa: E402

@@ -31,281 +31,50 @@ Security groups: port 6648 admits only ``client_security_group`` (the functions 
 it); 6649 admits only the data servers and the coordinator; EFS (2049) admits only the Oxia
 security groups, and each file system's policy admits only its own task's role. The EC2 instances'
 group admits nothing: tasks use ``awsvpc`` networking, with network interfaces of their own.
+
+This module holds the construct (``OxiaCluster``: security groups, ECS services, task definitions,
+EFS file systems, names); the processes' commands and configuration files are in
+``infra/oxia_commands.py``, the data servers' volumes, instances and snapshots on EBS in
+``infra/oxia_ebs.py``.
 """
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-import jsii
-from aws_cdk import Aspects, CfnResource, CfnTag, Duration, IAspect, RemovalPolicy, Size, Stack, Tags, Token
-from aws_cdk import aws_autoscaling as autoscaling
-from aws_cdk import aws_dlm as dlm
+from aws_cdk import Aspects, Duration, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_efs as efs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_servicediscovery as servicediscovery
-from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
-from constructs import Construct, IConstruct
+from constructs import Construct
 
-from infra.lint import ignore_literal_zone
+from infra.oxia_commands import (
+    DATA_DIR,
+    INTERNAL_PORT,
+    OXIA_UID,
+    PUBLIC_PORT,
+    cluster_config,
+    coordinator_command,
+    health_probe,
+    server_command,
+    standalone_command,
+)
+from infra.oxia_ebs import ARM64_INSTANCES, OXIA_INSTANCES, AfterCapacityProviders, OxiaHost, add_host, add_snapshots
 from infra.settings import OxiaMode, OxiaSize, OxiaStorage
 
 # Published by Oxia's release workflow (.github/workflows/ci-release.yaml: semver tags, linux/amd64
 # and linux/arm64). A data directory written by v0.17.1 cannot be opened by v0.14.4: no way back.
 OXIA_VERSION = "0.17.1"
 OXIA_IMAGE = f"oxia/oxia:{OXIA_VERSION}"
-PUBLIC_PORT = 6648
-INTERNAL_PORT = 6649
-METRICS_PORT = 8080
-# The coordinator's admin API (v0.15+, unauthenticated: create/delete namespaces and data servers).
-# Bound to loopback: nothing outside the task reaches it, as before the port existed.
-ADMIN_PORT = 6651
 DATA_SERVERS = 3
-DATA_DIR = "/data"
-# Written by the coordinator's container command at each start (JSON is YAML).
-CONFIG_DIR = "/tmp"
-CLUSTER_CONFIG_FILE = "oxia-cluster.yaml"
-COORDINATOR_CONFIG_FILE = "oxia-coordinator.yaml"
-# The access point's POSIX identity: every file operation on EFS happens as this user.
-OXIA_UID = "1000"
 COORDINATOR_SIZE = OxiaSize("coordinator", 256, 512)
 
-# -- data servers on EBS (storage="ebs") ----------------------------------------------------------
-EBS_VOLUME_GIB = 20
-# Left to the OS and the ECS agent on the instance: the task reserves the instance's memory minus this.
-INSTANCE_OVERHEAD_MIB = 512
-
-
-@dataclass(frozen=True)
-class OxiaInstance:
-    """The EC2 instance of one data server on EBS."""
-
-    instance_type: str
-    memory_mib: int
-
-    @property
-    def task_memory_mib(self) -> int:
-        """The task's memory reservation: all the instance has, but what the OS and the ECS agent need."""
-        return self.memory_mib - INSTANCE_OVERHEAD_MIB
-
-
-# The instance of each llog:oxiaSize: Graviton c7g has the Fargate sizes' 2 GiB per vCPU; "small"
-# (half a vCPU) has no instance of its own, so it gets the smallest, as "medium" does.
-OXIA_INSTANCES: dict[str, OxiaInstance] = {
-    "small": OxiaInstance("c7g.medium", 2048),
-    "medium": OxiaInstance("c7g.medium", 2048),
-    "large": OxiaInstance("c7g.large", 4096),
-    "xlarge": OxiaInstance("c7g.xlarge", 8192),
-}
-# Tags naming a data server (on its volume and, propagated by its Auto Scaling group, its instance):
-# the instance role may attach the volume only from an instance with this tag; DLM snapshots by it.
-SERVER_TAG = "llog:oxia-server"
-SNAPSHOT_TIME_UTC = "03:00"
-SNAPSHOTS_KEPT = 7
-
 Role = Literal["standalone", "server", "coordinator"]
-
-
-# -- container commands ------------------------------------------------------------------------
-# Pure functions so the tests can run exactly these commands against a real Oxia binary, with only
-# the addresses and directories changed to loopback ports and temp dirs.
-
-
-def standalone_command(
-    *,
-    shards: int,
-    db_cache_mib: int,
-    data_dir: str = DATA_DIR,
-    public_addr: str = f"0.0.0.0:{PUBLIC_PORT}",
-    metrics_addr: str = f"0.0.0.0:{METRICS_PORT}",
-) -> list[str]:
-    return [
-        "oxia",
-        "standalone",
-        f"--public-addr={public_addr}",
-        f"--metrics-addr={metrics_addr}",
-        f"--data-dir={data_dir}/db",
-        f"--wal-dir={data_dir}/wal",
-        f"--shards={shards}",
-        f"--db-cache-size-mb={db_cache_mib}",
-        "--log-json",
-    ]
-
-
-def server_command(
-    *,
-    db_cache_mib: int,
-    data_dir: str = DATA_DIR,
-    public_addr: str = f"0.0.0.0:{PUBLIC_PORT}",
-    internal_addr: str = f"0.0.0.0:{INTERNAL_PORT}",
-    metrics_addr: str = f"0.0.0.0:{METRICS_PORT}",
-) -> list[str]:
-    return [
-        "oxia",
-        "server",
-        f"--public-addr={public_addr}",
-        f"--internal-addr={internal_addr}",
-        f"--metrics-addr={metrics_addr}",
-        f"--data-dir={data_dir}/db",
-        f"--wal-dir={data_dir}/wal",
-        f"--db-cache-size-mb={db_cache_mib}",
-        "--log-json",
-    ]
-
-
-def health_probe(port: int = INTERNAL_PORT) -> list[str]:
-    """The gRPC health probe (``oxia health`` dials localhost): internal port, or standalone's public."""
-    return ["oxia", "health", f"--port={port}"]
-
-
-def cluster_config(
-    namespace: str, shards: int, servers: Sequence[tuple[str, str, str]], *, bootstrap_addresses: Sequence[str] = ()
-) -> dict[str, Any]:
-    """The coordinator's cluster config; ``servers`` are ``(name, public, internal)`` addresses.
-
-    Since v0.15 a data server rejects a client whose gRPC authority (the ``host:port`` it dialled)
-    is neither a server's address from this config nor in ``allowExtraAuthorities``
-    (``PERMISSION_DENIED: oxia: unexpected authority``). Clients bootstrap through a name of
-    their own (``bootstrap_addresses``), so it is listed there.
-    """
-    config: dict[str, Any] = {
-        "namespaces": [
-            {"name": namespace, "initialShardCount": shards, "replicationFactor": len(servers)},
-        ],
-        "servers": [{"name": n, "public": public, "internal": internal} for n, public, internal in servers],
-    }
-    if bootstrap_addresses:
-        config["allowExtraAuthorities"] = list(bootstrap_addresses)
-    return config
-
-
-def coordinator_config(
-    *,
-    cluster_config_path: str,
-    status_path: str,
-    internal_addr: str = f"0.0.0.0:{INTERNAL_PORT}",
-    admin_addr: str = f"127.0.0.1:{ADMIN_PORT}",
-    metrics_addr: str = f"0.0.0.0:{METRICS_PORT}",
-) -> dict[str, Any]:
-    """The coordinator's ``--sconfig`` file (v0.17.1 ``oxiad/coordinator/option``).
-
-    The cluster config is named by ``metadata.file.configName``, which has no flag (``--conf`` is
-    deprecated). With ``--sconfig`` the file is the whole configuration (a reload reads only the
-    file), so it holds every setting: metadata, status path, internal and metrics addresses.
-    """
-    return {
-        "server": {
-            "internal": {"bindAddress": internal_addr},
-            "public": {"bindAddress": admin_addr},
-        },
-        "metadata": {
-            "providerName": "file",
-            "file": {"statusName": status_path, "configName": cluster_config_path},
-        },
-        "observability": {"metric": {"bindAddress": metrics_addr}},
-    }
-
-
-def _json(value: dict[str, Any]) -> str:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True)
-
-
-def coordinator_command(
-    config: dict[str, Any],
-    *,
-    data_dir: str = DATA_DIR,
-    config_dir: str = CONFIG_DIR,
-    internal_addr: str = f"0.0.0.0:{INTERNAL_PORT}",
-    admin_addr: str = f"127.0.0.1:{ADMIN_PORT}",
-    metrics_addr: str = f"0.0.0.0:{METRICS_PORT}",
-) -> list[str]:
-    """Writes the cluster config and the coordinator's config, then execs ``oxia coordinator``."""
-    cluster_path = f"{config_dir}/{CLUSTER_CONFIG_FILE}"
-    coordinator_path = f"{config_dir}/{COORDINATOR_CONFIG_FILE}"
-    settings = coordinator_config(
-        cluster_config_path=cluster_path,
-        status_path=f"{data_dir}/cluster-status.json",
-        internal_addr=internal_addr,
-        admin_addr=admin_addr,
-        metrics_addr=metrics_addr,
-    )
-    q = shlex.quote
-    return [
-        "bash",
-        "-c",
-        f"printf '%s' {q(_json(config))} > {q(cluster_path)}"
-        f" && printf '%s' {q(_json(settings))} > {q(coordinator_path)}"
-        f" && exec oxia coordinator --sconfig={q(coordinator_path)} --log-json",
-    ]
-
-
-def data_mount_point(name: str) -> str:
-    """The host path of a data server's EBS volume on its instance (the task's host volume)."""
-    return f"/data/{name}"
-
-
-# The ECS agent's attribute of an instance's CPU architecture.
-ARM64_INSTANCES = "attribute:ecs.cpu-architecture == arm64"
-# A systemd drop-in of the ECS agent's unit: the agent (so any task) starts only with the data volume mounted.
-ECS_DROP_IN = "/etc/systemd/system/ecs.service.d/oxia-data.conf"
-
-
-def attach_volume_commands(volume_id: str, mount_point: str, *, owner_uid: str = OXIA_UID) -> list[str]:
-    """User data (bash, as root, before the ECS agent starts) that puts ``volume_id`` at ``mount_point``.
-
-    Fails closed: the ECS agent requires the mount before anything else happens, so a failed attach
-    leaves the instance without a running agent (and Oxia without a task) instead of letting Oxia
-    start on an empty directory of the root disk, which a data server does not recover from.
-    """
-    q = shlex.quote
-    token = "$(curl -sf -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' http://169.254.169.254/latest/api/token)"
-    return [
-        "set -euo pipefail",
-        "mkdir -p /etc/systemd/system/ecs.service.d",
-        f"printf '[Unit]\\nRequiresMountsFor=%s\\n' {q(mount_point)} > {ECS_DROP_IN}",
-        "systemctl daemon-reload",
-        f'imds() {{ curl -sf -H "X-aws-ec2-metadata-token: {token}" "http://169.254.169.254/latest/meta-data/$1"; }}',
-        "INSTANCE=$(imds instance-id)",
-        "REGION=$(imds placement/region)",
-        'export AWS_DEFAULT_REGION="$REGION"',
-        f"VOLUME={volume_id}",
-        "command -v aws >/dev/null || dnf install -y awscli-2",
-        # A replaced instance may still hold the volume while it shuts down: retry until it is free.
-        'until aws ec2 attach-volume --volume-id "$VOLUME" --instance-id "$INSTANCE" --device /dev/xvdf;'
-        " do sleep 10; done",
-        'aws ec2 wait volume-in-use --volume-ids "$VOLUME"'
-        ' --filters Name=attachment.instance-id,Values="$INSTANCE" Name=attachment.status,Values=attached',
-        # Nitro instances show EBS volumes as NVMe devices named after the volume id (without its "-").
-        'DEVICE="/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_${VOLUME/-/}"',
-        'until [ -e "$DEVICE" ]; do sleep 1; done',
-        # blkid exits 2 when the device holds no file system: format only then (first use), never on error.
-        'PROBE=0; blkid -p "$DEVICE" || PROBE=$?',
-        'if [ "$PROBE" -eq 2 ]; then mkfs.xfs "$DEVICE"; elif [ "$PROBE" -ne 0 ]; then exit "$PROBE"; fi',
-        f"mkdir -p {q(mount_point)}",
-        f'echo "$DEVICE {mount_point} xfs defaults,nofail 0 2" >> /etc/fstab',
-        "systemctl daemon-reload",
-        f"mount {q(mount_point)}",
-        f"chown {owner_uid}:{owner_uid} {q(mount_point)}",
-    ]
-
-
-@dataclass(frozen=True)
-class OxiaHost:
-    """The EC2 side of a data server on EBS: its volume and its instance (an ASG of one, a capacity provider)."""
-
-    volume: ec2.Volume
-    auto_scaling_group: autoscaling.AutoScalingGroup
-    capacity_provider: ecs.AsgCapacityProvider
-    subnet: ec2.ISubnet
-    mount_point: str
-    server_tag: str  # the value of SERVER_TAG on the volume and the instance
 
 
 @dataclass(frozen=True)
@@ -435,7 +204,15 @@ class OxiaCluster(Construct):
                 # Data server N's instance and volume live in AZ N's private subnet (the VPC's subnets
                 # follow the AZ order). With fewer than three AZs, two servers share one.
                 subnet = private_subnets[i % len(private_subnets)]
-                host = self._add_host(name, size, subnet)
+                host = add_host(
+                    self,
+                    name,
+                    size,
+                    subnet,
+                    vpc=self._vpc,
+                    cluster=self.cluster,
+                    removal_policy=self._removal_policy,
+                )
                 subnets = ec2.SubnetSelection(subnets=[subnet])
             elif zones is not None:
                 # Three or more known AZs: one data server per AZ, so losing an AZ keeps a quorum.
@@ -495,8 +272,8 @@ class OxiaCluster(Construct):
             bootstrap.register_cname_instance(f"Cname-{s.name}", instance_cname=s.dns_name)
         hosts = [s.host for s in servers if s.host is not None]
         if hosts:
-            self._add_snapshots(hosts)
-            Aspects.of(self).add(_AfterCapacityProviders(self.cluster, [s.service for s in servers]))
+            self.snapshot_policy = add_snapshots(self, hosts)
+            Aspects.of(self).add(AfterCapacityProviders(self.cluster, [s.service for s in servers]))
 
     def _fixed_zones(self) -> list[str] | None:
         zones = Stack.of(self).availability_zones
@@ -505,199 +282,6 @@ class OxiaCluster(Construct):
         private = {s.availability_zone for s in self._vpc.private_subnets}
         zones = [z for z in zones if z in private]
         return zones if len(zones) >= DATA_SERVERS else None
-
-    # -- data servers on EBS ------------------------------------------------------------------
-
-    def _add_host(self, name: str, size: OxiaSize, subnet: ec2.ISubnet) -> OxiaHost:
-        """Data server ``name``'s volume and its one instance, both in ``subnet``'s AZ, and its capacity provider."""
-        scope = Construct(self, name)
-        stack = Stack.of(self)
-        server_tag = f"{stack.stack_name}/{name}"
-        volume = ec2.Volume(
-            scope,
-            "DataVolume",  # not "Volume", the EFS file system's id: CloudFormation cannot change a type
-            availability_zone=subnet.availability_zone,
-            size=Size.gibibytes(EBS_VOLUME_GIB),
-            volume_type=ec2.EbsDeviceVolumeType.GP3,
-            encrypted=True,
-            removal_policy=self._removal_policy,
-            volume_name=f"{name}-{stack.stack_name}",
-        )
-        Tags.of(volume).add(SERVER_TAG, server_tag)
-        ignore_literal_zone(
-            cast(CfnResource, volume.node.default_child),
-            subnet.availability_zone,
-            "An EBS volume is in one AZ: its data server's subnet's, where its instance runs.",
-        )
-        security_group = ec2.SecurityGroup(
-            scope,
-            "InstanceSecurityGroup",
-            vpc=self._vpc,
-            description=f"llog: instance of Oxia {name} (no ingress; its task has a network interface of its own)",
-            allow_all_outbound=True,
-        )
-        mount_point = data_mount_point(name)
-        user_data = ec2.UserData.for_linux()
-        user_data.add_commands(*attach_volume_commands(volume.volume_id, mount_point))
-        # The task's own network interface must not reach the instance role through the metadata service.
-        user_data.add_commands("echo ECS_AWSVPC_BLOCK_IMDS=true >> /etc/ecs/ecs.config")
-        group = autoscaling.AutoScalingGroup(
-            scope,
-            "Instances",
-            vpc=self._vpc,
-            vpc_subnets=ec2.SubnetSelection(subnets=[subnet]),
-            instance_type=ec2.InstanceType(OXIA_INSTANCES[size.name].instance_type),
-            machine_image=ecs.EcsOptimizedImage.amazon_linux2023(ecs.AmiHardwareType.ARM),
-            # Exactly one instance: the volume attaches to one instance at a time.
-            min_capacity=1,
-            max_capacity=1,
-            require_imdsv2=True,
-            security_group=security_group,
-            user_data=user_data,
-            ssm_session_permissions=True,
-            block_devices=[
-                autoscaling.BlockDevice(
-                    device_name="/dev/xvda",
-                    volume=autoscaling.BlockDeviceVolume.ebs(
-                        30, encrypted=True, volume_type=autoscaling.EbsDeviceVolumeType.GP3
-                    ),
-                )
-            ],
-        )
-        # On the group alone, which propagates it to its instance at launch (a launch template tag would
-        # reach the root volume too, and DLM would snapshot it).
-        Tags.of(group).add(SERVER_TAG, server_tag, include_resource_types=["AWS::AutoScaling::AutoScalingGroup"])
-        group.add_to_role_policy(
-            iam.PolicyStatement(
-                sid="AttachOwnVolume",
-                actions=["ec2:AttachVolume"],
-                resources=[stack.format_arn(service="ec2", resource="volume", resource_name=volume.volume_id)],
-            )
-        )
-        group.add_to_role_policy(
-            iam.PolicyStatement(
-                sid="FromOwnInstance",
-                actions=["ec2:AttachVolume"],
-                resources=[stack.format_arn(service="ec2", resource="instance", resource_name="*")],
-                conditions={"StringEquals": {f"aws:ResourceTag/{SERVER_TAG}": server_tag}},
-            )
-        )
-        group.add_to_role_policy(
-            iam.PolicyStatement(sid="WaitForAttachment", actions=["ec2:DescribeVolumes"], resources=["*"])
-        )
-        capacity_provider = ecs.AsgCapacityProvider(
-            scope,
-            "CapacityProvider",
-            auto_scaling_group=group,
-            # One instance, always: nothing to scale, and instance refresh must be able to replace it.
-            enable_managed_scaling=False,
-            enable_managed_termination_protection=False,
-            # ECS stops the task before the instance terminates (no drain-hook function of CDK's).
-            enable_managed_draining=True,
-        )
-        self.cluster.add_asg_capacity_provider(capacity_provider)
-        self._suppress_instance_findings(group)
-        return OxiaHost(
-            volume=volume,
-            auto_scaling_group=group,
-            capacity_provider=capacity_provider,
-            subnet=subnet,
-            mount_point=mount_point,
-            server_tag=server_tag,
-        )
-
-    @staticmethod
-    def _suppress_instance_findings(group: autoscaling.AutoScalingGroup) -> None:
-        NagSuppressions.add_resource_suppressions(
-            group,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-AS3",
-                    reason="An Auto Scaling group of exactly one instance that never scales; a missing data "
-                    "server shows as its ECS service without a running task, which has an alarm.",
-                ),
-                NagPackSuppression(
-                    id="AwsSolutions-EC28",
-                    reason="Basic EC2 monitoring is enough: the alarms watch the ECS service's running tasks "
-                    "and Container Insights' CPU and memory of the Oxia task, not instance metrics.",
-                ),
-                NagPackSuppression(
-                    id="AwsSolutions-EC29",
-                    reason="The instance belongs to an Auto Scaling group of one, which replaces it (and the "
-                    "volume moves with it); the data lives on the retained EBS volume, not the instance.",
-                ),
-                NagPackSuppression(
-                    id="AwsSolutions-IAM4",
-                    reason="AmazonSSMManagedInstanceCore lets operators open Session Manager shells on the "
-                    "instance (no SSH, no inbound rule) to inspect the data volume's attachment and mount.",
-                    applies_to=["Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore"],
-                ),
-                NagPackSuppression(
-                    id="AwsSolutions-IAM5",
-                    reason="ec2:AttachVolume names the instance by instance/* with a condition on its "
-                    "data-server tag (its id is known only at launch); ec2:DescribeVolumes and the ECS "
-                    "agent's registration and ECR token calls support no resource-level permissions; "
-                    "ecs:Submit* (the agent's state changes, scoped to the cluster) is CDK's ECS instance policy.",
-                    applies_to=[
-                        # <AWS::Partition>... offline, the account and region once they are known.
-                        RegexAppliesTo(
-                            regex=r"/^Resource::arn:(<AWS::Partition>|[a-z-]+):ec2:(<AWS::Region>|[a-z0-9-]+):"
-                            r"(<AWS::AccountId>|[0-9]+):instance\/\*$/g"
-                        ),
-                        "Resource::*",
-                        "Action::ecs:Submit*",
-                    ],
-                ),
-            ],
-            apply_to_children=True,
-        )
-
-    def _add_snapshots(self, hosts: Sequence[OxiaHost]) -> None:
-        """Daily snapshots of the data servers' volumes (in place of the EFS file systems' AWS Backup)."""
-        role = iam.Role(
-            self,
-            "SnapshotRole",
-            assumed_by=iam.ServicePrincipal("dlm.amazonaws.com"),
-            description="Data Lifecycle Manager: snapshots of the Oxia data volumes",
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AWSDataLifecycleManagerServiceRole")
-            ],
-        )
-        NagSuppressions.add_resource_suppressions(
-            role,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-IAM4",
-                    reason="AWSDataLifecycleManagerServiceRole is the AWS-managed policy made for Data "
-                    "Lifecycle Manager's EBS snapshot policies; only the DLM service assumes this role.",
-                    applies_to=[
-                        "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSDataLifecycleManagerServiceRole"
-                    ],
-                )
-            ],
-        )
-        self.snapshot_policy = dlm.CfnLifecyclePolicy(
-            self,
-            "Snapshots",
-            description=f"{Stack.of(self).stack_name} Oxia data volumes daily",
-            state="ENABLED",
-            execution_role_arn=role.role_arn,
-            policy_details=dlm.CfnLifecyclePolicy.PolicyDetailsProperty(
-                policy_type="EBS_SNAPSHOT_MANAGEMENT",
-                resource_types=["VOLUME"],
-                target_tags=[CfnTag(key=SERVER_TAG, value=h.server_tag) for h in hosts],
-                schedules=[
-                    dlm.CfnLifecyclePolicy.ScheduleProperty(
-                        name="daily",
-                        create_rule=dlm.CfnLifecyclePolicy.CreateRuleProperty(
-                            interval=24, interval_unit="HOURS", times=[SNAPSHOT_TIME_UTC]
-                        ),
-                        retain_rule=dlm.CfnLifecyclePolicy.RetainRuleProperty(count=SNAPSHOTS_KEPT),
-                        copy_tags=True,  # a snapshot names its data server
-                    )
-                ],
-            ),
-        )
 
     # -- one process ------------------------------------------------------------------------
 
@@ -877,25 +461,3 @@ class OxiaCluster(Construct):
     def servers(self) -> list[OxiaNode]:
         """The processes clients talk to (the standalone server or the data servers)."""
         return [n for n in self.nodes if n.role != "coordinator"]
-
-
-@jsii.implements(IAspect)
-class _AfterCapacityProviders:
-    """Makes the data servers' services wait for the cluster's capacity provider associations.
-
-    CDK creates the association resource in an aspect of its own at synthesis (so this one runs after
-    it, at the default priority) and adds no dependency: CloudFormation could create a service whose
-    capacity provider is not yet associated with the cluster, which ECS refuses.
-    """
-
-    def __init__(self, cluster: ecs.Cluster, services: Sequence[ecs.BaseService]) -> None:
-        self._cluster = cluster
-        self._services = list(services)
-
-    def visit(self, node: IConstruct) -> None:
-        if node is not self._cluster:
-            return
-        associations = [c for c in node.node.children if isinstance(c, ecs.CfnClusterCapacityProviderAssociations)]
-        for service in self._services:
-            for association in associations:
-                service.node.add_dependency(association)

@@ -15,11 +15,11 @@ RUN pip install --no-cache-dir --no-deps --only-binary=:all: --disable-pip-versi
 COPY llog_layer/llog llog_layer/llog
 COPY client/llog_client client/llog_client
 COPY functions functions
-COPY devserver devserver
+COPY server server
 
 # No root in the container; the process needs no file system writes.
 USER 1000:1000
 EXPOSE 8080
 # SIGTERM (ECS stopping the task) drains: no new requests, in-flight ones finish, the batcher flushes.
 STOPSIGNAL SIGTERM
-CMD ["python", "-m", "devserver.serve", "--host", "0.0.0.0", "--port", "8080"]
+CMD ["python", "-m", "server.serve", "--host", "0.0.0.0", "--port", "8080"]

@@ -1,6 +1,6 @@
 """The ``llog serve`` front door (``llog:frontDoor=serve``): ECS Fargate tasks, reached through a load balancer or DNS.
 
-Each task runs the process ``make dev`` runs (``python -m devserver.serve``, image
+Each task runs the process ``make dev`` runs (``python -m server.serve``, image
 ``infra/serve.Dockerfile``): the routes and handlers of the Lambda functions, plus what only a
 long-lived process has, **group commit** (concurrent produce requests share one WAL object and one
 Oxia write per partition, docs/PERFORMANCE.md) and a tail cache. It is the front door for
@@ -31,7 +31,7 @@ per-request authentication and no idle cost (docs/DEPLOY.md, "Front door").
     count requests, the dashboard's API row and the 5xx alarm read the tasks' own EMF metrics.
 
 * **Metrics**: every task reports to CloudWatch every ``EMF_INTERVAL_S`` (EMF lines in its log,
-  devserver/emf.py): the records and bytes it produced and consumed, under the produce and consume
+  server/emf.py): the records and bytes it produced and consumed, under the produce and consume
   functions' names (the dashboard's records and bytes rows add them up), and its requests, 4xx,
   5xx and a sample of their latencies (``service=serve``).
 
@@ -90,7 +90,7 @@ IMAGE_CONTEXT = [
     "!llog_layer/llog/**",
     "!client/llog_client/**",
     "!functions/**",
-    "!devserver/**",
+    "!server/**",
     "**/__pycache__",
     "**/*.pyc",
     "**/*.pyo",
@@ -352,7 +352,7 @@ class ServeFleet(Construct):
         role.add_to_principal_policy(
             iam.PolicyStatement(sid="GetPutObjects", actions=["s3:GetObject", "s3:PutObject"], resources=[objects])
         )
-        # GET /metrics' S3 footprint (devserver/billing.py) lists the root prefix every few minutes.
+        # GET /metrics' S3 footprint (server/billing.py) lists the root prefix every few minutes.
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ListRootPrefix",

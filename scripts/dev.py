@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devserver import console
 from devserver.devstack import (
     VERSITYGW_BUCKETS,
     OxiaProcess,
@@ -47,7 +46,6 @@ from devserver.devstack import (
 )
 from devserver.emulator import EmulatorUnavailable, find_rie, find_runtime_python, local_endpoints, synthesize
 from devserver.lambda_front import LambdaFront, start_front
-from devserver.serve import SERVE_PATHS, LlogServer, logging_from_a_writer_thread
 from functions.common import names, routes
 from llog.config import env_int, root_prefix_from_env
 from llog.errors import InvalidTopicName, LlogError
@@ -57,6 +55,8 @@ from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector
 from llog.service.compaction import plan_compaction, run_compaction_task
+from server import console
+from server.serve import SERVE_PATHS, LlogServer, logging_from_a_writer_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / ".tools"

@@ -42,8 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from llog_client.auth import ApiKeyAuth, Auth
-from llog_client.cli import API_KEY_VARIABLE
-from llog_client.cli import auth_from_args
+from llog_client.cli import API_KEY_VARIABLE, auth_from_args
 from llog_client.consumer import Consumer
 from llog_client.errors import LlogClientError, OutcomeUnknownError, TransportError
 from llog_client.partitioner import partition_for_key

@@ -31,11 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import LlogError, SequenceInFlight
 from llog.format.codec import Record
 from llog.format.documents import AppendProtocol
+from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage

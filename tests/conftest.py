@@ -26,16 +26,16 @@ import pytest
 from hypothesis import settings
 
 from devserver.devstack import MotoS3, OxiaProcess, find_oxia_binary, free_port, wait_until_serving
-from devserver.serve import LlogServer
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config
 from llog.format.keys import DEFAULT_ROOT_PREFIX
+from llog.protocol.append import LogWriter
 from llog.protocol.compaction import Compactor
+from llog.protocol.read import LogReader
 from llog.protocol.registry import PartitionRegistry
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
+from server.serve import LlogServer
 from tests.faults import HARNESS
 from tests.protocols import CAS
 

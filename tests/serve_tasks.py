@@ -34,7 +34,7 @@ START_S = 60  # a loaded machine takes seconds to import and start a process
 
 
 def start_serve(
-    env: dict[str, str], port: int = 0, module: str = "devserver.serve"
+    env: dict[str, str], port: int = 0, module: str = "server.serve"
 ) -> tuple[subprocess.Popen[str], str]:
     """``python -m <module> --port <port>`` with ``env`` (stdout and stderr piped), and its URL once it listens."""
     proc = subprocess.Popen(
@@ -95,7 +95,7 @@ class ServeTask:
     chatty server never blocks on a full pipe.
     """
 
-    def __init__(self, env: dict[str, str], module: str = "devserver.serve") -> None:
+    def __init__(self, env: dict[str, str], module: str = "server.serve") -> None:
         self.env = env
         self.module = module
         self.port = 0  # chosen at the first start
@@ -163,6 +163,6 @@ def _set_constants(constants: dict[str, Any]) -> None:
 
 if __name__ == "__main__":
     _set_constants(json.loads(os.environ.get(CONSTANTS_ENV) or "{}"))
-    from devserver.serve import main
+    from server.serve import main
 
     sys.exit(main())

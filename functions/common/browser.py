@@ -16,7 +16,7 @@ server answers for the origins of ``LLOG_CORS_ORIGINS`` alone; or carry no
 client library's request without a body): browsers send ``Origin`` with every
 ``POST`` and ``DELETE``. Anything else is refused with 415
 ``UnsupportedMediaType`` before the handler runs. ``llog serve`` refuses it
-from the request's head (``devserver.serve``); the functions' resolver
+from the request's head (``server.serve``); the functions' resolver
 (``functions.common.http``) refuses it too, so a deployed API behaves alike.
 
 And ``llog serve`` answers only to the names it is reached by (``AllowedHosts``), against DNS

@@ -20,4 +20,4 @@ API_FUNCTIONS = (PRODUCE, CONSUME, ADMIN)  # behind the REST API (``routes``)
 FUNCTIONS = (*API_FUNCTIONS, COMPACTION_PLANNER, COMPACTION_WORKER, GC, VERIFY, BACKUP)
 
 METRIC_NAMESPACE = "llog"
-SERVE = "serve"  # the service dimension of llog serve's own request metrics (devserver/emf.py)
+SERVE = "serve"  # the service dimension of llog serve's own request metrics (server/emf.py)

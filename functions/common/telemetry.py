@@ -18,7 +18,7 @@ metrics with ``metric`` (infra/observability.py's dashboard and alarms read
 some of them by name).
 
 ``llog serve`` suspends EMF (``suspend_emf``; it exports its own counters at
-``/metrics`` and reports them as EMF per interval, devserver/emf.py), as
+``/metrics`` and reports them as EMF per interval, server/emf.py), as
 ``POWERTOOLS_METRICS_DISABLED=true`` does: then nothing is added to
 Powertools' process-wide metric set, which is not meant for concurrent
 requests, and the handlers print nothing.

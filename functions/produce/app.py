@@ -39,7 +39,7 @@ from llog.config import Limits
 from llog.format.codec import records_bytes
 
 if TYPE_CHECKING:
-    from llog.client.writer import SharedAppendGroup
+    from llog.protocol.append import SharedAppendGroup
     from llog.service.produce import ProduceEntry, ProduceService
 
 

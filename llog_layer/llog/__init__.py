@@ -44,18 +44,18 @@ from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys, S3Location
 
 if TYPE_CHECKING:
-    from llog.client.reader import LogReader, LogRecord, PartitionInfo
-    from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
+    from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
+    from llog.protocol.read import LogReader, LogRecord, PartitionInfo
 
 # The reader and writer need the Oxia client; importing them lazily keeps the codec,
 # keys and S3 parts usable where it is not installed (the Glue export job).
 _LAZY = {
-    "LogReader": "llog.client.reader",
-    "LogRecord": "llog.client.reader",
-    "PartitionInfo": "llog.client.reader",
-    "AppendResult": "llog.client.writer",
-    "LogWriter": "llog.client.writer",
-    "SharedAppendGroup": "llog.client.writer",
+    "LogReader": "llog.protocol.read",
+    "LogRecord": "llog.protocol.read",
+    "PartitionInfo": "llog.protocol.read",
+    "AppendResult": "llog.protocol.append",
+    "LogWriter": "llog.protocol.append",
+    "SharedAppendGroup": "llog.protocol.append",
 }
 
 

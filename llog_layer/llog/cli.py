@@ -38,8 +38,8 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 
-from llog.client.writer import LogWriter
 from llog.errors import LlogError
+from llog.protocol.append import LogWriter
 from llog.protocol.backup import back_up_topics, restore_backup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.gc import GarbageCollector

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
-from devserver.serve import LlogServer
 from llog.config import S3Config
+from server.serve import LlogServer
 from tests.conftest import OxiaServer, serve_env
 
 if TYPE_CHECKING:

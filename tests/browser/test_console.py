@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from devserver.serve import LlogServer
+from server.serve import LlogServer
 from tests.browser.conftest import UPLOT
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from devserver.serve import LlogServer
 from functions.common import cors
 from llog.config import S3Config
+from server.serve import LlogServer
 from tests.conftest import OxiaServer, serve_env
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ def remote_api(
     }
     with log.open("wb") as output:  # a file, not a pipe: it logs every request and must never block
         proc = subprocess.Popen(
-            [sys.executable, "-m", "devserver.serve", "--port", "0"], cwd=ROOT, env=env, stderr=output
+            [sys.executable, "-m", "server.serve", "--port", "0"], cwd=ROOT, env=env, stderr=output
         )
     try:
         url = None

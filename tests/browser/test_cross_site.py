@@ -6,7 +6,7 @@ what needs no CORS preflight: a ``text/plain`` ``fetch`` in ``no-cors`` mode, a 
 posted as ``text/plain`` whose text is JSON. Then DNS rebinding: a browser resolving ``evil.example`` to
 127.0.0.1 gives a page of evil.example the server as its own origin, and it reads and writes with its
 own name in ``Host``. Each is refused (415, 421) and nothing is written (functions/common/browser.py,
-``AllowedHosts`` in devserver/serve.py); the console's own requests still work (test_console.py).
+``AllowedHosts`` in server/serve.py); the console's own requests still work (test_console.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from devserver.serve import LlogServer
+from server.serve import LlogServer
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
 from tests.browser.test_console import new_topic, produce
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from devserver.serve import LlogServer
 from llog_client.producer import RecordMetadata
+from server.serve import LlogServer
 
 
 def call(server: LlogServer, method: str, path: str, body: Any = None) -> Any:

@@ -9,10 +9,10 @@ from datetime import datetime
 
 import pytest
 
-from devserver.serve import LlogServer
 from llog.cli import main
 from llog_client import cli as client_cli
 from llog_client.producer import Producer
+from server.serve import LlogServer
 from tests.client.conftest import call
 
 

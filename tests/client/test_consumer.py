@@ -8,15 +8,15 @@ from collections.abc import Callable
 
 import pytest
 
-from devserver.serve import LlogServer
-from llog.client.writer import LogWriter
 from llog.format.documents import AppendProtocol
+from llog.protocol.append import LogWriter
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.topics import TopicConfig, TopicRegistry, reclaim_topic
 from llog.store.storage import Storage
 from llog_client.consumer import Consumer, Record
 from llog_client.errors import UnavailableError
 from llog_client.producer import Producer
+from server.serve import LlogServer
 from tests.client.conftest import call
 
 # A bound on the loops that wait for the group to settle, so that a bug fails the test instead of hanging it.

@@ -25,8 +25,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from devserver.serve import LlogServer
 from llog_client.producer import Producer
+from server.serve import LlogServer
 from tests.client.conftest import call
 
 ROOT = Path(__file__).resolve().parents[2]

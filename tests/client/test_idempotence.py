@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from devserver.serve import LlogServer
 from llog.errors import SequenceInFlight
 from llog.protocol.producers import REVALIDATE_AFTER_MS, IdempotentAppender
 from llog.protocol.topics import TOPIC_CACHE_TTL_MS
@@ -25,6 +24,7 @@ from llog_client.errors import (
 )
 from llog_client.producer import Producer, RecordMetadata
 from llog_client.transport import Transport
+from server.serve import LlogServer
 from tests.client.conftest import call, read_partition, results
 
 

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 
 from devserver.devstack import free_port
-from devserver.serve import LlogServer
 from llog_client.errors import FencedError, InvalidRequestError, OutcomeUnknownError, TransportError
 from llog_client.partitioner import partition_for_key
 from llog_client.producer import Producer, RecordMetadata
 from llog_client.transport import Transport
 from llog_client.wire import decode_bytes
+from server.serve import LlogServer
 from tests.client.conftest import call, read_partition, results
 
 KIB = 1024

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from devserver.serve import LlogServer
 from llog_client.consumer import Consumer
 from llog_client.errors import LlogClientError, OutcomeUnknownError
 from llog_client.producer import Producer
+from server.serve import LlogServer
 from tests.client.conftest import Gateway, call, read_partition, results
 from tests.client.test_consumer import poll_until, produce
 

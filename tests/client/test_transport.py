@@ -6,7 +6,6 @@ import pytest
 from botocore.credentials import Credentials
 
 from devserver.devstack import free_port
-from devserver.serve import LlogServer
 from llog_client.auth import ApiKeyAuth, SigV4Auth
 from llog_client.errors import (
     AccessDeniedError,
@@ -21,6 +20,7 @@ from llog_client.errors import (
     error_from,
 )
 from llog_client.transport import Transport, backoff, path
+from server.serve import LlogServer
 
 
 def test_the_servers_errors_come_back_typed(server: LlogServer) -> None:

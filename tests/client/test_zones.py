@@ -15,11 +15,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from devserver.devstack import free_port
-from devserver.serve import LlogServer
 from llog_client import Producer
 from llog_client.errors import LlogClientError
 from llog_client.transport import Transport
 from llog_client.zones import current_zone, parse_zone_urls, resolve_url
+from server.serve import LlogServer
 from tests.client.conftest import read_partition
 
 TOKEN = "token-of-this-test"

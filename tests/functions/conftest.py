@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 from devserver.emulator import EmulatorUnavailable, Synthesized, synthesize
-from devserver.serve import LlogServer
 from functions.admin import app as admin_app
 from functions.common import names
 from functions.common.telemetry import LocalContext
@@ -30,6 +29,7 @@ from functions.consume import app as consume_app
 from functions.produce import app as produce_app
 from llog.config import S3Config
 from llog.store.s3 import BlobStore
+from server.serve import LlogServer
 from tests.conftest import BUCKET, OxiaServer, moto_s3_env, set_env, unreachable_oxia_env
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"

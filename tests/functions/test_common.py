@@ -10,12 +10,12 @@ import pytest
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 import llog
-from devserver import events
-from devserver.batching import BackPressureRejected
 from functions.common import names, routes
 from functions.common.errors import error_answer, error_document, status_for
 from functions.common.lazy import Lazy, PerThread
 from llog.service.http_contract import RequestRejected
+from server import events
+from server.batching import BackPressureRejected
 
 # --- the one error mapping ------------------------------------------------------------------------
 

@@ -376,7 +376,7 @@ def test_an_injected_service_is_used_and_not_closed_by_reset(dead_oxia_env: Env)
 
     class Recording:
         def produce_groups(self, entries):
-            from llog.client.writer import AppendResult
+            from llog.protocol.append import AppendResult
 
             groups = list(entries)
             return groups, [AppendResult(g.topic, g.partition, len(g.records), 1, len(g.records), "k", "s3://b/k")

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from devserver.serve import LlogServer
 from functions.produce import app as produce_app
 from llog.config import S3Config
 from llog.store.s3 import BlobStore
+from server.serve import LlogServer
 from tests.conftest import BUCKET, fuzz_examples, serve_env, start_server, unreachable_oxia_env
 
 schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed (requirements-dev.txt)")

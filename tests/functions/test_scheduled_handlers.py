@@ -14,9 +14,9 @@ from functions.common.telemetry import LocalContext
 from functions.compaction_planner import app as planner_app
 from functions.compaction_worker import app as worker_app
 from functions.gc import app as gc_app
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
 from llog.errors import ConfigurationError, OxiaUnavailable
+from llog.protocol.append import LogWriter
+from llog.protocol.read import LogReader
 from llog.store.queue import TaskQueue
 from tests.conftest import BUCKET
 from tests.functions.conftest import Env

@@ -12,9 +12,9 @@ import pytest
 from functions.backup import app as backup_app
 from functions.common.telemetry import LocalContext
 from functions.verify import app as verify_app
-from llog.client.writer import LogWriter
 from llog.errors import NamespaceMismatch
 from llog.format.keys import NamespaceKeys, S3Location
+from llog.protocol.append import LogWriter
 from llog.protocol.backup import backup_ids
 from llog.protocol.namespace import check_namespace
 from llog.store.storage import Storage

@@ -8,13 +8,13 @@ import time
 import pytest
 from pyspark.sql import SparkSession
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, WriterConfig
 from llog.format.codec import Record
 from llog.format.documents import AppendProtocol
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.gc import GarbageCollector
+from llog.protocol.read import LogReader
 from llog.protocol.topics import RECLAIM_DELAY_MS, TopicConfig, TopicRegistry
 from llog.store.storage import Storage
 from llog_export.job import ExportOptions

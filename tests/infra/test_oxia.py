@@ -21,10 +21,8 @@ from aws_cdk.assertions import Template
 
 from devserver.devstack import find_oxia_binary, free_port, wait_until_serving
 from infra.network import Network
-from infra.oxia import (
-    OXIA_IMAGE,
-    OXIA_VERSION,
-    OxiaCluster,
+from infra.oxia import OXIA_IMAGE, OXIA_VERSION, OxiaCluster
+from infra.oxia_commands import (
     cluster_config,
     coordinator_command,
     health_probe,

@@ -18,7 +18,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Annotations, Match, Template
 
-from infra.oxia import (
+from infra.oxia_ebs import (
     ARM64_INSTANCES,
     EBS_VOLUME_GIB,
     OXIA_INSTANCES,

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.bundling
 PROBE = """
 import json, sys
 from importlib import resources
-import devserver.serve, functions, llog.cli, llog_client.cli
-files = [m.__file__ for m in (llog.cli, devserver.serve, functions, llog_client.cli)]
+import server.serve, functions, llog.cli, llog_client.cli
+files = [m.__file__ for m in (llog.cli, server.serve, functions, llog_client.cli)]
 document = json.loads(resources.files("functions").joinpath("openapi.json").read_bytes())
 sys.stdout.write(json.dumps({"files": files, "title": document["info"]["title"]}) + "\\n")
 llog.cli.main(["--help"])

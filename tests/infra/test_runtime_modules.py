@@ -1,8 +1,8 @@
 """The Lambda layer and the Glue packages zip ship runtime modules only (docs/ARCHITECTURE.md, "What ships where").
 
-Neither carries the repository's development code (``devserver``, ``functions``, ``tests``,
-``bench``, ``scripts``, ``infra``) nor a module whose name marks it as part of the development
-server (``devstack``, ``billing``, ``batching``, ``serve``), and the ``llog`` in each is exactly
+Neither carries the repository's code outside the library (``server``, ``devserver``, ``functions``,
+``tests``, ``bench``, ``scripts``, ``infra``) nor a module whose name marks it as part of the server
+or the development tools (``devstack``, ``billing``, ``batching``, ``serve``), and the ``llog`` in each is exactly
 ``llog_layer/llog``: nothing added, nothing lost. That every ``llog`` module imports with the
 layer's pins alone is ``test_bundling.py``'s CPython 3.13 import test.
 
@@ -23,7 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 LLOG_SOURCE = ROOT / "llog_layer" / "llog"
 CLIENT_SOURCE = ROOT / "client" / "llog_client"
 LLOG_EXPORT_SOURCE = ROOT / "glue_jobs" / "llog_export"
-DEVELOPMENT_PACKAGES = frozenset({"devserver", "functions", "tests", "bench", "scripts", "infra", "glue_jobs"})
+DEVELOPMENT_PACKAGES = frozenset(
+    {"server", "devserver", "functions", "tests", "bench", "scripts", "infra", "glue_jobs"}
+)
 DEVELOPMENT_ONLY_WORDS = frozenset({"devstack", "billing", "batching", "serve"})
 NAME_WORD = re.compile(r"[^_.\-]+")
 
@@ -81,7 +83,8 @@ def test_the_name_check_sees_development_modules() -> None:
         "store/oxia.py",
         "service/produce.py",
         "service/observer.py",
-        "devserver/serve.py",
+        "server/http11.py",
+        "devserver/invoke.py",
         "billing.py",
         "batching/x.py",
         "store/devstack_s3.py",
@@ -91,8 +94,9 @@ def test_the_name_check_sees_development_modules() -> None:
     assert development_names(paths) == [
         "batching/x.py",
         "billing.py",
-        "devserver/serve.py",
+        "devserver/invoke.py",
         "llog_devserver-0.1.0.dist-info",
+        "server/http11.py",
         "store/devstack_s3.py",
         "tests/test_x.py",
     ]

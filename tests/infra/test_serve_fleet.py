@@ -24,7 +24,6 @@ from aws_cdk import aws_cloudwatch as cw
 from aws_cdk.assertions import Annotations, Match, Template
 
 from devserver.devstack import free_port
-from devserver.serve import IDLE_CONNECTION_TIMEOUT_S
 from functions.common import names
 from functions.common.browser import ALLOWED_HOSTS_ENV
 from infra.layer import PipLayerBundler
@@ -32,6 +31,7 @@ from infra.serve_fleet import CONTAINER_PORT, DNS_NAME, DOCKERFILE, LISTENER_POR
 from infra.settings import LlogSettings
 from infra.stack import LlogStack
 from llog.config import Limits
+from server.serve import IDLE_CONNECTION_TIMEOUT_S
 from tests.conftest import serve_env
 from tests.infra.helpers import FLEET_CONTEXT as CONTEXT
 from tests.infra.helpers import find_python313, make_app, make_stack, resources
@@ -240,7 +240,7 @@ def test_dns_endpoint_registers_each_zones_healthy_tasks_in_the_oxia_namespace(d
     assert "/health" in " ".join(container["HealthCheck"]["Command"])  # Cloud Map lists only healthy tasks
     fleet = dns_stack.api
     assert isinstance(fleet, ServeFleet)
-    metrics = fleet.metrics()  # what the tasks report themselves (devserver/emf.py)
+    metrics = fleet.metrics()  # what the tasks report themselves (server/emf.py)
     assert isinstance(metrics.count, cw.Metric)
     assert (metrics.count.namespace, metrics.count.metric_name, metrics.count.dimensions) == (
         "llog", "Requests", {"service": "serve"}
@@ -295,12 +295,12 @@ def test_image_context_holds_what_the_dockerfile_copies_and_nothing_else(tmp_pat
     assert source["dockerFile"] == DOCKERFILE
     assert source["platform"] == "linux/arm64"
     files = context_files(context)
-    assert {f.split("/")[0] for f in files} == {"infra", "llog_layer", "client", "functions", "devserver"}
+    assert {f.split("/")[0] for f in files} == {"infra", "llog_layer", "client", "functions", "server"}
     assert {f for f in files if f.startswith("infra/")} == {
         DOCKERFILE, "infra/layer-requirements.txt", "infra/serve-requirements.txt"
     }
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
-    for module in ("devserver/serve.py", "functions/produce/app.py", "llog_layer/llog/service/produce.py",
+    for module in ("server/serve.py", "functions/produce/app.py", "llog_layer/llog/service/produce.py",
                    "client/llog_client/partitioner.py"):  # fmt: skip
         assert module in files
     dockerfile = (context / DOCKERFILE).read_text()
@@ -324,7 +324,7 @@ def test_serve_runs_from_the_image_context_with_the_image_pins_alone(
     (pythonpath,) = re.findall(r"PYTHONPATH=(\S+)", dockerfile)
     (command,) = re.findall(r"^CMD (\[.*\])$", dockerfile, re.MULTILINE)
     argv = json.loads(command)
-    assert argv[:3] == ["python", "-m", "devserver.serve"]
+    assert argv[:3] == ["python", "-m", "server.serve"]
     site = PipLayerBundler(
         requirements=context / "infra" / "serve-requirements.txt", packages=(), architecture="x86_64"
     ).bundle(tmp_path / "site")
@@ -335,11 +335,11 @@ def test_serve_runs_from_the_image_context_with_the_image_pins_alone(
     code = (
         "import runpy, sys\n"
         f"sys.path[:0] = {paths!r}\n"
-        "import boto3, devserver.serve, grpc, llog, llog_client\n"
-        "for m in (boto3, devserver.serve, grpc, llog, llog_client):\n"
+        "import boto3, server.serve, grpc, llog, llog_client\n"
+        "for m in (boto3, server.serve, grpc, llog, llog_client):\n"
         "    assert m.__file__.startswith(tuple(sys.path[:4])), m.__file__\n"
         f"sys.argv = ['serve', *{args!r}]\n"
-        "runpy.run_module('devserver.serve', run_name='__main__')\n"
+        "runpy.run_module('server.serve', run_name='__main__')\n"
     )
     env = {**serve_env(s3_config, "serveimage"), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address}
     process = subprocess.Popen([python, "-I", "-S", "-c", code], env=env, cwd=tmp_path,

@@ -6,8 +6,6 @@ import dataclasses
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import S3Config, WriterConfig
 from llog.errors import (
     CorruptBatch,
@@ -20,9 +18,11 @@ from llog.errors import (
 from llog.format.codec import Record, encode_batch
 from llog.format.documents import AppendProtocol, CompactionCursor, ControlRecord, LogState
 from llog.format.keys import PartitionKeys, S3Location
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.read import LogReader
 from llog.protocol.verify import ProblemKind, verify
 from llog.store.fetch import fetch_ref
 from llog.store.oxia import OxiaStore

@@ -20,13 +20,12 @@ import pytest
 
 from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog import cli
-from llog.client.reader import LogReader
-from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
 from llog.errors import BackupNotFound, NamespaceMismatch, NamespaceNotEmpty
 from llog.format.documents import AppendProtocol, ProducerState
 from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol import backup
+from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
 from llog.protocol.backup import (
     BackupLayout,
     RestoreReport,
@@ -43,6 +42,7 @@ from llog.protocol.gc import GarbageCollector
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.index import PartitionIndex
 from llog.protocol.namespace import check_namespace, read_namespace
+from llog.protocol.read import LogReader
 from llog.protocol.topics import TopicConfig, TopicRecord, TopicRegistry
 from llog.service.produce import ProduceEntry, ProduceService
 from llog.store.oxia import OxiaStore

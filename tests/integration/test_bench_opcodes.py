@@ -42,7 +42,7 @@ def test_counts_append_shared_per_call() -> None:
     assert (one["case"], one["requests"]) == ("append_shared, 1 partition", 5)
     functions = {name for name, _, _ in one["top"]}
     # The caller's thread encoded the batch and the blob, PUT it and committed it on llog's Oxia wire encoding.
-    assert {"writer.py:_append_shared", "codec.py:encode_batch", "oxia_wire.py:encode_write_request"} <= functions
+    assert {"append.py:_append_shared", "codec.py:encode_batch", "oxia_wire.py:encode_write_request"} <= functions
     assert not any(name.startswith("opcodes.py:") for name in functions)
     assert sixteen["opcodes"] > 5 * one["opcodes"]  # per partition: its batch, index entry, put and answer
     (again,) = opcodes.run_writer(partitions=(1,), calls=5)

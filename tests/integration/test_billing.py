@@ -17,11 +17,11 @@ from typing import Any
 import botocore.exceptions
 import pytest
 
-from devserver.billing import GB, FootprintScanner, S3Billing
-from devserver.serve import LlogServer
 from llog.config import S3Config
 from llog.format.keys import S3Location
 from llog.store.s3 import BlobStore
+from server.billing import GB, FootprintScanner, S3Billing
+from server.serve import LlogServer
 from tests.conftest import BUCKET, serve_env, start_server, unreachable_oxia_env
 
 

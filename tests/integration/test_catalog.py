@@ -13,16 +13,16 @@ import dataclasses
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
 from llog.config import GcConfig, WriterConfig
 from llog.errors import OffsetOutOfRange, PartitionNotInitialized
 from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys, RegistryKeys
+from llog.protocol.append import LogWriter
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.read import LogReader
 from llog.protocol.registry import PartitionRegistry
 from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage

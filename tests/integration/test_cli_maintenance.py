@@ -7,8 +7,8 @@ import json
 import pytest
 
 from llog.cli import main
-from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config
+from llog.protocol.append import LogWriter
 from tests.conftest import moto_s3_env, set_env, unreachable_oxia_env
 
 

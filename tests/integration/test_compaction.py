@@ -8,12 +8,11 @@ import time
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy
 from llog.format.codec import Record
 from llog.format.documents import CompactionRecord, CompactionState, EntryType
 from llog.format.keys import PartitionKeys
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.faults import COMPACTOR_AFTER_BLOB_PUT as AFTER_BLOB_PUT
 from llog.protocol.faults import COMPACTOR_AFTER_CURSOR as AFTER_CURSOR
@@ -26,6 +25,7 @@ from llog.protocol.faults import WRITER_AFTER_RESERVE as AFTER_RESERVE
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.read import LogReader
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore

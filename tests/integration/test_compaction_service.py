@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 
 from bench.stack import stats_diff
-from llog.client.writer import LogWriter
 from llog.config import CompactorConfig, OxiaConfig, WriterConfig
 from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys
+from llog.protocol.append import LogWriter
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor

@@ -84,8 +84,6 @@ from typing import Any, cast
 
 import pytest
 
-from llog.client.reader import LogReader, LogRecord
-from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy, WriterConfig
 from llog.errors import (
     AppendConflict,
@@ -113,6 +111,7 @@ from llog.format.codec import Record
 from llog.format.documents import AppendProtocol
 from llog.format.keys import S3Location
 from llog.protocol import faults, topics
+from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
 from llog.protocol.backup import BackupLayout, back_up_topics, restore_backup
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor
@@ -120,6 +119,7 @@ from llog.protocol.faults import FaultHook
 from llog.protocol.gc import GarbageCollector, GcReport
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.producers import CLAIM_MARGIN_MS
+from llog.protocol.read import LogReader, LogRecord
 from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.protocol.verify import ProblemKind, Verifier
 from llog.service import produce

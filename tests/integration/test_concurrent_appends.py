@@ -12,13 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, S3Config, WriterConfig
 from llog.errors import CommitDeadlineExceeded
 from llog.format.documents import AppendProtocol
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector
+from llog.protocol.read import LogReader
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage

@@ -53,12 +53,12 @@ from typing import Any
 
 import pytest
 
-from llog.client.reader import LogReader
 from llog.config import CompactorConfig, GcConfig, Limits, RetentionConfig, RetentionPolicy, S3Config
 from llog.errors import LlogError, StorageUnavailable
 from llog.protocol import topics
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector
+from llog.protocol.read import LogReader
 from llog.protocol.topics import TopicRegistry
 from llog.service import consume
 from llog.service.consume import ConsumeService

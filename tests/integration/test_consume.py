@@ -15,14 +15,13 @@ from typing import NamedTuple, NoReturn
 
 import pytest
 
-from devserver.batching import BatchingConfig, BatchingProducer
-from llog.client.reader import LogReader
-from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import OxiaUnavailable, UnknownTopic
 from llog.format.codec import Record, decode_batch, encode_batch
 from llog.format.documents import AppendProtocol
 from llog.protocol import faults
+from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
+from llog.protocol.read import LogReader
 from llog.protocol.topics import TopicConfig, TopicRegistry, reclaim_topic
 from llog.service import consume
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
@@ -32,6 +31,7 @@ from llog.store.changes import Wakeup
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
+from server.batching import BatchingConfig, BatchingProducer
 from tests.conftest import BUCKET
 from tests.faults import SimulatedCrash
 from tests.protocols import CAS, CAS_S3_ONLY

@@ -16,11 +16,11 @@ from typing import ClassVar
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import OxiaUnavailable
 from llog.format.documents import AppendProtocol
+from llog.protocol.append import LogWriter
+from llog.protocol.read import LogReader
 from llog.service import consume
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.service.tail_cache import TailCache

@@ -14,27 +14,27 @@ import uuid
 
 import pytest
 
-from bench import cost_model as cm
+from bench.cost import inputs, operations
 from devserver.devstack import free_port
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config
 from llog.format.codec import encode_batch
 from llog.format.documents import DataRef
 from llog.format.keys import S3Location
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.store.fetch import BlobFetcher
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET
 
-A = cm.Assumptions()
+A = inputs.Assumptions()
 
 
 def calls(store: BlobStore) -> dict[str, int]:
     return {op: stats.calls for op, stats in store.counters.snapshot().items()}
 
 
-@pytest.mark.parametrize("size", cm.REQUEST_SIZES)
+@pytest.mark.parametrize("size", inputs.REQUEST_SIZES)
 def test_a_produce_request_is_one_put_of_its_bytes_plus_a_bounded_overhead(s3_config: S3Config, size: int) -> None:
     blobs = BlobStore(s3_config)
     unreachable = OxiaConfig(f"127.0.0.1:{free_port()}", connect_timeout_ms=300, request_timeout_ms=300,
@@ -46,13 +46,13 @@ def test_a_produce_request_is_one_put_of_its_bytes_plus_a_bounded_overhead(s3_co
 
     put = blobs.counters.snapshot()["put"]
     assert calls(blobs) == {"put": 1}
-    assert put.calls == cm.produce_part(size, A).s3_put_class
-    assert size < put.bytes <= cm.wal_blob_bytes(size, A)
+    assert put.calls == operations.produce_part(size, A).s3_put_class
+    assert size < put.bytes <= operations.wal_blob_bytes(size, A)
 
 
-@pytest.mark.parametrize("size", cm.REQUEST_SIZES)
+@pytest.mark.parametrize("size", inputs.REQUEST_SIZES)
 def test_a_batch_of_one_record_fits_the_modelled_overhead(size: int) -> None:
-    assert len(encode_batch([b"x" * size])) <= size + cm.Code().batch_overhead_bytes
+    assert len(encode_batch([b"x" * size])) <= size + inputs.Code().batch_overhead_bytes
 
 
 def test_reading_slices_of_different_blobs_is_one_range_get_per_blob(s3_config: S3Config) -> None:
@@ -70,8 +70,8 @@ def test_reading_slices_of_different_blobs_is_one_range_get_per_blob(s3_config: 
 
     assert calls(blobs)["range_get"] - before.get("range_get", 0) == len(refs)
     # The model's consume and compaction reads: one GET-class request per WAL blob read.
-    assert cm.compaction_part(1_000, A).s3_get_class == pytest.approx(1.0)
-    assert cm.consume_part(1_000, A).s3_get_class == pytest.approx(A.consumers)
+    assert operations.compaction_part(1_000, A).s3_get_class == pytest.approx(1.0)
+    assert operations.consume_part(1_000, A).s3_get_class == pytest.approx(A.consumers)
 
 
 def test_slices_of_one_blob_are_read_with_one_range_get(s3_config: S3Config) -> None:

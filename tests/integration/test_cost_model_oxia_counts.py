@@ -15,8 +15,8 @@ state the model describes, and counts what it costs:
   ``LLOG_TEST_OXIA_ADDRESS`` (or no binary) it uses the session's server and
   leaves the server-side checks out.
 
-Each figure is then compared with the model's constant (``cm.Code`` for what
-both append protocols share, ``cm.CAS`` / ``cm.SEQUENTIAL`` for what differs),
+Each figure is then compared with the model's constant (``inputs.Code`` for what
+both append protocols share, ``inputs.CAS`` / ``inputs.SEQUENTIAL`` for what differs),
 for both protocols. docs/COST.md ("Operation counts and where they come from")
 names the test behind each figure.
 """
@@ -37,19 +37,19 @@ from pathlib import Path
 
 import pytest
 
-from bench import cost_model as cm
+from bench.cost import inputs, operations
 from bench.stack import READ_OPS, WRITE_OPS, stats_diff
 from devserver.devstack import OxiaProcess, find_oxia_binary
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, WriterConfig
 from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.namespace import check_namespace
+from llog.protocol.read import LogReader
 from llog.protocol.retention import Retention
 from llog.service.compaction import CompactionTask, plan_compaction, run_compaction_task
 from llog.service.consume import MAX_BATCHES_PER_PARTITION, ConsumeRequest, ConsumeService, FetchPartition
@@ -61,8 +61,8 @@ from tests.conftest import TOOLS_BIN
 
 pytestmark = pytest.mark.oxia
 
-C = cm.Code()
-PROTOCOLS = pytest.mark.parametrize("protocol", cm.PROTOCOLS, ids=[p.name for p in cm.PROTOCOLS])
+C = inputs.Code()
+PROTOCOLS = pytest.mark.parametrize("protocol", inputs.PROTOCOLS, ids=[p.name for p in inputs.PROTOCOLS])
 DAY_S = 86_400
 
 
@@ -201,7 +201,7 @@ def oxia_store(server: Server) -> Iterator[OxiaStore]:
         yield oxia
 
 
-def new_writer(storage: Storage, protocol: cm.ProtocolOxia) -> LogWriter:
+def new_writer(storage: Storage, protocol: inputs.ProtocolOxia) -> LogWriter:
     return LogWriter(storage, config=WriterConfig(append_protocol=AppendProtocol(protocol.name)))
 
 
@@ -220,7 +220,7 @@ def clock_at(offset_s: float) -> Callable[[], float]:
 
 @PROTOCOLS
 def test_a_produce_request_after_the_writers_first_costs_the_protocols_operations(
-    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: inputs.ProtocolOxia, storage: Storage
 ) -> None:
     service = ProduceService(new_writer(storage, protocol))  # what the produce Lambda runs
     group = SharedAppendGroup(topic, 0, [b"x" * 1_000])
@@ -232,7 +232,7 @@ def test_a_produce_request_after_the_writers_first_costs_the_protocols_operation
     assert result.start_offset == 2
 
     assert (count.reads, count.writes, count.conflicts) == (protocol.produce_reads, protocol.produce_writes, 0)
-    if protocol is cm.CAS:  # read control; CAS control (reserve), create the index entry, CAS control (clear)
+    if protocol is inputs.CAS:  # read control; CAS control (reserve), create the index entry, CAS control (clear)
         assert count.ops == {"get": 1, "put": 3}
     else:  # one sequential put into the cached open generation
         assert count.ops == {"put_sequential": 1}
@@ -240,30 +240,34 @@ def test_a_produce_request_after_the_writers_first_costs_the_protocols_operation
 
 @PROTOCOLS
 def test_a_client_batched_request_of_small_records_costs_what_a_one_record_request_does(
-    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: inputs.ProtocolOxia, storage: Storage
 ) -> None:
     """The model's row for 1 KB records batched to 256 KB requests (the client's default, issue 16): the Oxia
     operations of a produce request do not grow with its records, and its one WAL blob fits the modelled bytes."""
     service = ProduceService(new_writer(storage, protocol))
-    batch = SharedAppendGroup(topic, 0, [b"x" * cm.CLIENT_RECORD_BYTES] * cm.CLIENT_BATCH_RECORDS)
+    batch = SharedAppendGroup(topic, 0, [b"x" * inputs.CLIENT_RECORD_BYTES] * inputs.CLIENT_BATCH_RECORDS)
     service.produce([batch])  # creates the partition; the writer's first append to it
     puts_before = storage.blobs.counters.snapshot()["put"]
 
     with counting(oxia_store, server) as count:
         (result,) = service.produce([batch])
     assert result.ok
-    assert result.start_offset == cm.CLIENT_BATCH_RECORDS + 1  # offsets start at 1
+    assert result.start_offset == inputs.CLIENT_BATCH_RECORDS + 1  # offsets start at 1
 
     assert (count.reads, count.writes, count.conflicts) == (protocol.produce_reads, protocol.produce_writes, 0)
     put = storage.blobs.counters.snapshot()["put"]
     assert put.calls - puts_before.calls == 1
-    batched = dataclasses.replace(cm.Assumptions(), records_per_request=cm.CLIENT_BATCH_RECORDS)
-    assert cm.CLIENT_BATCH_BYTES < put.bytes - puts_before.bytes <= cm.wal_blob_bytes(cm.CLIENT_BATCH_BYTES, batched)
+    batched = dataclasses.replace(inputs.Assumptions(), records_per_request=inputs.CLIENT_BATCH_RECORDS)
+    assert (
+        inputs.CLIENT_BATCH_BYTES
+        < put.bytes - puts_before.bytes
+        <= operations.wal_blob_bytes(inputs.CLIENT_BATCH_BYTES, batched)
+    )
 
 
 @PROTOCOLS
 def test_a_writers_first_produce_request_to_an_existing_partition_also_initializes_it(
-    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: inputs.ProtocolOxia, storage: Storage
 ) -> None:
     group = SharedAppendGroup(topic, 0, [b"x" * 1_000])
     ProduceService(new_writer(storage, protocol)).produce([group])  # another environment created it
@@ -283,7 +287,7 @@ def test_a_writers_first_produce_request_to_an_existing_partition_also_initializ
     assert count.writes == protocol.produce_writes + first
     # The registry entry and the topic's record (read once, then cached): + 2 gets.
     assert C.produce_first_oxia_reads == 2
-    if protocol is cm.CAS:
+    if protocol is inputs.CAS:
         assert count.ops == {"put": 2 + 3, "get": 2 + 1}
     else:  # the first append reads control to find the open generation
         assert count.ops == {"put": 2, "get": 2 + 1, "put_sequential": 1}
@@ -291,7 +295,7 @@ def test_a_writers_first_produce_request_to_an_existing_partition_also_initializ
 
 @PROTOCOLS
 def test_an_idempotent_produce_request_costs_a_state_read_a_next_offset_read_and_two_cas_more(
-    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: inputs.ProtocolOxia, storage: Storage
 ) -> None:
     now = time.time()
     # The wall clock stands still: the partition's state vouches for the producer's epoch (it was confirmed
@@ -308,7 +312,7 @@ def test_an_idempotent_produce_request_costs_a_state_read_a_next_offset_read_and
     assert (result.ok, result.start_offset, result.duplicate) == (True, 2, False)
     expected = (protocol.idempotent_produce_reads, protocol.idempotent_produce_writes, 0)
     assert (count.reads, count.writes, count.conflicts) == expected
-    if protocol is cm.CAS:  # state, control; claim, reserve, index entry, clear pending, finalize
+    if protocol is inputs.CAS:  # state, control; claim, reserve, index entry, clear pending, finalize
         assert count.ops == {"get": 2, "put": 5}
     else:  # state, control, the sequence's tail; claim, the sequential put, finalize
         assert count.ops == {"get": 2, "get_lower": 1, "put": 2, "put_sequential": 1}
@@ -324,7 +328,7 @@ def test_an_idempotent_produce_request_costs_a_state_read_a_next_offset_read_and
 
 @PROTOCOLS
 def test_a_consume_request_of_one_partition_reads_what_the_protocol_says(
-    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: inputs.ProtocolOxia, storage: Storage
 ) -> None:
     fill(new_writer(storage, protocol), topic, 0, MAX_BATCHES_PER_PARTITION + 1)
     service = ConsumeService(LogReader(storage))  # the consume Lambda's: no tail cache
@@ -341,7 +345,7 @@ def test_a_consume_request_of_one_partition_reads_what_the_protocol_says(
     assert len(fetched.records) == C.consume_max_batches == 64  # a full request: one batch per produce request
 
     assert (count.reads, count.writes) == (protocol.consume_reads, 0)
-    if protocol is cm.CAS:  # control (high watermark), one index page
+    if protocol is inputs.CAS:  # control (high watermark), one index page
         assert count.ops == {"get": 1, "range_scan": 1}
     else:  # control, the sequence's tail (high watermark), one page of the sequence
         assert count.ops == {"get": 1, "get_lower": 1, "range_scan": 1}
@@ -352,7 +356,7 @@ def test_a_consume_request_of_one_partition_reads_what_the_protocol_says(
 
 @PROTOCOLS
 def test_a_worker_invocation_costs_its_own_operations_plus_those_of_each_compacted_object(
-    server: Server, root: str, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+    server: Server, root: str, topic: str, protocol: inputs.ProtocolOxia, storage: Storage
 ) -> None:
     writer = new_writer(storage, protocol)
     fill(writer, topic, 0, 4)  # two objects' worth (max_offsets_per_run=2 below)
@@ -411,7 +415,7 @@ def test_a_worker_invocation_costs_its_own_operations_plus_those_of_each_compact
 
 @PROTOCOLS
 def test_a_planner_tick_lists_the_registry_once_and_reads_each_partition(
-    server: Server, oxia_store: OxiaStore, root: str, topic: str, protocol: cm.ProtocolOxia, storage: Storage
+    server: Server, oxia_store: OxiaStore, root: str, topic: str, protocol: inputs.ProtocolOxia, storage: Storage
 ) -> None:
     partitions = 3
     writer = new_writer(storage, protocol)
@@ -427,7 +431,7 @@ def test_a_planner_tick_lists_the_registry_once_and_reads_each_partition(
     assert count.writes == 0
     # Per partition: one scan of its meta/ records; a sequential one's high watermark is its sequence's tail.
     # The registry is scanned with its values: each entry names its partition's folder.
-    tails = partitions if protocol is cm.SEQUENTIAL else 0
+    tails = partitions if protocol is inputs.SEQUENTIAL else 0
     assert count.ops == {"range_scan": 2 + partitions} | ({"get_lower": tails} if tails else {})
 
 
@@ -437,7 +441,7 @@ def test_a_planner_tick_lists_the_registry_once_and_reads_each_partition(
 @PROTOCOLS
 @pytest.mark.parametrize("retention", [True, False], ids=["retention", "keep-everything"])
 def test_a_gc_run_lists_the_registry_twice_and_reads_each_partition(
-    server: Server, oxia_store: OxiaStore, topic: str, protocol: cm.ProtocolOxia, retention: bool,
+    server: Server, oxia_store: OxiaStore, topic: str, protocol: inputs.ProtocolOxia, retention: bool,
     storage: Storage
 ) -> None:  # fmt: skip
     """The steady state of a partition GC visits every hour: an old compacted range for retention to remove
@@ -488,7 +492,7 @@ def test_retention_under_a_size_limit_reads_one_more_index_page_per_1024_entries
 ) -> None:
     """A size limit needs the size of everything kept; an age limit reads only up to the first entry it keeps."""
     entries = C.index_page + 1
-    writer = new_writer(storage, cm.SEQUENTIAL)  # one Oxia write an entry: quick to fill
+    writer = new_writer(storage, inputs.SEQUENTIAL)  # one Oxia write an entry: quick to fill
     writer.initialize_partition(topic, 0)
     results = writer.append_shared([SharedAppendGroup(topic, 0, [b"x"])] * entries)  # one blob, many entries
     assert all(r.ok for r in results)

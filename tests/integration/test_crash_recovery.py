@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
 from llog.format.keys import PartitionKeys
+from llog.protocol.append import LogWriter
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT as AFTER_BLOB_PUT
 from llog.protocol.faults import WRITER_AFTER_INDEX_WRITE as AFTER_INDEX_WRITE
 from llog.protocol.faults import WRITER_AFTER_RESERVE as AFTER_RESERVE
+from llog.protocol.read import LogReader
 from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
 from tests.faults import SimulatedCrash, crash_at

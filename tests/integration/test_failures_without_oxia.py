@@ -13,13 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from devserver.devstack import free_port
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import GcConfig, OxiaConfig
 from llog.errors import ConfigurationError, InvalidArgument, InvalidPartition, InvalidTopicName, OxiaUnavailable
 from llog.format.codec import Record, decode_batch, encode_batch
 from llog.format.keys import PartitionKeys, S3Location, new_object_id, shared_wal_prefix
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.gc import MAX_WARNINGS, WAL_CHUNK, GarbageCollector, GcReport
+from llog.protocol.read import LogReader
 from llog.service.consume import RECHECK_S, ConsumeRequest, ConsumeService, FetchPartition
 from llog.service.tail_cache import TailCache
 from llog.store.oxia import OxiaStore

@@ -15,15 +15,15 @@ from collections.abc import Callable
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import GcConfig
 from llog.format.keys import PartitionKeys, S3Location, new_object_id, shared_wal_prefix
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import COMPACTOR_AFTER_BLOB_PUT as AFTER_BLOB_PUT
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT
 from llog.protocol.faults import WRITER_AFTER_RESERVE as AFTER_RESERVE
 from llog.protocol.gc import GarbageCollector
+from llog.protocol.read import LogReader
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
 from tests.conftest import BUCKET

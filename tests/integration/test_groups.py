@@ -8,7 +8,6 @@ import uuid
 
 import pytest
 
-from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, RetentionPolicy
 from llog.errors import (
     InvalidArgument,
@@ -20,6 +19,7 @@ from llog.errors import (
 )
 from llog.format.documents import AppendProtocol
 from llog.format.group_keys import GroupKeys
+from llog.protocol.append import LogWriter
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.groups import GroupCoordinator, OffsetCommit

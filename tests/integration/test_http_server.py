@@ -1,4 +1,4 @@
-"""``llog serve`` (devserver/serve.py) over real HTTP: the README's curl requests, validation, metrics, shutdown.
+"""``llog serve`` (server/serve.py) over real HTTP: the README's curl requests, validation, metrics, shutdown.
 
 The server runs in a thread on a free port against the session's moto S3.
 Without Oxia (an unreachable address) it must still start and answer every
@@ -28,13 +28,13 @@ from typing import Any
 
 import pytest
 
-from devserver import http11, serve
-from devserver.prometheus import prometheus_text
-from devserver.serve import LlogServer
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
 from llog.cli import main
 from llog.config import S3Config
+from server import http11, serve
+from server.prometheus import prometheus_text
+from server.serve import LlogServer
 from tests.conftest import BUCKET, serve_env, start_server, unreachable_oxia_env
 from tests.serve_tasks import post_json, serve_process
 

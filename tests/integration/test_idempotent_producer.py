@@ -18,10 +18,6 @@ from typing import Any, cast
 
 import pytest
 
-from devserver.batching import BatchingProducer, _Pending
-from devserver.serve import LlogServer
-from llog.client.reader import LogReader
-from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import WriterConfig
 from llog.errors import (
     AppendOutcomeUnknown,
@@ -34,6 +30,7 @@ from llog.errors import (
 from llog.format.codec import Record
 from llog.format.documents import AppendProtocol, ControlRecord
 from llog.format.keys import PartitionKeys, new_object_id
+from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import (
     PRODUCER_AFTER_CLAIM,
@@ -47,8 +44,11 @@ from llog.protocol.faults import (
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.producers import CLAIM_MARGIN_MS, REVALIDATE_AFTER_MS, read_state
+from llog.protocol.read import LogReader
 from llog.store.oxia import OxiaStore
 from llog.store.storage import Storage
+from server.batching import BatchingProducer, _Pending
+from server.serve import LlogServer
 from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_http_server import call_json
 

@@ -20,8 +20,8 @@ import pytest
 
 from bench import load
 from bench.reconcile import RecordId, make_value
-from devserver.serve import LlogServer
 from llog.config import S3Config
+from server.serve import LlogServer
 from tests.conftest import serve_env, start_server, unreachable_oxia_env
 from tests.integration.test_http_server import call_json
 

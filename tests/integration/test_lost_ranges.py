@@ -20,16 +20,16 @@ from typing import Any
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
 from llog.config import CompactorConfig, RetentionConfig, RetentionPolicy, S3Config
 from llog.errors import CorruptMetadata, OffsetOutOfRange, RecordsLost
 from llog.format.codec import ENCODING
 from llog.format.documents import CompactionCursor, EntryType, IndexEntry
 from llog.format.keys import PartitionKeys
+from llog.protocol.append import LogWriter
 from llog.protocol.compaction import Compactor
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.read import LogReader
 from llog.protocol.rebuild import LOG_MAX_NOTHING, rebuild_topic
 from llog.protocol.retention import Retention
 from llog.protocol.verify import Verifier

@@ -53,18 +53,18 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from llog.client.reader import LogReader, LogRecord
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import GcConfig, RetentionConfig, RetentionPolicy
 from llog.errors import LogFenced
 from llog.format.codec import Record
 from llog.format.documents import CompactionState, EntryType, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol import faults
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import FaultHook
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.read import LogReader, LogRecord
 from llog.protocol.verify import Verifier
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from llog.client.writer import AppendResult, SharedAppendGroup
 from llog.errors import LogFenced, SequenceInFlight
 from llog.format.codec import Record
 from llog.protocol import faults
+from llog.protocol.append import AppendResult, SharedAppendGroup
 from llog.protocol.producers import CLAIM_MARGIN_MS
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore

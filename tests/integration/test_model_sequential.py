@@ -23,11 +23,11 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from llog.client.writer import LogWriter
 from llog.config import WriterConfig
 from llog.format.documents import AppendProtocol, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys
 from llog.protocol import faults
+from llog.protocol.append import LogWriter
 from llog.protocol.faults import FaultHook
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata, VersionedControl

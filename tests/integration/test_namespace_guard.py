@@ -17,7 +17,6 @@ import pytest
 from functions.common.telemetry import LocalContext
 from functions.gc import app as gc_app
 from llog import cli
-from llog.client.reader import LogReader
 from llog.config import CompactorConfig, S3Config
 from llog.errors import BlobNotFound, NamespaceMismatch
 from llog.format.documents import NamespaceRecord
@@ -25,6 +24,7 @@ from llog.format.keys import NamespaceKeys, PartitionKeys, S3Location, shared_wa
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector, GcReport, PartitionId
 from llog.protocol.namespace import NamespaceState, adopt_namespace, check_namespace, read_namespace
+from llog.protocol.read import LogReader
 from llog.protocol.rebuild import rebuild_topic
 from llog.store.oxia import CREATE_ONLY, OxiaStore
 from llog.store.s3 import BlobStore

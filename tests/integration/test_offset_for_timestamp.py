@@ -15,15 +15,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.stack import READ_OPS, stats_diff
-from llog.client.reader import EARLIEST, LATEST, LogReader
-from llog.client.writer import LogWriter
 from llog.config import CompactorConfig, WriterConfig
 from llog.format.codec import Record
 from llog.format.documents import DataRef, IndexEntry
 from llog.format.keys import PartitionKeys
+from llog.protocol.append import LogWriter
 from llog.protocol.compaction import Compactor
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.read import EARLIEST, LATEST, LogReader
 from llog.store.storage import Storage
 from tests.conftest import fuzz_examples
 from tests.protocols import CAS

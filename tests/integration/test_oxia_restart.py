@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import AppendResult, LogWriter
 from llog.errors import StorageUnavailable
+from llog.protocol.append import AppendResult, LogWriter
+from llog.protocol.read import LogReader
 from tests.conftest import OxiaServer, fuzz_examples
 
 pytestmark = pytest.mark.oxia

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
 from llog.config import OxiaConfig, S3Config
 from llog.format.documents import IndexedBatch
+from llog.protocol.append import LogWriter
+from llog.protocol.read import LogReader
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage

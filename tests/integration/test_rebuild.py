@@ -21,13 +21,12 @@ import pytest
 
 from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog import cli
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, OxiaConfig, S3Config, WriterConfig
 from llog.errors import NamespaceNotEmpty, RecordsLost
 from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys
 from llog.protocol import rebuild
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.backup import BackupReport, back_up_topics
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor
@@ -35,6 +34,7 @@ from llog.protocol.faults import PRODUCER_AFTER_CLAIM
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.namespace import adopt_namespace
+from llog.protocol.read import LogReader
 from llog.protocol.rebuild import LostRange, RebuildReport, RecoveredRange, rebuild_topic
 from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.service.produce import ProduceEntry, ProduceService

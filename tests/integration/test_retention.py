@@ -7,17 +7,17 @@ import time
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy
 from llog.errors import BlobNotFound, OffsetOutOfRange
 from llog.format.documents import IndexedBatch
 from llog.format.keys import PartitionKeys, S3Location
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.read import LogReader
 from llog.protocol.retention import Retention, RetentionResult
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.store.oxia import OxiaStore

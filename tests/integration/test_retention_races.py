@@ -24,20 +24,20 @@ from dataclasses import dataclass
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter
 from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy, WriterConfig
 from llog.errors import BlobNotFound, OffsetOutOfRange
 from llog.format.codec import RecordBatch
 from llog.format.documents import AppendProtocol, CompactionState, EntryType, IndexedBatch
 from llog.format.keys import PartitionKeys, S3Location
 from llog.protocol import faults
+from llog.protocol.append import LogWriter
 from llog.protocol.compaction import CompactionResult, Compactor
 from llog.protocol.faults import FaultHook
 from llog.protocol.gc import GarbageCollector, GcReport
 from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.read import LogReader
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.store.storage import Storage
 from tests.conftest import BUCKET

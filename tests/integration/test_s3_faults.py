@@ -21,10 +21,10 @@ import pytest
 from botocore.compat import HTTPHeaders
 
 from devserver.devstack import free_port
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, S3Config
 from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError
 from llog.format.keys import S3Location
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage

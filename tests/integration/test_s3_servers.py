@@ -34,14 +34,14 @@ import google_crc32c
 import pytest
 
 from devserver.devstack import VersityGW, find_oxia_binary, find_versitygw_binary, free_port
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.errors import BlobNotFound, BlobStoreUnavailable, ConfigurationError, CorruptData
 from llog.format.codec import Record
 from llog.format.keys import PartitionKeys, S3Location
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT as AFTER_BLOB_PUT
 from llog.protocol.manifest import ManifestStore
+from llog.protocol.read import LogReader
 from llog.store import s3 as s3_module
 from llog.store.s3 import BlobStore, crc32c_checksum
 from llog.store.storage import Storage

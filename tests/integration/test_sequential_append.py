@@ -19,10 +19,8 @@ from typing import Any
 import grpc
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
-from llog.errors import AppendOutcomeUnknown, LogFenced, OffsetOutOfRange
+from llog.errors import AppendOutcomeUnknown, ConditionalAppendUnsupported, LogFenced, OffsetOutOfRange
 from llog.format.documents import (
     AppendProtocol,
     ControlRecord,
@@ -34,8 +32,10 @@ from llog.format.documents import (
     LogState,
 )
 from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
-from llog.protocol.append_sequential import SequentialAppender, SequentialCommit
+from llog.protocol.append import LogWriter, SharedAppendGroup
+from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.catalog import LogCatalog
+from llog.protocol.commit import BatchCommit
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.faults import COMPACTOR_AFTER_BLOB_PUT, FaultHook
 from llog.protocol.faults import COMPACTOR_AFTER_CURSOR as AFTER_CURSOR
@@ -50,6 +50,7 @@ from llog.protocol.faults import WRITER_AFTER_SEQUENCE_PUT as AFTER_SEQUENCE_PUT
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata, SequenceRecord, VersionedControl
+from llog.protocol.read import LogReader
 from llog.protocol.retention import Retention
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition
 from llog.store import oxia_client
@@ -231,12 +232,30 @@ def test_a_batched_commit_past_its_deadline_sends_nothing(writer: LogWriter, sto
     metas = [meta_of(storage.oxia, storage.root, topic, p) for p in range(3)]
     tails = [m.sequence_tail(1) for m in metas]
     ref = DataRef("s3://bucket/key", "bytes-batch-v1", 0, 1)
-    commits = [SequentialCommit(m, ref, 1, 0) for m in metas]
+    commits = [BatchCommit(m, ref, 1, 0, deadline=time.monotonic() - 1) for m in metas]
 
-    outcomes = writer._sequential.commit_many(commits, deadline=time.monotonic() - 1)
+    outcomes = writer._sequential.commit_many(commits)
 
     assert [type(o).__name__ for o in outcomes] == ["CommitDeadlineExceeded"] * 3
     assert [m.sequence_tail(1) for m in metas] == tails
+
+
+def test_a_batched_conditional_commit_is_refused_and_sends_nothing(
+    writer: LogWriter, storage: Storage, topic: str
+) -> None:
+    """commit_many, like commit, cannot check a start offset atomically: a conditional batch is refused."""
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"first"])
+    meta = meta_of(storage.oxia, storage.root, topic, 0)
+    tail = meta.sequence_tail(1)
+    ref = DataRef("s3://bucket/key", "bytes-batch-v1", 0, 1)
+
+    conditional = BatchCommit(meta, ref, 1, 0, time.monotonic() + 60, expected_offset=2)
+
+    (outcome,) = writer._sequential.commit_many([conditional])
+
+    assert isinstance(outcome, ConditionalAppendUnsupported)
+    assert meta.sequence_tail(1) == tail
 
 
 def test_groups_of_one_partition_in_one_request_commit_in_request_order(

@@ -1,6 +1,6 @@
 """``llog serve`` at its edges, over real sockets: what a slow, greedy or hostile client may cost the process
-(devserver/http11.py's limits, ``LLOG_SERVE_MAX_*`` and ``LLOG_SERVE_*_TIMEOUT_S``), and what a page of another
-site may make a browser send (functions/common/browser.py, ``AllowedHosts`` in devserver/serve.py)."""
+(server/http11.py's limits, ``LLOG_SERVE_MAX_*`` and ``LLOG_SERVE_*_TIMEOUT_S``), and what a page of another
+site may make a browser send (functions/common/browser.py, ``AllowedHosts`` in server/serve.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from devserver.serve import LlogServer
+from server.serve import LlogServer
 from tests.conftest import serve_env, start_server, unreachable_oxia_env
 
 MIB = 1 << 20

@@ -1,7 +1,7 @@
 """``llog serve``'s tail cache answers as Oxia would (llog/service/tail_cache.py, llog/service/consume.py).
 
 Two tasks of ``llog serve`` share partitions: each its own Oxia client, tail cache, writer
-feeding it and consume service reading through it, as ``devserver/serve.py`` wires them. A
+feeding it and consume service reading through it, as ``server/serve.py`` wires them. A
 consume answered from a task's cache must be the answer a consume service without a cache
 (the consume Lambda's) gives at the same moment, once the other task's change has been
 notified to this one: records another task appended, a topic deleted elsewhere, a log start
@@ -24,13 +24,13 @@ from typing import Any, NamedTuple
 import pytest
 
 from devserver.devstack import OxiaProcess, find_oxia_binary
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import OxiaConfig, RetentionPolicy, S3Config
 from llog.errors import OxiaUnavailable, UnknownTopic
 from llog.format.codec import encode_batch
 from llog.format.documents import AppendProtocol
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.metadata import CommitWrites
+from llog.protocol.read import LogReader
 from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.service import consume
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch

@@ -15,8 +15,6 @@ from collections.abc import Callable
 
 import pytest
 
-from llog.client.reader import LogReader
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import GcConfig, WriterConfig
 from llog.errors import (
     ConditionalAppendUnsupported,
@@ -35,6 +33,7 @@ from llog.format.documents import AppendProtocol, LogState
 from llog.format.keys import PartitionKeys, RegistryKeys, shared_wal_prefix
 from llog.protocol import fence
 from llog.protocol import topics as topics_module
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.backup import back_up_topics
 from llog.protocol.catalog import LogCatalog
@@ -42,6 +41,7 @@ from llog.protocol.compaction import Compactor
 from llog.protocol.faults import RECLAIM_AFTER_LEASE_CHECK, WRITER_AFTER_FENCE_MARKER
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.read import LogReader
 from llog.protocol.topics import (
     RECLAIM_DELAY_MS,
     RECLAIM_LEASE_MS,

@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from llog.cli import main
-from llog.client.writer import LogWriter, SharedAppendGroup
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
 from llog.errors import UnknownTopic
 from llog.format.documents import AppendProtocol, CompactionCursor, EntryType, IndexedBatch
 from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
+from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.faults import (
     COMPACTOR_AFTER_BLOB_PUT,

@@ -20,10 +20,10 @@ from typing import Any, cast
 
 import pytest
 
-from devserver.batching import BackPressureRejected, BatchingConfig, BatchingProducer
-from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.errors import InvalidArgument, InvalidTopicName, LlogError, LogFenced
 from llog.format.codec import Record
+from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
+from server.batching import BackPressureRejected, BatchingConfig, BatchingProducer
 
 
 class RecordingWriter:

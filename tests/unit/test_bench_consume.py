@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from bench import consume, stack
-from llog.client.reader import LogRecord
 from llog.errors import OffsetOutOfRange
+from llog.protocol.read import LogRecord
 from llog.service.consume import ConsumeRequest, PartitionFetch
 from llog.store.metrics import OperationStats
 

@@ -11,12 +11,22 @@ from typing import Any, cast
 
 import pytest
 
-from bench import serve
+from bench import serve_counting, serve_processes, serve_report, serve_requests, serve_scenarios, serve_settings
 
-FLUSH = {"latency_ms": 14.0, "queue_ms": 4.0, "batcher_ms": 11.0, "rest_ms": 3.0, "flush_ms": 7.5, "s3_put_ms": 5.0,
-         "oxia_write_ms": 1.5}
-MACHINE = {"cores": 2, "busy_cores": 1.5, "processes": {"llog serve": 0.7, "load": 0.4, "versitygw": 0.2,
-                                                        "kernel threads": 0.1, "oxia": 0.05, "sshd": 0.01}}
+FLUSH = {
+    "latency_ms": 14.0,
+    "queue_ms": 4.0,
+    "batcher_ms": 11.0,
+    "rest_ms": 3.0,
+    "flush_ms": 7.5,
+    "s3_put_ms": 5.0,
+    "oxia_write_ms": 1.5,
+}
+MACHINE = {
+    "cores": 2,
+    "busy_cores": 1.5,
+    "processes": {"llog serve": 0.7, "load": 0.4, "versitygw": 0.2, "kernel threads": 0.1, "oxia": 0.05, "sshd": 0.01},
+}
 
 
 def produce_row(what: str, requests_per_s: float, p50: float, p99: float, s3_puts: float, oxia_writes: float
@@ -72,7 +82,7 @@ def results(**changes: Any) -> dict[str, Any]:
 
 
 def test_report_renders_every_table_and_each_target_with_its_numbers() -> None:
-    text = serve.report(results())
+    text = serve_report.report(results())
     assert "S3 server: **versitygw**" in text
     assert "= **5.00 ms**" in text
     assert "| idle | 100 | 100.0 | 8.0 | 20.0 | 1.000 | 1.00 | 10.00 | 0 |" in text
@@ -116,7 +126,7 @@ def test_a_missing_measurement_is_not_met_and_peer_rows_render() -> None:
         "clients32": {"what": "32 clients", "requests": 900, "requests_per_s": 300.0, "p50_ms": 100.0,
                       "p99_ms": 120.0, "errors": {"503 HTTP": 1}},
     }}  # fmt: skip
-    text = serve.report(results(produce={**results()["produce"], "idle": idle}, peer=peer))
+    text = serve_report.report(results(produce={**results()["produce"], "idle": idle}, peer=peer))
     assert "Idle produce p50 / floor (- ms / 5.0 ms): - (≤ 2): **not met**" in text
     assert "| 32 clients | 900 | 300.0 | 100.0 | 120.0 | 503 HTTP: 1 |" in text
 
@@ -134,11 +144,11 @@ def test_operations_are_counted_from_the_metrics_document() -> None:
              "oxia": {"put_sequential": {"calls": 7, "seconds": 0.25 + 0.004}, "put": {"calls": 1, "seconds": 0.001},
                       "get": {"calls": 20, "seconds": 9.0}},
              "batcher": batcher(5, 40, 0.5 + 0.12, 2.0 + 0.33, 1.0 + 0.0225)}  # fmt: skip
-    ops = serve.counts_between(serve.op_counts(before), serve.op_counts(after))
+    ops = serve_counting.counts_between(serve_counting.op_counts(before), serve_counting.op_counts(after))
     assert {k: ops[k] for k in ("s3_puts", "s3_put_bytes", "oxia_writes", "flushes", "flushed_calls")} == {
         "s3_puts": 3, "s3_put_bytes": 700, "oxia_writes": 5, "flushes": 3, "flushed_calls": 30,
     }  # fmt: skip
-    means = serve.flush_breakdown(ops, latency_ms=14.0)
+    means = serve_counting.flush_breakdown(ops, latency_ms=14.0)
     # Oxia's reads (get) are not writes: 4 ms over 4 writes.
     expected = {"latency_ms": 14.0, "queue_ms": 4.0, "batcher_ms": 11.0, "rest_ms": 3.0, "flush_ms": 7.5,
                 "s3_put_ms": 5.0, "oxia_write_ms": 1.0}  # fmt: skip
@@ -148,26 +158,28 @@ def test_operations_are_counted_from_the_metrics_document() -> None:
 def test_a_window_without_flushes_has_no_means() -> None:
     ops = dict.fromkeys(("s3_puts", "s3_put_seconds", "oxia_writes", "oxia_write_seconds", "flushes",
                          "flushed_calls", "queue_seconds", "call_seconds", "flush_seconds"), 0.0)  # fmt: skip
-    assert set(serve.flush_breakdown(ops, latency_ms=None).values()) == {None}
+    assert set(serve_counting.flush_breakdown(ops, latency_ms=None).values()) == {None}
 
 
 def test_a_produce_answer_succeeds_only_when_every_partition_was_acknowledged() -> None:
     ok = {"topic": "t", "ok": True, "count": 1, "start_offset": 4, "end_offset": 4}
     fenced = {"topic": "t", "ok": False, "count": 1, "error_type": "LogFenced"}
-    check = serve.produce_check(2)
+    check = serve_requests.produce_check(2)
     assert check(200, json.dumps({"results": [ok, ok]}).encode()) is None
     assert check(409, json.dumps({"results": [ok, fenced]}).encode()) == "409 LogFenced"
-    assert serve.produce_check(1)(502, b"Bad Gateway") == "502 HTTP"
-    assert json.loads(serve.produce_request("t", [0, 1])) == {"topic_partitions": [
-        {"topic": "t", "partition": 0, "records": [serve.VALUE]},
-        {"topic": "t", "partition": 1, "records": [serve.VALUE]},
+    assert serve_requests.produce_check(1)(502, b"Bad Gateway") == "502 HTTP"
+    assert json.loads(serve_requests.produce_request("t", [0, 1])) == {"topic_partitions": [
+        {"topic": "t", "partition": 0, "records": [serve_settings.VALUE]},
+        {"topic": "t", "partition": 1, "records": [serve_settings.VALUE]},
     ]}  # fmt: skip
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux /proc")
 def test_the_machine_split_names_the_busy_server_and_this_process(tmp_path: Path) -> None:
     busy = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\ntime.sleep(60)\n"
-    server = serve.Service("busy", [sys.executable, "-c", busy], {}, tmp_path / "busy.log", 0, lambda _s: None)
+    server = serve_processes.Service(
+        "busy", [sys.executable, "-c", busy], {}, tmp_path / "busy.log", 0, lambda _s: None
+    )
     server.launch()
     try:
         reads: list[float] = []
@@ -176,7 +188,7 @@ def test_the_machine_split_names_the_busy_server_and_this_process(tmp_path: Path
             reads.append(time.monotonic())
             return reads[-1]
 
-        machine = serve.MachineCpu(server, clock=clock)
+        machine = serve_counting.MachineCpu(server, clock=clock)
         end = time.process_time() + 0.2
         while time.process_time() < end:  # this process (the benchmark's clients) is busy too
             pass
@@ -206,14 +218,14 @@ def write_proc(root: Path, processes: dict[int, tuple[str, int, int, int]], cpu_
 def test_the_machine_split_reads_names_kernel_threads_restarts_and_idle_time_from_proc(tmp_path: Path) -> None:
     tick = os.sysconf("SC_CLK_TCK")
     serve_pid, this_pid = 4242, os.getpid()
-    server = serve.Service("serve", [], {}, tmp_path / "log", 0, lambda _s: None)
+    server = serve_processes.Service("serve", [], {}, tmp_path / "log", 0, lambda _s: None)
     server._proc = cast(Any, type("Proc", (), {"pid": serve_pid})())
     before = {serve_pid: ("python", 0, 0, 100), this_pid: ("python", 0, 0, 50), 7: ("versitygw", 0, 0, 60),
               8: ("kworker/u8:0-writeback", 0x00208040, 0, 2), 9: ("oxia", 0, 10 * tick, 70)}  # fmt: skip
     # user nice system idle iowait irq softirq steal guest guest_nice: guest time is in user already
     write_proc(tmp_path, before, "cpu  0 0 0 0 0 0 0 0 0 0")
     seconds = iter([0.0, 1.0, 2.0])  # a window of exactly 1 s: shares are not rounded away by a slow machine
-    machine = serve.MachineCpu(server, proc=tmp_path, clock=lambda: next(seconds))
+    machine = serve_counting.MachineCpu(server, proc=tmp_path, clock=lambda: next(seconds))
     after = {**before, serve_pid: ("python", 0, 3 * tick, 100), this_pid: ("python", 0, tick, 50),
              7: ("versitygw", 0, tick, 60), 8: ("kworker/u8:0-ext4-rsv-conversion", 0x00208040, tick // 2, 2),
              9: ("oxia", 0, tick, 80)}  # fmt: skip  # Oxia restarted under the same pid: its ticks are all new
@@ -230,8 +242,8 @@ def test_the_machine_split_reads_names_kernel_threads_restarts_and_idle_time_fro
 
 
 def test_an_ingest_request_spreads_distinct_values_of_the_record_size_evenly_over_the_partitions() -> None:
-    shape = serve.IngestShape(connections=16, partitions=4, records=100, record_size=1024)
-    doc = json.loads(serve.ingest_request("t", shape))
+    shape = serve_settings.IngestShape(connections=16, partitions=4, records=100, record_size=1024)
+    doc = json.loads(serve_scenarios.ingest_request("t", shape))
     entries = doc["topic_partitions"]
     assert [(e["topic"], e["partition"], len(e["records"])) for e in entries] == [("t", p, 25) for p in range(4)]
     values = [v for e in entries for v in e["records"]]
@@ -241,5 +253,5 @@ def test_an_ingest_request_spreads_distinct_values_of_the_record_size_evenly_ove
 
 def test_the_sustained_ingest_is_the_run_with_the_most_mb_per_s() -> None:
     runs = results()["ingest"]
-    assert serve.sustained(runs) is runs[1]
-    assert serve.sustained(list(reversed(runs))) is runs[1]
+    assert serve_report.sustained(runs) is runs[1]
+    assert serve_report.sustained(list(reversed(runs))) is runs[1]

@@ -1,4 +1,4 @@
-"""The S3 billing estimate: arithmetic, class mapping and Prometheus rendering (devserver.billing, .prometheus)."""
+"""The S3 billing estimate: arithmetic, class mapping and Prometheus rendering (server.billing, .prometheus)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from devserver.billing import (
+from llog.errors import ConfigurationError
+from llog.store.metrics import OperationCounters, OperationStats
+from server.billing import (
     DEFAULT_PRICES,
     GB,
     OPERATION_CLASSES,
@@ -19,9 +21,7 @@ from devserver.billing import (
     request_class,
     request_cost,
 )
-from devserver.prometheus import prometheus_text
-from llog.errors import ConfigurationError
-from llog.store.metrics import OperationCounters, OperationStats
+from server.prometheus import prometheus_text
 
 PUT, GET, FREE = RequestClass.PUT_COPY_POST_LIST, RequestClass.GET_AND_OTHER, RequestClass.FREE
 

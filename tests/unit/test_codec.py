@@ -914,7 +914,7 @@ def test_importing_llog_does_not_need_the_oxia_client():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    assert "llog.client.writer.LogWriter" in done.stdout
+    assert "llog.protocol.append.LogWriter" in done.stdout
 
 
 def test_plain_bytes_records_encode_as_records_with_a_value_alone():

@@ -1,4 +1,4 @@
-"""``devserver.collector``: what Python's collections cost, and the start-up heap frozen out of their reach."""
+"""``server.collector``: what Python's collections cost, and the start-up heap frozen out of their reach."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from devserver.collector import CollectorStats, freeze_startup_heap
+from server.collector import CollectorStats, freeze_startup_heap
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devserver import console
 from devserver.devstack import OxiaProcess, VersityGW
-from devserver.serve import SERVE_PATHS
 from functions.common import routes
 from scripts import dev
+from server import console
+from server.serve import SERVE_PATHS
 
 URL = "http://127.0.0.1:8080"
 

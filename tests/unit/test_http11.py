@@ -1,4 +1,4 @@
-"""``devserver.http11``: HTTP/1.1 on an event loop, over real sockets, with a recording application."""
+"""``server.http11``: HTTP/1.1 on an event loop, over real sockets, with a recording application."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from contextlib import contextmanager
 import pytest
 import uvloop
 
-from devserver import http11
-from devserver.http11 import MAX_HEAD_BYTES, SMALL_BODY, Answer, HttpLimits, HttpServer, Request
+from server import http11
+from server.http11 import MAX_HEAD_BYTES, SMALL_BODY, Answer, HttpLimits, HttpServer, Request
 
 DEFAULTS = HttpLimits()
 

@@ -15,9 +15,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from devserver.batching import BackPressureRejected
-from llog.client.reader import LogRecord
-from llog.client.writer import AppendResult
 from llog.config import LAMBDA_PAYLOAD_LIMIT, Limits
 from llog.errors import (
     AppendOutcomeUnknown,
@@ -28,6 +25,8 @@ from llog.errors import (
     PartitionNotInitialized,
 )
 from llog.format.codec import Record
+from llog.protocol.append import AppendResult
+from llog.protocol.read import LogRecord
 from llog.service.consume import ConsumeRequest, FetchPartition, PartitionFetch
 from llog.service.http_contract import (
     INT64_MAX,
@@ -42,6 +41,7 @@ from llog.service.http_contract import (
     parse_produce_request,
     produce_response,
 )
+from server.batching import BackPressureRejected
 from tests.conftest import fuzz_examples
 
 LIMITS = Limits()

@@ -13,7 +13,8 @@ The layers of ``llog``, lowest first; a module may import its own layer and the 
   there later, e.g. a retry helper). These may import each other, ``errors`` and ``format``.
   ``format`` sits below them, not beside them, because ``config`` takes two pure names of it today
   (``AppendProtocol``, the root-prefix check) while ``format`` needs nothing of ``config``.
-* ``store`` ← ``protocol`` ← ``client`` ← ``service``: the sub-packages of the same names.
+* ``store`` ← ``protocol`` ← ``service``: the sub-packages of the same names (the protocol's verbs, the
+  append and the read included).
 * ``top``: ``llog/__init__.py`` and ``llog/cli.py``, which may import anything in llog.
 
 A new sub-package of ``llog`` is in no layer until it is added to ``SUBPACKAGES``; any import
@@ -22,17 +23,18 @@ into or out of it is reported.
 Outside the layers:
 
 * ``llog_client`` (``client/llog_client``, the HTTP client, shipped in the layer next to ``llog``)
-  imports nothing of ``llog``, ``functions`` or ``devserver``: it installs and runs without them.
+  imports nothing of ``llog``, ``functions``, ``server`` or ``devserver``: it installs and runs without them.
   Inside ``llog`` only ``llog.service`` imports it (keyed produce routes with its partitioner).
-* ``llog`` never imports the packages that are not in the Lambda layer (``functions``,
+* ``llog`` never imports the packages that are not in the Lambda layer (``functions``, ``server``,
   ``devserver``, ``tests``, ``infra``, ``bench``, ``scripts``, the Glue job's ``llog_export``) nor
   Powertools; only ``llog.store`` imports the client libraries (``grpc``, ``betterproto2``,
   ``xxhash``, ``boto3``, ``botocore``); ``llog.format`` imports no I/O library (``os`` is allowed:
   ``format.keys`` takes random bytes from ``os.urandom`` for object ids).
-* ``functions`` never imports ``devserver``; ``functions`` and ``devserver`` never import
-  ``tests``, ``infra``, ``bench`` or ``scripts``, which are not installed with them.
+* ``functions`` never imports ``server`` or ``devserver``; ``server`` (what the serve fleet's image
+  holds) never imports ``devserver``; none of the three imports ``tests``, ``infra``, ``bench`` or
+  ``scripts``, which are not installed with them.
 * ``glue_jobs`` ships with ``llog`` only (the packages zip): it never imports ``functions``,
-  ``devserver``, ``tests``, ``infra``, ``bench`` or ``scripts``, and imports ``llog`` only up to
+  ``server``, ``devserver``, ``tests``, ``infra``, ``bench`` or ``scripts``, and imports ``llog`` only up to
   ``protocol``.
 
 Each violation is reported as ``module -> imported (rule)``, all of them in one failure.
@@ -53,22 +55,24 @@ ROOT = Path(__file__).resolve().parents[2]
 AREAS: tuple[tuple[str, Path, Path], ...] = (
     ("llog", ROOT / "llog_layer", ROOT / "llog_layer" / "llog"),
     ("functions", ROOT, ROOT / "functions"),
+    ("server", ROOT, ROOT / "server"),
     ("devserver", ROOT, ROOT / "devserver"),
     ("glue_jobs", ROOT / "glue_jobs", ROOT / "glue_jobs"),
     ("llog_client", ROOT / "client", ROOT / "client" / "llog_client"),
 )
 
-LAYERS = ("errors", "format", "base", "store", "protocol", "client", "service", "top")
-SUBPACKAGES = ("format", "store", "protocol", "client", "service")
+LAYERS = ("errors", "format", "base", "store", "protocol", "service", "top")
+SUBPACKAGES = ("format", "store", "protocol", "service")
 TOP = ("llog", "llog.cli")
 
-NOT_IN_THE_LAYER = ("functions", "devserver", "tests", "infra", "bench", "scripts", "llog_export")
+NOT_IN_THE_LAYER = ("functions", "server", "devserver", "tests", "infra", "bench", "scripts", "llog_export")
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "llog": (*NOT_IN_THE_LAYER, "aws_lambda_powertools"),
-    "functions": ("devserver", "tests", "infra", "bench", "scripts"),
+    "functions": ("server", "devserver", "tests", "infra", "bench", "scripts"),
+    "server": ("devserver", "tests", "infra", "bench", "scripts"),
     "devserver": ("tests", "infra", "bench", "scripts"),
-    "glue_jobs": ("functions", "devserver", "tests", "infra", "bench", "scripts"),
-    "llog_client": ("llog", "functions", "devserver", "tests", "infra", "bench", "scripts", "llog_export"),
+    "glue_jobs": ("functions", "server", "devserver", "tests", "infra", "bench", "scripts"),
+    "llog_client": ("llog", "functions", "server", "devserver", "tests", "infra", "bench", "scripts", "llog_export"),
 }
 STORE_ONLY = ("grpc", "betterproto2", "xxhash", "boto3", "botocore", "awscrt")
 IO_LIBRARIES = (
@@ -230,22 +234,22 @@ if TYPE_CHECKING:
 
 
 def load(name):
-    from ..client import writer
+    from ..protocol import append
     importlib.import_module(f"functions.{name}.app")
-    return importlib.import_module("devserver.serve"), __import__("socket")
+    return importlib.import_module("server.serve"), __import__("socket")
 """
 
 
 def test_the_checker_sees_every_kind_of_import() -> None:
-    known = frozenset({"llog", "llog.format", "llog.format.keys", "llog.client", "llog.client.writer"})
+    known = frozenset({"llog", "llog.format", "llog.format.keys", "llog.protocol", "llog.protocol.append"})
     found = violations("llog", "llog.format.codec", SYNTHETIC_FORMAT_MODULE, known=known)
     assert [str(v) for v in found] == [
         "llog.format.codec -> boto3 (format does no I/O)",
         "llog.format.codec -> boto3 (only llog.store imports boto3)",
-        "llog.format.codec -> devserver.serve (llog never imports devserver)",
         "llog.format.codec -> functions (llog never imports functions)",
-        "llog.format.codec -> llog.client.writer (layer: format may not import client)",
+        "llog.format.codec -> llog.protocol.append (layer: format may not import protocol)",
         "llog.format.codec -> llog.service.consume (layer: format may not import service)",
+        "llog.format.codec -> server.serve (llog never imports server)",
         "llog.format.codec -> socket (format does no I/O)",
     ]
 
@@ -259,9 +263,9 @@ def test_the_checker_sees_every_kind_of_import() -> None:
         ("llog", "llog.format.keys", "from llog.backoff import Backoff", ["layer: format may not import base"]),
         ("llog", "llog.config", "from llog.store.oxia import OxiaStore", ["layer: base may not import store"]),
         ("llog", "llog.protocol.gc", "from llog.protocol.catalog import LogCatalog", []),
-        ("llog", "llog.protocol.compaction", "from llog.client.writer import W",
-         ["layer: protocol may not import client"]),
-        ("llog", "llog.client.writer", "from llog import Record", ["layer: client may not import top"]),
+        ("llog", "llog.protocol.compaction", "from llog.service.produce import P",
+         ["layer: protocol may not import service"]),
+        ("llog", "llog.protocol.append", "from llog import Record", ["layer: protocol may not import top"]),
         ("llog", "llog.cli", "from llog.service.admin import AdminService", []),
         ("llog", "llog.service.admin", "import grpc", ["only llog.store imports grpc"]),
         ("llog", "llog.store.oxia", "import grpc\nimport xxhash", []),
@@ -271,10 +275,12 @@ def test_the_checker_sees_every_kind_of_import() -> None:
         ("llog", "llog.errors", "from llog.plugins.x import y", ["llog.plugins is in no layer"]),
         ("functions", "functions.produce.app", "from devserver import serve\nfrom tests import faults",
          ["functions never imports devserver", "functions never imports tests"]),
-        ("devserver", "devserver.serve", "from functions.admin import app\nfrom tests.faults import H",
-         ["devserver never imports tests"]),
+        ("server", "server.serve", "from functions.admin import app\nfrom tests.faults import H",
+         ["server never imports tests"]),
+        ("server", "server.serve", "from devserver.devstack import free_port", ["server never imports devserver"]),
+        ("devserver", "devserver.devstack", "from server.serve import LlogServer", []),
         ("glue_jobs", "llog_export.job", "import llog\nfrom llog.protocol.manifest import ManifestStore", []),
-        ("glue_jobs", "llog_export.job", "from llog.client.reader import LogReader",
+        ("glue_jobs", "llog_export.job", "from llog.service.consume import ConsumeService",
          ["glue_jobs imports llog only up to protocol"]),
         ("llog", "llog.service.produce", "from llog_client.partitioner import partition_for_key", []),
         ("llog", "llog.protocol.topics", "from llog_client.partitioner import partition_for_key",

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import itertools
 
-from llog.client.writer import SharedAppendGroup
 from llog.format.codec import Record
+from llog.protocol.append import SharedAppendGroup
 from llog.service.produce import ProduceEntry, route
 from llog_client.partitioner import partition_for_key
 

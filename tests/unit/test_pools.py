@@ -2,7 +2,7 @@ import threading
 
 import pytest
 
-from devserver.pools import started_pool
+from server.pools import started_pool
 
 
 def pool_threads(name: str) -> list[threading.Thread]:

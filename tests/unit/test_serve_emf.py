@@ -1,4 +1,4 @@
-"""llog serve's EMF reports (devserver/emf.py): what each interval's documents hold, and the latency sample."""
+"""llog serve's EMF reports (server/emf.py): what each interval's documents hold, and the latency sample."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from devserver.emf import LATENCY_SAMPLES, EmfReporter, RequestSample
 from llog.errors import LlogError
+from server.emf import LATENCY_SAMPLES, EmfReporter, RequestSample
 
 
 class Counts:

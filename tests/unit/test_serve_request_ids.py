@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 
-from devserver.serve import RequestIds
+from server.serve import RequestIds
 
 
 def test_request_ids_are_version_4_uuids_that_differ_in_their_counter() -> None:

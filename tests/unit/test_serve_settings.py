@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from devserver.http11 import HttpLimits
-from devserver.serve import HTTP_LIMIT_SETTINGS, access_log_from_env, http_limits_from_env
 from functions.common.browser import AllowedHosts
 from llog.config import Limits
 from llog.errors import ConfigurationError, LlogError
+from server.http11 import HttpLimits
+from server.serve import HTTP_LIMIT_SETTINGS, access_log_from_env, http_limits_from_env
 
 
 @pytest.mark.parametrize(

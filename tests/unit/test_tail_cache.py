@@ -12,9 +12,9 @@ from typing import cast
 
 import pytest
 
-from llog.client.reader import LogReader
 from llog.config import CacheConfig
 from llog.format.codec import Record, RecordBatch, decode_batch, encode_batch
+from llog.protocol.read import LogReader
 from llog.protocol.topics import STALE_TOPIC_MS
 from llog.service import tail_cache
 from llog.service.consume import ConsumeService

@@ -484,7 +484,7 @@ class IndexEntry:
     data_bytes: int | None = None  # COMPACTED: the object's size, for size-based retention
     producer: ProducerTag | None = None  # WAL: the idempotent producer's tag, if it had one
     # COMPACTED: the greatest record timestamp from the log start through this entry's end; it never
-    # decreases from one compacted entry to the next, so a time lookup bisects them (llog.client.reader).
+    # decreases from one compacted entry to the next, so a time lookup bisects them (llog.protocol.read).
     log_max_timestamp_ms: int | None = None
 
     def encode(self) -> bytes:

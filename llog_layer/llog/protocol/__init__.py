@@ -8,8 +8,8 @@ name here exists.
 | #   | action              | function                                     | crash points                | keeps       |
 |-----|---------------------|----------------------------------------------|-----------------------------|-------------|
 | A1  | initialize          | metadata.PartitionMetadata.create            |                             | I10         |
-| A2  | write the WAL blob  | llog.client.writer.LogWriter.append_shared   | writer.after_blob_put       | I4 I8       |
-| A3  | append (CAS)        | append_cas.append                            | writer.after_deadline_check | I1 I2 I4 I7 |
+| A2  | write the WAL blob  | append.LogWriter.append_shared               | writer.after_blob_put       | I4 I8       |
+| A3  | append (CAS)        | append_cas.CasCommitter.commit               | writer.after_deadline_check | I1 I2 I4 I7 |
 | A4  | reserve             | append_cas.reserve                           | writer.after_reserve        | I1 I2 I7    |
 | A5  | materialize         | append_cas.materialize                       | writer.after_index_write    | I4 I6       |
 | A6  | clear pending       | append_cas.clear_pending                     |                             | I1 I6       |
@@ -63,7 +63,7 @@ name here exists.
 |     |                     | append_sequential.SequentialAppender.roll    |                             |             |
 |     |                     | producers.find_committed                     |                             |             |
 | A32 | compact: claims     | producers.claims_floor                       |                             | I16         |
-| A33 | conditional append  | append_cas.append                            |                             | I1 I4       |
+| A33 | conditional append  | append_cas.CasCommitter.commit               |                             | I1 I4       |
 | A34 | verify              | verify.Verifier.verify                       |                             |             |
 | A35 | backup              | backup.back_up_topics                        |                             |             |
 |     |                     | backup.snapshot_partition                    |                             |             |
@@ -83,8 +83,9 @@ Each action, where it is specified and what it does:
   create-only; whoever creates ``meta/control`` fixes the append protocol.
 * A2 write the WAL blob (docs/PROTOCOL.md, "Append"): validate and encode
   every group, PUT one ``LLS1`` blob, then commit each partition by the
-  protocol its ``meta/control`` names (A3 or A8). A crash here leaves an
-  object nothing references.
+  protocol its ``meta/control`` names (A3 or A8: each a ``commit.Committer``
+  of a ``commit.BatchCommit``). A crash here leaves an object nothing
+  references.
 * A3 append, CAS protocol (docs/PROTOCOL.md, "Append"): read
   ``meta/control``, recover a pending append (A7), check the commit deadline
   (after every read of ``meta/control``, before every reservation), reserve

@@ -1,7 +1,8 @@
 """The CAS append protocol (docs/PROTOCOL.md, "Append"), one function per step.
 
 A partition whose ``meta/control`` names the CAS protocol commits a batch
-(already in a WAL blob) like this (``append``):
+(already in a WAL blob) like this (``CasCommitter.commit``, one of the two
+``llog.protocol.commit.Committer``):
 
 1. read ``meta/control``; ``recover_pending``: finish a pending append left
    by another writer, then start over; check the commit deadline (after every
@@ -38,7 +39,8 @@ from llog.errors import (
     StorageUnavailable,
     VersionConflict,
 )
-from llog.format.documents import ControlRecord, DataRef, EntryType, LogState, PendingAppend, ProducerTag
+from llog.format.documents import EntryType, LogState, PendingAppend
+from llog.protocol.commit import BatchCommit, Committed, ProtocolChanged
 from llog.protocol.faults import (
     WRITER_AFTER_DEADLINE_CHECK,
     WRITER_AFTER_INDEX_WRITE,
@@ -50,14 +52,6 @@ from llog.protocol.metadata import PartitionMetadata, VersionedControl
 log = logging.getLogger(__name__)
 
 
-class ProtocolChanged(Exception):
-    """The partition was migrated to the sequential protocol while an append was working on it."""
-
-    def __init__(self, control: ControlRecord) -> None:
-        super().__init__("the partition now uses the sequential append protocol")
-        self.control = control
-
-
 def _reach(fault_hook: FaultHook | None, point: str) -> None:
     if fault_hook is not None:
         fault_hook(point)
@@ -66,81 +60,80 @@ def _reach(fault_hook: FaultHook | None, point: str) -> None:
 # --- the append --------------------------------------------------------------------------------
 
 
-def append(
-    meta: PartitionMetadata,
-    ref: DataRef,
-    count: int,
-    now_ms: int,
-    deadline: float,
-    current: VersionedControl,
-    *,
-    config: WriterConfig,
-    fault_hook: FaultHook | None = None,
-    producer: ProducerTag | None = None,
-    expected_offset: int | None = None,
-) -> tuple[int, int]:
-    """Commit one batch: reserve its offsets, then materialize it; ``(start, end)``.
+class CasCommitter:
+    """The CAS protocol's commit of one partition's batch (``llog.protocol.commit.Committer``)."""
 
-    ``current`` is a just-read ``meta/control``. Raises ``ProtocolChanged`` if
-    the partition turns out to be sequential (the caller appends that way).
-    ``producer`` tags the batch (``llog.protocol.producers``). With
-    ``expected_offset`` the batch is reserved only if it gets that start offset
-    (checked against the record the reservation's compare-and-set replaces),
-    else ``OffsetMismatch`` and nothing is written.
-    """
-    append_id = uuid.uuid4().hex
-    backoff = config.cas_backoff()
-    reservation_sent = False
-    try:
-        for _ in range(config.max_cas_attempts):
-            control = current.record
-            if control.sequential:
-                raise ProtocolChanged(control)
-            if control.log_state is LogState.FENCED:
-                raise LogFenced(meta.keys.topic, meta.keys.partition)
-            if control.pending is not None:
-                finish_pending(meta, control.pending, current, fault_hook)
-                current = meta.control()
-                continue
-            if time.monotonic() > deadline:
-                raise CommitDeadlineExceeded(
-                    f"{config.max_commit_delay_ms} ms passed since the WAL blob was written; "
-                    f"nothing was committed to {meta.keys.topic}/{meta.keys.partition}"
+    def __init__(self, config: WriterConfig, fault_hook: FaultHook | None = None) -> None:
+        self.config = config
+        self._fault_hook = fault_hook
+
+    def commit(self, batch: BatchCommit, current: VersionedControl | None = None) -> Committed:
+        """Reserve the batch's offsets, then materialize it; ``(start, end, index_key)``.
+
+        ``current`` is a just-read ``meta/control`` (read here without it). Raises ``ProtocolChanged`` if
+        the partition turns out to be sequential. ``batch.producer`` tags the batch
+        (``llog.protocol.producers``). With ``batch.expected_offset`` the batch is reserved only if it
+        gets that start offset (checked against the record the reservation's compare-and-set replaces),
+        else ``OffsetMismatch`` and nothing is written.
+        """
+        meta, count, expected_offset = batch.meta, batch.count, batch.expected_offset
+        config, fault_hook = self.config, self._fault_hook
+        current = meta.control() if current is None else current
+        append_id = uuid.uuid4().hex
+        backoff = config.cas_backoff()
+        reservation_sent = False
+        try:
+            for _ in range(config.max_cas_attempts):
+                control = current.record
+                if control.sequential:
+                    raise ProtocolChanged(current)
+                if control.log_state is LogState.FENCED:
+                    raise LogFenced(meta.keys.topic, meta.keys.partition)
+                if control.pending is not None:
+                    finish_pending(meta, control.pending, current, fault_hook)
+                    current = meta.control()
+                    continue
+                if time.monotonic() > batch.deadline:
+                    raise CommitDeadlineExceeded(
+                        f"{config.max_commit_delay_ms} ms passed since the WAL blob was written; "
+                        f"nothing was committed to {meta.keys.topic}/{meta.keys.partition}"
+                    )
+                start = control.sequence_counter
+                if expected_offset is not None and start != expected_offset:
+                    raise OffsetMismatch(meta.keys.topic, meta.keys.partition, expected_offset, start)
+                pending = PendingAppend(
+                    append_id, start, start + count - 1, count, batch.ref, batch.now_ms, producer=batch.producer
                 )
-            start = control.sequence_counter
-            if expected_offset is not None and start != expected_offset:
-                raise OffsetMismatch(meta.keys.topic, meta.keys.partition, expected_offset, start)
-            pending = PendingAppend(append_id, start, start + count - 1, count, ref, now_ms, producer=producer)
-            _reach(fault_hook, WRITER_AFTER_DEADLINE_CHECK)
-            reservation_sent = True
-            try:
-                reserved = reserve(meta, current, pending)
-            except VersionConflict as conflict:
-                current = meta.control()
-                if reservation_landed(meta, pending, current, ambiguous=conflict.ambiguous, fault_hook=fault_hook):
-                    return start, pending.end_offset
-                backoff.wait()
-                continue
-            _reach(fault_hook, WRITER_AFTER_RESERVE)
-            try:
-                finish_pending(meta, pending, reserved, fault_hook)
-            except Exception as exc:  # nothing after the commit point may undo it
-                # The reservation is the commit point: the records are readable
-                # through meta/control.pending and the next writer or compactor
-                # materializes them. Reporting failure would invite a duplicate.
-                log.warning("append %s committed but not materialized yet: %s", append_id, exc)
-            return start, pending.end_offset
-    except StorageUnavailable as exc:
-        if not reservation_sent:
-            raise
-        raise AppendOutcomeUnknown(
-            f"lost contact with Oxia while appending to {meta.keys.topic}/{meta.keys.partition}; "
-            f"the records may or may not have been committed: {exc}"
-        ) from exc
-    raise AppendConflict(
-        f"gave up reserving offsets on {meta.keys.topic}/{meta.keys.partition} after "
-        f"{config.max_cas_attempts} compare-and-set conflicts"
-    )
+                _reach(fault_hook, WRITER_AFTER_DEADLINE_CHECK)
+                reservation_sent = True
+                try:
+                    reserved = reserve(meta, current, pending)
+                except VersionConflict as conflict:
+                    current = meta.control()
+                    if reservation_landed(meta, pending, current, ambiguous=conflict.ambiguous, fault_hook=fault_hook):
+                        return start, pending.end_offset, meta.keys.index(pending.end_offset)
+                    backoff.wait()
+                    continue
+                _reach(fault_hook, WRITER_AFTER_RESERVE)
+                try:
+                    finish_pending(meta, pending, reserved, fault_hook)
+                except Exception as exc:  # nothing after the commit point may undo it
+                    # The reservation is the commit point: the records are readable
+                    # through meta/control.pending and the next writer or compactor
+                    # materializes them. Reporting failure would invite a duplicate.
+                    log.warning("append %s committed but not materialized yet: %s", append_id, exc)
+                return start, pending.end_offset, meta.keys.index(pending.end_offset)
+        except StorageUnavailable as exc:
+            if not reservation_sent:
+                raise
+            raise AppendOutcomeUnknown(
+                f"lost contact with Oxia while appending to {meta.keys.topic}/{meta.keys.partition}; "
+                f"the records may or may not have been committed: {exc}"
+            ) from exc
+        raise AppendConflict(
+            f"gave up reserving offsets on {meta.keys.topic}/{meta.keys.partition} after "
+            f"{config.max_cas_attempts} compare-and-set conflicts"
+        )
 
 
 # --- reserve (the commit point) ------------------------------------------------------------------

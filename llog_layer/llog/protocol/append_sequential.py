@@ -41,6 +41,7 @@ from llog.errors import (
     AppendConflict,
     AppendOutcomeUnknown,
     CommitDeadlineExceeded,
+    ConditionalAppendUnsupported,
     CorruptMetadata,
     InvalidArgument,
     LlogError,
@@ -61,6 +62,7 @@ from llog.format.documents import (
     ProducerTag,
 )
 from llog.format.keys import MAX_GENERATION, PartitionKeys, SequenceKey
+from llog.protocol.commit import BatchCommit, CommitOutcome, Committed
 from llog.protocol.faults import WRITER_AFTER_DEADLINE_CHECK, WRITER_AFTER_FENCE_MARKER, WRITER_AFTER_SEQUENCE_PUT
 from llog.protocol.index import SequenceSegment
 from llog.protocol.metadata import (
@@ -169,24 +171,17 @@ class _Target:
     base: int
 
 
-@dataclass(frozen=True)
-class SequentialCommit:
-    """One partition's batch in ``SequentialAppender.commit_many``."""
-
-    meta: PartitionMetadata
-    ref: DataRef
-    count: int
-    now_ms: int
-
-
-CommitOutcome = tuple[int, int, str] | LlogError
-"""``(start, end, index_key)`` of a committed batch, or why it was not committed."""
-
-
 def _entry(ref: DataRef, count: int, now_ms: int, producer: ProducerTag | None = None) -> bytes:
     if count < 1:
         raise InvalidArgument("an append needs at least one record")  # a zero delta would poison the shard
     return IndexEntry(EntryType.WAL, count, ref, now_ms, uuid.uuid4().hex, producer=producer).encode()
+
+
+def conditional_unsupported(meta: PartitionMetadata) -> ConditionalAppendUnsupported:
+    return ConditionalAppendUnsupported(
+        f"{meta.keys.topic}/{meta.keys.partition} uses the sequential append protocol, which cannot check "
+        "expected_offset atomically; only partitions of the cas protocol take conditional appends"
+    )
 
 
 def _outcome_unknown(meta: PartitionMetadata, exc: LlogError) -> AppendOutcomeUnknown:
@@ -251,36 +246,38 @@ class SequentialAppender:
 
     # --- append -------------------------------------------------------------------
 
-    def commit(
-        self,
-        meta: PartitionMetadata,
-        ref: DataRef,
-        count: int,
-        now_ms: int,
-        deadline: float,
-        control: ControlRecord | None = None,
-        producer: ProducerTag | None = None,
-    ) -> tuple[int, int, str]:
-        """Append one batch: one sequential put; returns ``(start, end, index_key)``.
+    def commit(self, batch: BatchCommit, current: VersionedControl | None = None) -> Committed:
+        """Append one batch: one sequential put; returns ``(start, end, index_key)``
+        (``llog.protocol.commit.Committer``).
 
-        ``control`` is a just-read ``meta/control`` (else the cached generation,
+        ``current`` is a just-read ``meta/control`` (else the cached generation,
         or one read). The put is the commit point; it is never repeated, so a
-        lost answer is ``AppendOutcomeUnknown``. ``producer`` tags the entry
-        (``llog.protocol.producers``).
+        lost answer is ``AppendOutcomeUnknown``. ``batch.producer`` tags the entry
+        (``llog.protocol.producers``). A conditional batch is refused: a sequential
+        put cannot check its start offset atomically (``ConditionalAppendUnsupported``).
         """
-        value = _entry(ref, count, now_ms, producer)
-        return self._commit_from(meta, self._target(meta, control), value, count, deadline)
+        meta = batch.meta
+        if batch.expected_offset is not None:
+            raise conditional_unsupported(meta)
+        value = _entry(batch.ref, batch.count, batch.now_ms, batch.producer)
+        target = self._target(meta, None if current is None else current.record)
+        return self._commit_from(meta, target, value, batch.count, batch.deadline)
 
-    def commit_many(self, commits: Sequence[SequentialCommit], deadline: float) -> list[CommitOutcome]:
-        """``commit`` for several partitions whose open generation this writer knows, their first puts in one
-        Oxia write per shard, each request sent only before ``deadline``. Each partition gets its offsets or its
-        error; a put that landed past a fence marker goes on alone, as in ``commit``.
+    def commit_many(self, commits: Sequence[BatchCommit]) -> list[CommitOutcome]:
+        """``commit`` for several unconditional batches of partitions whose open generation this writer
+        knows, their first puts in one Oxia write per shard, each request sent only before the earliest
+        deadline. Each partition gets its offsets or its error; a put that landed past a fence marker goes
+        on alone, as in ``commit``.
         """
+        deadline = min(c.deadline for c in commits)
         results: list[CommitOutcome | None] = [None] * len(commits)
         started: list[tuple[int, _Target, bytes]] = []
         for i, c in enumerate(commits):
+            if c.expected_offset is not None:
+                results[i] = conditional_unsupported(c.meta)
+                continue
             try:
-                started.append((i, self._target(c.meta, None), _entry(c.ref, c.count, c.now_ms)))
+                started.append((i, self._target(c.meta, None), _entry(c.ref, c.count, c.now_ms, c.producer)))
             except LlogError as exc:
                 results[i] = exc
         if started:

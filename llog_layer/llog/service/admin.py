@@ -8,10 +8,10 @@ import threading
 import time
 from typing import Any
 
-from llog.client.writer import LogWriter
 from llog.config import CompactorConfig, OxiaConfig, S3Config, WriterConfig, root_prefix_from_env
 from llog.errors import UnknownTopic
 from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType
+from llog.protocol.append import LogWriter
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import CompactionOutcome, Compactor, compact_until_caught_up
 from llog.protocol.index import PartitionIndex

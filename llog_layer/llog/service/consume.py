@@ -54,7 +54,6 @@ import time
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
-from llog.client.reader import LogReader, LogRecord, TimestampOffset, readable, records_in
 from llog.errors import (
     BlobNotFound,
     LlogError,
@@ -66,6 +65,7 @@ from llog.errors import (
 )
 from llog.format.codec import RecordBatch, decode_batch, headers_bytes
 from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType, IndexedBatch, LogState
+from llog.protocol.read import LogReader, LogRecord, TimestampOffset, readable, records_in
 from llog.protocol.topics import TopicRegistry
 from llog.service.tail_cache import Mark, PartitionId, TailCache, cache_tag
 from llog.store.changes import Changes, Wakeup

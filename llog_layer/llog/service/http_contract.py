@@ -17,13 +17,13 @@ from typing import Any
 
 import orjson
 
-from llog.client.reader import EARLIEST, LATEST
-from llog.client.writer import AppendResult, SharedAppendGroup
 from llog.config import Limits
 from llog.errors import InvalidArgument, LlogError, OffsetMismatch
 from llog.format.codec import Headers, Record
 from llog.format.keys import validate_partition, validate_producer_id, validate_topic
+from llog.protocol.append import AppendResult, SharedAppendGroup
 from llog.protocol.producers import ProducerIdentity
+from llog.protocol.read import EARLIEST, LATEST
 from llog.protocol.topics import MAX_PARTITIONS
 from llog.service.consume import ConsumeRequest, FetchPartition, OffsetAnswer, OffsetQuery, PartitionFetch
 from llog.service.produce import ProduceEntry

@@ -38,11 +38,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
 from llog.config import WriterConfig
 from llog.errors import ConditionalAppendUnsupported, InvalidPartition, LlogError, LogFenced, UnknownTopic
 from llog.format.codec import Record
 from llog.format.documents import AppendProtocol
+from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup, validate_group
 from llog.protocol.producers import ProducerIdentity
 from llog.protocol.topics import STALE_TOPIC_MS, TOPIC_CACHE_TTL_MS, TopicRecord, TopicRegistry
 from llog_client.partitioner import partition_for_key

@@ -3,7 +3,7 @@
 A temporary stack (Oxia standalone, moto S3, ``llog serve``) gets sample
 topics, a consumer group and some traffic, then Debian's Chromium
 (``/usr/bin/chromium``, driven by Playwright) takes each page. Usage:
-``python -m devserver.console.screenshots docs/img``.
+``python -m devserver.screenshots docs/img``.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def take(out: Path, url: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devserver.console.screenshots", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m devserver.screenshots", description=__doc__)
     parser.add_argument("out", type=Path, help="directory of the PNGs (docs/img)")
     args = parser.parse_args(argv)
     binary = find_oxia_binary([ROOT / ".tools" / "bin"])
@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's access log
-    from devserver.serve import LlogServer
+    from server.serve import LlogServer
 
     with tempfile.TemporaryDirectory(prefix="llog-screenshots-") as tmp:
         oxia = OxiaProcess(binary, Path(tmp) / "oxia")

@@ -1,17 +1,18 @@
-"""The writer: the public face of the append path (docs/PROTOCOL.md, "Append").
+"""The append (docs/PROTOCOL.md, "Append"), and ``LogWriter``, the writer side of a partition.
 
-``append_shared(groups)`` validates and encodes every group, writes one
+``LogWriter.append_shared(groups)`` validates and encodes every group, writes one
 ``LLS1`` blob holding every group's batch, then commits each partition on its
-own (the partitions concurrently, ``commit_concurrency``), by the protocol the
-partition's ``meta/control`` names: a CAS partition through
-``llog.protocol.append_cas`` (reserve, materialize, clear pending), a
-sequential one with one Oxia sequential put through
-``llog.protocol.append_sequential`` (docs/SEQUENTIAL_APPEND.md). A group of an
-idempotent producer commits through ``llog.protocol.producers`` around that
-(at most once; docs/IDEMPOTENCE.md), and a group with ``expected_offset`` only
-at that offset (CAS partitions; sequential ones refuse it before the PUT). Fence,
-unfence and migration are ``llog.protocol.fence``. The steps, their crash
-points and the invariants they keep are tabled in ``llog.protocol``.
+own (the partitions concurrently, ``commit_concurrency``), as a
+``llog.protocol.commit.BatchCommit`` handed to the protocol the partition's
+``meta/control`` names (a ``llog.protocol.commit.Committer``): a CAS partition
+to ``append_cas.CasCommitter`` (reserve, materialize, clear pending), a
+sequential one to ``append_sequential.SequentialAppender`` (one Oxia sequential
+put; docs/SEQUENTIAL_APPEND.md). A group of an idempotent producer commits
+through ``llog.protocol.producers`` around that (at most once;
+docs/IDEMPOTENCE.md), and a group with ``expected_offset`` only at that offset
+(CAS partitions; sequential ones refuse it before the PUT). Fence, unfence and
+migration are ``llog.protocol.fence``. The steps, their crash points and the
+invariants they keep are tabled in ``llog.protocol``.
 """
 
 from __future__ import annotations
@@ -20,17 +21,18 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from llog.config import WriterConfig
-from llog.errors import ConditionalAppendUnsupported, InvalidArgument, LlogError, PartitionNotInitialized
+from llog.errors import InvalidArgument, LlogError, PartitionNotInitialized
 from llog.format.codec import Record, check_records, encode_batch, records_digest
 from llog.format.documents import AppendProtocol, ControlRecord, DataRef, LogState, ProducerTag, TimeSpan
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, partition_keys, shared_wal_object_key
 from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
 from llog.protocol import append_cas, fence
-from llog.protocol.append_sequential import CommitOutcome, SequentialAppender, SequentialCommit
+from llog.protocol.append_sequential import SequentialAppender, conditional_unsupported
+from llog.protocol.commit import BatchCommit, CommitOutcome, Committed, Committer, ProtocolChanged
 from llog.protocol.faults import WRITER_AFTER_BLOB_PUT, FaultHook
 from llog.protocol.metadata import CommitWrites, PartitionMetadata, VersionedControl, recording_commit_writes
 from llog.protocol.producers import IdempotentAppender, IdempotentBatch, IdempotentOutcome, ProducerRegistry
@@ -132,6 +134,7 @@ class LogWriter:
         self._fault_hook = fault_hook
         self._commit_listener = commit_listener
         self._sequential = SequentialAppender(self.config, fault=self._fault, clock=storage.clock)
+        self._cas = append_cas.CasCommitter(self.config, fault_hook)
         self.layouts = TopicLayouts(storage.oxia, root=storage.root)  # each partition's incarnation
         self.producers = ProducerRegistry(
             storage.oxia, root=storage.root, expiry_ms=self.config.producer_expiry_ms, clock=storage.clock,
@@ -320,7 +323,7 @@ class LogWriter:
                 refused[i] = exc
                 continue
             if sequential:
-                refused[i] = _conditional_unsupported(meta)
+                refused[i] = conditional_unsupported(meta)
         return refused
 
     def _commit_all(
@@ -348,12 +351,15 @@ class LogWriter:
             except LlogError as exc:  # its topic's record (which folder) could not be read: this group fails
                 outcomes[i] = exc, CommitWrites((), frozenset())
 
+        def batch(i: int) -> BatchCommit:
+            group = groups[i]
+            return BatchCommit(metas[i], refs[i], slices[i].msg_count, now_ms, deadline.monotonic,
+                               expected_offset=group.expected_offset)  # fmt: skip
+
         def commit(i: int) -> tuple[_Outcome, CommitWrites]:
             with recording_commit_writes() as written:
                 try:
-                    outcome: _Outcome = self._commit_group(
-                        groups[i], metas[i], refs[i], slices[i].msg_count, now_ms, deadline
-                    )
+                    outcome: _Outcome = self._commit_group(groups[i], batch(i), deadline.wall_ms)
                 except LlogError as exc:
                     outcome = exc
             return outcome, CommitWrites.of(metas[i].keys, written)
@@ -373,9 +379,8 @@ class LogWriter:
         futures = [self._commits.submit(lambda indexes: [(i, commit(i)) for i in indexes], indexes)
                    for indexes in by_partition.values()]  # fmt: skip
         try:
-            commits = [SequentialCommit(metas[i], refs[i], slices[i].msg_count, now_ms) for i in batched]
             with recording_commit_writes() as written:
-                many = self._sequential.commit_many(commits, deadline.monotonic)
+                many = self._sequential.commit_many([batch(i) for i in batched]) if batched else []
             for i, outcome in zip(batched, many, strict=True):
                 outcomes[i] = outcome, CommitWrites.of(metas[i].keys, written)
         finally:
@@ -384,21 +389,12 @@ class LogWriter:
             outcomes.update(future.result())
         return [outcomes[i] for i in range(len(slices))]
 
-    def _commit_group(
-        self,
-        group: SharedAppendGroup,
-        meta: PartitionMetadata,
-        ref: DataRef,
-        count: int,
-        now_ms: int,
-        deadline: _Deadline,
-    ) -> _Outcome:
+    def _commit_group(self, group: SharedAppendGroup, batch: BatchCommit, commit_by_ms: int) -> _Outcome:
         """Commit one partition's batch by the partition's protocol, idempotently if it has a producer."""
-        batch = group.idempotent
-        if batch is None:
-            return self._commit_batch(
-                meta, ref, count, now_ms, deadline.monotonic, expected_offset=group.expected_offset
-            )
+        idempotent = group.idempotent
+        if idempotent is None:
+            return self._commit_batch(batch)
+        meta = batch.meta
         read: list[VersionedControl] = []  # the meta/control read before the claim; the CAS commit's first read
 
         def next_offset() -> int:
@@ -407,50 +403,28 @@ class LogWriter:
             control = read[-1].record
             return self._sequential.next_offset(meta, control) if control.sequential else control.sequence_counter
 
-        def commit(tag: ProducerTag) -> tuple[int, int, str]:
-            return self._commit_batch(
-                meta, ref, count, now_ms, deadline.monotonic, producer=tag, expected_offset=group.expected_offset,
-                current=read[-1] if read else None,
-            )  # fmt: skip
+        def commit(tag: ProducerTag) -> Committed:
+            return self._commit_batch(replace(batch, producer=tag), read[-1] if read else None)
 
         return self._idempotent.append(
-            meta, batch, commit_by_ms=deadline.wall_ms, next_offset=next_offset, commit=commit
+            meta, idempotent, commit_by_ms=commit_by_ms, next_offset=next_offset, commit=commit
         )
 
-    def _commit_batch(
-        self,
-        meta: PartitionMetadata,
-        ref: DataRef,
-        count: int,
-        now_ms: int,
-        deadline: float,
-        *,
-        producer: ProducerTag | None = None,
-        expected_offset: int | None = None,
-        current: VersionedControl | None = None,
-    ) -> tuple[int, int, str]:
-        """Commit one partition's batch by the partition's protocol; ``(start, end, index_key)``.
+    def _commit_batch(self, batch: BatchCommit, current: VersionedControl | None = None) -> Committed:
+        """Commit one partition's batch by the protocol its ``meta/control`` names.
 
         A partition known to be sequential costs no read here; otherwise the
         ``meta/control`` read that picks the protocol is the CAS path's first
         read (``current``, when the caller made it already).
         """
-        if self._sequential.knows(meta.keys) and expected_offset is None:
-            return self._sequential.commit(meta, ref, count, now_ms, deadline, producer=producer)
-        current = current or meta.control()
-        control = current.record
+        if self._sequential.knows(batch.meta.keys) and batch.expected_offset is None:
+            return self._sequential.commit(batch)
+        current = current or batch.meta.control()
+        committer: Committer = self._sequential if current.record.sequential else self._cas
         try:
-            if not control.sequential:
-                start, end = append_cas.append(
-                    meta, ref, count, now_ms, deadline, current, config=self.config, fault_hook=self._fault_hook,
-                    producer=producer, expected_offset=expected_offset,
-                )  # fmt: skip
-                return start, end, meta.keys.index(end)
-        except append_cas.ProtocolChanged as changed:
-            control = changed.control
-        if expected_offset is not None:  # migrated since the check before the blob's PUT
-            raise _conditional_unsupported(meta)
-        return self._sequential.commit(meta, ref, count, now_ms, deadline, control, producer=producer)
+            return committer.commit(batch, current)
+        except ProtocolChanged as changed:  # migrated while the CAS commit worked on it
+            return self._sequential.commit(batch, changed.current)
 
 
 @dataclass(frozen=True)
@@ -468,10 +442,3 @@ def _offsets(outcome: tuple[int, int, str] | IdempotentOutcome) -> tuple[int, in
     if isinstance(outcome, IdempotentOutcome):
         return outcome.start_offset, outcome.end_offset, outcome.index_key
     return outcome
-
-
-def _conditional_unsupported(meta: PartitionMetadata) -> ConditionalAppendUnsupported:
-    return ConditionalAppendUnsupported(
-        f"{meta.keys.topic}/{meta.keys.partition} uses the sequential append protocol, which cannot check "
-        "expected_offset atomically; only partitions of the cas protocol take conditional appends"
-    )

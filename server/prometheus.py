@@ -178,7 +178,7 @@ def prometheus_text(doc: dict[str, Any]) -> str:
     family(
         "llog_http_rejected_total",
         "counter",
-        "Requests and connections the HTTP server refused itself, by reason (devserver/http11.py REJECTIONS).",
+        "Requests and connections the HTTP server refused itself, by reason (server/http11.py REJECTIONS).",
         [({"reason": reason}, count) for reason, count in server["rejected"].items()],
     )
     family("llog_http_connections", "gauge", "Connections open.", [({}, server["connections"])])

@@ -39,11 +39,11 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
-from devserver.pools import started_pool
-from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup, validate_group
 from llog.config import Environ, env_int
 from llog.errors import LlogError
 from llog.format.codec import Record, records_bytes
+from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup, validate_group
+from server.pools import started_pool
 
 
 class BackPressureRejected(LlogError):

@@ -1,6 +1,6 @@
 """``llog serve [--host 127.0.0.1] [--port 8080]``: the HTTP API from one process.
 
-Connections live on one asyncio event loop (``devserver.http11``); handlers run
+Connections live on one asyncio event loop (``server.http11``); handlers run
 on a pool of threads, except for a produce request that needs no Oxia read
 before its append, which waits for its group commit on the loop
 (``LlogServer._produce_on_loop``).
@@ -15,14 +15,14 @@ Lambda environment, the process shares one Oxia store, one S3 client, a
 ``BatchingProducer`` (concurrent produce requests become one shared WAL blob)
 and a ``TailCache`` (``LLOG_TAIL_CACHE_MAX_BYTES``, 0 disables it) between
 produce and consume. It also serves ``GET /metrics`` (JSON; ``s3.billing``
-holds the S3 billing estimate of ``devserver.billing``), ``GET
+holds the S3 billing estimate of ``server.billing``), ``GET
 /metrics/prometheus``, ``GET /openapi.json`` and the console (``GET /console``,
-``devserver/console``); with ``LLOG_SERVE_EMF_INTERVAL_S`` it reports its traffic as
-CloudWatch EMF lines on stdout (``devserver.emf``). A request is refused from
+``server/console``); with ``LLOG_SERVE_EMF_INTERVAL_S`` it reports its traffic as
+CloudWatch EMF lines on stdout (``server.emf``). A request is refused from
 its head when its ``Host`` is not a name the server answers to (421,
 ``LLOG_SERVE_ALLOWED_HOSTS``) or when any web page could have made a browser
 send it (415, ``functions.common.browser``); what a client may hold is bounded
-by ``devserver.http11.HttpLimits`` (``LLOG_SERVE_MAX_*``,
+by ``server.http11.HttpLimits`` (``LLOG_SERVE_MAX_*``,
 ``LLOG_SERVE_*_TIMEOUT_S``). SIGTERM/SIGINT stop it
 gracefully: no new requests, in-flight ones finish, the batcher flushes, Oxia
 closes.
@@ -52,24 +52,16 @@ from types import FrameType, ModuleType
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from devserver import console, events, http11
-from devserver.batching import BatchingConfig, BatchingProducer
-from devserver.billing import BillingConfig, S3Billing
-from devserver.collector import CollectorStats, freeze_startup_heap
-from devserver.emf import EmfReporter, RequestSample
-from devserver.http11 import Answer, HttpLimits, HttpServer, Request
-from devserver.pools import started_pool
-from devserver.prometheus import BILLING, ConsumerLagReport, operations_json, prometheus_text
 from functions.admin import app as admin_app
 from functions.common import browser, names, routes, telemetry
 from functions.common.errors import client_error
 from functions.common.http import answer_error, json_bytes
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
-from llog.client.reader import LogReader
-from llog.client.writer import AppendResult, LogWriter, SharedAppendGroup
 from llog.config import Limits, WriterConfig, env_int
 from llog.errors import ConfigurationError, LlogError
+from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
+from llog.protocol.read import LogReader
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeRequest, ConsumeService, PartitionFetch
 from llog.service.groups import GroupService
@@ -79,6 +71,14 @@ from llog.service.tail_cache import TailCache
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
+from server import console, events, http11
+from server.batching import BatchingConfig, BatchingProducer
+from server.billing import BillingConfig, S3Billing
+from server.collector import CollectorStats, freeze_startup_heap
+from server.emf import EmfReporter, RequestSample
+from server.http11 import Answer, HttpLimits, HttpServer, Request
+from server.pools import started_pool
+from server.prometheus import BILLING, ConsumerLagReport, operations_json, prometheus_text
 
 log = logging.getLogger("llog.serve")
 
@@ -89,7 +89,7 @@ IDLE_CONNECTION_TIMEOUT_S = 30
 # handshakes past it and clients saw resets and timeouts. The kernel caps it at net.core.somaxconn.
 LISTEN_BACKLOG = 1024
 # Handler threads, reused. A long poll holds one for up to its max_wait_ms, so the bound is far above the 256
-# clients one process is expected to hold; the first HANDLER_THREADS_STARTED run before serving (devserver.pools).
+# clients one process is expected to hold; the first HANDLER_THREADS_STARTED run before serving (server.pools).
 HANDLER_THREADS = 1024
 HANDLER_THREADS_STARTED = 64
 SERVE_PATHS = ("/metrics", "/metrics/prometheus", "/openapi.json")  # served by llog serve itself
@@ -108,7 +108,7 @@ ACCESS_LOG_ENV = "LLOG_SERVE_ACCESS_LOG"
 ACCESS_LOG_CHOICES = {"errors": 400, "all": 0, "off": 1000}
 
 
-# The settings of devserver.http11's limits (docs/HTTP_API.md, "Limits and configuration"), by field of HttpLimits.
+# The settings of server.http11's limits (docs/HTTP_API.md, "Limits and configuration"), by field of HttpLimits.
 HTTP_LIMIT_SETTINGS = {
     "max_connections": "LLOG_SERVE_MAX_CONNECTIONS",
     "max_connection_bytes": "LLOG_SERVE_MAX_CONNECTION_BYTES",
@@ -116,7 +116,7 @@ HTTP_LIMIT_SETTINGS = {
     "head_timeout_s": "LLOG_SERVE_HEAD_TIMEOUT_S",
     "body_timeout_s": "LLOG_SERVE_BODY_TIMEOUT_S",
 }
-# The error_type of each refusal of devserver.http11 itself, by status.
+# The error_type of each refusal of server.http11 itself, by status.
 REFUSAL_TYPES = {
     400: "InvalidRequest",
     408: "RequestTimeout",
@@ -329,7 +329,7 @@ class _Admission:
 
 
 class LlogServer:
-    """``llog serve``: an asyncio HTTP/1.1 server (``devserver.http11``) in front of the Lambda handlers.
+    """``llog serve``: an asyncio HTTP/1.1 server (``server.http11``) in front of the Lambda handlers.
 
     The event loop, on its own thread, holds the connections and parses and
     writes; each admitted request's handler runs on a pool thread (at most
@@ -485,7 +485,7 @@ class LlogServer:
     async def _stop_accepting(self) -> None:
         self.httpd.stop_accepting()
 
-    # -- requests (devserver.http11.Application) --
+    # -- requests (server.http11.Application) --
 
     def check_head(self, request: Request) -> Answer | None:
         """Admit the request (or mark it for a 503, once shutdown has begun); refuse a body it cannot read."""
@@ -572,7 +572,7 @@ class LlogServer:
                     self._inflight_cond.notify_all()
 
     def refused(self, status: int, reason: str, limit: str | None) -> Answer:
-        """devserver.http11's own refusal, in JSON, naming the setting of the limit (a 503 may be retried)."""
+        """server.http11's own refusal, in JSON, naming the setting of the limit (a 503 may be retried)."""
         setting = HTTP_LIMIT_SETTINGS.get(limit or "")  # MAX_HEAD_BYTES is no setting: its message gives the size
         message = f"{reason} ({setting})" if setting else reason
         document = client_error(message, REFUSAL_TYPES[status], retriable=status == 503)

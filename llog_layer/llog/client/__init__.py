@@ -1,1 +1,0 @@
-"""The library's entry points: ``LogWriter`` and ``LogReader``."""
