@@ -27,6 +27,10 @@ Environ = Mapping[str, str]
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
 
 
+# The session timeouts Oxia 0.17.1 accepts (it refuses more than 5 minutes); below 2 s a keep-alive would have
+# to be sent more often than every 666 ms.
+OXIA_SESSION_TIMEOUT_MIN_MS, OXIA_SESSION_TIMEOUT_MAX_MS = 2_000, 300_000
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -40,7 +44,7 @@ SETTINGS: Mapping[str, Setting] = {
         # Oxia
         Setting("LLOG_OXIA_SERVICE_ADDRESS", "", "host:port of the Oxia service (required)"),
         Setting("LLOG_OXIA_NAMESPACE", "default", "Oxia namespace"),
-        Setting("LLOG_OXIA_SESSION_TIMEOUT_MS", "30000", "Oxia session timeout (at least 2000)"),
+        Setting("LLOG_OXIA_SESSION_TIMEOUT_MS", "30000", "Oxia session timeout (2000 to 300000)"),
         Setting("LLOG_CLIENT_IDENTIFIER", "", "Oxia client identifier"),
         Setting("LLOG_OXIA_REQUEST_TIMEOUT_MS", "5000", "timeout of one Oxia call"),
         Setting("LLOG_OXIA_CONNECT_TIMEOUT_MS", "5000", "timeout of connecting to Oxia"),
@@ -160,8 +164,11 @@ class OxiaConfig:
     def __post_init__(self) -> None:
         if not self.service_address:
             raise ConfigurationError("the Oxia service address is required (LLOG_OXIA_SERVICE_ADDRESS)")
-        if self.session_timeout_ms < 2_000:
-            raise ConfigurationError("LLOG_OXIA_SESSION_TIMEOUT_MS must be at least 2000 (the keep-alive period)")
+        if not OXIA_SESSION_TIMEOUT_MIN_MS <= self.session_timeout_ms <= OXIA_SESSION_TIMEOUT_MAX_MS:
+            raise ConfigurationError(
+                f"LLOG_OXIA_SESSION_TIMEOUT_MS must be between {OXIA_SESSION_TIMEOUT_MIN_MS} and "
+                f"{OXIA_SESSION_TIMEOUT_MAX_MS} (Oxia refuses a longer session)"
+            )
         if self.request_timeout_ms < 1 or self.connect_timeout_ms < 1:
             raise ConfigurationError("Oxia timeouts must be positive")
 
@@ -174,7 +181,12 @@ class OxiaConfig:
         return cls(
             service_address=address,
             namespace=setting(env, "LLOG_OXIA_NAMESPACE"),
-            session_timeout_ms=setting_int(env, "LLOG_OXIA_SESSION_TIMEOUT_MS", minimum=2_000),
+            session_timeout_ms=setting_int(
+                env,
+                "LLOG_OXIA_SESSION_TIMEOUT_MS",
+                minimum=OXIA_SESSION_TIMEOUT_MIN_MS,
+                maximum=OXIA_SESSION_TIMEOUT_MAX_MS,
+            ),
             client_identifier=_get(env, "LLOG_CLIENT_IDENTIFIER"),
             request_timeout_ms=setting_int(env, "LLOG_OXIA_REQUEST_TIMEOUT_MS", minimum=1),
             connect_timeout_ms=setting_int(env, "LLOG_OXIA_CONNECT_TIMEOUT_MS", minimum=1),

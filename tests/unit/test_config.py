@@ -126,7 +126,8 @@ def test_inline_batches_are_bounded_and_can_be_turned_off():
     ("changes", "message"),
     [
         ({"service_address": ""}, "LLOG_OXIA_SERVICE_ADDRESS"),
-        ({"session_timeout_ms": 1999}, "LLOG_OXIA_SESSION_TIMEOUT_MS must be at least 2000"),
+        ({"session_timeout_ms": 1999}, "LLOG_OXIA_SESSION_TIMEOUT_MS must be between 2000 and 300000"),
+        ({"session_timeout_ms": 300_001}, "LLOG_OXIA_SESSION_TIMEOUT_MS must be between 2000 and 300000"),
         ({"request_timeout_ms": 0}, "timeouts must be positive"),
         ({"connect_timeout_ms": 0}, "timeouts must be positive"),
     ],

@@ -449,14 +449,15 @@ class OxiaStore:
             request = pb.PutRequest(
                 key=key, value=value, partition_key=partition_key, expected_version_id=expected_version_id
             )
-            if ephemeral:
-                session = c.sessions.get(shard)
+            session = c.sessions.get(shard) if ephemeral else None
+            if session is not None:
                 request.session_id, request.client_identity = session.session_id, session.identity
             [answer] = stub.write(pb.WriteRequest(shard=shard, puts=[request])).puts
             try:
                 _check(answer.status, f"put of {key}")
             except _SessionGone:
-                c.sessions.discard(shard)
+                if session is not None:
+                    c.sessions.discard(session)
                 raise
             return answer.version.version_id if answer.version is not None else 0
 

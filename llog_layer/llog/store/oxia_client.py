@@ -140,9 +140,12 @@ class Connections:
         self._interceptor = _DeadlineInterceptor(timeout_s)
         self._lock = threading.Lock()
         self._channels: dict[str, tuple[grpc.Channel, Stub]] = {}
+        self._closed = False
 
     def get(self, address: str) -> Stub:
         with self._lock:
+            if self._closed:  # a channel opened now would outlive the client (a session kept alive on it)
+                raise OxiaUnavailable("the Oxia client is closed")
             entry = self._channels.get(address)
             if entry is None:
                 channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
@@ -152,6 +155,7 @@ class Connections:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             channels, self._channels = list(self._channels.values()), {}
         for channel, _ in channels:
             channel.close()
@@ -271,7 +275,9 @@ class _Session:
         )
         self.session_id: int = answer.session_id
         self._last_alive = time.monotonic()
-        interval_ms = min(max(timeout_ms // 10, _KEEP_ALIVE_FLOOR_MS), timeout_ms - 1)
+        # At least three keep-alives per timeout: the server's deadline runs from the session's creation, which
+        # the first keep-alive follows by a whole interval plus the create's answer.
+        interval_ms = min(max(timeout_ms // 10, _KEEP_ALIVE_FLOOR_MS), timeout_ms // 3)
         self._thread = threading.Thread(
             target=self._keep_alive, args=(interval_ms / 1000,), daemon=True, name=f"oxia-session-{shard}"
         )
@@ -317,9 +323,12 @@ class Sessions:
         self._identity = identity or uuid.uuid4().hex
         self._lock = threading.Lock()
         self._by_shard: dict[int, _Session] = {}
+        self._closed = False
 
     def get(self, shard: int) -> _Session:
         with self._lock:
+            if self._closed:  # a session opened now would be kept alive until the process exits
+                raise OxiaUnavailable("the Oxia client is closed")
             session = self._by_shard.get(shard)
             if session is None or session.closed:
                 session = _Session(shard, self._directory, self._timeout_ms, self._identity, self._forget)
@@ -331,15 +340,19 @@ class Sessions:
             if self._by_shard.get(session.shard) is session:  # not a replacement opened since
                 del self._by_shard[session.shard]
 
-    def discard(self, shard: int) -> None:
-        """Drop the shard's session (the server no longer knows it) so the next ephemeral put opens a new one."""
+    def discard(self, session: _Session) -> None:
+        """Drop ``session`` (the server no longer knows it) so the next ephemeral put opens a new one.
+
+        Only that session: a late answer naming it must not close a replacement another put opened since.
+        """
         with self._lock:
-            session = self._by_shard.pop(shard, None)
-        if session is not None:
-            threading.Thread(target=session.close, daemon=True, name="oxia-session-close").start()
+            if self._by_shard.get(session.shard) is session:
+                del self._by_shard[session.shard]
+        threading.Thread(target=session.close, daemon=True, name="oxia-session-close").start()
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             sessions, self._by_shard = list(self._by_shard.values()), {}
         for session in sessions:
             session.close()
