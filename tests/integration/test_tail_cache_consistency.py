@@ -35,7 +35,6 @@ from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.service import consume
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, PartitionFetch
 from llog.service.tail_cache import TailCache
-from llog.store import changes
 from llog.store.changes import Wakeup
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
@@ -423,7 +422,16 @@ def test_changes_while_the_feed_reconnected_are_not_taken_for_an_own_append(
     assert answer(service, request(part(topic, 0, 22))) == answer(uncached, request(part(topic, 0, 22)))
     assert cache.current(topic, 0, max_age_s=consume.RECHECK_S) is not None
 
-    monkeypatch.setattr(changes, "_RECONNECT_INITIAL_S", 1.0)  # down long enough for retention to run unnotified
+    # The feed stays down until retention has run unnotified (its reconnects fail until then).
+    retention_ran = threading.Event()
+    shard_stubs = feed._shard_stubs
+
+    def shard_stubs_after_retention() -> list[tuple[int, Any]]:
+        if not retention_ran.is_set():
+            raise LookupError("held down by the test until retention has run")
+        return shard_stubs()
+
+    monkeypatch.setattr(feed, "_shard_stubs", shard_stubs_after_retention)
     connects = feed.connects
     for stream in list(feed._streams):
         stream.cancel()
@@ -433,6 +441,7 @@ def test_changes_while_the_feed_reconnected_are_not_taken_for_an_own_append(
         time.sleep(0.005)
     retention(storage, topic, RetentionPolicy(max_age_ms=DAY_MS), ahead_ms=2 * DAY_MS).enforce(topic, 0)
     assert feed.connects == connects, "the feed came back before retention ran: nothing was missed"
+    retention_ran.set()
     while feed.connects == connects:
         assert time.monotonic() < deadline, "the feed did not reconnect"
         time.sleep(0.01)
