@@ -10,7 +10,8 @@
   every method requires an API key of the usage plan, except fence/unfence/compact (and every method
   on their resources), which stay IAM-only.
 * Request validation: ``POST /produce`` and ``POST /consume`` need a JSON object body with a
-  non-empty ``topic_partitions`` array (functions/openapi.json's top-level shape). Everything finer
+  non-empty ``topic_partitions`` array (``gateway_model``: the top-level shape of their definitions in
+  ``llog.api.native.bodies``). Everything finer
   (and limits such as ``LLOG_MAX_PARTITIONS_PER_REQUEST``) stays with the handlers. The
   gateway's own errors answer in the handlers' JSON error shape
   (``{"error", "error_type", "retriable"}``); a failed validation is a 400 ``InvalidRequest``,
@@ -28,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cw
@@ -39,6 +41,7 @@ from constructs import Construct, IConstruct
 from functions.common import cors, names, routes
 from infra.observability import PERIOD, ApiMetrics
 from infra.settings import ApiAuth
+from llog.api.native import bodies
 
 ADMIN_IAM_ONLY_SUFFIXES = ("/fence", "/unfence", "/compact")
 # Operator writes that stay IAM-only when clients use API keys: creating, growing and deleting topics.
@@ -54,6 +57,27 @@ VALIDATION_MESSAGE = '"the request body must be a JSON object with a non-empty t
 def _error_template(error: str, error_type: str, retriable: bool) -> dict[str, str]:
     body = f'{{"error":{error},"error_type":"{error_type}","retriable":{str(retriable).lower()}}}'
     return {"application/json": body}
+
+
+def gateway_model(body: type[msgspec.Struct]) -> apigw.JsonSchema:
+    """The gateway's check of a request body, derived from its definition: its top-level shape only (an object,
+    the required fields with their JSON types and lengths). Everything finer is the handler's, whose errors name
+    the field and the rule."""
+    definition = msgspec.json.schema(body)["$defs"][body.__name__]
+    required = definition["required"]
+    properties = {}
+    for name in required:
+        field = definition["properties"][name]
+        properties[name] = apigw.JsonSchema(
+            type=apigw.JsonSchemaType[field["type"].upper()], min_items=field.get("minItems")
+        )
+    return apigw.JsonSchema(
+        schema=apigw.JsonSchemaVersion.DRAFT4,
+        title=body.__name__,
+        type=apigw.JsonSchemaType.OBJECT,
+        required=required,
+        properties=properties,
+    )
 
 
 def is_iam_only(resource: str, method: str = "ANY") -> bool:
@@ -119,22 +143,17 @@ class Api(Construct):
         )
         self.request_models: dict[str, apigw.Model] = {}
         # Keyed by path: the produce and consume functions own other POST routes with other bodies.
-        for path, title in (
-            ("/produce", "ProduceRequest"),
-            ("/consume", "ConsumeRequest"),
-            ("/offsets", "OffsetsRequest"),
+        for path, body in (
+            ("/produce", bodies.ProduceRequest),
+            ("/consume", bodies.ConsumeRequest),
+            ("/offsets", bodies.OffsetsRequest),
         ):
+            title = body.__name__
             self.request_models[path] = self.api.add_model(
                 f"{title}Model",
                 content_type="application/json",
                 model_name=title,
-                schema=apigw.JsonSchema(
-                    schema=apigw.JsonSchemaVersion.DRAFT4,
-                    title=title,
-                    type=apigw.JsonSchemaType.OBJECT,
-                    required=["topic_partitions"],
-                    properties={"topic_partitions": apigw.JsonSchema(type=apigw.JsonSchemaType.ARRAY, min_items=1)},
-                ),
+                schema=gateway_model(body),
             )
 
         self._integrations = {

@@ -13,8 +13,9 @@ The layers of ``llog``, lowest first; a module may import its own layer and the 
   there later, e.g. a retry helper). These may import each other, ``errors`` and ``format``.
   ``format`` sits below them, not beside them, because ``config`` takes two pure names of it today
   (``AppendProtocol``, the root-prefix check) while ``format`` needs nothing of ``config``.
-* ``store`` ← ``protocol`` ← ``service``: the sub-packages of the same names (the protocol's verbs, the
-  append and the read included).
+* ``store`` ← ``protocol`` ← ``service`` ← ``api``: the sub-packages of the same names (the protocol's verbs,
+  the append and the read included; ``api`` holds the APIs llog speaks over the services, ``api.native`` the
+  HTTP API's bodies).
 * ``top``: ``llog/__init__.py`` and ``llog/cli.py``, which may import anything in llog.
 
 A new sub-package of ``llog`` is in no layer until it is added to ``SUBPACKAGES``; any import
@@ -61,8 +62,8 @@ AREAS: tuple[tuple[str, Path, Path], ...] = (
     ("llog_client", ROOT / "client", ROOT / "client" / "llog_client"),
 )
 
-LAYERS = ("errors", "format", "base", "store", "protocol", "service", "top")
-SUBPACKAGES = ("format", "store", "protocol", "service")
+LAYERS = ("errors", "format", "base", "store", "protocol", "service", "api", "top")
+SUBPACKAGES = ("format", "store", "protocol", "service", "api")
 TOP = ("llog", "llog.cli")
 
 NOT_IN_THE_LAYER = ("functions", "server", "devserver", "tests", "infra", "bench", "scripts", "llog_export")

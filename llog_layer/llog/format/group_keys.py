@@ -21,13 +21,16 @@ from dataclasses import dataclass
 from llog.errors import InvalidArgument
 from llog.format.keys import DEFAULT_ROOT_PREFIX, validate_root_prefix
 
-_GROUP_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")  # the topic name rules
-_MEMBER_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+GROUP_PATTERN = "[A-Za-z0-9._-]{1,249}"  # the topic name rules
+MEMBER_ID_PATTERN = "[A-Za-z0-9._-]{1,128}"
+_GROUP_RE = re.compile(GROUP_PATTERN)
+_MEMBER_RE = re.compile(MEMBER_ID_PATTERN)
+RESERVED_GROUPS = (".", "..")
 
 
 def validate_group(group: object) -> str:
     """Return ``group`` if it follows the topic name rules, else raise ``InvalidArgument``."""
-    if not isinstance(group, str) or not _GROUP_RE.fullmatch(group) or group in (".", ".."):
+    if not isinstance(group, str) or not _GROUP_RE.fullmatch(group) or group in RESERVED_GROUPS:
         raise InvalidArgument(f"invalid group {group!r}: expected 1-249 characters from [A-Za-z0-9._-], not . or ..")
     return group
 

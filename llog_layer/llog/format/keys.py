@@ -70,12 +70,14 @@ MAX_SEQUENCE = 2**64 - 1  # the server searches below "{prefix}-{MAX_SEQUENCE:02
 GENERATION_WIDTH = 10
 MAX_GENERATION = 10**GENERATION_WIDTH - 1
 
-_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+TOPIC_PATTERN = "[A-Za-z0-9._-]{1,249}"
+_TOPIC_RE = re.compile(TOPIC_PATTERN)
 _ROOT_SEGMENT_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
 # "wal-shared" would put a topic's compacted objects under the shared WAL prefix;
 # "__catalog" would read as the registry's folder.
-_RESERVED_TOPICS = frozenset({".", "..", "wal-shared", "__catalog"})
-_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+RESERVED_TOPICS = (".", "..", "wal-shared", "__catalog")
+PRODUCER_ID_PATTERN = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # a UUID, lower case
+_UUID_RE = re.compile(PRODUCER_ID_PATTERN)
 _PRODUCER_ID_RE = _UUID_RE
 PARTITION_WIDTH = 10  # digits of MAX_PARTITION: registry keys sort numerically within a topic
 
@@ -84,7 +86,7 @@ def validate_topic(topic: object) -> str:
     """Return ``topic`` if it is a valid topic name, else raise ``InvalidTopicName``."""
     if not isinstance(topic, str) or not _TOPIC_RE.fullmatch(topic):
         raise InvalidTopicName(f"invalid topic {topic!r}: expected 1-249 characters from [A-Za-z0-9._-]")
-    if topic in _RESERVED_TOPICS:
+    if topic in RESERVED_TOPICS:
         raise InvalidTopicName(f"invalid topic {topic!r}: the name is reserved")
     return topic
 
