@@ -23,6 +23,7 @@ from bench import (  # noqa: E402
     consume,
     discovery,
     export,
+    http_bodies,
     idempotent,
     lambda_warm,
     serve,
@@ -60,6 +61,15 @@ def main() -> int:
         "`bytes(memoryview(batch))` of the same encoded batch, the baseline; `slice` is the floor for producing "
         "one Python object per record at known offsets. MB/s counts value bytes.\n\n"
         + codec.table(codec_rows) + "\n\n" + codec.targets(codec_rows),
+    ))
+
+    print("HTTP bodies benchmark ...", flush=True)
+    sections.append((
+        "HTTP bodies: the native API's parse and answer path",
+        "bench/http_bodies.py",
+        "Parsing a request into the services' calls (`llog.api.native.contract`: msgspec decodes into the "
+        "definitions of `llog.api.native.bodies`, then the checks they cannot state) and writing an answer's JSON, "
+        "in one process, no storage. Median microseconds per call.\n\n" + http_bodies.table(http_bodies.run()),
     ))
 
     print("append benchmark ...", flush=True)

@@ -29,7 +29,7 @@ OUT = ROOT / ".soak"
 TESTS = (
     "tests/unit/test_codec.py",
     "tests/unit/test_wal.py",
-    "tests/unit/test_http_contract.py",
+    "tests/unit/test_native_contract.py",
     "tests/glue/test_arrow.py",
     "tests/functions/test_openapi_fuzz.py",
     "tests/functions/test_handlers_without_oxia.py",

@@ -54,10 +54,11 @@ from urllib.parse import urlsplit
 
 from functions.admin import app as admin_app
 from functions.common import browser, names, routes, telemetry
-from functions.common.errors import client_error
 from functions.common.http import answer_error, json_bytes
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
+from llog.api.native.contract import produce_response
+from llog.api.native.errors import client_error
 from llog.config import Limits, WriterConfig, env_int
 from llog.errors import ConfigurationError, LlogError
 from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
@@ -65,7 +66,6 @@ from llog.protocol.read import LogReader
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeRequest, ConsumeService, PartitionFetch
 from llog.service.groups import GroupService
-from llog.service.http_contract import produce_response
 from llog.service.produce import PreparedProduce, ProduceService
 from llog.service.tail_cache import TailCache
 from llog.store.oxia import OxiaStore
@@ -542,7 +542,6 @@ class LlogServer:
         """
         request_id = self.request_ids.next()
         service = self.services.produce
-        headers: dict[str, str] = {}
         try:
             prepared = service.prepare(produce_app.parse_produce(request.body or None), cached_only=True)
             if prepared is None:
@@ -553,10 +552,11 @@ class LlogServer:
                 finished = await loop.run_in_executor(self._pool, functools.partial(service.finish, prepared, appended))
                 assert finished is not None
             status, document = produce_response(finished[1])
+            return self._produce_answer(status, {"X-Request-Id": request_id}, document)
         except Exception as exc:  # logged on a pool thread: Powertools' logger writes to stdout as it is called
             error = functools.partial(answer_error, produce_app.telemetry, exc, request_id)
-            status, document, headers = await loop.run_in_executor(self._pool, error)
-        return self._produce_answer(status, {**headers, "X-Request-Id": request_id}, document)
+            status, refusal, headers = await loop.run_in_executor(self._pool, error)
+        return self._produce_answer(status, {**headers, "X-Request-Id": request_id}, refusal)
 
     def _produce_answer(
         self, status: int, headers: dict[str, str], document: Any

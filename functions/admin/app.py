@@ -32,9 +32,11 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.common import names
-from functions.common.http import create_resolver, json_body, json_response, resolver_handler
+from functions.common.http import create_resolver, json_response, request_body, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
+from llog.api.native import bodies
+from llog.api.native.bodies import answer
 from llog.config import Limits, broker_id_from_env
 from llog.errors import InvalidPartition
 from llog.format.keys import validate_partition, validate_topic
@@ -110,60 +112,64 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.get("/health")
     def get_health() -> Response[str]:
-        return json_response(200, health(app.lambda_context))
+        return json_response(200, answer(bodies.Health, health(app.lambda_context)))
 
     @app.get("/topics")
     def get_topics() -> Response[str]:
-        return json_response(200, _service.get().topics())
+        return json_response(200, answer(bodies.Topics, _service.get().topics()))
 
     @app.post("/topics")
     def create_topic() -> Response[str]:
-        from llog.service.http_contract import parse_create_topic
+        from llog.api.native.contract import parse_create_topic
 
-        topic, partitions, config = parse_create_topic(json_body(app.current_event, _limits.get()))
+        topic, partitions, config = parse_create_topic(request_body(app.current_event), _limits.get())
         created, description = _service.get().create_topic(topic, partitions, config)
-        return json_response(201 if created else 200, description)
+        return json_response(201 if created else 200, answer(bodies.TopicDescription, description))
 
     @app.get("/topics/<topic>")
     def describe_topic(topic: str) -> Response[str]:
-        return json_response(200, _service.get().describe_topic(validate_topic(unquote(topic))))
+        description = _service.get().describe_topic(validate_topic(unquote(topic)))
+        return json_response(200, answer(bodies.TopicDescription, description))
 
     @app.delete("/topics/<topic>")
     def delete_topic(topic: str) -> Response[str]:
-        return json_response(200, _service.get().delete_topic(validate_topic(unquote(topic))))
+        return json_response(
+            200, answer(bodies.TopicDeleted, _service.get().delete_topic(validate_topic(unquote(topic))))
+        )
 
     @app.post("/topics/<topic>/partitions")
     def grow_topic(topic: str) -> Response[str]:
-        from llog.service.http_contract import parse_grow_topic
+        from llog.api.native.contract import parse_grow_topic
 
         name = validate_topic(unquote(topic))
-        partitions = parse_grow_topic(json_body(app.current_event, _limits.get()))
-        return json_response(200, _service.get().grow_topic(name, partitions))
+        partitions = parse_grow_topic(request_body(app.current_event), _limits.get())
+        return json_response(200, answer(bodies.TopicDescription, _service.get().grow_topic(name, partitions)))
 
     @app.get("/topics/<topic>/partitions/<partition>")
     def get_partition(topic: str, partition: str) -> Response[str]:
         t, p = partition_id(topic, partition)
-        return json_response(200, _service.get().status(t, p))
+        return json_response(200, answer(bodies.PartitionStatus, _service.get().status(t, p)))
 
     @app.get("/topics/<topic>/partitions/<partition>/storage")
     def get_partition_storage(topic: str, partition: str) -> Response[str]:
         t, p = partition_id(topic, partition)
-        return json_response(200, _service.get().storage_usage(t, p))
+        return json_response(200, answer(bodies.PartitionStorage, _service.get().storage_usage(t, p)))
 
     @app.post("/topics/<topic>/partitions/<partition>/compact")
     def compact(topic: str, partition: str) -> Response[str]:
         t, p = partition_id(topic, partition)
-        return json_response(200, _service.get().compact(t, p, budget_s=compact_budget_s(app.lambda_context)))
+        compacted = _service.get().compact(t, p, budget_s=compact_budget_s(app.lambda_context))
+        return json_response(200, answer(bodies.CompactionPass, compacted))
 
     @app.post("/topics/<topic>/partitions/<partition>/fence")
     def fence(topic: str, partition: str) -> Response[str]:
         t, p = partition_id(topic, partition)
-        return json_response(200, _service.get().fence(t, p))
+        return json_response(200, answer(bodies.PartitionState, _service.get().fence(t, p)))
 
     @app.post("/topics/<topic>/partitions/<partition>/unfence")
     def unfence(topic: str, partition: str) -> Response[str]:
         t, p = partition_id(topic, partition)
-        return json_response(200, _service.get().unfence(t, p))
+        return json_response(200, answer(bodies.PartitionState, _service.get().unfence(t, p)))
 
     return app
 

@@ -7,9 +7,9 @@
   (any method, TRACE included) with 405 (``MethodNotAllowed``, with ``Allow``):
   the owner's other methods reach the owner behind the REST API, and the admin
   function behind the HTTP API (infra/http_api.py);
-* any exception with the status ``functions.common.errors`` maps it to
+* any exception with the status ``llog.api.native.errors`` maps it to
   (Powertools' pydantic validation is not used: requests are parsed by
-  ``llog.service.http_contract``, whose rejections are the 400/413 of docs/HTTP_API.md).
+  ``llog.api.native.contract``, whose rejections are the 400/413 of docs/HTTP_API.md).
 
 Before a route of any method but ``GET``, ``HEAD`` and ``OPTIONS`` runs, the
 resolver refuses with 415 ``UnsupportedMediaType`` a request any web page could
@@ -25,8 +25,9 @@ per thread (``PerThread``), and each keeps its request on itself
 (``ThreadOwnResolver``): Powertools stores the current event on ``BaseRouter``,
 the class, which every resolver of the process shares.
 
-``llog.service.http_contract`` is imported by the first request that parses a
-body, not with this module (see ``functions.common.errors``).
+``llog.api.native.contract`` is imported by the first request that parses a
+body, not with this module: it loads the services, hence the Oxia and S3
+clients' modules, which a handler's import (the Lambda init phase) should not.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import binascii
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+import msgspec
 import orjson
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, CORSConfig, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
@@ -44,19 +46,26 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from functions.common import browser, cors, routes
-from functions.common.errors import client_error, error_answer
 from functions.common.lazy import PerThread
 from functions.common.telemetry import Handler, Telemetry
-from llog.config import Limits, cors_origins_from_env
+from llog.api.native.bodies import Error
+from llog.api.native.errors import RequestRejected, client_error, error_answer
+from llog.config import cors_origins_from_env
 from llog.errors import LlogError
 
 JSON = "application/json"
 
 
+_ENCODER = msgspec.json.Encoder()
+
+
 def json_bytes(doc: Any) -> bytes:
-    """``doc`` as compact UTF-8 JSON. orjson writes a consume answer of 100 records of 1 KiB some 40 times faster
-    than ``json``; UTF-8 text stays 1-4 bytes a character (not \\uXXXX), which matters under Lambda's 6 MB
-    response limit. Integer keys are written as strings, as ``json`` does."""
+    """``doc`` as compact UTF-8 JSON, written in C: an answer of ``llog.api.native.bodies`` by msgspec, plain data
+    (a consume answer, metrics) by orjson, which writes large strings about twice as fast. UTF-8 text stays 1-4
+    bytes a character (not \\uXXXX), which matters under Lambda's 6 MB response limit; integer keys are written as
+    strings, as ``json`` does."""
+    if isinstance(doc, msgspec.Struct):
+        return _ENCODER.encode(doc)
     return orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS)
 
 
@@ -70,8 +79,6 @@ def json_response(status: int, doc: Any, headers: dict[str, str] | None = None) 
 
 def request_body(event: APIGatewayProxyEvent) -> str | bytes | None:
     """The raw body, base64-decoded when API Gateway passed it as binary."""
-    from llog.service.http_contract import RequestRejected
-
     body = event.body
     if body is None or not event.is_base64_encoded:
         return body
@@ -79,13 +86,6 @@ def request_body(event: APIGatewayProxyEvent) -> str | bytes | None:
         return base64.b64decode(body, validate=True)
     except (binascii.Error, ValueError):
         raise RequestRejected("the request body is marked base64-encoded but is not valid base64") from None
-
-
-def json_body(event: APIGatewayProxyEvent, limits: Limits) -> Any:
-    """The request's JSON document (``http_contract.parse_json_body``: 400/413 on bad input)."""
-    from llog.service.http_contract import parse_json_body
-
-    return parse_json_body(request_body(event), limits)
 
 
 def request_id(event: APIGatewayProxyEvent) -> str | None:
@@ -133,23 +133,21 @@ def refuse_cross_site(app: APIGatewayRestResolver, next_middleware: NextMiddlewa
         event.http_method, headers.get("content-type"), bool(event.body), headers.get("origin")
     )
     if problem is not None:
-        from llog.service.http_contract import RequestRejected  # not for every request: see the module docstring
-
         raise RequestRejected(problem, status=browser.UNSUPPORTED_MEDIA_TYPE, error_type=browser.ERROR_TYPE)
     return next_middleware(app)
 
 
-def answer_error(telemetry: Telemetry, exc: Exception, rid: str | None) -> tuple[int, dict[str, Any], dict[str, str]]:
+def answer_error(telemetry: Telemetry, exc: Exception, rid: str | None) -> tuple[int, Error, dict[str, str]]:
     """The answer to an exception that ended a request, logged and counted as the function's."""
     status, body, headers = error_answer(exc, rid)
     if status >= 500 and not (isinstance(exc, LlogError) and exc.retriable):
-        telemetry.logger.exception("request failed", extra={"status": status, "error_type": body["error_type"]})
+        telemetry.logger.exception("request failed", extra={"status": status, "error_type": body.error_type})
     else:
         telemetry.logger.warning(
             "request answered with an error",
-            extra={"status": status, "error_type": body["error_type"], "error": body["error"]},
+            extra={"status": status, "error_type": body.error_type, "error": body.error},
         )
-    telemetry.errors([body["error_type"]])
+    telemetry.errors([body.error_type])
     return status, body, headers
 
 

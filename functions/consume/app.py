@@ -1,6 +1,6 @@
 """``POST /consume``, ``POST /offsets`` and the consumer-group routes ``/groups...``, answered per docs/HTTP_API.md.
 
-``POST /consume``: parse with ``http_contract``, fetch with ``ConsumeService``.
+``POST /consume``: parse with ``llog.api.native.contract``, fetch with ``ConsumeService``.
 ``POST /offsets``: each partition's offset for a time, ``earliest`` or ``latest``
 (Kafka's ListOffsets; docs/RECOVERY.md, "Offset for a timestamp").
 ``GET /groups``, ``GET /groups/{group}``, ``POST /groups/{group}/join``,
@@ -29,9 +29,11 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
 from functions.common import names
-from functions.common.http import create_resolver, json_body, json_response, resolver_handler
+from functions.common.http import create_resolver, json_response, request_body, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
+from llog.api.native import bodies
+from llog.api.native.bodies import answer
 from llog.config import Limits
 
 if TYPE_CHECKING:
@@ -76,10 +78,9 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.post("/consume")
     def consume() -> Response[str]:
-        from llog.service.http_contract import consume_response, parse_consume_request
+        from llog.api.native.contract import consume_response, parse_consume_request
 
-        limits = _limits.get()
-        request = parse_consume_request(json_body(app.current_event, limits), limits)
+        request = parse_consume_request(request_body(app.current_event), _limits.get())
         results = _service.get().consume(request)
         status, body = consume_response(results)
         telemetry.metric("RecordsConsumed", MetricUnit.Count, sum(len(r.records) for r in results))
@@ -89,40 +90,58 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.post("/offsets")
     def list_offsets() -> Response[str]:
-        from llog.service.http_contract import offsets_response, parse_offsets_request
+        from llog.api.native.contract import offsets_response, parse_offsets_request
 
-        limits = _limits.get()
-        request = parse_offsets_request(json_body(app.current_event, limits), limits)
+        request = parse_offsets_request(request_body(app.current_event), _limits.get())
         answers = _service.get().list_offsets(request)
         telemetry.errors(None if a.error is None else a.error.error_type for a in answers)
         return json_response(*offsets_response(answers))
 
     @app.get("/groups")
     def list_groups() -> Response[str]:
-        return json_response(200, _groups.get().list_groups())
+        return json_response(200, answer(bodies.Groups, _groups.get().list_groups()))
 
     @app.get("/groups/<group>")
     def describe_group(group: str) -> Response[str]:
-        return json_response(200, _groups.get().describe(unquote(group)))
+        return json_response(200, answer(bodies.GroupDescription, _groups.get().describe(unquote(group))))
 
     @app.post("/groups/<group>/join")
     def join_group(group: str) -> Response[str]:
-        return json_response(200, _groups.get().join(unquote(group), json_body(app.current_event, _limits.get())))
+        from llog.api.native.contract import parse_group_join
+
+        request = parse_group_join(request_body(app.current_event), _limits.get())
+        joined = _groups.get().join(
+            unquote(group), request.topics, session_timeout_ms=request.session_timeout_ms, member_id=request.member_id
+        )
+        return json_response(200, answer(bodies.GroupJoinResponse, joined))
 
     @app.post("/groups/<group>/heartbeat")
     def heartbeat(group: str) -> Response[str]:
-        doc = json_body(app.current_event, _limits.get())
-        return json_response(200, _groups.get().heartbeat(unquote(group), doc))
+        from llog.api.native.contract import parse_group_heartbeat
+
+        request = parse_group_heartbeat(request_body(app.current_event), _limits.get())
+        beat = _groups.get().heartbeat(unquote(group), request.member_id, request.generation)
+        return json_response(200, answer(bodies.GroupHeartbeatResponse, beat))
 
     @app.post("/groups/<group>/leave")
     def leave_group(group: str) -> Response[str]:
-        return json_response(200, _groups.get().leave(unquote(group), json_body(app.current_event, _limits.get())))
+        from llog.api.native.contract import parse_group_leave
+
+        request = parse_group_leave(request_body(app.current_event), _limits.get())
+        return json_response(
+            200, answer(bodies.GroupLeaveResponse, _groups.get().leave(unquote(group), request.member_id))
+        )
 
     @app.post("/groups/<group>/commit")
     def commit_offsets(group: str) -> Response[str]:
-        answer = _groups.get().commit(unquote(group), json_body(app.current_event, _limits.get()))
-        telemetry.metric("OffsetsCommitted", MetricUnit.Count, len(answer["committed"]))
-        return json_response(200, answer)
+        from llog.api.native.contract import parse_group_commit
+
+        member_id, generation, offsets = parse_group_commit(request_body(app.current_event), _limits.get())
+        committed = answer(
+            bodies.GroupCommitResponse, _groups.get().commit(unquote(group), member_id, generation, offsets)
+        )
+        telemetry.metric("OffsetsCommitted", MetricUnit.Count, len(committed.committed))
+        return json_response(200, committed)
 
     return app
 

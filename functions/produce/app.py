@@ -1,4 +1,5 @@
-"""``POST /produce``: parse with ``http_contract``, append with ``ProduceService``, answer per docs/HTTP_API.md.
+"""``POST /produce``: parse with ``llog.api.native.contract``, append with ``ProduceService``, answer per
+docs/HTTP_API.md.
 
 ``POST /producers`` issues an idempotent producer id, or bumps a given id's epoch.
 
@@ -28,7 +29,6 @@ from functions.common import names
 from functions.common.http import (
     answer_error,
     create_resolver,
-    json_body,
     json_response,
     request_body,
     resolver_handler,
@@ -71,15 +71,14 @@ def group_bytes(group: SharedAppendGroup) -> int:
 
 def parse_produce(body: str | bytes | None) -> list[ProduceEntry | SharedAppendGroup]:
     """A ``POST /produce`` body's entries; raises what ``answer_error`` answers with a 4xx."""
-    from llog.service.http_contract import parse_json_body, parse_produce_request
+    from llog.api.native.contract import parse_produce_request
 
-    limits = _limits.get()
-    return parse_produce_request(parse_json_body(body, limits), limits)
+    return parse_produce_request(body, _limits.get())
 
 
 def produce_document(body: str | bytes | None) -> tuple[int, Any]:
     """``POST /produce``: the answer's status and document; what it raises is answered by ``answer_error``."""
-    from llog.service.http_contract import produce_response
+    from llog.api.native.contract import produce_response
 
     entries = parse_produce(body)  # a bad request is refused before the service (its clients) is created
     groups, results = _service.get().produce_groups(entries)
@@ -116,11 +115,10 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.post("/producers")
     def producers() -> Response[str]:
-        from llog.service.http_contract import parse_producers_request, producer_json
+        from llog.api.native.contract import parse_producers_request, producer_answer
 
-        limits = _limits.get()
-        producer_id = parse_producers_request(json_body(app.current_event, limits))
-        return json_response(200, producer_json(_service.get().producer(producer_id)))
+        producer_id = parse_producers_request(request_body(app.current_event), _limits.get())
+        return json_response(200, producer_answer(_service.get().producer(producer_id)))
 
     return app
 

@@ -6,14 +6,15 @@ import base64
 import json
 import threading
 
+import msgspec
 import pytest
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 import llog
 from functions.common import names, routes
-from functions.common.errors import error_answer, error_document, status_for
 from functions.common.lazy import Lazy, PerThread
-from llog.service.http_contract import RequestRejected
+from llog.api.native.errors import RequestRejected, error_answer, error_document, status_for
+from llog.errors import UnknownTopic
 from server import events
 from server.batching import BackPressureRejected
 
@@ -53,16 +54,20 @@ def test_status_for(error, status):
 
 def test_error_answers():
     status, body, headers = error_answer(llog.OxiaUnavailable("down"))
-    assert (status, body, headers) == (
+    assert (status, msgspec.to_builtins(body), headers) == (
         503, {"error": "down", "error_type": "OxiaUnavailable", "retriable": True}, {"Retry-After": "1"}
     )
     status, body, headers = error_answer(RequestRejected("too many", error_type="LimitExceeded"))
     assert (status, headers) == (400, {})
-    assert body == {"error": "too many", "error_type": "LimitExceeded", "retriable": False}
+    assert msgspec.to_builtins(body) == {"error": "too many", "error_type": "LimitExceeded", "retriable": False}
+    status, body, headers = error_answer(UnknownTopic("t", "no topic t"))
+    assert (status, msgspec.to_builtins(body)) == (
+        404, {"error": "no topic t", "error_type": "UnknownTopic", "retriable": False, "topic": "t"}
+    )
 
 
 def test_unexpected_exceptions_do_not_leak_their_message():
-    doc = error_document(KeyError("secret internals"), "req-1")
+    doc = msgspec.to_builtins(error_document(KeyError("secret internals"), "req-1"))
     assert doc == {"error": "internal error (request req-1)", "error_type": "InternalError", "retriable": False}
 
 

@@ -51,8 +51,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import pytest
 
+from llog.api.native.contract import consume_response, parse_consume_request
 from llog.config import CompactorConfig, GcConfig, Limits, RetentionConfig, RetentionPolicy, S3Config
 from llog.errors import LlogError, StorageUnavailable
 from llog.protocol import topics
@@ -62,7 +64,6 @@ from llog.protocol.read import LogReader
 from llog.protocol.topics import TopicRegistry
 from llog.service import consume
 from llog.service.consume import ConsumeService
-from llog.service.http_contract import consume_response, parse_consume_request
 from llog.store.storage import Storage
 from llog_client import Consumer, Producer
 from llog_client.consumer import Record
@@ -657,10 +658,11 @@ class Edges:
 
         def uncached(doc: dict[str, Any]) -> tuple[int, Any]:
             try:
-                status, body = consume_response(self.uncached.consume(parse_consume_request(doc, limits)))
+                request = parse_consume_request(json.dumps(doc), limits)
+                status, body = consume_response(self.uncached.consume(request))
             except LlogError as exc:
                 return 0, exc.error_type
-            return status, body["results"]
+            return status, msgspec.to_builtins(body)["results"]
 
         def through(url: str, doc: dict[str, Any]) -> tuple[int, Any]:
             status, body = post_json(url + "/consume", doc)

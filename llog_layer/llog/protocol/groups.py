@@ -77,17 +77,19 @@ from llog.errors import (
 )
 from llog.format.group_keys import GroupKeys, validate_group, validate_member_id
 from llog.format.keys import DEFAULT_ROOT_PREFIX, OFFSET_WIDTH, validate_partition, validate_topic
+from llog.limits import (
+    DEFAULT_SESSION_TIMEOUT_MS,
+    MAX_SESSION_TIMEOUT_MS,
+    MAX_TOPICS_PER_MEMBER,
+    MIN_SESSION_TIMEOUT_MS,
+)
 from llog.protocol.topics import TopicRegistry
 from llog.store.oxia import CREATE_ONLY, OxiaStore
 
 T = TypeVar("T")
 
-MIN_SESSION_TIMEOUT_MS = 1_000
-MAX_SESSION_TIMEOUT_MS = 300_000
-DEFAULT_SESSION_TIMEOUT_MS = 10_000
-# The record is rewritten by every heartbeat: these keep it small.
+# The record is rewritten by every heartbeat: these keep it small (and MAX_TOPICS_PER_MEMBER).
 MAX_MEMBERS = 1_000
-MAX_TOPICS_PER_MEMBER = 100
 MAX_GROUP_PARTITIONS = 10_000
 CAS_ATTEMPTS = 32
 CAS_BACKOFF_INITIAL_S = 0.005

@@ -163,6 +163,7 @@ from llog.format.keys import (
     validate_topic,
     validate_topic_id,
 )
+from llog.limits import MAX_PARTITIONS
 from llog.protocol import fence
 from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.faults import RECLAIM_AFTER_LEASE_CHECK, FaultHook
@@ -171,7 +172,6 @@ from llog.protocol.registry import PartitionRegistry
 from llog.store.oxia import CREATE_ONLY, OxiaStore
 from llog.store.storage import Storage
 
-MAX_PARTITIONS = 10_000
 TOPIC_CACHE_TTL_MS = 10_000  # a produce process reads a topic's record at most this often
 # A cached topic not confirmed for this long may have been deleted and reclaimed unseen: its partitions are
 # initialized again before the next write. Reclaim waits at least this long after a deletion (T4), so an idle

@@ -1,8 +1,7 @@
 """The consumer-group service behind ``/groups`` (docs/HTTP_API.md, "Consumer groups"; docs/GROUPS.md).
 
-Parses the request documents (``RequestRejected``, 400, for a malformed
-one, before anything is read), calls ``GroupCoordinator`` and renders its
-answers. ``describe`` adds each partition's log start and high watermark
+Calls ``GroupCoordinator`` with requests ``llog.api.native`` parsed, and
+renders its answers. ``describe`` adds each partition's log start and high watermark
 (``LogCatalog.status``, read concurrently) to the committed offsets, hence
 the lag; ``lags`` does the same for every group (``/metrics``, the
 planner's ``ConsumerLag`` metric).
@@ -18,13 +17,7 @@ from typing import Any
 from llog.config import OxiaConfig, group_expiry_ms_from_env, root_prefix_from_env
 from llog.errors import PartitionNotInitialized
 from llog.protocol.catalog import LogCatalog
-from llog.protocol.groups import (
-    DEFAULT_SESSION_TIMEOUT_MS,
-    GroupCoordinator,
-    GroupState,
-    OffsetCommit,
-)
-from llog.service.http_contract import RequestRejected
+from llog.protocol.groups import GroupCoordinator, GroupState, OffsetCommit
 from llog.store.oxia import OxiaStore
 
 STATUS_CONCURRENCY = 16  # partition status reads of one describe at once
@@ -71,45 +64,8 @@ class PartitionLag:
         }
 
 
-def _object(doc: Any, allowed: set[str], required: set[str]) -> Mapping[str, Any]:
-    if not isinstance(doc, dict):
-        raise RequestRejected("the request body must be a JSON object")
-    unknown = sorted(set(doc) - allowed)
-    if unknown:
-        raise RequestRejected(f"unknown field {unknown[0]!r}; expected {', '.join(sorted(allowed))}")
-    missing = sorted(required - set(doc))
-    if missing:
-        raise RequestRejected(f"missing field {missing[0]!r}")
-    return doc
-
-
-def _int(doc: Mapping[str, Any], name: str) -> int:
-    value = doc[name]
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise RequestRejected(f"{name} must be an integer")
-    return value
-
-
-def _str(doc: Mapping[str, Any], name: str) -> str:
-    value = doc[name]
-    if not isinstance(value, str):
-        raise RequestRejected(f"{name} must be a string")
-    return value
-
-
 def _assignments(assignment: Mapping[str, list[int]]) -> list[dict[str, Any]]:
     return [{"topic": t, "partitions": ps} for t, ps in sorted(assignment.items())]
-
-
-def _offsets(doc: Mapping[str, Any]) -> list[OffsetCommit]:
-    raw = doc["offsets"]
-    if not isinstance(raw, list) or not raw:
-        raise RequestRejected("offsets must be a non-empty list of {topic, partition, offset}")
-    offsets = []
-    for item in raw:
-        entry = _object(item, {"topic", "partition", "offset"}, {"topic", "partition", "offset"})
-        offsets.append(OffsetCommit(_str(entry, "topic"), _int(entry, "partition"), _int(entry, "offset")))
-    return offsets
 
 
 class GroupService:
@@ -132,11 +88,10 @@ class GroupService:
 
     # --- routes ---------------------------------------------------------------------------------
 
-    def join(self, group: str, doc: Any) -> dict[str, Any]:
-        body = _object(doc, {"topics", "session_timeout_ms", "member_id"}, {"topics"})
-        timeout = _int(body, "session_timeout_ms") if "session_timeout_ms" in body else DEFAULT_SESSION_TIMEOUT_MS
-        member_id = None if body.get("member_id") is None else _str(body, "member_id")
-        joined = self.coordinator.join(group, body["topics"], session_timeout_ms=timeout, member_id=member_id)
+    def join(
+        self, group: str, topics: list[str], *, session_timeout_ms: int, member_id: str | None
+    ) -> dict[str, Any]:
+        joined = self.coordinator.join(group, topics, session_timeout_ms=session_timeout_ms, member_id=member_id)
         return {
             "group": joined.group,
             "member_id": joined.member_id,
@@ -145,20 +100,16 @@ class GroupService:
             "heartbeat_interval_ms": joined.heartbeat_interval_ms,
         }
 
-    def heartbeat(self, group: str, doc: Any) -> dict[str, Any]:
-        body = _object(doc, {"member_id", "generation"}, {"member_id", "generation"})
-        beat = self.coordinator.heartbeat(group, _str(body, "member_id"), _int(body, "generation"))
+    def heartbeat(self, group: str, member_id: str, generation: int) -> dict[str, Any]:
+        beat = self.coordinator.heartbeat(group, member_id, generation)
         return {"generation": beat.generation, "rejoin": beat.rejoin}
 
-    def leave(self, group: str, doc: Any) -> dict[str, Any]:
-        body = _object(doc, {"member_id"}, {"member_id"})
-        member_id = _str(body, "member_id")
+    def leave(self, group: str, member_id: str) -> dict[str, Any]:
         self.coordinator.leave(group, member_id)
         return {"group": group, "member_id": member_id, "left": True}
 
-    def commit(self, group: str, doc: Any) -> dict[str, Any]:
-        body = _object(doc, {"member_id", "generation", "offsets"}, {"member_id", "generation", "offsets"})
-        committed = self.coordinator.commit(group, _str(body, "member_id"), _int(body, "generation"), _offsets(body))
+    def commit(self, group: str, member_id: str, generation: int, offsets: list[OffsetCommit]) -> dict[str, Any]:
+        committed = self.coordinator.commit(group, member_id, generation, offsets)
         return {
             "group": group,
             "committed": [{"topic": o.topic, "partition": o.partition, "offset": o.offset} for o in committed],

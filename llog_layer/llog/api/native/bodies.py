@@ -18,20 +18,21 @@ that ``contract`` reads, and the produce answer's results are typed by the schem
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from msgspec import Meta, Struct
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType
 
 from llog.config import default_int
 from llog.format.group_keys import GROUP_PATTERN, MEMBER_ID_PATTERN, RESERVED_GROUPS
 from llog.format.keys import PRODUCER_ID_PATTERN, RESERVED_TOPICS, TOPIC_PATTERN
-from llog.protocol.groups import (
+from llog.limits import (
     DEFAULT_SESSION_TIMEOUT_MS,
+    MAX_PARTITIONS,
     MAX_SESSION_TIMEOUT_MS,
     MAX_TOPICS_PER_MEMBER,
     MIN_SESSION_TIMEOUT_MS,
 )
-from llog.protocol.topics import MAX_PARTITIONS
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 INT32_MAX = 2**31 - 1
@@ -259,12 +260,12 @@ class FetchTopicPartition(Struct):
         Offset, Meta(description="First offset to return; offsets start at 1, high_watermark + 1 is the tail.")
     ]
     partition_max_bytes: Annotated[
-        Positive | None,
+        Positive | UnsetType,
         Meta(
             description="Default LLOG_CONSUME_DEFAULT_PARTITION_MAX_BYTES.",
             extra_json_schema={"default": default_int("LLOG_CONSUME_DEFAULT_PARTITION_MAX_BYTES")},
         ),
-    ] = None
+    ] = UNSET
 
 
 class ConsumeRequest(Struct):
@@ -283,12 +284,12 @@ class ConsumeRequest(Struct):
     ] = 0
     min_bytes: Offset = 1
     max_bytes: Annotated[
-        Positive | None,
+        Positive | UnsetType,
         Meta(
             description="Capped at LLOG_CONSUME_MAX_RESPONSE_BYTES (record bytes).",
             extra_json_schema={"default": default_int("LLOG_CONSUME_MAX_RESPONSE_BYTES")},
         ),
-    ] = None
+    ] = UNSET
 
 
 class ConsumedRecord(Struct, forbid_unknown_fields=True):
@@ -351,10 +352,11 @@ class OffsetResult(Struct, omit_defaults=True, forbid_unknown_fields=True):
     topic: str
     partition: int
     ok: bool
-    offset: Annotated[int | None, Meta(description="null: no record is at or after the time")] = None
+    # With the partition's offsets (and null there when no record is that late); absent after an error.
+    offset: Annotated[int | None | UnsetType, Meta(description="null: no record is at or after the time")] = UNSET
     timestamp_ms: Annotated[
-        int | None, Meta(description="The timestamp of the record at offset (for a time query).")
-    ] = None
+        int | None | UnsetType, Meta(description="The timestamp of the record at offset (for a time query).")
+    ] = UNSET
     log_start_offset: int | None = None
     high_watermark: int | None = None
     error_type: str | None = None
@@ -456,6 +458,10 @@ class TopicDescription(Struct, forbid_unknown_fields=True):
     ]
     config: TopicConfig
     created_at_ms: Annotated[int | None, Meta(description="Null for an implicit topic.")]
+    topic_id: Annotated[
+        str | None,
+        Meta(description="The identity of this incarnation of the name; null for a topic from before topic records."),
+    ]
     explicit: Annotated[bool, Meta(description="Created with POST /topics (true), or implicitly by produce (false).")]
     partition_status: list[TopicPartitionState]
 
@@ -526,12 +532,22 @@ class PartitionStorage(Struct, forbid_unknown_fields=True):
     compaction_lag_ms: Annotated[int | None, Meta(description="The age of that batch; null when there is none.")]
 
 
-class CompactionRun(Struct, omit_defaults=True, forbid_unknown_fields=True):
+class CompactionRun(Struct, forbid_unknown_fields=True):
+    """One ``compact_once`` call."""
+
+    topic: str
+    partition: int
     outcome: Literal["compacted", "resumed", "nothing_to_do"]
-    start_offset: int | None = None
-    end_offset: int | None = None
-    records: int | None = None
-    bytes_written: int | None = None
+    start_offset: int | None
+    end_offset: int | None
+    records: int
+    bytes_written: int
+    source_entries: Annotated[int, Meta(description="Index entries (batches) the run read.")]
+    recovered_pending: Annotated[bool, Meta(description="Whether the run first recovered a pending append.")]
+    resumed_from: Annotated[
+        str | None, Meta(description="The state of the unfinished compaction it resumed; null for a new one.")
+    ]
+    stage_seconds: Annotated[dict[str, float], Meta(description="Time spent per stage of the run.")]
 
 
 class CompactionPass(Struct, forbid_unknown_fields=True):
@@ -695,3 +711,10 @@ ANSWERS: tuple[type[Struct], ...] = (
     GroupDescription,
     Groups,
 )
+
+Body = TypeVar("Body", bound=Struct)
+
+
+def answer(body: type[Body], document: Any) -> Body:
+    """A service's answer document as its definition: a field it lacks or mistypes is a bug, found here."""
+    return msgspec.convert(document, body)

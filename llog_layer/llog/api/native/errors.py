@@ -17,22 +17,16 @@
 | ``BackPressureRejected``, ``AppendConflict``, ``AppendOutcomeUnknown``, ...) | |
 | anything else (``ConfigurationError``, ``CorruptData``, ``BlobNotFound``, a bug) | 500 |
 
-Bodies are ``{"error", "error_type", "retriable"}`` (``http_contract.error_body``
-plus whether retrying may help), all built by ``client_error``; an
-``UnknownTopic`` also names its ``topic`` (a consumer drops that topic's
-partitions). Unexpected
-exceptions answer ``InternalError`` without their message, which the
-function's log keeps.
-
-``llog.service.http_contract`` is imported by the calls that need it, not with
-this module: it loads the writer and reader, hence the Oxia and S3 clients'
-modules, which a handler's import (the Lambda init phase) should not.
+Bodies are ``bodies.Error`` (``{"error", "error_type", "retriable"}``), all built by
+``client_error``; an ``UnknownTopic`` also names its ``topic`` (a consumer drops that
+topic's partitions). Unexpected exceptions answer ``InternalError`` without their
+message, which the function's log keeps. Nothing here loads the storage clients: a
+handler imports it at its cold start.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from llog.api.native.bodies import Error
 from llog.errors import (
     InvalidArgument,
     LlogError,
@@ -55,9 +49,20 @@ from llog.errors import (
 RETRY_AFTER_S = 1
 
 
-def status_for(error: BaseException) -> int:
-    from llog.service.http_contract import RequestRejected
+class RequestRejected(LlogError):
+    """The request is malformed or over a limit; nothing was written."""
 
+    def __init__(self, message: str, *, status: int = 400, error_type: str = "InvalidRequest") -> None:
+        super().__init__(message)
+        self.status = status
+        self._error_type = error_type
+
+    @property
+    def error_type(self) -> str:
+        return self._error_type
+
+
+def status_for(error: BaseException) -> int:
     if isinstance(error, RequestRejected):
         return error.status
     if isinstance(error, OffsetMismatch):
@@ -83,23 +88,21 @@ def status_for(error: BaseException) -> int:
     return 500
 
 
-def client_error(message: str, error_type: str, *, retriable: bool = False) -> dict[str, Any]:
-    """The body of every error answer, ``{"error", "error_type", "retriable"}``, here or in ``llog serve``."""
-    from llog.service.http_contract import error_body
-
-    return {**error_body(message, error_type), "retriable": retriable}
+def client_error(message: str, error_type: str, *, retriable: bool = False, topic: str | None = None) -> Error:
+    """The body of every error answer, here or in ``llog serve``."""
+    return Error(message, error_type, retriable, topic)
 
 
-def error_document(error: BaseException, request_id: str | None = None) -> dict[str, Any]:
+def error_document(error: BaseException, request_id: str | None = None) -> Error:
     if isinstance(error, UnknownTopic):
-        return {**client_error(str(error), error.error_type, retriable=error.retriable), "topic": error.topic}
+        return client_error(str(error), error.error_type, retriable=error.retriable, topic=error.topic)
     if isinstance(error, LlogError):
         return client_error(str(error), error.error_type, retriable=error.retriable)
     where = f" (request {request_id})" if request_id else ""
     return client_error(f"internal error{where}", "InternalError")
 
 
-def error_answer(error: BaseException, request_id: str | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:
+def error_answer(error: BaseException, request_id: str | None = None) -> tuple[int, Error, dict[str, str]]:
     """``(status, body, headers)`` for an error that ends a request."""
     status = status_for(error)
     headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else {}
