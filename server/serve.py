@@ -416,11 +416,6 @@ class LlogServer:
         self._loop = asyncio.get_running_loop()
         self._stopped = asyncio.Event()
         self._serving.set()
-        if os.environ.get("LLOG_SERVE_HTTP") == "uvicorn":  # EXPERIMENT (issue 39)
-            from server import asgi_front
-
-            await asgi_front.serve(self.httpd, self._stopped, IDLE_CONNECTION_TIMEOUT_S)
-            return
         await self.httpd.serve(self._stopped)
 
     def start(self) -> LlogServer:
