@@ -1,12 +1,16 @@
-"""``llog serve``'s ``/metrics`` document, and the same in Prometheus' text exposition format."""
+"""``llog serve``'s ``/metrics`` document, and the same in Prometheus' text exposition format (prometheus_client)."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from llog.service.groups import PartitionLag
 from llog.store.metrics import OperationCounters
@@ -82,10 +86,6 @@ def operations_json(counters: OperationCounters) -> dict[str, dict[str, float]]:
 BILLING = "billing"  # the key of the billing estimate inside the "s3" section, next to the operations
 
 
-def _label(value: object) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
 Family = Callable[[str, str, str, Iterable[tuple[dict[str, object], float]]], None]
 
 
@@ -145,18 +145,34 @@ def _billing_families(family: Family, billing: dict[str, Any]) -> None:
     )
 
 
+class DocumentCollector(Collector):
+    """The metric families of one ``/metrics`` document, for prometheus_client to render."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self._doc = doc
+
+    def collect(self) -> Iterator[Metric]:
+        metrics: list[Metric] = []
+
+        def family(name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, object], float]]) -> None:
+            samples = list(samples)
+            labels = list(samples[0][0]) if samples else []
+            kind_family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            metric = kind_family(name, help_text, labels=labels)
+            for sample_labels, value in samples:
+                metric.add_metric([str(v) for v in sample_labels.values()], value)
+            metrics.append(metric)
+
+        _families(family, self._doc)
+        return iter(metrics)
+
+
 def prometheus_text(doc: dict[str, Any]) -> str:
-    """The ``/metrics`` document in Prometheus' text exposition format (version 0.0.4)."""
-    lines: list[str] = []
+    """The ``/metrics`` document in Prometheus' text exposition format (version 0.0.4), by prometheus_client."""
+    return generate_latest(DocumentCollector(doc)).decode()
 
-    def family(name: str, kind: str, help_text: str, samples: Iterable[tuple[dict[str, object], float]]) -> None:
-        lines.append(f"# HELP {name} {help_text}")
-        lines.append(f"# TYPE {name} {kind}")
-        for labels, value in samples:
-            rendered = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
-            number = str(value) if isinstance(value, int) else repr(float(value))
-            lines.append(f"{name}{{{rendered}}} {number}" if rendered else f"{name} {number}")
 
+def _families(family: Family, doc: dict[str, Any]) -> None:
     http = doc["http"]["requests"]
     family("llog_up", "gauge", "1 while llog serve runs.", [({}, 1)])
     started = doc["server"]["started_at_ms"] / 1000
@@ -237,7 +253,6 @@ def prometheus_text(doc: dict[str, Any]) -> str:
         _group_families(family, doc["groups"])
     if "process" in doc:
         _collector_families(family, doc["process"]["gc"])
-    return "\n".join(lines) + "\n"
 
 
 def _group_families(family: Family, groups: dict[str, Any]) -> None:

@@ -232,9 +232,9 @@ def test_metrics_carry_the_s3_billing_estimate(server: LlogServer, store: BlobSt
     assert billing["request_cost_usd"] > 0
 
     text = get(server, "/metrics/prometheus").decode()
-    assert "llog_s3_billing_stored_objects 3" in text
-    assert "llog_s3_billing_stored_bytes 600" in text
-    assert 'llog_storage_operations_total{store="s3",op="list"}' in text
+    assert "llog_s3_billing_stored_objects 3.0\n" in text
+    assert "llog_s3_billing_stored_bytes 600.0\n" in text
+    assert 'llog_storage_operations_total{op="list",store="s3"}' in text
     assert 'op="billing"' not in text
 
 
@@ -248,4 +248,4 @@ def test_metrics_survive_a_failing_scan(server: LlogServer) -> None:
     assert storage["last_error"] is not None
     assert storage["scan_failures"] >= 1
     text = get(server, "/metrics/prometheus").decode()
-    assert "llog_s3_billing_scan_failing 1" in text
+    assert "llog_s3_billing_scan_failing 1.0\n" in text

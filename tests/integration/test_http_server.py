@@ -196,9 +196,9 @@ def test_prometheus_labels_are_escaped():
     }
     text = prometheus_text(doc)
     assert 'route="/a\\"b\\\\c\\nd"' in text
-    assert 'llog_http_rejected_total{reason="connections"} 1' in text
-    assert "llog_http_connections 3" in text
-    assert "llog_http_buffered_bytes 7" in text
+    assert 'llog_http_rejected_total{reason="connections"} 1.0\n' in text
+    assert "llog_http_connections 3.0\n" in text
+    assert "llog_http_buffered_bytes 7.0\n" in text
 
 
 def test_shutdown_closes_the_services_and_uninstalls_them(monkeypatch, s3_config, root):
@@ -592,12 +592,12 @@ class TestWithoutOxia:
         assert status == 200
         assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
         assert re.search(r'^llog_http_requests_total\{method="POST",route="/produce",status="409"\} [1-9]', text, re.M)
-        assert 'llog_storage_operation_errors_total{store="oxia",op="get"}' in text
+        assert 'llog_storage_operation_errors_total{op="get",store="oxia"}' in text  # labels sorted
         assert "# TYPE llog_batcher_flushes_total counter" in text
         for name in ("flushed_bytes", "queue_seconds", "call_seconds", "flush_seconds"):
             assert re.search(rf"^llog_batcher_{name}_total \d", text, re.M), name
-        assert "llog_tail_cache_max_bytes 536870912" in text
-        assert re.search(r'^python_gc_collections_total\{generation="2"\} \d+$', text, re.M)
+        assert "llog_tail_cache_max_bytes 5.36870912e+08\n" in text  # 536870912, as Go formats a float
+        assert re.search(r'^python_gc_collections_total\{generation="2"\} \d+\.0$', text, re.M)
         assert re.search(r'^llog_gc_collection_seconds_total\{generation="0"\} ', text, re.M)
         for line in text.splitlines():
             assert line.startswith("#") or len(line.rsplit(" ", 1)) == 2
@@ -916,8 +916,8 @@ def test_a_consumer_group_over_http_and_its_lag_in_metrics(live_server):
          "lag": 1, "below_log_start": False, "committed_for_earlier_topic": None}
     ]
     text = call(live_server, "GET", "/metrics/prometheus")[2].decode()
-    assert 'llog_consumer_group_lag{group="billing",topic="orders",partition="0"} 1\n' in text
-    assert 'llog_consumer_group_committed_offset{group="billing",topic="orders",partition="0"} 2\n' in text
+    assert 'llog_consumer_group_lag{group="billing",partition="0",topic="orders"} 1.0\n' in text
+    assert 'llog_consumer_group_committed_offset{group="billing",partition="0",topic="orders"} 2.0\n' in text
 
     status, left = call_json(live_server, "POST", "/groups/billing/leave", json.dumps({"member_id": member}))
     assert (status, left["left"]) == (200, True)
