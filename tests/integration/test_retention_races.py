@@ -27,8 +27,10 @@ import pytest
 from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy, WriterConfig
 from llog.errors import BlobNotFound, OffsetOutOfRange
 from llog.format.codec import RecordBatch
-from llog.format.documents import AppendProtocol, CompactionState, EntryType, IndexedBatch
 from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.compaction import CompactionState
+from llog.format.kv.control import AppendProtocol
+from llog.format.kv.index import EntryType, IndexedBatch
 from llog.protocol import faults
 from llog.protocol.append import LogWriter
 from llog.protocol.compaction import CompactionResult, Compactor
@@ -45,6 +47,7 @@ from tests.faults import SimulatedCrash, crash_at
 from tests.integration.test_model import COMPACTOR_CRASH_POINTS, GRACE_MS
 
 pytestmark = pytest.mark.oxia
+
 
 @dataclass
 class Log:
@@ -87,8 +90,9 @@ class Log:
         retention = RetentionConfig(topics={self.topic: RetentionPolicy(max_bytes=max_bytes)})
         offset = 2 * GRACE_MS / 1000 if ahead else 0.0
         clock: Callable[[], float] = lambda: time.time() + offset  # noqa: E731
-        return GarbageCollector(dataclasses.replace(self.storage, clock=clock),
-                                config=GcConfig(grace_ms=GRACE_MS, retention=retention))
+        return GarbageCollector(
+            dataclasses.replace(self.storage, clock=clock), config=GcConfig(grace_ms=GRACE_MS, retention=retention)
+        )
 
     def collect_garbage(self, max_bytes: int = 1, *, ahead: bool = True) -> GcReport:
         report = self.collector(max_bytes, ahead=ahead).collect()

@@ -10,29 +10,12 @@ from typing import Any
 import pytest
 
 from llog.format.codec import ENCODING
-from llog.format.documents import (
-    AppendProtocol,
-    CompactedRange,
-    CompactionCursor,
-    CompactionRecord,
-    CompactionState,
-    ControlRecord,
-    DataRef,
-    EntryType,
-    FenceMarker,
-    Generation,
-    IndexEntry,
-    InFlightClaim,
-    LogState,
-    NamespaceRecord,
-    PendingAppend,
-    ProducerBatch,
-    ProducerRecord,
-    ProducerState,
-    ProducerTag,
-    TimeSpan,
-    decode_sequence_value,
-)
+from llog.format.kv.compaction import CompactedRange, CompactionCursor, CompactionRecord, CompactionState
+from llog.format.kv.control import AppendProtocol, ControlRecord, Generation, LogState, PendingAppend
+from llog.format.kv.document import DataRef, TimeSpan
+from llog.format.kv.index import EntryType, FenceMarker, IndexEntry, ProducerTag, decode_sequence_value
+from llog.format.kv.namespace import NamespaceRecord
+from llog.format.kv.producers import InFlightClaim, ProducerBatch, ProducerRecord, ProducerState
 
 P = "0190c8a2-7b3e-7c41-9a52-3f6d1e2b4c5d"
 NOW = 1_760_000_000_000

@@ -21,16 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata
-from llog.format.documents import (
-    CAS_GENERATION,
-    ControlRecord,
-    EntryType,
-    Generation,
-    IndexedBatch,
-    PendingAppend,
-    generation_of,
-)
 from llog.format.keys import format_offset
+from llog.format.kv.control import CAS_GENERATION, ControlRecord, Generation, PendingAppend, generation_of
+from llog.format.kv.index import EntryType, IndexedBatch
 from llog.protocol.metadata import PartitionMetadata, SequenceRecord
 
 Probe = Callable[[int], tuple[int, bool] | None]
@@ -145,8 +138,9 @@ class SequenceSegment:
 
     def delete_entries(self, start_offset: int, end_offset: int) -> None:
         """Delete the keys of entries ending in ``[start_offset, end_offset)``; never the generation's tail."""
-        self.meta.delete_keys(self.meta.keys.sequence_position(self.number, start_offset - self.base),
-                              self.key_of(end_offset))
+        self.meta.delete_keys(
+            self.meta.keys.sequence_position(self.number, start_offset - self.base), self.key_of(end_offset)
+        )
 
     def range_below(self, log_start: int, read_through: int) -> tuple[str, str] | None:
         """The keys of the entries ending before ``log_start`` (None: none), never the sequence's counter.

@@ -25,7 +25,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from llog.errors import BlobNotFound, CorruptMetadata, InvalidArgument, InvalidTopicName
-from llog.format.documents import INITIAL_OFFSET, CompactedRange
 from llog.format.keys import (
     PartitionKeys,
     S3Location,
@@ -34,6 +33,8 @@ from llog.format.keys import (
     validate_topic,
     validate_topic_id,
 )
+from llog.format.kv.compaction import CompactedRange
+from llog.format.kv.document import INITIAL_OFFSET
 from llog.store.s3 import BlobStore
 
 LOG_START_NAME = "log-start.json"  # next to the manifests; not a manifest name, so chains skip it
