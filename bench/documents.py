@@ -16,6 +16,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from llog.format.codec import ENCODING
@@ -99,7 +100,7 @@ def run(repeats: int = 7, iterations: int = 20_000) -> list[dict[str, Any]]:
         if decode(raw) != value:
             raise AssertionError(f"{name} does not round-trip")
         samples: dict[str, list[float]] = {"encode": [], "decode": []}
-        ops: dict[str, Callable[[], object]] = {"encode": value.encode, "decode": lambda d=decode, r=raw: d(r)}
+        ops: dict[str, Callable[[], object]] = {"encode": value.encode, "decode": partial(decode, raw)}
         for fn in ops.values():
             _per_op_us(fn, iterations // 10)  # warm-up
         for _ in range(repeats):  # interleaved, so drift affects both alike

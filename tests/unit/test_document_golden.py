@@ -13,9 +13,11 @@ from llog.format.codec import ENCODING
 from llog.format.kv.compaction import CompactedRange, CompactionCursor, CompactionRecord, CompactionState
 from llog.format.kv.control import AppendProtocol, ControlRecord, Generation, LogState, PendingAppend
 from llog.format.kv.document import DataRef, TimeSpan
+from llog.format.kv.groups import GroupDocument
 from llog.format.kv.index import EntryType, FenceMarker, IndexEntry, ProducerTag, decode_sequence_value
 from llog.format.kv.namespace import NamespaceRecord
 from llog.format.kv.producers import InFlightClaim, ProducerBatch, ProducerRecord, ProducerState
+from llog.protocol.groups import GroupState, Member
 
 P = "0190c8a2-7b3e-7c41-9a52-3f6d1e2b4c5d"
 NOW = 1_760_000_000_000
@@ -257,3 +259,43 @@ def test_golden_bytes_decode_to_the_documents(name: str) -> None:
 @pytest.mark.parametrize(("raw", "decode", "value"), LEGACY)
 def test_documents_older_versions_wrote_still_read(raw: bytes, decode: Callable[[bytes], Any], value: Any) -> None:
     assert decode(raw) == value
+
+
+GROUP_STATES = {
+    "group_empty": GroupState(),
+    "group": GroupState(
+        3,
+        {
+            "m-2": Member(["orders", "audit"], 30000, 1760000030000, {"orders": [2, 0], "audit": [0]}),
+            "m-1": Member(["orders"], 10000, 1760000010000, {"orders": [1]}),
+        },
+        {"orders": [0, 1, 2], "audit": [0, 3]},
+        {"orders": {2: 40, 0: 42, 1: 7}, "audit": {3: 1}},
+        NOW,
+        {"orders": P},
+    ),
+}
+
+# Group records are written in field order, not sorted (llog.format.kv.groups).
+GROUP_GOLDEN = {
+    "group_empty": b'{"generation":0,"members":{},"partitions":{},"offsets":{},"offset_topics":{},"touched_at_ms":0}',
+    "group": (
+        b'{"generation":3,"members":{"m-1":{"topics":["orders"],"session_timeout_ms":10000,"expires_at_ms":'
+        b'1760000010000,"assignment":{"orders":[1]}},"m-2":{"topics":["orders","audit"],"session_timeout_ms":'
+        b'30000,"expires_at_ms":1760000030000,"assignment":{"orders":[2,0],"audit":[0]}}},"partitions":'
+        b'{"audit":[0,3],"orders":3},"offsets":{"audit":{"3":1},"orders":{"0":42,"1":7,"2":40}},"offset_topics":'
+        b'{"orders":"0190c8a2-7b3e-7c41-9a52-3f6d1e2b4c5d"},"touched_at_ms":1760000000000}'
+    ),
+}
+
+
+@pytest.mark.parametrize("name", GROUP_STATES)
+def test_group_records_encode_to_the_golden_bytes_and_back(name: str) -> None:
+    state = GROUP_STATES[name]
+    assert state.document().encode() == GROUP_GOLDEN[name]
+    assert GroupState.of(GroupDocument.decode(GROUP_GOLDEN[name], "g")) == state
+
+
+def test_a_group_record_from_before_topic_identities_still_reads() -> None:
+    raw = b'{"generation":1,"members":{},"partitions":{"orders":2},"offsets":{"orders":{"1":5}},"touched_at_ms":9}'
+    assert GroupState.of(GroupDocument.decode(raw, "g")) == GroupState(1, {}, {"orders": [0, 1]}, {"orders": {1: 5}}, 9)

@@ -1,4 +1,4 @@
-"""Unit tests of the JSON documents stored in Oxia (llog/format/documents.py)."""
+"""Unit tests of the JSON documents stored in Oxia (llog/format/kv/)."""
 
 from __future__ import annotations
 

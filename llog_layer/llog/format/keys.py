@@ -13,7 +13,7 @@ partition's folder, below), with the module of ``llog.format.kv`` that holds eac
     {base}/producers/{producer_id}                            (kv.producers: idempotent producer state)
     {root}/__catalog/partitions/{topic}:{partition:010d}      (the registry, llog.protocol.registry)
     {root}/__catalog/topics/{topic}                           (topic records, llog.protocol.topics)
-    {root}/__catalog/groups/{group}                           (consumer groups, llog.format.group_keys)
+    {root}/__catalog/groups/{group}                           (kv.groups: consumer groups)
     {root}/__catalog/producers/{producer_id}                  (kv.producers: issued producer ids)
     {root}/__catalog/namespace                                (kv.namespace: the namespace identity)
     {root}/__catalog/namespace.json                           (S3: the same identity)

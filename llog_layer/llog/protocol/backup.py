@@ -111,7 +111,6 @@ from llog.errors import (
     UnknownTopic,
     VersionConflict,
 )
-from llog.format.group_keys import GroupKeys
 from llog.format.keys import (
     PARTITION_WIDTH,
     PartitionKeys,
@@ -122,6 +121,7 @@ from llog.format.keys import (
     validate_topic_id,
 )
 from llog.format.kv.control import ControlRecord
+from llog.format.kv.groups import GroupKeys
 from llog.format.kv.producers import ProducerKeys, ProducerState
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata

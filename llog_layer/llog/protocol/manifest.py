@@ -1,7 +1,7 @@
 """Compacted-range manifests: the committed compacted data, readable from S3 alone.
 
 Compaction publishes ``{base}/manifests/{start:020d}-{end:020d}.json`` (a
-:class:`~llog.format.documents.CompactedRange`) after the range's COMPACTED index entry is
+:class:`~llog.format.kv.compaction.CompactedRange`) after the range's COMPACTED index entry is
 written and before any lower index key is deleted, and a resumed compaction
 publishes it again (same bytes). So every committed compacted range has a
 manifest once its compaction finishes, and no manifest names an orphaned object

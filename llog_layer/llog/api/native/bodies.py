@@ -23,8 +23,8 @@ from typing import Annotated, Any, Literal
 from msgspec import Meta, Struct
 
 from llog.config import default_int
-from llog.format.group_keys import GROUP_PATTERN, MEMBER_ID_PATTERN, RESERVED_GROUPS
 from llog.format.keys import PRODUCER_ID_PATTERN, RESERVED_TOPICS, TOPIC_PATTERN
+from llog.format.kv.groups import GROUP_PATTERN, MEMBER_ID_PATTERN, RESERVED_GROUPS
 from llog.protocol.groups import (
     DEFAULT_SESSION_TIMEOUT_MS,
     MAX_SESSION_TIMEOUT_MS,
