@@ -9,5 +9,6 @@ definition side by side (the key schema as a whole: ``llog.format.keys``).
 * ``producers``: ``{base}/producers/{id}`` and ``{root}/__catalog/producers/{id}`` (``ProducerKeys``),
   ``ProducerState`` and ``ProducerRecord``.
 * ``namespace``: ``{root}/__catalog/namespace`` and its S3 copy (``NamespaceKeys``), ``NamespaceRecord``.
+* ``groups``: ``{root}/__catalog/groups/{group}`` (``GroupKeys``), ``GroupDocument``.
 * ``document``: what they share: the encoder, strict decoding, ``TimeSpan`` and ``DataRef``.
 """

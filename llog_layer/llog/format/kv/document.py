@@ -6,11 +6,15 @@ sorts them), and its types are checked while decoding, in C. Whatever does not h
 ``CorruptMetadata`` instead of being half-understood. Unknown extra fields are ignored so that newer writers
 stay readable by older readers.
 
-A field the document always writes is typed ``X | None = None`` (stored as ``null`` when None) or has no
-default; a field it writes only when it has a value is ``X | UnsetType = UNSET`` (absent otherwise, as older
-versions wrote it). The encoding is compact JSON with sorted keys: what ``json.dumps(doc, sort_keys=True,
-separators=(",", ":"))`` wrote before, byte for byte, for every string llog stores (all ASCII: Python's
-encoder escaped others as ``\\uXXXX``, this one writes them as UTF-8).
+The shapes set ``omit_defaults``: a field the document writes only when it has a value defaults to None (or
+to what its absence stands for, as ``log_start_offset``'s 1) and is left out at that default; a field it
+always writes, null included, has no default or defaults to ``UNSET``, which None never equals (a document
+without the field then reads as UNSET, taken as None).
+
+The encoding is compact JSON with sorted keys: what ``json.dumps(doc, sort_keys=True, separators=(",", ":"))``
+wrote before, byte for byte, for every string llog stores (all ASCII: Python's encoder escaped others as
+``\\uXXXX``, this one writes them as UTF-8). Group records are the one exception to the sorted keys: they
+were always written in field order (``llog.format.kv.groups``).
 """
 
 from __future__ import annotations
