@@ -428,9 +428,8 @@ def partitions_report(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def behind_the_tail(
-    *, distances: Sequence[int] = (1, 64, 1000), samples: int = 40, protocol: str = "sequential"
-) -> list[dict[str, Any]]:
+def behind_the_tail(*, distances: Sequence[int] = (1, 64, 1000), samples: int = 40,
+                    protocol: str = "sequential") -> list[dict[str, Any]]:
     """Consume requests for one batch at ``distances`` batches behind the tail of one partition.
 
     The partition gets ``max(distances)`` appends of one record of 100 bytes (a batch small enough to be
@@ -544,31 +543,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-wait-ms", type=int, default=0)
     parser.add_argument("--phases", nargs="+", choices=PHASES, default=list(PHASES))
     parser.add_argument("--json", action="store_true")
-    parser.add_argument(
-        "--partitions",
-        type=int,
-        default=0,
-        help="instead: one consume request for this many partitions against one for a single one",
-    )
-    parser.add_argument(
-        "--behind",
-        action="store_true",
-        help="instead: requests for one batch at 1, 64 and 1,000 batches behind the tail",
-    )
+    parser.add_argument("--partitions", type=int, default=0,
+                        help="instead: one consume request for this many partitions against one for a single one")
+    parser.add_argument("--behind", action="store_true",
+                        help="instead: requests for one batch at 1, 64 and 1,000 batches behind the tail")
     args = parser.parse_args(argv)
     if args.behind:
         return print_rows(behind_the_tail, behind_report, as_json=args.json)
     if args.partitions:
         return print_rows(lambda: many_partitions(partitions=args.partitions), partitions_report, as_json=args.json)
     return print_rows(
-        lambda: run(
-            batches=args.batches,
-            records=args.records,
-            runs=args.runs,
-            protocol=args.protocol,
-            max_wait_ms=args.max_wait_ms,
-            phases=args.phases,
-        ),  # fmt: skip
+        lambda: run(batches=args.batches, records=args.records, runs=args.runs, protocol=args.protocol,
+                    max_wait_ms=args.max_wait_ms, phases=args.phases),  # fmt: skip
         report,
         as_json=args.json,
     )

@@ -226,7 +226,9 @@ def targets(rows: list[dict[str, Any]]) -> str:
 def report(rows: list[dict[str, Any]]) -> str:
     first = rows[0] if rows else {"partitions": 0}
     builds = ", ".join(sorted({f"{r['entries']:,} entries in {r['build_s']:.0f} s" for r in rows}))
-    return f"{first['partitions']:,} partitions; filled to {builds}.\n\n" + table(rows) + "\n\n" + targets(rows)
+    return (
+        f"{first['partitions']:,} partitions; filled to {builds}.\n\n" + table(rows) + "\n\n" + targets(rows)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -142,7 +142,7 @@ def end_to_end_rows(objects: int, repeats: int) -> list[Row]:
             nbytes += len(data)
             manifests.publish(
                 PartitionKeys("bench", partition, root),
-                CompactedRange("bench", partition, start, start + RECORDS_PER_OBJECT - 1, location.uri, "b", NOW_MS),
+                CompactedRange("bench", partition, start, start + RECORDS_PER_OBJECT - 1, location.uri, "b", NOW_MS)
             )
         with tempfile.TemporaryDirectory() as directory:
 
@@ -173,7 +173,9 @@ def table(transform: list[Row], end_to_end: list[Row]) -> str:
             f"{ratio:.1f} |"
         )
     for r in end_to_end:
-        lines.append(f"| {r.case} | {r.operation} | {r.median_s:.2f} | {r.records_per_s:,.0f} | {r.mb_per_s:,.0f} | |")
+        lines.append(
+            f"| {r.case} | {r.operation} | {r.median_s:.2f} | {r.records_per_s:,.0f} | {r.mb_per_s:,.0f} | |"
+        )
     return "\n".join(lines)
 
 

@@ -103,7 +103,8 @@ def compaction_pass(compactor: Compactor, claims: CompactorClaims) -> None:
     for task in plan.tasks:
         outcome = run_compaction_task(task, compactor, claims, budget_s=30)
         if outcome.runs:
-            log.info("compacted %s/%s: %s, %d records", task.topic, task.partition, outcome.outcome, outcome.records)
+            log.info("compacted %s/%s: %s, %d records", task.topic, task.partition, outcome.outcome,
+                     outcome.records)
 
 
 def unavailable_reason(name: str) -> str:
@@ -209,10 +210,8 @@ def lambda_front(front: LambdaFront) -> Front:
     for (method, resource), served in sorted(front.api.methods.items(), key=lambda item: item[0][::-1]):
         if method != "ANY":
             by_function[names_by_id[served.function]].append(f"{method} {resource}")
-    description = (
-        "the dev stage's REST API as synthesized, in front of its functions under aws-lambda-rie;\n"
-        "                   no SigV4 or API key is checked, no /console or /metrics (LLOG_DEV_FRONT=lambda)"
-    )
+    description = ("the dev stage's REST API as synthesized, in front of its functions under aws-lambda-rie;\n"
+                   "                   no SigV4 or API key is checked, no /console or /metrics (LLOG_DEV_FRONT=lambda)")
     return Front(description, by_function, console=False)
 
 
@@ -315,14 +314,8 @@ def _run() -> int:
         signal.signal(sig, request_stop)
 
     oxia = OxiaProcess(oxia_bin, OXIA_DIR, port=OXIA_PORT, fsync=True, new_session=True)
-    s3 = VersityGW(
-        vgw_bin,
-        S3_DIR,
-        port=S3_PORT,
-        access_key_id=ACCESS_KEY_ID,
-        secret_access_key=SECRET_ACCESS_KEY,
-        new_session=True,
-    )
+    s3 = VersityGW(vgw_bin, S3_DIR, port=S3_PORT, access_key_id=ACCESS_KEY_ID, secret_access_key=SECRET_ACCESS_KEY,
+                   new_session=True)
     stop_front: Callable[[], None] | None = None
     threads: list[threading.Thread] = []
     closers: list[Callable[[], None]] = []
@@ -362,10 +355,8 @@ def _run() -> int:
                 server = LlogServer("127.0.0.1", HTTP_PORT).start()
                 url, shown_front, stop_front = server.url, serve_front(), server.shutdown
         except OSError as exc:
-            print(
-                f"could not serve the HTTP API on 127.0.0.1:{HTTP_PORT}: {exc} (LLOG_DEV_HTTP_PORT moves it)",
-                file=sys.stderr,
-            )
+            print(f"could not serve the HTTP API on 127.0.0.1:{HTTP_PORT}: {exc} (LLOG_DEV_HTTP_PORT moves it)",
+                  file=sys.stderr)
             return 1
         compaction_s = env_int(os.environ, "LLOG_DEV_COMPACTION_INTERVAL_S", 60, minimum=1)
         gc_s = env_int(os.environ, "LLOG_DEV_GC_INTERVAL_S", 3600, minimum=1)

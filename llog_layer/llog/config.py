@@ -31,7 +31,6 @@ LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
 # to be sent more often than every 666 ms.
 OXIA_SESSION_TIMEOUT_MIN_MS, OXIA_SESSION_TIMEOUT_MAX_MS = 2_000, 300_000
 
-
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -315,6 +314,7 @@ class CompactorConfig:
         )
 
 
+
 @dataclass(frozen=True)
 class RetentionPolicy:
     """Limits of one topic's partitions; ``None`` means no limit."""
@@ -412,15 +412,15 @@ class GcConfig:
             retention=RetentionConfig.from_env(env),
             producer_expiry_ms=setting_int(env, "LLOG_PRODUCER_EXPIRY_MS", minimum=1),
         )
-        commit_delay = max(
-            setting_int(env, "LLOG_WRITER_MAX_COMMIT_DELAY_MS"), setting_int(env, "LLOG_COMPACTOR_MAX_COMMIT_DELAY_MS")
-        )
+        commit_delay = max(setting_int(env, "LLOG_WRITER_MAX_COMMIT_DELAY_MS"),
+                           setting_int(env, "LLOG_COMPACTOR_MAX_COMMIT_DELAY_MS"))
         if config.grace_ms <= 2 * commit_delay:
             raise ConfigurationError(
                 f"LLOG_GC_GRACE_MS={config.grace_ms} must exceed twice the longest commit delay ({commit_delay} ms) "
                 "to cover clock skew between writers and the collector"
             )
         return config
+
 
 
 @dataclass(frozen=True)

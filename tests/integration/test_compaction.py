@@ -57,14 +57,10 @@ def fill(writer: LogWriter, topic: str) -> None:
     for t in (topic, f"{topic}-x"):
         writer.initialize_partition(t, 0)
     for i in range(5):
-        writer.append_shared(
-            [
-                SharedAppendGroup(
-                    topic, 0, [Record(f"a{i}-{j}".encode(), key=b"k", timestamp_ms=i) for j in range(i + 1)]
-                ),
-                SharedAppendGroup(f"{topic}-x", 0, [f"other{i}".encode()]),
-            ]
-        )
+        writer.append_shared([
+            SharedAppendGroup(topic, 0, [Record(f"a{i}-{j}".encode(), key=b"k", timestamp_ms=i) for j in range(i + 1)]),
+            SharedAppendGroup(f"{topic}-x", 0, [f"other{i}".encode()]),
+        ])
 
 
 def test_compaction_rewrites_shared_wal_ranges_into_one_entry(
@@ -94,22 +90,14 @@ def test_compaction_rewrites_shared_wal_ranges_into_one_entry(
 
 
 def test_limits_split_runs(
-    writer: LogWriter,
-    reader: LogReader,
-    oxia_store: OxiaStore,
-    blob_store: BlobStore,
-    topic: str,
-    root: str,
-    storage: Storage,
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str,
+    storage: Storage
 ) -> None:
     fill(writer, topic)
     small = Compactor(storage, config=CompactorConfig(max_offsets_per_run=4))
     results = compact_until_caught_up(small, topic, 0, budget_s=30)
     assert [(r.start_offset, r.end_offset) for r in results if r.outcome == "compacted"] == [
-        (1, 3),
-        (4, 6),
-        (7, 10),
-        (11, 15),
+        (1, 3), (4, 6), (7, 10), (11, 15)
     ]
     assert [t for _, t, _ in index_types(oxia_store, root, topic)] == ["COMPACTED"] * 4
     assert len(snapshot(reader, topic)) == 15
@@ -120,15 +108,8 @@ def test_limits_split_runs(
     "point", [AFTER_BLOB_PUT, AFTER_RECORD, AFTER_END_KEY, AFTER_MANIFEST, AFTER_DELETE, AFTER_CURSOR]
 )
 def test_a_crash_at_any_step_is_finished_by_another_compactor(
-    writer: LogWriter,
-    reader: LogReader,
-    compactor: Compactor,
-    oxia_store: OxiaStore,
-    blob_store: BlobStore,
-    topic: str,
-    point: str,
-    root: str,
-    storage: Storage,
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
+    topic: str, point: str, root: str, storage: Storage
 ) -> None:
     fill(writer, topic)
     before = snapshot(reader, topic)
@@ -194,13 +175,8 @@ def test_writers_appending_during_compaction_lose_nothing(
 
 
 def test_a_stalled_writer_cannot_resurrect_a_key_the_compactor_removed(
-    writer: LogWriter,
-    reader: LogReader,
-    compactor: Compactor,
-    oxia_store: OxiaStore,
-    topic: str,
-    root: str,
-    storage: Storage,
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str,
+    storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     stall = PauseAt(AFTER_RESERVE)
@@ -241,14 +217,8 @@ def stalled_until_crash(storage: Storage, topic: str, values: list[bytes]) -> tu
 
 @pytest.mark.parametrize("stale_keys", [1, 2])
 def test_a_stale_key_whose_recoverer_died_before_its_check_never_blocks_readers_or_retention(
-    writer: LogWriter,
-    reader: LogReader,
-    compactor: Compactor,
-    oxia_store: OxiaStore,
-    topic: str,
-    root: str,
-    storage: Storage,
-    stale_keys: int,
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str,
+    storage: Storage, stale_keys: int
 ) -> None:
     """docs/PROTOCOL.md's residual case: a stalled writer re-creates a WAL key compaction removed and dies before
     its stale check (two of them in one compacted range, with ``stale_keys=2``). Reads resolve past the keys to
@@ -297,13 +267,8 @@ def test_a_stale_key_whose_recoverer_died_before_its_check_never_blocks_readers_
 
 
 def test_a_compactor_that_stalled_past_another_compaction_does_not_commit_its_stale_range(
-    writer: LogWriter,
-    reader: LogReader,
-    compactor: Compactor,
-    oxia_store: OxiaStore,
-    topic: str,
-    root: str,
-    storage: Storage,
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, root: str,
+    storage: Storage
 ) -> None:
     fill(writer, topic)
     before = snapshot(reader, topic)
@@ -330,16 +295,8 @@ def test_a_stale_compaction_record_is_abandoned_not_applied(
     compactor.compact_once(topic, 0)  # cursor now 16
     writer.append(topic, 0, [b"x", b"y"])
     keys = PartitionKeys(topic, 0, root)
-    stale = CompactionRecord(
-        "stale",
-        CompactionState.WRITING_COMPACTED_INDEX,
-        1,
-        17,
-        17,
-        f"s3://{BUCKET}/{keys.compacted_object_key()}",
-        0,
-        last_source_start_offset=16,
-    )
+    stale = CompactionRecord("stale", CompactionState.WRITING_COMPACTED_INDEX, 1, 17, 17,
+                             f"s3://{BUCKET}/{keys.compacted_object_key()}", 0, last_source_start_offset=16)
     oxia_store.put(keys.compaction, stale.encode(), partition_key=keys.partition_key)
 
     result = compactor.compact_once(topic, 0)

@@ -42,9 +42,7 @@ def test_planner_picks_partitions_with_enough_lag(
     mine = {(t.topic, t.partition): t.lag for t in plan.tasks if t.topic == topic}
     assert mine == {(topic, 0): 5}
     assert {k: v for k, v in plan.lag_by_partition.items() if k[0] == topic} == {
-        (topic, 0): 5,
-        (topic, 1): 1,
-        (topic, 2): 0,
+        (topic, 0): 5, (topic, 1): 1, (topic, 2): 0
     }
 
 
@@ -77,9 +75,9 @@ def test_the_planner_reads_each_partition_at_most_twice_and_finds_the_lag_of_sep
         for partition in range(5):
             meta = PartitionMetadata(store, PartitionKeys(topic, partition, root))
             expected[(topic, partition)] = PartitionIndex.load(meta).high_watermark() + 1 - meta.cursor().offset
-    assert (
-        plan.lag_by_partition == expected == {(topic, 0): 0, (topic, 1): 3, (topic, 2): 3, (topic, 3): 4, (topic, 4): 2}
-    )
+    assert plan.lag_by_partition == expected == {
+        (topic, 0): 0, (topic, 1): 3, (topic, 2): 3, (topic, 3): 4, (topic, 4): 2
+    }
     assert sorted((t.partition, t.lag) for t in plan.tasks) == [(1, 3), (2, 3), (3, 4)]  # 3: its compaction
 
     # One scan of the topic records, one of the registry (its entries name each partition's folder); per
@@ -106,11 +104,8 @@ def test_worker_compacts_until_caught_up_and_releases_its_claim(
 
 
 def test_worker_skips_a_partition_claimed_elsewhere(
-    writer: LogWriter,
-    compactor_and_claims: tuple[Compactor, CompactorClaims],
-    oxia_store: OxiaStore,
-    topic: str,
-    root: str,
+    writer: LogWriter, compactor_and_claims: tuple[Compactor, CompactorClaims], oxia_store: OxiaStore, topic: str,
+    root: str
 ) -> None:
     compactor, claims = compactor_and_claims
     writer.initialize_partition(topic, 0)

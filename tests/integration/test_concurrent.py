@@ -402,7 +402,9 @@ class Run:
         self.clock = JumpingClock(Path(self.files.name) / "skew")
         self.storage = Storage(oxia, blobs, BUCKET, self.root)
         self.skewed = dataclasses.replace(self.storage, clock=self.clock)
-        self.lossy = cast(OxiaStore, LossyOxia(oxia, self._lost_answer_chance, self._count, self._compact_meanwhile))
+        self.lossy = cast(
+            OxiaStore, LossyOxia(oxia, self._lost_answer_chance, self._count, self._compact_meanwhile)
+        )
         self.config = WriterConfig(append_protocol=protocol, max_commit_delay_ms=COMMIT_DELAY_MS)
         self.history = History()
         self.tally: Counter[str] = Counter()
@@ -1604,10 +1606,7 @@ class Run:
 @pytest.mark.timeout(int(SECONDS) + CHECK_SECONDS + 180)  # the run, stopping its actors, the checker
 @pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL], ids=lambda p: p.value)
 def test_every_action_at_once_keeps_every_acknowledged_record(
-    oxia_server: OxiaServer,
-    oxia_store: OxiaStore,
-    blob_store: BlobStore,
-    protocol: AppendProtocol,
+    oxia_server: OxiaServer, oxia_store: OxiaStore, blob_store: BlobStore, protocol: AppendProtocol,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     lincheck_binary()  # skipped (or failed, in CI) before the run when the checker is missing

@@ -27,15 +27,8 @@ from tests.conftest import BUCKET
 pytestmark = pytest.mark.oxia
 
 
-def append_many(
-    oxia_config: OxiaConfig,
-    s3_config: S3Config,
-    root: str,
-    topic: str,
-    writer_id: int,
-    appends: int,
-    config: WriterConfig | None = None,
-) -> list[tuple[int, int, bytes]]:
+def append_many(oxia_config: OxiaConfig, s3_config: S3Config, root: str, topic: str, writer_id: int, appends: int,
+                config: WriterConfig | None = None) -> list[tuple[int, int, bytes]]:
     """Runs in a thread or a worker process: a fresh writer with its own Oxia client (not fork-safe)."""
     with LogWriter(Storage(OxiaStore(oxia_config), BlobStore(s3_config), BUCKET, root), config=config) as writer:
         out = []
@@ -64,15 +57,8 @@ PROTOCOLS = pytest.mark.parametrize("protocol", list(AppendProtocol), ids=[p.val
 
 
 @PROTOCOLS
-def test_threads_each_with_their_own_writer(
-    reader: LogReader,
-    oxia_config: OxiaConfig,
-    s3_config: S3Config,
-    topic: str,
-    root: str,
-    storage: Storage,
-    protocol: AppendProtocol,
-) -> None:
+def test_threads_each_with_their_own_writer(reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config,
+                                            topic: str, root: str, storage: Storage, protocol: AppendProtocol) -> None:
     config = WriterConfig(append_protocol=protocol)
     LogWriter(storage, config=config).initialize_partition(topic, 0)
     with ThreadPoolExecutor(8) as pool:
@@ -83,15 +69,9 @@ def test_threads_each_with_their_own_writer(
 
 
 @PROTOCOLS
-def test_processes_each_with_their_own_writer(
-    reader: LogReader,
-    oxia_config: OxiaConfig,
-    s3_config: S3Config,
-    topic: str,
-    root: str,
-    storage: Storage,
-    protocol: AppendProtocol,
-) -> None:
+def test_processes_each_with_their_own_writer(reader: LogReader, oxia_config: OxiaConfig, s3_config: S3Config,
+                                              topic: str, root: str, storage: Storage, protocol: AppendProtocol
+                                              ) -> None:
     config = WriterConfig(append_protocol=protocol)
     LogWriter(storage, config=config).initialize_partition(topic, 0)
     ctx = multiprocessing.get_context("spawn")
@@ -114,7 +94,10 @@ def test_appends_compaction_and_garbage_collection_all_at_once(
     """
     config = WriterConfig(max_commit_delay_ms=1_000, append_protocol=protocol)  # docs/SEQUENTIAL_APPEND.md
     writer = LogWriter(storage, config=config)
-    compactors = [Compactor(storage, config=CompactorConfig(max_commit_delay_ms=1_000)) for _ in range(2)]
+    compactors = [
+        Compactor(storage, config=CompactorConfig(max_commit_delay_ms=1_000))
+        for _ in range(2)
+    ]
     collector = GarbageCollector(storage, config=GcConfig(grace_ms=2_500))
     partitions = (0, 1)
     for partition in partitions:

@@ -104,13 +104,8 @@ def test_size_keeps_the_newest_ranges_within_the_budget_and_consume_reports_the_
 
 
 def test_a_truncation_that_died_after_moving_the_log_start_is_finished_by_the_next_run(
-    writer: LogWriter,
-    reader: LogReader,
-    oxia_store: OxiaStore,
-    blob_store: BlobStore,
-    topic: str,
-    root: str,
-    storage: Storage,
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str,
+    storage: Storage
 ) -> None:
     objects = compacted_log(writer, storage, topic, ranges=2)
     meta = PartitionMetadata(oxia_store, PartitionKeys(topic, 0, root))

@@ -48,7 +48,6 @@ from tests.integration.test_model import COMPACTOR_CRASH_POINTS, GRACE_MS
 
 pytestmark = pytest.mark.oxia
 
-
 @dataclass
 class Log:
     """One partition of a fresh topic under the test's own root, and what was acknowledged in it."""
@@ -90,9 +89,8 @@ class Log:
         retention = RetentionConfig(topics={self.topic: RetentionPolicy(max_bytes=max_bytes)})
         offset = 2 * GRACE_MS / 1000 if ahead else 0.0
         clock: Callable[[], float] = lambda: time.time() + offset  # noqa: E731
-        return GarbageCollector(
-            dataclasses.replace(self.storage, clock=clock), config=GcConfig(grace_ms=GRACE_MS, retention=retention)
-        )
+        return GarbageCollector(dataclasses.replace(self.storage, clock=clock),
+                                config=GcConfig(grace_ms=GRACE_MS, retention=retention))
 
     def collect_garbage(self, max_bytes: int = 1, *, ahead: bool = True) -> GcReport:
         report = self.collector(max_bytes, ahead=ahead).collect()

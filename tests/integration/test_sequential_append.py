@@ -77,7 +77,8 @@ def meta_of(oxia: OxiaStore, root: str, topic: str, partition: int = 0) -> Parti
     return PartitionMetadata(oxia, PartitionKeys(topic, partition, root))
 
 
-def sequence(oxia: OxiaStore, root: str, topic: str, generation: int = 1, partition: int = 0) -> list[SequenceRecord]:
+def sequence(oxia: OxiaStore, root: str, topic: str, generation: int = 1, partition: int = 0
+             ) -> list[SequenceRecord]:
     return meta_of(oxia, root, topic, partition).scan_sequence(generation, 0)
 
 
@@ -474,13 +475,8 @@ def _unfence_first(monkeypatch: pytest.MonkeyPatch, finisher: LogWriter, unfence
 
 
 def test_a_writer_finishing_a_fence_never_fences_the_generation_an_unfence_opened(
-    writer: LogWriter,
-    reader: LogReader,
-    oxia_store: OxiaStore,
-    topic: str,
-    monkeypatch: pytest.MonkeyPatch,
-    root: str,
-    storage: Storage,
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, monkeypatch: pytest.MonkeyPatch, root: str,
+    storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     stale = seq_writer(storage)
@@ -620,14 +616,8 @@ def test_compaction_rewrites_the_end_key_in_place_and_the_counter_never_rewinds(
     "point", [COMPACTOR_AFTER_BLOB_PUT, AFTER_RECORD, AFTER_END_KEY, AFTER_MANIFEST, AFTER_DELETE, AFTER_CURSOR]
 )
 def test_a_crashed_compaction_of_a_sequential_partition_is_finished_by_another(
-    writer: LogWriter,
-    reader: LogReader,
-    compactor: Compactor,
-    oxia_store: OxiaStore,
-    topic: str,
-    point: str,
-    root: str,
-    storage: Storage,
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, topic: str, point: str,
+    root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     for i in range(4):
@@ -662,13 +652,8 @@ def test_compaction_runs_never_cross_a_generation(
 
 
 def test_writers_appending_during_compaction_lose_nothing(
-    writer: LogWriter,
-    reader: LogReader,
-    compactor: Compactor,
-    oxia_config: OxiaConfig,
-    s3_config: S3Config,
-    topic: str,
-    root: str,
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_config: OxiaConfig, s3_config: S3Config,
+    topic: str, root: str
 ) -> None:
     writer.initialize_partition(topic, 0)
     stop = threading.Event()
@@ -691,14 +676,8 @@ def test_writers_appending_during_compaction_lose_nothing(
 
 
 def test_gc_keeps_referenced_blobs_and_deletes_those_of_void_entries(
-    writer: LogWriter,
-    reader: LogReader,
-    compactor: Compactor,
-    oxia_store: OxiaStore,
-    blob_store: BlobStore,
-    topic: str,
-    root: str,
-    storage: Storage,
+    writer: LogWriter, reader: LogReader, compactor: Compactor, oxia_store: OxiaStore, blob_store: BlobStore,
+    topic: str, root: str, storage: Storage
 ) -> None:
     writer.initialize_partition(topic, 0)
     kept = writer.append(topic, 0, [b"kept"])
@@ -738,10 +717,7 @@ def test_retention_truncates_a_sequential_partition_and_keeps_every_counter(
         writer.append(topic, 0, [b"g2-%d" % i])
     results = compact_until_caught_up(small, topic, 0, budget_s=30)
     assert [(r.start_offset, r.end_offset) for r in results if r.outcome == "compacted"] == [
-        (1, 2),
-        (3, 4),
-        (5, 6),
-        (7, 8),
+        (1, 2), (3, 4), (5, 6), (7, 8)
     ]
     writer.append(topic, 0, [b"tail"])
 
@@ -762,13 +738,8 @@ def test_retention_truncates_a_sequential_partition_and_keeps_every_counter(
 
 
 def test_retention_racing_another_run_never_deletes_a_sealed_generations_marker(
-    writer: LogWriter,
-    reader: LogReader,
-    oxia_store: OxiaStore,
-    topic: str,
-    monkeypatch: pytest.MonkeyPatch,
-    root: str,
-    storage: Storage,
+    writer: LogWriter, reader: LogReader, oxia_store: OxiaStore, topic: str, monkeypatch: pytest.MonkeyPatch, root: str,
+    storage: Storage
 ) -> None:
     """A run reads the generation table while generation 1 is open. Before it moves the log start, the partition
     is fenced, unfenced and written, and another run (with the new table) moves the log start into generation 2.
@@ -857,13 +828,8 @@ def test_migration_keeps_the_cas_offsets_and_appends_continue_in_a_sequence(
 
 
 def test_cas_appends_racing_a_migration_keep_unique_contiguous_offsets(
-    reader: LogReader,
-    oxia_store: OxiaStore,
-    oxia_config: OxiaConfig,
-    s3_config: S3Config,
-    topic: str,
-    root: str,
-    storage: Storage,
+    reader: LogReader, oxia_store: OxiaStore, oxia_config: OxiaConfig, s3_config: S3Config, topic: str, root: str,
+    storage: Storage
 ) -> None:
     cas = LogWriter(storage, config=CAS)
     cas.initialize_partition(topic, 0)

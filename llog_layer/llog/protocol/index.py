@@ -138,9 +138,8 @@ class SequenceSegment:
 
     def delete_entries(self, start_offset: int, end_offset: int) -> None:
         """Delete the keys of entries ending in ``[start_offset, end_offset)``; never the generation's tail."""
-        self.meta.delete_keys(
-            self.meta.keys.sequence_position(self.number, start_offset - self.base), self.key_of(end_offset)
-        )
+        self.meta.delete_keys(self.meta.keys.sequence_position(self.number, start_offset - self.base),
+                              self.key_of(end_offset))
 
     def range_below(self, log_start: int, read_through: int) -> tuple[str, str] | None:
         """The keys of the entries ending before ``log_start`` (None: none), never the sequence's counter.

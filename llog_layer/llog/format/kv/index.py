@@ -104,7 +104,7 @@ class IndexEntry:
         return cls(EntryType.LOST, msg_count, NO_DATA, created_at_ms, log_max_timestamp_ms=log_max_timestamp_ms)
 
     def encode(self) -> bytes:
-        if self.type is EntryType.LOST:
+        if self.type is EntryType.LOST:  # it stores none of the data fields
             doc = _StoredIndexEntry(self.type, self.msg_count, self.created_at_ms)
         else:
             ref, times = self.ref, self.ref.times
