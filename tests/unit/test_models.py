@@ -15,7 +15,8 @@ from llog.format.codec import ENCODING
 from llog.format.kv.compaction import CompactionCursor, CompactionRecord, CompactionState
 from llog.format.kv.control import AppendProtocol, ControlRecord, LogState, PendingAppend
 from llog.format.kv.document import INITIAL_OFFSET, DataRef
-from llog.format.kv.index import EntryType, IndexedBatch, IndexEntry
+from llog.format.kv.groups import GroupDocument
+from llog.format.kv.index import EntryType, IndexedBatch, IndexEntry, decode_sequence_value
 
 NOW = 1_760_000_000_000
 SHARED_REF = DataRef("s3://bucket/llog/wal-shared/0f3e", ENCODING, 177, 104)
@@ -551,3 +552,33 @@ def test_the_former_protocol_name_seed_is_read_as_cas() -> None:
     control = ControlRecord.decode(stored)
     assert control.protocol is AppendProtocol.CAS
     assert b"append_protocol" not in control.encode()  # CAS is the default, not written
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'{"type":"FENCE","created_at_ms":1}', "fence marker: Object missing required field `fence_id`"),
+        (b'{"type":"FENCE","fence_id":"f","created_at_ms":1,"roll":"yes"}', r"fence marker: .* `\$.roll`"),
+        (b'{"type":"BOGUS","msg_count":1,"created_at_ms":1}', "sequence entry: Invalid enum value 'BOGUS'"),
+        (b"[]", "sequence entry is not a JSON object"),
+        (b"{", "sequence entry is not JSON"),
+    ],
+)
+def test_a_bad_sequence_value_is_corrupt_metadata_named_for_what_it_claims_to_be(raw, message):
+    with pytest.raises(CorruptMetadata, match=message):
+        decode_sequence_value(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"generation":"3","members":{},"partitions":{},"offsets":{},"touched_at_ms":0}',
+        b'{"generation":3,"members":{},"partitions":{"t":-1},"offsets":{},"touched_at_ms":0}',
+        b'{"generation":3,"members":{},"partitions":{},"offsets":{"t":{"x":1}},"touched_at_ms":0}',
+        b'{"generation":3,"members":{"m":{"topics":["t"]}},"partitions":{},"offsets":{},"touched_at_ms":0}',
+        b'{"generation":3,"members":{},"partitions":{},"offsets":{}}',
+    ],
+)
+def test_a_malformed_group_record_is_corrupt_metadata(raw):
+    with pytest.raises(CorruptMetadata, match="the record of group 'g'"):
+        GroupDocument.decode(raw, "g")
