@@ -41,8 +41,8 @@ from bench.stack import READ_OPS as READ_OPS  # noqa: E402  (re-exported: tests 
 from bench.stack import WRITE_OPS as WRITE_OPS  # noqa: E402
 from bench.stack import local_stack, measure_floor, median_of_runs, percentile, print_rows, stats_diff  # noqa: E402
 from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
-from llog.format.documents import AppendProtocol  # noqa: E402
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys  # noqa: E402
+from llog.format.kv.control import AppendProtocol  # noqa: E402
 from llog.protocol.append import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.store.metrics import OperationCounters, OperationStats  # noqa: E402
 from llog.store.oxia import OxiaStore  # noqa: E402

@@ -54,8 +54,9 @@ from bench.stack import (  # noqa: E402
     stats_diff,
 )
 from llog.config import CacheConfig, Limits, OxiaConfig, S3Config, WriterConfig  # noqa: E402
-from llog.format.documents import INITIAL_OFFSET, AppendProtocol  # noqa: E402
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys  # noqa: E402
+from llog.format.kv.control import AppendProtocol  # noqa: E402
+from llog.format.kv.document import INITIAL_OFFSET  # noqa: E402
 from llog.protocol.append import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.protocol.compaction import Compactor, compact_until_caught_up  # noqa: E402
 from llog.protocol.read import LogReader, LogRecord  # noqa: E402

@@ -44,8 +44,10 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
 
 from bench.stack import READ_OPS, WRITE_OPS, local_stack, print_rows, stats_diff  # noqa: E402
 from llog.config import GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy  # noqa: E402
-from llog.format.documents import AppendProtocol, DataRef, EntryType, IndexEntry  # noqa: E402
 from llog.format.keys import PartitionKeys, S3Location, new_object_id, shared_wal_object_key  # noqa: E402
+from llog.format.kv.control import AppendProtocol  # noqa: E402
+from llog.format.kv.document import DataRef  # noqa: E402
+from llog.format.kv.index import EntryType, IndexEntry  # noqa: E402
 from llog.protocol.catalog import LogCatalog  # noqa: E402
 from llog.protocol.gc import GarbageCollector  # noqa: E402
 from llog.protocol.metadata import APPEND_DELTAS_FENCES, PartitionMetadata  # noqa: E402

@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "glue_jobs"))
 
 from devserver.devstack import MotoS3  # noqa: E402
 from llog.format.codec import Record, decode_batch, encode_batch  # noqa: E402
-from llog.format.documents import CompactedRange  # noqa: E402
 from llog.format.keys import PartitionKeys, S3Location  # noqa: E402
+from llog.format.kv.compaction import CompactedRange  # noqa: E402
 from llog.protocol.manifest import ManifestStore  # noqa: E402
 from llog.store.s3 import BlobStore  # noqa: E402
 from llog_export.arrow import batch_to_arrow  # noqa: E402

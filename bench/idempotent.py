@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.stack import READ_OPS, WRITE_OPS, local_stack, percentile, print_rows, stats_diff  # noqa: E402
 from llog.config import OxiaConfig, WriterConfig  # noqa: E402
-from llog.format.documents import AppendProtocol  # noqa: E402
+from llog.format.kv.control import AppendProtocol  # noqa: E402
 from llog.protocol.append import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.store.metrics import OperationCounters  # noqa: E402
 from llog.store.oxia import OxiaStore  # noqa: E402

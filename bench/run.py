@@ -22,6 +22,7 @@ from bench import (  # noqa: E402
     cold_start,
     consume,
     discovery,
+    documents,
     export,
     http_bodies,
     idempotent,
@@ -61,6 +62,14 @@ def main() -> int:
         "`bytes(memoryview(batch))` of the same encoded batch, the baseline; `slice` is the floor for producing "
         "one Python object per record at known offsets. MB/s counts value bytes.\n\n"
         + codec.table(codec_rows) + "\n\n" + codec.targets(codec_rows),
+    ))
+
+    print("document codec benchmark ...", flush=True)
+    sections.append((
+        "Codec: the documents stored in Oxia",
+        "bench/documents.py",
+        "Encode and decode of one document of each kind (msgspec Structs, strict decoding), per operation; "
+        "index entries and `meta/control` are on every append and fetch.\n\n" + documents.table(documents.run()),
     ))
 
     print("HTTP bodies benchmark ...", flush=True)

@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
 
 from bench.stack import READ_OPS, local_stack, percentile, print_rows  # noqa: E402
 from llog.config import OxiaConfig, S3Config, WriterConfig  # noqa: E402
-from llog.format.documents import AppendProtocol  # noqa: E402
+from llog.format.kv.control import AppendProtocol  # noqa: E402
 from llog.protocol.append import LogWriter  # noqa: E402
 from llog.protocol.read import LogReader  # noqa: E402
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition  # noqa: E402

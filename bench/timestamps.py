@@ -37,8 +37,10 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
 from bench.stack import READ_OPS, S3_GET_OPS, local_stack, stats_diff  # noqa: E402
 from llog.config import OxiaConfig  # noqa: E402
 from llog.format.codec import Record  # noqa: E402
-from llog.format.documents import AppendProtocol, CompactionCursor, EntryType, IndexedBatch, IndexEntry  # noqa: E402
 from llog.format.keys import PartitionKeys  # noqa: E402
+from llog.format.kv.compaction import CompactionCursor  # noqa: E402
+from llog.format.kv.control import AppendProtocol  # noqa: E402
+from llog.format.kv.index import EntryType, IndexedBatch, IndexEntry  # noqa: E402
 from llog.protocol.append import LogWriter, SharedAppendGroup  # noqa: E402
 from llog.protocol.metadata import PartitionMetadata  # noqa: E402
 from llog.protocol.read import EARLIEST, LATEST, LogReader  # noqa: E402

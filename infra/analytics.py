@@ -51,8 +51,9 @@ SCRIPT = GLUE_JOBS_DIR / "export_job.py"
 # The packages of --extra-py-files, each at the root of the zip.
 PACKAGES: tuple[Path, ...] = (LLOG_SOURCE_DIR / "llog", GLUE_JOBS_DIR / "llog_export")
 GLUE_VERSION = "6.0"  # Spark 4.1.1, Python 3.13
-# crc32c is llog.format.codec's one third-party import (a C extension: not loadable from a zip).
-ADDITIONAL_PYTHON_MODULES = "crc32c==2.8"
+# llog's third-party imports, C extensions (not loadable from a zip): crc32c (llog.format.codec) and msgspec
+# (llog.format.kv, the stored documents).
+ADDITIONAL_PYTHON_MODULES = "crc32c==2.8,msgspec==0.23.0"
 TABLE = "records"
 TABLES_PREFIX = "tables/"
 TEMP_PREFIX = "glue-temp/"

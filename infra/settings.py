@@ -20,7 +20,7 @@ from typing import Literal, cast
 
 from llog.config import RetentionConfig
 from llog.errors import ConfigurationError
-from llog.format.documents import LEGACY_CAS_NAME, AppendProtocol
+from llog.format.kv.control import LEGACY_CAS_NAME, AppendProtocol
 
 PREFIX = "llog:"
 

@@ -49,7 +49,8 @@ from devserver.lambda_front import LambdaFront, start_front
 from functions.common import names, routes
 from llog.config import env_int, root_prefix_from_env
 from llog.errors import InvalidTopicName, LlogError
-from llog.format.keys import NamespaceKeys, validate_topic
+from llog.format.keys import validate_topic
+from llog.format.kv.namespace import NamespaceKeys
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor

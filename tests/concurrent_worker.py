@@ -34,7 +34,7 @@ from typing import Any
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import LlogError, SequenceInFlight
 from llog.format.codec import Record
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore

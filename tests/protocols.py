@@ -6,7 +6,7 @@ crash points, its keys, its operation counts) create their partitions with
 """
 
 from llog.config import WriterConfig
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 
 CAS = WriterConfig(append_protocol=AppendProtocol.CAS)
 

@@ -40,8 +40,8 @@ from llog.errors import (
     VersionConflict,
 )
 from llog.format.codec import ENCODING, Record, RecordBatch, decode_batch, encode_batch
-from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.control import AppendProtocol
 
 if TYPE_CHECKING:
     from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup

@@ -18,8 +18,8 @@ from typing import Any
 
 from llog.backoff import Backoff
 from llog.errors import ConfigurationError, InvalidArgument
-from llog.format.documents import AppendProtocol
 from llog.format.keys import DEFAULT_ROOT_PREFIX, validate_root_prefix, validate_topic
+from llog.format.kv.control import AppendProtocol
 
 Environ = Mapping[str, str]
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.append import LogWriter
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.topics import TopicConfig, TopicRegistry, reclaim_topic

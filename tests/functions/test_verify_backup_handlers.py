@@ -13,7 +13,8 @@ from functions.backup import app as backup_app
 from functions.common.telemetry import LocalContext
 from functions.verify import app as verify_app
 from llog.errors import NamespaceMismatch
-from llog.format.keys import NamespaceKeys, S3Location
+from llog.format.keys import S3Location
+from llog.format.kv.namespace import NamespaceKeys
 from llog.protocol.append import LogWriter
 from llog.protocol.backup import backup_ids
 from llog.protocol.namespace import check_namespace

@@ -8,8 +8,8 @@ import uuid
 from pyspark.sql import DataFrame
 
 from llog.format.codec import Record, encode_batch
-from llog.format.documents import CompactedRange
 from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.compaction import CompactedRange
 from llog.protocol.manifest import ManifestStore
 from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET

@@ -59,7 +59,7 @@ def test_arguments_are_validated_with_messages_that_name_them() -> None:
 
 
 def test_the_job_imports_without_the_packages_glue_does_not_have() -> None:
-    """Glue gets llog, llog_export and crc32c only: no Oxia client, gRPC or Powertools."""
+    """Glue gets llog, llog_export, crc32c and msgspec only: no Oxia client, gRPC or Powertools."""
     code = """
 import importlib.abc, sys
 class Missing(importlib.abc.MetaPathFinder):

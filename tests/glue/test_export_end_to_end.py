@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 from llog.config import CompactorConfig, GcConfig, WriterConfig
 from llog.format.codec import Record
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.gc import GarbageCollector

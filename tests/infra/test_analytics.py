@@ -128,7 +128,7 @@ def test_default_arguments(dev_stack: LlogStack, dev_template: Template) -> None
         "--database": "llog_dev",
         "--table": "records",
         "--table_format": "parquet",
-        "--additional-python-modules": "crc32c==2.8",
+        "--additional-python-modules": "crc32c==2.8,msgspec==0.23.0",
         "--enable-glue-datacatalog": "true",
         "--enable-metrics": "true",
         "--enable-continuous-cloudwatch-log": "true",
@@ -142,7 +142,7 @@ def test_default_arguments(dev_stack: LlogStack, dev_template: Template) -> None
     assert url.startswith("s3://cdk-hnb659fds-assets-${AWS::AccountId}-${AWS::Region}/")
     assert url.endswith(".zip")
     assert dev_stack.analytics.packages.asset_hash in url
-    assert ADDITIONAL_PYTHON_MODULES == "crc32c==2.8"
+    assert ADDITIONAL_PYTHON_MODULES == "crc32c==2.8,msgspec==0.23.0"
 
 
 def test_output_path_is_on_the_analytics_bucket(dev_stack: LlogStack) -> None:

@@ -7,7 +7,7 @@ import pytest
 from infra.settings import LlogSettings, SettingsError
 from infra.stack import LlogStack
 from llog.config import append_protocol_from_env
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 
 
 def settings(**context: str) -> LlogSettings:

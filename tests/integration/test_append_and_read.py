@@ -16,8 +16,9 @@ from llog.errors import (
     PartitionNotInitialized,
 )
 from llog.format.codec import Record, encode_batch
-from llog.format.documents import AppendProtocol, CompactionCursor, ControlRecord, LogState
 from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.compaction import CompactionCursor
+from llog.format.kv.control import AppendProtocol, ControlRecord, LogState
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.index import PartitionIndex

@@ -22,8 +22,9 @@ from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog import cli
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
 from llog.errors import BackupNotFound, NamespaceMismatch, NamespaceNotEmpty
-from llog.format.documents import AppendProtocol, ProducerState
 from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.control import AppendProtocol
+from llog.format.kv.producers import ProducerState
 from llog.protocol import backup
 from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
 from llog.protocol.backup import (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from llog.format.documents import DataRef
 from llog.format.keys import S3Location
+from llog.format.kv.document import DataRef
 from llog.store.fetch import BlobFetcher
 from llog.store.object_cache import ObjectCache
 from llog.store.s3 import BlobStore

@@ -15,8 +15,8 @@ import pytest
 
 from llog.config import GcConfig, WriterConfig
 from llog.errors import OffsetOutOfRange, PartitionNotInitialized
-from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys, RegistryKeys
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.append import LogWriter
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import Compactor

@@ -10,8 +10,9 @@ import pytest
 
 from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy
 from llog.format.codec import Record
-from llog.format.documents import CompactionRecord, CompactionState, EntryType
 from llog.format.keys import PartitionKeys
+from llog.format.kv.compaction import CompactionRecord, CompactionState
+from llog.format.kv.index import EntryType
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.faults import COMPACTOR_AFTER_BLOB_PUT as AFTER_BLOB_PUT

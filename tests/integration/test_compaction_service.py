@@ -9,8 +9,8 @@ import pytest
 
 from bench.stack import stats_diff
 from llog.config import CompactorConfig, OxiaConfig, WriterConfig
-from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.append import LogWriter
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims

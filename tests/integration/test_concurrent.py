@@ -108,8 +108,8 @@ from llog.errors import (
     VersionConflict,
 )
 from llog.format.codec import Record
-from llog.format.documents import AppendProtocol
 from llog.format.keys import S3Location
+from llog.format.kv.control import AppendProtocol
 from llog.protocol import faults, topics
 from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
 from llog.protocol.backup import BackupLayout, back_up_topics, restore_backup

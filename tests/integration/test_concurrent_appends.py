@@ -14,7 +14,7 @@ import pytest
 
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, S3Config, WriterConfig
 from llog.errors import CommitDeadlineExceeded
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector

@@ -18,7 +18,7 @@ import pytest
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import OxiaUnavailable, UnknownTopic
 from llog.format.codec import Record, decode_batch, encode_batch
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 from llog.protocol import faults
 from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
 from llog.protocol.read import LogReader

@@ -18,7 +18,7 @@ import pytest
 
 from llog.config import OxiaConfig, S3Config, WriterConfig
 from llog.errors import OxiaUnavailable
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.append import LogWriter
 from llog.protocol.read import LogReader
 from llog.service import consume

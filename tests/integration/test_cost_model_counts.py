@@ -18,8 +18,8 @@ from bench.cost import inputs, operations
 from devserver.devstack import free_port
 from llog.config import OxiaConfig, S3Config
 from llog.format.codec import encode_batch
-from llog.format.documents import DataRef
 from llog.format.keys import S3Location
+from llog.format.kv.document import DataRef
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.store.fetch import BlobFetcher
 from llog.store.oxia import OxiaStore

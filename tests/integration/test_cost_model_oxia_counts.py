@@ -41,8 +41,8 @@ from bench.cost import inputs, operations
 from bench.stack import READ_OPS, WRITE_OPS, stats_diff
 from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, WriterConfig
-from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.claims import CompactorClaims

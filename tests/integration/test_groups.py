@@ -17,8 +17,8 @@ from llog.errors import (
     UnknownMember,
     UnknownTopic,
 )
-from llog.format.documents import AppendProtocol
-from llog.format.group_keys import GroupKeys
+from llog.format.kv.control import AppendProtocol
+from llog.format.kv.groups import GroupKeys
 from llog.protocol.append import LogWriter
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.gc import GarbageCollector

@@ -28,8 +28,8 @@ from llog.errors import (
     VersionConflict,
 )
 from llog.format.codec import Record
-from llog.format.documents import AppendProtocol, ControlRecord
 from llog.format.keys import PartitionKeys, new_object_id
+from llog.format.kv.control import AppendProtocol, ControlRecord
 from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor
 from llog.protocol.faults import (

@@ -23,8 +23,9 @@ import pytest
 from llog.config import CompactorConfig, RetentionConfig, RetentionPolicy, S3Config
 from llog.errors import CorruptMetadata, OffsetOutOfRange, RecordsLost
 from llog.format.codec import ENCODING
-from llog.format.documents import CompactionCursor, EntryType, IndexEntry
 from llog.format.keys import PartitionKeys
+from llog.format.kv.compaction import CompactionCursor
+from llog.format.kv.index import EntryType, IndexEntry
 from llog.protocol.append import LogWriter
 from llog.protocol.compaction import Compactor
 from llog.protocol.index import PartitionIndex

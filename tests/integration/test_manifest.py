@@ -7,8 +7,8 @@ import uuid
 import pytest
 
 from llog.errors import CorruptMetadata
-from llog.format.documents import CompactedRange
 from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.compaction import CompactedRange
 from llog.protocol.manifest import ManifestStore
 from llog.store.s3 import BlobStore
 from tests.conftest import BUCKET

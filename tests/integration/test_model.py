@@ -56,8 +56,10 @@ from hypothesis.stateful import (
 from llog.config import GcConfig, RetentionConfig, RetentionPolicy
 from llog.errors import LogFenced
 from llog.format.codec import Record
-from llog.format.documents import CompactionState, EntryType, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.compaction import CompactionState
+from llog.format.kv.control import LogState
+from llog.format.kv.index import EntryType, IndexedBatch
 from llog.protocol import faults
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from llog.errors import NotPartitionOwner, StaleGeneration, UnknownGroup, UnknownMember
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.topics import TopicConfig, TopicRegistry
 from llog.store.oxia import OxiaStore

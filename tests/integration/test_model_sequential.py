@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from llog.config import WriterConfig
-from llog.format.documents import AppendProtocol, IndexedBatch, LogState
 from llog.format.keys import PartitionKeys
+from llog.format.kv.control import AppendProtocol, LogState
+from llog.format.kv.index import IndexedBatch
 from llog.protocol import faults
 from llog.protocol.append import LogWriter
 from llog.protocol.faults import FaultHook

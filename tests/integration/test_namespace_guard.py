@@ -19,8 +19,8 @@ from functions.gc import app as gc_app
 from llog import cli
 from llog.config import CompactorConfig, S3Config
 from llog.errors import BlobNotFound, NamespaceMismatch
-from llog.format.documents import NamespaceRecord
-from llog.format.keys import NamespaceKeys, PartitionKeys, S3Location, shared_wal_prefix
+from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
+from llog.format.kv.namespace import NamespaceKeys, NamespaceRecord
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector, GcReport, PartitionId
 from llog.protocol.namespace import NamespaceState, adopt_namespace, check_namespace, read_namespace

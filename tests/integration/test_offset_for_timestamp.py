@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from bench.stack import READ_OPS, stats_diff
 from llog.config import CompactorConfig, WriterConfig
 from llog.format.codec import Record
-from llog.format.documents import DataRef, IndexEntry
 from llog.format.keys import PartitionKeys
+from llog.format.kv.document import DataRef
+from llog.format.kv.index import IndexEntry
 from llog.protocol.append import LogWriter
 from llog.protocol.compaction import Compactor
 from llog.protocol.index import PartitionIndex

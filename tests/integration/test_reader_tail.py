@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from llog.config import OxiaConfig, S3Config
-from llog.format.documents import IndexedBatch
+from llog.format.kv.index import IndexedBatch
 from llog.protocol.append import LogWriter
 from llog.protocol.read import LogReader
 from llog.store.oxia import OxiaStore

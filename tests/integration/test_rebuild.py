@@ -23,8 +23,8 @@ from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog import cli
 from llog.config import CompactorConfig, OxiaConfig, S3Config, WriterConfig
 from llog.errors import NamespaceNotEmpty, RecordsLost
-from llog.format.documents import AppendProtocol
 from llog.format.keys import PartitionKeys
+from llog.format.kv.control import AppendProtocol
 from llog.protocol import rebuild
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.backup import BackupReport, back_up_topics

@@ -9,8 +9,8 @@ import pytest
 
 from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy
 from llog.errors import BlobNotFound, OffsetOutOfRange
-from llog.format.documents import IndexedBatch
 from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.index import IndexedBatch
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.gc import GarbageCollector

@@ -27,8 +27,10 @@ import pytest
 from llog.config import CompactorConfig, GcConfig, RetentionConfig, RetentionPolicy, WriterConfig
 from llog.errors import BlobNotFound, OffsetOutOfRange
 from llog.format.codec import RecordBatch
-from llog.format.documents import AppendProtocol, CompactionState, EntryType, IndexedBatch
 from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.compaction import CompactionState
+from llog.format.kv.control import AppendProtocol
+from llog.format.kv.index import EntryType, IndexedBatch
 from llog.protocol import faults
 from llog.protocol.append import LogWriter
 from llog.protocol.compaction import CompactionResult, Compactor

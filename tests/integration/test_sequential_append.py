@@ -21,17 +21,10 @@ import pytest
 
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
 from llog.errors import AppendOutcomeUnknown, ConditionalAppendUnsupported, LogFenced, OffsetOutOfRange
-from llog.format.documents import (
-    AppendProtocol,
-    ControlRecord,
-    DataRef,
-    EntryType,
-    FenceMarker,
-    Generation,
-    IndexEntry,
-    LogState,
-)
 from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
+from llog.format.kv.control import AppendProtocol, ControlRecord, Generation, LogState
+from llog.format.kv.document import DataRef
+from llog.format.kv.index import EntryType, FenceMarker, IndexEntry
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.catalog import LogCatalog

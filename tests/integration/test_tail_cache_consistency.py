@@ -27,7 +27,7 @@ from devserver.devstack import OxiaProcess, find_oxia_binary
 from llog.config import OxiaConfig, RetentionPolicy, S3Config
 from llog.errors import OxiaUnavailable, UnknownTopic
 from llog.format.codec import encode_batch
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.metadata import CommitWrites
 from llog.protocol.read import LogReader

@@ -29,8 +29,8 @@ from llog.errors import (
     UnknownTopic,
 )
 from llog.format.codec import Record
-from llog.format.documents import AppendProtocol, LogState
 from llog.format.keys import PartitionKeys, RegistryKeys, shared_wal_prefix
+from llog.format.kv.control import AppendProtocol, LogState
 from llog.protocol import fence
 from llog.protocol import topics as topics_module
 from llog.protocol.append import LogWriter, SharedAppendGroup

@@ -12,8 +12,10 @@ import pytest
 from llog.cli import main
 from llog.config import CompactorConfig, GcConfig, OxiaConfig, RetentionConfig, RetentionPolicy, S3Config, WriterConfig
 from llog.errors import UnknownTopic
-from llog.format.documents import AppendProtocol, CompactionCursor, EntryType, IndexedBatch
 from llog.format.keys import PartitionKeys, S3Location, shared_wal_prefix
+from llog.format.kv.compaction import CompactionCursor
+from llog.format.kv.control import AppendProtocol
+from llog.format.kv.index import EntryType, IndexedBatch
 from llog.protocol.append import LogWriter, SharedAppendGroup
 from llog.protocol.compaction import Compactor, compact_until_caught_up
 from llog.protocol.faults import (

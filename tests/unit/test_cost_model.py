@@ -30,7 +30,7 @@ from infra.oxia import COORDINATOR_SIZE, DATA_SERVERS
 from infra.serve_fleet import TASK_CPU, TASK_MEMORY_MIB
 from infra.settings import FRONT_DOORS, SERVE_ENDPOINTS, LlogSettings
 from llog.config import CompactorConfig, GcConfig, Limits
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 from llog.protocol import gc
 from llog.protocol.index import PartitionIndex
 from llog.service import consume

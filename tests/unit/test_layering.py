@@ -8,7 +8,8 @@ seen; that module is the top of the library, so it may import anything anyway.
 The layers of ``llog``, lowest first; a module may import its own layer and the ones below it:
 
 * ``errors``: ``llog/errors.py``, which imports nothing of llog.
-* ``format``: ``llog/format/``, what is stored; it may import ``errors`` only.
+* ``format``: ``llog/format/`` (with ``llog/format/kv/``, the stored documents), what is stored; it may import
+  ``errors`` only.
 * ``base``: every other module directly in ``llog/`` (``config``, ``backoff`` and any helper added
   there later, e.g. a retry helper). These may import each other, ``errors`` and ``format``.
   ``format`` sits below them, not beside them, because ``config`` takes two pure names of it today

@@ -1,4 +1,4 @@
-"""Unit tests of the JSON documents stored in Oxia (llog/format/documents.py)."""
+"""Unit tests of the JSON documents stored in Oxia (llog/format/kv/)."""
 
 from __future__ import annotations
 
@@ -12,20 +12,11 @@ import pytest
 from llog.config import append_protocol_from_env
 from llog.errors import CorruptData, CorruptMetadata
 from llog.format.codec import ENCODING
-from llog.format.documents import (
-    INITIAL_OFFSET,
-    AppendProtocol,
-    CompactionCursor,
-    CompactionRecord,
-    CompactionState,
-    ControlRecord,
-    DataRef,
-    EntryType,
-    IndexedBatch,
-    IndexEntry,
-    LogState,
-    PendingAppend,
-)
+from llog.format.kv.compaction import CompactionCursor, CompactionRecord, CompactionState
+from llog.format.kv.control import AppendProtocol, ControlRecord, LogState, PendingAppend
+from llog.format.kv.document import INITIAL_OFFSET, DataRef
+from llog.format.kv.groups import GroupDocument
+from llog.format.kv.index import EntryType, IndexedBatch, IndexEntry, decode_sequence_value
 
 NOW = 1_760_000_000_000
 SHARED_REF = DataRef("s3://bucket/llog/wal-shared/0f3e", ENCODING, 177, 104)
@@ -58,6 +49,13 @@ PENDING_FIELDS = {
     "created_at_ms",
 }
 INDEX_FIELDS = {"type", "msg_count", "data_key", "encoding", "byte_offset", "byte_length", "created_at_ms"}
+
+
+def pending_read(doc: Any) -> PendingAppend | None:
+    """``doc`` read as the ``pending`` of a ``meta/control`` record."""
+    return ControlRecord.decode(
+        json.dumps({"log_state": "OPEN", "sequence_counter": 2**40, "pending": doc}).encode()
+    ).pending
 
 
 def doc_of(raw: bytes) -> dict[str, Any]:
@@ -123,7 +121,7 @@ def test_control_marks_a_deleted_topics_partition_only_when_set_and_reads_older_
     assert ControlRecord.decode(b'{"log_state":"FENCED","sequence_counter":5,"pending":null}').topic_deleted is False
     with pytest.raises(CorruptMetadata, match="deleted topic is OPEN"):
         ControlRecord.decode(b'{"log_state":"OPEN","sequence_counter":5,"pending":null,"topic_deleted":true}')
-    with pytest.raises(CorruptMetadata, match="topic_deleted must be"):
+    with pytest.raises(CorruptMetadata, match="bool.*topic_deleted"):
         ControlRecord.decode(b'{"log_state":"FENCED","sequence_counter":5,"pending":null,"topic_deleted":1}')
 
 
@@ -131,7 +129,7 @@ def test_pending_without_byte_range_keeps_null_fields():
     pending = PendingAppend("x", 1, 1, 1, COMPACTED_REF, NOW)
     assert set(pending.to_json()) == PENDING_FIELDS
     assert (pending.to_json()["byte_offset"], pending.to_json()["byte_length"]) == (None, None)
-    assert PendingAppend.from_json(pending.to_json()) == pending
+    assert pending_read(pending.to_json()) == pending
 
 
 def test_control_decodes_the_protocol_document_example():
@@ -158,9 +156,9 @@ def test_with_changes():
 def test_pending_entry_type_defaults_to_wal():
     doc = PENDING.to_json()
     del doc["entry_type"]
-    assert PendingAppend.from_json(doc).entry_type is EntryType.WAL
+    assert pending_read(doc) == PENDING
     doc["entry_type"] = None
-    assert PendingAppend.from_json(doc).entry_type is EntryType.WAL
+    assert pending_read(doc) == PENDING
 
 
 def test_pending_covers_and_index_entry():
@@ -230,10 +228,9 @@ def test_indexed_batch_range(end, count, start):
 
 
 def test_compaction_cursor():
-    assert CompactionCursor().offset == INITIAL_OFFSET
     assert CompactionCursor(42).encode() == b'{"offset":42}'
     assert CompactionCursor.decode(CompactionCursor(42).encode()) == CompactionCursor(42)
-    assert CompactionCursor.decode(CompactionCursor().encode()) == CompactionCursor()
+    assert CompactionCursor.decode(CompactionCursor(INITIAL_OFFSET).encode()) == CompactionCursor(INITIAL_OFFSET)
 
 
 @pytest.mark.parametrize(
@@ -291,12 +288,16 @@ def test_an_inline_batch_round_trips_as_base64_and_is_absent_otherwise():
     assert IndexEntry.decode(entry.encode()) == entry
     assert "inline" not in doc_of(INDEX_ENTRY.encode())
     pending = PendingAppend("a", 1, 2, 2, inline_ref, NOW)
-    assert PendingAppend.from_json(json.loads(json.dumps(pending.to_json()))) == pending
+    assert pending_read(json.loads(json.dumps(pending.to_json()))) == pending
 
 
 @pytest.mark.parametrize(
     ("inline", "message"),
-    [("not base64!", "'inline' is not base64"), ("AP9h", "inline batch of 3 bytes for a slice of 4"), (7, "string")],
+    [
+        ("not base64!", "'inline' is not base64"),
+        ("AP9h", "inline batch of 3 bytes for a slice of 4"),
+        (7, r"got `int` - at `\$.inline`"),
+    ],
 )
 def test_a_bad_inline_batch_is_corrupt_metadata(inline, message):
     doc = doc_of(IndexEntry(EntryType.WAL, 2, DataRef("s3://b/k", ENCODING, 0, 4, inline=b"abcd"), NOW).encode())
@@ -342,10 +343,16 @@ DECODERS: list[Callable[[bytes], object]] = [
 
 
 @pytest.mark.parametrize("decode", DECODERS)
-@pytest.mark.parametrize("raw", [b"", b"{", b"not json", b"\xff\xfe\xfd", b'{"a":1}x', b"\x80"])
+@pytest.mark.parametrize("raw", [b"", b"{", b"not json", b"\xff\xfe\xfd", b"\x80"])
 def test_not_json(decode, raw):
     with pytest.raises(CorruptMetadata, match="is not JSON"):
         decode(raw)
+
+
+@pytest.mark.parametrize("decode", DECODERS)
+def test_trailing_bytes_are_corrupt_metadata(decode):
+    with pytest.raises(CorruptMetadata):
+        decode(b'{"a":1}x')
 
 
 @pytest.mark.parametrize("decode", DECODERS)
@@ -425,20 +432,36 @@ def test_malformed_documents_are_corrupt_metadata(decode, raw):
 @pytest.mark.parametrize(
     ("decode", "raw", "message"),
     [
-        (ControlRecord.decode, mutated(CONTROL, ("log_state",), "CLOSED"), "unknown log_state 'CLOSED'"),
+        (
+            ControlRecord.decode,
+            mutated(CONTROL, ("log_state",), "CLOSED"),
+            "Invalid enum value 'CLOSED' - at `\\$.log_state`",
+        ),
         (ControlRecord.decode, mutated(CONTROL, ("sequence_counter",), 0), "sequence_counter 0 is below 1"),
         (
             ControlRecord.decode,
             mutated(CONTROL, ("sequence_counter",), True),
-            "'sequence_counter' is not a non-negative",
+            "Expected `int`, got `bool` - at `\\$.sequence_counter`",
         ),
         (ControlRecord.decode, mutated(CONTROL, ("pending", "msg_count"), 3), r"range \[10, 11\] does not hold 3"),
-        (ControlRecord.decode, mutated(CONTROL, ("pending",), "x"), "meta/control.pending is not an object"),
-        (IndexEntry.decode, mutated(INDEX_ENTRY, ("type",), "BOGUS"), "unknown type 'BOGUS'"),
+        (
+            ControlRecord.decode,
+            mutated(CONTROL, ("pending",), "x"),
+            "meta/control: Expected `object \\| null`, got `str` - at `\\$.pending`",
+        ),
+        (IndexEntry.decode, mutated(INDEX_ENTRY, ("type",), "BOGUS"), "Invalid enum value 'BOGUS' - at `\\$.type`"),
         (IndexEntry.decode, mutated(INDEX_ENTRY, ("msg_count",), 0), "msg_count 0"),
-        (IndexEntry.decode, mutated(INDEX_ENTRY, ("data_key",), ""), "'data_key' is not a string"),
-        (CompactionRecord.decode, mutated(COMPACTION, ("state",), "DONE"), "unknown state 'DONE'"),
-        (CompactionCursor.decode, mutated(CompactionCursor(1), ("offset",), -1), "'offset' is not a non-negative"),
+        (
+            IndexEntry.decode,
+            mutated(INDEX_ENTRY, ("data_key",), ""),
+            "Expected `str` of length >= 1 - at `\\$.data_key`",
+        ),
+        (CompactionRecord.decode, mutated(COMPACTION, ("state",), "DONE"), "Invalid enum value 'DONE'"),
+        (
+            CompactionCursor.decode,
+            mutated(CompactionCursor(1), ("offset",), -1),
+            "Expected `int` >= 0 - at `\\$.offset`",
+        ),
     ],
 )
 def test_corrupt_metadata_messages(decode, raw, message):
@@ -446,11 +469,11 @@ def test_corrupt_metadata_messages(decode, raw, message):
         decode(raw)
 
 
-def test_pending_from_json_rejects_non_objects():
-    docs: tuple[object, ...] = (None, [], "x", 5)
+def test_a_pending_that_is_not_an_object_is_corrupt_metadata():
+    docs: tuple[object, ...] = ([], "x", 5)
     for doc in docs:
-        with pytest.raises(CorruptMetadata, match="not an object"):
-            PendingAppend.from_json(doc)
+        with pytest.raises(CorruptMetadata, match="pending"):
+            pending_read(doc)
 
 
 def test_corrupt_metadata_is_corrupt_data():
@@ -479,7 +502,7 @@ def test_hostile_json_is_corrupt_metadata(decode, raw):
 
 
 def test_a_compacted_range_manifest_round_trips_and_rejects_what_it_cannot_trust():
-    from llog.format.documents import CompactedRange, CompactionRecord, CompactionState
+    from llog.format.kv.compaction import CompactedRange, CompactionRecord, CompactionState
 
     record = CompactionRecord("c1", CompactionState.DELETING_OLD, 11, 20, 10, "s3://b/k", 123)
     manifest = CompactedRange.of("orders", 2, record)
@@ -494,7 +517,7 @@ def test_a_compacted_range_manifest_round_trips_and_rejects_what_it_cannot_trust
 
 
 def test_control_carries_the_log_start_and_writers_keep_it():
-    from llog.format.documents import ControlRecord
+    from llog.format.kv.control import ControlRecord
 
     plain = ControlRecord(sequence_counter=5)
     assert b"log_start_offset" not in plain.encode()  # absent means 1: records written before retention read the same
@@ -512,7 +535,9 @@ def test_control_carries_the_log_start_and_writers_keep_it():
 
 
 def test_compacted_entries_and_records_carry_the_object_size():
-    from llog.format.documents import CompactionRecord, CompactionState, DataRef, EntryType, IndexEntry
+    from llog.format.kv.compaction import CompactionRecord, CompactionState
+    from llog.format.kv.document import DataRef
+    from llog.format.kv.index import EntryType, IndexEntry
 
     entry = IndexEntry(EntryType.COMPACTED, 3, DataRef("s3://b/k"), 1, data_bytes=4096)
     assert IndexEntry.decode(entry.encode()) == entry
@@ -527,3 +552,33 @@ def test_the_former_protocol_name_seed_is_read_as_cas() -> None:
     control = ControlRecord.decode(stored)
     assert control.protocol is AppendProtocol.CAS
     assert b"append_protocol" not in control.encode()  # CAS is the default, not written
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'{"type":"FENCE","created_at_ms":1}', "fence marker: Object missing required field `fence_id`"),
+        (b'{"type":"FENCE","fence_id":"f","created_at_ms":1,"roll":"yes"}', r"fence marker: .* `\$.roll`"),
+        (b'{"type":"BOGUS","msg_count":1,"created_at_ms":1}', "sequence entry: Invalid enum value 'BOGUS'"),
+        (b"[]", "sequence entry is not a JSON object"),
+        (b"{", "sequence entry is not JSON"),
+    ],
+)
+def test_a_bad_sequence_value_is_corrupt_metadata_named_for_what_it_claims_to_be(raw, message):
+    with pytest.raises(CorruptMetadata, match=message):
+        decode_sequence_value(raw)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"generation":"3","members":{},"partitions":{},"offsets":{},"touched_at_ms":0}',
+        b'{"generation":3,"members":{},"partitions":{"t":-1},"offsets":{},"touched_at_ms":0}',
+        b'{"generation":3,"members":{},"partitions":{},"offsets":{"t":{"x":1}},"touched_at_ms":0}',
+        b'{"generation":3,"members":{"m":{"topics":["t"]}},"partitions":{},"offsets":{},"touched_at_ms":0}',
+        b'{"generation":3,"members":{},"partitions":{},"offsets":{}}',
+    ],
+)
+def test_a_malformed_group_record_is_corrupt_metadata(raw):
+    with pytest.raises(CorruptMetadata, match="the record of group 'g'"):
+        GroupDocument.decode(raw, "g")

@@ -6,18 +6,11 @@ import pytest
 
 from llog.errors import CorruptMetadata, InvalidArgument
 from llog.format.codec import Record, records_digest
-from llog.format.documents import (
-    DataRef,
-    EntryType,
-    IndexEntry,
-    InFlightClaim,
-    PendingAppend,
-    ProducerBatch,
-    ProducerRecord,
-    ProducerState,
-    ProducerTag,
-)
-from llog.format.keys import PartitionKeys, ProducerKeys, new_object_id, validate_producer_id
+from llog.format.keys import PartitionKeys, new_object_id, validate_producer_id
+from llog.format.kv.control import ControlRecord, LogState, PendingAppend
+from llog.format.kv.document import DataRef
+from llog.format.kv.index import EntryType, IndexEntry, ProducerTag
+from llog.format.kv.producers import InFlightClaim, ProducerBatch, ProducerKeys, ProducerRecord, ProducerState
 from llog.protocol.producers import MAX_REMEMBERED_BATCHES, IdempotentBatch, remembered
 
 REF = DataRef("s3://b/llog/wal-shared/x", byte_offset=0, byte_length=10)
@@ -35,7 +28,8 @@ def test_tags_round_trip_through_entries_and_pending() -> None:
     entry = IndexEntry(EntryType.WAL, 3, REF, 5, "a", producer=TAG)
     assert IndexEntry.decode(entry.encode()) == entry
     pending = PendingAppend("a", 1, 3, 3, REF, 5, producer=TAG)
-    assert PendingAppend.from_json(pending.to_json()) == pending
+    control = ControlRecord(LogState.OPEN, 4, pending)
+    assert ControlRecord.decode(control.encode()) == control
     assert pending.index_entry().producer == TAG
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from llog.config import RetentionConfig, RetentionPolicy
 from llog.errors import ConfigurationError
-from llog.format.documents import DataRef, EntryType, IndexedBatch, IndexEntry
+from llog.format.kv.document import DataRef
+from llog.format.kv.index import EntryType, IndexedBatch, IndexEntry
 from llog.protocol.retention import plan_log_start
 
 NOW = 1_000_000_000

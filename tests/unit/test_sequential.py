@@ -17,18 +17,6 @@ from hypothesis import strategies as st
 
 from llog.config import OxiaConfig, WriterConfig, append_protocol_from_env
 from llog.errors import ConfigurationError, CorruptMetadata, InvalidArgument
-from llog.format import documents
-from llog.format.documents import (
-    AppendProtocol,
-    ControlRecord,
-    FenceMarker,
-    Generation,
-    LogState,
-    PendingAppend,
-    check_generations,
-    decode_sequence_value,
-    generation_of,
-)
 from llog.format.keys import (
     MAX_GENERATION,
     MAX_SEQUENCE,
@@ -37,6 +25,17 @@ from llog.format.keys import (
     format_sequence_part,
     parse_sequence_suffix,
 )
+from llog.format.kv.control import (
+    AppendProtocol,
+    ControlRecord,
+    Generation,
+    LogState,
+    PendingAppend,
+    check_generations,
+    generation_of,
+)
+from llog.format.kv.document import DataRef
+from llog.format.kv.index import EntryType, FenceMarker, IndexEntry, decode_sequence_value
 from llog.protocol.append_sequential import (
     entry_offsets,
     migrated_control,
@@ -51,7 +50,7 @@ from llog.store.oxia_client import oxia_key_order
 
 oxia_order = oxia_key_order  # the server's key order
 KEYS = PartitionKeys("orders", 3)
-REF = documents.DataRef("s3://b/llog/wal-shared/x", "bytes-batch-v1", 10, 20)
+REF = DataRef("s3://b/llog/wal-shared/x", "bytes-batch-v1", 10, 20)
 
 
 # --- keys -------------------------------------------------------------------------------
@@ -246,9 +245,9 @@ def test_check_generations_accepts_an_empty_sealed_generation_after_the_cas_one(
 
 
 def test_sequence_values():
-    entry = documents.IndexEntry(documents.EntryType.WAL, 2, REF, 5, "id")
+    entry = IndexEntry(EntryType.WAL, 2, REF, 5, "id")
     assert decode_sequence_value(entry.encode()) == entry
-    marker = documents.FenceMarker("f", 9)
+    marker = FenceMarker("f", 9)
     assert json.loads(marker.encode()) == {"type": "FENCE", "fence_id": "f", "created_at_ms": 9}
     assert decode_sequence_value(marker.encode()) == marker
     with pytest.raises(CorruptMetadata):
@@ -442,4 +441,9 @@ def test_a_roll_seals_the_generation_and_opens_the_next_with_the_log_open():
     assert decode_sequence_value(marker.encode()) == marker
     assert decode_sequence_value(FenceMarker("f", 1).encode()) == FenceMarker("f", 1)
     with pytest.raises(CorruptMetadata):
-        Generation.from_json({"generation": 1, "base": 0, "end": None, "rolled": True}, "meta/control")
+        ControlRecord.decode(
+            json.dumps(
+                {"log_state": "OPEN", "sequence_counter": 1, "append_protocol": "sequential",
+                 "generations": [{"generation": 1, "base": 0, "end": None, "rolled": True}]}
+            ).encode()
+        )  # fmt: skip

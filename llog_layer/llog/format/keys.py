@@ -1,25 +1,25 @@
 """The key schema: Oxia keys and S3 object keys, and the names they are built from.
 
 Layout (docs/PROTOCOL.md, with ``root`` = ``LLOG_ROOT_PREFIX``, default ``llog``, and ``{base}`` a
-partition's folder, below)::
+partition's folder, below), with the module of ``llog.format.kv`` that holds each document::
 
-    {base}/meta/control
-    {base}/meta/compaction-cursor
-    {base}/meta/compaction
-    {base}/meta/compactor-claim
-    {base}/index/{end_offset:020d}
+    {base}/meta/control                                       (kv.control)
+    {base}/meta/compaction-cursor                             (kv.compaction)
+    {base}/meta/compaction                                    (kv.compaction)
+    {base}/meta/compactor-claim                               (llog.protocol.claims)
+    {base}/index/{end_offset:020d}                            (kv.index)
     {base}/seq/{generation:010d}/e-{position:020d}-{fences:020d}
-                                    (sequential partitions, docs/SEQUENTIAL_APPEND.md)
-    {base}/producers/{producer_id}  (idempotent producer state, llog.protocol.producers)
+                                    (kv.index; sequential partitions, docs/SEQUENTIAL_APPEND.md)
+    {base}/producers/{producer_id}                            (kv.producers: idempotent producer state)
     {root}/__catalog/partitions/{topic}:{partition:010d}      (the registry, llog.protocol.registry)
     {root}/__catalog/topics/{topic}                           (topic records, llog.protocol.topics)
-    {root}/__catalog/groups/{group}                           (consumer groups, llog.format.group_keys)
-    {root}/__catalog/producers/{producer_id}                  (issued producer ids, llog.protocol.producers)
-    {root}/__catalog/namespace                                (the namespace identity, llog.protocol.namespace)
-    {root}/__catalog/namespace.json                            (S3: the same identity)
-    {root}/wal-shared/{uuid}                                   (S3)
-    {base}/data/compacted/{uuid} (S3)
-    {base}/manifests/{start:020d}-{end:020d}.json (S3)
+    {root}/__catalog/groups/{group}                           (kv.groups: consumer groups)
+    {root}/__catalog/producers/{producer_id}                  (kv.producers: issued producer ids)
+    {root}/__catalog/namespace                                (kv.namespace: the namespace identity)
+    {root}/__catalog/namespace.json                           (S3: the same identity)
+    {root}/wal-shared/{uuid}                                  (S3, llog.format.wal)
+    {base}/data/compacted/{uuid}                              (S3)
+    {base}/manifests/{start:020d}-{end:020d}.json             (S3, kv.compaction)
 
 A partition's folder (``PartitionKeys.base``) is ``{root}/{topic}/{topic_id}/partitions/{partition}``
 for a topic whose record says ``keys_include_id`` (every topic created from that version on), and the
@@ -452,49 +452,6 @@ class RegistryKeys:
             return validate_topic(key[len(self.topics_prefix) :])
         except InvalidTopicName:
             return None
-
-
-@dataclass(frozen=True)
-class NamespaceKeys:
-    """Where the namespace identity lives (``llog.protocol.namespace``): ``{root}/__catalog/namespace`` in
-    Oxia, on the catalogue's shard, and ``{root}/__catalog/namespace.json`` in S3."""
-
-    root: str = DEFAULT_ROOT_PREFIX
-    partition_key = "__catalog"
-
-    def __post_init__(self) -> None:
-        validate_root_prefix(self.root)
-
-    @property
-    def record(self) -> str:
-        return f"{self.root}/__catalog/namespace"
-
-    @property
-    def object_key(self) -> str:
-        return f"{self.root}/__catalog/namespace.json"
-
-
-@dataclass(frozen=True)
-class ProducerKeys:
-    """Keys of issued producer ids: ``{root}/__catalog/producers/{producer_id}``, on the catalogue's shard."""
-
-    root: str = DEFAULT_ROOT_PREFIX
-    partition_key = "__catalog"
-
-    def __post_init__(self) -> None:
-        validate_root_prefix(self.root)
-
-    @property
-    def prefix(self) -> str:
-        return f"{self.root}/__catalog/producers/"
-
-    @property
-    def scan_end(self) -> str:
-        """Exclusive end of every producer id's key (``~`` sorts after every id character)."""
-        return f"{self.prefix}~"
-
-    def producer(self, producer_id: str) -> str:
-        return f"{self.prefix}{validate_producer_id(producer_id)}"
 
 
 def validate_producer_id(producer_id: object) -> str:

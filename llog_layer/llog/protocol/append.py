@@ -27,8 +27,10 @@ from functools import cached_property
 from llog.config import WriterConfig
 from llog.errors import InvalidArgument, LlogError, PartitionNotInitialized
 from llog.format.codec import Record, check_records, encode_batch, records_digest
-from llog.format.documents import AppendProtocol, ControlRecord, DataRef, LogState, ProducerTag, TimeSpan
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, S3Location, partition_keys, shared_wal_object_key
+from llog.format.kv.control import AppendProtocol, ControlRecord, LogState
+from llog.format.kv.document import DataRef, TimeSpan
+from llog.format.kv.index import ProducerTag
 from llog.format.wal import BlobSlice, PartitionBody, build_shared_blob
 from llog.protocol import append_cas, fence
 from llog.protocol.append_sequential import SequentialAppender, conditional_unsupported

@@ -39,7 +39,8 @@ from llog.errors import (
     StorageUnavailable,
     VersionConflict,
 )
-from llog.format.documents import EntryType, LogState, PendingAppend
+from llog.format.kv.control import LogState, PendingAppend
+from llog.format.kv.index import EntryType
 from llog.protocol.commit import BatchCommit, Committed, ProtocolChanged
 from llog.protocol.faults import (
     WRITER_AFTER_DEADLINE_CHECK,

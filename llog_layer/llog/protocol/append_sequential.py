@@ -50,18 +50,10 @@ from llog.errors import (
     UnknownTopic,
     VersionConflict,
 )
-from llog.format.documents import (
-    AppendProtocol,
-    ControlRecord,
-    DataRef,
-    EntryType,
-    FenceMarker,
-    Generation,
-    IndexEntry,
-    LogState,
-    ProducerTag,
-)
 from llog.format.keys import MAX_GENERATION, PartitionKeys, SequenceKey
+from llog.format.kv.control import AppendProtocol, ControlRecord, Generation, LogState
+from llog.format.kv.document import DataRef
+from llog.format.kv.index import EntryType, FenceMarker, IndexEntry, ProducerTag
 from llog.protocol.commit import BatchCommit, CommitOutcome, Committed
 from llog.protocol.faults import WRITER_AFTER_DEADLINE_CHECK, WRITER_AFTER_FENCE_MARKER, WRITER_AFTER_SEQUENCE_PUT
 from llog.protocol.index import SequenceSegment

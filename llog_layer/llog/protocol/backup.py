@@ -111,18 +111,18 @@ from llog.errors import (
     UnknownTopic,
     VersionConflict,
 )
-from llog.format.documents import ControlRecord, ProducerState
-from llog.format.group_keys import GroupKeys
 from llog.format.keys import (
     PARTITION_WIDTH,
     PartitionKeys,
-    ProducerKeys,
     RegistryKeys,
     S3Location,
     new_object_id,
     validate_topic,
     validate_topic_id,
 )
+from llog.format.kv.control import ControlRecord
+from llog.format.kv.groups import GroupKeys
+from llog.format.kv.producers import ProducerKeys, ProducerState
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.namespace import verify_namespace

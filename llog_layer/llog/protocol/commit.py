@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from llog.errors import LlogError
-from llog.format.documents import DataRef, ProducerTag
+from llog.format.kv.document import DataRef
+from llog.format.kv.index import ProducerTag
 from llog.protocol.metadata import PartitionMetadata, VersionedControl
 
 

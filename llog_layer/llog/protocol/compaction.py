@@ -41,19 +41,16 @@ from enum import StrEnum
 from llog.config import CompactorConfig, WriterConfig
 from llog.errors import CommitDeadlineExceeded, InconsistentReadState, VersionConflict
 from llog.format.codec import ENCODING, Record, decode_batch, encode_batch
-from llog.format.documents import (
+from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.compaction import (
     CompactedRange,
     CompactionCursor,
     CompactionRecord,
     CompactionState,
-    DataRef,
-    EntryType,
-    IndexedBatch,
-    IndexEntry,
-    TimeSpan,
     compacted_object_metadata,
 )
-from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.document import DataRef, TimeSpan
+from llog.format.kv.index import EntryType, IndexedBatch, IndexEntry
 from llog.protocol import append_cas, producers
 from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.faults import (

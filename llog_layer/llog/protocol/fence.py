@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from llog.config import WriterConfig
 from llog.errors import AppendConflict, InvalidArgument, VersionConflict
-from llog.format.documents import ControlRecord, LogState
+from llog.format.kv.control import ControlRecord, LogState
 from llog.protocol import append_cas
 from llog.protocol.append_sequential import SequentialAppender, migrated_control, refuse_deleted
 from llog.protocol.faults import FaultHook

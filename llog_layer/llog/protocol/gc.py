@@ -49,8 +49,9 @@ from itertools import islice
 
 from llog.config import GcConfig
 from llog.errors import BlobNotFound, CorruptData, LlogError, NamespaceMismatch, PartitionNotInitialized
-from llog.format.documents import END_OFFSET_METADATA, EntryType
 from llog.format.keys import S3Location, object_id_time_ms, shared_wal_prefix
+from llog.format.kv.compaction import END_OFFSET_METADATA
+from llog.format.kv.index import EntryType
 from llog.format.wal import PREAMBLE, BlobSlice, header_length, parse_shared_blob_header
 from llog.protocol.faults import FaultHook
 from llog.protocol.index import PartitionIndex

@@ -2,7 +2,7 @@
 
 A Lambda function cannot hold an Oxia session between requests, so a member
 is a lease, not an ephemeral record: its expiry time sits in the group's one
-record, ``{root}/__catalog/groups/{group}`` (``llog.format.group_keys``), with
+record, ``{root}/__catalog/groups/{group}`` (``llog.format.kv.groups``), with
 the generation, every member's subscription and assignment, and the
 committed offsets. Every action reads the record, applies itself to it and
 writes it back with a compare-and-set on the version it read, retrying with
@@ -56,17 +56,15 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from llog.backoff import Backoff
 from llog.config import default_int
 from llog.errors import (
-    CorruptMetadata,
     InvalidArgument,
     NotPartitionOwner,
     StaleGeneration,
@@ -75,8 +73,8 @@ from llog.errors import (
     UnknownTopic,
     VersionConflict,
 )
-from llog.format.group_keys import GroupKeys, validate_group, validate_member_id
 from llog.format.keys import DEFAULT_ROOT_PREFIX, OFFSET_WIDTH, validate_partition, validate_topic
+from llog.format.kv.groups import GroupDocument, GroupKeys, StoredMember, validate_group, validate_member_id
 from llog.limits import (
     DEFAULT_SESSION_TIMEOUT_MS,
     MAX_SESSION_TIMEOUT_MS,
@@ -178,13 +176,9 @@ class Member:
         return partition in self.assignment.get(topic, ())
 
 
-def _encode_partitions(ps: list[int]) -> int | list[int]:
+def _stored_partitions(ps: list[int]) -> int | list[int]:
     """A topic's partitions: the count when they are ``0..n-1`` (explicit topics), else the list."""
     return len(ps) if ps == list(range(len(ps))) else ps
-
-
-def _decode_partitions(value: Any) -> list[int]:
-    return list(range(value)) if isinstance(value, int) else [int(p) for p in value]
 
 
 @dataclass
@@ -200,41 +194,30 @@ class GroupState:
     # topic without a record, or offsets committed before identities were kept.
     offset_topics: dict[str, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "generation": self.generation,
-            "members": {
-                m: {
-                    "topics": v.topics,
-                    "session_timeout_ms": v.session_timeout_ms,
-                    "expires_at_ms": v.expires_at_ms,
-                    "assignment": v.assignment,
-                }
+    def document(self) -> GroupDocument:
+        return GroupDocument(
+            generation=self.generation,
+            members={
+                m: StoredMember(v.topics, v.session_timeout_ms, v.expires_at_ms, v.assignment)
                 for m, v in sorted(self.members.items())
             },
-            "partitions": {t: _encode_partitions(ps) for t, ps in sorted(self.partitions.items())},
-            "offsets": {t: {str(p): o for p, o in sorted(ps.items())} for t, ps in sorted(self.offsets.items())},
-            "offset_topics": dict(sorted(self.offset_topics.items())),
-            "touched_at_ms": self.touched_at_ms,
-        }
+            partitions={t: _stored_partitions(ps) for t, ps in sorted(self.partitions.items())},
+            offsets={t: dict(sorted(ps.items())) for t, ps in sorted(self.offsets.items())},
+            offset_topics=dict(sorted(self.offset_topics.items())),
+            touched_at_ms=self.touched_at_ms,
+        )
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> GroupState:
+    def of(cls, doc: GroupDocument) -> GroupState:
         return cls(
-            generation=int(doc["generation"]),
+            generation=doc.generation,
             members={
-                m: Member(
-                    list(v["topics"]),
-                    int(v["session_timeout_ms"]),
-                    int(v["expires_at_ms"]),
-                    {t: [int(p) for p in ps] for t, ps in v["assignment"].items()},
-                )
-                for m, v in doc["members"].items()
+                m: Member(v.topics, v.session_timeout_ms, v.expires_at_ms, v.assignment) for m, v in doc.members.items()
             },
-            partitions={t: _decode_partitions(v) for t, v in doc["partitions"].items()},
-            offsets={t: {int(p): int(o) for p, o in ps.items()} for t, ps in doc["offsets"].items()},
-            touched_at_ms=int(doc["touched_at_ms"]),
-            offset_topics={str(t): str(i) for t, i in doc.get("offset_topics", {}).items()},
+            partitions={t: list(range(v)) if isinstance(v, int) else v for t, v in doc.partitions.items()},
+            offsets=doc.offsets,
+            touched_at_ms=doc.touched_at_ms,
+            offset_topics=doc.offset_topics,
         )
 
     def committed_for_earlier_topics(self, identities: Mapping[str, str | None]) -> set[str]:
@@ -556,10 +539,7 @@ class GroupCoordinator:
         return sorted(g for g in (self.keys.parse(k) for k in keys) if g is not None)
 
     def _parse(self, group: str, value: bytes) -> GroupState:
-        try:
-            return GroupState.from_json(json.loads(value))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise CorruptMetadata(f"the record of group {group!r} is not a group document: {exc}") from None
+        return GroupState.of(GroupDocument.decode(value, group))
 
     def _read(self, group: str, now: int) -> tuple[GroupState | None, int | None]:
         """The live state (None if absent or idle-expired) and the version to write over (None: create)."""
@@ -584,7 +564,7 @@ class GroupCoordinator:
             result, write = apply(state, now)
             if not write:
                 return result
-            value = json.dumps(state.to_json(), separators=(",", ":")).encode()
+            value = state.document().encode()
             try:
                 expected = CREATE_ONLY if version is None else version
                 self.oxia.put(key, value, partition_key=pk, expected_version_id=expected)

@@ -21,16 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata
-from llog.format.documents import (
-    CAS_GENERATION,
-    ControlRecord,
-    EntryType,
-    Generation,
-    IndexedBatch,
-    PendingAppend,
-    generation_of,
-)
 from llog.format.keys import format_offset
+from llog.format.kv.control import CAS_GENERATION, ControlRecord, Generation, PendingAppend, generation_of
+from llog.format.kv.index import EntryType, IndexedBatch
 from llog.protocol.metadata import PartitionMetadata, SequenceRecord
 
 Probe = Callable[[int], tuple[int, bool] | None]

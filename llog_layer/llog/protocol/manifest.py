@@ -1,7 +1,7 @@
 """Compacted-range manifests: the committed compacted data, readable from S3 alone.
 
 Compaction publishes ``{base}/manifests/{start:020d}-{end:020d}.json`` (a
-:class:`~llog.format.documents.CompactedRange`) after the range's COMPACTED index entry is
+:class:`~llog.format.kv.compaction.CompactedRange`) after the range's COMPACTED index entry is
 written and before any lower index key is deleted, and a resumed compaction
 publishes it again (same bytes). So every committed compacted range has a
 manifest once its compaction finishes, and no manifest names an orphaned object
@@ -25,7 +25,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from llog.errors import BlobNotFound, CorruptMetadata, InvalidArgument, InvalidTopicName
-from llog.format.documents import INITIAL_OFFSET, CompactedRange
 from llog.format.keys import (
     PartitionKeys,
     S3Location,
@@ -34,6 +33,8 @@ from llog.format.keys import (
     validate_topic,
     validate_topic_id,
 )
+from llog.format.kv.compaction import CompactedRange
+from llog.format.kv.document import INITIAL_OFFSET
 from llog.store.s3 import BlobStore
 
 LOG_START_NAME = "log-start.json"  # next to the manifests; not a manifest name, so chains skip it

@@ -14,18 +14,11 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from llog.errors import CorruptMetadata, InvalidArgument, LlogError, PartitionNotInitialized, VersionConflict
-from llog.format.documents import (
-    AppendProtocol,
-    CompactionCursor,
-    CompactionRecord,
-    ControlRecord,
-    FenceMarker,
-    Generation,
-    IndexedBatch,
-    IndexEntry,
-    decode_sequence_value,
-)
 from llog.format.keys import SEQUENCE_PARTS, PartitionKeys, SequenceKey
+from llog.format.kv.compaction import CompactionCursor, CompactionRecord
+from llog.format.kv.control import AppendProtocol, ControlRecord, Generation
+from llog.format.kv.document import INITIAL_OFFSET
+from llog.format.kv.index import FenceMarker, IndexedBatch, IndexEntry, decode_sequence_value
 from llog.protocol.registry import PartitionRegistry
 from llog.store.oxia import CREATE_ONLY, OxiaStore, Versioned
 from llog.store.oxia_wire import SequentialPut
@@ -166,7 +159,7 @@ class PartitionMetadata:
         every writer.
         """
         PartitionRegistry(self.oxia, root=self.keys.root).register(self.keys)
-        self._create(self.keys.compaction_cursor, CompactionCursor().encode())
+        self._create(self.keys.compaction_cursor, CompactionCursor(INITIAL_OFFSET).encode())
         control = ControlRecord()
         if protocol is AppendProtocol.SEQUENTIAL:
             control = ControlRecord(protocol=protocol, generations=(Generation(1, 0),))
@@ -197,7 +190,7 @@ class PartitionMetadata:
         compaction = found.get(self.keys.compaction)
         return MetaSnapshot(
             control=None if control is None else ControlRecord.decode(control),
-            cursor=CompactionCursor() if cursor is None else CompactionCursor.decode(cursor),
+            cursor=CompactionCursor(INITIAL_OFFSET) if cursor is None else CompactionCursor.decode(cursor),
             compaction=None if compaction is None else CompactionRecord.decode(compaction),
             gc_watermark=self._gc_watermark(found.get(self.keys.gc_watermark)),
         )
@@ -210,7 +203,7 @@ class PartitionMetadata:
     def versioned_cursor(self) -> VersionedCursor:
         found = self.oxia.get(self.keys.compaction_cursor, partition_key=self._pk)
         if found is None:
-            return VersionedCursor(CompactionCursor(), None)
+            return VersionedCursor(CompactionCursor(INITIAL_OFFSET), None)
         return VersionedCursor(CompactionCursor.decode(found.value), found.version_id)
 
     def replace_cursor(self, cursor: CompactionCursor, expected_version_id: int | None) -> int:

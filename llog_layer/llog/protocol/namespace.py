@@ -52,8 +52,8 @@ import uuid
 from dataclasses import dataclass
 
 from llog.errors import BlobNotFound, NamespaceMismatch, VersionConflict
-from llog.format.documents import NamespaceRecord
-from llog.format.keys import NamespaceKeys, S3Location
+from llog.format.keys import S3Location
+from llog.format.kv.namespace import NamespaceKeys, NamespaceRecord
 from llog.store.oxia import CREATE_ONLY
 from llog.store.storage import Storage
 

@@ -98,14 +98,9 @@ from llog.errors import (
     UnknownProducer,
     VersionConflict,
 )
-from llog.format.documents import (
-    InFlightClaim,
-    ProducerBatch,
-    ProducerRecord,
-    ProducerState,
-    ProducerTag,
-)
-from llog.format.keys import DEFAULT_ROOT_PREFIX, MAX_SEQUENCE, ProducerKeys, new_object_id, validate_producer_id
+from llog.format.keys import DEFAULT_ROOT_PREFIX, MAX_SEQUENCE, new_object_id, validate_producer_id
+from llog.format.kv.index import ProducerTag
+from llog.format.kv.producers import InFlightClaim, ProducerBatch, ProducerKeys, ProducerRecord, ProducerState
 from llog.protocol import append_cas, fence
 from llog.protocol.append_sequential import SequentialAppender
 from llog.protocol.faults import PRODUCER_AFTER_CLAIM, PRODUCER_AFTER_COMMIT, FaultHook

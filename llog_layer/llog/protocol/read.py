@@ -29,7 +29,8 @@ from typing import NamedTuple
 
 from llog.errors import BlobNotFound, InconsistentReadState, InvalidArgument, OffsetOutOfRange, RecordsLost
 from llog.format.codec import Headers, RecordBatch, decode_batch
-from llog.format.documents import ControlRecord, EntryType, IndexedBatch
+from llog.format.kv.control import ControlRecord
+from llog.format.kv.index import EntryType, IndexedBatch
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.topics import TopicLayouts

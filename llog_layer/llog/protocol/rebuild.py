@@ -105,21 +105,6 @@ from typing import Any
 
 from llog.config import GcConfig, WriterConfig
 from llog.errors import BlobNotFound, CorruptData, InvalidArgument, LlogError, NamespaceNotEmpty
-from llog.format.documents import (
-    CAS_GENERATION,
-    INITIAL_OFFSET,
-    AppendProtocol,
-    CompactedRange,
-    CompactionCursor,
-    ControlRecord,
-    DataRef,
-    EntryType,
-    FenceMarker,
-    Generation,
-    IndexedBatch,
-    IndexEntry,
-    LogState,
-)
 from llog.format.keys import (
     PartitionKeys,
     RegistryKeys,
@@ -128,6 +113,10 @@ from llog.format.keys import (
     partition_keys,
     shared_wal_prefix,
 )
+from llog.format.kv.compaction import CompactedRange, CompactionCursor
+from llog.format.kv.control import CAS_GENERATION, AppendProtocol, ControlRecord, Generation, LogState
+from llog.format.kv.document import INITIAL_OFFSET, DataRef
+from llog.format.kv.index import EntryType, FenceMarker, IndexedBatch, IndexEntry
 from llog.format.wal import BlobSlice
 from llog.protocol.backup import (
     BackupSummary,

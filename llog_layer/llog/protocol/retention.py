@@ -37,8 +37,9 @@ from dataclasses import dataclass
 
 from llog.config import RetentionConfig, RetentionPolicy
 from llog.errors import BlobNotFound, VersionConflict
-from llog.format.documents import INITIAL_OFFSET, EntryType, IndexedBatch
 from llog.format.keys import PartitionKeys, S3Location
+from llog.format.kv.document import INITIAL_OFFSET
+from llog.format.kv.index import EntryType, IndexedBatch
 from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import ManifestStore
 from llog.protocol.metadata import PartitionMetadata

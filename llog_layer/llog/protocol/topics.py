@@ -153,7 +153,6 @@ from llog.errors import (
     UnknownTopic,
     VersionConflict,
 )
-from llog.format.documents import AppendProtocol, LogState
 from llog.format.keys import (
     DEFAULT_ROOT_PREFIX,
     PartitionKeys,
@@ -163,6 +162,7 @@ from llog.format.keys import (
     validate_topic,
     validate_topic_id,
 )
+from llog.format.kv.control import AppendProtocol, LogState
 from llog.limits import MAX_PARTITIONS
 from llog.protocol import fence
 from llog.protocol.append_sequential import SequentialAppender

@@ -74,13 +74,9 @@ from llog.errors import (
     UnknownTopic,
 )
 from llog.format.codec import ENCODING, decode_batch
-from llog.format.documents import (
-    END_OFFSET_METADATA,
-    CompactionRecord,
-    EntryType,
-    IndexedBatch,
-)
 from llog.format.keys import PartitionKeys, S3Location, object_id_time_ms
+from llog.format.kv.compaction import END_OFFSET_METADATA, CompactionRecord
+from llog.format.kv.index import EntryType, IndexedBatch
 from llog.protocol.index import PartitionIndex
 from llog.protocol.manifest import LOG_START_NAME, ManifestStore
 from llog.protocol.metadata import PartitionMetadata

@@ -10,7 +10,9 @@ from typing import Any
 
 from llog.config import CompactorConfig, OxiaConfig, S3Config, WriterConfig, root_prefix_from_env
 from llog.errors import UnknownTopic
-from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType
+from llog.format.kv.control import ControlRecord
+from llog.format.kv.document import INITIAL_OFFSET
+from llog.format.kv.index import EntryType
 from llog.protocol.append import LogWriter
 from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import CompactionOutcome, Compactor, compact_until_caught_up

@@ -64,7 +64,9 @@ from llog.errors import (
     UnknownTopic,
 )
 from llog.format.codec import RecordBatch, decode_batch, headers_bytes
-from llog.format.documents import INITIAL_OFFSET, ControlRecord, EntryType, IndexedBatch, LogState
+from llog.format.kv.control import ControlRecord, LogState
+from llog.format.kv.document import INITIAL_OFFSET
+from llog.format.kv.index import EntryType, IndexedBatch
 from llog.protocol.read import LogReader, LogRecord, TimestampOffset, readable, records_in
 from llog.protocol.topics import TopicRegistry
 from llog.service.tail_cache import Mark, PartitionId, TailCache, cache_tag

@@ -41,7 +41,7 @@ from typing import Protocol
 from llog.config import WriterConfig
 from llog.errors import ConditionalAppendUnsupported, InvalidPartition, LlogError, LogFenced, UnknownTopic
 from llog.format.codec import Record
-from llog.format.documents import AppendProtocol
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup, validate_group
 from llog.protocol.producers import ProducerIdentity
 from llog.protocol.topics import STALE_TOPIC_MS, TOPIC_CACHE_TTL_MS, TopicRecord, TopicRegistry

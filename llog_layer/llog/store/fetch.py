@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from llog.format.documents import DataRef
 from llog.format.keys import S3Location
+from llog.format.kv.document import DataRef
 from llog.store.object_cache import ObjectCache
 from llog.store.s3 import BlobStore
 

@@ -24,8 +24,8 @@ import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
 from llog.config import default_int
-from llog.format.group_keys import GROUP_PATTERN, MEMBER_ID_PATTERN, RESERVED_GROUPS
 from llog.format.keys import PRODUCER_ID_PATTERN, RESERVED_TOPICS, TOPIC_PATTERN
+from llog.format.kv.groups import GROUP_PATTERN, MEMBER_ID_PATTERN, RESERVED_GROUPS
 from llog.limits import (
     DEFAULT_SESSION_TIMEOUT_MS,
     MAX_PARTITIONS,

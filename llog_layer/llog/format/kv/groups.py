@@ -1,8 +1,12 @@
-"""Keys of the consumer groups (``llog.protocol.groups``, docs/GROUPS.md).
+"""The consumer groups' records (``llog.protocol.groups``, docs/GROUPS.md): their keys and their document.
 
 One Oxia record per group::
 
     {root}/__catalog/groups/{group}        partition_key "__groups/{group}"
+
+    {"generation": 3, "members": {"m-1": {"topics": ["orders"], "session_timeout_ms": 30000,
+     "expires_at_ms": …, "assignment": {"orders": [0, 1]}}}, "partitions": {"orders": 2},
+     "offsets": {"orders": {"0": 42}}, "offset_topics": {"orders": "…"}, "touched_at_ms": …}
 
 ``__catalog`` is a reserved topic name, so no topic's keys can share the
 folder; the registry's ``__catalog/partitions/`` and ``__catalog/topics/``
@@ -18,8 +22,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import msgspec
+
 from llog.errors import InvalidArgument
 from llog.format.keys import DEFAULT_ROOT_PREFIX, validate_root_prefix
+from llog.format.kv.document import NonNegative, decode_document
 
 GROUP_PATTERN = "[A-Za-z0-9._-]{1,249}"  # the topic name rules
 MEMBER_ID_PATTERN = "[A-Za-z0-9._-]{1,128}"
@@ -72,3 +79,34 @@ class GroupKeys:
             return validate_group(key[len(self.prefix) :])
         except InvalidArgument:
             return None
+
+
+class StoredMember(msgspec.Struct, gc=False):
+    topics: list[str]
+    session_timeout_ms: NonNegative
+    expires_at_ms: NonNegative
+    assignment: dict[str, list[NonNegative]]
+
+
+class GroupDocument(msgspec.Struct, kw_only=True, gc=False):
+    """A group's record as stored. ``partitions``: per topic, a count when they are ``0..n-1``, else the list."""
+
+    generation: NonNegative
+    members: dict[str, StoredMember]
+    partitions: dict[str, NonNegative | list[NonNegative]]
+    offsets: dict[str, dict[NonNegative, NonNegative]]  # partition numbers stored as strings (JSON keys)
+    offset_topics: dict[str, str] = {}  # absent in records written before topic identities were kept
+    touched_at_ms: NonNegative
+
+    def encode(self) -> bytes:
+        return _encode_in_field_order(self)
+
+    @classmethod
+    def decode(cls, raw: bytes, group: str) -> GroupDocument:
+        return decode_document(_GROUP, raw, f"the record of group {group!r}")
+
+
+_GROUP = msgspec.json.Decoder(GroupDocument)
+# Not the sorted encoder of the other documents: group records were always written in field order, members and
+# topics sorted by the writer (``GroupState.document``), and each assignment in its own order.
+_encode_in_field_order = msgspec.json.Encoder().encode
