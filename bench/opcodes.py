@@ -247,7 +247,8 @@ def count(
 
 def run(connections: int = 32, requests: int = 3200, cases: Sequence[Case] = CASES) -> list[dict[str, Any]]:
     from llog.service.produce import ProduceEntry
-    from server.serve import LlogServer, ServeServices
+    from server.serve import LlogServer
+    from server.services import ServeServices
 
     counter = Counter()
     counter.install()  # before the server's threads start, so that they are traced too (counting only when on)

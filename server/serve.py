@@ -59,26 +59,16 @@ from functions.consume import app as consume_app
 from functions.produce import app as produce_app
 from llog.api.native.contract import produce_response
 from llog.api.native.errors import client_error
-from llog.config import Limits, WriterConfig, env_int
+from llog.config import Limits, env_int
 from llog.errors import ConfigurationError, LlogError
-from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
-from llog.protocol.read import LogReader
-from llog.service.admin import AdminService
-from llog.service.consume import ConsumeRequest, ConsumeService, PartitionFetch
 from llog.service.groups import GroupService
-from llog.service.produce import PreparedProduce, ProduceService
-from llog.service.tail_cache import TailCache
-from llog.store.oxia import OxiaStore
-from llog.store.s3 import BlobStore
-from llog.store.storage import Storage
 from server import console, events, http11
-from server.batching import BatchingConfig, BatchingProducer
-from server.billing import BillingConfig, S3Billing
 from server.collector import CollectorStats, freeze_startup_heap
 from server.emf import EmfReporter, RequestSample
 from server.http11 import Answer, HttpLimits, HttpServer, Request
 from server.pools import started_pool
 from server.prometheus import BILLING, ConsumerLagReport, operations_json, prometheus_text
+from server.services import CacheClearingAdminService, ServeServices
 
 log = logging.getLogger("llog.serve")
 
@@ -153,114 +143,6 @@ def access_log_from_env(env: Mapping[str, str]) -> str:
     if choice not in ACCESS_LOG_CHOICES:
         raise LlogError(f"{ACCESS_LOG_ENV} must be one of {', '.join(ACCESS_LOG_CHOICES)}, not {choice!r}")
     return choice
-
-
-class Traffic:
-    """Records and bytes produced and consumed (the EMF metrics of a Lambda, which llog serve turns off)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts = {"produced_records": 0, "produced_bytes": 0, "consumed_records": 0, "consumed_bytes": 0}
-
-    def add(self, direction: str, records: int, nbytes: int) -> None:
-        with self._lock:
-            self._counts[f"{direction}_records"] += records
-            self._counts[f"{direction}_bytes"] += nbytes
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
-
-class CountedProduceService(ProduceService):
-    """``ProduceService`` counting what it appended, as the produce handler's ``RecordsProduced`` does."""
-
-    traffic: Traffic
-
-    def finish(
-        self, prepared: PreparedProduce, appended: Sequence[AppendResult], *, cached_only: bool = False
-    ) -> tuple[list[SharedAppendGroup], list[AppendResult]] | None:
-        finished = super().finish(prepared, appended, cached_only=cached_only)
-        if finished is not None:
-            groups, results = finished
-            ok = [i for i, r in enumerate(results) if r.ok]
-            nbytes = sum(produce_app.group_bytes(groups[i]) for i in ok)
-            self.traffic.add("produced", sum(results[i].count for i in ok), nbytes)
-        return finished
-
-
-class CountedConsumeService(ConsumeService):
-    """``ConsumeService`` counting what it returned, as the consume handler's ``RecordsConsumed`` does."""
-
-    traffic: Traffic
-
-    def consume(self, request: ConsumeRequest) -> list[PartitionFetch]:
-        results = super().consume(request)
-        self.traffic.add("consumed", sum(len(r.records) for r in results), sum(r.nbytes for r in results))
-        return results
-
-
-class CacheClearingAdminService(AdminService):
-    """``AdminService`` whose topic delete also empties the tail cache of the topic at once (other tasks
-    learn it from Oxia: the delete fences every partition, a change of ``meta/control`` they are notified of)."""
-
-    def __init__(self, oxia: OxiaStore, *, root: str, writer: LogWriter, tail_cache: TailCache) -> None:
-        super().__init__(oxia, root=root, writer=writer)
-        self.tail_cache = tail_cache
-
-    def delete_topic(self, topic: str) -> dict[str, Any]:
-        try:
-            return super().delete_topic(topic)
-        finally:
-            self.tail_cache.forget_topic(topic)
-
-
-@dataclass
-class ServeServices:
-    """One Oxia store and one S3 client for the whole process, shared by every route."""
-
-    oxia: OxiaStore
-    blobs: BlobStore
-    writer: LogWriter
-    batcher: BatchingProducer
-    tail_cache: TailCache
-    produce: ProduceService
-    consume: ConsumeService
-    root: str
-    billing: S3Billing
-    traffic: Traffic
-
-    @classmethod
-    def from_env(cls) -> ServeServices:
-        """Build everything from ``LLOG_*``; touches no network (Oxia connects on first use)."""
-        storage = Storage.from_env()
-        oxia, blobs, root = storage.oxia, storage.blobs, storage.root
-        cache = TailCache.from_env()
-        writer = LogWriter(
-            storage, config=WriterConfig.from_env(), commit_listener=cache.on_commit if cache.enabled else None
-        )
-        batcher = BatchingProducer(writer, BatchingConfig.from_env())
-        traffic = Traffic()
-        produce = CountedProduceService(writer, batcher=batcher)
-        consume = CountedConsumeService(LogReader(storage), tail_cache=cache)
-        produce.traffic = consume.traffic = traffic
-        return cls(
-            oxia=oxia,
-            blobs=blobs,
-            writer=writer,
-            batcher=batcher,
-            tail_cache=cache,
-            produce=produce,
-            consume=consume,
-            root=root,
-            billing=S3Billing.for_root(blobs, storage.bucket, root, BillingConfig.from_env()),
-            traffic=traffic,
-        )
-
-    def close(self) -> None:
-        """Flush the batcher, then close the Oxia store (shared: closing it twice is harmless)."""
-        self.produce.close()
-        self.consume.close()
 
 
 class RequestIds:
