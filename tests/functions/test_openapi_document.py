@@ -44,3 +44,33 @@ def _refs(value: object) -> list[str]:
     if isinstance(value, list):
         return [ref for item in value for ref in _refs(item)]
     return []
+
+
+def test_the_route_table_of_http_api_md_is_the_routes() -> None:
+    """docs/HTTP_API.md's table of routes names every route with the function that serves it, and nothing else
+    (``llog serve``'s own paths but the console are the ``serve`` operations)."""
+    documented = _route_table((openapi.DOCUMENT.parents[1] / "docs" / "HTTP_API.md").read_text())
+    served = {(route.method, route.resource): route.function for route in routes.ROUTES}
+    served |= {(op.method, op.path): "`llog serve` only" for op in openapi.OPERATIONS if op.tag == "serve"}
+    served[("GET", "/console")] = "`llog serve` only"
+    assert documented == served
+
+
+def _route_table(text: str) -> dict[tuple[str, str], str]:
+    """``(method, path) -> function`` from the table under ``| route | function | what |``; a cell lists
+    `` `METHOD /path` `` items, an item without a method (`` `/leave` ``) replacing the previous path's last
+    segment, with its method."""
+    lines = text.split("| route | function | what |\n", 1)[1].splitlines()[1:]
+    table: dict[tuple[str, str], str] = {}
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        cell, function = (part.strip() for part in line.split("|")[1:3])
+        method = path = ""
+        for item in (part.strip().strip("`") for part in cell.split(",")):
+            if " " in item:
+                method, path = item.split(" ", 1)
+            else:
+                path = path.rsplit("/", 1)[0] + item
+            table[(method, path)] = function
+    return table
