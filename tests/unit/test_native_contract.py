@@ -25,6 +25,8 @@ from llog.api.native.contract import (
     decode_body,
     encode_bytes,
     parse_consume_request,
+    parse_create_topic,
+    parse_grow_topic,
     parse_produce_request,
     produce_response,
 )
@@ -32,6 +34,7 @@ from llog.api.native.errors import RequestRejected, client_error
 from llog.config import LAMBDA_PAYLOAD_LIMIT, Limits
 from llog.errors import (
     AppendOutcomeUnknown,
+    InvalidArgument,
     LlogError,
     LogFenced,
     OffsetOutOfRange,
@@ -39,8 +42,10 @@ from llog.errors import (
     PartitionNotInitialized,
 )
 from llog.format.codec import Record
+from llog.format.kv.control import AppendProtocol
 from llog.protocol.append import AppendResult
 from llog.protocol.read import LogRecord
+from llog.protocol.topics import TopicConfig
 from llog.service.consume import ConsumeRequest, FetchPartition, PartitionFetch
 from llog_client.wire import decode_bytes
 from server.batching import BackPressureRejected
@@ -695,3 +700,28 @@ def test_consume_answers_are_what_their_definition_says():
     assert [r.ok for r in decoded.results] == [True, False, False]
     assert decoded.results[0].records[1].value == bodies.Base64Bytes("AA==")
     assert json.loads(msgspec.json.encode(decoded)) == json.loads(json_bytes(answer))
+
+
+# --- topics -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [None, True, 2.0, "2", [2]])
+def test_a_partition_count_that_is_not_an_integer_is_invalid_partition_count(count: Any):
+    # Every bad count, 0 and "2" alike, is the same error (the decoder would answer the wrong JSON type
+    # InvalidRequest, the range InvalidPartitionCount).
+    for parse, body in (
+        (parse_create_topic, {"topic": "orders", "partitions": count}),
+        (parse_grow_topic, {"partitions": count}),
+    ):
+        with pytest.raises(RequestRejected) as refused:
+            parse(json.dumps(body), LIMITS)
+        assert (refused.value.status, refused.value.error_type) == (400, "InvalidPartitionCount"), body
+
+
+@pytest.mark.parametrize("setting", ["retention_ms", "retention_bytes"])
+def test_a_retention_limit_past_64_bits_is_refused(setting: str):
+    # The decoder keeps 2**64 an exact int: TopicConfig.parse must refuse what no 64-bit reader of the topic
+    # record could hold.
+    _, _, config = parse_create_topic(json.dumps({"topic": "orders", "config": {setting: 2**64}}), LIMITS)
+    with pytest.raises(InvalidArgument, match=setting):
+        TopicConfig.parse(config, default_protocol=AppendProtocol.CAS)

@@ -190,12 +190,15 @@ class TopicState(str, Enum):
     DELETED = "deleted"
 
 
+MAX_LIMIT = 2**63 - 1  # a retention limit any 64-bit reader of the topic record can hold
+
+
 def _limit(doc: Any, name: str) -> int | None:
     value = doc.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgument(f"config.{name} must be a positive integer or null, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidArgument(f"config.{name} must be an integer from 1 to {MAX_LIMIT} or null, got {value!r}")
     return value
 
 

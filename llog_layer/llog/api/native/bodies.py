@@ -63,7 +63,8 @@ Topic = Annotated[
     ),
 ]
 Partition = Annotated[int, _documented(minimum=0, maximum=INT32_MAX, format="int32", examples=[0])]
-PartitionCount = Annotated[int, _documented(minimum=1, maximum=MAX_PARTITIONS, examples=[6])]
+# Any JSON value: a count that is not an integer is an InvalidPartitionCount as much as 0 is (contract).
+PartitionCount = Annotated[Any, _documented(type="integer", minimum=1, maximum=MAX_PARTITIONS, examples=[6])]
 Group = Annotated[
     str,
     Meta(
@@ -408,6 +409,7 @@ class TopicConfig(Struct, forbid_unknown_fields=True):
         int | None,
         _documented(
             minimum=1,
+            maximum=INT64_MAX,
             description="Compacted ranges older than this are removed (docs/RETENTION.md); null: the deployment's "
             "LLOG_RETENTION_MS.",
         ),
@@ -416,6 +418,7 @@ class TopicConfig(Struct, forbid_unknown_fields=True):
         int | None,
         _documented(
             minimum=1,
+            maximum=INT64_MAX,
             description="Per partition: the oldest compacted ranges are removed while it is larger; null: the "
             "deployment's LLOG_RETENTION_BYTES.",
         ),

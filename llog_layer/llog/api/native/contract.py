@@ -288,8 +288,8 @@ def producer_answer(identity: ProducerIdentity) -> bodies.Producer:
 # --- topics --------------------------------------------------------------------------------------------------------
 
 
-def _partition_count(value: int) -> int:
-    if not 1 <= value <= MAX_PARTITIONS:
+def _partition_count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PARTITIONS:
         raise RequestRejected(
             f"partitions must be an integer from 1 to {MAX_PARTITIONS}", error_type="InvalidPartitionCount"
         )
