@@ -9,8 +9,8 @@ Every request becomes an API Gateway REST proxy event handed to the same
 handler Lambda runs (``functions.produce.app.handler``,
 ``functions.consume.app.handler``, ``functions.admin.app.handler``), except a
 ``POST /produce`` without an ``Origin``: the produce handler's own steps answer
-it, without the event and the resolver (``produce_app.parse_produce`` and the
-produce service on the loop, or ``produce_app.serve_produce`` on a pool thread). Unlike a
+it, without the event and the resolver (``llog.api.native.routes``' produce in two steps around the
+group commit on the loop, or ``produce_app.serve_produce`` on a pool thread). Unlike a
 Lambda environment, the process shares one Oxia store, one S3 client, a
 ``BatchingProducer`` (concurrent produce requests become one shared WAL blob)
 and a ``TailCache`` (``LLOG_TAIL_CACHE_MAX_BYTES``, 0 disables it) between
@@ -57,7 +57,7 @@ from functions.common import browser, names, routes, telemetry
 from functions.common.http import answer_error, json_bytes
 from functions.consume import app as consume_app
 from functions.produce import app as produce_app
-from llog.api.native.contract import produce_response
+from llog.api.native import routes as native
 from llog.api.native.errors import client_error
 from llog.config import Limits, env_int
 from llog.errors import ConfigurationError, LlogError
@@ -425,16 +425,16 @@ class LlogServer:
         request_id = self.request_ids.next()
         service = self.services.produce
         try:
-            prepared = service.prepare(produce_app.parse_produce(request.body or None), cached_only=True)
+            prepared = native.produce_prepared(service, request.body or None, self.limits, cached_only=True)
             if prepared is None:
                 return None
             appended = await self.services.batcher.submit_on(loop, prepared.ready_groups) if prepared.ready else []
-            finished = service.finish(prepared, appended, cached_only=True)
-            if finished is None:
-                finished = await loop.run_in_executor(self._pool, functools.partial(service.finish, prepared, appended))
-                assert finished is not None
-            status, document = produce_response(finished[1])
-            return self._produce_answer(status, {"X-Request-Id": request_id}, document)
+            produced = native.produce_answer(service, prepared, appended, cached_only=True)
+            if produced is None:
+                answer = functools.partial(native.produce_answer, service, prepared, appended, cached_only=False)
+                produced = await loop.run_in_executor(self._pool, answer)
+                assert produced is not None
+            return self._produce_answer(produced.status, {"X-Request-Id": request_id}, produced.body)
         except Exception as exc:  # logged on a pool thread: Powertools' logger writes to stdout as it is called
             error = functools.partial(answer_error, produce_app.telemetry, exc, request_id)
             status, refusal, headers = await loop.run_in_executor(self._pool, error)

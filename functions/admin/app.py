@@ -22,11 +22,9 @@ only by the first fence, unfence or compaction.
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -38,8 +36,6 @@ from functions.common.telemetry import Telemetry
 from llog.api.native import bodies
 from llog.api.native.bodies import answer
 from llog.config import Limits, broker_id_from_env
-from llog.errors import InvalidPartition
-from llog.format.keys import validate_partition, validate_topic
 
 if TYPE_CHECKING:
     from llog.service.admin import AdminService
@@ -93,14 +89,6 @@ def health(context: LambdaContext) -> dict[str, Any]:
     }
 
 
-def partition_id(topic: str, partition: str) -> tuple[str, int]:
-    """Validated path parameters; ``InvalidTopicName``/``InvalidPartition`` (400) otherwise."""
-    topic = validate_topic(unquote(topic))
-    if not re.fullmatch(r"[0-9]{1,10}", partition):
-        raise InvalidPartition(f"invalid partition {partition!r}: expected a non-negative decimal integer")
-    return topic, validate_partition(int(partition))
-
-
 def compact_budget_s(context: LambdaContext) -> float:
     """``COMPACT_BUDGET_S``, or less when the function has less time left."""
     remaining_s = context.get_remaining_time_in_millis() / 1000 - COMPACT_SAFETY_MARGIN_S
@@ -116,60 +104,64 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.get("/topics")
     def get_topics() -> Response[str]:
-        return json_response(200, answer(bodies.Topics, _service.get().topics()))
+        from llog.api.native import routes
+
+        return json_response(*routes.list_topics(_service.get))
 
     @app.post("/topics")
     def create_topic() -> Response[str]:
-        from llog.api.native.contract import parse_create_topic
+        from llog.api.native import routes
 
-        topic, partitions, config = parse_create_topic(request_body(app.current_event), _limits.get())
-        created, description = _service.get().create_topic(topic, partitions, config)
-        return json_response(201 if created else 200, answer(bodies.TopicDescription, description))
+        return json_response(*routes.create_topic(_service.get, request_body(app.current_event), _limits.get()))
 
     @app.get("/topics/<topic>")
     def describe_topic(topic: str) -> Response[str]:
-        description = _service.get().describe_topic(validate_topic(unquote(topic)))
-        return json_response(200, answer(bodies.TopicDescription, description))
+        from llog.api.native import routes
+
+        return json_response(*routes.describe_topic(_service.get, topic))
 
     @app.delete("/topics/<topic>")
     def delete_topic(topic: str) -> Response[str]:
-        return json_response(
-            200, answer(bodies.TopicDeleted, _service.get().delete_topic(validate_topic(unquote(topic))))
-        )
+        from llog.api.native import routes
+
+        return json_response(*routes.delete_topic(_service.get, topic))
 
     @app.post("/topics/<topic>/partitions")
     def grow_topic(topic: str) -> Response[str]:
-        from llog.api.native.contract import parse_grow_topic
+        from llog.api.native import routes
 
-        name = validate_topic(unquote(topic))
-        partitions = parse_grow_topic(request_body(app.current_event), _limits.get())
-        return json_response(200, answer(bodies.TopicDescription, _service.get().grow_topic(name, partitions)))
+        return json_response(*routes.grow_topic(_service.get, topic, request_body(app.current_event), _limits.get()))
 
     @app.get("/topics/<topic>/partitions/<partition>")
     def get_partition(topic: str, partition: str) -> Response[str]:
-        t, p = partition_id(topic, partition)
-        return json_response(200, answer(bodies.PartitionStatus, _service.get().status(t, p)))
+        from llog.api.native import routes
+
+        return json_response(*routes.partition_status(_service.get, topic, partition))
 
     @app.get("/topics/<topic>/partitions/<partition>/storage")
     def get_partition_storage(topic: str, partition: str) -> Response[str]:
-        t, p = partition_id(topic, partition)
-        return json_response(200, answer(bodies.PartitionStorage, _service.get().storage_usage(t, p)))
+        from llog.api.native import routes
+
+        return json_response(*routes.partition_storage(_service.get, topic, partition))
 
     @app.post("/topics/<topic>/partitions/<partition>/compact")
     def compact(topic: str, partition: str) -> Response[str]:
-        t, p = partition_id(topic, partition)
-        compacted = _service.get().compact(t, p, budget_s=compact_budget_s(app.lambda_context))
-        return json_response(200, answer(bodies.CompactionPass, compacted))
+        from llog.api.native import routes
+
+        budget_s = compact_budget_s(app.lambda_context)
+        return json_response(*routes.compact(_service.get, topic, partition, budget_s=budget_s))
 
     @app.post("/topics/<topic>/partitions/<partition>/fence")
     def fence(topic: str, partition: str) -> Response[str]:
-        t, p = partition_id(topic, partition)
-        return json_response(200, answer(bodies.PartitionState, _service.get().fence(t, p)))
+        from llog.api.native import routes
+
+        return json_response(*routes.fence(_service.get, topic, partition))
 
     @app.post("/topics/<topic>/partitions/<partition>/unfence")
     def unfence(topic: str, partition: str) -> Response[str]:
-        t, p = partition_id(topic, partition)
-        return json_response(200, answer(bodies.PartitionState, _service.get().unfence(t, p)))
+        from llog.api.native import routes
+
+        return json_response(*routes.unfence(_service.get, topic, partition))
 
     return app
 

@@ -1,6 +1,6 @@
 """``POST /consume``, ``POST /offsets`` and the consumer-group routes ``/groups...``, answered per docs/HTTP_API.md.
 
-``POST /consume``: parse with ``llog.api.native.contract``, fetch with ``ConsumeService``.
+Each route is ``llog.api.native.routes``'s: ``POST /consume`` parses, fetches with ``ConsumeService`` and answers.
 ``POST /offsets``: each partition's offset for a time, ``earliest`` or ``latest``
 (Kafka's ListOffsets; docs/RECOVERY.md, "Offset for a timestamp").
 ``GET /groups``, ``GET /groups/{group}``, ``POST /groups/{group}/join``,
@@ -23,7 +23,6 @@ imported with it, not with this module (the Lambda init phase).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
@@ -32,8 +31,6 @@ from functions.common import names
 from functions.common.http import create_resolver, json_response, request_body, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
-from llog.api.native import bodies
-from llog.api.native.bodies import answer
 from llog.config import Limits
 
 if TYPE_CHECKING:
@@ -76,72 +73,65 @@ def reset() -> None:
 def create_app() -> APIGatewayRestResolver:
     app = create_resolver(telemetry)
 
+    def body() -> str | bytes | None:
+        return request_body(app.current_event)
+
     @app.post("/consume")
     def consume() -> Response[str]:
-        from llog.api.native.contract import consume_response, parse_consume_request
+        from llog.api.native import routes
 
-        request = parse_consume_request(request_body(app.current_event), _limits.get())
-        results = _service.get().consume(request)
-        status, body = consume_response(results)
+        consumed = routes.consume(_service.get, body(), _limits.get())
+        results = consumed.results
         telemetry.metric("RecordsConsumed", MetricUnit.Count, sum(len(r.records) for r in results))
         telemetry.metric("BytesConsumed", MetricUnit.Bytes, sum(r.nbytes for r in results))
         telemetry.errors(None if r.error is None else r.error.error_type for r in results)
-        return json_response(status, body)
+        return json_response(consumed.status, consumed.body)
 
     @app.post("/offsets")
     def list_offsets() -> Response[str]:
-        from llog.api.native.contract import offsets_response, parse_offsets_request
+        from llog.api.native import routes
 
-        request = parse_offsets_request(request_body(app.current_event), _limits.get())
-        answers = _service.get().list_offsets(request)
+        status, offsets, answers = routes.list_offsets(_service.get, body(), _limits.get())
         telemetry.errors(None if a.error is None else a.error.error_type for a in answers)
-        return json_response(*offsets_response(answers))
+        return json_response(status, offsets)
 
     @app.get("/groups")
     def list_groups() -> Response[str]:
-        return json_response(200, answer(bodies.Groups, _groups.get().list_groups()))
+        from llog.api.native import routes
+
+        return json_response(*routes.list_groups(_groups.get))
 
     @app.get("/groups/<group>")
     def describe_group(group: str) -> Response[str]:
-        return json_response(200, answer(bodies.GroupDescription, _groups.get().describe(unquote(group))))
+        from llog.api.native import routes
+
+        return json_response(*routes.describe_group(_groups.get, group))
 
     @app.post("/groups/<group>/join")
     def join_group(group: str) -> Response[str]:
-        from llog.api.native.contract import parse_group_join
+        from llog.api.native import routes
 
-        request = parse_group_join(request_body(app.current_event), _limits.get())
-        joined = _groups.get().join(
-            unquote(group), request.topics, session_timeout_ms=request.session_timeout_ms, member_id=request.member_id
-        )
-        return json_response(200, answer(bodies.GroupJoinResponse, joined))
+        return json_response(*routes.join_group(_groups.get, group, body(), _limits.get()))
 
     @app.post("/groups/<group>/heartbeat")
     def heartbeat(group: str) -> Response[str]:
-        from llog.api.native.contract import parse_group_heartbeat
+        from llog.api.native import routes
 
-        request = parse_group_heartbeat(request_body(app.current_event), _limits.get())
-        beat = _groups.get().heartbeat(unquote(group), request.member_id, request.generation)
-        return json_response(200, answer(bodies.GroupHeartbeatResponse, beat))
+        return json_response(*routes.heartbeat(_groups.get, group, body(), _limits.get()))
 
     @app.post("/groups/<group>/leave")
     def leave_group(group: str) -> Response[str]:
-        from llog.api.native.contract import parse_group_leave
+        from llog.api.native import routes
 
-        request = parse_group_leave(request_body(app.current_event), _limits.get())
-        return json_response(
-            200, answer(bodies.GroupLeaveResponse, _groups.get().leave(unquote(group), request.member_id))
-        )
+        return json_response(*routes.leave_group(_groups.get, group, body(), _limits.get()))
 
     @app.post("/groups/<group>/commit")
     def commit_offsets(group: str) -> Response[str]:
-        from llog.api.native.contract import parse_group_commit
+        from llog.api.native import routes
 
-        member_id, generation, offsets = parse_group_commit(request_body(app.current_event), _limits.get())
-        committed = answer(
-            bodies.GroupCommitResponse, _groups.get().commit(unquote(group), member_id, generation, offsets)
-        )
+        status, committed = routes.commit_offsets(_groups.get, group, body(), _limits.get())
         telemetry.metric("OffsetsCommitted", MetricUnit.Count, len(committed.committed))
-        return json_response(200, committed)
+        return json_response(status, committed)
 
     return app
 

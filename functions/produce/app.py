@@ -1,5 +1,5 @@
-"""``POST /produce``: parse with ``llog.api.native.contract``, append with ``ProduceService``, answer per
-docs/HTTP_API.md.
+"""``POST /produce``: ``llog.api.native.routes.produce`` (parse, append with ``ProduceService``, answer per
+docs/HTTP_API.md).
 
 ``POST /producers`` issues an idempotent producer id, or bumps a given id's epoch.
 
@@ -39,8 +39,9 @@ from llog.config import Limits
 from llog.format.codec import records_bytes
 
 if TYPE_CHECKING:
+    from llog.api.native.routes import Produced
     from llog.protocol.append import SharedAppendGroup
-    from llog.service.produce import ProduceEntry, ProduceService
+    from llog.service.produce import ProduceService
 
 
 def create_service() -> ProduceService:
@@ -69,26 +70,24 @@ def group_bytes(group: SharedAppendGroup) -> int:
     return records_bytes(group.records)
 
 
-def parse_produce(body: str | bytes | None) -> list[ProduceEntry | SharedAppendGroup]:
-    """A ``POST /produce`` body's entries; raises what ``answer_error`` answers with a 4xx."""
-    from llog.api.native.contract import parse_produce_request
-
-    return parse_produce_request(body, _limits.get())
-
-
-def produce_document(body: str | bytes | None) -> tuple[int, Any]:
-    """``POST /produce``: the answer's status and document; what it raises is answered by ``answer_error``."""
-    from llog.api.native.contract import produce_response
-
-    entries = parse_produce(body)  # a bad request is refused before the service (its clients) is created
-    groups, results = _service.get().produce_groups(entries)
-    status, document = produce_response(results)
-    if telemetry.enabled():  # not under llog serve, which counts for itself: no pass over the records
+def count(produced: Produced) -> None:
+    """``RecordsProduced``, ``BytesProduced`` and the errors of an answered produce (not under llog serve, which
+    counts for itself: no pass over the records)."""
+    if telemetry.enabled():
+        groups, results = produced.groups, produced.results
         ok = [i for i, r in enumerate(results) if r.ok]
         telemetry.metric("RecordsProduced", MetricUnit.Count, sum(results[i].count for i in ok))
         telemetry.metric("BytesProduced", MetricUnit.Bytes, sum(group_bytes(groups[i]) for i in ok))
         telemetry.errors(r.error_type for r in results)
-    return status, document
+
+
+def produce_document(body: str | bytes | None) -> tuple[int, Any]:
+    """``POST /produce``: the answer's status and document; what it raises is answered by ``answer_error``."""
+    from llog.api.native import routes
+
+    produced = routes.produce(_service.get, body, _limits.get())
+    count(produced)
+    return produced.status, produced.body
 
 
 def serve_produce(body: bytes | None, request_id: str) -> tuple[int, dict[str, str], Any]:
@@ -115,10 +114,9 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.post("/producers")
     def producers() -> Response[str]:
-        from llog.api.native.contract import parse_producers_request, producer_answer
+        from llog.api.native import routes
 
-        producer_id = parse_producers_request(request_body(app.current_event), _limits.get())
-        return json_response(200, producer_answer(_service.get().producer(producer_id)))
+        return json_response(*routes.producers(_service.get, request_body(app.current_event), _limits.get()))
 
     return app
 
