@@ -17,7 +17,7 @@ import base64
 import binascii
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from msgspec import UNSET
@@ -309,18 +309,28 @@ def parse_grow_topic(raw: str | bytes | None, limits: Limits) -> int:
 
 # --- consume -------------------------------------------------------------------------------------------------------
 
+Fetched = TypeVar("Fetched", bodies.FetchTopicPartition, bodies.OffsetQuery)
 
-def parse_consume_request(raw: str | bytes | None, limits: Limits) -> ConsumeRequest:
-    request = decode_body(raw, bodies.ConsumeRequest, limits)
-    _entry_count(request.topic_partitions, limits)
-    partitions = []
+
+def _distinct_partitions(items: list[Fetched], limits: Limits) -> list[tuple[Fetched, str, int]]:
+    """Each entry with its checked topic and partition; a partition named twice is refused."""
+    _entry_count(items, limits)
+    found = []
     seen = set()
-    for i, item in enumerate(request.topic_partitions):
+    for i, item in enumerate(items):
         where = f"topic_partitions[{i}]"
         topic, partition = _topic(item.topic, where), _partition(item.partition, where)
         if (topic, partition) in seen:
             raise RequestRejected(f"{where} repeats {topic}/{partition}")
         seen.add((topic, partition))
+        found.append((item, topic, partition))
+    return found
+
+
+def parse_consume_request(raw: str | bytes | None, limits: Limits) -> ConsumeRequest:
+    request = decode_body(raw, bodies.ConsumeRequest, limits)
+    partitions = []
+    for item, topic, partition in _distinct_partitions(request.topic_partitions, limits):
         max_bytes = (
             limits.default_partition_max_bytes if item.partition_max_bytes is UNSET else item.partition_max_bytes
         )
@@ -378,17 +388,10 @@ def parse_offsets_request(raw: str | bytes | None, limits: Limits) -> list[Offse
     """``POST /offsets``: ``topic_partitions`` of ``{topic, partition, timestamp_ms}``; a time may be
     ``"earliest"`` or ``"latest"``."""
     request = decode_body(raw, bodies.OffsetsRequest, limits)
-    _entry_count(request.topic_partitions, limits)
-    queries = []
-    seen = set()
-    for i, item in enumerate(request.topic_partitions):
-        where = f"topic_partitions[{i}]"
-        topic, partition = _topic(item.topic, where), _partition(item.partition, where)
-        if (topic, partition) in seen:
-            raise RequestRejected(f"{where} repeats {topic}/{partition}")
-        seen.add((topic, partition))
-        queries.append(OffsetQuery(topic, partition, item.timestamp_ms))
-    return queries
+    return [
+        OffsetQuery(topic, partition, item.timestamp_ms)
+        for item, topic, partition in _distinct_partitions(request.topic_partitions, limits)
+    ]
 
 
 def offsets_response(answers: Sequence[OffsetAnswer]) -> tuple[int, bodies.OffsetsResponse]:
