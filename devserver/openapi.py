@@ -23,6 +23,7 @@ import msgspec
 
 from functions.common import routes
 from llog.api.native import bodies
+from llog.api.native.errors import Error
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "functions" / "openapi.json"
 OPENAPI_VERSION = "3.1.0"
@@ -51,7 +52,6 @@ UNAVAILABLE = "Oxia or S3 unavailable (retriable)"
 GROUP_UNAVAILABLE = "Oxia unavailable, or the group's record kept changing under the request (retriable)"
 BAD_PARTITION = "Invalid topic or partition"
 NOT_INITIALIZED = "The partition is not initialized"
-Error = bodies.Error
 
 # fmt: off
 OPERATIONS: tuple[Operation, ...] = (
@@ -493,9 +493,9 @@ def _content(body: Any) -> dict[str, Any]:
 def _answers(operation: Operation) -> dict[str, Any]:
     answers = dict(operation.responses)
     if operation.tag != "serve":
-        answers.update({status: (text, bodies.Error) for status, text in COMMON_ANSWERS.items()})
+        answers.update({status: (text, Error) for status, text in COMMON_ANSWERS.items()})
         if operation.method != "GET":
-            answers.setdefault(415, (UNSUPPORTED_MEDIA_TYPE, bodies.Error))
+            answers.setdefault(415, (UNSUPPORTED_MEDIA_TYPE, Error))
     document: dict[str, Any] = {}
     for status, (text, body) in sorted(answers.items()):
         answer: dict[str, Any] = {"description": text}

@@ -33,8 +33,6 @@ from functions.common import names
 from functions.common.http import create_resolver, json_response, request_body, resolver_handler
 from functions.common.lazy import Lazy
 from functions.common.telemetry import Telemetry
-from llog.api.native import bodies
-from llog.api.native.bodies import answer
 from llog.config import Limits, broker_id_from_env
 
 if TYPE_CHECKING:
@@ -100,7 +98,9 @@ def create_app() -> APIGatewayRestResolver:
 
     @app.get("/health")
     def get_health() -> Response[str]:
-        return json_response(200, answer(bodies.Health, health(app.lambda_context)))
+        from llog.api.native.bodies import Health, answer
+
+        return json_response(200, answer(Health, health(app.lambda_context)))
 
     @app.get("/topics")
     def get_topics() -> Response[str]:

@@ -1,6 +1,6 @@
 """Code shared by llog's functions (deployed with each of them).
 
-For all six:
+For all eight:
 
 * ``names``: the functions' names and their metric namespace (no imports: infra reads it);
 * ``telemetry``: Logger, Metrics (EMF) and Tracer per function, one handler decorator;
@@ -9,8 +9,8 @@ For all six:
 For the three behind the REST API:
 
 * ``routes``: the route table (which function serves which path and methods);
-* ``errors``: the one mapping from errors to HTTP statuses and bodies;
-* ``http``: Powertools resolver with JSON 404/405/error answers.
+* ``http``: Powertools resolver with JSON 404/405/error answers (the answers themselves, and the
+  mapping from errors to statuses, are ``llog.api.native``'s).
 
-``names``, ``routes``, ``errors`` and ``lazy`` do not import Powertools.
+``names``, ``routes`` and ``lazy`` do not import Powertools.
 """

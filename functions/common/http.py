@@ -48,8 +48,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from functions.common import browser, cors, routes
 from functions.common.lazy import PerThread
 from functions.common.telemetry import Handler, Telemetry
-from llog.api.native.bodies import Error
-from llog.api.native.errors import RequestRejected, client_error, error_answer
+from llog.api.native.errors import Error, RequestRejected, client_error, error_answer
 from llog.config import cors_origins_from_env
 from llog.errors import LlogError
 

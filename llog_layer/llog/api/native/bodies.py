@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
 
+from llog.api.native.errors import Error
 from llog.config import default_int
 from llog.format.keys import PRODUCER_ID_PATTERN, RESERVED_TOPICS, TOPIC_PATTERN
 from llog.format.kv.groups import GROUP_PATTERN, MEMBER_ID_PATTERN, RESERVED_GROUPS
@@ -367,28 +368,6 @@ class OffsetResult(Struct, omit_defaults=True, forbid_unknown_fields=True):
 
 class OffsetsResponse(Struct, forbid_unknown_fields=True):
     results: list[OffsetResult]
-
-
-# --- errors ---------------------------------------------------------------------------------------------------------
-
-
-class Error(Struct, omit_defaults=True, forbid_unknown_fields=True):
-    error: Annotated[str, Meta(description="What went wrong, for people.")]
-    error_type: Annotated[
-        str,
-        Meta(
-            description="Stable name: InvalidRequest, LimitExceeded, PayloadTooLarge, InvalidTopicName, "
-            "InvalidPartition, NotFound, MethodNotAllowed, UnsupportedMediaType, PartitionNotInitialized, "
-            "UnknownTopic, TopicExists, TopicDeleted, InvalidPartitionCount, OxiaUnavailable, ConfigurationError, "
-            "InternalError, ...",
-            examples=["InvalidRequest"],
-        ),
-    ]
-    retriable: Annotated[bool, Meta(description="Whether the same request may succeed later.")]
-    topic: Annotated[
-        str | None,
-        Meta(description="With UnknownTopic: the topic that does not exist (a consumer drops its partitions)."),
-    ] = None
 
 
 # --- topics and partitions ------------------------------------------------------------------------------------------

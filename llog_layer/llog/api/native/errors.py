@@ -26,7 +26,10 @@ handler imports it at its cold start.
 
 from __future__ import annotations
 
-from llog.api.native.bodies import Error
+from typing import Annotated
+
+from msgspec import Meta, Struct
+
 from llog.errors import (
     InvalidArgument,
     LlogError,
@@ -47,6 +50,29 @@ from llog.errors import (
 )
 
 RETRY_AFTER_S = 1
+
+
+# One of the answers of ``bodies``, defined here: every handler loads it at its cold start, where ``bodies`` would
+# add the creation of all the other definitions.
+class Error(Struct, omit_defaults=True, forbid_unknown_fields=True):
+    """The body of every error answer."""
+
+    error: Annotated[str, Meta(description="What went wrong, for people.")]
+    error_type: Annotated[
+        str,
+        Meta(
+            description="Stable name: InvalidRequest, LimitExceeded, PayloadTooLarge, InvalidTopicName, "
+            "InvalidPartition, NotFound, MethodNotAllowed, UnsupportedMediaType, PartitionNotInitialized, "
+            "UnknownTopic, TopicExists, TopicDeleted, InvalidPartitionCount, OxiaUnavailable, ConfigurationError, "
+            "InternalError, ...",
+            examples=["InvalidRequest"],
+        ),
+    ]
+    retriable: Annotated[bool, Meta(description="Whether the same request may succeed later.")]
+    topic: Annotated[
+        str | None,
+        Meta(description="With UnknownTopic: the topic that does not exist (a consumer drops its partitions)."),
+    ] = None
 
 
 class RequestRejected(LlogError):
