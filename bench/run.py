@@ -24,6 +24,7 @@ from bench import (  # noqa: E402
     discovery,
     documents,
     export,
+    gc_scale,
     http_bodies,
     idempotent,
     lambda_warm,
@@ -163,6 +164,22 @@ def main() -> int:
         "case) and one whose entries are all compacted (bisected on their log max timestamp). Each row is the "
         "median of 5 lookups with the Oxia reads and S3 GETs of one (docs/RECOVERY.md, \"Offset for a timestamp\").\n\n"
         + timestamps_table,
+    ))
+
+    print("GC scale benchmark ...", flush=True)
+    sections.append((
+        "Garbage collection of WAL blobs: per-operation costs and whole runs against the cost model",
+        "bench/gc_scale.py",
+        "The latencies the cost model's GC capacity assumes (bench/cost/inputs.py `Latency`; docs/COST.md, "
+        "\"Garbage collection capacity\") measured on a local Oxia standalone (fsync off) and VersityGW, medians "
+        "of 5; then whole WAL runs (`collect(wal_only=True)`, clock past the grace) over 100 registered "
+        "partitions of 3 uncompacted entries each, deleting 10,000 unreferenced blobs put under `wal-shared/`: "
+        "judged from the references alone (*unread*, the steady state) at read concurrency 1 and 16, and by their "
+        "headers (*by header*: the namespace's identity created after the blobs) at 16; *nothing to delete* is a "
+        "run's fixed cost (the references, the registry, one listing). The model columns apply `gc_capacity`'s "
+        "page formula without S3's request rate per prefix (a local server has none). A shared 2-core machine "
+        "with local servers is not AWS: the ratios say which assumption to look at, not what S3 does.\n\n"
+        + measured(lambda: gc_scale.report(gc_scale.run(partitions=100, blobs=10_000, runs=5))),
     ))
 
     print("export benchmark ...", flush=True)
