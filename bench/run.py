@@ -177,8 +177,13 @@ def main() -> int:
         "judged from the references alone (*unread*, the steady state) at read concurrency 1 and 16, and by their "
         "headers (*by header*: the namespace's identity created after the blobs) at 16; *nothing to delete* is a "
         "run's fixed cost (the references, the registry, one listing). The model columns apply `gc_capacity`'s "
-        "page formula without S3's request rate per prefix (a local server has none). A shared 2-core machine "
-        "with local servers is not AWS: the ratios say which assumption to look at, not what S3 does.\n\n"
+        "page formula without S3's request rate per prefix (a local server has none). A run sends its deletes "
+        "once 10,000 blobs are judged (`gc.DELETE_BATCH`, one namespace check each), so in a run of 10,000 they "
+        "follow the listing instead of going beside it, as the formula has them. A shared 2-core machine with "
+        "local servers is not AWS: the client's CPU (botocore parsing a LIST page) and the server's (VersityGW "
+        "deleting files) share the two cores; the ratios say which assumption to look at, not what S3 does. On "
+        "its own: `PATH=.tools/bin:$PATH .venv/bin/python bench/gc_scale.py --partitions 100 --blobs 10000 "
+        "--runs 5` (`--json` for the numbers).\n\n"
         + measured(lambda: gc_scale.report(gc_scale.run(partitions=100, blobs=10_000, runs=5))),
     ))
 
