@@ -11,6 +11,9 @@ VersityGW (a real S3 server, objects on disk), the per-operation costs the cost 
 * one partition's WAL references (``GarbageCollector._partition_references``: control, cursor and index
   scan), a partition with ``APPENDS_PER_PARTITION`` uncompacted entries (the median over the partitions).
 
+Each with this process's CPU time during the call: on a shared machine the collector's client and the local
+servers compete for the same cores, so this tells the client's share from the server's.
+
 Then whole WAL runs (``collect(wal_only=True)``) of a collector whose clock is ahead by more than the grace:
 ``--partitions`` registered partitions, each with ``APPENDS_PER_PARTITION`` committed appends, and
 ``--blobs`` old unreferenced blobs put directly under ``wal-shared/`` with UUIDv7 names:
@@ -23,7 +26,8 @@ Then whole WAL runs (``collect(wal_only=True)``) of a collector whose clock is a
 * *nothing to delete*: a run on the same log without garbage: reading the partitions' references, the
   registry and one short listing.
 
-    .venv/bin/python bench/gc_scale.py [--partitions 100] [--blobs 10000] [--runs 5] [--json]
+    PATH=.tools/bin:$PATH .venv/bin/python bench/gc_scale.py [--partitions 100] [--blobs 10000] [--runs 5]
+        [--s3-server versitygw|moto] [--json]
 """
 
 from __future__ import annotations
