@@ -7,7 +7,8 @@
   reported. A task that keeps failing moves to ``dead_letter_queue`` after
   ``MAX_RECEIVE_COUNT`` receives.
 * The queue's visibility timeout is 6x the worker timeout (AWS's advice for event sources).
-* EventBridge Scheduler invokes GC on ``llog:gcSchedule`` (default hourly).
+* EventBridge Scheduler invokes GC on ``llog:gcSchedule`` (default hourly), and its WAL step alone on
+  ``llog:walGcSchedule`` (default every 10 minutes).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from functions.common import names
 from infra.schedules import ScheduledInvocation, schedule_invocations
 
 MAX_RECEIVE_COUNT = 5
@@ -42,6 +44,7 @@ class Compaction(Construct):
         max_concurrency: int,
         compaction_schedule: str,
         gc_schedule: str,
+        wal_gc_schedule: str,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -91,6 +94,16 @@ class Compaction(Construct):
                 "GcSchedule": ScheduledInvocation(
                     gc, gc_schedule, f"llog {stage}: garbage collection", GC_MAX_EVENT_AGE
                 ),
+                # The WAL blobs alone, often: each run deletes what passed the grace since the last, so S3's
+                # DELETE rate per prefix is spread over the hour (docs/GC.md, "Schedules").
+                "WalGcSchedule": ScheduledInvocation(
+                    gc,
+                    wal_gc_schedule,
+                    f"llog {stage}: garbage collection of WAL blobs",
+                    GC_MAX_EVENT_AGE,
+                    payload=names.GC_WAL_EVENT,
+                ),
             },
         )
         self.planner_schedule, self.gc_schedule = schedules["PlannerSchedule"], schedules["GcSchedule"]
+        self.wal_gc_schedule = schedules["WalGcSchedule"]

@@ -236,6 +236,15 @@ class Observability(Construct):
                 title="llog: records compacted", left=[metric("RecordsCompacted", names.COMPACTION_WORKER)], width=6
             ),
         )
+        # Whether GC keeps up (docs/GC.md, "Schedules"): blobs past the grace it listed, deleted, and kept because
+        # a partition still references them (what compaction's lag pins).
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="llog: WAL blobs GC listed / deleted / kept referenced",
+                left=[metric(name, names.GC) for name in ("WalBlobsSeen", "WalBlobsDeleted", "WalBlobsReferenced")],
+                width=WIDTH,
+            )
+        )
         # One line per group, topic and partition, whichever exist: the planner emits ConsumerLag for
         # every partition a consumer group has committed in (docs/GROUPS.md).
         consumer_lag = cw.MathExpression(

@@ -21,11 +21,19 @@ SCHEDULE_RETRY_ATTEMPTS = 2
 class ScheduledInvocation:
     """What to invoke on a schedule: the function, its schedule expression, and how late a run may start."""
 
-    def __init__(self, function: lambda_.IFunction, expression: str, description: str, max_event_age: Duration):
+    def __init__(
+        self,
+        function: lambda_.IFunction,
+        expression: str,
+        description: str,
+        max_event_age: Duration,
+        payload: Mapping[str, str] | None = None,
+    ):
         self.function = function
         self.expression = expression
         self.description = description
         self.max_event_age = max_event_age
+        self.payload = payload  # the event the function receives (None: the scheduler's own)
 
 
 def schedule_invocations(
@@ -51,6 +59,9 @@ def schedule_invocations(
             schedule=scheduler.ScheduleExpression.expression(invocation.expression),
             target=targets.LambdaInvoke(
                 invocation.function,
+                input=None
+                if invocation.payload is None
+                else scheduler.ScheduleTargetInput.from_object(dict(invocation.payload)),
                 retry_attempts=SCHEDULE_RETRY_ATTEMPTS,
                 max_event_age=invocation.max_event_age,
                 role=role,

@@ -259,6 +259,7 @@ class LlogSettings:
     root_prefix: str
     compaction_schedule: str
     gc_schedule: str
+    wal_gc_schedule: str
     gc_grace_period_hours: int
     log_retention_days: int
     access_log_retention_days: int
@@ -378,6 +379,7 @@ class LlogSettings:
             root_prefix=root_prefix,
             compaction_schedule=_schedule(r, "compactionSchedule", "rate(1 minute)"),
             gc_schedule=_schedule(r, "gcSchedule", "rate(1 hour)"),
+            wal_gc_schedule=_schedule(r, "walGcSchedule", "rate(10 minutes)"),
             gc_grace_period_hours=r.integer("gcGracePeriodHours", 24, 1, 24 * 90),
             log_retention_days=log_retention,
             access_log_retention_days=access_log_retention,

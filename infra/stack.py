@@ -124,6 +124,7 @@ class LlogStack(Stack):
             max_concurrency=settings.compaction_max_concurrency,
             compaction_schedule=settings.compaction_schedule,
             gc_schedule=settings.gc_schedule,
+            wal_gc_schedule=settings.wal_gc_schedule,
             removal_policy=removal,
         )
         self.recovery = Recovery(

@@ -35,7 +35,7 @@ from bench.cost.inputs import (
 )
 from bench.cost.kinesis import kinesis_per_million, kinesis_retention_split
 from bench.cost.money import fixed_monthly, fleet_monthly, per_gb, per_million
-from bench.cost.operations import billed_gb_seconds, front_door_requests, front_door_tiers, gb_months, transfer_ms
+from bench.cost.operations import billed_gb_seconds, front_door_requests, front_door_tiers, gb_months
 
 Monthly = Callable[[float], float]
 
@@ -190,32 +190,46 @@ def one_more_topic(a: Assumptions) -> dict[str, float]:
     }
 
 
-def gc_capacity(a: Assumptions) -> dict[str, float]:
-    """The produce rate (requests/s) up to which GC keeps up in Lambda, where every request is one WAL blob.
+def gc_capacity(a: Assumptions) -> dict[str, Any]:
+    """The produce rate (requests/s) up to which GC keeps up in Lambda, where every request is one WAL blob,
+    over ``gc_capacity_partitions`` partitions.
 
-    Two bounds: the deletion cap (``LLOG_GC_MAX_DELETES_PER_RUN`` per scheduled run), and the function's
-    timeout, within which a run lists the whole WAL prefix (the grace period's blobs and the run's own,
-    one LIST page after another) and reads the header of every blob past the grace,
-    ``gc_read_concurrency`` at a time. The read and LIST latencies are assumptions (``Latency``).
+    GC's WAL step runs every ``wal_gc_interval_s`` (``llog:walGcSchedule``): it reads every partition's WAL
+    references (``wal_gc_oxia_reads_per_partition`` Oxia reads each, ``gc_read_concurrency`` at a time), lists
+    the blobs that passed the grace since the last run (one LIST page after another) and deletes them unread
+    (DeleteObjects of ``gc_delete_batch`` keys, ``gc_read_concurrency`` in flight beside the listing). It keeps
+    up while a run handles an interval's blobs within the interval (and the function's timeout): per page of
+    blobs, the slowest of the LIST page, the DeleteObjects calls over their concurrency and S3's request rate
+    per prefix. The deletion cap bounds a run too. The hourly run's per-partition work (retention, compacted
+    objects) must fit in the timeout beside it. Latencies and S3's rate are assumptions (``Latency``).
     """
     c, lat = a.code, a.latency
-    read_ms = lat.s3_get_ms + transfer_ms(c.header_probe_bytes, lat)  # a full probe: the slowest header read
-    read_s_per_rate = c.gc_interval_s * read_ms / c.gc_read_concurrency / 1000  # run seconds per request/s
-    list_s_per_rate = (c.gc_grace_s + c.gc_interval_s) / c.list_page * lat.s3_list_ms / 1000
-    cap = c.gc_max_deletes_per_run / c.gc_interval_s
-    with_listing = c.gc_timeout_s / (read_s_per_rate + list_s_per_rate)
+    window_s = min(c.wal_gc_interval_s, c.gc_timeout_s)
+    references_s = (c.gc_capacity_partitions * c.wal_gc_oxia_reads_per_partition * lat.oxia_read_ms
+                    / c.gc_read_concurrency / 1000)  # fmt: skip
+    page_ms = {
+        "a LIST page": lat.s3_list_ms,
+        "DeleteObjects calls": lat.s3_delete_objects_ms * c.list_page / c.gc_delete_batch / c.gc_read_concurrency,
+        "S3's request rate per prefix": c.list_page / lat.s3_prefix_writes_per_s * 1000,
+    }
+    slowest = max(page_ms, key=lambda k: page_ms[k])
+    by_time = (window_s - references_s) * c.list_page / (page_ms[slowest] / 1000) / c.wal_gc_interval_s
+    by_cap = c.gc_max_deletes_per_run / c.wal_gc_interval_s
+    hourly_s = (c.gc_capacity_partitions * (c.gc_oxia_reads_per_partition * lat.oxia_read_ms + lat.s3_list_ms)
+                / c.gc_read_concurrency / 1000)  # fmt: skip
     return {
-        "runs_per_hour": 3600 / c.gc_interval_s,
-        "max_deletes_per_run": c.gc_max_deletes_per_run,
-        "requests_per_s_by_deletion_cap": cap,
-        "header_read_ms": read_ms,
+        "wal_runs_per_hour": 3600 / c.wal_gc_interval_s,
+        "partitions": c.gc_capacity_partitions,
         "read_concurrency": c.gc_read_concurrency,
+        "references_s": references_s,
+        "page_ms": page_ms,
+        "slowest": slowest,
+        "requests_per_s_by_run_time": by_time,
+        "max_deletes_per_run": c.gc_max_deletes_per_run,
+        "requests_per_s_by_deletion_cap": by_cap,
+        "hourly_partition_work_s": hourly_s,
         "timeout_s": c.gc_timeout_s,
-        "header_reads_per_run_by_timeout": c.gc_timeout_s * 1000 / read_ms * c.gc_read_concurrency,
-        "requests_per_s_by_timeout_header_reads_alone": c.gc_timeout_s / read_s_per_rate,
-        "list_page_ms": lat.s3_list_ms,
-        "requests_per_s_by_timeout_with_listing": with_listing,
-        "requests_per_s_kept_up_with": min(cap, with_listing),
+        "requests_per_s_kept_up_with": min(by_time, by_cap),
     }
 
 
@@ -235,7 +249,7 @@ def retention_per_gb(a: Assumptions, hours: float) -> dict[str, float]:
     shard-hour; per GB that assumes shards filled to 1 MiB/s over ``peak_factor``.
     """
     c, p = a.code, a.prices
-    wal_h = (c.gc_grace_s + c.gc_interval_s / 2) / 3600  # WAL blobs wait out GC's grace whatever the retention
+    wal_h = (c.gc_grace_s + c.wal_gc_interval_s / 2) / 3600  # WAL blobs wait out GC's grace whatever the retention
     compacted_h = hours + c.gc_interval_s / 2 / 3600
     extended_h, long_h = kinesis_retention_split(hours)
     shard_gb_month = MIB / a.peak_factor * SECONDS_PER_MONTH / GIB

@@ -156,13 +156,18 @@ class Code:
     consume_fetch_bytes: int = MIB  # LLOG_CONSUME_DEFAULT_PARTITION_MAX_BYTES
     planner_interval_s: int = 60  # llog:compactionSchedule
     gc_interval_s: int = 3600  # llog:gcSchedule
+    wal_gc_interval_s: int = 600  # llog:walGcSchedule: GC's WAL step alone
     gc_grace_s: int = 86_400  # llog:gcGracePeriodHours
     list_page: int = 1000  # list_objects_v2 keys per page
     alarms_besides_oxia: int = 11  # infra/observability.py: 6 functions, DLQ, API, lag, S3, Glue; + 1 per Oxia task
-    gc_read_concurrency: int = 16  # GcConfig.read_concurrency (LLOG_GC_READ_CONCURRENCY): WAL headers read at once
-    gc_max_deletes_per_run: int = 100_000  # GcConfig.max_deletes_per_run (LLOG_GC_MAX_DELETES_PER_RUN)
+    gc_read_concurrency: int = 16  # GcConfig.read_concurrency (LLOG_GC_READ_CONCURRENCY): partitions read and S3
+    # calls (DeleteObjects) sent at once
+    gc_delete_batch: int = 1000  # keys per DeleteObjects call (gc.DELETE_OBJECTS_KEYS)
+    gc_capacity_partitions: int = 10_000  # the partitions of the capacity table (docs/COST.md)
+    gc_max_deletes_per_run: int = 10_000_000  # GcConfig.max_deletes_per_run (LLOG_GC_MAX_DELETES_PER_RUN)
     gc_timeout_s: int = 900  # infra/functions.py GC_TIMEOUT
-    header_probe_bytes: int = 64 * KIB  # gc.HEADER_PROBE_BYTES: one range GET per WAL blob header
+    header_probe_bytes: int = 64 * KIB  # gc.HEADER_PROBE_BYTES: one range GET per WAL blob header written before
+    # the namespace's identity (none in the steady state the tables show)
     index_page: int = 1024  # retention under a size limit reads the whole index in pages of this many entries
     # Oxia operations both append protocols share, per uncontended call, measured on a real Oxia server
     # (tests/integration/test_cost_model_oxia_counts.py asserts each, for both protocols; they cost the same).
@@ -185,11 +190,11 @@ class Code:
     # and its close (the Oxia client's own calls, counted as the server's WAL writes; in Lambda a frozen
     # environment's session expires instead of closing, which the test does not wait for)
     planner_oxia_reads_per_tick: int = 2  # LogCatalog.partitions: the topic records and the partition registry
-    gc_oxia_reads_per_run: int = 6  # the namespace identity (llog.protocol.namespace) twice: the guard, and
-    # again right before the WAL blobs judged unreferenced are deleted; the topic records (reclaim, retention
-    # settings), two listings of the partition registry (retention, compacted objects) and the producer ids
-    # (idle ones are deleted). A partition with orphaned compacted objects to delete (rare: a compaction that
-    # died) reads the identity once more.
+    gc_oxia_reads_per_run: int = 5  # the namespace identity (llog.protocol.namespace) twice: the guard, and
+    # again right before each batch of 10,000 WAL blobs judged unreferenced is deleted; the topic records
+    # (reclaim, retention settings), one listing of the partition registry (retention, WAL references,
+    # compacted objects) and the producer ids (idle ones are deleted). A partition with orphaned compacted
+    # objects to delete (rare: a compaction that died) reads the identity once more.
     gc_oxia_reads_per_partition: int = 11  # per run, with an age limit that removes a range: retention 6
     # (control, the first index entry (one lookup), cursor and meta/compaction (the bound it stays below, read
     # because a range may go), one index page up to the first entry it keeps, control before the log start's
@@ -202,6 +207,10 @@ class Code:
     # control only and writes nothing: 1 + 3 + 2 reads, the GC watermark's write.
     gc_oxia_reads_per_partition_keeping_everything: int = 6
     gc_oxia_writes_per_partition_keeping_everything: int = 1
+    # GC's WAL step alone (llog:walGcSchedule), per run: the namespace identity twice, the topic records and the
+    # registry; per partition its WAL references (control, cursor, index scan).
+    wal_gc_oxia_reads_per_run: int = 4
+    wal_gc_oxia_reads_per_partition: int = 3
 
 
 @dataclass(frozen=True)
@@ -245,6 +254,10 @@ class Latency:
     s3_put_ms: float = 30.0  # one PUT, before transferring the body
     s3_get_ms: float = 15.0  # one GET (or HEAD) to first byte
     s3_list_ms: float = 100.0  # one LIST page of up to 1,000 keys
+    s3_delete_objects_ms: float = 300.0  # one DeleteObjects call of 1,000 keys
+    # S3's documented request rate per partitioned prefix (PUT/COPY/POST/DELETE): all of wal-shared/ is one
+    # prefix, assumed not split further by S3.
+    s3_prefix_writes_per_s: float = 3500.0
     s3_ms_per_mib: float = 12.5  # transfer on one S3 connection (80 MiB/s)
     oxia_read_ms: float = 2.0
     oxia_write_ms: float = 10.0  # an fsync'd WAL write on EFS (NFS round trips, docs/DEPLOY.md)

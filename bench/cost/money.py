@@ -108,9 +108,24 @@ def fixed_monthly(shape: OxiaShape, a: Assumptions) -> dict[str, float]:
     planner = Part(invocations=1, gb_seconds=billed_gb_seconds(planner_ms, c.planner_memory_mb),
                    oxia_reads=c.planner_oxia_reads_per_tick + a.partitions * pr.planner_reads_per_partition,
                    log_bytes=a.log_bytes_per_invocation).times(ticks)  # fmt: skip
+    per_partition_ms = (c.gc_oxia_reads_per_partition * lat.oxia_read_ms + lat.s3_list_ms
+                        + c.gc_oxia_writes_per_partition * oxia_write_ms(a))  # fmt: skip
     gc_ms = (lat.handler_overhead_ms + c.gc_oxia_reads_per_run * lat.oxia_read_ms
-             + a.partitions * (c.gc_oxia_reads_per_partition * lat.oxia_read_ms + lat.s3_list_ms
-                               + c.gc_oxia_writes_per_partition * oxia_write_ms(a)))  # fmt: skip
+             + a.partitions * per_partition_ms / c.gc_read_concurrency)  # fmt: skip
+    # GC's WAL step alone (llog:walGcSchedule): the partitions' WAL references, and a LIST page that stops at the
+    # first young blob (the listing and deletion of the blobs themselves are per request, gc_part).
+    wal_runs = SECONDS_PER_MONTH / c.wal_gc_interval_s
+    references_ms = c.wal_gc_oxia_reads_per_partition * lat.oxia_read_ms
+    wal_ms = (lat.handler_overhead_ms + c.wal_gc_oxia_reads_per_run * lat.oxia_read_ms + lat.s3_list_ms
+              + a.partitions * references_ms / c.gc_read_concurrency)  # fmt: skip
+    wal_runs_part = Part(
+        invocations=1,
+        gb_seconds=billed_gb_seconds(wal_ms, c.gc_memory_mb),
+        s3_put_class=1,  # the listing's first page
+        s3_get_class=2,  # the namespace identity's S3 copy: the guard, and again before the deletes
+        oxia_reads=c.wal_gc_oxia_reads_per_run + a.partitions * c.wal_gc_oxia_reads_per_partition,
+        log_bytes=a.log_bytes_per_invocation,
+    ).times(wal_runs)
     gc_runs_part = Part(
         invocations=1,
         gb_seconds=billed_gb_seconds(gc_ms, c.gc_memory_mb),
@@ -119,7 +134,7 @@ def fixed_monthly(shape: OxiaShape, a: Assumptions) -> dict[str, float]:
         log_bytes=a.log_bytes_per_invocation,
     ).times(gc_runs)
     sqs = a.partitions * ticks * 3 * p.sqs_per_million / 1e6  # send, receive, delete
-    schedules = per_partition.times(a.partitions) + planner + gc_runs_part
+    schedules = per_partition.times(a.partitions) + planner + gc_runs_part + wal_runs_part
     scheduled = sum(line_items(schedules, shape, a).values()) + sqs
     fargate, ec2, efs_volumes, ebs_volumes = shape.tasks, 0, len(shape.tasks), 0
     if a.oxia_storage is EBS:  # the data servers on EC2 instances with a gp3 volume each; the coordinator as is

@@ -131,7 +131,7 @@ def produce_part(size: int, a: Assumptions) -> Part:
         invocations=1,
         gb_seconds=billed_gb_seconds(ms, c.produce_memory_mb),
         s3_put_class=1,
-        s3_gb_months=gb_months(blob, (c.gc_grace_s + c.gc_interval_s / 2) / 3600),
+        s3_gb_months=gb_months(blob, (c.gc_grace_s + c.wal_gc_interval_s / 2) / 3600),
         oxia_reads=reads,
         oxia_writes=writes,
         log_bytes=a.log_bytes_per_invocation + a.log_bytes_per_api_request,
@@ -195,21 +195,19 @@ def compaction_part(size: int, a: Assumptions) -> Part:
 
 
 def gc_part(size: int, a: Assumptions) -> Part:
-    """GC lists each WAL blob every run until it is past the grace, probes its header once (``gc_read_concurrency``
-    at a time), deletes it (free); each compacted object gets one HEAD and one Oxia read when first judged, and
-    retention reads its index entry every run while it is kept. Retention deletes (free) are per range."""
+    """GC lists each WAL blob once, in the first WAL run after its grace (a run stops listing at the first younger
+    blob), and deletes it unread (DeleteObjects, free; sent beside the listing); each compacted object gets one
+    HEAD and one Oxia read when first judged, and retention reads its index entry every run while it is kept.
+    Retention deletes (free) are per range."""
     c, lat = a.code, a.latency
-    listings = (c.gc_grace_s + c.gc_interval_s / 2) / c.gc_interval_s
-    probe_ms = lat.s3_get_ms + transfer_ms(min(c.header_probe_bytes, wal_blob_bytes(size, a)), lat)
     n = entries_per_compaction(size, a)
     retention_pages = a.retention_hours * 3600 / c.gc_interval_s / c.index_page  # per kept entry, over its life
     oxia_reads = (1 + retention_pages) / n
-    ms = (listings / c.list_page * lat.s3_list_ms + probe_ms / c.gc_read_concurrency
-          + lat.s3_get_ms / n + oxia_reads * lat.oxia_read_ms)  # fmt: skip
+    ms = lat.s3_list_ms / c.list_page + lat.s3_get_ms / n + oxia_reads * lat.oxia_read_ms
     return Part(
         gb_seconds=ms / 1000 * c.gc_memory_mb / 1024,
-        s3_put_class=listings / c.list_page,
-        s3_get_class=1 + 1 / n,
+        s3_put_class=1 / c.list_page,
+        s3_get_class=1 / n,
         oxia_reads=oxia_reads,
     )
 

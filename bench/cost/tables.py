@@ -271,18 +271,23 @@ def _render_retention(doc: Mapping[str, Any]) -> str:
 
 def _render_gc_capacity(doc: Mapping[str, Any]) -> str:
     g = doc["gc_capacity"]
+    page = g["page_ms"]
+    prefix_ms = page["S3's request rate per prefix"]
     rows = [
-        ["GC runs an hour (`llog:gcSchedule`)", f"{g['runs_per_hour']:g}"],
+        ["WAL runs an hour (`llog:walGcSchedule`)", f"{g['wal_runs_per_hour']:g}"],
+        [f"reading {g['partitions']:,} partitions' WAL references, {g['read_concurrency']} at a time (a run)",
+         f"{g['references_s']:.1f} s"],
+        ["per 1,000 blobs: a LIST page (assumed)", f"{page['a LIST page']:.1f} ms"],
+        [f"... DeleteObjects of 1,000 keys, {g['read_concurrency']} in flight (assumed 300 ms each)",
+         f"{page['DeleteObjects calls']:.1f} ms"],
+        ["... S3's 3,500 DELETE/s per prefix (wal-shared/ is one)", f"{prefix_ms:.1f} ms"],
+        ["produce requests/s a run handles within its interval", f"{g['requests_per_s_by_run_time']:,.0f}"],
         ["objects deleted per run at most (`LLOG_GC_MAX_DELETES_PER_RUN`)", f"{g['max_deletes_per_run']:,}"],
-        ["produce requests/s the deletion cap keeps up with", f"{g['requests_per_s_by_deletion_cap']:,.1f}"],
-        ["one header read, assumed (GET to first byte and up to 64 KiB)", f"{g['header_read_ms']:.1f} ms"],
-        [f"header reads that fit in the {g['timeout_s']:g} s timeout, {g['read_concurrency']} at a time",
-         f"{g['header_reads_per_run_by_timeout']:,.0f}"],
-        ["produce requests/s the timeout allows, header reads alone",
-         f"{g['requests_per_s_by_timeout_header_reads_alone']:,.0f}"],
-        [f"... with listing the WAL prefix ({g['list_page_ms']:g} ms a page of 1,000 keys, assumed)",
-         f"{g['requests_per_s_by_timeout_with_listing']:,.0f}"],
-        ["**produce requests/s GC keeps up with**", f"**{g['requests_per_s_kept_up_with']:,.1f}**"],
+        ["produce requests/s the deletion cap keeps up with", f"{g['requests_per_s_by_deletion_cap']:,.0f}"],
+        [f"the hourly run's per-partition work at {g['partitions']:,} partitions (timeout {g['timeout_s']:g} s)",
+         f"{g['hourly_partition_work_s']:.0f} s"],
+        [f"**produce requests/s GC keeps up with** (next limit: {g['slowest']})",
+         f"**{g['requests_per_s_kept_up_with']:,.0f}**"],
     ]  # fmt: skip
     table = md_table(["garbage collection in Lambda, one WAL blob per produce request", "value"], rows)
     return "### Garbage collection capacity\n\n" + table

@@ -13,6 +13,7 @@ ADMIN = "admin"
 COMPACTION_PLANNER = "compaction_planner"
 COMPACTION_WORKER = "compaction_worker"
 GC = "gc"
+GC_WAL_EVENT = {"steps": "wal"}  # what GC's frequent schedule sends: the WAL blobs alone (docs/GC.md, "Schedules")
 VERIFY = "verify"  # scheduled: checks partitions against the protocol's invariants (docs/RECOVERY.md)
 BACKUP = "backup"  # scheduled: backs the Oxia state up to S3 (docs/RECOVERY.md)
 

@@ -1,5 +1,7 @@
 """Scheduled retention (docs/RETENTION.md) and garbage collection of S3 objects nothing references (docs/GC.md).
 
+The hourly schedule runs everything; the frequent one (``{"steps": "wal"}``) the WAL blobs alone.
+
 A run that finds Oxia's state lost (``NamespaceMismatch``, docs/GC.md "The namespace guard") deletes
 nothing, counts one ``GcErrors`` and fails the invocation.
 
@@ -41,7 +43,7 @@ def reset() -> None:
 @telemetry.lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     try:
-        report = _collector.get().collect()
+        report = _collector.get().collect(wal_only=event == names.GC_WAL_EVENT)
     except NamespaceMismatch as exc:
         # Oxia lost its state: the run deleted nothing and fails (the function's error alarm) until
         # the topics are rebuilt and the namespace adopted (docs/RECOVERY.md).
@@ -49,6 +51,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         telemetry.logger.error("garbage collection refused: %s", exc, extra={"error_type": exc.error_type})
         raise
     telemetry.metric("WalBlobsDeleted", MetricUnit.Count, report.wal_blobs_deleted)
+    telemetry.metric("WalBlobsSeen", MetricUnit.Count, report.wal_blobs_seen)
+    # Past the grace and still referenced: what lagging compaction pins (docs/GC.md, "Schedules").
+    telemetry.metric("WalBlobsReferenced", MetricUnit.Count, report.wal_referenced_kept)
     telemetry.metric("CompactedObjectsDeleted", MetricUnit.Count, report.compacted_deleted)
     telemetry.metric("BytesDeleted", MetricUnit.Bytes, report.wal_bytes_deleted + report.compacted_bytes_deleted)
     telemetry.metric("RetentionPartitionsTruncated", MetricUnit.Count, report.retention_partitions_truncated)

@@ -84,7 +84,7 @@ def _gc(args: argparse.Namespace) -> int:
     """One garbage collection pass (docs/GC.md), printing its report."""
     collector = GarbageCollector.from_env()
     try:
-        report = collector.collect()
+        report = collector.collect(wal_only=args.wal_only)
     except LlogError as exc:
         print(f"llog gc: {exc.error_type}: {exc}", file=sys.stderr)
         return 1
@@ -168,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     compact = sub.add_parser("compact", help="compact one partition now (what the compaction worker does)")
     compact.add_argument("--budget-s", type=float, default=300.0, help="stop after this many seconds (default 300)")
     gc = sub.add_parser("gc", help="delete S3 objects nothing references any more (docs/GC.md)")
+    gc.add_argument("--wal-only", action="store_true", help="only the WAL blobs (what the frequent schedule runs)")
     migrate = sub.add_parser(
         "migrate", help="switch a partition to the sequential append protocol, one way (docs/SEQUENTIAL_APPEND.md)"
     )

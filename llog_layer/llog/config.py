@@ -87,8 +87,8 @@ SETTINGS: Mapping[str, Setting] = {
         Setting("LLOG_COMPACTOR_ID", "", "name of this compactor in its claims (unset: random)"),
         # garbage collection and retention
         Setting("LLOG_GC_GRACE_MS", str(24 * 3600 * 1000), "age below which GC keeps any object"),
-        Setting("LLOG_GC_MAX_DELETES_PER_RUN", "100000", "objects one GC run deletes at most"),
-        Setting("LLOG_GC_READ_CONCURRENCY", "16", "WAL object headers GC reads at once"),
+        Setting("LLOG_GC_MAX_DELETES_PER_RUN", "10000000", "objects one GC run deletes at most"),
+        Setting("LLOG_GC_READ_CONCURRENCY", "16", "partitions GC reads, and S3 calls it sends, at once"),
         Setting("LLOG_BACKUP_KEEP", "7", "complete backups llog backup keeps (older ones are deleted)"),
         Setting("LLOG_RETENTION_MS", "0", "age of compacted ranges retention removes (0: keep)"),
         Setting("LLOG_RETENTION_BYTES", "0", "size per partition above which retention removes (0: keep)"),
@@ -395,8 +395,9 @@ def backup_keep_from_env(env: Environ | None = None) -> int:
 class GcConfig:
     grace_ms: int = default_int("LLOG_GC_GRACE_MS")
     max_deletes_per_run: int = default_int("LLOG_GC_MAX_DELETES_PER_RUN")
-    # WAL blob headers read at once: a run judges every old blob with a range GET,
-    # and one at a time that is what bounds a run (a Lambda invocation) in objects.
+    # Partitions read (references, retention, compacted objects) and S3 calls sent (DeleteObjects, the
+    # headers of WAL blobs from before the namespace's identity) at once: one at a time, their latency
+    # would bound a run (a Lambda invocation) at 10,000 partitions.
     read_concurrency: int = default_int("LLOG_GC_READ_CONCURRENCY")
     retention: RetentionConfig = field(default_factory=RetentionConfig)
     # Producer ids idle this long are deleted by each run (llog.protocol.producers).

@@ -16,6 +16,7 @@ from functions.compaction_worker import app as worker_app
 from functions.gc import app as gc_app
 from llog.errors import ConfigurationError, OxiaUnavailable
 from llog.protocol.append import LogWriter
+from llog.protocol.gc import GarbageCollector
 from llog.protocol.read import LogReader
 from llog.store.queue import TaskQueue
 from tests.conftest import BUCKET
@@ -161,3 +162,39 @@ def test_gc_handler_reports_what_it_did(
     for name in ("GcErrors", "TopicsReclaimed", "ProducersExpired"):
         assert emitted[name] == ("llog", "gc"), name
     assert BUCKET
+
+
+GC_STEPS = ("reclaim_deleted_topics", "enforce_retention", "collect_wal", "collect_compacted", "expire_producers")
+
+
+def recorded_steps(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The GC steps a run goes through, in order (each still runs)."""
+    steps: list[str] = []
+
+    def recording(name: str) -> Any:
+        step = getattr(GarbageCollector, name)
+
+        def run(self: GarbageCollector, *args: Any, **kwargs: Any) -> Any:
+            steps.append(name)
+            return step(self, *args, **kwargs)
+
+        return run
+
+    for name in GC_STEPS:
+        monkeypatch.setattr(GarbageCollector, name, recording(name))
+    return steps
+
+
+@pytest.mark.oxia
+def test_the_frequent_gc_schedule_runs_the_wal_step_alone(
+    oxia_env: Env, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POWERTOOLS_METRICS_DISABLED", raising=False)
+    steps = recorded_steps(monkeypatch)
+    gc_app.handler(event("gc_wal_schedule"), LocalContext("llog-gc"))
+    assert steps == ["collect_wal"]
+    assert {"WalBlobsSeen", "WalBlobsDeleted", "WalBlobsReferenced"} <= set(emf_metrics(capsys.readouterr().out))
+
+    steps.clear()
+    gc_app.handler(event("gc_schedule"), LocalContext("llog-gc"))
+    assert steps == list(GC_STEPS)

@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_cdk.assertions import Template
 
+from functions.common import names
 from infra.compaction import MAX_RECEIVE_COUNT
 from infra.functions import WORKER_TIMEOUT
 from infra.schedules import SCHEDULE_RETRY_ATTEMPTS
@@ -69,22 +70,27 @@ def schedules(template: Template, construct: str = "Compaction") -> dict[str, di
 
 def test_planner_and_gc_schedules(dev_stack: LlogStack, dev_template: Template) -> None:
     found = schedules(dev_template)
-    assert set(found) == {"rate(1 minute)", "rate(1 hour)"}
-    for expression, name in (("rate(1 minute)", "compaction_planner"), ("rate(1 hour)", "gc")):
+    assert set(found) == {"rate(1 minute)", "rate(1 hour)", "rate(10 minutes)"}
+    events = {"rate(1 minute)": None, "rate(1 hour)": None, "rate(10 minutes)": names.GC_WAL_EVENT}
+    for expression, name in (("rate(1 minute)", "compaction_planner"), ("rate(1 hour)", "gc"),
+                             ("rate(10 minutes)", "gc")):  # fmt: skip
         target = found[expression]["Target"]
         fn = dev_stack.get_logical_id(dev_stack.functions[name].node.default_child)  # type: ignore[arg-type]
         assert target["Arn"] == {"Fn::GetAtt": [fn, "Arn"]}
         assert target["RetryPolicy"]["MaximumRetryAttempts"] == SCHEDULE_RETRY_ATTEMPTS
         assert found[expression]["State"] == "ENABLED"
         assert found[expression]["FlexibleTimeWindow"] == {"Mode": "OFF"}
+        sent = target.get("Input")
+        assert (None if sent is None else json.loads(sent)) == events[expression]
 
 
 def test_schedules_follow_the_settings() -> None:
     stack = make_stack({"llog:stage": "sched", "llog:compactionSchedule": "rate(5 minutes)",
-                        "llog:gcSchedule": "cron(0 3 * * ? *)", "llog:gcGracePeriodHours": 48,
+                        "llog:gcSchedule": "cron(0 3 * * ? *)", "llog:walGcSchedule": "rate(2 minutes)",
+                        "llog:gcGracePeriodHours": 48,
                         "llog:retentionHours": 168, "llog:retentionTopics": {"audit": {}}})  # fmt: skip
     template = Template.from_stack(stack)
-    assert set(schedules(template)) == {"rate(5 minutes)", "cron(0 3 * * ? *)"}
+    assert set(schedules(template)) == {"rate(5 minutes)", "cron(0 3 * * ? *)", "rate(2 minutes)"}
     gc = stack.get_logical_id(stack.functions["gc"].node.default_child)  # type: ignore[arg-type]
     env = resources(template, "AWS::Lambda::Function")[gc]["Properties"]["Environment"]["Variables"]
     assert env["LLOG_GC_GRACE_MS"] == str(48 * 3_600_000)

@@ -102,7 +102,8 @@ def test_dashboard_shows_functions_api_queue_and_llog_metrics(dev_template: Temp
                  "API: 4xx / 5xx", "4XXError", "5XXError", "AWS/ApiGateway", "Latency",
                  "Dead-letter queues: messages", "ApproximateNumberOfMessagesVisible",
                  "RecordsProduced", "BytesProduced", "RecordsConsumed", "BytesConsumed",
-                 "MaxCompactionLag", "compaction_planner", "RecordsCompacted"):  # fmt: skip
+                 "MaxCompactionLag", "compaction_planner", "RecordsCompacted",
+                 "WalBlobsSeen", "WalBlobsDeleted", "WalBlobsReferenced"):  # fmt: skip
         assert text in body, text
     plain = body.replace("\\", "")
     for name in ("RecordsProduced", "BytesConsumed", "MaxCompactionLag", "RecordsCompacted"):

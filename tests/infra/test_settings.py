@@ -26,7 +26,7 @@ def test_development_defaults() -> None:
     assert s.bucket_encryption == "s3_managed"
     assert s.root_prefix == "llog"
     assert s.compaction_schedule == "rate(1 minute)"
-    assert s.gc_schedule == "rate(1 hour)"
+    assert (s.gc_schedule, s.wal_gc_schedule) == ("rate(1 hour)", "rate(10 minutes)")
     assert s.gc_grace_period_hours == 24
     assert s.log_retention_days == 14
     assert s.access_log_retention_days == 30

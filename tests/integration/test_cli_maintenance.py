@@ -9,6 +9,7 @@ import pytest
 from llog.cli import main
 from llog.config import OxiaConfig, S3Config
 from llog.protocol.append import LogWriter
+from llog.protocol.gc import GarbageCollector, GcReport
 from tests.conftest import moto_s3_env, set_env, unreachable_oxia_env
 
 
@@ -73,3 +74,22 @@ def test_migrate_switches_a_partition_once(two_records: None, writer: LogWriter,
     assert first == second
     assert first["control"]["append_protocol"] == "sequential"
     assert writer.append(topic, 0, [b"c"]).start_offset == 3
+
+
+@pytest.mark.oxia
+def test_gc_wal_only_collects_the_wal_blobs_alone(
+    two_records: None, topic: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[bool] = []
+    collect = GarbageCollector.collect
+
+    def recorded(self: GarbageCollector, *, wal_only: bool = False) -> GcReport:
+        ran.append(wal_only)
+        return collect(self, wal_only=wal_only)
+
+    monkeypatch.setattr(GarbageCollector, "collect", recorded)
+    assert main(["gc", "--wal-only"]) == 0
+    assert main(["gc"]) == 0
+    assert ran == [True, False]
+    wal_only, full = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert wal_only["wal_partitions_read"] == full["wal_partitions_read"] >= 1

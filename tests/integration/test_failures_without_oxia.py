@@ -134,6 +134,13 @@ def test_rejected_input_writes_nothing(
     assert dead_oxia.counters.total_calls() == 0
 
 
+def judge_by_headers(collector: GarbageCollector, report: GcReport) -> None:
+    """GC's WAL step with Oxia out of reach and no partition registered, on blobs written before the
+    namespace's identity: each judged by its header, which cannot be read here."""
+    now_ms = int(collector.storage.clock() * 1000)
+    collector.collect_wal(report, [], cutoff=now_ms - collector.config.grace_ms, registered_since_ms=now_ms)
+
+
 def test_gc_keeps_and_reports_a_wal_object_it_cannot_read(
     blob_store: BlobStore, root: str, dead_storage: Storage
 ) -> None:
@@ -142,7 +149,7 @@ def test_gc_keeps_and_reports_a_wal_object_it_cannot_read(
                                  config=GcConfig(grace_ms=1))  # fmt: skip
     report = GcReport()
 
-    collector.collect_wal(report)
+    judge_by_headers(collector, report)
 
     assert report.wal_blobs_deleted == 0
     assert report.errors == []  # a warning: it would recur every run, and the run did its work
@@ -166,7 +173,7 @@ def test_gc_reads_headers_concurrently_across_listing_pages(
                                  config=GcConfig(grace_ms=1, read_concurrency=4))  # fmt: skip
     report = GcReport()
 
-    collector.collect_wal(report)
+    judge_by_headers(collector, report)
 
     assert (report.wal_blobs_seen, report.wal_blobs_deleted, report.wal_unreadable_kept) == (len(keys), 0, len(keys))
     assert report.errors == []

@@ -66,6 +66,7 @@ from llog.protocol.compaction import Compactor
 from llog.protocol.faults import FaultHook
 from llog.protocol.gc import GarbageCollector
 from llog.protocol.metadata import PartitionMetadata
+from llog.protocol.namespace import check_namespace
 from llog.protocol.read import LogReader, LogRecord
 from llog.protocol.verify import Verifier
 from llog.store.oxia import OxiaStore
@@ -124,6 +125,8 @@ class Counts:
     crashes: int = 0
     compactions: int = 0
     gc_runs: int = 0
+    gc_judged_unread: int = 0  # WAL blobs judged from the references alone
+    gc_headers_read: int = 0  # WAL blobs judged by their headers (written before the namespace's identity)
     reads: int = 0
     partitions_verified: int = 0  # by the final ``llog verify`` of each run, which found no problem
 
@@ -189,8 +192,12 @@ class LogMachine(RuleBasedStateMachine):
 
     # --- rules -----------------------------------------------------------------
 
-    @initialize()
-    def create_partitions(self) -> None:
+    @initialize(namespace_first=st.booleans())
+    def create_partitions(self, namespace_first: bool = False) -> None:
+        # The namespace's identity more than a grace before the blobs: the collector judges every blob from the
+        # references alone. Else its first run creates it ahead of them: judged by their headers.
+        if namespace_first:  # a grace before the real clock the blobs are named by
+            check_namespace(dataclasses.replace(self.storage, clock=lambda: time.time() - 2 * GRACE_MS / 1000))
         for partition in PARTITIONS:
             assert self.writers[0].initialize_partition(self.topic, partition)
 
@@ -267,6 +274,8 @@ class LogMachine(RuleBasedStateMachine):
         collector = GarbageCollector(dataclasses.replace(self.storage, clock=lambda: ahead), config=config)
         report = collector.collect()
         COUNTS.gc_runs += 1
+        COUNTS.gc_judged_unread += report.wal_judged_unread
+        COUNTS.gc_headers_read += report.wal_headers_read
         assert not report.errors, report.errors
         for partition in PARTITIONS:
             start = self._meta(partition).control().record.log_start_offset

@@ -264,7 +264,7 @@ def test_gc_checks_the_namespace_again_before_deleting_compacted_objects(
         _delete_oxia_record(storage)  # the index read a moment ago came from an Oxia that is now gone
         return False
 
-    monkeypatch.setattr(GarbageCollector, "collect_wal", lambda self, report: None)
+    monkeypatch.setattr(GarbageCollector, "collect_wal", lambda self, *args, **kwargs: None)
     monkeypatch.setattr(GarbageCollector, "_compacted_referenced", judged_unreferenced_as_oxia_goes)
     with pytest.raises(NamespaceMismatch, match="stopped before deleting"):
         GarbageCollector(_late(storage)).collect()

@@ -9,7 +9,7 @@ from llog.errors import ConfigurationError
 
 
 def test_defaults() -> None:
-    defaults = GcConfig(grace_ms=24 * 3600 * 1000, max_deletes_per_run=100_000, read_concurrency=16)
+    defaults = GcConfig(grace_ms=24 * 3600 * 1000, max_deletes_per_run=10_000_000, read_concurrency=16)
     assert GcConfig.from_env({}) == defaults
     assert GcConfig.from_env({"LLOG_GC_READ_CONCURRENCY": "4"}).read_concurrency == 4
 

@@ -42,10 +42,11 @@ order (object ids are UUIDv7), from a per-partition watermark in Oxia.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from itertools import islice
+from typing import TypeVar
 
 from llog.config import GcConfig
 from llog.errors import BlobNotFound, CorruptData, LlogError, NamespaceMismatch, PartitionNotInitialized
@@ -58,8 +59,8 @@ from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
 from llog.protocol.namespace import check_namespace, verify_namespace
 from llog.protocol.producers import ProducerRegistry
-from llog.protocol.registry import PartitionRegistry
-from llog.protocol.retention import Retention
+from llog.protocol.registry import PartitionRegistry, RegisteredPartition
+from llog.protocol.retention import Retention, RetentionResult
 from llog.protocol.topics import (
     TopicLayouts,
     TopicRecord,
@@ -75,14 +76,21 @@ from llog.store.storage import Storage
 log = logging.getLogger(__name__)
 
 HEADER_PROBE_BYTES = 64 * 1024
-WAL_CHUNK = 1000  # old WAL blobs judged per round (one S3 listing page)
+WAL_CHUNK = 1000  # WAL blobs judged by their headers per round (one S3 listing page)
+DELETE_BATCH = 10_000  # WAL blobs deleted at once, after one namespace check
+DELETE_OBJECTS_KEYS = 1000  # keys per S3 DeleteObjects call, its limit
 MAX_WARNINGS = 100  # a report (a Lambda's answer and log line) names at most this many; counters stay exact
 PartitionId = tuple[str, int]
+T = TypeVar("T")
 
 
 @dataclass
 class GcReport:
     wal_blobs_seen: int = 0
+    wal_partitions_read: int = 0  # registered partitions whose WAL references were read
+    wal_judged_unread: int = 0  # WAL blobs judged unreferenced from the references alone
+    wal_headers_read: int = 0  # WAL blobs judged by their headers (written before the namespace's identity)
+    wal_referenced_kept: int = 0  # WAL blobs past the grace still referenced (also in referenced_kept)
     wal_blobs_deleted: int = 0
     wal_bytes_deleted: int = 0
     compacted_seen: int = 0
@@ -127,6 +135,56 @@ def read_blob_slices(blobs: BlobStore, location: S3Location, size: int) -> list[
     return parse_shared_blob_header(probe, total_size=size)
 
 
+class _WalDeletes:
+    """WAL blobs judged unreferenced, deleted while the listing goes on: a batch at a time after one namespace
+    check (``GarbageCollector._verify_before_deleting``), in DeleteObjects calls of 1,000 keys sent
+    concurrently, at most as many in flight as the pool has threads; up to ``max_deletes_per_run``."""
+
+    def __init__(
+        self, storage: Storage, verify: Callable[[list[ObjectInfo]], None], pool: ThreadPoolExecutor, *,
+        limit: int, concurrency: int, report: GcReport,
+    ) -> None:  # fmt: skip
+        self._storage, self._verify, self._pool, self._report = storage, verify, pool, report
+        self._limit, self._concurrency = limit, concurrency
+        self._batch: list[ObjectInfo] = []
+        self._sent = 0
+        self._in_flight: deque[tuple[Future[None], list[ObjectInfo]]] = deque()
+
+    @property
+    def full(self) -> bool:
+        return self._sent + len(self._batch) >= self._limit
+
+    def add(self, garbage: list[ObjectInfo]) -> None:
+        self._batch.extend(garbage)
+        if len(self._batch) >= DELETE_BATCH:
+            self._send()
+
+    def finish(self) -> None:
+        self._send()
+        while self._in_flight:
+            self._wait_oldest()
+
+    def _send(self) -> None:
+        batch, self._batch = self._batch[: max(0, self._limit - self._sent)], []
+        if not batch:
+            return
+        self._verify(batch)
+        self._sent += len(batch)
+        storage = self._storage
+        for start in range(0, len(batch), DELETE_OBJECTS_KEYS):
+            chunk = batch[start : start + DELETE_OBJECTS_KEYS]
+            if len(self._in_flight) >= self._concurrency:
+                self._wait_oldest()
+            future = self._pool.submit(storage.blobs.delete, storage.bucket, [o.key for o in chunk])
+            self._in_flight.append((future, chunk))
+
+    def _wait_oldest(self) -> None:
+        future, chunk = self._in_flight.popleft()
+        future.result()  # a failed deletion fails the run, as a failed S3 call does anywhere in it
+        self._report.wal_blobs_deleted += len(chunk)
+        self._report.wal_bytes_deleted += sum(o.size for o in chunk)
+
+
 class GarbageCollector:
     def __init__(
         self, storage: Storage, *, config: GcConfig | None = None, fault_hook: FaultHook | None = None
@@ -158,18 +216,30 @@ class GarbageCollector:
     def _metadata(self, topic: str, partition: int) -> PartitionMetadata:
         return PartitionMetadata(self.storage.oxia, self._layouts.keys(topic, partition))
 
-    def collect(self) -> GcReport:
-        """One run. Raises ``NamespaceMismatch``, deleting nothing, if Oxia lost its state
-        (``llog.protocol.namespace``)."""
-        check_namespace(self.storage)
+    def collect(self, *, wal_only: bool = False) -> GcReport:
+        """One run; ``wal_only``: the WAL blobs alone (the frequent schedule, docs/GC.md "Schedules"). Raises
+        ``NamespaceMismatch``, deleting nothing, if Oxia lost its state (``llog.protocol.namespace``)."""
+        namespace = check_namespace(self.storage)
         report = GcReport()
+        cutoff = self._cutoff_ms()  # before the topic records are read (collect_wal)
         topics = self._topics.records()
         self._layouts.learn_all(topics)  # a WAL slice's partition is judged in its topic's current folder
         # Reclaim and retention first: the WAL blobs they free become garbage in the same run.
-        self.reclaim_deleted_topics(topics, report)
-        self.enforce_retention(report, topics)
-        self.collect_wal(report)
-        self.collect_compacted(report, topics)
+        if not wal_only:
+            self.reclaim_deleted_topics(topics, report)
+        # One listing of the registry, after reclaim removed its topics' entries; a partition registered
+        # since is new (its blobs and objects are younger than the cutoff) and judged next run.
+        partitions = self._registered(topics)
+        if not wal_only:
+            self.enforce_retention(report, topics, partitions)
+        # A grace after the identity: every writer registers (an upgrade from before the registry is rolled
+        # out) and clock skew between the collector that created it and the writers is covered (collect_wal).
+        registered_since = namespace.created_at_ms + self.config.grace_ms
+        self.collect_wal(report, partitions, cutoff=cutoff, registered_since_ms=registered_since)
+        if wal_only:
+            log.info("gc (WAL blobs): %s", report)
+            return report
+        self.collect_compacted(report, partitions)
         self.expire_producers(report)
         log.info("gc: %s", report)
         return report
@@ -208,78 +278,178 @@ class GarbageCollector:
 
     # --- retention -----------------------------------------------------------------
 
-    def enforce_retention(self, report: GcReport, topics: Mapping[str, TopicRecord] | None = None) -> None:
-        """Every partition: apply its topic's retention and finish truncations a crash left behind.
+    def enforce_retention(
+        self, report: GcReport, topics: Mapping[str, TopicRecord], partitions: list[RegisteredPartition]
+    ) -> None:
+        """Every partition: apply its topic's retention and finish truncations a crash left behind
+        (``read_concurrency`` partitions at a time).
 
-        ``topics`` are the topic records (read here if not given): an explicit
-        topic's config may set its own limits, and a deleted topic is left to reclaim.
+        ``topics`` are the topic records: an explicit topic's config may set its own limits, and a deleted
+        topic is left to reclaim.
         """
-        topics = self._topics.records() if topics is None else topics
-        for topic, entries in self._registry.entries(current=keys_ids(topics)).items():
-            record = topics.get(topic)
-            if record is not None and record.deleted:
+
+        def retain(entry: RegisteredPartition) -> RetentionResult | None:
+            record = topics.get(entry.topic)
+            policy = None if record is None else record.config.retention(self.retention.config.policy(entry.topic))
+            try:
+                return self.retention.enforce_partition(entry.keys(self.storage.root), policy)
+            except PartitionNotInitialized:
+                return None  # registered, not created yet (llog.protocol.registry): nothing to retain
+
+        live = [e for e in partitions if (record := topics.get(e.topic)) is None or not record.deleted]
+        for entry, result in self._each_partition(live, retain):
+            if isinstance(result, LlogError):
+                report.errors.append(f"retention {entry.topic}/{entry.partition}: {result}")
                 continue
-            policy = None if record is None else record.config.retention(self.retention.config.policy(topic))
-            for entry in entries:  # each registered partition in the folder its entry names
-                partition = entry.partition
-                try:
-                    result = self.retention.enforce_partition(entry.keys(self.storage.root), policy)
-                except PartitionNotInitialized:
-                    continue  # registered, not created yet (llog.protocol.registry): nothing to retain
-                except LlogError as exc:
-                    report.errors.append(f"retention {topic}/{partition}: {exc}")
-                    continue
-                if result.log_start_after > result.log_start_before:
-                    report.retention_partitions_truncated += 1
-                    log.info("retention: %s/%d log start %d -> %d", topic, partition,
-                             result.log_start_before, result.log_start_after)  # fmt: skip
-                report.retention_ranges_removed += result.ranges_removed
-                report.retention_objects_deleted += result.objects_deleted
-                report.retention_bytes_deleted += result.bytes_deleted
+            if result is None:
+                continue
+            if result.log_start_after > result.log_start_before:
+                report.retention_partitions_truncated += 1
+                log.info("retention: %s/%d log start %d -> %d", entry.topic, entry.partition,
+                         result.log_start_before, result.log_start_after)  # fmt: skip
+            report.retention_ranges_removed += result.ranges_removed
+            report.retention_objects_deleted += result.objects_deleted
+            report.retention_bytes_deleted += result.bytes_deleted
+
+    def _registered(self, topics: Mapping[str, TopicRecord]) -> list[RegisteredPartition]:
+        """Every registered partition of the topics' current incarnations (deleted topics' included)."""
+        return [e for found in self._registry.entries(current=keys_ids(topics)).values() for e in found]
+
+    def _each_partition(
+        self, entries: list[RegisteredPartition], work: Callable[[RegisteredPartition], T]
+    ) -> Iterator[tuple[RegisteredPartition, T | LlogError]]:
+        """``work`` on each of ``entries``, ``read_concurrency`` at a time; each result (or the ``LlogError``
+        it raised) in their order."""
+
+        def run(entry: RegisteredPartition) -> T | LlogError:
+            try:
+                return work(entry)
+            except LlogError as exc:
+                return exc
+
+        pool = ThreadPoolExecutor(self.config.read_concurrency, thread_name_prefix="gc-partitions")
+        try:
+            yield from zip(entries, pool.map(run, entries), strict=True)
+        finally:
+            pool.shutdown(cancel_futures=True)  # a caller that stops early (NamespaceMismatch) waits for no more
 
     # --- shared WAL blobs --------------------------------------------------------
 
-    def collect_wal(self, report: GcReport) -> None:
-        cutoff = self._cutoff_ms()
-        references: dict[PartitionId, set[str]] = {}
-        garbage: list[ObjectInfo] = []
-        old = self._old_wal_blobs(cutoff, report)
-        # Headers are read concurrently, a chunk at a time (bounded memory); references
-        # are judged here, in order, with one cached Oxia lookup per partition.
-        with ThreadPoolExecutor(self.config.read_concurrency, thread_name_prefix="gc-read") as pool:
-            while len(garbage) < self.config.max_deletes_per_run:
-                chunk = list(islice(old, WAL_CHUNK))
-                if not chunk:
+    def collect_wal(
+        self, report: GcReport, partitions: list[RegisteredPartition], *, cutoff: int, registered_since_ms: int
+    ) -> None:
+        """Delete the shared WAL blobs written before ``cutoff`` that no partition references (docs/GC.md).
+
+        First the references of every registered partition (``partitions``) are read, then ``wal-shared/``
+        is listed in key order, which is creation order (UUIDv7), up to the first blob written after ``cutoff``.
+        A blob written since ``registered_since_ms`` (a grace after the namespace's identity: every partition
+        that can reference it is registered) is judged against those references alone, without being read. An
+        older one, or one whose name is no UUIDv7, may belong to a partition made before the registry existed
+        and not initialized since (docs/PROTOCOL.md, "Initialize"), so its header is read and the partitions it
+        names are checked.
+
+        ``cutoff`` was taken before the topic records were read: a topic created since (so missing from
+        ``partitions``) only references blobs written after its creation, which are younger than the cutoff.
+        """
+        by_partition = self._wal_references(partitions, report)
+        if by_partition is None:
+            return  # a partition's references could not be read: nothing is judged unreferenced this run
+        referenced = set().union(*by_partition.values())
+        by_header: list[ObjectInfo] = []  # to judge by their headers, a chunk at a time
+        header_partitions = dict(by_partition)  # and those headers name that the registry does not list
+        with ThreadPoolExecutor(self.config.read_concurrency, thread_name_prefix="gc-wal") as pool:
+            deletes = _WalDeletes(
+                self.storage, self._verify_before_deleting, pool, limit=self.config.max_deletes_per_run,
+                concurrency=self.config.read_concurrency, report=report,
+            )  # fmt: skip
+            for obj in self._old_wal_blobs(cutoff, report):
+                created = object_id_time_ms(obj.key.rsplit("/", 1)[-1])
+                if created is None or created < registered_since_ms:
+                    by_header.append(obj)
+                    if len(by_header) >= WAL_CHUNK:
+                        deletes.add(self._judged_by_header(by_header, pool, referenced, header_partitions, report))
+                        by_header = []
+                elif S3Location(self.storage.bucket, obj.key).uri in referenced:
+                    report.referenced_kept += 1
+                    report.wal_referenced_kept += 1
+                else:
+                    report.wal_judged_unread += 1
+                    deletes.add([obj])
+                if deletes.full:
                     break
-                for obj, partitions in zip(chunk, pool.map(self._blob_partitions_or_error, chunk), strict=True):
-                    if isinstance(partitions, BlobNotFound):
-                        continue  # deleted since the listing: nothing to judge
-                    if isinstance(partitions, CorruptData):
-                        # Foreign, or a damaged blob an index may still reference: never delete
-                        # what we cannot judge. Kept for an operator, reported as a warning.
-                        report.wal_unreadable_kept += 1
-                        if len(report.warnings) < MAX_WARNINGS:
-                            report.warnings.append(f"{obj.key}: {partitions}")
-                        continue
-                    uri = S3Location(self.storage.bucket, obj.key).uri
-                    if any(uri in self._references(pid, references) for pid in partitions):
-                        report.referenced_kept += 1
-                        continue
-                    garbage.append(obj)
-                    if len(garbage) >= self.config.max_deletes_per_run:
-                        break
-        self._verify_before_deleting(garbage)
-        self.storage.blobs.delete(self.storage.bucket, [o.key for o in garbage])
-        report.wal_blobs_deleted += len(garbage)
-        report.wal_bytes_deleted += sum(o.size for o in garbage)
+            deletes.add(self._judged_by_header(by_header, pool, referenced, header_partitions, report))
+            deletes.finish()
         if report.wal_unreadable_kept:
             log.warning("gc: kept %d object(s) under %s that are not readable LLS1 blobs (foreign or damaged; "
                         "never deleted, see docs/GC.md), e.g. %s", report.wal_unreadable_kept,
                         shared_wal_prefix(self.storage.root), "; ".join(report.warnings[:3]))  # fmt: skip
 
+    def _wal_references(
+        self, partitions: list[RegisteredPartition], report: GcReport
+    ) -> dict[PartitionId, set[str]] | None:
+        """The WAL data keys each partition references (its index from the compaction cursor and its pending
+        append), read ``read_concurrency`` partitions at a time; None if one could not be read.
+
+        Deleted topics not reclaimed yet count: their indexes still name their blobs. Each partition is read
+        once: a pending append it materializes meanwhile was read as pending (``_partition_references``).
+        """
+        referenced: dict[PartitionId, set[str]] = {}
+        failed: list[str] = []
+
+        def read(entry: RegisteredPartition) -> set[str]:
+            return self._partition_references(PartitionMetadata(self.storage.oxia, entry.keys(self.storage.root)))
+
+        for entry, keys in self._each_partition(partitions, read):
+            if isinstance(keys, LlogError):
+                failed.append(f"WAL references of {entry.topic}/{entry.partition}: {keys}")
+            else:
+                report.wal_partitions_read += 1
+                referenced[entry.topic, entry.partition] = keys
+        if failed:
+            report.errors.extend(failed)
+            return None
+        return referenced
+
+    def _judged_by_header(
+        self,
+        chunk: list[ObjectInfo],
+        pool: ThreadPoolExecutor,
+        referenced: set[str],
+        header_partitions: dict[PartitionId, set[str]],
+        report: GcReport,
+    ) -> list[ObjectInfo]:
+        """The blobs of ``chunk`` that no partition their headers name references (headers read concurrently)."""
+        garbage: list[ObjectInfo] = []
+        for obj, partitions in zip(chunk, pool.map(self._blob_partitions_or_error, chunk), strict=True):
+            if isinstance(partitions, BlobNotFound):
+                continue  # deleted since the listing: nothing to judge
+            report.wal_headers_read += 1
+            if isinstance(partitions, CorruptData):
+                # Foreign, or a damaged blob an index may still reference: never delete
+                # what we cannot judge. Kept for an operator, reported as a warning.
+                report.wal_unreadable_kept += 1
+                if len(report.warnings) < MAX_WARNINGS:
+                    report.warnings.append(f"{obj.key}: {partitions}")
+                continue
+            uri = S3Location(self.storage.bucket, obj.key).uri
+            # A partition the registry lists was read already; one it does not (made before the
+            # registry existed) is read here, in its topic's current folder.
+            if uri in referenced or any(uri in self._references(pid, header_partitions) for pid in partitions):
+                report.referenced_kept += 1
+                report.wal_referenced_kept += 1
+            else:
+                garbage.append(obj)
+        return garbage
+
     def _old_wal_blobs(self, cutoff: int, report: GcReport) -> Iterator[ObjectInfo]:
+        """``wal-shared/`` in key order up to the first blob created after ``cutoff`` (UUIDv7 keys sort by
+        creation time: the rest are younger still), those S3 says were written by ``cutoff``."""
         for obj in self.storage.blobs.list(self.storage.bucket, shared_wal_prefix(self.storage.root)):
             report.wal_blobs_seen += 1
+            created = object_id_time_ms(obj.key.rsplit("/", 1)[-1])
+            if created is not None and created > cutoff:
+                report.young_skipped += 1
+                return
             if obj.last_modified_ms > cutoff:
                 report.young_skipped += 1
             else:
@@ -296,42 +466,50 @@ class GarbageCollector:
         return {(s.topic, s.partition) for s in read_blob_slices(self.storage.blobs, location, size)}
 
     def _references(self, pid: PartitionId, cache: dict[PartitionId, set[str]]) -> set[str]:
-        """Data keys a partition's uncompacted index and pending append reference (once per run)."""
+        """Data keys a partition named by a blob's header references, in its topic's current folder (once per run)."""
         if pid not in cache:
-            meta = self._metadata(*pid)
-            try:
-                index = PartitionIndex.load(meta)
-            except PartitionNotInitialized:
-                cache[pid] = set()
-                return cache[pid]
-            # Read the cursor first: WAL entries below it are gone (or going) and
-            # can only be stale duplicates of compacted data. In a sequential
-            # partition the scan yields valid entries only: void ones (past a
-            # fence) reference nothing.
-            cursor = meta.cursor().offset
-            keys = {b.entry.ref.data_key for b in index.scan(cursor) if b.entry.type is EntryType.WAL}
-            if index.pending is not None:
-                keys.add(index.pending.ref.data_key)
-            cache[pid] = keys
+            cache[pid] = self._partition_references(self._metadata(*pid))
         return cache[pid]
+
+    @staticmethod
+    def _partition_references(meta: PartitionMetadata) -> set[str]:
+        """Data keys a partition's uncompacted index and pending append reference."""
+        try:
+            index = PartitionIndex.load(meta)  # meta/control, with the pending append: before the scan below
+        except PartitionNotInitialized:
+            return set()
+        # A pending append materialized after the read above is in the scan. WAL entries below the
+        # cursor are gone (or going) and can only be stale duplicates of compacted data. In a sequential
+        # partition the scan yields valid entries only: void ones (past a fence) reference nothing.
+        cursor = meta.cursor().offset
+        keys = {b.entry.ref.data_key for b in index.scan(cursor) if b.entry.type is EntryType.WAL}
+        if index.pending is not None:
+            keys.add(index.pending.ref.data_key)
+        return keys
 
     # --- orphaned compacted objects ----------------------------------------------
 
-    def collect_compacted(self, report: GcReport, topics: Mapping[str, TopicRecord]) -> None:
-        """Every registered partition of a current incarnation (``topics``: the records the run read at its
-        start; an incarnation created since is judged next run): its compacted objects no index entry names."""
+    def collect_compacted(self, report: GcReport, partitions: list[RegisteredPartition]) -> None:
+        """Every registered partition (of the incarnations whose records the run read at its start; one
+        created since is judged next run): its compacted objects no index entry names."""
         cutoff = self._cutoff_ms()
-        for topic, entries in self._registry.entries(current=keys_ids(topics)).items():
-            for entry in entries:
+
+        def collect(entry: RegisteredPartition) -> GcReport:
+            found = GcReport()  # this partition's counts, added to the run's below
+            if report.deleted < self.config.max_deletes_per_run:  # read while other partitions' counts come in
                 meta = PartitionMetadata(self.storage.oxia, entry.keys(self.storage.root))
-                try:
-                    self._collect_partition(meta, cutoff, report)
-                except NamespaceMismatch:
-                    raise  # the whole run stops: no other partition's references can be trusted either
-                except LlogError as exc:
-                    report.errors.append(f"{topic}/{entry.partition}: {exc}")
-                if report.deleted >= self.config.max_deletes_per_run:
-                    return
+                self._collect_partition(meta, cutoff, found)
+            return found
+
+        for entry, found in self._each_partition(partitions, collect):
+            if isinstance(found, NamespaceMismatch):
+                raise found  # the whole run stops: no other partition's references can be trusted either
+            if isinstance(found, LlogError):
+                report.errors.append(f"{entry.topic}/{entry.partition}: {found}")
+                continue
+            for counter in ("compacted_seen", "compacted_deleted", "compacted_bytes_deleted", "young_skipped",
+                            "referenced_kept"):  # fmt: skip
+                setattr(report, counter, getattr(report, counter) + getattr(found, counter))
 
     def _collect_partition(self, meta: PartitionMetadata, cutoff: int, report: GcReport) -> None:
         index: PartitionIndex | None = None  # read once, and only if there is something to judge
