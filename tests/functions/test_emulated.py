@@ -126,17 +126,24 @@ def api_call(emulated: dict[str, EmulatedFunction], template: dict[str, Any], ev
     return response["statusCode"], json.loads(text), function.spec.name
 
 
-def schedule_event(template: dict[str, Any], spec: FunctionTemplate) -> dict[str, Any]:
-    """What EventBridge Scheduler sends ``spec``'s function: the event of events/, for the template's schedule."""
-    (schedule,) = [
+def schedule_events(template: dict[str, Any], spec: FunctionTemplate) -> list[dict[str, Any]]:
+    """What EventBridge Scheduler sends ``spec``'s function, one event per schedule of the template: the input a
+    schedule names (GC's WAL schedule), else the scheduler's own event (events/)."""
+    schedules = [
         r["Properties"] for r in template["Resources"].values()
         if r["Type"] == "AWS::Scheduler::Schedule" and spec.logical_id in json.dumps(r["Properties"]["Target"])
     ]  # fmt: skip
-    assert "Input" not in schedule["Target"], "the schedule sends its own input: build the event from it"
-    event = load_event("compaction_schedule")
-    event["id"] = str(uuid.uuid4())
-    event["resources"] = [f"arn:aws:scheduler:us-east-1:123456789012:schedule/default/{spec.logical_id}"]
-    return event
+    assert schedules, f"no schedule invokes {spec.name}"
+    events = []
+    for schedule in schedules:
+        if "Input" in schedule["Target"]:
+            events.append(json.loads(schedule["Target"]["Input"]))
+            continue
+        event = load_event("compaction_schedule")
+        event["id"] = str(uuid.uuid4())
+        event["resources"] = [f"arn:aws:scheduler:us-east-1:123456789012:schedule/default/{spec.logical_id}"]
+        events.append(event)
+    return events
 
 
 def test_produce_then_consume_through_the_api_routes(
@@ -207,7 +214,8 @@ def test_the_scheduled_planner_enqueues_and_the_worker_compacts_what_sqs_deliver
     status, body, _ = api_call(emulated, template, load_event("produce", topic=new_topic()))
     assert status == 200, body
     planner = emulated[names.COMPACTION_PLANNER]
-    planned = planner.invoke(schedule_event(template, planner.spec))
+    (event,) = schedule_events(template, planner.spec)
+    planned = planner.invoke(event)
     assert planned["enqueued"] >= 1, planned
     sqs = boto3.client("sqs", endpoint_url=s3_config.endpoint_url, region_name="us-east-1",
                        aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
@@ -232,11 +240,14 @@ def test_each_scheduled_function_runs_on_its_schedule_event(
     emulated: dict[str, EmulatedFunction], synthesized: Synthesized, name: str
 ) -> None:
     function = emulated[name]
-    answer = function.invoke(schedule_event(synthesized.template, function.spec))
-    assert isinstance(answer, dict), answer
-    assert answer.get("errors", []) == [], answer
-    if name == names.VERIFY:
-        assert (answer["ok"], answer["problem_count"]) == (True, 0), answer
+    events = schedule_events(synthesized.template, function.spec)
+    assert len(events) == (2 if name == names.GC else 1)  # GC: hourly, and its WAL step alone
+    for event in events:
+        answer = function.invoke(event)
+        assert isinstance(answer, dict), answer
+        assert answer.get("errors", []) == [], answer
+        if name == names.VERIFY:
+            assert (answer["ok"], answer["problem_count"]) == (True, 0), answer
 
 
 def test_a_layer_without_a_module_the_handler_imports_fails_the_cold_start(
