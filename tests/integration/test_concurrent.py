@@ -1606,6 +1606,16 @@ class Run:
             HARNESS[f"concurrent: {name}"] += count
 
 
+def shorten_lives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reclaim delay, its claim's lease and the topic caches, shortened so that a run sees several lives."""
+    monkeypatch.setattr(topics, "RECLAIM_DELAY_MS", RECLAIM_DELAY_MS)
+    monkeypatch.setattr(topics, "RECLAIM_LEASE_MS", RECLAIM_LEASE_MS)
+    monkeypatch.setattr(produce, "STALE_TOPIC_MS", RECLAIM_DELAY_MS)
+    monkeypatch.setattr(produce, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
+    # Every process's TopicLayouts (the harness's reader among them) resolves a life's folder for as long.
+    monkeypatch.setattr(topics, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
+
+
 @pytest.mark.timeout(int(SECONDS) + CHECK_SECONDS + 180)  # the run, stopping its actors, the checker
 @pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL], ids=lambda p: p.value)
 def test_every_action_at_once_keeps_every_acknowledged_record(
@@ -1613,12 +1623,7 @@ def test_every_action_at_once_keeps_every_acknowledged_record(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     lincheck_binary()  # skipped (or failed, in CI) before the run when the checker is missing
-    monkeypatch.setattr(topics, "RECLAIM_DELAY_MS", RECLAIM_DELAY_MS)
-    monkeypatch.setattr(topics, "RECLAIM_LEASE_MS", RECLAIM_LEASE_MS)
-    monkeypatch.setattr(produce, "STALE_TOPIC_MS", RECLAIM_DELAY_MS)
-    monkeypatch.setattr(produce, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
-    # Every process's TopicLayouts (the harness's reader among them) resolves a life's folder for as long.
-    monkeypatch.setattr(topics, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
+    shorten_lives(monkeypatch)
     run = Run(oxia_store, blob_store, protocol, oxia_server)
     run.run(SECONDS)
     try:
