@@ -31,10 +31,13 @@ DEADLINE_S = 60.0
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("restart_s", [0.0, RESTART_PAST_RECLAIM_S], ids=["record-deleted", "record-reclaimed"])
+@pytest.mark.parametrize(
+    ("restart_s", "seen"), [(0.0, "repeated"), (RESTART_PAST_RECLAIM_S, "seen reclaimed")],
+    ids=["record-deleted", "record-reclaimed"],
+)  # fmt: skip
 def test_a_delete_whose_answer_an_oxia_restart_lost_ends_its_life(
     oxia_server: OxiaServer, oxia_store: OxiaStore, blob_store: BlobStore, monkeypatch: pytest.MonkeyPatch,
-    restart_s: float,
+    restart_s: float, seen: str,
 ) -> None:  # fmt: skip
     shorten_lives(monkeypatch)
     run = Run(oxia_store, blob_store, AppendProtocol.CAS, oxia_server)
@@ -72,3 +75,4 @@ def test_a_delete_whose_answer_an_oxia_restart_lost_ends_its_life(
     ended = run.lives[lost[0]]
     assert max(ended.deleted, ended.reclaimed) < float("inf")
     assert any(a.called >= ended.began for a in run.life_acks)  # it had records to lose
+    assert run.tally[f"life deletes that lost their answer, {seen}"] == 1
