@@ -344,6 +344,7 @@ class Life:
 
     explicit: bool
     began: float
+    deleting: str | None = None  # the topic id of the record its delete was called on
     delete_called: float = float("inf")
     deleted: float = float("inf")  # when the delete answered
     reclaimed: float = float("inf")  # when its record was seen gone
@@ -1212,13 +1213,19 @@ class Run:
     def life(self) -> Callable[[], None]:
         """Creates the second topic (or lets a produce create it), deletes it, waits for its reclaim; again.
 
-        Each step acts on the record as it finds it, so a step that met an Oxia restart is finished by the next.
+        Each step acts on the record as it finds it, so a step that met an Oxia restart is finished by the next:
+        a delete that met one may have taken effect (its compare-and-set did, a fence did not answer), and the
+        life may even be reclaimed before the next step reads the record.
         """
         registry = TopicRegistry(self.storage.oxia, root=self.root, writer_config=self.config)
 
         def step() -> None:
             record = registry.get(LIFE_TOPIC)
+            record_id = None if record is None else record.topic_id
             life = self.lives[-1] if self.lives else None
+            if life is not None and life.deleted == float("inf") and life.deleting not in (None, record_id):
+                life.deleted = time.monotonic()  # and reclaimed since: when is not known, so no window is checked
+                self._count("life deletes that lost their answer, seen reclaimed")
             if life is not None and life.deleted < float("inf") and (record is None or not record.deleted):
                 # Reclaimed; a produce may have begun the next life already (then its record is the reclaim's end).
                 now = time.monotonic()
@@ -1247,9 +1254,13 @@ class Run:
                 self._count("lives grown")
                 self._idle(random.uniform(0.3, 1.0))
                 return
-            if record is None or not record.deleted:
-                self._check_life(life)
+            if record is None or not record.deleted or life.deleted == float("inf"):
+                if record is None or not record.deleted:
+                    self._check_life(life)
+                else:  # its delete took effect but did not answer: again, to fence what that one may not have
+                    self._count("life deletes that lost their answer, repeated")
                 life.delete_called = min(life.delete_called, time.monotonic())
+                life.deleting = None if record is None else record.topic_id
                 try:
                     registry.delete(LIFE_TOPIC)
                 except UnknownTopic:  # implicit, and nothing was produced to it yet: its next produce begins a life
@@ -1606,6 +1617,16 @@ class Run:
             HARNESS[f"concurrent: {name}"] += count
 
 
+def shorten_lives(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reclaim delay, its claim's lease and the topic caches, shortened so that a run sees several lives."""
+    monkeypatch.setattr(topics, "RECLAIM_DELAY_MS", RECLAIM_DELAY_MS)
+    monkeypatch.setattr(topics, "RECLAIM_LEASE_MS", RECLAIM_LEASE_MS)
+    monkeypatch.setattr(produce, "STALE_TOPIC_MS", RECLAIM_DELAY_MS)
+    monkeypatch.setattr(produce, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
+    # Every process's TopicLayouts (the harness's reader among them) resolves a life's folder for as long.
+    monkeypatch.setattr(topics, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
+
+
 @pytest.mark.timeout(int(SECONDS) + CHECK_SECONDS + 180)  # the run, stopping its actors, the checker
 @pytest.mark.parametrize("protocol", [AppendProtocol.CAS, AppendProtocol.SEQUENTIAL], ids=lambda p: p.value)
 def test_every_action_at_once_keeps_every_acknowledged_record(
@@ -1613,12 +1634,7 @@ def test_every_action_at_once_keeps_every_acknowledged_record(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     lincheck_binary()  # skipped (or failed, in CI) before the run when the checker is missing
-    monkeypatch.setattr(topics, "RECLAIM_DELAY_MS", RECLAIM_DELAY_MS)
-    monkeypatch.setattr(topics, "RECLAIM_LEASE_MS", RECLAIM_LEASE_MS)
-    monkeypatch.setattr(produce, "STALE_TOPIC_MS", RECLAIM_DELAY_MS)
-    monkeypatch.setattr(produce, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
-    # Every process's TopicLayouts (the harness's reader among them) resolves a life's folder for as long.
-    monkeypatch.setattr(topics, "TOPIC_CACHE_TTL_MS", TOPIC_CACHE_TTL_MS)
+    shorten_lives(monkeypatch)
     run = Run(oxia_store, blob_store, protocol, oxia_server)
     run.run(SECONDS)
     try:
