@@ -201,7 +201,8 @@ def gc_capacity(a: Assumptions) -> dict[str, Any]:
     up while a run handles an interval's blobs within the interval (and the function's timeout): per page of
     blobs, the slowest of the LIST page, the DeleteObjects calls over their concurrency and S3's request rate
     per prefix. The deletion cap bounds a run too. The hourly run's per-partition work (retention, compacted
-    objects) must fit in the timeout beside it. Latencies and S3's rate are assumptions (``Latency``).
+    objects) must fit in the timeout beside it. Latencies and S3's rate are assumptions (``Latency``); the
+    produce requests' own PUTs take half of that rate on ``wal-shared/``.
     """
     c, lat = a.code, a.latency
     window_s = min(c.wal_gc_interval_s, c.gc_timeout_s)
@@ -210,7 +211,8 @@ def gc_capacity(a: Assumptions) -> dict[str, Any]:
     page_ms = {
         "a LIST page": lat.s3_list_ms,
         "DeleteObjects calls": lat.s3_delete_objects_ms * c.list_page / c.gc_delete_batch / c.gc_read_concurrency,
-        "S3's request rate per prefix": c.list_page / lat.s3_prefix_writes_per_s * 1000,
+        # The WAL's PUTs share the prefix: keeping up, GC deletes as many blobs a second as produce writes.
+        "S3's request rate per prefix": c.list_page / (lat.s3_prefix_writes_per_s / 2) * 1000,
     }
     slowest = max(page_ms, key=lambda k: page_ms[k])
     by_time = (window_s - references_s) * c.list_page / (page_ms[slowest] / 1000) / c.wal_gc_interval_s

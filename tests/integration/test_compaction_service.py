@@ -103,6 +103,52 @@ def test_worker_compacts_until_caught_up_and_releases_its_claim(
     assert claims.try_claim(topic, 0) is not None  # released
 
 
+def test_a_task_ends_at_the_range_that_reached_the_tail_without_an_empty_pass(
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+) -> None:
+    writer.initialize_partition(topic, 0)
+    for i in range(5):
+        writer.append(topic, 0, [f"r{i}".encode()])
+    compactor = Compactor(Storage(oxia_store, blob_store, BUCKET, root), config=CompactorConfig(max_offsets_per_run=2))
+    claims = CompactorClaims(oxia_store, "worker-1", root=root)
+
+    outcome = run_compaction_task(CompactionTask(topic, 0, 5), compactor, claims, budget_s=30)
+
+    assert outcome.outcome == "caught_up"
+    assert [(r.outcome, r.start_offset, r.end_offset, r.reached_tail) for r in outcome.runs] == [
+        ("compacted", 1, 2, False), ("compacted", 3, 4, False), ("compacted", 5, 5, True)
+    ]
+
+
+def test_entries_appended_during_a_task_are_left_to_the_next_task(
+    writer: LogWriter, oxia_store: OxiaStore, blob_store: BlobStore, topic: str, root: str
+) -> None:
+    """A partition written to faster than one range compacts would otherwise hold its worker for the whole
+    budget while the other partitions' tasks wait in the queue."""
+    writer.initialize_partition(topic, 0)
+    for i in range(3):
+        writer.append(topic, 0, [f"r{i}".encode()])
+    appended: list[int] = []
+
+    def append_meanwhile(point: str) -> None:
+        if point == COMPACTOR_AFTER_RECORD:  # after the selection, before the range is committed
+            appended.append(writer.append(topic, 0, [b"meanwhile"]).start_offset or 0)
+
+    storage = Storage(oxia_store, blob_store, BUCKET, root)
+    compactor = Compactor(storage, fault_hook=append_meanwhile)
+    claims = CompactorClaims(oxia_store, "worker-1", root=root)
+
+    first = run_compaction_task(CompactionTask(topic, 0, 3), compactor, claims, budget_s=30)
+
+    assert first.outcome == "caught_up"
+    assert [(r.start_offset, r.end_offset) for r in first.runs] == [(1, 3)]
+    assert appended == [4]
+    lag = plan_compaction(LogCatalog(oxia_store, root=root), min_lag=1).lag_by_partition[(topic, 0)]
+    assert lag == 1
+    second = run_compaction_task(CompactionTask(topic, 0, 1), Compactor(storage), claims, budget_s=30)
+    assert [(r.start_offset, r.end_offset, r.reached_tail) for r in second.runs] == [(4, 4, True)]
+
+
 def test_worker_skips_a_partition_claimed_elsewhere(
     writer: LogWriter, compactor_and_claims: tuple[Compactor, CompactorClaims], oxia_store: OxiaStore, topic: str,
     root: str

@@ -71,6 +71,8 @@ from llog.store.storage import Storage
 
 log = logging.getLogger(__name__)
 
+SELECT_SCAN_LIMIT = 1024  # index entries one selection reads: a compacted range holds at most this many
+
 
 class CompactionOutcome(StrEnum):
     """What one ``compact_once`` call did."""
@@ -95,6 +97,9 @@ class CompactionResult:
     recovered_pending: bool = False
     resumed_from: str | None = None
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    # The range took every WAL entry the index held past the cursor when it was selected: a worker stops
+    # there (llog.service.compaction.run_compaction_task), leaving what arrived since to the next task.
+    reached_tail: bool = False
 
 
 class _Stages:
@@ -169,7 +174,7 @@ class Compactor:
 
         cursor = meta.cursor().offset
         index = PartitionIndex.load(meta)
-        run = self._select(index, cursor)
+        run, reached_tail = self._select(index, cursor)
         if run:
             # Read after the selection: a claim made later lies past the run (llog.protocol.producers, E2).
             now_ms = int(self.storage.clock() * 1000)
@@ -228,12 +233,14 @@ class Compactor:
             len(run),
             recovered_pending=recovered,
             stage_seconds=stages.seconds,
+            reached_tail=reached_tail,
         )
 
     # --- selection and rewrite -------------------------------------------------
 
-    def _select(self, index: PartitionIndex, cursor: int) -> list[IndexedBatch]:
-        """The WAL run to compact from the cursor; the cursor is first moved over LOST entries starting at it.
+    def _select(self, index: PartitionIndex, cursor: int) -> tuple[list[IndexedBatch], bool]:
+        """The WAL run to compact from the cursor, and whether it reaches the index's last entry; the cursor is
+        first moved over LOST entries starting at it.
 
         A LOST entry (``llog.protocol.rebuild``) has no data to compact: a rebuild relies on this to pass its
         lost range, and a rebuild that stopped before it moved the cursor is finished here, in the same scan.
@@ -241,7 +248,8 @@ class Compactor:
         run: list[IndexedBatch] = []
         offsets = size = 0
         expected = cursor
-        for batch in index.scan(cursor, limit=1024):
+        scanned = index.scan(cursor, limit=SELECT_SCAN_LIMIT)
+        for batch in scanned:
             if not run and batch.entry.type is EntryType.LOST and batch.start_offset == expected:
                 expected = batch.end_offset + 1
                 self._advance_cursor(index.meta, expected)
@@ -260,7 +268,9 @@ class Compactor:
             offsets += batch.entry.msg_count
             size += length
             expected = batch.end_offset + 1
-        return run
+        else:
+            return run, len(scanned) < SELECT_SCAN_LIMIT
+        return run, False
 
     @staticmethod
     def _log_max_timestamp(index: PartitionIndex, start: int, times: TimeSpan) -> int | None:

@@ -128,6 +128,10 @@ def run_compaction_task(
 ) -> TaskOutcome:
     """Claim the partition, compact until caught up or ``budget_s`` is spent, release.
 
+    Caught up means a range reached the index's tail (or there was nothing to compact): entries appended
+    while the task runs are the next task's, so that a busy partition does not hold a worker for its whole
+    budget while the others wait (docs/SCALE.md).
+
     The claim is re-checked before every ``compact_once``: after a freeze the
     session may be gone, and a worker that lost its claim stops at once.
     """
@@ -147,7 +151,7 @@ def run_compaction_task(
                 break
             result = compactor.compact(keys)
             outcome.runs.append(result)
-            if result.outcome is CompactionOutcome.NOTHING_TO_DO:
+            if result.outcome is CompactionOutcome.NOTHING_TO_DO or result.reached_tail:
                 outcome.outcome = TaskEnd.CAUGHT_UP
                 break
     except SessionExpired:
