@@ -8,7 +8,7 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia oxia-proto versitygw lincheck rie iceberg chromium wrk screenshots test lint typecheck pytest synth deploy-check dev dev-reset serve invoke glue-local glue-sql bench load smoke soak clean
+.PHONY: help setup oxia oxia-proto versitygw lincheck rie iceberg chromium wrk screenshots test lint typecheck pytest synth deploy-check dev dev-reset serve invoke glue-local glue-sql bench scale-run load smoke soak clean
 
 help:
 	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, llog-lincheck, the Lambda emulator, Chromium and wrk (idempotent)"
@@ -21,6 +21,8 @@ help:
 	@echo "make glue-local - export the make dev stack's compacted ranges to .dev/tables/records (Spark, local)"
 	@echo "make glue-sql SQL='SELECT ...' - Spark SQL over that table (the view is called records)"
 	@echo "make bench   - setup, then the benchmarks; results go to docs/PERFORMANCE.md"
+	@echo "make scale-run [SCALE_ARGS='--rate 60 --duration 600'] - the background jobs at a compressed schedule against"
+	@echo "               the scale model's prediction (docs/SCALE.md); writes docs/img/scale-run.png and its samples"
 	@echo "make soak [SOAK_ARGS='--scale 10 --model-examples 100'] - the reliability harness at length (docs/RELIABILITY.md)"
 	@echo "make load LOAD_ARGS='--rate 500 --duration 30' - load test of the HTTP API (make dev's :8080), then reconcile"
 	@echo "make smoke URL=<ApiUrl> [SMOKE_ARGS='--sigv4-region <region>' | SMOKE_ARGS='--api-key <key>'] - check a deployed"
@@ -152,6 +154,10 @@ glue-sql: setup
 bench: setup
 	-scripts/lambda-venv.sh >/dev/null
 	$(PY) bench/run.py
+
+# The scale model against a real run on local servers (docs/SCALE.md); exit 1 when they disagree by more than 25%.
+scale-run: setup
+	PATH=$(CURDIR)/.tools/bin:$$PATH $(PY) bench/scale_run.py --json docs/img/scale-run.json --plot docs/img/scale-run.png $(SCALE_ARGS)
 
 # Fuzz and model tests with many more examples than make test; summary in .soak/report.json.
 soak: setup

@@ -269,7 +269,7 @@ class LlogSettings:
     serve_endpoint: ServeEndpoint = "balancer"
     api_throttle_rate: int = 100
     api_throttle_burst: int = 200
-    compaction_max_concurrency: int = 10
+    compaction_max_concurrency: int = 50
     compaction_lag_alarm_threshold: int = 100_000
     # The Glue export (infra/analytics.py): topics ("*" = all), Glue trigger cron, table format,
     # worker type and count, Glue database (default llog_<stage>), run timeout.
@@ -389,7 +389,7 @@ class LlogSettings:
             serve_endpoint=cast(ServeEndpoint, r.choice("serveEndpoint", SERVE_ENDPOINTS, "balancer")),
             api_throttle_rate=r.integer("apiThrottleRateLimit", 100, 1, 10_000),
             api_throttle_burst=r.integer("apiThrottleBurstLimit", 200, 1, 5_000),
-            compaction_max_concurrency=r.integer("compactionMaxConcurrency", 10, 2, 1000),
+            compaction_max_concurrency=r.integer("compactionMaxConcurrency", 50, 2, 1000),
             compaction_lag_alarm_threshold=r.integer("compactionLagAlarmThreshold", 100_000, 1, 10**12),
             export_topics=_topics(r, "exportTopics"),
             export_schedule=_cron(r, "exportSchedule", "cron(15 * * * ? *)"),

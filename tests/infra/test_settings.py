@@ -33,7 +33,7 @@ def test_development_defaults() -> None:
     assert s.api_auth == "iam"
     assert s.front_door == "rest"  # today's REST API, in every stage unless llog:frontDoor says otherwise
     assert (s.api_throttle_rate, s.api_throttle_burst) == (100, 200)
-    assert s.compaction_max_concurrency == 10
+    assert s.compaction_max_concurrency == 50
     assert s.compaction_lag_alarm_threshold == 100_000
     assert s.export_topics == ("*",)
     assert s.export_schedule == "cron(15 * * * ? *)"

@@ -15,6 +15,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -26,6 +27,8 @@ from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import CompactionOutcome, CompactionResult, Compactor
 
 log = logging.getLogger(__name__)
+
+PLANNER_READ_CONCURRENCY = 16  # partitions whose status the planner reads at once
 
 
 @dataclass(frozen=True)
@@ -70,22 +73,30 @@ class Plan:
 
 
 def plan_compaction(catalog: LogCatalog, *, min_lag: int, rng: random.Random | None = None) -> Plan:
-    """Every partition whose uncompacted offsets (next offset - cursor) reach ``min_lag``, shuffled."""
+    """Every partition whose uncompacted offsets (next offset - cursor) reach ``min_lag``, shuffled.
+
+    The partitions' statuses are read ``PLANNER_READ_CONCURRENCY`` at a time: one after another, their reads
+    would fill a one-minute tick at about 20,000 partitions (docs/SCALE.md)."""
+    every = [(topic, keys) for topic, partitions in catalog.partitions().items() for keys in partitions]
+
+    def status(keys: PartitionKeys) -> PartitionStatus | None:
+        try:
+            return catalog.status(keys)
+        except PartitionNotInitialized:
+            return None  # deleted between listing and reading
+
+    with ThreadPoolExecutor(PLANNER_READ_CONCURRENCY, thread_name_prefix="planner") as pool:
+        statuses = list(pool.map(status, [keys for _, keys in every]))
     tasks = []
     lags: dict[tuple[str, int], int] = {}
-    seen = 0
-    for topic, partitions in catalog.partitions().items():
-        for keys in partitions:
-            seen += 1
-            try:
-                status: PartitionStatus = catalog.status(keys)
-            except PartitionNotInitialized:
-                continue  # deleted between listing and reading
-            lags[(topic, keys.partition)] = status.compaction_lag
-            if status.compaction_lag >= max(min_lag, 1) or status.compaction is not None:
-                tasks.append(CompactionTask(topic, keys.partition, status.compaction_lag, keys.topic_id))
+    for (topic, keys), found in zip(every, statuses, strict=True):
+        if found is None:
+            continue
+        lags[(topic, keys.partition)] = found.compaction_lag
+        if found.compaction_lag >= max(min_lag, 1) or found.compaction is not None:
+            tasks.append(CompactionTask(topic, keys.partition, found.compaction_lag, keys.topic_id))
     (rng or random).shuffle(tasks)
-    return Plan(tasks, seen, lags)
+    return Plan(tasks, len(every), lags)
 
 
 class TaskEnd(StrEnum):
