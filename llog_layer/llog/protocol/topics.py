@@ -674,9 +674,7 @@ class TopicLayouts:
             cached = self._cached.get(topic) or (None, self._all_read_at)
         if now - cached[1] < TOPIC_CACHE_TTL_MS / 1000:
             return cached[0]
-        record = self._records.get(topic)
-        self.learn(topic, record, now)
-        return None if record is None else record.keys_id
+        return self.learn(topic, self._records.get(topic), now)
 
     def learn_all(self, records: Mapping[str, TopicRecord]) -> None:
         """Every topic's record, as one scan just found them (``TopicRegistry.records``): GC's, so that judging
@@ -686,11 +684,26 @@ class TopicLayouts:
             self._cached = {topic: (record.keys_id, now) for topic, record in records.items()}
             self._all_read_at = now
 
-    def learn(self, topic: str, record: TopicRecord | None, read_at: float | None = None) -> None:
-        """A record of ``topic`` just read elsewhere (None: it has none)."""
+    def now(self) -> float:
+        """This cache's clock, which ``learn``'s ``read_at`` is measured on."""
+        return self._clock()
+
+    def learn(self, topic: str, record: TopicRecord | None, read_at: float | None = None) -> str | None:
+        """A record of ``topic`` just read or written elsewhere (None: it has none); the keys id in force after it.
+
+        ``read_at``: when its read began (default: now, a record just written). A read that began before the
+        record in hand was learned is ignored: it may be older (it saw no record, and a concurrent produce's
+        first record was learned before it was answered), and the writer would then create and append to the
+        partition in a folder no record names, where no reader finds what it acknowledged.
+        """
         keys_id = None if record is None else record.keys_id
+        learned_at = self._clock() if read_at is None else read_at
         with self._lock:
-            self._cached[topic] = (keys_id, self._clock() if read_at is None else read_at)
+            in_hand = self._cached.get(topic) or (None, self._all_read_at)
+            if learned_at < in_hand[1]:
+                return in_hand[0]
+            self._cached[topic] = (keys_id, learned_at)
+        return keys_id
 
 
 # --- reclaim -----------------------------------------------------------------------------------

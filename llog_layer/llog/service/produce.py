@@ -286,6 +286,7 @@ class ProduceService:
                     cached.rereading = True
         if cached_only:
             raise _WouldBlock
+        read_at = self.writer.layouts.now()
         try:
             fresh = _CachedTopic(self.topics.get(topic), now)
             if read is not None:
@@ -294,7 +295,8 @@ class ProduceService:
             if cached is not None:
                 cached.rereading = False  # the next caller past the TTL tries again
             raise
-        self.writer.layouts.learn(topic, fresh.record)  # the writer appends to the incarnation checked here
+        # The writer appends to the incarnation checked here, unless a record was learned since this read began.
+        self.writer.layouts.learn(topic, fresh.record, read_at)
         with self._lock:
             if cached is not None and (
                 cached.identity != fresh.identity or now - cached.checked_at >= STALE_TOPIC_MS / 1000
