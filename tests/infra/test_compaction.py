@@ -52,7 +52,7 @@ def test_worker_consumes_with_bounded_concurrency(dev_stack: LlogStack, dev_temp
     assert props["FunctionName"] == {"Ref": worker}
     assert props["EventSourceArn"] == {"Fn::GetAtt": [queue, "Arn"]}
     assert props["BatchSize"] == 1
-    assert props["ScalingConfig"] == {"MaximumConcurrency": 10}
+    assert props["ScalingConfig"] == {"MaximumConcurrency": 50}  # docs/SCALE.md
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
 

@@ -530,6 +530,9 @@ class CompactionRun(Struct, forbid_unknown_fields=True):
         str | None, Meta(description="The state of the unfinished compaction it resumed; null for a new one.")
     ]
     stage_seconds: Annotated[dict[str, float], Meta(description="Time spent per stage of the run.")]
+    reached_tail: Annotated[
+        bool, Meta(description="Whether its range took every WAL entry the index held when it was selected.")
+    ] = False
 
 
 class CompactionPass(Struct, forbid_unknown_fields=True):
