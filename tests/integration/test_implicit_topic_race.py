@@ -17,7 +17,7 @@ import pytest
 from llog.errors import UnknownTopic
 from llog.protocol.append import LogWriter
 from llog.protocol.read import LogReader
-from llog.protocol.topics import TopicRecord
+from llog.protocol.topics import TopicConfig, TopicRecord, TopicRegistry
 from llog.service.produce import ProduceEntry, ProduceService
 from llog.store.storage import Storage
 
@@ -91,3 +91,43 @@ def test_no_partition_is_initialized_outside_the_topic_by_a_read_from_before_it_
 
     assert result.error is None
     assert values(storage, topic, 0) == [b"acknowledged"]  # readable where the topic's record says it is
+
+
+class LateRead:
+    """``service``'s first read of a topic record begins (its start is taken) but is sent only once ``release``
+    is set: a read that started early and is answered late, as one an Oxia client retried."""
+
+    def __init__(self, service: ProduceService, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self._get = service.topics.get
+        self._held = True
+        monkeypatch.setattr(service.topics, "get", self)
+
+    def __call__(self, topic: str) -> TopicRecord | None:
+        if self._held:
+            self._held = False
+            self.started.set()
+            assert self.release.wait(10)
+        return self._get(topic)
+
+
+def test_a_read_answered_late_with_the_topic_is_not_outranked_by_a_later_read_that_saw_none(
+    storage: Storage, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Overlapping reads: the one that began first may hold the newer answer (the topic, created meanwhile by
+    another process); the process must not keep to the other's "no record" and fail the append."""
+    service = ProduceService(LogWriter(storage))
+    late = LateRead(service, monkeypatch)
+    with ThreadPoolExecutor(1) as pool:
+        produced = pool.submit(service.produce, [ProduceEntry(topic, 0, [b"after the create"])])
+        assert late.started.wait(10)
+        refused_keyless(service, topic)  # began later, answered first: no record yet
+        TopicRegistry(storage.oxia, root=storage.root, writer_config=service.writer.config).create(
+            topic, 1, TopicConfig(service.writer.config.append_protocol)
+        )  # another process creates it
+        late.release.set()
+        (result,) = produced.result()
+
+    assert result.error is None
+    assert values(storage, topic, 0) == [b"after the create"]

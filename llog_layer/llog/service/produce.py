@@ -286,17 +286,14 @@ class ProduceService:
                     cached.rereading = True
         if cached_only:
             raise _WouldBlock
-        read_at = self.writer.layouts.now()
         try:
-            fresh = _CachedTopic(self.topics.get(topic), now)
+            fresh = self._read_topic(topic, now)
             if read is not None:
                 read.add(topic)
         except BaseException:
             if cached is not None:
                 cached.rereading = False  # the next caller past the TTL tries again
             raise
-        # The writer appends to the incarnation checked here, unless a record was learned since this read began.
-        self.writer.layouts.learn(topic, fresh.record, read_at)
         with self._lock:
             if cached is not None and (
                 cached.identity != fresh.identity or now - cached.checked_at >= STALE_TOPIC_MS / 1000
@@ -304,6 +301,21 @@ class ProduceService:
                 self._forget(topic)  # possibly deleted and reclaimed since: create its partitions afresh
             self._cached[topic] = fresh
         return fresh.record
+
+    def _read_topic(self, topic: str, now: float) -> _CachedTopic:
+        """The topic's record read from Oxia, and learned by the writer's layouts (the incarnation it appends to).
+
+        The layouts keep the read that began last; one that began earlier may still hold the newer answer (it
+        was answered late: the topic was created meanwhile). When they disagree, a read begun after both
+        answers settles it (Oxia is linearizable).
+        """
+        for _ in range(2):
+            read_at = self.writer.layouts.now()
+            fresh = _CachedTopic(self.topics.get(topic), now)
+            kept = self.writer.layouts.learn(topic, fresh.record, read_at)
+            if kept == (None if fresh.record is None else fresh.record.keys_id):
+                break
+        return fresh
 
     def _forget(self, topic: str) -> None:
         """Forget what this process knows of a topic's partitions (called with the lock held)."""
