@@ -143,7 +143,7 @@ def measure_level(log: Log, storage: Storage, oxia: OperationCounters, s3: Opera
     plan_seen = []
 
     def plan() -> None:
-        result = plan_compaction(catalog, min_lag=1)
+        result = plan_compaction(catalog, min_lag=1, max_delay_ms=0)
         plan_seen.append((result.partitions_seen, len(result.tasks), frozenset(result.lag_by_partition.values())))
 
     def collect(policy: RetentionPolicy) -> Callable[[], object]:

@@ -15,11 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
     sys.path.insert(0, str(ROOT))
 
-from bench.scale.tables import render, rows  # noqa: E402
+from bench.scale.tables import SIZE_OR_AGE, SIZE_OR_AGE_RATES, render, rows  # noqa: E402
 
 
 def main() -> int:
-    print(render(rows()), end="")
+    print(render(rows(), rows(SIZE_OR_AGE, rates=SIZE_OR_AGE_RATES)), end="")
     return 0
 
 

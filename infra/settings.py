@@ -270,6 +270,9 @@ class LlogSettings:
     api_throttle_rate: int = 100
     api_throttle_burst: int = 200
     compaction_max_concurrency: int = 50
+    # The planner's size-or-age rule (LLOG_COMPACTION_MIN_LAG, LLOG_COMPACTION_MAX_DELAY_MS; docs/SCALE.md).
+    compaction_min_lag: int = 1
+    compaction_max_delay_minutes: int = 10
     compaction_lag_alarm_threshold: int = 100_000
     # The Glue export (infra/analytics.py): topics ("*" = all), Glue trigger cron, table format,
     # worker type and count, Glue database (default llog_<stage>), run timeout.
@@ -390,6 +393,8 @@ class LlogSettings:
             api_throttle_rate=r.integer("apiThrottleRateLimit", 100, 1, 10_000),
             api_throttle_burst=r.integer("apiThrottleBurstLimit", 200, 1, 5_000),
             compaction_max_concurrency=r.integer("compactionMaxConcurrency", 50, 2, 1000),
+            compaction_min_lag=r.integer("compactionMinLag", 1, 1, 10**9),
+            compaction_max_delay_minutes=r.integer("compactionMaxDelayMinutes", 10, 1, 24 * 60),
             compaction_lag_alarm_threshold=r.integer("compactionLagAlarmThreshold", 100_000, 1, 10**12),
             export_topics=_topics(r, "exportTopics"),
             export_schedule=_cron(r, "exportSchedule", "cron(15 * * * ? *)"),

@@ -139,6 +139,8 @@ class LlogStack(Stack):
         planner = self.functions[names.COMPACTION_PLANNER]
         planner.add_environment("LLOG_COMPACTION_QUEUE_URL", self.compaction.queue.queue_url)
         planner.add_environment("LLOG_COMPACTION_SCHEDULE", settings.compaction_schedule)
+        planner.add_environment("LLOG_COMPACTION_MIN_LAG", str(settings.compaction_min_lag))
+        planner.add_environment("LLOG_COMPACTION_MAX_DELAY_MS", str(settings.compaction_max_delay_minutes * 60_000))
         self.api: Api | HttpFrontDoor | ServeFleet
         if settings.front_door == "serve":
             self.api = ServeFleet(
@@ -192,8 +194,10 @@ class LlogStack(Stack):
         if isinstance(self.api, ServeFleet):
             self.observability.add_serve_fleet(
                 cluster_name=self.oxia.cluster.cluster_name,
-                services={s.node.id: (s.service_name, n)
-                          for s, n in zip(self.api.services, self.api.desired_counts, strict=True)},  # fmt: skip
+                services={
+                    s.node.id: (s.service_name, n)
+                    for s, n in zip(self.api.services, self.api.desired_counts, strict=True)
+                },  # fmt: skip
             )
         self.observability.add_llog_metrics(compaction_lag_threshold=settings.compaction_lag_alarm_threshold)
         self.observability.add_recovery(

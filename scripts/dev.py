@@ -47,7 +47,7 @@ from devserver.devstack import (
 from devserver.emulator import EmulatorUnavailable, find_rie, find_runtime_python, local_endpoints, synthesize
 from devserver.lambda_front import LambdaFront, start_front
 from functions.common import names, routes
-from llog.config import env_int, root_prefix_from_env
+from llog.config import CompactionScheduleConfig, env_int, root_prefix_from_env
 from llog.errors import InvalidTopicName, LlogError
 from llog.format.keys import validate_topic
 from llog.format.kv.namespace import NamespaceKeys
@@ -98,13 +98,14 @@ def every(seconds: int, stop: threading.Event, job: Callable[[], None], name: st
 
 
 def compaction_pass(compactor: Compactor, claims: CompactorClaims) -> None:
-    """What the planner and worker Lambdas do, in-process."""
-    plan = plan_compaction(LogCatalog(compactor.storage.oxia, root=compactor.storage.root), min_lag=1)
+    """What the planner and worker Lambdas do, in-process, with their settings (``LLOG_COMPACTION_*``)."""
+    config = CompactionScheduleConfig.from_env()
+    catalog = LogCatalog(compactor.storage.oxia, root=compactor.storage.root)
+    plan = plan_compaction(catalog, min_lag=config.min_lag, max_delay_ms=config.max_delay_ms)
     for task in plan.tasks:
         outcome = run_compaction_task(task, compactor, claims, budget_s=30)
         if outcome.runs:
-            log.info("compacted %s/%s: %s, %d records", task.topic, task.partition, outcome.outcome,
-                     outcome.records)
+            log.info("compacted %s/%s: %s, %d records", task.topic, task.partition, outcome.outcome, outcome.records)
 
 
 def unavailable_reason(name: str) -> str:
@@ -210,8 +211,10 @@ def lambda_front(front: LambdaFront) -> Front:
     for (method, resource), served in sorted(front.api.methods.items(), key=lambda item: item[0][::-1]):
         if method != "ANY":
             by_function[names_by_id[served.function]].append(f"{method} {resource}")
-    description = ("the dev stage's REST API as synthesized, in front of its functions under aws-lambda-rie;\n"
-                   "                   no SigV4 or API key is checked, no /console or /metrics (LLOG_DEV_FRONT=lambda)")
+    description = (
+        "the dev stage's REST API as synthesized, in front of its functions under aws-lambda-rie;\n"
+        "                   no SigV4 or API key is checked, no /console or /metrics (LLOG_DEV_FRONT=lambda)"
+    )
     return Front(description, by_function, console=False)
 
 
@@ -314,8 +317,14 @@ def _run() -> int:
         signal.signal(sig, request_stop)
 
     oxia = OxiaProcess(oxia_bin, OXIA_DIR, port=OXIA_PORT, fsync=True, new_session=True)
-    s3 = VersityGW(vgw_bin, S3_DIR, port=S3_PORT, access_key_id=ACCESS_KEY_ID, secret_access_key=SECRET_ACCESS_KEY,
-                   new_session=True)
+    s3 = VersityGW(
+        vgw_bin,
+        S3_DIR,
+        port=S3_PORT,
+        access_key_id=ACCESS_KEY_ID,
+        secret_access_key=SECRET_ACCESS_KEY,
+        new_session=True,
+    )
     stop_front: Callable[[], None] | None = None
     threads: list[threading.Thread] = []
     closers: list[Callable[[], None]] = []
@@ -355,8 +364,10 @@ def _run() -> int:
                 server = LlogServer("127.0.0.1", HTTP_PORT).start()
                 url, shown_front, stop_front = server.url, serve_front(), server.shutdown
         except OSError as exc:
-            print(f"could not serve the HTTP API on 127.0.0.1:{HTTP_PORT}: {exc} (LLOG_DEV_HTTP_PORT moves it)",
-                  file=sys.stderr)
+            print(
+                f"could not serve the HTTP API on 127.0.0.1:{HTTP_PORT}: {exc} (LLOG_DEV_HTTP_PORT moves it)",
+                file=sys.stderr,
+            )
             return 1
         compaction_s = env_int(os.environ, "LLOG_DEV_COMPACTION_INTERVAL_S", 60, minimum=1)
         gc_s = env_int(os.environ, "LLOG_DEV_GC_INTERVAL_S", 3600, minimum=1)

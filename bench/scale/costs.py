@@ -64,8 +64,12 @@ def assumed(a: Assumptions | None = None, record_bytes: int = 1024) -> Costs:
         entry_s=(lat.s3_get_ms / c.consume_fetch_threads + cpu_ms(2 * entry_bytes, c.worker_memory_mb, lat)) / 1000,
         gc_run_fixed_s=(lat.handler_overhead_ms + c.wal_gc_oxia_reads_per_run * read) / 1000,
         gc_reference_s=c.wal_gc_oxia_reads_per_partition * read / 1000,
-        gc_partition_s=((c.gc_oxia_reads_per_partition - c.wal_gc_oxia_reads_per_partition) * read
-                        + c.gc_oxia_writes_per_partition * write + lat.s3_list_ms) / 1000,  # fmt: skip
+        gc_partition_s=(
+            (c.gc_oxia_reads_per_partition - c.wal_gc_oxia_reads_per_partition) * read
+            + c.gc_oxia_writes_per_partition * write
+            + lat.s3_list_ms
+        )
+        / 1000,  # fmt: skip
         list_page_s=lat.s3_list_ms / 1000,
         delete_objects_s=lat.s3_delete_objects_ms / 1000,
         prefix_writes_per_s=lat.s3_prefix_writes_per_s,
@@ -121,7 +125,7 @@ def measure(storage: Storage, *, partitions: int, record_bytes: int = 1024, gc: 
         list(pool.map(lambda p: fill(p, counts.get(p, 1)), range(every)))
 
     catalog = LogCatalog(storage.oxia, root=storage.root)
-    planner_s = _median_s([lambda: plan_compaction(catalog, min_lag=1) for _ in range(runs)])
+    planner_s = _median_s([lambda: plan_compaction(catalog, min_lag=1, max_delay_ms=0) for _ in range(runs)])
     planner_rounds = math.ceil(every / PLANNER_READ_CONCURRENCY)  # statuses read at once
 
     compactor = Compactor(storage)

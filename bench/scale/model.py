@@ -5,8 +5,9 @@ its full runs, under a steady produce load where every request is one WAL blob (
 samples (``Sample``) and what each job used (``Usage``). What each job does per run follows the code:
 
 * **Planner** (every ``planner_interval_s``): reads every partition's status, ``planner_read_concurrency`` at
-  a time, then sends a task for each partition whose compaction lag reaches ``min_lag``, whether or not one
-  is already queued (``llog.service.compaction.plan_compaction``).
+  a time, then sends a task for each partition whose compaction lag reaches ``min_lag``, or whose oldest
+  uncompacted entry is ``max_delay_s`` old, whether or not one is already queued
+  (``llog.service.compaction.plan_compaction``).
 * **Compaction workers** (``compaction_concurrency`` at once, FIFO from the queue): a task claims the
   partition and compacts what it finds, an object per ``entries_per_object`` entries
   (``run_compaction_task``). Entries that arrive while it runs are left for the next task.
@@ -51,6 +52,7 @@ class Schedule:
     compaction_concurrency: int = 50  # llog:compactionMaxConcurrency
     planner_read_concurrency: int = 16  # llog.service.compaction.PLANNER_READ_CONCURRENCY
     min_lag: int = 1  # LLOG_COMPACTION_MIN_LAG
+    max_delay_s: float = 600.0  # LLOG_COMPACTION_MAX_DELAY_MS
     entries_per_object: int = 1024  # one index page per compacted object (Compactor._select)
     wal_gc_interval_s: float = 600.0  # llog:walGcSchedule
     gc_interval_s: float = 3600.0  # llog:gcSchedule
@@ -155,7 +157,11 @@ class _Pipeline:
         self.w, self.s, self.c = workload, schedule, costs
         self.per_partition = workload.rate / workload.partitions  # requests/s
         self.start = schedule.grace_s if workload.warm else 0.0
-        self.compacted_upto = [self.start] * workload.partitions  # each partition's entries before this time compacted
+        # Each partition's entries before this time are compacted. Warm, under a size-or-age rule, partitions are
+        # part-way through the wait between their compactions, spread evenly (a steady state's phases).
+        least = max(schedule.min_lag, 1)
+        cycle = min(schedule.max_delay_s, least / self.per_partition) if workload.warm and least > 1 else 0.0
+        self.compacted_upto = [self.start - cycle * ((p * 0.6180339887) % 1) for p in range(workload.partitions)]
         self.queue: deque[int] = deque()
         self.plans: deque[list[int]] = deque()  # each planner run's tasks, until it sends them
         self.busy = 0
@@ -171,13 +177,19 @@ class _Pipeline:
         self.seq += 1
         heapq.heappush(self.events, (t, self.seq, kind, partition, started))
 
+    def arrivals_before(self, partition: int, t: float) -> int:
+        """Requests that reached a partition before ``t``: the partitions' arrivals interleave evenly, partition
+        p's k-th at ``p / rate + k / per_partition``."""
+        k = math.ceil((t - partition / self.w.rate) * self.per_partition - 1e-9)
+        return k if k > 0 else 0
+
+    def first_arrival(self, partition: int, since: float) -> float:
+        """When the first request at or after ``since`` reaches a partition."""
+        return partition / self.w.rate + self.arrivals_before(partition, since) / self.per_partition
+
     def entries(self, partition: int, since: float, until: float) -> int:
-        """Requests that reached a partition in [since, until): the partitions' arrivals interleave evenly."""
-        step = 1 / self.per_partition
-        offset = partition / self.w.rate  # partition p's k-th request arrives at offset + k * step
-        first = max(0, math.ceil((since - offset) / step - 1e-9))
-        last = max(0, math.ceil((until - offset) / step - 1e-9))
-        return last - first
+        """Requests that reached a partition in [since, until)."""
+        return self.arrivals_before(partition, until) - self.arrivals_before(partition, since)
 
     def run(self) -> Result:
         result = Result(self.w, self.s, self.c)
@@ -200,8 +212,20 @@ class _Pipeline:
     def on_plan(self, t: float, _p: int, _s: float) -> None:
         rounds = math.ceil(self.w.partitions / self.s.planner_read_concurrency)
         least = max(self.s.min_lag, 1)  # the lag each partition had when its status was read
-        lagging = [p for p, since in enumerate(self.compacted_upto) if self.entries(p, since, t) >= least]
+        # Due by age: its oldest uncompacted entry arrived by max_delay ago.
+        aged = (
+            [
+                self.arrivals_before(p, since) < self.arrivals_before(p, t - self.s.max_delay_s + 1e-9)
+                for p, since in enumerate(self.compacted_upto)
+            ]
+            if least > 1
+            else [False] * self.w.partitions
+        )
+        lags = [self.entries(p, since, t) for p, since in enumerate(self.compacted_upto)]
+        lagging = [p for p, n in enumerate(lags) if n >= least or (n and aged[p])]
         self.plans.append(lagging)
+        # A partition under min_lag with some lag has its oldest entry read too (counted as one more status).
+        rounds += math.ceil(sum(1 for n in lags if 0 < n < least) / self.s.planner_read_concurrency)
         took = self.c.planner_fixed_s + rounds * self.c.planner_partition_s + len(lagging) * self.c.planner_task_s
         u = self.usage
         u.planner_runs += 1
@@ -297,12 +321,9 @@ class _Pipeline:
         )
         past_grace = self.w.rate * max(t - self.s.grace_s, 0.0) - deleted
         lag, oldest = 0, 0.0
-        step = 1 / self.per_partition
         for p, since in enumerate(self.compacted_upto):
             if self.entries(p, since, t):
-                offset = p / self.w.rate
-                first = offset + max(0, math.ceil((since - offset) / step - 1e-9)) * step  # its oldest entry's
-                oldest = max(oldest, t - first)
+                oldest = max(oldest, t - self.first_arrival(p, since))
                 lag += self.entries(p, since, t)
         return Sample(
             t=t,

@@ -219,7 +219,9 @@ class _Jobs:
         return thread
 
     def plan(self, _elapsed: float) -> None:
-        plan = plan_compaction(self.catalog, min_lag=self.schedule.min_lag)
+        plan = plan_compaction(
+            self.catalog, min_lag=self.schedule.min_lag, max_delay_ms=round(self.schedule.max_delay_s * 1000)
+        )
         self.stats.planner_runs += 1
         for task in plan.tasks:
             self.tasks.put(task)
@@ -284,7 +286,7 @@ class _Jobs:
         """Plan and compact until no partition lags (the producer has stopped)."""
         deadline = time.time() + timeout_s
         while time.time() < deadline:
-            plan = plan_compaction(self.catalog, min_lag=1)
+            plan = plan_compaction(self.catalog, min_lag=1, max_delay_ms=0)
             if not plan.tasks and self.tasks.empty():
                 return
             for task in plan.tasks:
@@ -333,8 +335,11 @@ def start_producer(address: str, s3: S3Config, bucket: str, root: str,
     start = time.time() + 2.0  # the producer process's start-up
     spawn = multiprocessing.get_context("spawn")  # no fork of this process's gRPC and boto3 clients
     answers: Any = spawn.Queue()
-    producer = spawn.Process(target=_produce, name="producer", args=(
-        place, settings.rate, settings.partitions, settings.duration_s, settings.record_bytes, start, answers))
+    producer = spawn.Process(
+        target=_produce,
+        name="producer",
+        args=(place, settings.rate, settings.partitions, settings.duration_s, settings.record_bytes, start, answers),
+    )
     producer.start()
     return producer, answers, start
 

@@ -8,6 +8,7 @@ the second half, each job's busiest run against its limit, and the first job to 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bench.cost.inputs import Assumptions
@@ -22,6 +23,9 @@ SAMPLE_S = 120.0
 LAMBDA_ACCOUNT_CONCURRENCY = 1000  # AWS's default per region
 SQS_REQUESTS_PER_TASK = 2.1  # a send in a batch of 10, the event source's receive and delete
 PLANNER_GB = 0.5  # infra/functions.py: the planner's memory; the worker's and GC's come from the cost model
+# The planner's size-or-age rule set for cost (docs/SCALE.md): objects of about a MiB of 1 KiB records, or an hour.
+SIZE_OR_AGE = Schedule(min_lag=1000, max_delay_s=3600.0)
+SIZE_OR_AGE_RATES = (1, 10, 100, 1000)
 
 
 @dataclass(frozen=True)
@@ -50,9 +54,9 @@ def utilization(result: Result) -> dict[str, float]:
 
 
 def background_usd_per_gb(result: Result, a: Assumptions) -> float:
-    """Lambda, SQS and S3 requests of compaction, its planner and GC per GB of record bytes produced (Oxia's
-    servers are a fixed monthly cost: docs/COST.md)."""
-    p, code, u, w = a.prices, a.code, result.usage, result.workload
+    """Lambda, SQS and S3 requests of compaction, its planner and GC per GB of record bytes compacted (in a
+    steady state, what is produced; Oxia's servers are a fixed monthly cost: docs/COST.md)."""
+    p, code, u = a.prices, a.code, result.usage
     gb_seconds = (u.worker_s * code.worker_memory_mb / 1024 + u.planner_s * PLANNER_GB
                   + u.gc_s * code.gc_memory_mb / 1024)  # fmt: skip
     invocations = u.tasks + u.planner_runs + u.wal_runs + u.full_runs
@@ -60,15 +64,15 @@ def background_usd_per_gb(result: Result, a: Assumptions) -> float:
            + u.tasks * SQS_REQUESTS_PER_TASK * p.sqs_per_million / 1e6
            + u.entries_compacted * p.s3_get_per_10000 / 1e4
            + (2 * u.objects + u.list_pages) * p.s3_put_per_1000 / 1e3)  # fmt: skip
-    gb = w.rate * w.duration_s * RECORD_BYTES / 1e9
+    gb = u.entries_compacted * RECORD_BYTES / 1e9  # a request is one entry of one record
     return usd / gb
 
 
-def rows(schedule: Schedule | None = None, costs: Costs | None = None) -> list[Row]:
+def rows(schedule: Schedule | None = None, costs: Costs | None = None, rates: tuple[int, ...] = RATES) -> list[Row]:
     schedule = schedule or Schedule()
     costs = costs or assumed(record_bytes=RECORD_BYTES)
     out = []
-    for rate in RATES:
+    for rate in rates:
         result = simulate(Workload(rate, PARTITIONS, HOURS * 3600, sample_s=SAMPLE_S, warm=True), schedule, costs)
         out.append(Row(rate, result, utilization(result)))
     return out
@@ -96,7 +100,12 @@ def _flag(value: float) -> str:
     return f"**{value:.0%}**" if value >= 1 else f"{value:.0%}"
 
 
-def render(table: list[Row], a: Assumptions | None = None) -> str:
+def entries_per_object(result: Result) -> float:
+    return result.usage.entries_compacted / max(result.usage.objects, 1)
+
+
+def render(table: list[Row], size_or_age: list[Row], a: Assumptions | None = None) -> str:
+    """The defaults' tables, then the defaults against ``SIZE_OR_AGE`` at the rates of ``size_or_age``."""
     a = a or Assumptions()
     s = table[0].result.schedule
     lines = [
@@ -128,4 +137,26 @@ def render(table: list[Row], a: Assumptions | None = None) -> str:
         values = " | ".join(_flag(v) for v in row.utilization.values())
         lines.append(f"| {row.rate:,} | {values} | {row.first_limit} | {workers_needed(row.result):,} "
                      f"| {background_usd_per_gb(row.result, a):.4f} |")  # fmt: skip
+    preset = size_or_age[0].result.schedule
+    lines += [
+        "",
+        f"Compacting at a size or an age: the defaults against a `LLOG_COMPACTION_MIN_LAG` of {preset.min_lag:,} "
+        f"and a `LLOG_COMPACTION_MAX_DELAY_MS` of {preset.max_delay_s / 60:.0f} minutes (defaults | "
+        f"{preset.min_lag:,} or {preset.max_delay_s / 60:.0f} min):",
+        "",
+        "| requests/s | requests per partition per hour | entries per compacted object | oldest uncompacted, s "
+        "| compaction tasks per hour | background USD per GB |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    by_rate = {row.rate: row.result for row in table}
+    columns: tuple[tuple[Callable[[Result], float], str], ...] = (
+        (entries_per_object, ",.1f"),
+        (lambda r: r.steady("compaction_lag_age_s"), ",.0f"),
+        (lambda r: r.usage.tasks / (r.workload.duration_s / 3600), ",.0f"),
+        (lambda r: background_usd_per_gb(r, a), ".4f"),
+    )
+    for row in size_or_age:
+        pair = (by_rate[row.rate], row.result)
+        cells = [" \\| ".join(format(value(r), spec) for r in pair) for value, spec in columns]
+        lines.append(f"| {row.rate:,} | {row.rate * 3600 / PARTITIONS:,.2f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -2,7 +2,8 @@
 
 EventBridge Scheduler invokes it (``LLOG_COMPACTION_SCHEDULE``, default every
 minute). It discovers partitions from their ``meta/control`` records, keeps
-those whose compaction lag reaches ``LLOG_COMPACTION_MIN_LAG`` (default 1),
+those whose compaction lag reaches ``LLOG_COMPACTION_MIN_LAG`` (default 1)
+or whose oldest uncompacted entry is ``LLOG_COMPACTION_MAX_DELAY_MS`` old,
 and enqueues them in random order on ``LLOG_COMPACTION_QUEUE_URL``; the
 worker function consumes that queue with bounded concurrency. Its clients:
 Oxia (the catalog) and SQS; the modules of both are imported by the first
@@ -92,7 +93,8 @@ def report_consumer_lag() -> int:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from llog.service.compaction import plan_compaction
 
-    plan = plan_compaction(_catalog.get(), min_lag=CompactionScheduleConfig.from_env().min_lag)
+    config = CompactionScheduleConfig.from_env()
+    plan = plan_compaction(_catalog.get(), min_lag=config.min_lag, max_delay_ms=config.max_delay_ms)
     sent = _queue.get().send([task.to_message() for task in plan.tasks])
     telemetry.metric("PartitionsSeen", MetricUnit.Count, plan.partitions_seen)
     telemetry.metric("CompactionTasksEnqueued", MetricUnit.Count, sent)

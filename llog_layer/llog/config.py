@@ -82,6 +82,7 @@ SETTINGS: Mapping[str, Setting] = {
         Setting("LLOG_COMPACTOR_MAX_BYTES_PER_RUN", str(8 * 1024 * 1024), "bytes rewritten by one compaction run"),
         Setting("LLOG_COMPACTOR_MAX_COMMIT_DELAY_MS", "60000", "latest reference after a compacted object's PUT"),
         Setting("LLOG_COMPACTION_MIN_LAG", "1", "uncompacted offsets that make the planner schedule a partition"),
+        Setting("LLOG_COMPACTION_MAX_DELAY_MS", "600000", "age of the oldest uncompacted entry that does too"),
         Setting("LLOG_COMPACTION_BUDGET_MS", "240000", "time one compaction worker spends on a task"),
         Setting("LLOG_COMPACTION_QUEUE_URL", "", "SQS queue of compaction tasks (planner)"),
         Setting("LLOG_COMPACTOR_ID", "", "name of this compactor in its claims (unset: random)"),
@@ -468,9 +469,10 @@ class CacheConfig:
 
 @dataclass(frozen=True)
 class CompactionScheduleConfig:
-    """The planner's threshold and queue, and one worker's time budget and name."""
+    """The planner's thresholds (size or age) and queue, and one worker's time budget and name."""
 
     min_lag: int = default_int("LLOG_COMPACTION_MIN_LAG")
+    max_delay_ms: int = default_int("LLOG_COMPACTION_MAX_DELAY_MS")
     budget_ms: int = default_int("LLOG_COMPACTION_BUDGET_MS")
     queue_url: str | None = None
     compactor_id: str | None = None  # None: each worker names itself
@@ -480,6 +482,7 @@ class CompactionScheduleConfig:
         env = environ() if env is None else env
         return cls(
             min_lag=setting_int(env, "LLOG_COMPACTION_MIN_LAG"),
+            max_delay_ms=setting_int(env, "LLOG_COMPACTION_MAX_DELAY_MS"),
             budget_ms=setting_int(env, "LLOG_COMPACTION_BUDGET_MS"),
             queue_url=_get(env, "LLOG_COMPACTION_QUEUE_URL"),
             compactor_id=_get(env, "LLOG_COMPACTOR_ID"),

@@ -62,6 +62,22 @@ def test_max_concurrency_is_a_setting() -> None:
     assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 25}
 
 
+def test_the_planners_size_or_age_rule_is_a_setting() -> None:
+    """docs/SCALE.md: the planner's LLOG_COMPACTION_MIN_LAG and LLOG_COMPACTION_MAX_DELAY_MS come from the
+    stack's settings (defaults: every lagging partition, 10 minutes)."""
+    for context, expected in (({}, ("1", "600000")),
+                              ({"llog:compactionMinLag": "1000", "llog:compactionMaxDelayMinutes": "30"},
+                               ("1000", "1800000"))):  # fmt: skip
+        template = Template.from_stack(make_stack({"llog:stage": "plan", **context}))
+        (planner,) = [
+            f
+            for f in resources(template, "AWS::Lambda::Function").values()
+            if "LLOG_COMPACTION_QUEUE_URL" in f["Properties"].get("Environment", {}).get("Variables", {})
+        ]
+        variables = planner["Properties"]["Environment"]["Variables"]
+        assert (variables["LLOG_COMPACTION_MIN_LAG"], variables["LLOG_COMPACTION_MAX_DELAY_MS"]) == expected
+
+
 def schedules(template: Template, construct: str = "Compaction") -> dict[str, dict[str, Any]]:
     """The schedules of one construct of the stack (infra/recovery.py has the others), by expression."""
     return {s["Properties"]["ScheduleExpression"]: s["Properties"] for logical_id, s in

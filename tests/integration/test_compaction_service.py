@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -37,13 +38,45 @@ def test_planner_picks_partitions_with_enough_lag(
         for _ in range(appends):
             writer.append(topic, partition, [b"x"])
 
-    plan = plan_compaction(LogCatalog(oxia_store, root=root), min_lag=3, rng=random.Random(1))
+    plan = plan_compaction(LogCatalog(oxia_store, root=root), min_lag=3, max_delay_ms=600_000, rng=random.Random(1))
 
     mine = {(t.topic, t.partition): t.lag for t in plan.tasks if t.topic == topic}
     assert mine == {(topic, 0): 5}
     assert {k: v for k, v in plan.lag_by_partition.items() if k[0] == topic} == {
-        (topic, 0): 5, (topic, 1): 1, (topic, 2): 0
+        (topic, 0): 5,
+        (topic, 1): 1,
+        (topic, 2): 0,
     }
+
+
+def test_the_planner_schedules_a_partition_under_min_lag_once_its_oldest_entry_is_max_delay_old(
+    writer: LogWriter,
+    compactor_and_claims: tuple[Compactor, CompactorClaims],
+    oxia_store: OxiaStore,
+    topic: str,
+    root: str,
+) -> None:
+    """Size or age (docs/SCALE.md): two offsets under a min_lag of 3 wait until the older one is max_delay_ms
+    old; the age is the oldest uncompacted entry's, not the newest's, and a compacted range starts it again."""
+    compactor, claims = compactor_and_claims
+    writer.initialize_partition(topic, 0)
+    writer.append(topic, 0, [b"old"])
+    first_ms = int(time.time() * 1000)
+    time.sleep(0.05)
+    writer.append(topic, 0, [b"new"])
+    catalog = LogCatalog(oxia_store, root=root)
+
+    def planned(at_ms: int) -> list[tuple[int, int]]:
+        plan = plan_compaction(catalog, min_lag=3, max_delay_ms=60_000, now_ms=lambda: at_ms)
+        return [(t.partition, t.lag) for t in plan.tasks if t.topic == topic]
+
+    assert planned(first_ms + 30_000) == []
+    assert planned(first_ms + 60_020) == [(0, 2)]  # the first entry's age: the second is under 60 s old
+    assert run_compaction_task(CompactionTask(topic, 0, 2), compactor, claims, budget_s=30).records == 2
+    writer.append(topic, 0, [b"later"])
+    assert planned(int(time.time() * 1000) + 30_000) == []
+    assert planned(int(time.time() * 1000) + 61_000) == [(0, 1)]
+    assert plan_compaction(catalog, min_lag=1, max_delay_ms=10**9).lag_by_partition[(topic, 0)] == 1
 
 
 @pytest.mark.parametrize("protocol", list(AppendProtocol))
@@ -67,7 +100,7 @@ def test_the_planner_reads_each_partition_at_most_twice_and_finds_the_lag_of_sep
         writer.fence(topic, 4)
 
         before = counters.snapshot()
-        plan = plan_compaction(LogCatalog(store, root=root), min_lag=3, rng=random.Random(1))
+        plan = plan_compaction(LogCatalog(store, root=root), min_lag=3, max_delay_ms=600_000, rng=random.Random(1))
         ops = {op: s.calls for op, s in stats_diff(before, counters.snapshot()).items() if s.calls}
 
         # The lag as separate reads find it: the high watermark, then the cursor and meta/compaction.
@@ -75,17 +108,18 @@ def test_the_planner_reads_each_partition_at_most_twice_and_finds_the_lag_of_sep
         for partition in range(5):
             meta = PartitionMetadata(store, PartitionKeys(topic, partition, root))
             expected[(topic, partition)] = PartitionIndex.load(meta).high_watermark() + 1 - meta.cursor().offset
-    assert plan.lag_by_partition == expected == {
-        (topic, 0): 0, (topic, 1): 3, (topic, 2): 3, (topic, 3): 4, (topic, 4): 2
-    }
+    assert (
+        plan.lag_by_partition == expected == {(topic, 0): 0, (topic, 1): 3, (topic, 2): 3, (topic, 3): 4, (topic, 4): 2}
+    )
     assert sorted((t.partition, t.lag) for t in plan.tasks) == [(1, 3), (2, 3), (3, 4)]  # 3: its compaction
 
     # One scan of the topic records, one of the registry (its entries name each partition's folder); per
     # partition one scan of meta/, and the tail of an open sequence (the fenced one is sealed: its high
-    # watermark is in meta/control).
+    # watermark is in meta/control); and the oldest uncompacted entry of the one with a lag under min_lag
+    # (4), for the age rule.
     open_sequences = 4 if protocol is AppendProtocol.SEQUENTIAL else 0
-    assert ops == {"range_scan": 7} | ({"get_lower": open_sequences} if open_sequences else {})
-    assert sum(ops.values()) - 1 <= 2 * plan.partitions_seen
+    assert ops == {"range_scan": 7, "get_ceiling": 1} | ({"get_lower": open_sequences} if open_sequences else {})
+    assert sum(ops.values()) - 2 <= 2 * plan.partitions_seen
 
 
 def test_worker_compacts_until_caught_up_and_releases_its_claim(
@@ -116,7 +150,9 @@ def test_a_task_ends_at_the_range_that_reached_the_tail_without_an_empty_pass(
 
     assert outcome.outcome == "caught_up"
     assert [(r.outcome, r.start_offset, r.end_offset, r.reached_tail) for r in outcome.runs] == [
-        ("compacted", 1, 2, False), ("compacted", 3, 4, False), ("compacted", 5, 5, True)
+        ("compacted", 1, 2, False),
+        ("compacted", 3, 4, False),
+        ("compacted", 5, 5, True),
     ]
 
 
@@ -143,15 +179,18 @@ def test_entries_appended_during_a_task_are_left_to_the_next_task(
     assert first.outcome == "caught_up"
     assert [(r.start_offset, r.end_offset) for r in first.runs] == [(1, 3)]
     assert appended == [4]
-    lag = plan_compaction(LogCatalog(oxia_store, root=root), min_lag=1).lag_by_partition[(topic, 0)]
+    lag = plan_compaction(LogCatalog(oxia_store, root=root), min_lag=1, max_delay_ms=0).lag_by_partition[(topic, 0)]
     assert lag == 1
     second = run_compaction_task(CompactionTask(topic, 0, 1), Compactor(storage), claims, budget_s=30)
     assert [(r.start_offset, r.end_offset, r.reached_tail) for r in second.runs] == [(4, 4, True)]
 
 
 def test_worker_skips_a_partition_claimed_elsewhere(
-    writer: LogWriter, compactor_and_claims: tuple[Compactor, CompactorClaims], oxia_store: OxiaStore, topic: str,
-    root: str
+    writer: LogWriter,
+    compactor_and_claims: tuple[Compactor, CompactorClaims],
+    oxia_store: OxiaStore,
+    topic: str,
+    root: str,
 ) -> None:
     compactor, claims = compactor_and_claims
     writer.initialize_partition(topic, 0)

@@ -125,10 +125,20 @@ def test_defaults_come_from_the_table() -> None:
 
 
 def test_the_compaction_schedule_settings() -> None:
-    assert CompactionScheduleConfig.from_env({}) == CompactionScheduleConfig(1, 240_000, None, None)
+    assert CompactionScheduleConfig.from_env({}) == CompactionScheduleConfig(1, 600_000, 240_000, None, None)
     with pytest.raises(ConfigurationError, match="LLOG_COMPACTION_QUEUE_URL"):
         CompactionScheduleConfig.from_env({}).require_queue_url()
     configured = CompactionScheduleConfig.from_env(
-        {"LLOG_COMPACTION_MIN_LAG": "50", "LLOG_COMPACTION_QUEUE_URL": "https://q", "LLOG_COMPACTOR_ID": "w1"}
+        {
+            "LLOG_COMPACTION_MIN_LAG": "50",
+            "LLOG_COMPACTION_MAX_DELAY_MS": "900000",
+            "LLOG_COMPACTION_QUEUE_URL": "https://q",
+            "LLOG_COMPACTOR_ID": "w1",
+        }
     )
-    assert (configured.min_lag, configured.require_queue_url(), configured.compactor_id) == (50, "https://q", "w1")
+    assert (configured.min_lag, configured.max_delay_ms, configured.require_queue_url(), configured.compactor_id) == (
+        50,
+        900_000,
+        "https://q",
+        "w1",
+    )

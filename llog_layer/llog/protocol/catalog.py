@@ -38,6 +38,9 @@ class PartitionStatus:
     compaction_cursor: int
     pending: dict[str, Any] | None
     compaction: dict[str, Any] | None
+    # When the oldest entry not yet compacted was appended (ms), where the reader asked for it: the
+    # planner's age rule (``llog.service.compaction.plan_compaction``).
+    oldest_uncompacted_ms: int | None = None
 
     @property
     def compaction_lag(self) -> int:
@@ -154,8 +157,10 @@ class LogCatalog:
         except PartitionNotInitialized:
             return None
 
-    def status(self, keys: PartitionKeys) -> PartitionStatus:
-        """Two Oxia reads at most: the ``meta/`` records in one scan, and a sequential partition's tail.
+    def status(self, keys: PartitionKeys, *, oldest_below_lag: int = 0) -> PartitionStatus:
+        """Two Oxia reads at most: the ``meta/`` records in one scan, and a sequential partition's tail; one
+        more, where the compaction lag is positive and under ``oldest_below_lag``, for the oldest uncompacted
+        entry's append time (``oldest_uncompacted_ms``).
 
         The compaction planner calls this for every partition each tick, so its
         cost is what discovery costs per partition: it never grows with the index
@@ -168,8 +173,14 @@ class LogCatalog:
         control = snapshot.control
         if control is None:
             raise PartitionNotInitialized(topic, partition)
-        high_watermark = PartitionIndex(meta, control).high_watermark()
+        index = PartitionIndex(meta, control)
+        high_watermark = index.high_watermark()
         compaction = snapshot.compaction
+        cursor = snapshot.cursor.offset
+        oldest = None
+        if 0 < high_watermark + 1 - cursor < oldest_below_lag:
+            first = index.ceiling(cursor)
+            oldest = None if first is None else first.entry.created_at_ms
         return PartitionStatus(
             topic=topic,
             partition=partition,
@@ -177,7 +188,7 @@ class LogCatalog:
             log_start_offset=control.log_start_offset,
             high_watermark=high_watermark,
             next_offset=high_watermark + 1,
-            compaction_cursor=snapshot.cursor.offset,
+            compaction_cursor=cursor,
             pending=None if control.pending is None else control.pending.to_json(),
             compaction=None
             if compaction is None
@@ -187,4 +198,5 @@ class LogCatalog:
                 "start_offset": compaction.start_offset,
                 "end_offset": compaction.end_offset,
             },
+            oldest_uncompacted_ms=oldest,
         )

@@ -72,29 +72,43 @@ class Plan:
     lag_by_partition: dict[tuple[str, int], int]
 
 
-def plan_compaction(catalog: LogCatalog, *, min_lag: int, rng: random.Random | None = None) -> Plan:
-    """Every partition whose uncompacted offsets (next offset - cursor) reach ``min_lag``, shuffled.
+def plan_compaction(
+    catalog: LogCatalog,
+    *,
+    min_lag: int,
+    max_delay_ms: int,
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    rng: random.Random | None = None,
+) -> Plan:
+    """Every partition due for compaction, shuffled: its uncompacted offsets (next offset - cursor) reach
+    ``min_lag``, or it has some and the oldest was appended ``max_delay_ms`` ago (size or age, as a delivery
+    stream buffers: a larger ``min_lag`` makes fewer, larger compacted objects, and the age bounds how long a
+    quiet partition waits, docs/SCALE.md). A partition with a compaction under way is due too, to finish it.
 
     The partitions' statuses are read ``PLANNER_READ_CONCURRENCY`` at a time: one after another, their reads
     would fill a one-minute tick at about 20,000 partitions (docs/SCALE.md)."""
     every = [(topic, keys) for topic, partitions in catalog.partitions().items() for keys in partitions]
+    least = max(min_lag, 1)
 
     def status(keys: PartitionKeys) -> PartitionStatus | None:
         try:
-            return catalog.status(keys)
+            return catalog.status(keys, oldest_below_lag=least)
         except PartitionNotInitialized:
             return None  # deleted between listing and reading
 
     with ThreadPoolExecutor(PLANNER_READ_CONCURRENCY, thread_name_prefix="planner") as pool:
         statuses = list(pool.map(status, [keys for _, keys in every]))
+    due_before_ms = now_ms() - max_delay_ms
     tasks = []
     lags: dict[tuple[str, int], int] = {}
     for (topic, keys), found in zip(every, statuses, strict=True):
         if found is None:
             continue
-        lags[(topic, keys.partition)] = found.compaction_lag
-        if found.compaction_lag >= max(min_lag, 1) or found.compaction is not None:
-            tasks.append(CompactionTask(topic, keys.partition, found.compaction_lag, keys.topic_id))
+        lag = lags[(topic, keys.partition)] = found.compaction_lag
+        # An oldest entry not found (compacted or removed since the status) is due: a task then finds its work.
+        aged = lag > 0 and (found.oldest_uncompacted_ms is None or found.oldest_uncompacted_ms <= due_before_ms)
+        if lag >= least or aged or found.compaction is not None:
+            tasks.append(CompactionTask(topic, keys.partition, lag, keys.topic_id))
     (rng or random).shuffle(tasks)
     return Plan(tasks, len(every), lags)
 
