@@ -99,6 +99,9 @@ typecheck: $(STAMP)
 oxia-proto: $(STAMP)
 	PY=$(PY) scripts/generate-oxia-proto.sh
 
+# The slowest tests, printed after every run: make test has a 30-minute budget.
+PYTEST_ARGS ?= --durations=40
+
 pytest: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -7,7 +7,7 @@
 On a local Oxia standalone and VersityGW:
 
 1. **Calibrate**: each job's per-operation costs, measured under a root of their own
-   (``bench.scale.costs.measure``).
+   (``bench.scale.costs.measure``) beside the run's load (its producer, planner and workers) under another.
 2. **Predict**: the scale model (``bench.scale.model``) run with those costs, the run's schedule and the rate
    the producer will offer, before the run starts.
 3. **Run** (``bench.scale.run``): produce at the rate for the duration with the jobs on their production code
@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:  # run as a script: make `bench` importable
 
 from bench.scale.costs import measure  # noqa: E402
 from bench.scale.model import Costs, Result, Sample, Schedule, Workload, simulate  # noqa: E402
-from bench.scale.run import RunResult, RunSettings, as_json, real_run, start_producer  # noqa: E402
+from bench.scale.run import RunResult, RunSettings, as_json, background_load, real_run  # noqa: E402
 from bench.stack import local_stack  # noqa: E402
 from llog.config import OxiaConfig, S3Config  # noqa: E402
 from llog.store.oxia import OxiaStore  # noqa: E402
@@ -140,16 +140,12 @@ def report(result: RunResult, costs: Costs, rows: list[dict[str, Any]], toleranc
 
 
 def calibrate(address: str, s3: S3Config, settings: RunSettings) -> Costs:
-    """``measure`` under its own root while a producer offers the run's rate under another: the jobs' costs
-    with the CPU the run's producer will take from them (the servers and the jobs share this machine)."""
+    """``measure`` under its own root beside the run's load under another (its producer at the run's rate, and
+    its planner and workers compacting what it sends): the jobs' costs with the CPU, Oxia and S3 the run's
+    other jobs will take from them (the servers and the jobs share this machine)."""
     root = f"calibration-{uuid.uuid4().hex[:8]}"
-    load, _, _ = start_producer(address, s3, BUCKET, f"{root}-load", replace(settings, duration_s=3600))
-    try:
-        with OxiaStore(OxiaConfig(address)) as oxia:
-            return measure(Storage(oxia, BlobStore(s3), BUCKET, root), partitions=settings.partitions)
-    finally:
-        load.terminate()
-        load.join()
+    with background_load(address, s3, BUCKET, f"{root}-load", settings), OxiaStore(OxiaConfig(address)) as oxia:
+        return measure(Storage(oxia, BlobStore(s3), BUCKET, root), partitions=settings.partitions)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -88,7 +88,7 @@ class Sample:
     live_wal: int  # WAL blobs in S3
     gc_backlog: int  # WAL blobs past the grace still in S3
     compaction_lag: int  # entries appended but not yet compacted, all partitions
-    compaction_lag_age_s: float  # age of the oldest uncompacted entry (0 in a real run's samples: not read)
+    compaction_lag_age_s: float  # age of the oldest uncompacted entry
     queued_tasks: int
     busy_workers: int
 

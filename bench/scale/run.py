@@ -25,9 +25,10 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,7 @@ log = logging.getLogger("bench.scale")
 TOPIC = "scale"
 PRODUCER_THREADS = 16
 TASK_BUDGET_S = 240.0  # LLOG_COMPACTION_BUDGET_MS
+UNBOUNDED_LAG = 2**62  # as a status's oldest_below_lag: the oldest uncompacted entry of every lagging partition
 
 
 @dataclass(frozen=True)
@@ -275,12 +277,16 @@ class _Jobs:
         for key in keys:
             created = object_id_time_ms(key.rsplit("/", 1)[-1])
             past_grace += created is not None and created < cutoff_ms
-        lag = 0
+        lag, oldest_ms = 0, now * 1000
         for partitions in self.catalog.partitions().values():
-            lag += sum(self.catalog.status(keys).compaction_lag for keys in partitions)
+            for keys in partitions:
+                status = self.catalog.status(keys, oldest_below_lag=UNBOUNDED_LAG)
+                lag += status.compaction_lag
+                if status.oldest_uncompacted_ms is not None:
+                    oldest_ms = min(oldest_ms, status.oldest_uncompacted_ms)
         with self.lock:
             busy = self.busy
-        return Sample(now - self.start, live, past_grace, lag, 0.0, self.tasks.qsize(), busy)
+        return Sample(now - self.start, live, past_grace, lag, now - oldest_ms / 1000, self.tasks.qsize(), busy)
 
     def catch_up(self, timeout_s: float = 300.0) -> None:
         """Plan and compact until no partition lags (the producer has stopped)."""
@@ -376,6 +382,35 @@ def _answer(producer: Any, answers: Any) -> tuple[dict[int, tuple[int, int]], in
         return acks, failed
 
 
+def _create_topic(storage: Storage, settings: RunSettings) -> None:
+    registry = TopicRegistry(storage.oxia, root=storage.root, writer_config=LogWriter(storage).config)
+    registry.create(TOPIC, settings.partitions, TopicConfig(
+        LogWriter(storage).config.append_protocol, retention_ms=int(settings.retention_s * 1000)))  # fmt: skip
+
+
+@contextmanager
+def background_load(address: str, s3: S3Config, bucket: str, root: str, settings: RunSettings) -> Iterator[None]:
+    """The run's producer and its compaction (the planner and the worker processes) under ``root`` while the
+    block runs: what is measured inside it shares the machine and the servers as the run's GC will."""
+    place = _Place(address, s3, bucket, root)
+    with OxiaStore(OxiaConfig(address)) as oxia:
+        storage = _storage(place, oxia)
+        _create_topic(storage, settings)
+        producer, _answers, start = start_producer(address, s3, bucket, root, replace(settings, duration_s=3600))
+        jobs = _Jobs(storage, place, settings, start)
+        threads = [jobs.every(settings.schedule.planner_interval_s, jobs.plan, "planner")]
+        threads += [jobs.worker() for _ in range(settings.schedule.compaction_concurrency)]
+        try:
+            yield
+        finally:
+            jobs.stop.set()
+            for thread in threads:
+                thread.join()
+            jobs.close()
+            producer.terminate()
+            producer.join()
+
+
 def real_run(address: str, s3: S3Config, bucket: str, settings: RunSettings,
              progress: Callable[[str], None] = lambda _: None) -> RunResult:  # fmt: skip
     """The run on a local stack (``address``: Oxia, ``s3``/``bucket``), under a root of its own."""
@@ -383,9 +418,7 @@ def real_run(address: str, s3: S3Config, bucket: str, settings: RunSettings,
     schedule = settings.schedule
     with OxiaStore(OxiaConfig(address)) as oxia:
         storage = _storage(place, oxia)
-        registry = TopicRegistry(oxia, root=place.root, writer_config=LogWriter(storage).config)
-        registry.create(TOPIC, settings.partitions, TopicConfig(
-            LogWriter(storage).config.append_protocol, retention_ms=int(settings.retention_s * 1000)))  # fmt: skip
+        _create_topic(storage, settings)
         producer, answers, start = start_producer(address, s3, bucket, place.root, settings)
         names = {producer.pid: "producer"}
         cpu_before = cpu_seconds(names)
