@@ -279,8 +279,8 @@ class _Jobs:
             past_grace += created is not None and created < cutoff_ms
         lag, oldest_ms = 0, now * 1000
         for partitions in self.catalog.partitions().values():
-            for keys in partitions:
-                status = self.catalog.status(keys, oldest_below_lag=UNBOUNDED_LAG)
+            for partition in partitions:
+                status = self.catalog.status(partition, oldest_below_lag=UNBOUNDED_LAG)
                 lag += status.compaction_lag
                 if status.oldest_uncompacted_ms is not None:
                     oldest_ms = min(oldest_ms, status.oldest_uncompacted_ms)
