@@ -365,6 +365,11 @@ class LlogSettings:
         if front_door == "serve" and r.raw("apiAuth") is not None:
             raise _fail("apiAuth", "unset with llog:frontDoor=serve: the fleet's load balancer admits callers by "
                         "security group, without request signing or API keys", api_auth)  # fmt: skip
+        min_lag = r.integer("compactionMinLag", 1, 1, 10**9)
+        lag_alarm = r.integer("compactionLagAlarmThreshold", 100_000, 1, 10**12)
+        if min_lag >= lag_alarm:
+            raise _fail("compactionMinLag", f"below llog:compactionLagAlarmThreshold ({lag_alarm}): a partition "
+                        "waiting for its minimum would raise the lag alarm", min_lag)  # fmt: skip
         glue_database = r.string("glueDatabase", default_glue_database(stage))
         if not _DATABASE_RE.match(glue_database):
             raise _fail("glueDatabase", "1-255 characters from [a-z0-9_] (a Glue database name Athena accepts)",
@@ -393,9 +398,9 @@ class LlogSettings:
             api_throttle_rate=r.integer("apiThrottleRateLimit", 100, 1, 10_000),
             api_throttle_burst=r.integer("apiThrottleBurstLimit", 200, 1, 5_000),
             compaction_max_concurrency=r.integer("compactionMaxConcurrency", 50, 2, 1000),
-            compaction_min_lag=r.integer("compactionMinLag", 1, 1, 10**9),
+            compaction_min_lag=min_lag,
             compaction_max_delay_minutes=r.integer("compactionMaxDelayMinutes", 10, 1, 24 * 60),
-            compaction_lag_alarm_threshold=r.integer("compactionLagAlarmThreshold", 100_000, 1, 10**12),
+            compaction_lag_alarm_threshold=lag_alarm,
             export_topics=_topics(r, "exportTopics"),
             export_schedule=_cron(r, "exportSchedule", "cron(15 * * * ? *)"),
             export_table_format=cast(ExportTableFormat, r.choice("exportTableFormat", EXPORT_TABLE_FORMATS, "parquet")),

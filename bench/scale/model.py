@@ -29,7 +29,7 @@ import heapq
 import math
 from bisect import bisect_left
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,12 @@ class Usage:
     blobs_deleted: int = 0
     delete_calls: int = 0
 
+    def since(self, earlier: Usage) -> Usage:
+        """What was used after ``earlier`` (a copy of this taken then); the longest runs stay the whole run's."""
+        later = {f.name: getattr(self, f.name) - getattr(earlier, f.name) for f in fields(self)
+                 if not f.name.endswith("_max_s")}  # fmt: skip
+        return replace(self, **later)
+
 
 @dataclass
 class Result:
@@ -123,6 +129,12 @@ class Result:
     costs: Costs
     samples: list[Sample] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    first_half: Usage = field(default_factory=Usage)  # what was used by the run's middle
+
+    @property
+    def steady_usage(self) -> Usage:
+        """What the second half used: the pipeline's steady state, as ``steady`` averages the samples."""
+        return self.usage.since(self.first_half)
 
     @property
     def start(self) -> float:
@@ -197,8 +209,11 @@ class _Pipeline:
         self.at(self.start + self.s.wal_gc_interval_s, "gc")
         end = self.start + self.w.duration_s
         sample_t = self.start + self.w.sample_phase_s + self.w.sample_s
+        middle, halfway = self.start + self.w.duration_s / 2, False
         while self.events:
             t, _, kind, partition, started = heapq.heappop(self.events)
+            if t >= middle and not halfway:
+                result.first_half, halfway = replace(self.usage), True
             while sample_t <= min(t, end):
                 result.samples.append(self.sample(sample_t))
                 sample_t += self.w.sample_s

@@ -54,9 +54,10 @@ def utilization(result: Result) -> dict[str, float]:
 
 
 def background_usd_per_gb(result: Result, a: Assumptions) -> float:
-    """Lambda, SQS and S3 requests of compaction, its planner and GC per GB of record bytes compacted (in a
-    steady state, what is produced; Oxia's servers are a fixed monthly cost: docs/COST.md)."""
-    p, code, u = a.prices, a.code, result.usage
+    """Lambda, SQS and S3 requests of compaction, its planner and GC per GB of record bytes compacted, over
+    the second half (in a steady state, what is produced; Oxia's servers are a fixed monthly cost:
+    docs/COST.md)."""
+    p, code, u = a.prices, a.code, result.steady_usage
     gb_seconds = (u.worker_s * code.worker_memory_mb / 1024 + u.planner_s * PLANNER_GB
                   + u.gc_s * code.gc_memory_mb / 1024)  # fmt: skip
     invocations = u.tasks + u.planner_runs + u.wal_runs + u.full_runs
@@ -101,7 +102,8 @@ def _flag(value: float) -> str:
 
 
 def entries_per_object(result: Result) -> float:
-    return result.usage.entries_compacted / max(result.usage.objects, 1)
+    u = result.steady_usage
+    return u.entries_compacted / max(u.objects, 1)
 
 
 def render(table: list[Row], size_or_age: list[Row], a: Assumptions | None = None) -> str:
@@ -152,7 +154,7 @@ def render(table: list[Row], size_or_age: list[Row], a: Assumptions | None = Non
     columns: tuple[tuple[Callable[[Result], float], str], ...] = (
         (entries_per_object, ",.1f"),
         (lambda r: r.steady("compaction_lag_age_s"), ",.0f"),
-        (lambda r: r.usage.tasks / (r.workload.duration_s / 3600), ",.0f"),
+        (lambda r: r.steady_usage.tasks / (r.workload.duration_s / 2 / 3600), ",.0f"),
         (lambda r: background_usd_per_gb(r, a), ".4f"),
     )
     for row in size_or_age:

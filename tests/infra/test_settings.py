@@ -60,15 +60,16 @@ def test_export_settings_are_read() -> None:
 
 def test_new_settings_are_read_and_checked() -> None:
     s = settings(apiThrottleRateLimit="50", apiThrottleBurstLimit=75, compactionMaxConcurrency="40",
-                 compactionLagAlarmThreshold=10, compactionMinLag="1000", compactionMaxDelayMinutes=30)  # fmt: skip
+                 compactionLagAlarmThreshold=10_000, compactionMinLag="1000", compactionMaxDelayMinutes=30)  # fmt: skip
     assert (s.api_throttle_rate, s.api_throttle_burst) == (50, 75)
     assert s.compaction_max_concurrency == 40
-    assert s.compaction_lag_alarm_threshold == 10
+    assert s.compaction_lag_alarm_threshold == 10_000
     assert (s.compaction_min_lag, s.compaction_max_delay_minutes) == (1000, 30)
     for key, value in (("compactionMaxConcurrency", 1), ("compactionMaxConcurrency", 1001),
                        ("apiThrottleRateLimit", 0), ("apiThrottleBurstLimit", 5001),
                        ("compactionLagAlarmThreshold", 0), ("compactionMinLag", 0),
-                       ("compactionMaxDelayMinutes", 0), ("compactionMaxDelayMinutes", 1441)):  # fmt: skip
+                       ("compactionMaxDelayMinutes", 0), ("compactionMaxDelayMinutes", 1441),
+                       ("compactionMinLag", 100_000)):  # at the lag alarm's default threshold  # fmt: skip
         with pytest.raises(SettingsError, match=f"llog:{key}"):
             settings(**{key: value})
 

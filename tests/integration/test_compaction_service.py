@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Iterator
@@ -77,6 +78,29 @@ def test_the_planner_schedules_a_partition_under_min_lag_once_its_oldest_entry_i
     assert planned(int(time.time() * 1000) + 30_000) == []
     assert planned(int(time.time() * 1000) + 61_000) == [(0, 1)]
     assert plan_compaction(catalog, min_lag=1, max_delay_ms=10**9).lag_by_partition[(topic, 0)] == 1
+
+
+def test_an_unreadable_oldest_entry_or_one_stamped_ahead_makes_its_partition_due_not_the_plan_fail(
+    writer: LogWriter, storage: Storage, oxia_store: OxiaStore, topic: str, root: str
+) -> None:
+    """The age rule's read of the oldest uncompacted entry: a corrupt entry (partition 0) is the worker's to
+    report, not a reason to plan nothing for every partition; an entry stamped a day ahead by a writer's clock
+    (partition 1) does not hold its partition back for a day."""
+    for partition in range(3):
+        writer.initialize_partition(topic, partition)
+    writer.append(topic, 0, [b"to be corrupted"])
+    LogWriter(dataclasses.replace(storage, clock=lambda: time.time() + 86_400), config=writer.config).append(
+        topic, 1, [b"from a clock a day ahead"]
+    )
+    for _ in range(5):
+        writer.append(topic, 2, [b"past min_lag"])
+    keys = PartitionKeys(topic, 0, root)
+    index = PartitionIndex.load(PartitionMetadata(oxia_store, keys))
+    oxia_store.put(index.key_of(index.scan(0, limit=1)[0].end_offset), b"garbage", partition_key=keys.partition_key)
+
+    plan = plan_compaction(LogCatalog(oxia_store, root=root), min_lag=3, max_delay_ms=600_000)
+
+    assert sorted((t.partition, t.lag) for t in plan.tasks if t.topic == topic) == [(0, 1), (1, 1), (2, 5)]
 
 
 @pytest.mark.parametrize("protocol", list(AppendProtocol))

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from llog.errors import PartitionNotInitialized, UnknownTopic
+from llog.errors import CorruptMetadata, PartitionNotInitialized, UnknownTopic
 from llog.format.keys import DEFAULT_ROOT_PREFIX, PartitionKeys, partition_keys
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
@@ -179,7 +179,10 @@ class LogCatalog:
         cursor = snapshot.cursor.offset
         oldest = None
         if 0 < high_watermark + 1 - cursor < oldest_below_lag:
-            first = index.ceiling(cursor)
+            try:
+                first = index.ceiling(cursor)
+            except CorruptMetadata:  # the planner's to schedule, and the worker's to report, not to fail a plan
+                first = None
             oldest = None if first is None else first.entry.created_at_ms
         return PartitionStatus(
             topic=topic,

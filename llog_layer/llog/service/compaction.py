@@ -98,15 +98,18 @@ def plan_compaction(
 
     with ThreadPoolExecutor(PLANNER_READ_CONCURRENCY, thread_name_prefix="planner") as pool:
         statuses = list(pool.map(status, [keys for _, keys in every]))
-    due_before_ms = now_ms() - max_delay_ms
+    now = now_ms()
+    due_before_ms = now - max_delay_ms
     tasks = []
     lags: dict[tuple[str, int], int] = {}
     for (topic, keys), found in zip(every, statuses, strict=True):
         if found is None:
             continue
         lag = lags[(topic, keys.partition)] = found.compaction_lag
-        # An oldest entry not found (compacted or removed since the status) is due: a task then finds its work.
-        aged = lag > 0 and (found.oldest_uncompacted_ms is None or found.oldest_uncompacted_ms <= due_before_ms)
+        # An oldest entry not found (compacted or removed since the status, unreadable) is due: a task then finds
+        # its work. So is one stamped past now by more than the delay (a writer's clock ahead): at most twice it.
+        oldest = found.oldest_uncompacted_ms
+        aged = lag > 0 and (oldest is None or oldest <= due_before_ms or oldest > now + max_delay_ms)
         if lag >= least or aged or found.compaction is not None:
             tasks.append(CompactionTask(topic, keys.partition, lag, keys.topic_id))
     (rng or random).shuffle(tasks)
