@@ -56,26 +56,27 @@ def test_worker_consumes_with_bounded_concurrency(dev_stack: LlogStack, dev_temp
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
 
 
-def test_max_concurrency_is_a_setting() -> None:
-    stack = make_stack({"llog:stage": "conc", "llog:compactionMaxConcurrency": "25"})
-    (mapping,) = resources(Template.from_stack(stack), "AWS::Lambda::EventSourceMapping").values()
+def planner_rule(template: Template) -> tuple[str, str]:
+    """The planner's LLOG_COMPACTION_MIN_LAG and LLOG_COMPACTION_MAX_DELAY_MS (docs/SCALE.md)."""
+    (planner,) = [
+        f["Properties"]["Environment"]["Variables"]
+        for f in resources(template, "AWS::Lambda::Function").values()
+        if "LLOG_COMPACTION_QUEUE_URL" in f["Properties"].get("Environment", {}).get("Variables", {})
+    ]
+    return planner["LLOG_COMPACTION_MIN_LAG"], planner["LLOG_COMPACTION_MAX_DELAY_MS"]  # fmt: skip
+
+
+def test_the_planners_size_or_age_rule_defaults_to_every_lagging_partition(dev_template: Template) -> None:
+    assert planner_rule(dev_template) == ("1", "600000")
+
+
+def test_max_concurrency_and_the_planners_rule_are_settings() -> None:
+    stack = make_stack({"llog:stage": "conc", "llog:compactionMaxConcurrency": "25",
+                        "llog:compactionMinLag": "1000", "llog:compactionMaxDelayMinutes": "30"})  # fmt: skip
+    template = Template.from_stack(stack)
+    (mapping,) = resources(template, "AWS::Lambda::EventSourceMapping").values()
     assert mapping["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 25}
-
-
-def test_the_planners_size_or_age_rule_is_a_setting() -> None:
-    """docs/SCALE.md: the planner's LLOG_COMPACTION_MIN_LAG and LLOG_COMPACTION_MAX_DELAY_MS come from the
-    stack's settings (defaults: every lagging partition, 10 minutes)."""
-    for context, expected in (({}, ("1", "600000")),
-                              ({"llog:compactionMinLag": "1000", "llog:compactionMaxDelayMinutes": "30"},
-                               ("1000", "1800000"))):  # fmt: skip
-        template = Template.from_stack(make_stack({"llog:stage": "plan", **context}))
-        (planner,) = [
-            f
-            for f in resources(template, "AWS::Lambda::Function").values()
-            if "LLOG_COMPACTION_QUEUE_URL" in f["Properties"].get("Environment", {}).get("Variables", {})
-        ]
-        variables = planner["Properties"]["Environment"]["Variables"]
-        assert (variables["LLOG_COMPACTION_MIN_LAG"], variables["LLOG_COMPACTION_MAX_DELAY_MS"]) == expected
+    assert planner_rule(template) == ("1000", "1800000")
 
 
 def schedules(template: Template, construct: str = "Compaction") -> dict[str, dict[str, Any]]:
