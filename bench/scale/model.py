@@ -31,6 +31,9 @@ from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field, fields, replace
 
+import numpy as np
+import numpy.typing as npt
+
 
 @dataclass(frozen=True)
 class Workload:
@@ -174,6 +177,7 @@ class _Pipeline:
         least = max(schedule.min_lag, 1)
         cycle = min(schedule.max_delay_s, least / self.per_partition) if workload.warm and least > 1 else 0.0
         self.compacted_upto = [self.start - cycle * ((p * 0.6180339887) % 1) for p in range(workload.partitions)]
+        self.offsets = np.arange(workload.partitions) / workload.rate  # each partition's first arrival
         self.queue: deque[int] = deque()
         self.plans: deque[list[int]] = deque()  # each planner run's tasks, until it sends them
         self.busy = 0
@@ -189,15 +193,16 @@ class _Pipeline:
         self.seq += 1
         heapq.heappush(self.events, (t, self.seq, kind, partition, started))
 
+    def arrivals_before_each(self, t: float | npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+        """``arrivals_before`` for every partition at once (``t``: one time, or one per partition)."""
+        k = np.ceil((t - self.offsets) * self.per_partition - 1e-9)
+        return np.maximum(k, 0).astype(np.int64)
+
     def arrivals_before(self, partition: int, t: float) -> int:
         """Requests that reached a partition before ``t``: the partitions' arrivals interleave evenly, partition
         p's k-th at ``p / rate + k / per_partition``."""
         k = math.ceil((t - partition / self.w.rate) * self.per_partition - 1e-9)
         return k if k > 0 else 0
-
-    def first_arrival(self, partition: int, since: float) -> float:
-        """When the first request at or after ``since`` reaches a partition."""
-        return partition / self.w.rate + self.arrivals_before(partition, since) / self.per_partition
 
     def entries(self, partition: int, since: float, until: float) -> int:
         """Requests that reached a partition in [since, until)."""
@@ -227,20 +232,15 @@ class _Pipeline:
     def on_plan(self, t: float, _p: int, _s: float) -> None:
         rounds = math.ceil(self.w.partitions / self.s.planner_read_concurrency)
         least = max(self.s.min_lag, 1)  # the lag each partition had when its status was read
-        # Due by age: its oldest uncompacted entry arrived by max_delay ago.
-        aged = (
-            [
-                self.arrivals_before(p, since) < self.arrivals_before(p, t - self.s.max_delay_s + 1e-9)
-                for p, since in enumerate(self.compacted_upto)
-            ]
-            if least > 1
-            else [False] * self.w.partitions
-        )
-        lags = [self.entries(p, since, t) for p, since in enumerate(self.compacted_upto)]
-        lagging = [p for p, n in enumerate(lags) if n >= least or (n and aged[p])]
-        self.plans.append(lagging)
+        done = self.arrivals_before_each(np.asarray(self.compacted_upto))
+        lags = self.arrivals_before_each(t) - done
+        due = lags >= least
+        if least > 1:  # or by age: its oldest uncompacted entry arrived by max_delay ago
+            due |= (lags > 0) & (done < self.arrivals_before_each(t - self.s.max_delay_s + 1e-9))
+        self.plans.append(np.flatnonzero(due).tolist())
         # A partition under min_lag with some lag has its oldest entry read too (counted as one more status).
-        rounds += math.ceil(sum(1 for n in lags if 0 < n < least) / self.s.planner_read_concurrency)
+        rounds += math.ceil(int(np.count_nonzero((lags > 0) & (lags < least))) / self.s.planner_read_concurrency)
+        lagging = self.plans[-1]
         took = self.c.planner_fixed_s + rounds * self.c.planner_partition_s + len(lagging) * self.c.planner_task_s
         u = self.usage
         u.planner_runs += 1
@@ -335,11 +335,11 @@ class _Pipeline:
             v for s, v in self.deleted_by_second.items() if s >= self.oldest_live_second
         )
         past_grace = self.w.rate * max(t - self.s.grace_s, 0.0) - deleted
-        lag, oldest = 0, 0.0
-        for p, since in enumerate(self.compacted_upto):
-            if self.entries(p, since, t):
-                oldest = max(oldest, t - self.first_arrival(p, since))
-                lag += self.entries(p, since, t)
+        done = self.arrivals_before_each(np.asarray(self.compacted_upto))
+        lags = self.arrivals_before_each(t) - done
+        lag = int(lags.sum())
+        first = self.offsets + done / self.per_partition  # each partition's oldest uncompacted entry's arrival
+        oldest = float(t - first[lags > 0].min()) if lag else 0.0
         return Sample(
             t=t,
             live_wal=round(created_total - deleted),
