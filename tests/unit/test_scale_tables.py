@@ -81,3 +81,8 @@ def test_compacting_at_a_size_or_an_age_makes_larger_objects_for_a_longer_wait(
     assert entries_per_object(preset[1]) == entries_per_object(defaults[1]) == 1
     for r in preset.values():
         assert 0.9 * SIZE_OR_AGE.max_delay_s < r.steady("compaction_lag_age_s") < SIZE_OR_AGE.max_delay_s + 120
+    # The prose of both docs quotes these figures.
+    quoted = (usd[100], usd[1000], background_usd_per_gb(defaults[1000], a))
+    for doc in ("docs/COST.md", "docs/SCALE.md"):
+        text = " ".join((ROOT / doc).read_text().split())
+        assert all(f"${value:.2f}" in text for value in quoted), (doc, [f"${v:.2f}" for v in quoted])
