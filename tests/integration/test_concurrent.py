@@ -40,6 +40,10 @@ separate processes would:
   service's TTLs and that of ``topics.TopicLayouts``), so that the run sees several lives; an explicit life is
   grown now and then, a fencer fences and unfences its partitions (its unfences meet the deletes), and two
   members of a consumer group read it from their committed offsets and commit;
+* a produce service shared by request threads, as ``llog serve``'s HTTP threads share one: rounds of first produces
+  at once to a topic that has no record (a new name, or one deleted and reclaimed since), which they create, and
+  produces to the second topic; its reads of a topic record are late now and then (``LateOxia``), and its writer
+  trusts a topic's folder longer than the others (``SERVED_LAYOUTS_SLOWER``);
 * a backer-up: backs the first topic up, restores the backup into a root of its own, checks the copy, and runs
   the copy's compaction and GC with retention.
 
@@ -51,8 +55,9 @@ removed one copy. At the end the harness checks that
 every acknowledged record is readable exactly once at the offset it was given
 (unless retention removed it), that no produce to the second topic is acknowledged
 between a delete's answer and the end of that topic's reclaim, that every record
-acknowledged in one life of it reads back until that life's delete, that no batch of an idempotent producer is in
-the log twice, that nothing refused or crashed before its commit is readable,
+acknowledged in one life of it reads back until that life's delete, that every record acknowledged in a served
+round's topic reads back at its offset (and none of its produces failed but for an unavailable store), that no
+batch of an idempotent producer is in the log twice, that nothing refused or crashed before its commit is readable,
 that a consumer group never resumes from an offset that skips records it did not read, that a restored copy
 holds the acknowledged records, that ``llog verify`` finds no problem, and that each partition's history is
 linearizable (Porcupine, through ``llog-lincheck``).
@@ -76,8 +81,9 @@ import tempfile
 import threading
 import time
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -108,7 +114,7 @@ from llog.errors import (
     VersionConflict,
 )
 from llog.format.codec import Record
-from llog.format.keys import S3Location
+from llog.format.keys import RegistryKeys, S3Location
 from llog.format.kv.control import AppendProtocol
 from llog.protocol import faults, topics
 from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
@@ -120,7 +126,7 @@ from llog.protocol.gc import GarbageCollector, GcReport
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.producers import CLAIM_MARGIN_MS
 from llog.protocol.read import LogReader, LogRecord
-from llog.protocol.topics import TopicConfig, TopicRegistry
+from llog.protocol.topics import TopicConfig, TopicLayouts, TopicRegistry
 from llog.protocol.verify import ProblemKind, Verifier
 from llog.service import produce
 from llog.service.groups import GroupService
@@ -160,6 +166,20 @@ MIGRATE_CHANCE = 0.1  # of a fencer's turn on a CAS partition
 NEVER_MIGRATED = 0  # a partition the CAS run keeps on CAS throughout (its reservations, the stale recoverer)
 LIFE_TOPIC = "life"
 LIFE_PRODUCERS = 2
+# One produce service shared by request threads, as llog serve's HTTP threads share one (Run.served_producer): each
+# round sends SERVED_FIRST_PRODUCES requests to a topic it creates and SERVED_LIFE_PRODUCES to the second topic at once.
+SERVED_TOPIC = "served-"
+SERVED_PARTITIONS = 2
+SERVED_FIRST_PRODUCES = 4
+SERVED_RECORDS = 3  # produced by each of those requests' threads, one after the other (the first ones create it)
+SERVED_LIFE_PRODUCES = 2
+SERVED_CLIENT = LIFE_PRODUCERS  # its produces to the second topic, after the life producers'
+LATE_READ_CHANCE = 0.5  # of the served service's reads of a topic record (LateOxia)
+LATE_READ_S = 0.5  # at most
+# The served process trusts a topic's folder (its writer's TopicLayouts) for TOPIC_CACHE_TTL_MS on a clock this many
+# times slower: 3 s, as a real process's 10 s outlast its Oxia calls of milliseconds, where the harness's load makes
+# them take a tenth of a second (a round's topic is created again only once reclaimed, 4 s after its delete at least).
+SERVED_LAYOUTS_SLOWER = 10
 # A life's topic is reclaimed GRACE_MS + RECLAIM_DELAY_MS after its delete; the produce services trust a record they
 # read for TOPIC_CACHE_TTL_MS and forget partitions not confirmed for STALE_TOPIC_MS (<= the reclaim delay); every
 # TopicLayouts (writers', the reader's) trusts a life's folder for TOPIC_CACHE_TTL_MS too.
@@ -198,6 +218,8 @@ KILLED_REQUEST_BOUND_S = 10.0
 KILL_CHANCE = 0.25  # of a turn: the process is killed (SIGKILL) and replaced, rather than stopped (SIGSTOP)
 # Errors that say "not now" and change nothing: the actor goes on.
 RETRIABLE = (AppendConflict, SequenceInFlight, StorageUnavailable)
+# What a produce to a topic nobody deletes may fail with: a lost Oxia or S3 answer, a commit slowed past its deadline.
+PRODUCE_UNAVAILABLE = (*RETRIABLE, AppendOutcomeUnknown, CommitDeadlineExceeded)
 
 
 class JumpingClock:
@@ -294,6 +316,39 @@ class LossyOxia:
         return lossy
 
 
+class LateOxia:
+    """The Oxia store of the served produce service (``Run.served_producer``), whose reads of a topic record are
+    late now and then (``LATE_READ_CHANCE``, up to ``LATE_READ_S``), as a slow network or a retry makes them: half
+    are sent late, so a read that began first is answered after one that began later, half are answered late, so
+    a read served before a concurrent produce created the topic is answered after it. The process must keep to
+    the newer record."""
+
+    def __init__(self, store: OxiaStore, root: str, count: Callable[[str], None]) -> None:
+        self._store = store
+        self._topics = RegistryKeys(root).topics_prefix
+        self._count = count
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._store, name)
+        if name != "get":
+            return found
+
+        def late(key: str, **kwargs: Any) -> Any:
+            if not key.startswith(self._topics) or random.random() >= LATE_READ_CHANCE:
+                return found(key, **kwargs)
+            delay = random.uniform(0, LATE_READ_S)
+            if random.random() < 0.5:
+                self._count("served topic reads sent late")
+                time.sleep(delay)
+                return found(key, **kwargs)
+            self._count("served topic reads answered late")
+            answer = found(key, **kwargs)
+            time.sleep(delay)
+            return answer
+
+        return late
+
+
 class ArmedHook:
     """A writer's fault hook that crashes it once, at the point it is armed with, and is harmless otherwise.
 
@@ -328,8 +383,8 @@ class Appended:
 
 
 @dataclass
-class LifeAck:
-    """A produce to the second topic that was acknowledged."""
+class ProduceAck:
+    """A produce through a produce service that was acknowledged (to the second topic, or a served round's)."""
 
     value: bytes
     partition: int
@@ -417,7 +472,8 @@ class Run:
         self.log_reader = LogReader(self.storage)
         self.lives: list[Life] = []
         self._wall_ahead = time.time() - time.monotonic()  # a record's wall-clock times on the monotonic clock
-        self.life_acks: list[LifeAck] = []
+        self.life_acks: list[ProduceAck] = []
+        self.unchecked_rounds: dict[str, list[ProduceAck]] = {}  # a served round's topic: its acks, until checked
         self.group_read: set[bytes] = set()  # values the consumer group has read
         self.actors: Counter[str] = Counter()  # actors of each kind
         self.acting: Counter[str] = Counter()  # actors at work, by kind
@@ -1085,12 +1141,12 @@ class Run:
         registry = TopicRegistry(self.storage.oxia, root=self.root)
         paused: list[threading.Thread] = []
 
-        def reclaim(hook: FaultHook | None, point: str | None) -> None:
+        def reclaim(hook: FaultHook | None, point: str | None, only: str | None = None) -> None:
+            """A reclaim run of every deleted topic, or of ``only``."""
             report, began = GcReport(), time.monotonic()
             try:
-                GarbageCollector(self.storage, config=config, fault_hook=hook).reclaim_deleted_topics(
-                    registry.records(), report
-                )
+                records = {topic: r for topic, r in registry.records().items() if only in (None, topic)}
+                GarbageCollector(self.storage, config=config, fault_hook=hook).reclaim_deleted_topics(records, report)
             except SimulatedCrash:
                 self._count(f"reclaimer crashes at {point}")
                 return
@@ -1103,7 +1159,8 @@ class Run:
 
         def pause_until_relived(reached: str) -> None:
             """Past the claim's lease, and on until the name's next life took a produce to the partition this
-            run is about to delete (its first in order: 0): what a run that deleted by name would destroy."""
+            run is about to delete (its first in order: 0): what a run that deleted by name would destroy. The
+            paused run reclaims the second topic alone (not a served round's)."""
             if reached != faults.RECLAIM_AFTER_LEASE_CHECK:
                 return
             began = time.monotonic()
@@ -1119,7 +1176,7 @@ class Run:
         def step() -> None:
             if random.random() < RECLAIMER_PAUSE_CHANCE and not any(t.is_alive() for t in paused):
                 hook, point = pause_until_relived, faults.RECLAIM_AFTER_LEASE_CHECK
-                paused.append(threading.Thread(target=reclaim, args=(hook, point), name="paused reclaim"))
+                paused.append(threading.Thread(target=reclaim, args=(hook, point, LIFE_TOPIC), name="paused reclaim"))
                 paused[-1].start()
             else:
                 reclaim(*self._hook(RECLAIM_POINTS, CRASH_CHANCE))
@@ -1184,31 +1241,118 @@ class Run:
         service = ProduceService(self._writer())
 
         def step() -> None:
-            life = self.lives[-1] if self.lives else None
-            partitions = 3 if life is None or life.explicit else 4  # an explicit life's third one, once grown
-            partition = random.randrange(partitions)
-            value = self._next(f"l{client}-").encode()
-            called = time.monotonic()
+            self._idle(self._produce_to_life(service, client))
+
+        return self._forever(f"life producer {client}", step)
+
+    def _produce_to_life(self, service: ProduceService, client: int) -> float:
+        """One record produced to the second topic through ``service``; how long its producer rests after it."""
+        life = self.lives[-1] if self.lives else None
+        partitions = 3 if life is None or life.explicit else 4  # an explicit life's third one, once grown
+        partition = random.randrange(partitions)
+        value = self._next(f"l{client}-").encode()
+        called = time.monotonic()
+        try:
+            [result] = service.produce([ProduceEntry(LIFE_TOPIC, partition, [value])])
+        except UnknownTopic:
+            self._count("life produce refused (no such topic)")
+            return 0.02
+        except InvalidPartition:
+            self._count("life produce refused (a partition not grown yet)")
+            return 0.0
+        answered = time.monotonic()
+        if result.ok:
+            assert result.start_offset is not None
+            with self._lock:
+                self.life_acks.append(ProduceAck(value, partition, result.start_offset, called, answered))
+            self._count("life produce ok")
+        else:
+            self._count(f"life produce {type(result.error).__name__}")
+        return 0.01
+
+    def served_producer(self) -> Callable[[], None]:
+        """A produce service shared by request threads, as ``llog serve``'s HTTP threads share one. Each round
+        sends its requests at once: first produces to a topic that has no record (a new name, or an earlier
+        round's, deleted and reclaimed since), which create it, and produces to the second topic (checked with
+        its lives). Then every record acknowledged in the round's topic must read back at its offset, and the
+        topic is deleted (the collectors reclaim it, and a later round creates it again)."""
+        late = cast(OxiaStore, LateOxia(self.storage.oxia, self.root, self._count))
+        writer = LogWriter(dataclasses.replace(self.storage, oxia=late), config=self.config)
+        writer.layouts = TopicLayouts(late, root=self.root, clock=lambda: time.monotonic() / SERVED_LAYOUTS_SLOWER)
+        service = ProduceService(writer)
+        registry = TopicRegistry(self.storage.oxia, root=self.root, writer_config=self.config)
+        threads = ThreadPoolExecutor(SERVED_FIRST_PRODUCES + SERVED_LIFE_PRODUCES, thread_name_prefix="served")
+        numbers = itertools.count()
+        deleted: deque[str] = deque()  # the rounds' topics, deleted, oldest first
+
+        def next_topic() -> str:
+            if deleted and registry.get(deleted[0]) is None:  # reclaimed: the name lives again
+                self._count("served topics created again")
+                return deleted.popleft()
+            return f"{SERVED_TOPIC}{next(numbers)}"
+
+        def step() -> None:
+            topic = next_topic()
+            with self._lock:
+                self.unchecked_rounds[topic] = []
+            requests: list[Future[Any]] = [
+                threads.submit(self._produce_to_round, service, topic) for _ in range(SERVED_FIRST_PRODUCES)
+            ]
+            requests += [threads.submit(self._produce_to_life, service, SERVED_CLIENT)
+                         for _ in range(SERVED_LIFE_PRODUCES)]  # fmt: skip
+            errors = [error for error in (request.exception() for request in requests) if error is not None]
+            if errors:
+                raise errors[0]  # its round is checked with the next one
+            for checked in list(self.unchecked_rounds):  # an Oxia restart may have left an earlier one unchecked
+                for violation in self._check_round(checked):
+                    self._fail(violation)
+                with self._lock:
+                    del self.unchecked_rounds[checked]
+                with contextlib.suppress(UnknownTopic):  # no produce got as far as creating it
+                    registry.delete(checked)
+                deleted.append(checked)
+            self._count("served rounds checked")
+
+        loop = self._forever("served producer", step)
+
+        def run() -> None:
             try:
-                [result] = service.produce([ProduceEntry(LIFE_TOPIC, partition, [value])])
-            except UnknownTopic:
-                self._count("life produce refused (no such topic)")
-                self._idle(0.02)
-                return
-            except InvalidPartition:
-                self._count("life produce refused (a partition not grown yet)")
-                return
-            answered = time.monotonic()
+                loop()
+            finally:
+                threads.shutdown()
+
+        return run
+
+    def _produce_to_round(self, service: ProduceService, topic: str) -> None:
+        """Records produced one at a time through ``service`` to a served round's ``topic``, which the round's
+        first produces create (the later ones append while a late read may still be answered); nobody deletes it
+        before the round is checked, so only an unavailable store may fail them."""
+        partition = random.randrange(SERVED_PARTITIONS)
+        for _ in range(SERVED_RECORDS):
+            value = self._next("n").encode()
+            called = time.monotonic()
+            [result] = service.produce([ProduceEntry(topic, partition, [value])])
             if result.ok:
                 assert result.start_offset is not None
                 with self._lock:
-                    self.life_acks.append(LifeAck(value, partition, result.start_offset, called, answered))
-                self._count("life produce ok")
+                    self.unchecked_rounds[topic].append(
+                        ProduceAck(value, partition, result.start_offset, called, time.monotonic())
+                    )
+                self._count("served produces ok")
+            elif isinstance(result.error, PRODUCE_UNAVAILABLE):
+                self._count(f"served produces {type(result.error).__name__}")
             else:
-                self._count(f"life produce {type(result.error).__name__}")
-            self._idle(0.01)
+                self._fail(f"served: a produce to the round's {topic}/{partition} failed: {result.error!r}")
 
-        return self._forever(f"life producer {client}", step)
+    def _check_round(self, topic: str) -> list[str]:
+        """Every record acknowledged in a served round's ``topic`` reads back at its offset."""
+        with self._lock:
+            acks = list(self.unchecked_rounds[topic])
+        return [
+            f"served: {ack.value!r} was acknowledged at {topic}/{ack.partition} offset {ack.offset} in the round that "
+            f"created the topic, which reads {found!r} there"
+            for ack, found in self._misread(topic, acks)
+        ]
 
     def life(self) -> Callable[[], None]:
         """Creates the second topic (or lets a produce create it), deletes it, waits for its reclaim; again.
@@ -1297,23 +1441,30 @@ class Run:
         """Every record acknowledged in this life reads back at its offset (the life is not deleted yet)."""
         with self._lock:
             acks = [a for a in self.life_acks if a.called >= life.began]
+        for ack, found in self._misread(LIFE_TOPIC, acks):
+            self._fail(
+                f"life: {ack.value!r} was acknowledged at {LIFE_TOPIC}/{ack.partition} offset {ack.offset} in "
+                f"this life, which reads {found!r} there ({self._timeline(ack)})"
+            )
+        self._count("life records checked")
+
+    def _misread(self, topic: str, acks: list[ProduceAck]) -> list[tuple[ProduceAck, bytes | None]]:
+        """The acknowledged produces to ``topic`` that do not read back at their offset, with what reads there."""
         read: dict[int, dict[int, bytes]] = {}
+        misread = []
         for ack in acks:
             if ack.partition not in read:
                 try:
-                    records = self.log_reader.iter_from(LIFE_TOPIC, ack.partition, 1)
+                    records = self.log_reader.iter_from(topic, ack.partition, 1)
                 except PartitionNotInitialized:
                     records = iter(())
                 read[ack.partition] = {r.offset: r.value for r in records}
             found = read[ack.partition].get(ack.offset)
             if found != ack.value:
-                self._fail(
-                    f"life: {ack.value!r} was acknowledged at {LIFE_TOPIC}/{ack.partition} offset {ack.offset} in "
-                    f"this life, which reads {found!r} there ({self._timeline(ack)})"
-                )
-        self._count("life records checked")
+                misread.append((ack, found))
+        return misread
 
-    def _timeline(self, ack: LifeAck) -> str:
+    def _timeline(self, ack: ProduceAck) -> str:
         """When the acknowledged produce ran, beside the lives and the Oxia restarts (seconds, monotonic)."""
         lives = [(round(li.began, 2), round(li.deleted, 2), round(li.reclaimed, 2)) for li in self.lives]
         restarts = [(round(a, 2), round(b, 2)) for a, b in self.restarts]
@@ -1489,7 +1640,7 @@ class Run:
         actors += [self.reader(i) for i in range(READERS)] + [self.auditor()]
         if self.config.append_protocol is AppendProtocol.CAS:  # a sequential append reserves nothing
             actors += [self.stale_recoverer()]
-        actors += [self.life()] + [self.life_producer(i) for i in range(LIFE_PRODUCERS)]
+        actors += [self.life()] + [self.life_producer(i) for i in range(LIFE_PRODUCERS)] + [self.served_producer()]
         actors += [self.group_consumer(i) for i in range(GROUP_CONSUMERS)] + [self.backer_up(), self.life_fencer()]
         threads = [threading.Thread(target=actor, name=f"actor {i}") for i, actor in enumerate(actors)]
         for thread in threads:
@@ -1587,6 +1738,8 @@ class Run:
             elif not appended.maybe and any(found):
                 violations.append(f"invented: {appended.batch} was never committed, yet the log has it at {found}")
         violations += self._check_lives()
+        for topic in self.unchecked_rounds:  # an Oxia restart, or the run's end, left it unchecked
+            violations += self._check_round(topic)
         report = Verifier(self.storage, grace_ms=GRACE_MS).verify()
         stale_keys = {where for a in self.stale_batches for where in self.seen.get(a.values[0], ())}
         problems = [p for p in report.problems
