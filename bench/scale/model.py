@@ -14,7 +14,8 @@ samples (``Sample``) and what each job used (``Usage``). What each job does per 
 * **GC's WAL step** (every ``wal_gc_interval_s``, alone or inside the full run): reads every partition's
   references (``gc_read_concurrency`` at a time), then lists the blobs older than the grace and deletes those
   no partition references: the ones its partition's compaction had passed when the references were read
-  (``llog.protocol.gc.GarbageCollector.collect_wal``). A run that would outlast the function's timeout stops
+  (``llog.protocol.gc.GarbageCollector.collect_wal``), each page's once that page is listed and deleted, not
+  when the run starts. A run that would outlast the function's timeout stops
   there; the rest waits for the next run. Runs do not overlap: a run still going when the next is due
   delays it.
 * **Full GC** (every ``gc_interval_s``): retention and compacted objects, per partition, before its WAL step.
@@ -188,6 +189,7 @@ class _Pipeline:
         self.deleted_by_second: dict[int, float] = {}
         self.oldest_live_second = 0
         self.gc_free_at = 0.0  # when the running GC run (if any) ends
+        self.pages_deleting: list[dict[int, float]] = []  # each WAL page's deletions, until the page is done
 
     def at(self, t: float, kind: str, partition: int = -1, started: float = 0.0) -> None:
         self.seq += 1
@@ -282,7 +284,7 @@ class _Pipeline:
         took = self.c.gc_run_fixed_s + rounds * self.c.gc_reference_s
         if full:
             took += rounds * self.c.gc_partition_s
-        took += self.collect_wal(begin, self.s.gc_timeout_s - took)
+        took += self.collect_wal(begin, begin + took, self.s.gc_timeout_s - took)
         u = self.usage
         u.gc_s += took
         if full:
@@ -294,8 +296,10 @@ class _Pipeline:
         self.gc_free_at = begin + took
         self.at(max(t + self.s.wal_gc_interval_s, self.gc_free_at), "gc")
 
-    def collect_wal(self, begin: float, time_left_s: float) -> float:
-        """Lists the blobs older than the grace, deletes the unreferenced ones; the seconds it took."""
+    def collect_wal(self, begin: float, listing_from: float, time_left_s: float) -> float:
+        """Lists the blobs older than the grace, deletes the unreferenced ones; the seconds it took. A page's
+        blobs are gone once the page is done (``on_wal_page``): the run lists from ``listing_from``, after its
+        reads of the references."""
         cutoff = begin - self.s.grace_s
         done = sorted(self.compacted_upto)  # as the references were read (compaction runs on meanwhile)
         page_s = max(
@@ -306,6 +310,7 @@ class _Pipeline:
         )
         second = self.oldest_live_second
         listed = 0.0
+        deletions: list[dict[int, float]] = []  # by page: each second's blobs that page deletes
         while second + 1 <= cutoff:
             live = self.w.rate - self.deleted_by_second.get(second, 0.0)
             pages_after = (listed + live) / self.s.list_page
@@ -317,17 +322,28 @@ class _Pipeline:
             referenced = bisect_left(done, second + 1)
             gone = live * (1 - referenced / self.w.partitions)
             if gone:
-                self.deleted_by_second[second] = self.deleted_by_second.get(second, 0.0) + gone
+                page = max(math.ceil(listed / self.s.list_page) - 1, 0)
+                while len(deletions) <= page:
+                    deletions.append({})
+                deletions[page][second] = gone
                 self.usage.blobs_deleted += round(gone)
-            whole = self.deleted_by_second.get(second, 0.0) >= self.w.rate - 1e-6
-            if whole and second == self.oldest_live_second:
-                self.deleted_by_second.pop(second, None)
-                self.oldest_live_second = second + 1
             second += 1
+        for page, gone_by_second in enumerate(deletions):
+            self.pages_deleting.append(gone_by_second)
+            self.at(listing_from + (page + 1) * page_s, "wal_page", len(self.pages_deleting) - 1)
         pages = math.ceil(listed / self.s.list_page) if listed else 1
         self.usage.list_pages += pages
         self.usage.delete_calls += math.ceil(listed / self.s.delete_batch)
         return min(pages * page_s, time_left_s)  # a run cut at the timeout took all of it
+
+    def on_wal_page(self, _t: float, page: int, _s: float) -> None:
+        """A WAL run's page done: its blobs are gone; the oldest second still in S3 moves past whole ones."""
+        for second, gone in self.pages_deleting[page].items():
+            self.deleted_by_second[second] = self.deleted_by_second.get(second, 0.0) + gone
+        self.pages_deleting[page] = {}
+        while self.deleted_by_second.get(self.oldest_live_second, 0.0) >= self.w.rate - 1e-6:
+            self.deleted_by_second.pop(self.oldest_live_second)
+            self.oldest_live_second += 1
 
     def sample(self, t: float) -> Sample:
         created_total = self.w.rate * t
