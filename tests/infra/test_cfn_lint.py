@@ -16,17 +16,14 @@ name, and the lint is shown to report what CloudFormation would reject. docs/DEP
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 import pytest
 from aws_cdk.assertions import Template
-from cfnlint.api import lint
-from cfnlint.config import ManualArgs
-from cfnlint.rules import Match
 
 from infra.lint import CFN_LINT
 from infra.stack import LlogStack
+from tests.infra.cfn_lint_runs import Finding, lint_all
 from tests.infra.helpers import make_stack
 from tests.infra.test_oxia_ebs import AZS, ENV
 
@@ -59,29 +56,42 @@ OWN: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 
 
 @pytest.fixture(scope="module")
-def templates() -> dict[str, dict[str, Any]]:
-    """Each variant's template, made once per module (filled in as the variants are asked for)."""
-    return {}
-
-
-def template_of(variant: str, request: pytest.FixtureRequest, templates: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    if variant not in templates:
+def templates(request: pytest.FixtureRequest) -> dict[str, dict[str, Any]]:
+    """Each variant's template, synthesized once per module."""
+    found = {}
+    for variant in [*SHARED, *OWN]:
         if variant in SHARED:
             stack: LlogStack = request.getfixturevalue(SHARED[variant])
         else:
             context, stack_kwargs = OWN[variant]
             stack = make_stack(context, **stack_kwargs)
-        templates[variant] = dict(Template.from_stack(stack).to_json())
-    return templates[variant]
+        found[variant] = dict(Template.from_stack(stack).to_json())
+    return found
 
 
-def cfn_lint(template: dict[str, Any]) -> list[Match]:
-    matches: list[Match] = lint(json.dumps(template), config=ManualArgs(regions=[REGION]))
-    return matches
+def broken(template: dict[str, Any]) -> dict[str, Any]:
+    """A function with a misspelt property and a memory size Lambda refuses, alone in a template."""
+    name, function = next((n, copy.deepcopy(r)) for n, r in template["Resources"].items()
+                          if r["Type"] == "AWS::Lambda::Function")  # fmt: skip
+    function.pop("DependsOn", None)
+    function["Properties"]["Role"] = "arn:aws:iam::123456789012:role/llog-test"
+    function["Properties"]["MemorySize"] = 64
+    function["Properties"]["Handlr"] = function["Properties"]["Handler"]
+    return {"AWSTemplateFormatVersion": "2010-09-09", "Resources": {name: function}}
 
 
-def findings(matches: list[Match]) -> list[str]:
-    return [f"{m.rule.id} {'/'.join(map(str, m.path))}: {m.message}" for m in matches]
+@pytest.fixture(scope="module")
+def lints(templates: dict[str, dict[str, Any]]) -> dict[str, list[Finding]]:
+    """Every lint this module asks for, run at once (tests/infra/cfn_lint_runs.py): each variant's template,
+    the exempted variants' without their exemptions (``bare:``), and a broken function."""
+    asked = dict(templates)
+    asked.update({f"bare:{variant}": without_exemptions(templates[variant]) for variant in EXEMPTED_KINDS})
+    asked["broken"] = broken(templates["dev"])
+    return lint_all(asked, REGION)
+
+
+def findings(found: list[Finding]) -> list[str]:
+    return [f"{rule} {'/'.join(map(str, path))}: {message}" for rule, path, message in found]
 
 
 def exemptions(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -102,11 +112,10 @@ def without_exemptions(template: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("variant", [*SHARED, *OWN])
 def test_every_variant_passes_cfn_lint_and_each_exemption_has_a_reason(
-    variant: str, request: pytest.FixtureRequest, templates: dict[str, dict[str, Any]]
+    variant: str, templates: dict[str, dict[str, Any]], lints: dict[str, list[Finding]]
 ) -> None:
-    template = template_of(variant, request, templates)
-    assert findings(cfn_lint(template)) == []
-    for name, metadata in exemptions(template).items():
+    assert findings(lints[variant]) == []
+    for name, metadata in exemptions(templates[variant]).items():
         reasons = metadata["reasons"]
         assert metadata["config"]["ignore_checks"] == sorted(reasons), name
         assert all(isinstance(why, str) and len(why) > 40 for why in reasons.values()), (name, reasons)
@@ -123,23 +132,20 @@ EXEMPTED_KINDS = {
 
 @pytest.mark.parametrize("variant", EXEMPTED_KINDS)
 def test_the_exemptions_hide_exactly_the_findings_they_name(
-    variant: str, request: pytest.FixtureRequest, templates: dict[str, dict[str, Any]]
+    variant: str, templates: dict[str, dict[str, Any]], lints: dict[str, list[Finding]]
 ) -> None:
     """Without the metadata, cfn-lint reports each exempted check on each exempted resource, and nothing else."""
-    template = template_of(variant, request, templates)
+    template = templates[variant]
     exempted = {(name, check) for name, m in exemptions(template).items() for check in m["config"]["ignore_checks"]}
-    reported = {(m.path[1], m.rule.id) for m in cfn_lint(without_exemptions(template))}
+    reported = {(path[1], rule) for rule, path, _ in lints[f"bare:{variant}"]}
     assert reported == exempted
     assert {(check, template["Resources"][name]["Type"]) for name, check in exempted} == EXEMPTED_KINDS[variant]
 
 
-def test_the_functions_still_deploy_after_their_roles_policy(
-    request: pytest.FixtureRequest, templates: dict[str, dict[str, Any]]
-) -> None:
+def test_the_functions_still_deploy_after_their_roles_policy(templates: dict[str, dict[str, Any]]) -> None:
     """The exempted duplicate (the role) is the only redundant DependsOn: the policy edge, which orders a
     function after the permissions it needs on its first invocation, stays."""
-    template = template_of("dev", request, templates)
-    resources = template["Resources"]
+    resources = templates["dev"]["Resources"]
     functions = [r for n, r in resources.items() if n.startswith("Functions") and r["Type"] == "AWS::Lambda::Function"]
     assert len(functions) == 8
     for function in functions:
@@ -148,13 +154,7 @@ def test_the_functions_still_deploy_after_their_roles_policy(
         assert [resources[p]["Properties"]["Roles"] for p in policies] == [[{"Ref": role}]]
 
 
-def test_cfn_lint_reports_what_cloudformation_would_reject(
-    request: pytest.FixtureRequest, templates: dict[str, dict[str, Any]]
-) -> None:
+def test_cfn_lint_reports_what_cloudformation_would_reject(lints: dict[str, list[Finding]]) -> None:
     """The lint is no formality: a misspelt property and a memory size Lambda refuses are errors."""
-    broken = copy.deepcopy(template_of("dev", request, templates))
-    function = next(r for r in broken["Resources"].values() if r["Type"] == "AWS::Lambda::Function")
-    function["Properties"]["MemorySize"] = 64
-    function["Properties"]["Handlr"] = function["Properties"]["Handler"]
-    errors = [(m.rule.id, m.path[-1]) for m in cfn_lint(broken) if m.rule.id.startswith("E")]
+    errors = [(rule, path[-1]) for rule, path, _ in lints["broken"] if rule.startswith("E")]
     assert sorted(errors) == [("E3002", "Handlr"), ("E3034", "MemorySize")]
