@@ -83,6 +83,10 @@ def test_the_hash_key_is_the_big_endian_md5_of_the_utf8_partition_key() -> None:
     assert hash_key_of("é") == int.from_bytes(hashlib.md5("é".encode()).digest(), "big")
 
 
+def test_a_lone_surrogate_hashes_as_a_question_mark() -> None:
+    assert hash_key_of("a\ud800b") == hash_key_of("a?b")
+
+
 @pytest.mark.parametrize("shard_count", [1, 2, 3, 5, 16])
 def test_a_record_goes_to_the_shard_whose_range_holds_its_hash_key(shard_count: int) -> None:
     for n in range(300):

@@ -102,7 +102,9 @@ def hash_key_of(partition_key: str, explicit_hash_key: str | None = None) -> int
         )
     if explicit_hash_key is not None:
         return parse_explicit_hash_key(explicit_hash_key)
-    return int.from_bytes(hashlib.md5(partition_key.encode(), usedforsecurity=False).digest(), "big")
+    # A lone surrogate (JSON allows "\ud800") has no UTF-8; it hashes as "?", what Java's UTF-8 encoder makes of it.
+    key_bytes = partition_key.encode("utf-8", "replace")
+    return int.from_bytes(hashlib.md5(key_bytes, usedforsecurity=False).digest(), "big")
 
 
 def shard_for(partition_key: str, explicit_hash_key: str | None, shard_count: int) -> int:
