@@ -15,6 +15,7 @@ errors common to all AWS services, ``MissingAuthenticationToken`` is a 403, ``In
 | ``LimitExceededException`` | 400 | too many shards or streams, or too many requests of a kind |
 | ``ProvisionedThroughputExceededException`` | 400 | a rate over a shard's throughput (retriable) |
 | ``ValidationException`` | 400 | a parameter outside the model's constraints (length, pattern) |
+| ``SerializationException`` | 400 | a body that is not JSON (or CBOR), or a member of the wrong type |
 | ``AccessDeniedException`` | 400 | a key without the permission the operation needs |
 | ``UnknownOperationException`` | 400 | an ``X-Amz-Target`` that names no operation |
 | ``IncompleteSignatureException`` | 400 | an ``Authorization`` header that is not a whole SigV4 signature |
@@ -82,6 +83,10 @@ class ProvisionedThroughputExceededException(KinesisError):
 
 class ValidationException(KinesisError):
     """A parameter is outside the constraints of the service model."""
+
+
+class SerializationException(KinesisError):
+    """The body is not a document of the request's encoding, or a member has the wrong type."""
 
 
 class AccessDeniedException(KinesisError):
