@@ -211,13 +211,15 @@ def _add_keys_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     keys = sub.add_parser("keys", help="the access keys of the Kinesis API: create, list, revoke")
     keys.set_defaults(run=_keys)
     commands = keys.add_subparsers(dest="keys_command", required=True)
-    create = commands.add_parser("create", help="make a key and print its secret, the only time it is shown")
+    create = commands.add_parser("create", help="make a key and print its secret, the only time it is shown",
+                                 description="Make an access key; without --read, --write or --admin it reads and "
+                                 "writes.")  # fmt: skip
     create.add_argument("--name", required=True, help="what the key is for (1 to 128 printable characters)")
     create.add_argument("--streams", nargs="+", default=["*"], metavar="PATTERN",
                         help="fnmatch patterns of the streams (topics) it may use (default: every stream)")  # fmt: skip
     for action, meaning in (("read", "read records"), ("write", "write records"),
                             ("admin", "create, delete and describe streams")):  # fmt: skip
-        create.add_argument(f"--{action}", action="store_true", help=f"{meaning} (default: --read --write)")
+        create.add_argument(f"--{action}", action="store_true", help=meaning)
     create.add_argument("--json", action="store_true", help="print the key and its secret as one JSON object")
     listing = commands.add_parser("list", help="every key, oldest first, without secrets")
     listing.add_argument("--json", action="store_true", help="one JSON array")
