@@ -213,6 +213,7 @@ class _Admission:
     serve_route: bool  # answered by llog serve itself (/metrics, the console, ...), not by a handler
     admitted: bool  # False: shutdown had begun; answered 503
     function: str  # the handler's (names.PRODUCE, ...); "" for llog serve's own routes
+    kinesis: bool  # the Kinesis API (its SDKs send ``/kinesis/`` for an endpoint of ``.../kinesis``)
 
 
 class LlogServer:
@@ -385,9 +386,10 @@ class LlogServer:
         parts = urlsplit(request.target)
         path = parts.path or "/"
         serve_route = method == "GET" and (path in SERVE_PATHS or console.owns(path))
-        kinesis = path == KINESIS_PATH
+        kinesis = path.rstrip("/") == KINESIS_PATH
         found = None if serve_route or kinesis else routes.match(path)
         route = console.ROUTE if console.owns(path) else str(found.resource) if found is not None else path
+        route = KINESIS_PATH if kinesis else route
         # Admitted or refused once, under the lock shutdown sets ``_closing`` with: a request admitted
         # here is served to the end, even if shutdown begins while its body is still arriving, and
         # shutdown waits until its answer is written (a process that exits sooner loses it).
@@ -397,7 +399,7 @@ class LlogServer:
                 self._inflight += 1
         started = time.perf_counter()
         function = found.function if found is not None else "kinesis" if kinesis else ""
-        request.state = _Admission(started, method, path, parts.query, route, serve_route, admitted, function)
+        request.state = _Admission(started, method, path, parts.query, route, serve_route, admitted, function, kinesis)
         problem = self._head_problem(request)
         return None if problem is None else self._answer(request, *problem)
 
@@ -516,7 +518,7 @@ class LlogServer:
         request_id = self.request_ids.next()
         if (admission.method, admission.path) == PRODUCE_ROUTE and request.header("Origin") is None:
             return self._produce_answer(*produce_app.serve_produce(request.body, request_id))
-        if admission.path == KINESIS_PATH:
+        if admission.kinesis:
             signed = SignedRequest(request.method, admission.path, admission.query, dict(request.headers),
                                    request.body or b"")  # fmt: skip
             return kinesis_app.answer(signed, request_id)
@@ -551,9 +553,10 @@ class LlogServer:
         if "chunked" in (request.header("Transfer-Encoding") or "").lower():
             return self._json(411, client_error("send the body with a Content-Length", "LengthRequired"))
         length = int(request.header("Content-Length") or 0)  # httptools refused one that is not a number
-        if self._admission(request).path == KINESIS_PATH and length > kinesis_endpoint.MAX_REQUEST_BYTES:
+        kinesis = self._admission(request).kinesis
+        if kinesis and length > kinesis_endpoint.MAX_REQUEST_BYTES:
             return kinesis_endpoint.too_large(length, self.request_ids.next())
-        if length > self.limits.max_request_bytes and self._admission(request).path != KINESIS_PATH:
+        if length > self.limits.max_request_bytes and not kinesis:
             message = (
                 f"the request body is {length} bytes; the limit is {self.limits.max_request_bytes} bytes "
                 "(LLOG_MAX_REQUEST_BYTES)"
@@ -563,7 +566,7 @@ class LlogServer:
         # add one by itself, as it adds cookies): what a page can send there writes nothing.
         cross_site = (
             None
-            if self._admission(request).path == KINESIS_PATH
+            if kinesis
             else browser.cross_site_problem(
                 request.method, request.header("Content-Type"), length > 0, request.header("Origin")
             )
