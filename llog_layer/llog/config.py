@@ -98,6 +98,9 @@ SETTINGS: Mapping[str, Setting] = {
         Setting("LLOG_GROUP_EXPIRY_MS", str(7 * 24 * 3600 * 1000), "idle time after which an empty group goes"),
         # the HTTP API
         Setting("LLOG_CORS_ORIGINS", "", "origins whose pages may call the API (CORS), comma-separated; empty: none"),
+        # Kinesis access keys (llog keys)
+        Setting("LLOG_KEYS_KMS_KEY_ID", "", "KMS key sealing the access keys' secrets (id, ARN or alias)"),
+        Setting("LLOG_KEYS_SEALING_KEY_FILE", "", "local key file sealing them instead (created if missing)"),
         # identity
         Setting("LLOG_BROKER_ID", "", "broker id GET /health reports (unset: function name and instance)"),
     )
@@ -292,6 +295,20 @@ def root_prefix_from_env(env: Environ | None = None) -> str:
         return validate_root_prefix(setting(env, "LLOG_ROOT_PREFIX"))
     except InvalidArgument as exc:
         raise ConfigurationError(f"LLOG_ROOT_PREFIX: {exc}") from None
+
+
+@dataclass(frozen=True)
+class SealingConfig:
+    """What seals the secrets of the access keys llog issues (``llog.store.sealing``): a KMS key, or a local key
+    file; with both set, KMS."""
+
+    kms_key_id: str | None = None
+    key_file: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Environ | None = None) -> SealingConfig:
+        env = environ() if env is None else env
+        return cls(_get(env, "LLOG_KEYS_KMS_KEY_ID"), _get(env, "LLOG_KEYS_SEALING_KEY_FILE"))
 
 
 @dataclass(frozen=True)

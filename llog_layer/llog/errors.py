@@ -218,6 +218,18 @@ class BlobNotFound(LlogError):
     """An S3 object referenced by the log does not exist."""
 
 
+class SealerUnavailable(StorageUnavailable):
+    """The service that seals access keys' secrets (KMS) could not be reached, throttled, or failed."""
+
+
+# --- access keys (llog.service.keys) --------------------------------------------
+
+
+class SealingFailed(LlogError):
+    """A sealed secret could not be opened: it was altered, or sealed under another key than the one configured
+    (``LLOG_KEYS_SEALING_KEY_FILE`` or ``LLOG_KEYS_KMS_KEY_ID`` changed)."""
+
+
 # --- recovery (llog.protocol.backup, llog.protocol.rebuild, llog.protocol.namespace) ---------
 
 

@@ -10,5 +10,7 @@ definition side by side (the key schema as a whole: ``llog.format.keys``).
   ``ProducerState`` and ``ProducerRecord``.
 * ``namespace``: ``{root}/__catalog/namespace`` and its S3 copy (``NamespaceKeys``), ``NamespaceRecord``.
 * ``groups``: ``{root}/__catalog/groups/{group}`` (``GroupKeys``), ``GroupDocument``.
+* ``access_keys``: ``{root}/__catalog/access-keys/{id}`` and ``{root}/__catalog/kinesis-iterator-key``
+  (``AccessKeyKeys``), ``AccessKeyRecord`` and ``IteratorKeyRecord``: the Kinesis API's access keys.
 * ``document``: what they share: the encoder, strict decoding, ``TimeSpan`` and ``DataRef``.
 """
