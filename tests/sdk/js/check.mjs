@@ -22,6 +22,7 @@ import {
   ResourceNotFoundException,
   ValidationException,
 } from "@aws-sdk/client-kinesis";
+import { NodeHttpHandler } from "@smithy/node-http-handler";
 
 const JSON_1_1 = "application/x-amz-json-1.1";
 const MAX_HASH_KEY = 2n ** 128n - 1n;
@@ -48,7 +49,14 @@ const accessKeyId = argument(2, "AWS_ACCESS_KEY_ID");
 const secretAccessKey = argument(3, "AWS_SECRET_ACCESS_KEY");
 const stream = argument(4, "KINESIS_STREAM");
 
-const kinesis = new KinesisClient({ endpoint, region, credentials: { accessKeyId, secretAccessKey } });
+// The Kinesis client's default handler speaks HTTP/2 only (SubscribeToShard's event stream needs it): to an http://
+// endpoint, h2c with prior knowledge. llog serve speaks HTTP/1.1, as a client must then be told.
+const kinesis = new KinesisClient({
+  endpoint,
+  region,
+  credentials: { accessKeyId, secretAccessKey },
+  requestHandler: new NodeHttpHandler(),
+});
 const encodingMismatches = [];
 // Every request and answer must be AWS JSON 1.1, errors included.
 kinesis.middlewareStack.add(
