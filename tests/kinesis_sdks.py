@@ -58,8 +58,9 @@ def stream_name(sdk: str) -> str:
 def run_check(command: list[str], endpoint: KinesisEndpoint, stream: str, cwd: Path) -> str:
     """Run one SDK check against ``endpoint``; its output, once it exited 0 and said PASS."""
     arguments = [endpoint.url, REGION, endpoint.access_key_id, endpoint.secret_access_key, stream]
-    # The SDKs read credentials and settings from the environment and ~/.aws too: only the arguments count.
-    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+    # The SDKs read credentials and settings from the environment and ~/.aws too (the Java SDK's CBOR_ENABLED
+    # chooses its encoding): only the arguments count.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_") and name != "CBOR_ENABLED"}
     env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = os.devnull
     result = subprocess.run(
         [*command, *arguments], cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False

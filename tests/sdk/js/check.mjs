@@ -37,7 +37,8 @@ class Mismatch extends Error {}
 function argument(index, variable) {
   const value = process.argv[2 + index] ?? process.env[variable];
   if (!value) {
-    console.error(`usage: node check.mjs <endpoint> <region> <access key id> <secret access key> <stream> (or ${variable})`);
+    console.error("usage: node check.mjs <endpoint> <region> <access key id> <secret access key> <stream>");
+    console.error(`(or the environment variable ${variable})`);
     process.exit(2);
   }
   return value;
@@ -152,7 +153,8 @@ function checkShards(listed, described) {
     const start = BigInt(shard.HashKeyRange.StartingHashKey);
     const end = BigInt(shard.HashKeyRange.EndingHashKey);
     check(start === expectedStart && end > start, `ListShards: ${shard.ShardId} hash keys ${start}..${end}`);
-    check(!!shard.SequenceNumberRange?.StartingSequenceNumber, `ListShards: ${shard.ShardId} has a starting sequence number`);
+    check(!!shard.SequenceNumberRange?.StartingSequenceNumber,
+      `ListShards: ${shard.ShardId} has a starting sequence number`);
     expectedStart = end + 1n;
   }
   check(expectedStart === MAX_HASH_KEY + 1n, "ListShards: the hash key ranges cover 0..2^128-1");
@@ -192,13 +194,15 @@ async function run() {
   }, "the stream to be ACTIVE");
   check(summary.OpenShardCount === 2, `DescribeStreamSummary: 2 open shards (${summary.OpenShardCount})`);
   check(
-    summary.StreamCreationTimestamp >= createdAfter && summary.StreamCreationTimestamp.getTime() < Date.now() + CLOCK_SLACK_MS,
+    summary.StreamCreationTimestamp >= createdAfter
+      && summary.StreamCreationTimestamp.getTime() < Date.now() + CLOCK_SLACK_MS,
     `DescribeStreamSummary: StreamCreationTimestamp is now (${summary.StreamCreationTimestamp.toISOString()})`,
   );
 
   const described = (await send(new DescribeStreamCommand({ StreamName: stream }))).StreamDescription;
   check(
-    described.StreamStatus === "ACTIVE" && described.StreamName === stream && described.Shards.length === 2 && !described.HasMoreShards,
+    described.StreamStatus === "ACTIVE" && described.StreamName === stream
+      && described.Shards.length === 2 && !described.HasMoreShards,
     "DescribeStream: ACTIVE with 2 shards",
   );
   check(described.StreamCreationTimestamp >= createdAfter, "DescribeStream: StreamCreationTimestamp is now");
@@ -218,7 +222,8 @@ async function run() {
   const first = bytes("first \u0000\u00ff");
   const put = await send(new PutRecordCommand({ StreamName: stream, PartitionKey: "pk-first", Data: first }));
   puts.push({ partitionKey: "pk-first", data: first, shardId: put.ShardId, sequenceNumber: put.SequenceNumber });
-  check(put.ShardId.startsWith("shardId-") && /^\d+$/.test(put.SequenceNumber), `PutRecord: ${put.ShardId} ${put.SequenceNumber}`);
+  check(put.ShardId.startsWith("shardId-") && /^\d+$/.test(put.SequenceNumber),
+    `PutRecord: ${put.ShardId} ${put.SequenceNumber}`);
 
   await sleep(TIMESTAMP_GAP_MS);
   const between = new Date();
@@ -242,8 +247,10 @@ async function run() {
   check(putMany.FailedRecordCount === 0 && putMany.Records.length === entries.length,
     `PutRecords: ${entries.length} records, none failed`);
   putMany.Records.forEach((result, i) => {
-    check(!result.ErrorCode && result.ShardId && result.SequenceNumber, `PutRecords: record ${i} went to ${result.ShardId}`);
-    puts.push({ partitionKey: entries[i].PartitionKey, data: entries[i].Data, shardId: result.ShardId, sequenceNumber: result.SequenceNumber });
+    check(!result.ErrorCode && result.ShardId && result.SequenceNumber,
+      `PutRecords: record ${i} went to ${result.ShardId}`);
+    const { PartitionKey: partitionKey, Data: data } = entries[i];
+    puts.push({ partitionKey, data, shardId: result.ShardId, sequenceNumber: result.SequenceNumber });
   });
   const shard0 = shards[0].ShardId;
   const lastShard = shards[shards.length - 1].ShardId;
@@ -266,8 +273,10 @@ async function run() {
     const after = await readAll(shard.ShardId, await iterator(shard.ShardId, "AT_TIMESTAMP", undefined, between));
     const expected = all.filter((r) => r.PartitionKey !== "pk-first");
     check(sameList(sequenceNumbers(after), sequenceNumbers(expected)),
-      `AT_TIMESTAMP ${between.toISOString()} on ${shard.ShardId}: the ${expected.length} records put after it (got ${after.length})`);
-    const fromStart = await readAll(shard.ShardId, await iterator(shard.ShardId, "AT_TIMESTAMP", undefined, createdAfter));
+      `AT_TIMESTAMP ${between.toISOString()} on ${shard.ShardId}: the ${expected.length} records put after it`
+        + ` (got ${after.length})`);
+    const fromStart = await readAll(shard.ShardId,
+      await iterator(shard.ShardId, "AT_TIMESTAMP", undefined, createdAfter));
     check(sameList(sequenceNumbers(fromStart), sequenceNumbers(all)),
       `AT_TIMESTAMP before the stream on ${shard.ShardId}: all ${all.length} records`);
   }
@@ -276,7 +285,8 @@ async function run() {
   check(onShard0.length >= 2, `${shard0} holds at least 2 records (${onShard0.length})`);
   const secondSequence = onShard0[1].SequenceNumber;
   const at = await readAll(shard0, await iterator(shard0, "AT_SEQUENCE_NUMBER", secondSequence));
-  check(sameList(sequenceNumbers(at), sequenceNumbers(onShard0.slice(1))), `AT_SEQUENCE_NUMBER ${secondSequence}: from that record on`);
+  check(sameList(sequenceNumbers(at), sequenceNumbers(onShard0.slice(1))),
+    `AT_SEQUENCE_NUMBER ${secondSequence}: from that record on`);
   const afterSequence = await readAll(shard0, await iterator(shard0, "AFTER_SEQUENCE_NUMBER", secondSequence));
   check(sameList(sequenceNumbers(afterSequence), sequenceNumbers(onShard0.slice(2))),
     `AFTER_SEQUENCE_NUMBER ${secondSequence}: the records after it`);
@@ -288,11 +298,16 @@ async function run() {
     `LATEST on ${latestShard.ShardId}: no record yet, a next iterator`);
   const newest = bytes("after LATEST");
   const late = await send(new PutRecordCommand({
-    StreamName: stream, PartitionKey: "pk-late", ExplicitHashKey: latestShard.HashKeyRange.StartingHashKey, Data: newest,
+    StreamName: stream,
+    PartitionKey: "pk-late",
+    ExplicitHashKey: latestShard.HashKeyRange.StartingHashKey,
+    Data: newest,
   }));
   check(late.ShardId === latestShard.ShardId, `PutRecord with ExplicitHashKey: to ${late.ShardId}`);
   const sinceLatest = await readAll(latestShard.ShardId, nothingYet.NextShardIterator);
-  check(sinceLatest.length === 1 && sinceLatest[0].SequenceNumber === late.SequenceNumber && sameBytes(sinceLatest[0].Data, newest),
+  check(
+    sinceLatest.length === 1 && sinceLatest[0].SequenceNumber === late.SequenceNumber
+      && sameBytes(sinceLatest[0].Data, newest),
     "LATEST: then exactly the record put after it");
 
   await expectError(InvalidArgumentException, "InvalidArgumentException",
@@ -306,7 +321,8 @@ async function run() {
   await send(new DeleteStreamCommand({ StreamName: stream }));
   await poll(async () => {
     try {
-      const status = (await send(new DescribeStreamSummaryCommand({ StreamName: stream }))).StreamDescriptionSummary.StreamStatus;
+      const answer = await send(new DescribeStreamSummaryCommand({ StreamName: stream }));
+      const status = answer.StreamDescriptionSummary.StreamStatus;
       if (status !== "DELETING") throw new Mismatch(`after DeleteStream the stream is ${status}`);
       return undefined;
     } catch (error) {

@@ -22,17 +22,20 @@ import software.amazon.awssdk.regions.Region;
 import software.amazon.awssdk.services.kinesis.KinesisClient;
 import software.amazon.awssdk.services.kinesis.model.DescribeStreamResponse;
 import software.amazon.awssdk.services.kinesis.model.GetRecordsResponse;
+import software.amazon.awssdk.services.kinesis.model.InvalidArgumentException;
 import software.amazon.awssdk.services.kinesis.model.KinesisException;
 import software.amazon.awssdk.services.kinesis.model.PutRecordResponse;
 import software.amazon.awssdk.services.kinesis.model.PutRecordsRequestEntry;
 import software.amazon.awssdk.services.kinesis.model.PutRecordsResponse;
 import software.amazon.awssdk.services.kinesis.model.PutRecordsResultEntry;
 import software.amazon.awssdk.services.kinesis.model.Record;
+import software.amazon.awssdk.services.kinesis.model.ResourceInUseException;
 import software.amazon.awssdk.services.kinesis.model.ResourceNotFoundException;
 import software.amazon.awssdk.services.kinesis.model.Shard;
 import software.amazon.awssdk.services.kinesis.model.ShardIteratorType;
 import software.amazon.awssdk.services.kinesis.model.StreamDescriptionSummary;
 import software.amazon.awssdk.services.kinesis.model.StreamStatus;
+import software.amazon.awssdk.services.kinesis.model.ValidationException;
 
 /**
  * The AWS SDK for Java v2's Kinesis client against llog serve's Kinesis API: every operation a producer and a
@@ -41,8 +44,8 @@ import software.amazon.awssdk.services.kinesis.model.StreamStatus;
  * <p>Arguments (or the environment variables named in brackets): endpoint [KINESIS_ENDPOINT], region
  * [AWS_REGION], access key id [AWS_ACCESS_KEY_ID], secret access key [AWS_SECRET_ACCESS_KEY], stream name
  * [KINESIS_STREAM]. The SDK speaks CBOR unless started with {@code -Daws.cborEnabled=false} (the SDK's own
- * setting, also read from {@code AWS_CBOR_ENABLED}); every request and answer is checked to be in that
- * encoding. Prints one line per check; any mismatch prints {@code FAIL: ...} and exits 1.
+ * setting, also read from the environment variable {@code CBOR_ENABLED}); every request and answer is checked
+ * to be in that encoding. Prints one line per check; any mismatch prints {@code FAIL: ...} and exits 1.
  */
 public final class Main {
     private static final String CBOR = "application/x-amz-cbor-1.1";
@@ -71,7 +74,7 @@ public final class Main {
 
     private Main(String endpoint, String region, String accessKey, String secret, String stream) {
         boolean cbor = !"false".equalsIgnoreCase(System.getProperty("aws.cborEnabled",
-                System.getenv().getOrDefault("AWS_CBOR_ENABLED", "true")));
+                System.getenv().getOrDefault("CBOR_ENABLED", "true")));
         this.contentType = cbor ? CBOR : JSON;
         this.stream = stream;
         this.kinesis = KinesisClient.builder()
@@ -125,8 +128,9 @@ public final class Main {
             call.run();
         } catch (KinesisException e) {
             String got = e.awsErrorDetails() == null ? "(no details)" : e.awsErrorDetails().errorCode();
-            check(type.isInstance(e) && code.equals(got) && e.statusCode() == 400
-                            && e.awsErrorDetails().errorMessage() != null && !e.awsErrorDetails().errorMessage().isEmpty(),
+            String message = e.awsErrorDetails() == null ? null : e.awsErrorDetails().errorMessage();
+            boolean expected = type.isInstance(e) && code.equals(got) && e.statusCode() == 400;
+            check(expected && message != null && !message.isEmpty(),
                     what + ": " + code + " (got " + e.getClass().getSimpleName() + " " + got + ", status "
                             + e.statusCode() + ", message '" + e.getMessage() + "')");
             return;
@@ -162,8 +166,9 @@ public final class Main {
         expectError(ResourceNotFoundException.class, "ResourceNotFoundException",
                 () -> kinesis.describeStreamSummary(r -> r.streamName(stream + "-missing")),
                 "DescribeStreamSummary of an unknown stream");
-        expectError(software.amazon.awssdk.services.kinesis.model.ResourceInUseException.class, "ResourceInUseException",
-                () -> kinesis.createStream(r -> r.streamName(stream).shardCount(2)), "CreateStream of an existing stream");
+        expectError(ResourceInUseException.class, "ResourceInUseException",
+                () -> kinesis.createStream(r -> r.streamName(stream).shardCount(2)),
+                "CreateStream of an existing stream");
 
         List<Put> puts = new ArrayList<>();
         byte[] first = "first \u0000\u00ff".getBytes(StandardCharsets.UTF_8);
@@ -177,7 +182,7 @@ public final class Main {
         Instant between = Instant.now();
         Thread.sleep(TIMESTAMP_GAP_MS);
 
-        expectError(software.amazon.awssdk.services.kinesis.model.ValidationException.class, "ValidationException",
+        expectError(ValidationException.class, "ValidationException",
                 () -> kinesis.putRecords(r -> r.streamName(stream).records(
                         entry("pk-rejected", "rejected".getBytes(StandardCharsets.UTF_8), null),
                         entry("k".repeat(257), "too long a key".getBytes(StandardCharsets.UTF_8), null))),
@@ -260,11 +265,11 @@ public final class Main {
                         && Arrays.equals(sinceLatest.get(0).data().asByteArray(), newest),
                 "LATEST: then exactly the record put after it");
 
-        expectError(software.amazon.awssdk.services.kinesis.model.InvalidArgumentException.class,
+        expectError(InvalidArgumentException.class,
                 "InvalidArgumentException",
                 () -> iterator(shard0, ShardIteratorType.AT_SEQUENCE_NUMBER, "12345", null),
                 "GetShardIterator at sequence number 12345");
-        expectError(software.amazon.awssdk.services.kinesis.model.InvalidArgumentException.class,
+        expectError(InvalidArgumentException.class,
                 "InvalidArgumentException",
                 () -> iterator(shard0, ShardIteratorType.AFTER_SEQUENCE_NUMBER, late.sequenceNumber(), null),
                 "GetShardIterator on " + shard0 + " after a sequence number of " + late.shardId());
@@ -321,7 +326,8 @@ public final class Main {
                     "ListShards: " + shard.shardId() + " has a starting sequence number");
             expectedStart = end.add(BigInteger.ONE);
         }
-        check(expectedStart.equals(MAX_HASH_KEY.add(BigInteger.ONE)), "ListShards: the hash key ranges cover 0..2^128-1");
+        check(expectedStart.equals(MAX_HASH_KEY.add(BigInteger.ONE)),
+                "ListShards: the hash key ranges cover 0..2^128-1");
     }
 
     /** A shard's records as TRIM_HORIZON read them, against what the puts answered. */
