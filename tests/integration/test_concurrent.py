@@ -39,7 +39,8 @@ separate processes would:
   the reclaim delay and the topic caches shortened in proportion (``topics.RECLAIM_DELAY_MS``, the produce
   service's TTLs and that of ``topics.TopicLayouts``), so that the run sees several lives; an explicit life is
   grown now and then, a fencer fences and unfences its partitions (its unfences meet the deletes), and two
-  members of a consumer group read it from their committed offsets and commit;
+  members of a consumer group read it from their committed offsets and commit, and a configurer changes its tags
+  and retention (``TopicRegistry.configure``) and checks that no configure undoes a grow or a delete;
 * a produce service shared by request threads, as ``llog serve``'s HTTP threads share one: rounds of first produces
   at once to a topic that has no record (a new name, or one deleted and reclaimed since), which they create, and
   produces to the second topic; its reads of a topic record are late now and then (``LateOxia``), and its writer
@@ -84,7 +85,7 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -126,7 +127,7 @@ from llog.protocol.gc import GarbageCollector, GcReport
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.producers import CLAIM_MARGIN_MS
 from llog.protocol.read import LogReader, LogRecord
-from llog.protocol.topics import TopicConfig, TopicLayouts, TopicRegistry
+from llog.protocol.topics import TopicConfig, TopicLayouts, TopicRecord, TopicRegistry
 from llog.protocol.verify import ProblemKind, Verifier
 from llog.service import produce
 from llog.service.groups import GroupService
@@ -1417,6 +1418,47 @@ class Run:
 
         return self._forever("life", step)
 
+    def life_configurer(self) -> Callable[[], None]:
+        """Changes the second topic's tags and retention (``TopicRegistry.configure``, as the Kinesis API's tag
+        and retention calls do) while its lives are created, grown, deleted and reclaimed: a configure must
+        never undo a grow or a delete. Its retention stays far longer than the run, so it removes nothing."""
+        registry = TopicRegistry(self.storage.oxia, root=self.root, writer_config=self.config)
+        most_partitions: dict[str | None, int] = {}
+        deleted_ids: set[str | None] = set()
+
+        def observe(record: TopicRecord | None, when: str) -> None:
+            if record is None:
+                return
+            if record.deleted:
+                deleted_ids.add(record.topic_id)
+            elif record.topic_id in deleted_ids:
+                self._fail(f"configure: life {record.topic_id} read active {when}, after it was read deleted")
+            fewer = record.partitions < most_partitions.get(record.topic_id, 0)
+            if fewer and not record.implicit:
+                self._fail(f"configure: life {record.topic_id} read with {record.partitions} partitions {when}, "
+                           f"after {most_partitions[record.topic_id]}")  # fmt: skip
+            most_partitions[record.topic_id] = max(record.partitions, most_partitions.get(record.topic_id, 0))
+
+        def change(record: TopicRecord) -> TopicRecord:
+            tags = dict(record.tags) | {f"t{random.randrange(4)}": str(random.randrange(1000))}
+            retention_ms = random.choice([None, 30 * 24 * 3_600_000])
+            return replace(record, config=replace(record.config, retention_ms=retention_ms),
+                           tags=tuple(sorted(tags.items())))  # fmt: skip
+
+        def step() -> None:
+            observe(registry.get(LIFE_TOPIC), "before a configure")
+            try:
+                configured = registry.configure(LIFE_TOPIC, change)
+            except UnknownTopic:
+                self._count("life configures refused (no live explicit topic)")
+            else:
+                self._count("life configures")
+                observe(configured, "as configured")
+            observe(registry.get(LIFE_TOPIC), "after a configure")
+            self._idle(random.uniform(0.01, 0.05))
+
+        return self._forever("life configurer", step)
+
     def life_fencer(self) -> Callable[[], None]:
         """Fences and unfences the second topic's partitions, or only unfences one (as an operator would), so
         that unfences meet the topic's deletes: no unfence may reopen a deleted topic's partition."""
@@ -1642,6 +1684,7 @@ class Run:
             actors += [self.stale_recoverer()]
         actors += [self.life()] + [self.life_producer(i) for i in range(LIFE_PRODUCERS)] + [self.served_producer()]
         actors += [self.group_consumer(i) for i in range(GROUP_CONSUMERS)] + [self.backer_up(), self.life_fencer()]
+        actors += [self.life_configurer()]
         threads = [threading.Thread(target=actor, name=f"actor {i}") for i, actor in enumerate(actors)]
         for thread in threads:
             thread.start()
