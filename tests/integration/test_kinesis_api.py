@@ -22,8 +22,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from llog.api.kinesis.shards import MAX_HASH_KEY
-from llog.service.keys import KeyPermissions
 from llog.config import S3Config
+from llog.service.keys import KeyPermissions
 from server.serve import LlogServer
 from tests.conftest import OxiaServer, serve_env, start_server
 
