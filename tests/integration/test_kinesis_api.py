@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
+import subprocess
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -25,7 +27,7 @@ from llog.api.kinesis.shards import MAX_HASH_KEY
 from llog.config import S3Config
 from llog.service.keys import KeyPermissions
 from server.serve import LlogServer
-from tests.conftest import OxiaServer, serve_env, start_server
+from tests.conftest import ROOT, OxiaServer, serve_env, start_server
 
 REGION = "eu-west-1"
 
@@ -102,6 +104,22 @@ def _native_get(srv: LlogServer, path: str) -> dict[str, Any]:
     with urllib.request.urlopen(srv.url + path, timeout=30) as answer:
         result: dict[str, Any] = json.load(answer)
     return result
+
+
+def test_the_readme_curl_example_signs_and_puts_a_record(server: LlogServer, kinesis: Any) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## The Kinesis API") : readme.index("## Kinesis access keys")]
+    block = section[section.index("```bash\n") + len("```bash\n") : section.index("\n```", section.index("```bash"))]
+    command = "\n".join(line for line in block.splitlines() if not line.startswith(("KEY=", "#")))
+    answer = json.loads(block.splitlines()[-1].removeprefix("# "))
+    kinesis.create_stream(StreamName="payments", ShardCount=6)
+    key_id, secret = _issue(server)
+    env = {**os.environ, "KEY": key_id, "SECRET": secret}
+    command = command.replace("http://127.0.0.1:8080", server.url)
+    ran = subprocess.run(["bash", "-c", command], check=True, capture_output=True, text=True, env=env)
+    assert json.loads(ran.stdout) == answer
+    (record,) = _read_all(kinesis, "payments", answer["ShardId"])
+    assert (record["Data"], record["PartitionKey"]) == (b'{"amount": 5}', "customer-42")
 
 
 # --- streams -------------------------------------------------------------------------------------------------------
