@@ -209,44 +209,34 @@ def _created(stream: Stream) -> datetime:
     return datetime.fromtimestamp(stream.created_at_ms / 1000, UTC)
 
 
+def _stream_fields(kinesis: Kinesis, stream: Stream) -> dict[str, Any]:
+    """What DescribeStream and DescribeStreamSummary both say of a stream."""
+    return {
+        "StreamName": stream.name,
+        "StreamARN": kinesis.arn(stream.name),
+        "StreamStatus": "ACTIVE",
+        "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
+        "RetentionPeriodHours": _retention_hours(stream),
+        "StreamCreationTimestamp": _created(stream),
+        "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
+        "EncryptionType": "NONE",
+    }
+
+
 def _describe_stream(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     stream = describe(kinesis, stream_of(document))
     limit = wire.integer(document, "Limit", required=False) or MAX_LIST_SHARDS
     start = wire.string(document, "ExclusiveStartShardId", required=False)
     first = 0 if start is None else partition_of(start, stream.shards, stream.name) + 1
     shards = [_shard(stream, s) for s in stream.partitions[first : first + limit]]
-    return {
-        "StreamDescription": {
-            "StreamName": stream.name,
-            "StreamARN": kinesis.arn(stream.name),
-            "StreamStatus": "ACTIVE",
-            "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
-            "Shards": shards,
-            "HasMoreShards": first + limit < stream.shards,
-            "RetentionPeriodHours": _retention_hours(stream),
-            "StreamCreationTimestamp": _created(stream),
-            "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
-            "EncryptionType": "NONE",
-        }
-    }
+    description = {**_stream_fields(kinesis, stream), "Shards": shards, "HasMoreShards": first + limit < stream.shards}
+    return {"StreamDescription": description}
 
 
 def _describe_stream_summary(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     stream = describe(kinesis, stream_of(document))
-    return {
-        "StreamDescriptionSummary": {
-            "StreamName": stream.name,
-            "StreamARN": kinesis.arn(stream.name),
-            "StreamStatus": "ACTIVE",
-            "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
-            "RetentionPeriodHours": _retention_hours(stream),
-            "StreamCreationTimestamp": _created(stream),
-            "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
-            "EncryptionType": "NONE",
-            "OpenShardCount": stream.shards,
-            "ConsumerCount": 0,
-        }
-    }
+    summary = {**_stream_fields(kinesis, stream), "OpenShardCount": stream.shards, "ConsumerCount": 0}
+    return {"StreamDescriptionSummary": summary}
 
 
 def _list_streams(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:

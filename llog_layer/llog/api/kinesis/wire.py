@@ -157,26 +157,25 @@ def timestamp_ms(value: Any, name: str) -> int:
     return int(round(value * 1000))
 
 
-def string(document: dict[str, Any], name: str, *, required: bool = True) -> str | None:
+def _member_value(document: dict[str, Any], name: str, required: bool) -> Any:
+    """The member's value; None when absent, or ``ValidationException`` if it is ``required``."""
     value = document.get(name)
-    if value is None:
-        if required:
-            raise ValidationException(f"1 validation error detected: Value null at '{_member(name)}' failed to "
-                                      "satisfy constraint: Member must not be null")  # fmt: skip
-        return None
-    if not isinstance(value, str):
+    if value is None and required:
+        raise ValidationException(f"1 validation error detected: Value null at '{_member(name)}' failed to "
+                                  "satisfy constraint: Member must not be null")  # fmt: skip
+    return value
+
+
+def string(document: dict[str, Any], name: str, *, required: bool = True) -> str | None:
+    value = _member_value(document, name, required)
+    if value is not None and not isinstance(value, str):
         raise SerializationException(f"{name} must be a string")
     return value
 
 
 def integer(document: dict[str, Any], name: str, *, required: bool = True) -> int | None:
-    value = document.get(name)
-    if value is None:
-        if required:
-            raise ValidationException(f"1 validation error detected: Value null at '{_member(name)}' failed to "
-                                      "satisfy constraint: Member must not be null")  # fmt: skip
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    value = _member_value(document, name, required)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise SerializationException(f"{name} must be an integer")
     return value
 
