@@ -67,6 +67,7 @@ from llog.config import Limits, env_int
 from llog.errors import ConfigurationError, LlogError
 from llog.service.groups import GroupService
 from server import console, events, http11
+from server.auth import ServeAuth, auth_from_env
 from server.collector import CollectorStats, freeze_startup_heap
 from server.emf import EmfReporter, RequestSample
 from server.http11 import Answer, HttpLimits, HttpServer, Request
@@ -245,6 +246,16 @@ class LlogServer:
         self.allowed_hosts = browser.AllowedHosts.from_env(os.environ)
         self._access_log_from = ACCESS_LOG_CHOICES[access_log_from_env(os.environ)]
         self.services = services or ServeServices.from_env()
+        # LLOG_SERVE_AUTH=sigv4: every request but the probes' is signed with an issued key (server.auth). The key
+        # store is opened here, so that a server without a sealing key set up refuses to start, not to answer.
+        self.auth = ServeAuth(self.services.access_keys) if auth_from_env(os.environ) == "sigv4" else None
+        if self.auth is not None:
+            try:
+                self.services.access_keys()
+            except LlogError:
+                if services is None:
+                    self.services.close()
+                raise
         self.started_at_ms = int(time.time() * 1000)
         self.http = HttpCounters()
         self.request_ids = RequestIds()
@@ -412,7 +423,7 @@ class LlogServer:
             headers.append(("Retry-After", "1"))
             return self._answer(request, status, headers, payload)
         loop = asyncio.get_running_loop()
-        if self._produces_on_loop(request, admission):
+        if self.auth is None and self._produces_on_loop(request, admission):
             answer = await self._produce_on_loop(request, loop)
             if answer is not None:
                 return self._answer(request, *answer)
@@ -484,12 +495,28 @@ class LlogServer:
     def _respond(self, request: Request, admission: _Admission) -> tuple[int, list[tuple[str, str]], bytes]:
         """On a pool thread: the handler's answer (a bug here answers 500, it does not kill the connection)."""
         try:
+            refusal = self._auth_refusal(request, admission)
+            if refusal is not None:
+                return refusal
             if admission.serve_route:
                 return self._serve_own(admission.path)
             return self._dispatch(request, admission)
         except Exception:
             log.exception("llog serve failed on %s %s", admission.method, admission.path)
             return self._json(500, client_error("internal error", "InternalError"))
+
+    def _auth_refusal(self, request: Request, admission: _Admission) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        """With ``LLOG_SERVE_AUTH=sigv4``, why the request is refused before its route runs (server.auth)."""
+        if self.auth is None or admission.kinesis:  # the Kinesis API checks its own signatures
+            return None
+        if ServeAuth.open(admission.method, admission.path, console.owns(admission.path)):
+            return None
+        signed = SignedRequest(request.method, admission.path, admission.query, dict(request.headers),
+                               request.body or b"")  # fmt: skip
+        refusal = self.auth.check(signed, None if admission.serve_route else routes.match(admission.path))
+        if refusal is None:
+            return None
+        return self._json(refusal.status, client_error(refusal.message, refusal.error_type))
 
     def _answer(self, request: Request, status: int, headers: list[tuple[str, str]], payload: bytes) -> Answer:
         """Count the request, and log it as ``LLOG_SERVE_ACCESS_LOG`` says."""
