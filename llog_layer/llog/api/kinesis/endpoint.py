@@ -25,10 +25,11 @@ from llog.api.kinesis.errors import (
     InternalFailure,
     InvalidArgumentException,
     KinesisError,
+    ResourceNotFoundException,
     ServiceUnavailable,
     UnknownOperationException,
 )
-from llog.errors import LlogError
+from llog.errors import InvalidArgument, LlogError, TopicDeleted, UnknownTopic
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeService
 from llog.service.produce import ProduceService
@@ -58,7 +59,25 @@ def too_large(length: int, request_id: str) -> Answer:
 
 
 class Permissions(Protocol):
+    read: bool
+
     def allows(self, stream: str, action: str) -> bool: ...
+
+
+INTERNAL_MESSAGE = "An internal error occurred (llog logged it with the request id)."
+
+
+def _kinesis_error(error: LlogError, request_id: str) -> KinesisError:
+    """An error of llog's services, as the Kinesis error a client can act on (an operation maps what it expects;
+    this is what a race or a store failure leaves: a stream deleted meanwhile, storage unavailable)."""
+    if isinstance(error, UnknownTopic | TopicDeleted):
+        return ResourceNotFoundException(str(error))
+    if isinstance(error, InvalidArgument):
+        return InvalidArgumentException(str(error))
+    if error.retriable:
+        return ServiceUnavailable(f"{error.error_type}: {error}")
+    log.error("Kinesis request %s failed: %s", request_id, error.error_type, exc_info=error)
+    return InternalFailure(INTERNAL_MESSAGE)
 
 
 class KeyLookup(Protocol):
@@ -79,6 +98,7 @@ class Endpoint:
     keys: Callable[[], KeyLookup]
     account: str = DEFAULT_ACCOUNT
     clock: Callable[[], float] = time.time
+    max_answer_bytes: int | None = None  # the GetRecords answer's bound behind Lambda (its 6 MB response)
 
     def answer(self, request: sigv4.SignedRequest, request_id: str) -> Answer:
         """The status, headers and body of the answer to ``request``."""
@@ -86,21 +106,16 @@ class Endpoint:
         content_type = wire.content_type_of(headers.get("content-type"))
         error: KinesisError
         try:
-            document = self._run(request, headers, content_type)
+            payload = wire.encode(content_type, self._run(request, headers, content_type))
         except KinesisError as exc:
             error = exc
         except LlogError as exc:
-            if exc.retriable:
-                error = ServiceUnavailable(f"{exc.error_type}: {exc}")
-            else:
-                log.exception("Kinesis request %s failed", request_id)
-                error = InternalFailure("An internal error occurred (llog logged it with the request id).")
+            error = _kinesis_error(exc, request_id)
         except Exception:
             log.exception("Kinesis request %s failed", request_id)
-            error = InternalFailure("An internal error occurred (llog logged it with the request id).")
+            error = InternalFailure(INTERNAL_MESSAGE)
         else:
-            headers_out = [("Content-Type", content_type), ("x-amzn-RequestId", request_id)]
-            return 200, headers_out, wire.encode(content_type, document)
+            return 200, [("Content-Type", content_type), ("x-amzn-RequestId", request_id)], payload
         return error_answer(content_type, error, request_id)
 
     def _run(self, request: sigv4.SignedRequest, headers: Mapping[str, str], content_type: str) -> dict[str, Any]:
@@ -129,8 +144,10 @@ class Endpoint:
             admin=self.admin,
             iterator_key=keys.iterator_key,
             allows=found["permissions"].allows,
+            reads_any=lambda: found["permissions"].read,
             region=caller.region,
             account=self.account,
             now_ms=lambda: int(self.clock() * 1000),
+            max_answer_bytes=self.max_answer_bytes,
         )
         return operations.run(name, kinesis, document)

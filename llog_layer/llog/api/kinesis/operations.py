@@ -30,6 +30,7 @@ from llog.api.kinesis.errors import (
     LimitExceededException,
     ResourceInUseException,
     ResourceNotFoundException,
+    SerializationException,
     ServiceUnavailable,
     ValidationException,
 )
@@ -38,14 +39,19 @@ from llog.api.kinesis.sequence import MAX_OFFSET, offset_in_shard, sequence_numb
 from llog.api.kinesis.shards import hash_key_range, partition_of, shard_for, shard_id
 from llog.errors import (
     InvalidArgument,
+    InvalidPartitionCount,
+    InvalidTopicName,
     LlogError,
     OffsetOutOfRange,
+    PartitionNotInitialized,
     RecordsLost,
+    TopicDeleted,
     TopicExists,
     UnknownTopic,
 )
 from llog.format.codec import Record
 from llog.format.keys import validate_topic
+from llog.format.kv.document import INITIAL_OFFSET
 from llog.limits import MAX_PARTITIONS
 from llog.protocol.append import AppendResult, SharedAppendGroup
 from llog.protocol.topics import TopicRecord
@@ -67,6 +73,7 @@ MAX_LIST_SHARDS = 10_000
 # What DescribeStream says of a stream whose retention is unlimited: Kinesis's longest (a year). llog keeps
 # its records for as long as its retention settings say.
 MAX_RETENTION_HOURS = 8760
+MAX_ARRIVAL_MS = 253_402_300_799_999  # the last millisecond of the year 9999
 _STREAM_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
 _STREAM_ARN = re.compile(r"arn:aws[a-z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/([a-zA-Z0-9_.-]{1,128})")
 
@@ -80,9 +87,11 @@ class Kinesis:
     admin: Callable[[], AdminService]
     iterator_key: Callable[[], bytes]
     allows: Callable[[str, str], bool]  # (stream, action) for the caller's key
+    reads_any: Callable[[], bool]  # whether the key may read some stream
     region: str
     account: str
     now_ms: Callable[[], int]
+    max_answer_bytes: int | None = None  # behind Lambda: its response payload limit; None: Kinesis's limits alone
 
     def arn(self, stream: str) -> str:
         return f"arn:aws:kinesis:{self.region}:{self.account}:stream/{stream}"
@@ -129,7 +138,6 @@ class Stream:
     shards: int
     created_at_ms: int
     retention_ms: int | None
-    partitions: list[dict[str, Any]]  # the catalog's summary of each partition, by number
 
 
 def _not_found(stream: str, kinesis: Kinesis) -> ResourceNotFoundException:
@@ -137,30 +145,47 @@ def _not_found(stream: str, kinesis: Kinesis) -> ResourceNotFoundException:
 
 
 def describe(kinesis: Kinesis, stream: str) -> Stream:
-    """The stream's topic, if it is one (explicit, not deleted)."""
+    """The stream's topic, if it is one (explicit, not deleted): one read of its topic record."""
     try:
-        description = kinesis.admin().describe_topic(validate_topic(stream))
+        record = kinesis.admin().topic_record(validate_topic(stream))
     except (UnknownTopic, InvalidArgument):
         raise _not_found(stream, kinesis) from None
-    if not description["explicit"]:
-        raise ResourceNotFoundException(
-            f"{stream} is a topic created by a produce, not a stream: it has no hash key ranges. "
-            "Create a topic with POST /topics (or CreateStream) to use it through Kinesis."
-        )
-    summaries = sorted(description["partition_status"], key=lambda s: s["partition"])
-    return Stream(
-        stream,
-        description["topic_id"],
-        description["partitions"],
-        description["created_at_ms"],
-        description["config"]["retention_ms"],
-        summaries,
-    )
+    assert record.topic_id is not None  # an explicit topic this version reads has one
+    return Stream(stream, record.topic_id, record.partitions, record.created_at_ms, record.config.retention_ms)
+
+
+def _offsets(kinesis: Kinesis, stream: Stream, partition: int) -> tuple[int, int]:
+    """A shard's log start and next offset (a partition never written: both the first offset)."""
+    try:
+        status = kinesis.admin().status(stream.name, partition)
+    except PartitionNotInitialized:
+        return INITIAL_OFFSET, INITIAL_OFFSET
+    return status["log_start_offset"], status["next_offset"]
+
+
+def _limit(document: dict[str, Any], name: str, most: int, default: int) -> int:
+    """A page size member: ``default`` when absent, 1 to ``most`` when given."""
+    value = wire.integer(document, name, required=False)
+    if value is None:
+        return default
+    if not 1 <= value <= most:
+        raise _validation(name[:1].lower() + name[1:], value, f"Member must have value between 1 and {most}")
+    return value
+
+
+def _object(document: dict[str, Any], name: str) -> dict[str, Any]:
+    """A structure member; ``{}`` when absent."""
+    value = document.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SerializationException(f"{name} must be an object")
+    return value
 
 
 def _create_stream(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     stream = stream_of(document)
-    mode = (document.get("StreamModeDetails") or {}).get("StreamMode", "PROVISIONED")
+    mode = wire.string(_object(document, "StreamModeDetails"), "StreamMode", required=False) or "PROVISIONED"
     count = wire.integer(document, "ShardCount", required=False)
     if mode == "ON_DEMAND":
         if count is not None:
@@ -180,8 +205,12 @@ def _create_stream(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]
         raise _validation("tags", "...", f"Member must have length less than or equal to {MAX_TAGS}")
     try:
         created, _ = kinesis.admin().create_topic(validate_topic(stream), count, None)
-    except TopicExists:
+    except (TopicExists, TopicDeleted):  # a stream deleted and not reclaimed yet is Kinesis's DELETING stream
         created = False
+    except InvalidTopicName as exc:
+        raise InvalidArgumentException(f"StreamName {stream} cannot be used: {exc}") from None
+    except InvalidPartitionCount as exc:  # a topic its produces created, with more partitions than asked
+        raise InvalidArgumentException(f"Stream {stream} cannot be created with {count} shards: {exc}") from None
     if not created:
         raise ResourceInUseException(f"Stream {stream} under account {kinesis.account} already exists.")
     if tags:  # a second write: a crash between the two leaves the stream created without its tags
@@ -189,13 +218,14 @@ def _create_stream(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]
     return {}
 
 
-def _shard(stream: Stream, summary: dict[str, Any]) -> dict[str, Any]:
-    partition = summary["partition"]
+def _shard(stream: Stream, partition: int) -> dict[str, Any]:
+    """A shard as Kinesis describes it; its starting sequence number is its first offset's, whatever retention
+    removed since (as a Kinesis shard's is fixed when it opens)."""
     keys = hash_key_range(partition, stream.shards)
     return {
         "ShardId": shard_id(partition),
         "HashKeyRange": {"StartingHashKey": str(keys.start), "EndingHashKey": str(keys.end)},
-        "SequenceNumberRange": {"StartingSequenceNumber": sequence_number(partition, summary["log_start"])},
+        "SequenceNumberRange": {"StartingSequenceNumber": sequence_number(partition, INITIAL_OFFSET)},
     }
 
 
@@ -225,10 +255,10 @@ def _stream_fields(kinesis: Kinesis, stream: Stream) -> dict[str, Any]:
 
 def _describe_stream(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     stream = describe(kinesis, stream_of(document))
-    limit = wire.integer(document, "Limit", required=False) or MAX_LIST_SHARDS
+    limit = _limit(document, "Limit", MAX_LIST_SHARDS, MAX_LIST_SHARDS)
     start = wire.string(document, "ExclusiveStartShardId", required=False)
     first = 0 if start is None else partition_of(start, stream.shards, stream.name) + 1
-    shards = [_shard(stream, s) for s in stream.partitions[first : first + limit]]
+    shards = [_shard(stream, p) for p in range(first, min(first + limit, stream.shards))]
     description = {**_stream_fields(kinesis, stream), "Shards": shards, "HasMoreShards": first + limit < stream.shards}
     return {"StreamDescription": description}
 
@@ -240,9 +270,7 @@ def _describe_stream_summary(kinesis: Kinesis, document: dict[str, Any]) -> dict
 
 
 def _list_streams(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
-    limit = wire.integer(document, "Limit", required=False) or DEFAULT_LIST_STREAMS
-    if not 1 <= limit <= MAX_LIST_STREAMS:
-        raise _validation("limit", limit, f"Member must have value less than or equal to {MAX_LIST_STREAMS}")
+    limit = _limit(document, "Limit", MAX_LIST_STREAMS, DEFAULT_LIST_STREAMS)
     after = wire.string(document, "NextToken", required=False) or wire.string(
         document, "ExclusiveStartStreamName", required=False
     )
@@ -277,26 +305,25 @@ def _list_shards(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
         if document.get("StreamName") is not None or document.get("StreamARN") is not None:
             raise InvalidArgumentException("NextToken and StreamName cannot be provided together.")
         stream_name, _, start = token.partition("|")
+        kinesis.require(stream_name, "read")  # before the stream is looked up: a refusal says nothing of it
         stream = describe(kinesis, stream_name)
-        kinesis.require(stream.name, "read")
     else:
         stream = describe(kinesis, stream_of(document))
         start = wire.string(document, "ExclusiveStartShardId", required=False) or ""
-    limit = wire.integer(document, "MaxResults", required=False) or MAX_LIST_SHARDS
-    if not 1 <= limit <= MAX_LIST_SHARDS:
-        raise _validation("maxResults", limit, f"Member must have value less than or equal to {MAX_LIST_SHARDS}")
+    limit = _limit(document, "MaxResults", MAX_LIST_SHARDS, MAX_LIST_SHARDS)
     first = partition_of(start, stream.shards, stream.name) + 1 if start else 0
-    shard_filter = document.get("ShardFilter") or {}
-    kind = shard_filter.get("Type")
+    shard_filter = _object(document, "ShardFilter")
+    kind = wire.string(shard_filter, "Type", required=False)
     if kind == "AFTER_SHARD_ID":
-        first = max(first, partition_of(shard_filter.get("ShardId", ""), stream.shards, stream.name) + 1)
+        after = wire.string(shard_filter, "ShardId", required=False) or ""
+        first = max(first, partition_of(after, stream.shards, stream.name) + 1)
     elif kind not in (None, "AT_LATEST", "AT_TRIM_HORIZON", "FROM_TRIM_HORIZON", "AT_TIMESTAMP", "FROM_TIMESTAMP"):
         raise InvalidArgumentException(f"ShardFilter type {kind} is not supported")
     # Shards never close here (no resharding): every filter but AFTER_SHARD_ID lists them all.
-    page = stream.partitions[first : first + limit]
-    answer: dict[str, Any] = {"Shards": [_shard(stream, s) for s in page]}
+    page = range(first, min(first + limit, stream.shards))
+    answer: dict[str, Any] = {"Shards": [_shard(stream, p) for p in page]}
     if first + limit < stream.shards:
-        answer["NextToken"] = f"{stream.name}|{shard_id(page[-1]['partition'])}"
+        answer["NextToken"] = f"{stream.name}|{shard_id(page[-1])}"
     return answer
 
 
@@ -307,7 +334,10 @@ def _delete_stream(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]
 
 
 def _describe_limits(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
-    streams = [t for t in kinesis.admin().topics()["topics"] if t["explicit"]]
+    """The shards and streams the key may read (a key that may read none is refused)."""
+    if not kinesis.reads_any():
+        raise AccessDeniedException("the access key has no read permission (llog keys create --read)")
+    streams = [t for t in kinesis.admin().topics()["topics"] if t["explicit"] and kinesis.allows(t["topic"], "read")]
     return {
         "ShardLimit": MAX_PARTITIONS * max(1, len(streams)),
         "OpenShardCount": sum(len(t["partitions"]) for t in streams),
@@ -416,23 +446,23 @@ def _get_shard_iterator(kinesis: Kinesis, document: dict[str, Any]) -> dict[str,
     shard = wire.string(document, "ShardId")
     assert shard is not None
     partition = partition_of(shard, stream.shards, stream.name)
-    summary = stream.partitions[partition]
+    log_start, next_offset = _offsets(kinesis, stream, partition)
     kind = wire.string(document, "ShardIteratorType")
     sequence = wire.string(document, "StartingSequenceNumber", required=False)
     if kind in ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"):
         if sequence is None:
             raise InvalidArgumentException(f"StartingSequenceNumber is required for {kind}")
         offset = offset_in_shard(sequence, partition) + (kind == "AFTER_SEQUENCE_NUMBER")
-        if offset > summary["next_offset"]:
+        if offset > next_offset:
             raise InvalidArgumentException(
                 f"StartingSequenceNumber {sequence} used in GetShardIterator on shard {shard} in stream "
                 f"{stream.name} under account {kinesis.account} is invalid because it did not come from this stream."
             )
-        offset = max(offset, summary["log_start"])
+        offset = max(offset, log_start)
     elif kind == "TRIM_HORIZON":
-        offset = summary["log_start"]
+        offset = log_start
     elif kind == "LATEST":
-        offset = summary["next_offset"]
+        offset = next_offset
     elif kind == "AT_TIMESTAMP":
         if document.get("Timestamp") is None:
             raise InvalidArgumentException("Timestamp is required for AT_TIMESTAMP")
@@ -441,7 +471,12 @@ def _get_shard_iterator(kinesis: Kinesis, document: dict[str, Any]) -> dict[str,
         if answer.error is not None:
             raise _put_failure(answer.error)
         found = answer.found
-        offset = summary["next_offset"] if found is None or found.offset is None else found.offset
+        if found is None:
+            offset = next_offset
+        elif found.offset is None:  # no record that late: the end as the lookup found it
+            offset = found.high_watermark + 1
+        else:
+            offset = found.offset
     else:
         raise _validation("shardIteratorType", kind, "Member must satisfy enum value set: [AT_SEQUENCE_NUMBER, "
                           "AFTER_SEQUENCE_NUMBER, TRIM_HORIZON, LATEST, AT_TIMESTAMP]")  # fmt: skip
@@ -452,9 +487,7 @@ def _get_shard_iterator(kinesis: Kinesis, document: dict[str, Any]) -> dict[str,
 def _get_records(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     text = wire.string(document, "ShardIterator")
     assert text is not None
-    limit = wire.integer(document, "Limit", required=False) or MAX_GET_RECORDS
-    if not 1 <= limit <= MAX_GET_RECORDS:
-        raise _validation("limit", limit, f"Member must have value less than or equal to {MAX_GET_RECORDS}")
+    limit = _limit(document, "Limit", MAX_GET_RECORDS, MAX_GET_RECORDS)
     now_ms = kinesis.now_ms()
     iterator = decode_iterator(text, kinesis.iterator_key(), now_ms)
     kinesis.require(iterator.stream, "read")
@@ -462,6 +495,10 @@ def _get_records(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     if stream.topic_id != iterator.topic_id:  # deleted and created again since the iterator was issued
         raise _not_found(iterator.stream, kinesis)
     records, next_offset, high_watermark = _fetch(kinesis, iterator, limit)
+    if kinesis.max_answer_bytes is not None:
+        kept = _within(records, kinesis.max_answer_bytes)
+        if kept < len(records):
+            records, next_offset = records[:kept], records[kept].offset
     last_ms = records[-1].timestamp_ms if records else now_ms
     behind = 0 if next_offset > high_watermark else max(0, now_ms - last_ms)
     following = ShardIterator(iterator.stream, iterator.topic_id, iterator.partition, next_offset, now_ms)
@@ -469,7 +506,7 @@ def _get_records(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
         "Records": [
             {
                 "SequenceNumber": sequence_number(iterator.partition, r.offset),
-                "ApproximateArrivalTimestamp": datetime.fromtimestamp(r.timestamp_ms / 1000, UTC),
+                "ApproximateArrivalTimestamp": _arrival(r.timestamp_ms),
                 "Data": r.value,
                 "PartitionKey": (r.key or b"").decode("utf-8", "replace"),
             }
@@ -478,6 +515,25 @@ def _get_records(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
         "NextShardIterator": encode_iterator(following, kinesis.iterator_key()),
         "MillisBehindLatest": behind,
     }
+
+
+ANSWER_BYTES_PER_RECORD = 200  # a record's JSON around its data: sequence number, time, key and member names
+
+
+def _within(records: Sequence[Any], max_bytes: int) -> int:
+    """How many of ``records`` a GetRecords answer of at most ``max_bytes`` holds (their data base64-encoded, as
+    JSON has it); at least one, so a reader always moves on."""
+    total = 0
+    for count, record in enumerate(records):
+        total += -(-len(record.value) // 3) * 4 + len(record.key or b"") + ANSWER_BYTES_PER_RECORD
+        if total > max_bytes and count > 0:
+            return count
+    return len(records)
+
+
+def _arrival(timestamp_ms: int) -> datetime:
+    """A record's time as a date, within the years a date holds (the native API takes any 64-bit time)."""
+    return datetime.fromtimestamp(min(max(timestamp_ms, 0), MAX_ARRIVAL_MS) / 1000, UTC)
 
 
 def _fetch(kinesis: Kinesis, iterator: ShardIterator, limit: int) -> tuple[list[Any], int, int]:
@@ -572,9 +628,18 @@ def _tags(value: Any, member: str) -> dict[str, str]:
     for key, tag in value.items():
         if not isinstance(key, str) or not _TAG_KEY.fullmatch(key) or key.startswith("aws:"):
             raise InvalidArgumentException(f"Tag key {key!r} is not valid: 1 to 128 characters, not starting aws:")
-        if not isinstance(tag, str) or len(tag) > 256:
-            raise InvalidArgumentException(f"Tag value of {key!r} must be a string of at most 256 characters")
+        if not isinstance(tag, str) or len(tag) > 256 or not _unicode(tag):
+            raise InvalidArgumentException(f"Tag value of {key!r} must be text of at most 256 characters")
     return value
+
+
+def _unicode(text: str) -> bool:
+    """Text every encoding can carry (JSON allows a lone surrogate such as ``"\\ud800"``; CBOR and UTF-8 do not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _retag(record: TopicRecord, add: dict[str, str], remove: Sequence[str], stream: str) -> TopicRecord:
@@ -612,9 +677,7 @@ def _list_tags(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     except (UnknownTopic, InvalidArgument):
         raise _not_found(stream, kinesis) from None
     after = wire.string(document, "ExclusiveStartTagKey", required=False)
-    limit = wire.integer(document, "Limit", required=False) or MAX_TAGS
-    if not 1 <= limit <= MAX_TAGS:
-        raise _validation("limit", limit, f"Member must have value less than or equal to {MAX_TAGS}")
+    limit = _limit(document, "Limit", MAX_TAGS, MAX_TAGS)
     tags = [(k, v) for k, v in record.tags if after is None or k > after]
     return {"Tags": [{"Key": k, "Value": v} for k, v in tags[:limit]], "HasMoreTags": len(tags) > limit}
 

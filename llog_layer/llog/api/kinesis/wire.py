@@ -26,13 +26,14 @@ from typing import Any
 
 import cbor2
 from cbor2._decoder import CBORDecoder as PythonCBORDecoder
-from cbor2._types import CBORDecodeValueError, CBORError  # the pure-Python decoder's, not the C module's
+from cbor2._types import CBORDecodeValueError  # the pure-Python decoder's, not the C module's
 
 from llog.api.kinesis.errors import SerializationException, ValidationException
 
 JSON_CONTENT_TYPE = "application/x-amz-json-1.1"
 CBOR_CONTENT_TYPE = "application/x-amz-cbor-1.1"
 TARGET_PREFIX = "Kinesis_20131202."
+MAX_TIMESTAMP_S = 10**15  # far past any date; a larger number (or NaN, or infinity) is no time
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 ONE_MS = timedelta(milliseconds=1)
 _CBOR_EPOCH_TIME_TAG = 1
@@ -92,7 +93,7 @@ def _decode_cbor(body: bytes) -> dict[str, Any]:
     stream = io.BytesIO(body)
     try:
         document = _KinesisCBORDecoder(stream, object_hook=_string_keys).decode()
-    except (CBORError, ValueError, TypeError, RecursionError):
+    except Exception:  # anything a decoder of untrusted bytes raises (cbor2's tags raise their own) is a bad body
         raise SerializationException("the request body is not valid CBOR") from None
     if stream.tell() != len(body):
         raise SerializationException("the request body has bytes after its CBOR document")
@@ -152,7 +153,7 @@ def timestamp_ms(value: Any, name: str) -> int:
     the epoch."""
     if isinstance(value, datetime):
         return _datetime_ms(value)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float) or not abs(value) <= MAX_TIMESTAMP_S:
         raise SerializationException(f"{name} must be a timestamp in seconds since the epoch")
     return int(round(value * 1000))
 
