@@ -71,6 +71,8 @@ HTTP_PORT = env_int(os.environ, "LLOG_DEV_HTTP_PORT", 8080)
 FRONTS = ("serve", "lambda")
 LAMBDA_DIR = DEV_DIR / "lambda"  # the synthesized stack, its layer and the functions' tree: rebuilt as needed
 BUCKET = os.environ.get("LLOG_S3_BUCKET", "leaderless-log-wal")
+# Seals the secrets of the Kinesis API's access keys (`llog keys`); created on first use.
+KEYS_SEALING_KEY_FILE = os.environ.get("LLOG_KEYS_SEALING_KEY_FILE") or str(DEV_DIR / "keys-sealing.key")
 ACCESS_KEY_ID = SECRET_ACCESS_KEY = "testing"
 
 log = logging.getLogger("llog.dev")
@@ -348,6 +350,7 @@ def _run() -> int:
             "LLOG_S3_REGION_NAME": s3.region,
             "LLOG_S3_ACCESS_KEY_ID": ACCESS_KEY_ID,
             "LLOG_S3_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY,
+            "LLOG_KEYS_SEALING_KEY_FILE": KEYS_SEALING_KEY_FILE,
         }
         os.environ.update(env)
 

@@ -56,7 +56,11 @@ from functions.admin import app as admin_app
 from functions.common import browser, names, routes, telemetry
 from functions.common.http import answer_error, json_bytes
 from functions.consume import app as consume_app
+from functions.kinesis import app as kinesis_app
 from functions.produce import app as produce_app
+from llog.api.kinesis import endpoint as kinesis_endpoint
+from llog.api.kinesis.endpoint import Endpoint
+from llog.api.kinesis.sigv4 import SignedRequest
 from llog.api.native import routes as native
 from llog.api.native.errors import client_error
 from llog.config import Limits, env_int
@@ -84,6 +88,7 @@ HANDLER_THREADS = 1024
 HANDLER_THREADS_STARTED = 64
 SERVE_PATHS = ("/metrics", "/metrics/prometheus", "/openapi.json")  # served by llog serve itself
 HEALTH_ROUTE = "/health"  # load balancers' and ECS's probes: not traffic
+KINESIS_PATH = "/kinesis"  # the Kinesis Data Streams API (functions.kinesis; any method: it answers the errors)
 PRODUCE_ROUTE = ("POST", "/produce")  # without an Origin: no resolver (LlogServer._produce_on_loop, or serve_produce)
 # A produce body up to this size is parsed on the event loop (about 0.1 ms per 100 KiB); larger ones on a pool thread.
 LOOP_PRODUCE_MAX_BYTES = 256 * 1024
@@ -287,8 +292,12 @@ class LlogServer:
         s = self.services
         produce_app.set_service(s.produce)
         consume_app.set_service(s.consume)
-        admin_app.set_service(CacheClearingAdminService(s.oxia, root=s.root, writer=s.writer, tail_cache=s.tail_cache))
+        admin_service = CacheClearingAdminService(s.oxia, root=s.root, writer=s.writer, tail_cache=s.tail_cache)
+        admin_app.set_service(admin_service)
         admin_app.set_server_info(self.host, self.port)
+        kinesis_app.set_endpoint(
+            Endpoint(lambda: s.produce, lambda: s.consume, lambda: admin_service, s.access_keys, account=s.account)
+        )
 
     def serve_forever(self) -> None:
         """Serve on this thread until ``shutdown``."""
@@ -350,6 +359,7 @@ class LlogServer:
                 log.warning("%d requests still running after %.0f s; closing anyway", self._inflight, drain_s)
         for module in HANDLERS.values():
             module.set_service(None)
+        kinesis_app.set_endpoint(None)
         admin_app.set_server_info(None, None)
         telemetry.suspend_emf(False)
         self.collector.remove()
@@ -375,7 +385,8 @@ class LlogServer:
         parts = urlsplit(request.target)
         path = parts.path or "/"
         serve_route = method == "GET" and (path in SERVE_PATHS or console.owns(path))
-        found = None if serve_route else routes.match(path)
+        kinesis = path == KINESIS_PATH
+        found = None if serve_route or kinesis else routes.match(path)
         route = console.ROUTE if console.owns(path) else str(found.resource) if found is not None else path
         # Admitted or refused once, under the lock shutdown sets ``_closing`` with: a request admitted
         # here is served to the end, even if shutdown begins while its body is still arriving, and
@@ -385,7 +396,7 @@ class LlogServer:
             if admitted:
                 self._inflight += 1
         started = time.perf_counter()
-        function = found.function if found is not None else ""
+        function = found.function if found is not None else "kinesis" if kinesis else ""
         request.state = _Admission(started, method, path, parts.query, route, serve_route, admitted, function)
         problem = self._head_problem(request)
         return None if problem is None else self._answer(request, *problem)
@@ -505,6 +516,10 @@ class LlogServer:
         request_id = self.request_ids.next()
         if (admission.method, admission.path) == PRODUCE_ROUTE and request.header("Origin") is None:
             return self._produce_answer(*produce_app.serve_produce(request.body, request_id))
+        if admission.path == KINESIS_PATH:
+            signed = SignedRequest(request.method, admission.path, admission.query, dict(request.headers),
+                                   request.body or b"")  # fmt: skip
+            return kinesis_app.answer(signed, request_id)
         event = events.rest_event(
             admission.method,
             admission.path,
@@ -536,14 +551,22 @@ class LlogServer:
         if "chunked" in (request.header("Transfer-Encoding") or "").lower():
             return self._json(411, client_error("send the body with a Content-Length", "LengthRequired"))
         length = int(request.header("Content-Length") or 0)  # httptools refused one that is not a number
-        if length > self.limits.max_request_bytes:
+        if self._admission(request).path == KINESIS_PATH and length > kinesis_endpoint.MAX_REQUEST_BYTES:
+            return kinesis_endpoint.too_large(length, self.request_ids.next())
+        if length > self.limits.max_request_bytes and self._admission(request).path != KINESIS_PATH:
             message = (
                 f"the request body is {length} bytes; the limit is {self.limits.max_request_bytes} bytes "
                 "(LLOG_MAX_REQUEST_BYTES)"
             )
             return self._json(413, client_error(message, "PayloadTooLarge"))
-        cross_site = browser.cross_site_problem(
-            request.method, request.header("Content-Type"), length > 0, request.header("Origin")
+        # A Kinesis request is refused unless signed with an issued key, which no page holds (nor does a browser
+        # add one by itself, as it adds cookies): what a page can send there writes nothing.
+        cross_site = (
+            None
+            if self._admission(request).path == KINESIS_PATH
+            else browser.cross_site_problem(
+                request.method, request.header("Content-Type"), length > 0, request.header("Origin")
+            )
         )
         if cross_site is not None:
             return self._json(browser.UNSUPPORTED_MEDIA_TYPE, client_error(cross_site, browser.ERROR_TYPE))

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from functions.common.lazy import Lazy
 from functions.produce import app as produce_app
-from llog.config import WriterConfig
+from llog.api.kinesis.endpoint import DEFAULT_ACCOUNT
+from llog.config import WriterConfig, kinesis_account_from_env
 from llog.protocol.append import AppendResult, LogWriter, SharedAppendGroup
 from llog.protocol.read import LogReader
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeRequest, ConsumeService, PartitionFetch
+from llog.service.keys import AccessKeys
 from llog.service.produce import PreparedProduce, ProduceService
 from llog.service.tail_cache import TailCache
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
+from llog.store.sealing import sealer_from_env
 from llog.store.storage import Storage
 from server.batching import BatchingConfig, BatchingProducer
 from server.billing import BillingConfig, S3Billing
@@ -97,6 +101,15 @@ class ServeServices:
     root: str
     billing: S3Billing
     traffic: Traffic
+    account: str = DEFAULT_ACCOUNT  # of the Kinesis API's stream ARNs (LLOG_KINESIS_ACCOUNT_ID)
+    _keys: Lazy[AccessKeys] | None = field(default=None, repr=False)
+
+    def access_keys(self) -> AccessKeys:
+        """The issued keys the Kinesis API checks signatures against: opened by its first request, so a server
+        without a sealing key set up serves the native API all the same."""
+        if self._keys is None:
+            self._keys = Lazy(lambda: AccessKeys(self.oxia, root=self.root, sealer=sealer_from_env()))
+        return self._keys.get()
 
     @classmethod
     def from_env(cls) -> ServeServices:
@@ -123,6 +136,7 @@ class ServeServices:
             root=root,
             billing=S3Billing.for_root(blobs, storage.bucket, root, BillingConfig.from_env()),
             traffic=traffic,
+            account=kinesis_account_from_env(),
         )
 
     def close(self) -> None:

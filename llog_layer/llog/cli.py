@@ -23,6 +23,11 @@
     After every topic is rebuilt or restored, write S3's namespace identity
     into the new Oxia, so that garbage collection runs again (docs/RECOVERY.md).
 
+``llog keys create --name N [--streams P ...] [--read] [--write] [--admin] [--json]``, ``llog keys list [--json]``,
+``llog keys revoke ID``
+    The access keys of the Kinesis API (``llog.service.keys``): create one and print its secret, the one time
+    it is shown; list them (no secrets); revoke one (every process refuses it within seconds).
+
 Other packages add commands through the ``llog.commands`` entry point group
 (an entry point names a ``register(subparsers)`` function): the repository's
 ``devserver`` package adds ``llog serve`` and ``llog invoke``.
@@ -36,8 +41,10 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from importlib.metadata import entry_points
 
+from llog.config import root_prefix_from_env
 from llog.errors import LlogError
 from llog.protocol.append import LogWriter
 from llog.protocol.backup import back_up_topics, restore_backup
@@ -46,6 +53,9 @@ from llog.protocol.gc import GarbageCollector
 from llog.protocol.namespace import adopt_namespace
 from llog.protocol.rebuild import rebuild_topic
 from llog.protocol.verify import Verifier, VerifyReport
+from llog.service.keys import ACTIONS, AccessKey, AccessKeys, KeyPermissions
+from llog.store.oxia import OxiaStore
+from llog.store.sealing import sealer_from_env
 from llog.store.storage import Storage
 
 COMMAND_GROUP = "llog.commands"
@@ -158,6 +168,65 @@ def _add_recovery_commands(sub: argparse._SubParsersAction[argparse.ArgumentPars
         command.set_defaults(run=_recovery)
 
 
+def _key_json(key: AccessKey) -> dict[str, object]:
+    permissions = key.permissions
+    return {"access_key_id": key.access_key_id, "name": key.name, "streams": list(permissions.streams),
+            "read": permissions.read, "write": permissions.write, "admin": permissions.admin,
+            "created_ms": key.created_ms}  # fmt: skip
+
+
+def _key_line(key: AccessKey) -> str:
+    created = datetime.fromtimestamp(key.created_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    actions = ",".join(a for a in ACTIONS if getattr(key.permissions, a))
+    return f"{key.access_key_id}\t{created}\t{actions}\t{','.join(key.permissions.streams)}\t{key.name}"
+
+
+def _keys(args: argparse.Namespace) -> int:
+    """``llog keys create|list|revoke``: the Kinesis API's access keys."""
+    sealer = sealer_from_env()
+    with OxiaStore.from_env() as oxia:
+        keys = AccessKeys(oxia, root=root_prefix_from_env(), sealer=sealer)
+        if args.keys_command == "create":
+            chosen = {a: getattr(args, a) for a in ACTIONS}
+            if not any(chosen.values()):  # no action named: read and write
+                chosen = {a: a != "admin" for a in ACTIONS}
+            key, secret = keys.create(args.name, KeyPermissions(tuple(args.streams), **chosen))
+            if args.json:
+                print(json.dumps({**_key_json(key), "secret_access_key": secret}))
+            else:
+                print(f"access key id      {key.access_key_id}\nsecret access key  {secret}")
+                print("The secret is shown this once: llog keeps it sealed and cannot show it again.", file=sys.stderr)
+        elif args.keys_command == "list":
+            listed = keys.list()
+            print(json.dumps([_key_json(k) for k in listed]) if args.json else "\n".join(map(_key_line, listed)))
+        elif not keys.revoke(args.access_key_id):
+            print(f"llog keys revoke: no access key {args.access_key_id!r}", file=sys.stderr)
+            return 1
+        else:
+            print(f"revoked {args.access_key_id}")
+    return 0
+
+
+def _add_keys_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    keys = sub.add_parser("keys", help="the access keys of the Kinesis API: create, list, revoke")
+    keys.set_defaults(run=_keys)
+    commands = keys.add_subparsers(dest="keys_command", required=True)
+    create = commands.add_parser("create", help="make a key and print its secret, the only time it is shown",
+                                 description="Make an access key; without --read, --write or --admin it reads and "
+                                 "writes.")  # fmt: skip
+    create.add_argument("--name", required=True, help="what the key is for (1 to 128 printable characters)")
+    create.add_argument("--streams", nargs="+", default=["*"], metavar="PATTERN",
+                        help="fnmatch patterns of the streams (topics) it may use (default: every stream)")  # fmt: skip
+    for action, meaning in (("read", "read records"), ("write", "write records"),
+                            ("admin", "create, delete and describe streams")):  # fmt: skip
+        create.add_argument(f"--{action}", action="store_true", help=meaning)
+    create.add_argument("--json", action="store_true", help="print the key and its secret as one JSON object")
+    listing = commands.add_parser("list", help="every key, oldest first, without secrets")
+    listing.add_argument("--json", action="store_true", help="one JSON array")
+    revoke = commands.add_parser("revoke", help="delete a key: every process refuses it within seconds")
+    revoke.add_argument("access_key_id", metavar="ID")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="llog",
@@ -185,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.set_defaults(run=_gc)
     migrate.set_defaults(run=_migrate)
     _add_recovery_commands(sub)
+    _add_keys_command(sub)
     for plugin in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
         plugin.load()(sub)
     return parser

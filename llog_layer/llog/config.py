@@ -101,6 +101,7 @@ SETTINGS: Mapping[str, Setting] = {
         # Kinesis access keys (llog keys)
         Setting("LLOG_KEYS_KMS_KEY_ID", "", "KMS key sealing the access keys' secrets (id, ARN or alias)"),
         Setting("LLOG_KEYS_SEALING_KEY_FILE", "", "local key file sealing them instead (created if missing)"),
+        Setting("LLOG_KINESIS_ACCOUNT_ID", "000000000000", "account id in the Kinesis API's stream ARNs"),
         # identity
         Setting("LLOG_BROKER_ID", "", "broker id GET /health reports (unset: function name and instance)"),
     )
@@ -514,6 +515,14 @@ class CompactionScheduleConfig:
 def group_expiry_ms_from_env(env: Environ | None = None) -> int:
     """``LLOG_GROUP_EXPIRY_MS``: how long a group with no live member and no commit is kept (docs/GROUPS.md)."""
     return setting_int(environ() if env is None else env, "LLOG_GROUP_EXPIRY_MS", minimum=1)
+
+
+def kinesis_account_from_env(env: Environ | None = None) -> str:
+    """``LLOG_KINESIS_ACCOUNT_ID``: the account the Kinesis API names in stream ARNs (12 digits)."""
+    account = _get(environ() if env is None else env, "LLOG_KINESIS_ACCOUNT_ID") or "000000000000"
+    if not (len(account) == 12 and account.isdigit()):
+        raise ConfigurationError(f"LLOG_KINESIS_ACCOUNT_ID must be 12 digits, not {account!r}")
+    return account
 
 
 def broker_id_from_env(env: Environ | None = None) -> str | None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from llog.format.codec import ENCODING
+from llog.format.kv.access_keys import AccessKeyRecord, IteratorKeyRecord
 from llog.format.kv.compaction import CompactedRange, CompactionCursor, CompactionRecord, CompactionState
 from llog.format.kv.control import AppendProtocol, ControlRecord, Generation, LogState, PendingAppend
 from llog.format.kv.document import DataRef, TimeSpan
@@ -119,6 +120,11 @@ DOCUMENTS: dict[str, tuple[Any, Callable[[bytes], Any]]] = {
     ),
     "producer_record": (ProducerRecord(3, NOW, NOW + 5), ProducerRecord.decode),
     "namespace": (NamespaceRecord(P, NOW), NamespaceRecord.decode),
+    "access_key": (
+        AccessKeyRecord("ingest", b"\x01\xffsealed", ("orders-*", "audit"), True, False, True, NOW),
+        AccessKeyRecord.decode,
+    ),
+    "iterator_key": (IteratorKeyRecord(b"\x00" * 4, NOW), IteratorKeyRecord.decode),
 }
 
 GOLDEN: dict[str, bytes] = {
@@ -210,6 +216,11 @@ GOLDEN: dict[str, bytes] = {
     ),
     "producer_record": b'{"created_at_ms":1760000000000,"epoch":3,"touched_at_ms":1760000000005}',
     "namespace": b'{"created_at_ms":1760000000000,"namespace_id":"0190c8a2-7b3e-7c41-9a52-3f6d1e2b4c5d"}',
+    "access_key": (
+        b'{"admin":true,"created_at_ms":1760000000000,"name":"ingest","read":true,"sealed_secret":"Af9zZWFsZWQ=",'
+        b'"streams":["orders-*","audit"],"write":false}'
+    ),
+    "iterator_key": b'{"created_at_ms":1760000000000,"sealed_key":"AAAAAA=="}',
 }
 
 # Documents as older versions wrote them (fields absent, former names): they read as these values.

@@ -22,6 +22,7 @@ STATUSES = {
     "InvalidSignatureException": 400,
     "UnrecognizedClientException": 400,
     "MissingAuthenticationTokenException": 403,
+    "SerializationException": 400,
     "InternalFailure": 500,
     "ServiceUnavailable": 503,
 }
@@ -61,6 +62,7 @@ def test_the_service_model_names_every_modelled_error_we_answer() -> None:
     modelled = {shape for shape in model.shape_names if model.shape_for(shape).metadata.get("exception")}
     ours = set(STATUSES) - {
         "UnknownOperationException",
+        "SerializationException",  # common to the JSON protocols, not in a service model
         "IncompleteSignatureException",
         "InvalidSignatureException",
         "UnrecognizedClientException",

@@ -17,6 +17,8 @@ partition's folder, below), with the module of ``llog.format.kv`` that holds eac
     {root}/__catalog/producers/{producer_id}                  (kv.producers: issued producer ids)
     {root}/__catalog/namespace                                (kv.namespace: the namespace identity)
     {root}/__catalog/namespace.json                           (S3: the same identity)
+    {root}/__catalog/access-keys/{access_key_id}              (kv.access_keys: the Kinesis API's access keys)
+    {root}/__catalog/kinesis-iterator-key                     (kv.access_keys: signs shard iterators)
     {root}/wal-shared/{uuid}                                  (S3, llog.format.wal)
     {base}/data/compacted/{uuid}                              (S3)
     {base}/manifests/{start:020d}-{end:020d}.json             (S3, kv.compaction)
@@ -31,7 +33,7 @@ forms differ in depth, so neither folder is a prefix of the other.
 
 Every Oxia record of a topic-partition uses ``partition_key = "{topic}:{partition}"``
 so that one partition lives on one Oxia shard; the registry's records, the
-topic records, the producer ids and the namespace identity share ``partition_key = "__catalog"``, so
+topic records, the producer ids, the namespace identity and the access keys share ``partition_key = "__catalog"``, so
 one ordered scan on one shard lists any of them. A partition's producer states sit at the depth of
 ``meta/`` and ``index/`` in a folder of their own (``producers/`` sorts after
 ``meta/~`` and ``index/~``), so no scan of those folders meets them, and
