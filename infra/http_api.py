@@ -134,9 +134,9 @@ class HttpFrontDoor(Construct):
         kinesis = self.api.add_routes(path=routes.KINESIS_PATH, methods=list(ROUTE_METHODS),
                                       integration=integration[names.KINESIS],
                                       authorizer=apigwv2.HttpNoneAuthorizer())  # fmt: skip
-        for route in kinesis:
+        for kinesis_route in kinesis:
             NagSuppressions.add_resource_suppressions(
-                route,
+                kinesis_route,
                 [
                     NagPackSuppression(
                         id="AwsSolutions-APIG4",
