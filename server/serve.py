@@ -88,7 +88,6 @@ HANDLER_THREADS = 1024
 HANDLER_THREADS_STARTED = 64
 SERVE_PATHS = ("/metrics", "/metrics/prometheus", "/openapi.json")  # served by llog serve itself
 HEALTH_ROUTE = "/health"  # load balancers' and ECS's probes: not traffic
-KINESIS_PATH = "/kinesis"  # the Kinesis Data Streams API (functions.kinesis; any method: it answers the errors)
 PRODUCE_ROUTE = ("POST", "/produce")  # without an Origin: no resolver (LlogServer._produce_on_loop, or serve_produce)
 # A produce body up to this size is parsed on the event loop (about 0.1 ms per 100 KiB); larger ones on a pool thread.
 LOOP_PRODUCE_MAX_BYTES = 256 * 1024
@@ -385,7 +384,7 @@ class LlogServer:
         parts = urlsplit(request.target)
         path = parts.path or "/"
         serve_route = method == "GET" and (path in SERVE_PATHS or console.owns(path))
-        kinesis = path == KINESIS_PATH
+        kinesis = path == routes.KINESIS_PATH
         found = None if serve_route or kinesis else routes.match(path)
         route = console.ROUTE if console.owns(path) else str(found.resource) if found is not None else path
         # Admitted or refused once, under the lock shutdown sets ``_closing`` with: a request admitted
@@ -396,7 +395,7 @@ class LlogServer:
             if admitted:
                 self._inflight += 1
         started = time.perf_counter()
-        function = found.function if found is not None else "kinesis" if kinesis else ""
+        function = found.function if found is not None else names.KINESIS if kinesis else ""
         request.state = _Admission(started, method, path, parts.query, route, serve_route, admitted, function)
         problem = self._head_problem(request)
         return None if problem is None else self._answer(request, *problem)
@@ -516,7 +515,7 @@ class LlogServer:
         request_id = self.request_ids.next()
         if (admission.method, admission.path) == PRODUCE_ROUTE and request.header("Origin") is None:
             return self._produce_answer(*produce_app.serve_produce(request.body, request_id))
-        if admission.path == KINESIS_PATH:
+        if admission.path == routes.KINESIS_PATH:
             signed = SignedRequest(request.method, admission.path, admission.query, dict(request.headers),
                                    request.body or b"")  # fmt: skip
             return kinesis_app.answer(signed, request_id)
@@ -551,9 +550,9 @@ class LlogServer:
         if "chunked" in (request.header("Transfer-Encoding") or "").lower():
             return self._json(411, client_error("send the body with a Content-Length", "LengthRequired"))
         length = int(request.header("Content-Length") or 0)  # httptools refused one that is not a number
-        if self._admission(request).path == KINESIS_PATH and length > kinesis_endpoint.MAX_REQUEST_BYTES:
+        if self._admission(request).path == routes.KINESIS_PATH and length > kinesis_endpoint.MAX_REQUEST_BYTES:
             return kinesis_endpoint.too_large(length, self.request_ids.next())
-        if length > self.limits.max_request_bytes and self._admission(request).path != KINESIS_PATH:
+        if length > self.limits.max_request_bytes and self._admission(request).path != routes.KINESIS_PATH:
             message = (
                 f"the request body is {length} bytes; the limit is {self.limits.max_request_bytes} bytes "
                 "(LLOG_MAX_REQUEST_BYTES)"
@@ -563,7 +562,7 @@ class LlogServer:
         # add one by itself, as it adds cookies): what a page can send there writes nothing.
         cross_site = (
             None
-            if self._admission(request).path == KINESIS_PATH
+            if self._admission(request).path == routes.KINESIS_PATH
             else browser.cross_site_problem(
                 request.method, request.header("Content-Type"), length > 0, request.header("Origin")
             )
