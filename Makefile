@@ -8,10 +8,11 @@ NPM_STAMP := node_modules/.installed-$(shell cat package-lock.json | cksum | cut
 CDK := AWS_EC2_METADATA_DISABLED=true CDK_DISABLE_CLI_TELEMETRY=true JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 \
 	node_modules/.bin/cdk
 
-.PHONY: help setup oxia oxia-proto versitygw lincheck rie iceberg chromium wrk screenshots test lint typecheck pytest synth deploy-check dev dev-reset serve invoke glue-local glue-sql bench scale-run load smoke soak clean
+.PHONY: help setup oxia oxia-proto versitygw lincheck rie iceberg chromium wrk sdks screenshots test lint typecheck pytest synth deploy-check dev dev-reset serve invoke glue-local glue-sql bench scale-run load smoke soak clean
 
 help:
-	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, llog-lincheck, the Lambda emulator, Chromium and wrk (idempotent)"
+	@echo "make setup   - virtualenv, pinned dependencies, the Oxia server, VersityGW, llog-lincheck, the Lambda emulator, Chromium,"
+	@echo "               wrk and the Kinesis API's SDK checks (tests/sdk: Java with Maven, JavaScript with npm) (idempotent)"
 	@echo "make test    - setup, then ruff, mypy and the whole pytest suite"
 	@echo "make dev     - setup, then run the whole system locally (Oxia, S3 (VersityGW), HTTP API on :8080, compaction);"
 	@echo "               its data (.dev/oxia, .dev/s3) is kept across restarts; LLOG_DEV_FRONT=lambda make dev serves :8080"
@@ -33,7 +34,7 @@ help:
 	@echo "make oxia-proto - re-generate llog_layer/llog/store/oxia_proto from Oxia's client.proto (needs Go)"
 	@echo "make screenshots - regenerate docs/img/console-*.png: the console (http://127.0.0.1:8080/console) on sample data"
 
-setup: $(STAMP) $(NPM_STAMP) oxia versitygw lincheck rie iceberg chromium wrk
+setup: $(STAMP) $(NPM_STAMP) oxia versitygw lincheck rie iceberg chromium wrk sdks
 
 $(STAMP):
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -82,6 +83,13 @@ chromium:
 wrk:
 	@scripts/install-deb.sh wrk wrk "bench/serve.py (bench/wrk.py) and its tests" || \
 	  [ -z "$${LLOG_REQUIRE_WRK:-}" ] || exit 1
+
+# The Kinesis API's SDK checks (tests/integration/test_kinesis_sdk_*.py): tests/sdk/java built with Maven (the AWS
+# SDK for Java v2) and tests/sdk/js installed with npm ci (the AWS SDK for JavaScript v3), each again only when its
+# sources change. Without a JDK, Maven or Node.js those tests are reported as skipped; LLOG_REQUIRE_SDKS=1 makes
+# that an error.
+sdks:
+	@scripts/build-sdk-checks.sh || [ -z "$${LLOG_REQUIRE_SDKS:-}" ] || exit 1
 
 $(NPM_STAMP): package-lock.json
 	@command -v npm >/dev/null || { echo "Node.js and npm are required for the CDK app (make synth) and the console's charts"; exit 1; }

@@ -25,6 +25,7 @@ LLOG_DEV_LAMBDA_CONCURRENCY (lambda: execution environments per function, defaul
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -56,6 +57,8 @@ from llog.protocol.claims import CompactorClaims
 from llog.protocol.compaction import Compactor
 from llog.protocol.gc import GarbageCollector
 from llog.service.compaction import plan_compaction, run_compaction_task
+from llog.service.keys import AccessKeys, KeyPermissions
+from llog.store.sealing import sealer_from_env
 from server import console
 from server.serve import SERVE_PATHS, LlogServer, logging_from_a_writer_thread
 
@@ -74,6 +77,7 @@ BUCKET = os.environ.get("LLOG_S3_BUCKET", "leaderless-log-wal")
 # Seals the secrets of the Kinesis API's access keys (`llog keys`); created on first use.
 KEYS_SEALING_KEY_FILE = os.environ.get("LLOG_KEYS_SEALING_KEY_FILE") or str(DEV_DIR / "keys-sealing.key")
 ACCESS_KEY_ID = SECRET_ACCESS_KEY = "testing"
+KINESIS_KEY_FILE = DEV_DIR / "kinesis-key.json"  # the key make dev prints for the Kinesis API, kept across runs
 
 log = logging.getLogger("llog.dev")
 
@@ -221,8 +225,21 @@ def lambda_front(front: LambdaFront) -> Front:
     return Front(description, by_function, console=False)
 
 
+def dev_kinesis_key(keys: AccessKeys) -> tuple[str, str]:
+    """The key make dev prints for the Kinesis API (every stream; read, write, admin): the last run's, while it
+    is still issued (``llog keys revoke`` it, and the next run issues another)."""
+    if KINESIS_KEY_FILE.exists():
+        kept = json.loads(KINESIS_KEY_FILE.read_text())
+        if keys.lookup(kept["access_key_id"]) is not None:
+            return kept["access_key_id"], kept["secret_access_key"]
+    key, secret = keys.create("make-dev", KeyPermissions(read=True, write=True, admin=True))
+    KINESIS_KEY_FILE.touch(mode=0o600)
+    KINESIS_KEY_FILE.write_text(json.dumps({"access_key_id": key.access_key_id, "secret_access_key": secret}))
+    return key.access_key_id, secret
+
+
 def banner(url: str, front: Front, oxia: OxiaProcess, s3: VersityGW, compaction_s: int, gc_s: int,
-           first_start: bool, env: dict[str, str]) -> str:  # fmt: skip
+           first_start: bool, env: dict[str, str], kinesis_key: tuple[str, str]) -> str:  # fmt: skip
     """What make dev prints once it serves: every route and page of its front, the servers, where the data is."""
     served = "\n".join(wrapped(f"    {name:<13}", paths) for name, paths in front.routes.items())
     console_line = ""
@@ -235,6 +252,7 @@ def banner(url: str, front: Front, oxia: OxiaProcess, s3: VersityGW, compaction_
 llog is up.
   HTTP API         {url}   ({front.description})
 {served}{console_line}
+  Kinesis API      {url}/kinesis   key {kinesis_key[0]}, secret {kinesis_key[1]}   (docs/KINESIS.md)
   Oxia standalone  {oxia.address}   data {shown(oxia.data_dir)}, log {shown(oxia.log_path)}
   S3 (VersityGW)   {s3.endpoint_url}   bucket {BUCKET}: objects in {shown(s3.root_dir / BUCKET)}, \
 log {shown(s3.log_path)}
@@ -382,7 +400,9 @@ def _run() -> int:
         threads.append(every(compaction_s, stop, lambda: compaction_pass(compactor, claims), "dev-compaction"))
         threads.append(every(gc_s, stop, lambda: log.info("gc: %s", collector.collect()), "dev-gc"))
 
-        print(banner(url, shown_front, oxia, s3, compaction_s, gc_s, first_start, env), flush=True)
+        keys = AccessKeys(compactor.storage.oxia, root=compactor.storage.root, sealer=sealer_from_env())
+        kinesis_key = dev_kinesis_key(keys)
+        print(banner(url, shown_front, oxia, s3, compaction_s, gc_s, first_start, env, kinesis_key), flush=True)
         while not signalled:
             time.sleep(0.2)
         log.info("%s: stopping", signalled[0])

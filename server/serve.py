@@ -67,6 +67,7 @@ from llog.config import Limits, env_int
 from llog.errors import ConfigurationError, LlogError
 from llog.service.groups import GroupService
 from server import console, events, http11
+from server.auth import ServeAuth, auth_from_env
 from server.collector import CollectorStats, freeze_startup_heap
 from server.emf import EmfReporter, RequestSample
 from server.http11 import Answer, HttpLimits, HttpServer, Request
@@ -212,6 +213,7 @@ class _Admission:
     serve_route: bool  # answered by llog serve itself (/metrics, the console, ...), not by a handler
     admitted: bool  # False: shutdown had begun; answered 503
     function: str  # the handler's (names.PRODUCE, ...); "" for llog serve's own routes
+    kinesis: bool  # the Kinesis API (its SDKs send ``/kinesis/`` for an endpoint of ``.../kinesis``)
 
 
 class LlogServer:
@@ -243,6 +245,16 @@ class LlogServer:
         self.allowed_hosts = browser.AllowedHosts.from_env(os.environ)
         self._access_log_from = ACCESS_LOG_CHOICES[access_log_from_env(os.environ)]
         self.services = services or ServeServices.from_env()
+        # LLOG_SERVE_AUTH=sigv4: every request but the probes' is signed with an issued key (server.auth). The key
+        # store is opened here, so that a server without a sealing key set up refuses to start, not to answer.
+        self.auth = ServeAuth(self.services.access_keys) if auth_from_env(os.environ) == "sigv4" else None
+        if self.auth is not None:
+            try:
+                self.services.access_keys()
+            except LlogError:
+                if services is None:
+                    self.services.close()
+                raise
         self.started_at_ms = int(time.time() * 1000)
         self.http = HttpCounters()
         self.request_ids = RequestIds()
@@ -384,9 +396,10 @@ class LlogServer:
         parts = urlsplit(request.target)
         path = parts.path or "/"
         serve_route = method == "GET" and (path in SERVE_PATHS or console.owns(path))
-        kinesis = path == routes.KINESIS_PATH
+        kinesis = path.rstrip("/") == routes.KINESIS_PATH
         found = None if serve_route or kinesis else routes.match(path)
         route = console.ROUTE if console.owns(path) else str(found.resource) if found is not None else path
+        route = routes.KINESIS_PATH if kinesis else route
         # Admitted or refused once, under the lock shutdown sets ``_closing`` with: a request admitted
         # here is served to the end, even if shutdown begins while its body is still arriving, and
         # shutdown waits until its answer is written (a process that exits sooner loses it).
@@ -396,7 +409,7 @@ class LlogServer:
                 self._inflight += 1
         started = time.perf_counter()
         function = found.function if found is not None else names.KINESIS if kinesis else ""
-        request.state = _Admission(started, method, path, parts.query, route, serve_route, admitted, function)
+        request.state = _Admission(started, method, path, parts.query, route, serve_route, admitted, function, kinesis)
         problem = self._head_problem(request)
         return None if problem is None else self._answer(request, *problem)
 
@@ -409,7 +422,7 @@ class LlogServer:
             headers.append(("Retry-After", "1"))
             return self._answer(request, status, headers, payload)
         loop = asyncio.get_running_loop()
-        if self._produces_on_loop(request, admission):
+        if self.auth is None and self._produces_on_loop(request, admission):
             answer = await self._produce_on_loop(request, loop)
             if answer is not None:
                 return self._answer(request, *answer)
@@ -481,12 +494,28 @@ class LlogServer:
     def _respond(self, request: Request, admission: _Admission) -> tuple[int, list[tuple[str, str]], bytes]:
         """On a pool thread: the handler's answer (a bug here answers 500, it does not kill the connection)."""
         try:
+            refusal = self._auth_refusal(request, admission)
+            if refusal is not None:
+                return refusal
             if admission.serve_route:
                 return self._serve_own(admission.path)
             return self._dispatch(request, admission)
         except Exception:
             log.exception("llog serve failed on %s %s", admission.method, admission.path)
             return self._json(500, client_error("internal error", "InternalError"))
+
+    def _auth_refusal(self, request: Request, admission: _Admission) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        """With ``LLOG_SERVE_AUTH=sigv4``, why the request is refused before its route runs (server.auth)."""
+        if self.auth is None or admission.kinesis:  # the Kinesis API checks its own signatures
+            return None
+        if ServeAuth.open(admission.method, admission.path, console.owns(admission.path)):
+            return None
+        signed = SignedRequest(request.method, admission.path, admission.query, dict(request.headers),
+                               request.body or b"")  # fmt: skip
+        refusal = self.auth.check(signed, None if admission.serve_route else routes.match(admission.path))
+        if refusal is None:
+            return None
+        return self._json(refusal.status, client_error(refusal.message, refusal.error_type))
 
     def _answer(self, request: Request, status: int, headers: list[tuple[str, str]], payload: bytes) -> Answer:
         """Count the request, and log it as ``LLOG_SERVE_ACCESS_LOG`` says."""
@@ -515,7 +544,7 @@ class LlogServer:
         request_id = self.request_ids.next()
         if (admission.method, admission.path) == PRODUCE_ROUTE and request.header("Origin") is None:
             return self._produce_answer(*produce_app.serve_produce(request.body, request_id))
-        if admission.path == routes.KINESIS_PATH:
+        if admission.kinesis:
             signed = SignedRequest(request.method, admission.path, admission.query, dict(request.headers),
                                    request.body or b"")  # fmt: skip
             return kinesis_app.answer(signed, request_id)
@@ -550,9 +579,10 @@ class LlogServer:
         if "chunked" in (request.header("Transfer-Encoding") or "").lower():
             return self._json(411, client_error("send the body with a Content-Length", "LengthRequired"))
         length = int(request.header("Content-Length") or 0)  # httptools refused one that is not a number
-        if self._admission(request).path == routes.KINESIS_PATH and length > kinesis_endpoint.MAX_REQUEST_BYTES:
+        kinesis = self._admission(request).kinesis
+        if kinesis and length > kinesis_endpoint.MAX_REQUEST_BYTES:
             return kinesis_endpoint.too_large(length, self.request_ids.next())
-        if length > self.limits.max_request_bytes and self._admission(request).path != routes.KINESIS_PATH:
+        if length > self.limits.max_request_bytes and not kinesis:
             message = (
                 f"the request body is {length} bytes; the limit is {self.limits.max_request_bytes} bytes "
                 "(LLOG_MAX_REQUEST_BYTES)"
@@ -562,7 +592,7 @@ class LlogServer:
         # add one by itself, as it adds cookies): what a page can send there writes nothing.
         cross_site = (
             None
-            if self._admission(request).path == routes.KINESIS_PATH
+            if kinesis
             else browser.cross_site_problem(
                 request.method, request.header("Content-Type"), length > 0, request.header("Origin")
             )

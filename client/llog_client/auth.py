@@ -1,4 +1,5 @@
-"""How requests authenticate: none (``make dev``), an API key, or AWS SigV4 (a deployment with IAM auth).
+"""How requests authenticate: none (``make dev``), an API key, or AWS SigV4 (a deployment with IAM auth, or an
+``llog serve`` fleet that checks signatures made with the keys llog issues: ``SigV4Auth.with_key``).
 
 An ``Auth`` returns the headers to add to one request. SigV4 needs botocore (``pip install
 'llog-client[sigv4]'``), imported only when a :class:`SigV4Auth` is made; credentials come from
@@ -47,6 +48,14 @@ class SigV4Auth:
         if found is None:
             raise ValueError("no AWS credentials found (environment, profile or role) for SigV4 signing")
         self._credentials = found
+
+    @classmethod
+    def with_key(cls, access_key_id: str, secret_access_key: str, *, region: str = "us-east-1") -> SigV4Auth:
+        """Signing with a key llog issued (``llog keys create``), for an ``llog serve`` whose ``LLOG_SERVE_AUTH``
+        is ``sigv4`` (service ``llog``; any region)."""
+        from botocore.credentials import Credentials
+
+        return cls(region, "llog", credentials=Credentials(access_key_id, secret_access_key))
 
     def headers(self, method: str, url: str, headers: dict[str, str], body: bytes) -> dict[str, str]:
         credentials = self._credentials.get_frozen_credentials()

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.bundling
 
 EM_AARCH64 = 183  # ELF e_machine of ARM64
 MAX_LAYER_BYTES = 60 * 1024 * 1024
-NATIVE = ("grpcio", "xxhash", "crc32c", "wrapt", "awscrt", "orjson", "msgspec")
+NATIVE = ("grpcio", "xxhash", "crc32c", "wrapt", "awscrt", "orjson", "msgspec", "cbor2")
 
 
 def wheel_tags(site: Path) -> dict[str, list[str]]:
@@ -55,6 +55,7 @@ def test_bundle_holds_llog_and_its_dependencies(bundle: Path) -> None:
         "crc32c",
         "orjson",
         "msgspec",
+        "cbor2",
         "dateutil",
         "aws_lambda_powertools",
         "aws_xray_sdk",
@@ -74,7 +75,7 @@ def test_no_code_generator_or_ruff(bundle: Path) -> None:
 
 def test_wheels_are_for_cp313_manylinux_aarch64_or_pure_python(bundle: Path) -> None:
     tags = wheel_tags(bundle / "python")
-    assert len(tags) == 13, sorted(tags)  # one per pin of infra/layer-requirements.txt
+    assert len(tags) == 14, sorted(tags)  # one per pin of infra/layer-requirements.txt
     for dist, dist_tags in tags.items():
         assert dist_tags, dist
         for tag in dist_tags:
@@ -123,7 +124,7 @@ def test_same_pins_import_on_cpython_313(tmp_path: Path) -> None:
     )  # fmt: skip
     code = (
         "import sys; sys.path[:0] = sys.argv[1:]\n"
-        "import llog, grpc, crc32c, orjson, msgspec, xxhash, betterproto2, wrapt, aws_xray_sdk\n"
+        "import llog, grpc, crc32c, orjson, msgspec, cbor2, xxhash, betterproto2, wrapt, aws_xray_sdk\n"
         "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
         "from llog.store.oxia import OxiaStore\n"
         "from llog.format.codec import Record, encode_batch, decode_batch\n"

@@ -40,6 +40,8 @@ separate processes would:
   service's TTLs and that of ``topics.TopicLayouts``), so that the run sees several lives; an explicit life is
   grown now and then, a fencer fences and unfences its partitions (its unfences meet the deletes), and two
   members of a consumer group read it from their committed offsets and commit;
+* a configurer: changes the tags and retention (``TopicRegistry.configure``) of topics that are created, grown
+  and deleted meanwhile, and checks that no configure undoes a grow or a delete;
 * a produce service shared by request threads, as ``llog serve``'s HTTP threads share one: rounds of first produces
   at once to a topic that has no record (a new name, or one deleted and reclaimed since), which they create, and
   produces to the second topic; its reads of a topic record are late now and then (``LateOxia``), and its writer
@@ -84,7 +86,7 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -126,7 +128,7 @@ from llog.protocol.gc import GarbageCollector, GcReport
 from llog.protocol.groups import GroupCoordinator, OffsetCommit
 from llog.protocol.producers import CLAIM_MARGIN_MS
 from llog.protocol.read import LogReader, LogRecord
-from llog.protocol.topics import TopicConfig, TopicLayouts, TopicRegistry
+from llog.protocol.topics import TopicConfig, TopicLayouts, TopicRecord, TopicRegistry
 from llog.protocol.verify import ProblemKind, Verifier
 from llog.service import produce
 from llog.service.groups import GroupService
@@ -205,6 +207,7 @@ RECLAIM_POINTS = (faults.RECLAIM_AFTER_LEASE_CHECK,)
 RECLAIMER_PAUSE_CHANCE = 0.3  # of a reclaimer run; it pauses past the lease, so another run takes the topic over
 RECLAIM_PAUSE_S = 2 * RECLAIM_LEASE_MS / 1000  # at least: past the claim's lease, and on till the name lives again
 RELIVED_WAIT_S = 10.0  # at most, for the name's next life to take a produce on the partition the run pauses at
+CONFIGURED_TOPIC = "configured"  # the configurer's topics, one name per life
 GROW_CHANCE = 0.3  # of a life of the explicit kind, before its delete
 BACKUP_EVERY_S = (2.0, 5.0)
 GROUP = "g"
@@ -405,6 +408,15 @@ class Life:
     reclaimed: float = float("inf")  # when its record was seen gone
 
 
+@dataclass
+class ConfiguredLives:
+    """The topics the configurer works on: the current name, and when each one's grow and delete answered."""
+
+    name: str | None = None
+    grown: dict[str, float] = field(default_factory=dict)
+    deleted: dict[str, float] = field(default_factory=dict)
+
+
 class ProducerProcess:
     """One process of ``tests.concurrent_worker``: its stdout, read line by line by a thread of its own, and the
     attempt it was let begin and has not answered yet."""
@@ -464,6 +476,7 @@ class Run:
         self.config = WriterConfig(append_protocol=protocol, max_commit_delay_ms=COMMIT_DELAY_MS)
         self.history = History()
         self.tally: Counter[str] = Counter()
+        self.configured = ConfiguredLives()
         self.failures: list[str] = []
         self.appended: dict[str, Appended] = {}
         self.stop = threading.Event()
@@ -1417,6 +1430,74 @@ class Run:
 
         return self._forever("life", step)
 
+    def configured_lives(self) -> Callable[[], None]:
+        """Topics of their own for the configurer: each created, grown, deleted (a new name each time, so no
+        life waits for its reclaim), while the configurer changes their tags and retention."""
+        registry = TopicRegistry(self.storage.oxia, root=self.root, writer_config=self.config)
+        lives = itertools.count()
+
+        def step() -> None:
+            name = f"{CONFIGURED_TOPIC}-{next(lives)}"
+            self.configured.name = name
+            try:
+                registry.create(name, 2, TopicConfig(self.config.append_protocol))
+                self._idle(random.uniform(0.05, 0.3))
+                registry.grow(name, 3)
+                self.configured.grown[name] = time.monotonic()
+                self._idle(random.uniform(0.05, 0.3))
+                registry.delete(name)
+                self.configured.deleted[name] = time.monotonic()
+                self._count("configured lives")
+            except OxiaUnavailable:  # the next life takes another name; this one is left as it is
+                self._count("configured lives cut short by an Oxia restart")
+
+        return self._forever("configured lives", step)
+
+    def life_configurer(self) -> Callable[[], None]:
+        """Changes the tags and retention of ``configured_lives``' topic (``TopicRegistry.configure``, as the
+        Kinesis API's tag and retention calls do) while it is created, grown and deleted, pausing between its read
+        of the record and its write now and then, as a process may: no configure may undo a grow or a delete
+        (read after it answered: fewer partitions, or an active record). Its retention is far longer than the
+        run."""
+        registry = TopicRegistry(self.storage.oxia, root=self.root, writer_config=self.config)
+        configured = self.configured
+
+        def observe(name: str, record: TopicRecord | None, read_at: float, when: str) -> None:
+            if record is None:
+                return
+            if not record.deleted and configured.deleted.get(name, float("inf")) < read_at:
+                self._fail(f"configure: {name} read active {when}, after its delete answered")
+            if record.partitions < 3 and configured.grown.get(name, float("inf")) < read_at:
+                self._fail(f"configure: {name} read with {record.partitions} partitions {when}, after its grow "
+                           "to 3 answered")  # fmt: skip
+
+        def change(record: TopicRecord) -> TopicRecord:
+            if random.random() < PAUSE_CHANCE * 3:
+                time.sleep(random.uniform(0.01, 0.2))  # paused between the read and the compare-and-set
+            tags = dict(record.tags) | {f"t{random.randrange(4)}": str(random.randrange(1000))}
+            retention_ms = random.choice([None, 30 * 24 * 3_600_000])
+            return replace(record, config=replace(record.config, retention_ms=retention_ms),
+                           tags=tuple(sorted(tags.items())))  # fmt: skip
+
+        def step() -> None:
+            name = configured.name
+            if name is None:
+                self._idle(0.05)
+                return
+            read_at = time.monotonic()
+            try:
+                record = registry.configure(name, change)
+            except UnknownTopic:
+                self._count("configures refused (deleted)")
+            else:
+                self._count("configures")
+                observe(name, record, read_at, "as configured")
+            read_at = time.monotonic()
+            observe(name, registry.get(name), read_at, "after a configure")
+            self._idle(random.uniform(0.0, 0.02))
+
+        return self._forever("configurer", step)
+
     def life_fencer(self) -> Callable[[], None]:
         """Fences and unfences the second topic's partitions, or only unfences one (as an operator would), so
         that unfences meet the topic's deletes: no unfence may reopen a deleted topic's partition."""
@@ -1642,6 +1723,7 @@ class Run:
             actors += [self.stale_recoverer()]
         actors += [self.life()] + [self.life_producer(i) for i in range(LIFE_PRODUCERS)] + [self.served_producer()]
         actors += [self.group_consumer(i) for i in range(GROUP_CONSUMERS)] + [self.backer_up(), self.life_fencer()]
+        actors += [self.configured_lives(), self.life_configurer()]
         threads = [threading.Thread(target=actor, name=f"actor {i}") for i, actor in enumerate(actors)]
         for thread in threads:
             thread.start()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import os
+import subprocess
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -22,10 +24,10 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from llog.api.kinesis.shards import MAX_HASH_KEY
-from llog.service.keys import KeyPermissions
 from llog.config import S3Config
+from llog.service.keys import KeyPermissions
 from server.serve import LlogServer
-from tests.conftest import OxiaServer, serve_env, start_server
+from tests.conftest import ROOT, OxiaServer, serve_env, start_server
 
 REGION = "eu-west-1"
 
@@ -96,6 +98,28 @@ def _native(srv: LlogServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
     with urllib.request.urlopen(request, timeout=30) as answer:
         result: dict[str, Any] = json.load(answer)
     return result
+
+
+def _native_get(srv: LlogServer, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(srv.url + path, timeout=30) as answer:
+        result: dict[str, Any] = json.load(answer)
+    return result
+
+
+def test_the_readme_curl_example_signs_and_puts_a_record(server: LlogServer, kinesis: Any) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## The Kinesis API") : readme.index("## Kinesis access keys")]
+    block = section[section.index("```bash\n") + len("```bash\n") : section.index("\n```", section.index("```bash"))]
+    command = "\n".join(line for line in block.splitlines() if not line.startswith(("KEY=", "#")))
+    answer = json.loads(block.splitlines()[-1].removeprefix("# "))
+    kinesis.create_stream(StreamName="payments", ShardCount=6)
+    key_id, secret = _issue(server)
+    env = {**os.environ, "KEY": key_id, "SECRET": secret}
+    command = command.replace("http://127.0.0.1:8080", server.url)
+    ran = subprocess.run(["bash", "-c", command], check=True, capture_output=True, text=True, env=env)
+    assert json.loads(ran.stdout) == answer
+    (record,) = _read_all(kinesis, "payments", answer["ShardId"])
+    assert (record["Data"], record["PartitionKey"]) == (b'{"amount": 5}', "customer-42")
 
 
 # --- streams -------------------------------------------------------------------------------------------------------
@@ -350,3 +374,54 @@ def test_a_revoked_key_is_refused(server: LlogServer, stream: str) -> None:
     with pytest.raises(ClientError) as refused:
         client.describe_stream(StreamName=stream)
     assert _code(refused) == "UnrecognizedClientException"
+
+
+# --- retention and tags --------------------------------------------------------------------------------------------
+
+
+def test_retention_changes_in_the_direction_its_call_names(kinesis: Any, stream: str, server: LlogServer) -> None:
+    def hours() -> int:
+        return int(
+            kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["RetentionPeriodHours"]
+        )
+
+    assert hours() == 8760  # unlimited reads as Kinesis's longest
+    kinesis.increase_stream_retention_period(StreamName=stream, RetentionPeriodHours=8760)
+    kinesis.decrease_stream_retention_period(StreamName=stream, RetentionPeriodHours=48)
+    assert hours() == 48
+    described = _native_get(server, f"/topics/{stream}")
+    assert described["config"]["retention_ms"] == 48 * 3_600_000  # the native API and retention see it
+    with pytest.raises(ClientError) as shorter:
+        kinesis.increase_stream_retention_period(StreamName=stream, RetentionPeriodHours=24)
+    assert _code(shorter) == "InvalidArgumentException"
+    with pytest.raises(ClientError) as longer:
+        kinesis.decrease_stream_retention_period(StreamName=stream, RetentionPeriodHours=72)
+    assert _code(longer) == "InvalidArgumentException"
+    with pytest.raises(ClientError) as too_short:
+        kinesis.decrease_stream_retention_period(StreamName=stream, RetentionPeriodHours=23)
+    assert _code(too_short) == "InvalidArgumentException"
+    kinesis.increase_stream_retention_period(StreamName=stream, RetentionPeriodHours=168)
+    assert hours() == 168
+
+
+def test_tags_are_added_listed_paged_and_removed(kinesis: Any) -> None:
+    name = f"s-{uuid.uuid4().hex[:10]}"
+    kinesis.create_stream(StreamName=name, ShardCount=1, Tags={"team": "payments"})
+    kinesis.add_tags_to_stream(StreamName=name, Tags={"env": "dev", "cost-centre": "42"})
+    listed = kinesis.list_tags_for_stream(StreamName=name)
+    assert listed["Tags"] == [{"Key": "cost-centre", "Value": "42"}, {"Key": "env", "Value": "dev"},
+                              {"Key": "team", "Value": "payments"}]  # fmt: skip
+    assert listed["HasMoreTags"] is False
+    first = kinesis.list_tags_for_stream(StreamName=name, Limit=2)
+    rest = kinesis.list_tags_for_stream(StreamName=name, ExclusiveStartTagKey=first["Tags"][-1]["Key"])
+    assert (first["HasMoreTags"], [t["Key"] for t in rest["Tags"]]) == (True, ["team"])
+    kinesis.remove_tags_from_stream(StreamName=name, TagKeys=["env", "absent"])
+    assert [t["Key"] for t in kinesis.list_tags_for_stream(StreamName=name)["Tags"]] == ["cost-centre", "team"]
+    for i in range(4):
+        kinesis.add_tags_to_stream(StreamName=name, Tags={f"k{i}-{j}": "v" for j in range(10)})
+    with pytest.raises(ClientError) as over:
+        kinesis.add_tags_to_stream(StreamName=name, Tags={f"x{j}": "v" for j in range(9)})
+    assert _code(over) == "LimitExceededException"
+    assert len(kinesis.list_tags_for_stream(StreamName=name)["Tags"]) == 42  # the refused call added nothing
+    kinesis.add_tags_to_stream(StreamName=name, Tags={"team": "risk"})  # a new value for a key: no new tag
+    assert {"Key": "team", "Value": "risk"} in kinesis.list_tags_for_stream(StreamName=name)["Tags"]

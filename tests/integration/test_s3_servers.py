@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -30,6 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple, NoReturn
 
+import boto3
 import google_crc32c
 import pytest
 
@@ -253,8 +255,16 @@ def test_listing_is_in_key_order_across_folders_with_start_after_and_pages(any_b
     small_pages(any_blobs)
     prefix = f"llog-s3/{uuid.uuid4().hex}/"
     # '-' and '.' sort before '/', '0' and '_' after it: a folder walk in name order would get these wrong.
-    names = ["orders/partitions/0/a", "orders/partitions/0/b", "orders-eu/partitions/0/a", "orders.x/partitions/1/a",
-             "orders0/partitions/0/a", "orders_z/partitions/0/a", "Orders/partitions/0/a", "wal-shared/0192"]
+    names = [
+        "orders/partitions/0/a",
+        "orders/partitions/0/b",
+        "orders-eu/partitions/0/a",
+        "orders.x/partitions/1/a",
+        "orders0/partitions/0/a",
+        "orders_z/partitions/0/a",
+        "Orders/partitions/0/a",
+        "wal-shared/0192",
+    ]
     keys = [prefix + n for n in names]
     for key in keys:
         any_blobs.put(S3Location(BUCKET, key), b"x")
@@ -271,9 +281,7 @@ def test_listing_is_in_key_order_across_folders_with_start_after_and_pages(any_b
     assert [o.key for o in any_blobs.list(BUCKET, prefix + "orders")] == sorted(
         k for k in keys if k.startswith(prefix + "orders")
     )
-    assert list(any_blobs.list_prefixes(BUCKET, prefix)) == sorted(
-        {prefix + n.split("/")[0] + "/" for n in names}
-    )
+    assert list(any_blobs.list_prefixes(BUCKET, prefix)) == sorted({prefix + n.split("/")[0] + "/" for n in names})
 
 
 def test_delete_batch_and_emptied_folders_disappear(any_blobs: BlobStore) -> None:
@@ -347,15 +355,24 @@ def test_append_and_read(writer: LogWriter, reader: LogReader, topic: str) -> No
 
 @pytest.mark.oxia
 def test_compaction_then_gc(
-    writer: LogWriter, reader: LogReader, compactor: Compactor, blob_store: BlobStore, topic: str, root: str,
-    storage: Storage
+    writer: LogWriter,
+    reader: LogReader,
+    compactor: Compactor,
+    blob_store: BlobStore,
+    topic: str,
+    root: str,
+    storage: Storage,
 ) -> None:
     other = f"{topic}-x"
     for t in (topic, other):
         writer.initialize_partition(t, 0)
     for i in range(3):
-        writer.append_shared([SharedAppendGroup(topic, 0, [f"a{i}-{j}".encode() for j in range(i + 1)]),
-                              SharedAppendGroup(other, 0, [f"o{i}".encode()])])
+        writer.append_shared(
+            [
+                SharedAppendGroup(topic, 0, [f"a{i}-{j}".encode() for j in range(i + 1)]),
+                SharedAppendGroup(other, 0, [f"o{i}".encode()]),
+            ]
+        )
     with pytest.raises(SimulatedCrash):  # an orphaned WAL blob: written, never committed
         LogWriter(storage, fault_hook=crash_at(AFTER_BLOB_PUT)).append(topic, 0, [b"never committed"])
     before = [(r.offset, r.value) for r in reader.iter_from(topic, 0, 1)]
@@ -421,8 +438,13 @@ class DevStack:
         with open(self.log_path, "a") as f:
             f.write(marker)
         with open(self.log_path, "ab") as log_file:
-            self.proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "dev.py")], cwd=ROOT,
-                                         env=self.env, stdout=log_file, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [sys.executable, str(ROOT / "scripts" / "dev.py")],
+                cwd=ROOT,
+                env=self.env,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             output = self.log_path.read_text().split(marker, 1)[1]
@@ -446,8 +468,12 @@ class DevStack:
             raise
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.http_port}{path}", data=json.dumps(body).encode(),
-                                         headers={"content-type": "application/json"}, method="POST")
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.http_port}{path}",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json"},
+            method="POST",
+        )
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.loads(response.read())
 
@@ -469,22 +495,56 @@ def test_make_dev_keeps_every_record_across_a_restart(dev_stack: DevStack) -> No
     banner = dev_stack.start()
     assert "VersityGW" in banner
     assert "new, empty" in banner
-    produced = dev_stack.post("/produce", {"topic_partitions": [
-        {"topic": "orders", "partition": 0, "records": ["alpha", "beta"]},
-        {"topic": "orders", "partition": 1, "records": [{"base64": "AAE="}]},
-    ]})
+    produced = dev_stack.post(
+        "/produce",
+        {
+            "topic_partitions": [
+                {"topic": "orders", "partition": 0, "records": ["alpha", "beta"]},
+                {"topic": "orders", "partition": 1, "records": [{"base64": "AAE="}]},
+            ]
+        },
+    )
     assert produced["error_count"] == 0
     dev_stack.post("/produce", {"topic_partitions": [{"topic": "orders", "partition": 0, "records": ["gamma"]}]})
     assert dev_stack.stop(signal.SIGINT) == 0
     assert not (dev_stack.dev_dir / "dev.pid").exists()
 
     assert "kept from the last run" in dev_stack.start()
-    consumed = dev_stack.post("/consume", {"topic_partitions": [
-        {"topic": "orders", "partition": 0, "fetch_offset": 1},
-        {"topic": "orders", "partition": 1, "fetch_offset": 1},
-    ], "max_wait_ms": 0})
+    consumed = dev_stack.post(
+        "/consume",
+        {
+            "topic_partitions": [
+                {"topic": "orders", "partition": 0, "fetch_offset": 1},
+                {"topic": "orders", "partition": 1, "fetch_offset": 1},
+            ],
+            "max_wait_ms": 0,
+        },
+    )
     by_partition = {r["partition"]: [(x["offset"], x["value"]) for x in r["records"]] for r in consumed["results"]}
     assert by_partition == {0: [(1, "alpha"), (2, "beta"), (3, "gamma")], 1: [(1, {"base64": "AAE="})]}
+    assert dev_stack.stop(signal.SIGTERM) == 0
+
+
+def _kinesis_key(banner: str) -> tuple[str, str, str]:
+    """The Kinesis endpoint, key id and secret make dev printed."""
+    found = re.search(r"Kinesis API +(\S+)/kinesis +key (\S+), secret (\S+)", banner)
+    assert found is not None, banner
+    return f"{found.group(1)}/kinesis", found.group(2), found.group(3)
+
+
+@pytest.mark.oxia
+def test_make_dev_prints_a_kinesis_key_that_works_and_keeps_it_across_a_restart(dev_stack: DevStack) -> None:
+    endpoint, key_id, secret = _kinesis_key(dev_stack.start())
+    kinesis = boto3.client("kinesis", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=key_id,
+                           aws_secret_access_key=secret)  # fmt: skip
+    kinesis.create_stream(StreamName="clicks", ShardCount=1)
+    sequence = kinesis.put_record(StreamName="clicks", Data=b"\x00hello", PartitionKey="user-1")["SequenceNumber"]
+    assert dev_stack.stop(signal.SIGINT) == 0
+    assert _kinesis_key(dev_stack.start())[1:] == (key_id, secret)
+    at_sequence = {"ShardIteratorType": "AT_SEQUENCE_NUMBER", "StartingSequenceNumber": sequence}
+    iterator = kinesis.get_shard_iterator(StreamName="clicks", ShardId="shardId-000000000000", **at_sequence)
+    records = kinesis.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
+    assert [(r["Data"], r["PartitionKey"]) for r in records] == [(b"\x00hello", "user-1")]
     assert dev_stack.stop(signal.SIGTERM) == 0
 
 
@@ -522,8 +582,14 @@ def test_make_dev_refuses_a_front_it_does_not_know(dev_stack: DevStack) -> None:
 @pytest.mark.oxia
 def test_make_dev_refuses_an_index_without_its_objects(dev_stack: DevStack) -> None:
     (dev_stack.dev_dir / "oxia").mkdir(parents=True)  # as a make dev that kept S3 in memory left it
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "dev.py")], cwd=ROOT, env=dev_stack.env,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "dev.py")],
+        cwd=ROOT,
+        env=dev_stack.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1
     assert "oxia exists but" in result.stderr
     assert "make dev-reset" in result.stderr

@@ -20,7 +20,8 @@ URL = "http://127.0.0.1:8080"
 def a_banner(tmp_path: Path) -> str:
     oxia = OxiaProcess("oxia", tmp_path / "oxia", port=6648)
     s3 = VersityGW("versitygw", tmp_path / "s3", port=4566)
-    return dev.banner(URL, dev.serve_front(), oxia, s3, 60, 3600, True, {"LLOG_OXIA_SERVICE_ADDRESS": oxia.address})
+    env = {"LLOG_OXIA_SERVICE_ADDRESS": oxia.address}
+    return dev.banner(URL, dev.serve_front(), oxia, s3, 60, 3600, True, env, ("LLOGKEY", "SECRET"))
 
 
 def test_the_banner_names_every_route_llog_serve_answers_and_the_console(tmp_path: Path) -> None:
@@ -33,6 +34,7 @@ def test_the_banner_names_every_route_llog_serve_answers_and_the_console(tmp_pat
     assert f"POST {routes.KINESIS_PATH}" in flat
     assert f"  console          {URL}{console.ROUTE}   " in text
     assert f"  HTTP API         {URL}   " in text
+    assert f"  Kinesis API      {URL}/kinesis   key LLOGKEY, secret SECRET   " in text
     assert "  export LLOG_OXIA_SERVICE_ADDRESS=127.0.0.1:6648" in text
     served = text[text.index("  HTTP API") : text.index("  Oxia standalone")].splitlines()
     assert max(len(line) for line in served) <= 118

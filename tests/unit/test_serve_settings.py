@@ -8,6 +8,7 @@ from functions.common.browser import AllowedHosts
 from llog.config import Limits
 from llog.errors import ConfigurationError, LlogError
 from server.http11 import HttpLimits
+from server.auth import auth_from_env, body_topics
 from server.serve import HTTP_LIMIT_SETTINGS, access_log_from_env, http_limits_from_env
 
 
@@ -74,3 +75,22 @@ def test_allowed_hosts_are_local_names_addresses_and_the_configured_names(host: 
 
 def test_a_star_allows_any_host() -> None:
     assert AllowedHosts.from_env({"LLOG_SERVE_ALLOWED_HOSTS": "*"}).allows("evil.example")
+
+
+@pytest.mark.parametrize(("raw", "choice"), [(None, "none"), ("", "none"), (" SigV4 ", "sigv4"), ("none", "none")])
+def test_the_auth_setting(raw: str | None, choice: str) -> None:
+    assert auth_from_env({} if raw is None else {"LLOG_SERVE_AUTH": raw}) == choice
+
+
+def test_an_unknown_auth_setting_is_refused_with_its_name_and_choices() -> None:
+    with pytest.raises(LlogError, match=r"LLOG_SERVE_AUTH must be one of none, sigv4, not 'iam'"):
+        auth_from_env({"LLOG_SERVE_AUTH": "iam"})
+
+
+def test_the_topics_a_body_names_are_those_the_routes_act_on() -> None:
+    body = (b'{"topic": "a", "topics": ["b", 1], "topic_partitions": [{"topic": "c"}, "x"],'
+            b' "offsets": [{"topic": "d", "partition": 0}], "other": {"topic": "e"}}')  # fmt: skip
+    assert body_topics(body) == {"a", "b", "c", "d"}
+    assert body_topics(b"[1]") is None
+    assert body_topics(b"{") is None
+    assert body_topics(b"") == set()

@@ -73,6 +73,7 @@ name here exists.
 |     |                     | verify.Verifier.verify_partition             |                             |             |
 | A38 | namespace guard     | namespace.check_namespace                    |                             | I8          |
 |     |                     | namespace.adopt_namespace                    |                             |             |
+| A39 | topic configure     | topics.TopicRegistry.configure               |                             | I11         |
 
 Each action, where it is specified and what it does:
 
@@ -141,8 +142,8 @@ Each action, where it is specified and what it does:
 * A24 claims (docs/PROTOCOL.md, "Compaction"): an ephemeral
   ``meta/compactor-claim`` per partition. It only avoids wasted work: no
   invariant rests on it.
-* A25-A27 topics (``llog.protocol.topics``, docs/HTTP_API.md "Topics"): a
-  create-only (create) or compare-and-set (grow, delete) topic record, then
+* A25-A27, A39 topics (``llog.protocol.topics``, docs/HTTP_API.md "Topics"): a
+  create-only (create) or compare-and-set (grow, delete, configure) topic record, then
   the partitions it names are initialized (create, grow) or fenced (delete);
   an implicit topic's record is created by its first produce and every new
   partition is added to it (compare-and-set) before it is initialized;
@@ -260,6 +261,8 @@ Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protoc
   written before ``meta/control``.
 * I11 A topic's partition count only grows, and its name is claimed
   create-only: two creates of one name agree, or one gets ``TopicExists``.
+  A configure (retention, tags) is a compare-and-set that changes neither the
+  count, the id nor the state: it never undoes a grow or a delete.
 * I12 After a topic's delete returns, no append to it succeeds: every
   partition is fenced first, and a partition is in its topic's record before
   it is initialized (explicit: below the count; implicit: added by

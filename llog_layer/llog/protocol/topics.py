@@ -2,7 +2,8 @@
 
 A topic record (``{root}/__catalog/topics/{topic}``, ``partition_key =
 "__catalog"``, docs/FORMAT.md) holds ``{"partitions", "config",
-"created_at_ms", "state", "deleted_at_ms", "topic_id", "keys_include_id"}``.
+"created_at_ms", "state", "deleted_at_ms", "topic_id", "keys_include_id"}``, and
+``"tags"`` when it has any.
 Every topic has one. ``keys_include_id`` says where its partitions live
 (``llog.format.keys``): a topic this version creates has them in folders named
 by its ``topic_id``, so an incarnation's keys and objects never coincide with
@@ -37,6 +38,11 @@ Actions, each idempotent, so a crash at any point is finished by repeating it
   creates it fenced.
 * **grow**: compare-and-set the record to the larger count, then initialize
   the new partitions. Crash after the record: as for create.
+* **configure** (``configure``): compare-and-set the record to its settings
+  (retention) or tags changed, on the version read; a concurrent change makes
+  it read again and re-apply. It changes nothing else: not the partition
+  count, the id or the state (a deleted or implicit topic is refused with
+  ``UnknownTopic``). One write: a crash leaves the change done or not done.
 * **delete**: compare-and-set the record to ``state: "deleted"``, then make
   sure every partition exists and fence it, marking its ``meta/control`` as a
   deleted topic's (``fence.set_state`` with ``topic_deleted``: no unfence
@@ -288,6 +294,7 @@ class TopicRecord:
     # The topic's partitions live in folders named with ``topic_id`` (every topic created from that version
     # on); False: in the legacy folders, which partitions written before it (and their topic) keep.
     keys_include_id: bool = False
+    tags: tuple[tuple[str, str], ...] = ()  # (key, value), sorted by key: the Kinesis API's stream tags
 
     @property
     def keys_id(self) -> str | None:
@@ -334,6 +341,8 @@ class TopicRecord:
             doc["implicit_partitions"] = sorted(self.implicit_partitions)
         if self.reclaim is not None:
             doc["reclaim"] = {"run_id": self.reclaim.run_id, "claimed_at_ms": self.reclaim.claimed_at_ms}
+        if self.tags:
+            doc["tags"] = dict(self.tags)
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -353,6 +362,9 @@ class TopicRecord:
                 validate_topic_id(topic_id)
             claim = doc.get("reclaim")
             reclaim = None if claim is None else ReclaimClaim(str(claim["run_id"]), int(claim["claimed_at_ms"]))
+            tags = doc.get("tags") or {}
+            if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
+                raise TypeError(f"tags {tags!r}")
             return cls(
                 topic,
                 0 if implicit is not None else validate_partition_count(doc["partitions"]),
@@ -365,6 +377,7 @@ class TopicRecord:
                 topic_id,
                 reclaim,
                 keys_include_id,
+                tuple(sorted(tags.items())),
             )
         except (ValueError, KeyError, TypeError, InvalidArgument) as exc:
             raise CorruptMetadata(f"topic record of {topic!r} is not readable: {exc}") from None
@@ -532,6 +545,30 @@ class TopicRegistry:
                 record = replace(grown, version_id=version)
             self.initialize(record, range(record.partitions))
             return record
+
+    # --- configure ---------------------------------------------------------------------------
+
+    def configure(self, topic: str, change: Callable[[TopicRecord], TopicRecord]) -> TopicRecord:
+        """The record with ``change`` applied (its settings or tags), by compare-and-set on the version read.
+
+        ``change`` is applied again to the record a concurrent writer left; it may raise to refuse the change
+        (as the Kinesis retention calls do for a period in the wrong direction) and must leave the partitions,
+        the id and the state as they are.
+        """
+        while True:
+            record = self.active(topic)
+            changed = change(record)
+            if (changed.partitions, changed.topic_id, changed.state, changed.reclaim) != (
+                record.partitions, record.topic_id, record.state, record.reclaim
+            ):  # fmt: skip
+                raise ValueError("configure changes a topic's settings and tags only")
+            if changed == record:
+                return record
+            try:
+                version = self._replace(changed)
+            except VersionConflict:
+                continue
+            return replace(changed, version_id=version)
 
     def initialize(self, record: TopicRecord, partitions: Iterable[int]) -> None:
         """Create the given partitions of the topic if absent, with the topic's protocol (idempotent)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from llog.config import CompactorConfig, OxiaConfig, S3Config, WriterConfig, root_prefix_from_env
@@ -18,7 +19,7 @@ from llog.protocol.catalog import LogCatalog
 from llog.protocol.compaction import CompactionOutcome, Compactor, compact_until_caught_up
 from llog.protocol.index import PartitionIndex
 from llog.protocol.metadata import PartitionMetadata
-from llog.protocol.topics import TopicConfig, TopicRegistry
+from llog.protocol.topics import TopicConfig, TopicRecord, TopicRegistry
 from llog.store.oxia import OxiaStore
 from llog.store.s3 import BlobStore
 from llog.store.storage import Storage
@@ -98,6 +99,14 @@ class AdminService:
     def grow_topic(self, topic: str, partitions: int) -> dict[str, Any]:
         self.topic_records.grow(topic, partitions)
         return self.catalog.describe(topic)
+
+    def topic_record(self, topic: str) -> TopicRecord:
+        """An explicit topic's record (``UnknownTopic`` for a deleted, implicit or unknown one)."""
+        return self.topic_records.active(topic)
+
+    def configure_topic(self, topic: str, change: Callable[[TopicRecord], TopicRecord]) -> TopicRecord:
+        """Its settings or tags changed by ``change`` (``TopicRegistry.configure``)."""
+        return self.topic_records.configure(topic, change)
 
     def delete_topic(self, topic: str) -> dict[str, Any]:
         self.topic_records.delete(topic)

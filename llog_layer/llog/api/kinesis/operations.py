@@ -14,10 +14,11 @@ anything is written. Which permission each needs is ``OPERATIONS``' action: ``re
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,6 +48,7 @@ from llog.format.codec import Record
 from llog.format.keys import validate_topic
 from llog.limits import MAX_PARTITIONS
 from llog.protocol.append import AppendResult, SharedAppendGroup
+from llog.protocol.topics import TopicRecord
 from llog.service.admin import AdminService
 from llog.service.consume import ConsumeRequest, ConsumeService, FetchPartition, OffsetQuery
 from llog.service.produce import ProduceService
@@ -173,12 +175,17 @@ def _create_stream(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]
         raise _validation("shardCount", count, "Member must have value greater than or equal to 1")
     if count > MAX_PARTITIONS:
         raise LimitExceededException(f"a stream has at most {MAX_PARTITIONS} shards here; {count} were asked for")
+    tags = None if document.get("Tags") is None else _tags(document["Tags"], "tags")
+    if tags is not None and len(tags) > MAX_TAGS:
+        raise _validation("tags", "...", f"Member must have length less than or equal to {MAX_TAGS}")
     try:
         created, _ = kinesis.admin().create_topic(validate_topic(stream), count, None)
     except TopicExists:
         created = False
     if not created:
         raise ResourceInUseException(f"Stream {stream} under account {kinesis.account} already exists.")
+    if tags:  # a second write: a crash between the two leaves the stream created without its tags
+        _configure(kinesis, stream, lambda record: _retag(record, tags, (), stream))
     return {}
 
 
@@ -202,44 +209,34 @@ def _created(stream: Stream) -> datetime:
     return datetime.fromtimestamp(stream.created_at_ms / 1000, UTC)
 
 
+def _stream_fields(kinesis: Kinesis, stream: Stream) -> dict[str, Any]:
+    """What DescribeStream and DescribeStreamSummary both say of a stream."""
+    return {
+        "StreamName": stream.name,
+        "StreamARN": kinesis.arn(stream.name),
+        "StreamStatus": "ACTIVE",
+        "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
+        "RetentionPeriodHours": _retention_hours(stream),
+        "StreamCreationTimestamp": _created(stream),
+        "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
+        "EncryptionType": "NONE",
+    }
+
+
 def _describe_stream(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     stream = describe(kinesis, stream_of(document))
     limit = wire.integer(document, "Limit", required=False) or MAX_LIST_SHARDS
     start = wire.string(document, "ExclusiveStartShardId", required=False)
     first = 0 if start is None else partition_of(start, stream.shards, stream.name) + 1
     shards = [_shard(stream, s) for s in stream.partitions[first : first + limit]]
-    return {
-        "StreamDescription": {
-            "StreamName": stream.name,
-            "StreamARN": kinesis.arn(stream.name),
-            "StreamStatus": "ACTIVE",
-            "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
-            "Shards": shards,
-            "HasMoreShards": first + limit < stream.shards,
-            "RetentionPeriodHours": _retention_hours(stream),
-            "StreamCreationTimestamp": _created(stream),
-            "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
-            "EncryptionType": "NONE",
-        }
-    }
+    description = {**_stream_fields(kinesis, stream), "Shards": shards, "HasMoreShards": first + limit < stream.shards}
+    return {"StreamDescription": description}
 
 
 def _describe_stream_summary(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     stream = describe(kinesis, stream_of(document))
-    return {
-        "StreamDescriptionSummary": {
-            "StreamName": stream.name,
-            "StreamARN": kinesis.arn(stream.name),
-            "StreamStatus": "ACTIVE",
-            "StreamModeDetails": {"StreamMode": "ON_DEMAND"},
-            "RetentionPeriodHours": _retention_hours(stream),
-            "StreamCreationTimestamp": _created(stream),
-            "EnhancedMonitoring": [{"ShardLevelMetrics": []}],
-            "EncryptionType": "NONE",
-            "OpenShardCount": stream.shards,
-            "ConsumerCount": 0,
-        }
-    }
+    summary = {**_stream_fields(kinesis, stream), "OpenShardCount": stream.shards, "ConsumerCount": 0}
+    return {"StreamDescriptionSummary": summary}
 
 
 def _list_streams(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
@@ -516,6 +513,112 @@ def _fetch(kinesis: Kinesis, iterator: ShardIterator, limit: int) -> tuple[list[
     raise ServiceUnavailable("the shard's log start moved while it was read; retry")
 
 
+# --- retention and tags -------------------------------------------------------------------------------------------
+
+MIN_RETENTION_HOURS = 24
+MAX_TAGS = 50
+MAX_TAGS_PER_CALL = 10
+_TAG_KEY = re.compile(r"[\w.:/=+\-@ ]{1,128}")
+
+
+def _hours(document: dict[str, Any]) -> int:
+    hours = wire.integer(document, "RetentionPeriodHours")
+    assert hours is not None
+    if hours < MIN_RETENTION_HOURS:
+        raise InvalidArgumentException(
+            f"Minimum allowed retention period is {MIN_RETENTION_HOURS} hours. Requested retention period "
+            f"({hours} hours) is too short."
+        )
+    if hours > MAX_RETENTION_HOURS:
+        raise InvalidArgumentException(
+            f"Maximum allowed retention period is {MAX_RETENTION_HOURS} hours. Requested retention period "
+            f"({hours} hours) is too long."
+        )
+    return hours
+
+
+def _set_retention(kinesis: Kinesis, document: dict[str, Any], *, longer: bool) -> dict[str, Any]:
+    """Increase (``longer``) or DecreaseStreamRetentionPeriod: the topic's ``retention_ms``, by compare-and-set."""
+    stream = stream_of(document)
+    hours = _hours(document)
+
+    def change(record: TopicRecord) -> TopicRecord:
+        current = record.config.retention_ms
+        current_hours = MAX_RETENTION_HOURS if current is None else -(-current // 3_600_000)
+        if (hours < current_hours) if longer else (hours > current_hours):
+            shorter, call = ("shorter", "Decrease") if longer else ("longer", "Increase")
+            raise InvalidArgumentException(
+                f"Requested retention period ({hours} hours) for stream {stream} can not be {shorter} than existing "
+                f"retention period ({current_hours} hours). Use {call}StreamRetentionPeriod API."
+            )
+        if current is None and hours == MAX_RETENTION_HOURS:
+            return record  # unlimited reads as the longest Kinesis period; asking for it keeps it unlimited
+        return replace(record, config=replace(record.config, retention_ms=hours * 3_600_000))
+
+    _configure(kinesis, stream, change)
+    return {}
+
+
+def _configure(kinesis: Kinesis, stream: str, change: Callable[[TopicRecord], TopicRecord]) -> None:
+    try:
+        kinesis.admin().configure_topic(validate_topic(stream), change)
+    except (UnknownTopic, InvalidArgument):
+        raise _not_found(stream, kinesis) from None
+
+
+def _tags(value: Any, member: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not value:
+        raise _validation(member, value, "Member must have length greater than or equal to 1")
+    for key, tag in value.items():
+        if not isinstance(key, str) or not _TAG_KEY.fullmatch(key) or key.startswith("aws:"):
+            raise InvalidArgumentException(f"Tag key {key!r} is not valid: 1 to 128 characters, not starting aws:")
+        if not isinstance(tag, str) or len(tag) > 256:
+            raise InvalidArgumentException(f"Tag value of {key!r} must be a string of at most 256 characters")
+    return value
+
+
+def _retag(record: TopicRecord, add: dict[str, str], remove: Sequence[str], stream: str) -> TopicRecord:
+    tags = {k: v for k, v in record.tags if k not in remove} | add
+    if len(tags) > MAX_TAGS:
+        raise LimitExceededException(
+            f"Failed to add tags to stream {stream} because a given request would cause the stream to exceed the "
+            f"maximum allowed number of tags ({MAX_TAGS}). To add additional tags, you must remove some existing tags."
+        )
+    return replace(record, tags=tuple(sorted(tags.items())))
+
+
+def _add_tags(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
+    stream = stream_of(document)
+    add = _tags(document.get("Tags"), "tags")
+    if len(add) > MAX_TAGS_PER_CALL:
+        raise _validation("tags", "...", f"Member must have length less than or equal to {MAX_TAGS_PER_CALL}")
+    _configure(kinesis, stream, lambda record: _retag(record, add, (), stream))
+    return {}
+
+
+def _remove_tags(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
+    stream = stream_of(document)
+    keys = document.get("TagKeys")
+    if not isinstance(keys, list) or not 1 <= len(keys) <= MAX_TAGS or not all(isinstance(k, str) for k in keys):
+        raise _validation("tagKeys", keys, f"Member must have length between 1 and {MAX_TAGS}")
+    _configure(kinesis, stream, lambda record: _retag(record, {}, keys, stream))
+    return {}
+
+
+def _list_tags(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
+    stream = stream_of(document)
+    try:
+        record = kinesis.admin().topic_record(validate_topic(stream))
+    except (UnknownTopic, InvalidArgument):
+        raise _not_found(stream, kinesis) from None
+    after = wire.string(document, "ExclusiveStartTagKey", required=False)
+    limit = wire.integer(document, "Limit", required=False) or MAX_TAGS
+    if not 1 <= limit <= MAX_TAGS:
+        raise _validation("limit", limit, f"Member must have value less than or equal to {MAX_TAGS}")
+    tags = [(k, v) for k, v in record.tags if after is None or k > after]
+    return {"Tags": [{"Key": k, "Value": v} for k, v in tags[:limit]], "HasMoreTags": len(tags) > limit}
+
+
 # --- the table -----------------------------------------------------------------------------------------------------
 
 
@@ -537,6 +640,11 @@ OPERATIONS: dict[str, Operation] = {
     "GetShardIterator": Operation("read", _get_shard_iterator),
     "GetRecords": Operation("read", _get_records, names_stream=False),
     "DeleteStream": Operation("admin", _delete_stream),
+    "IncreaseStreamRetentionPeriod": Operation("admin", functools.partial(_set_retention, longer=True)),
+    "DecreaseStreamRetentionPeriod": Operation("admin", functools.partial(_set_retention, longer=False)),
+    "AddTagsToStream": Operation("admin", _add_tags),
+    "RemoveTagsFromStream": Operation("admin", _remove_tags),
+    "ListTagsForStream": Operation("read", _list_tags),
     "DescribeLimits": Operation("read", _describe_limits, names_stream=False),
 }
 

@@ -76,7 +76,7 @@ class _Authorization:
     signature: str
 
 
-def _parse_authorization(header: str) -> _Authorization:
+def _parse_authorization(header: str, service_name: str) -> _Authorization:
     algorithm, _, rest = header.strip().partition(" ")
     if algorithm != ALGORITHM:
         raise IncompleteSignatureException(f"Unsupported AWS 'algorithm': '{algorithm}'")
@@ -96,11 +96,11 @@ def _parse_authorization(header: str) -> _Authorization:
     if len(scope) != 5 or not all(scope):
         raise IncompleteSignatureException(
             f"Credential is malformed: '{parameters['Credential']}'; "
-            "expected <access key id>/<yyyymmdd>/<region>/kinesis/aws4_request"
+            f"expected <access key id>/<yyyymmdd>/<region>/{service_name}/aws4_request"
         )
     access_key_id, date, region, service, terminator = scope
-    if service != SERVICE:
-        raise InvalidSignatureException(f"Credential should be scoped to correct service: '{SERVICE}'. ")
+    if service != service_name:
+        raise InvalidSignatureException(f"Credential should be scoped to correct service: '{service_name}'. ")
     if terminator != "aws4_request":
         raise InvalidSignatureException(
             f"Credential should be scoped with a valid terminator: 'aws4_request', not '{terminator}'. "
@@ -122,9 +122,9 @@ def _canonical_headers(headers: Mapping[str, str], signed: tuple[str, ...]) -> s
     return "".join(f"{name}:{' '.join(headers[name].split())}\n" for name in signed)
 
 
-def _signing_key(secret: str, date: str, region: str) -> bytes:
+def _signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     key = ("AWS4" + secret).encode()
-    for part in (date, region, SERVICE, "aws4_request"):
+    for part in (date, region, service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
     return key
 
@@ -148,17 +148,20 @@ def _check_clock(amz_date: str, now: datetime) -> datetime:
     return signed_at
 
 
-def verify(request: SignedRequest, secret_for: Callable[[str], str | None], now: datetime) -> Caller:
-    """The caller of ``request`` if its SigV4 signature is good; the AWS error otherwise.
+def verify(
+    request: SignedRequest, secret_for: Callable[[str], str | None], now: datetime, *, service: str = SERVICE
+) -> Caller:
+    """The caller of ``request`` if its SigV4 signature for ``service`` is good; the AWS error otherwise.
 
     ``secret_for`` returns the secret access key of a key id, or None for a key that is unknown or revoked;
-    ``now`` is the server's clock (aware, UTC).
+    ``now`` is the server's clock (aware, UTC). ``llog serve``'s own API is signed for service ``llog``
+    (``server.auth``) with the same keys.
     """
     headers = {name.lower(): value for name, value in request.headers.items()}
     header = headers.get("authorization")
     if header is None:
         raise MissingAuthenticationTokenException("Missing Authentication Token")
-    authorization = _parse_authorization(header)
+    authorization = _parse_authorization(header, service)
     amz_date = headers.get("x-amz-date")
     if amz_date is None:
         raise IncompleteSignatureException(
@@ -188,9 +191,9 @@ def verify(request: SignedRequest, secret_for: Callable[[str], str | None], now:
             hashlib.sha256(request.body).hexdigest(),
         )
     )
-    scope = f"{authorization.date}/{authorization.region}/{SERVICE}/aws4_request"
+    scope = f"{authorization.date}/{authorization.region}/{service}/aws4_request"
     string_to_sign = "\n".join((ALGORITHM, amz_date, scope, hashlib.sha256(canonical_request.encode()).hexdigest()))
-    key = _signing_key(secret, authorization.date, authorization.region)
+    key = _signing_key(secret, authorization.date, authorization.region, service)
     expected = hmac.new(key, string_to_sign.encode(), hashlib.sha256).hexdigest()
     if not hmac.compare_digest(expected, authorization.signature):
         raise InvalidSignatureException(_MISMATCH)
