@@ -48,6 +48,7 @@ from constructs import Construct, IConstruct
 from functions.common import cors, names, routes
 from infra.observability import PERIOD, ApiMetrics
 from infra.settings import ApiAuth
+from llog.api.kinesis import wire
 from llog.api.native import bodies
 
 ADMIN_IAM_ONLY_SUFFIXES = ("/fence", "/unfence", "/compact")
@@ -58,7 +59,7 @@ ADMIN_IAM_ONLY_METHODS = frozenset(
 CATCH_ALL = "{proxy+}"
 # What the AWS SDK for Java v2 speaks to Kinesis by default: binary, so API Gateway must pass it base64-encoded.
 # A binary answer goes back as bytes when the request's first Accept is one of these too.
-KINESIS_BINARY_MEDIA_TYPES = ("application/x-amz-cbor-1.1",)
+KINESIS_BINARY_MEDIA_TYPES = (wire.CBOR_CONTENT_TYPE,)
 
 # API Gateway's validation message has unescaped quotes: a fixed text keeps the body valid JSON.
 VALIDATION_MESSAGE = '"the request body must be a JSON object with a non-empty topic_partitions array"'

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import cbor2
 import pytest
 
 from devserver.emulator import (
@@ -43,6 +44,7 @@ from devserver.emulator import (
 from devserver.lambda_front import RestApi
 from functions.common import names
 from functions.common.routes import KINESIS_PATH
+from llog.api.kinesis import wire
 from llog.config import S3Config
 from tests.conftest import BUCKET, OxiaServer
 from tests.functions.conftest import COLD_STARTS, runtime
@@ -124,10 +126,10 @@ def api_call(emulated: dict[str, EmulatedFunction], template: dict[str, Any], ev
     (function,) = [f for f in emulated.values() if f.spec.logical_id == method.function]
     event["requestContext"]["requestId"] = str(uuid.uuid4())
     response = function.invoke(event)
-    text = response["body"]
-    if response.get("isBase64Encoded"):
-        text = base64.b64decode(text).decode()
-    return response["statusCode"], json.loads(text), function.spec.name
+    raw = base64.b64decode(response["body"]) if response.get("isBase64Encoded") else response["body"].encode()
+    if (response.get("headers") or {}).get("Content-Type") == wire.CBOR_CONTENT_TYPE:  # the Kinesis API's
+        return response["statusCode"], cbor2.loads(raw), function.spec.name
+    return response["statusCode"], json.loads(raw), function.spec.name
 
 
 def schedule_events(template: dict[str, Any], spec: FunctionTemplate) -> list[dict[str, Any]]:

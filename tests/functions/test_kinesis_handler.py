@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import cbor2
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -21,6 +22,7 @@ from botocore.credentials import Credentials
 
 from functions.common.telemetry import LocalContext
 from functions.kinesis import app as kinesis_app
+from llog.api.kinesis import wire
 from llog.service.keys import AccessKeys, KeyPermissions
 from llog.store.kms import KmsSealer
 from llog.store.oxia import OxiaStore
@@ -59,7 +61,7 @@ def body_bytes(event: dict[str, Any]) -> bytes:
 
 def signed(
     sample: str, key: tuple[str, str], *, target: str | None = None, document: dict[str, Any] | None = None,
-    signed_path: str | None = None,
+    signed_path: str | None = None, also_signed: tuple[str, ...] = (),
 ) -> dict[str, Any]:  # fmt: skip
     """The events/ sample as a client holding ``key`` sends it now: its target and body (or these), signed by
     ``SigV4Auth`` over ``https://<Host><requestContext.path>`` (or ``signed_path``), the body encoded as the
@@ -68,10 +70,16 @@ def signed(
     headers = event["headers"]
     if target is not None:
         headers["X-Amz-Target"] = f"Kinesis_20131202.{target}"
-    body = json.dumps(document).encode() if document is not None else body_bytes(event)
+    if document is None:
+        body = body_bytes(event)
+    elif headers["Content-Type"] == wire.CBOR_CONTENT_TYPE:
+        body = cbor2.dumps(document)
+    else:
+        body = json.dumps(document).encode()
     url = f"https://{headers['Host']}{signed_path or event['requestContext']['path']}"
-    request = AWSRequest("POST", url, data=body,
-                         headers={name: headers[name] for name in ("Content-Type", "X-Amz-Target")})  # fmt: skip
+    sent = {"Content-Length": str(len(body)), **headers}
+    to_sign = {name: sent[name] for name in ("Content-Type", "X-Amz-Target", *also_signed)}
+    request = AWSRequest("POST", url, data=body, headers=to_sign)
     SigV4Auth(Credentials(*key), "kinesis", REGION).add_auth(request)
     headers.update({"X-Amz-Date": request.headers["X-Amz-Date"], "Authorization": request.headers["Authorization"]})
     event["multiValueHeaders"] = {name: [value] for name, value in headers.items()}
@@ -80,9 +88,12 @@ def signed(
 
 
 def invoke(event: dict[str, Any]) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """The function's answer to ``event``: a CBOR answer (base64, binary) to a CBOR request, else JSON."""
     answer = kinesis_app.handler(copy.deepcopy(event), LocalContext("llog-kinesis"))
-    assert answer["isBase64Encoded"] is False  # a JSON request is answered in JSON
-    return answer["statusCode"], answer["headers"], json.loads(answer["body"])
+    cbor = event["headers"]["Content-Type"] == wire.CBOR_CONTENT_TYPE
+    assert answer["isBase64Encoded"] is cbor
+    body = cbor2.loads(base64.b64decode(answer["body"])) if cbor else json.loads(answer["body"])
+    return answer["statusCode"], answer["headers"], body
 
 
 def created_stream(key: tuple[str, str]) -> str:
@@ -139,6 +150,22 @@ def test_a_bad_signature_is_kinesis_error_and_writes_nothing(kinesis_env: Env, k
     assert records(key, stream) == []
 
 
+def test_a_signed_content_length_verifies_without_the_header(kinesis_env: Env, key: tuple[str, str]) -> None:
+    """The AWS SDK for Java signs ``Content-Length``; an event without the header (API Gateway need not pass it
+    on) still verifies, as the body's own length, and a body of another length does not."""
+    stream = created_stream(key)
+    document = {"StreamName": stream, "Data": "YWxwaGE=", "PartitionKey": "customer-1"}
+    event = signed("kinesis_put_record", key, document=document, also_signed=("Content-Length",))
+    assert "content-length;" in event["headers"]["Authorization"]
+    assert not [name for name in event["headers"] if name.lower() == "content-length"]
+    status, _, body = invoke(event)
+    assert status == 200, body
+    event["body"] = event["body"].replace("customer-1", "customer-12")
+    status, _, body = invoke(event)
+    assert (status, body["__type"]) == (400, "InvalidSignatureException"), body
+    assert records(key, stream) == [b"alpha"]
+
+
 def test_a_base64_body_is_verified_on_its_bytes(kinesis_env: Env, key: tuple[str, str]) -> None:
     """A body API Gateway passes base64-encoded (a binary media type, or an HTTP API's non-text body) is checked
     against the signature over its decoded bytes, the bytes the client sent."""
@@ -158,3 +185,23 @@ def test_a_base64_body_is_verified_on_its_bytes(kinesis_env: Env, key: tuple[str
     status, _, body = invoke(not_base64)
     assert (status, body["__type"]) == (400, "InvalidSignatureException"), body
     assert records(key, stream) == [b"\x00\x01"]
+
+
+def test_a_cbor_body_arrives_base64_and_is_verified_on_its_bytes(kinesis_env: Env, key: tuple[str, str]) -> None:
+    """The AWS SDK for Java's default: a CBOR body, which the REST API passes base64-encoded (a binary media type),
+    verified over its bytes; the answer is CBOR, base64-encoded for API Gateway to send as bytes."""
+    stream = created_stream(key)
+    sample = load_event("kinesis_put_record_cbor")
+    assert (sample["isBase64Encoded"], sample["headers"]["Content-Type"]) == (True, wire.CBOR_CONTENT_TYPE)
+    assert cbor2.loads(body_bytes(sample))["Data"] == b"alpha"  # a byte string: no base64 inside CBOR
+    document = {**cbor2.loads(body_bytes(sample)), "StreamName": stream}
+    status, headers, body = invoke(signed("kinesis_put_record_cbor", key, document=document,
+                                          also_signed=("Content-Length",)))  # fmt: skip
+    assert status == 200, body
+    assert headers["Content-Type"] == wire.CBOR_CONTENT_TYPE
+    assert body["ShardId"] == "shardId-000000000000"
+    tampered = signed("kinesis_put_record_cbor", key, document=document)
+    tampered["body"] = base64.b64encode(base64.b64decode(tampered["body"]).replace(b"alpha", b"alphb")).decode()
+    status, _, body = invoke(tampered)
+    assert (status, body["__type"]) == (400, "InvalidSignatureException"), body
+    assert records(key, stream) == [b"alpha"]
