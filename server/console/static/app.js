@@ -1,5 +1,5 @@
 // The console's shell: hash routes, the connection dialog, the theme, notices.
-import { connection, saveConnection } from "./api.js";
+import { connection, saveConnection, saveSigningKey, signingKey } from "./api.js";
 import { renderGroups } from "./groups.js";
 import { renderMetrics, startSampler } from "./metrics.js";
 import { renderProduce } from "./produce.js";
@@ -40,7 +40,8 @@ async function route() {
 
 function showEndpoint() {
   const { base, key } = connection();
-  document.getElementById("endpoint").textContent = `${base || location.origin}${key ? " · API key" : ""}`;
+  const signed = signingKey().id ? ` · signed by ${signingKey().id}` : "";
+  document.getElementById("endpoint").textContent = `${base || location.origin}${key ? " · API key" : ""}${signed}`;
 }
 
 function setupSettings() {
@@ -50,11 +51,14 @@ function setupSettings() {
     const { base, key } = connection();
     form.base.value = base;
     form.key.value = key;
+    form.keyId.value = signingKey().id;
+    form.keySecret.value = signingKey().secret;
     dialog.showModal();
   });
   dialog.addEventListener("close", () => {
     if (dialog.returnValue !== "save") return;
     saveConnection(form.base.value.trim(), form.key.value.trim());
+    saveSigningKey(form.keyId.value.trim(), form.keySecret.value.trim());
     showEndpoint();
     route();
   });
