@@ -57,8 +57,15 @@ EXECUTION_ENV = f"AWS_Lambda_python{PYTHON_VERSION}"
 # "Init Duration" on the first REPORT line is not that: it reports about 0 ms.)
 INIT_DURATION = re.compile(r"INIT REPORT\(durationMs: ([0-9.]+)\)")
 
-# Template variables whose values name deployed infrastructure: each gets a local stand-in.
-LOCAL_SERVICES = ("LLOG_OXIA_SERVICE_ADDRESS", "LLOG_S3_BUCKET", "LLOG_ROOT_PREFIX", "LLOG_COMPACTION_QUEUE_URL")
+# Template variables whose values name deployed infrastructure (or its account): each gets a local stand-in.
+LOCAL_SERVICES = (
+    "LLOG_OXIA_SERVICE_ADDRESS",
+    "LLOG_S3_BUCKET",
+    "LLOG_ROOT_PREFIX",
+    "LLOG_COMPACTION_QUEUE_URL",
+    "LLOG_KEYS_KMS_KEY_ID",
+    "LLOG_KINESIS_ACCOUNT_ID",
+)
 
 
 class EmulatorUnavailable(RuntimeError):
@@ -385,13 +392,14 @@ def synthesize(context: Mapping[str, Any], stack_out: Path, layer_out: Path) -> 
 
 
 def local_endpoints(s3_endpoint_url: str, region: str, access_key_id: str, secret_access_key: str) -> dict[str, str]:
-    """What stands in for the execution role's credentials and the region's endpoints (S3, SQS)."""
+    """What stands in for the execution role's credentials and the region's endpoints (S3, SQS, KMS: one server)."""
     return {
         "AWS_REGION": region,
         "AWS_DEFAULT_REGION": region,
         "AWS_ACCESS_KEY_ID": access_key_id,
         "AWS_SECRET_ACCESS_KEY": secret_access_key,
         "AWS_ENDPOINT_URL_SQS": s3_endpoint_url,
+        "AWS_ENDPOINT_URL_KMS": s3_endpoint_url,
         "LLOG_S3_ENDPOINT_URL": s3_endpoint_url,
         "LLOG_S3_REGION_NAME": region,
         "LLOG_S3_ACCESS_KEY_ID": access_key_id,

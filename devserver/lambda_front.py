@@ -11,9 +11,14 @@ and after the Lambda proxy integration (infra/api.py defines them):
   match: 400 ``BAD_REQUEST_BODY``. A body over API Gateway's 10 MB payload limit: 413.
 * **the proxy event**: the REST API's payload format 1.0 (as events/ has them): ``resource``, ``path``,
   ``pathParameters``, single and multi-value headers and query strings, ``requestContext`` with the stage,
-  request id and source IP. The REST API has no binary media types, so a body is passed as text.
-* **the answer**: the function's ``statusCode``, headers and body (base64 decoded); a failed invocation is
-  502, no answer within the integration timeout of 29 s is 504.
+  request id and source IP. A body whose ``Content-Type`` is one of the API's ``BinaryMediaTypes`` (the
+  Kinesis API's CBOR) is passed base64-encoded, any other as text. The front's URLs have no stage segment,
+  as a custom domain name with an empty base path: ``requestContext.path`` is the path the client asked for,
+  as API Gateway sets it (the path a Kinesis client signed, which the kinesis function verifies).
+* **the answer**: the function's ``statusCode``, headers and body; a base64 body (``isBase64Encoded``) is
+  turned back into bytes when the request's first ``Accept`` type is a binary media type, else passed as the
+  text it is, as API Gateway does. A failed invocation is 502, no answer within the integration timeout of
+  29 s is 504.
 * **gateway responses**: API Gateway's own errors take the template's ``GatewayResponse`` of their type
   (else ``DEFAULT_4XX``/``DEFAULT_5XX``), with ``$context`` variables filled in.
 
@@ -21,12 +26,14 @@ Each function is a :class:`~devserver.emulator.FunctionPool`: concurrent request
 environments of their own, up to a limit, as Lambda scales.
 
 Not done here, and said by make dev's banner: authorization (no SigV4 or API key is checked: the dev stage's
-methods need IAM, and any request passes), throttling and usage plans, WAF, and the stage's access logs.
+methods need IAM, and any request passes; ``/kinesis`` has none at the gateway, and its function checks the
+signature as deployed), throttling and usage plans, WAF, and the stage's access logs.
 """
 
 from __future__ import annotations
 
 import base64
+import fnmatch
 import itertools
 import json
 import logging
@@ -127,6 +134,14 @@ class RestApi:
         self._resource_paths = sorted({resource_path for _, resource_path in self.methods})
         stages = [r["Properties"]["StageName"] for r in resources.values() if r["Type"] == "AWS::ApiGateway::Stage"]
         self.stage = stages[0] if stages else "dev"
+        self.binary_media_types = tuple(resources[apis[0]]["Properties"].get("BinaryMediaTypes", ()))
+
+    def is_binary(self, media_type: str | None) -> bool:
+        """Whether API Gateway takes ``media_type`` (a Content-Type, or the first type of an Accept) for binary."""
+        if not media_type:
+            return False
+        essence = media_type.split(";")[0].strip().lower()
+        return any(fnmatch.fnmatchcase(essence, pattern.lower()) for pattern in self.binary_media_types)
 
     def route(self, http_method: str, path: str) -> tuple[Method, dict[str, str]] | None:
         """The method that serves ``http_method`` on ``path``, and its path parameters; None: no such method."""
@@ -200,9 +215,10 @@ def _match(resource_path: str, path: str) -> tuple[tuple[int, ...], dict[str, st
 
 def proxy_event(
     method: Method, parameters: Mapping[str, str], http_method: str, target: str,
-    headers: list[tuple[str, str]], body: bytes, *, stage: str, request_id: str, source_ip: str,
+    headers: list[tuple[str, str]], body: bytes, *, stage: str, request_id: str, source_ip: str, binary: bool,
 ) -> dict[str, Any]:  # fmt: skip
-    """The Lambda proxy integration's event (payload format 1.0) API Gateway sends the function."""
+    """The Lambda proxy integration's event (payload format 1.0) API Gateway sends the function; ``binary``: the
+    body's type is a binary media type, so it goes base64-encoded."""
     url = urlsplit(target)
     single: dict[str, str] = {}
     multi: dict[str, list[str]] = {}
@@ -230,15 +246,21 @@ def proxy_event(
             "httpMethod": http_method,
             "requestTime": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
             "requestTimeEpoch": int(now * 1000),
-            "path": f"/{stage}{url.path}",
+            "path": url.path,
             "protocol": "HTTP/1.1",
             "stage": stage,
             "requestId": request_id,
             "identity": {"sourceIp": source_ip, "userAgent": user_agent},
         },
-        "body": body.decode("utf-8", errors="replace") if body else None,
-        "isBase64Encoded": False,
+        "body": _event_body(body, binary=binary),
+        "isBase64Encoded": binary and bool(body),
     }
+
+
+def _event_body(body: bytes, *, binary: bool) -> str | None:
+    if not body:
+        return None
+    return base64.b64encode(body).decode("ascii") if binary else body.decode("utf-8", errors="replace")
 
 
 class LambdaFront:
@@ -285,8 +307,10 @@ class LambdaFront:
                 raise _Refused(GatewayError(413, "REQUEST_TOO_LARGE", "Request Too Long"))
             if method.body_schema is not None:
                 _validate(method.body_schema, body)
+            named = {name.lower(): value for name, value in headers}
             event = proxy_event(method, parameters, http_method, target, headers, body, stage=self.api.stage,
-                                request_id=request_id, source_ip=source_ip)  # fmt: skip
+                                request_id=request_id, source_ip=source_ip,
+                                binary=self.api.is_binary(named.get("content-type")))  # fmt: skip
             try:
                 result = self.pools[method.function].invoke(event, timeout_s=INTEGRATION_TIMEOUT_S)
             except FunctionError as error:
@@ -294,7 +318,8 @@ class LambdaFront:
                 if error.timed_out:
                     raise _Refused(GatewayError(504, "INTEGRATION_TIMEOUT", "Endpoint request timed out")) from None
                 raise _Refused(GatewayError(502, "DEFAULT_5XX", "Internal server error")) from None
-            status, answer_headers, answer_body = _proxy_answer(result)
+            accepted = (named.get("accept") or "").split(",")[0]
+            status, answer_headers, answer_body = proxy_answer(result, binary=self.api.is_binary(accepted))
         except _Refused as refused:
             status, single, answer_body = self.api.gateway_response(refused.error, request_id)
             answer_headers = {name: [value] for name, value in single.items()}
@@ -320,8 +345,9 @@ def _validate(schema: Mapping[str, Any], body: bytes) -> None:
         raise _Refused(GatewayError(400, "BAD_REQUEST_BODY", f"Invalid request body: [{detail}]"))
 
 
-def _proxy_answer(result: Any) -> tuple[int, dict[str, list[str]], bytes]:
-    """The function's proxy answer as HTTP; a malformed one is API Gateway's 502."""
+def proxy_answer(result: Any, *, binary: bool) -> tuple[int, dict[str, list[str]], bytes]:
+    """The function's proxy answer as HTTP (a base64 body decoded when the client accepts ``binary``); a malformed
+    one is API Gateway's 502."""
     if not isinstance(result, dict) or not isinstance(result.get("statusCode"), int):
         log.warning("malformed Lambda proxy response: %r", result)
         raise _Refused(GatewayError(502, "DEFAULT_5XX", "Internal server error"))
@@ -329,7 +355,7 @@ def _proxy_answer(result: Any) -> tuple[int, dict[str, list[str]], bytes]:
     for name, values in (result.get("multiValueHeaders") or {}).items():
         headers[name] = [str(v) for v in values]
     text = result.get("body") or ""
-    body = base64.b64decode(text) if result.get("isBase64Encoded") else text.encode()
+    body = base64.b64decode(text) if result.get("isBase64Encoded") and binary else text.encode()
     return result["statusCode"], headers, body
 
 

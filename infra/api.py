@@ -9,6 +9,13 @@
 * Auth (``llog:apiAuth``): ``iam`` (default): every method uses IAM (SigV4). ``api_key``:
   every method requires an API key of the usage plan, except fence/unfence/compact (and every method
   on their resources), which stay IAM-only.
+* The Kinesis API (``routes.KINESIS_PATH``): every method of ``/kinesis`` goes to the kinesis function
+  with no authorization at the gateway, in both modes. The AWS SDKs sign a Kinesis request with SigV4 for
+  service ``kinesis``, which IAM authorization (service ``execute-api``) refuses, and send no API key; the
+  function verifies that signature against the keys llog issued (``llog keys``) before anything runs, and
+  refuses the rest with Kinesis's own errors. Its CBOR bodies (``KINESIS_BINARY_MEDIA_TYPES``, the API's
+  binary media types) reach the function base64-encoded, byte for byte as signed; no other route's body has
+  that type, so theirs arrive as before. No preflight: the function answers no cross-origin request.
 * Request validation: ``POST /produce`` and ``POST /consume`` need a JSON object body with a
   non-empty ``topic_partitions`` array (``gateway_model``: the top-level shape of their definitions in
   ``llog.api.native.bodies``). Everything finer
@@ -41,6 +48,7 @@ from constructs import Construct, IConstruct
 from functions.common import cors, names, routes
 from infra.observability import PERIOD, ApiMetrics
 from infra.settings import ApiAuth
+from llog.api.kinesis import wire
 from llog.api.native import bodies
 
 ADMIN_IAM_ONLY_SUFFIXES = ("/fence", "/unfence", "/compact")
@@ -49,6 +57,9 @@ ADMIN_IAM_ONLY_METHODS = frozenset(
     {("POST", "/topics"), ("POST", "/topics/{topic}/partitions"), ("DELETE", "/topics/{topic}")}
 )
 CATCH_ALL = "{proxy+}"
+# What the AWS SDK for Java v2 speaks to Kinesis by default: binary, so API Gateway must pass it base64-encoded.
+# A binary answer goes back as bytes when the request's first Accept is one of these too.
+KINESIS_BINARY_MEDIA_TYPES = (wire.CBOR_CONTENT_TYPE,)
 
 # API Gateway's validation message has unescaped quotes: a fixed text keeps the body valid JSON.
 VALIDATION_MESSAGE = '"the request body must be a JSON object with a non-empty topic_partitions array"'
@@ -108,7 +119,8 @@ class Api(Construct):
             self,
             "RestApi",
             rest_api_name=f"llog-{stage}",
-            description=f"llog {stage}: produce, consume and admin",
+            description=f"llog {stage}: produce, consume, admin and the Kinesis API",
+            binary_media_types=list(KINESIS_BINARY_MEDIA_TYPES),
             endpoint_types=[apigw.EndpointType.REGIONAL],
             # API Gateway writes access and execution logs through the account's CloudWatch role.
             cloud_watch_role=True,
@@ -172,8 +184,9 @@ class Api(Construct):
                 iam_only=is_iam_only(route.resource, route.method),
                 model=body_model,
             )
+        self.kinesis_methods = self._add_kinesis()
         # ANY on every resource: the owner answers 405, the admin function 404 elsewhere.
-        for resource in self._all_resources():
+        for resource in self._native_resources():
             path = resource.path
             owner = owners.get(path, names.ADMIN)
             self._method(resource, "ANY", owner, iam_only=is_iam_only(path))
@@ -183,7 +196,7 @@ class Api(Construct):
         # Preflights: an OPTIONS method beats ANY on its resource; {proxy+}'s covers unknown paths.
         self.preflight_methods: list[apigw.Method] = []
         if cors_origins:
-            for preflighted in (self.api.root, *self._all_resources()):
+            for preflighted in (self.api.root, *self._native_resources()):
                 self.preflight_methods.append(
                     preflighted.add_cors_preflight(
                         allow_origins=list(cors_origins),
@@ -209,13 +222,15 @@ class Api(Construct):
         suppressions = [
             NagPackSuppression(
                 id="AwsSolutions-APIG3",
-                reason="No WAF web ACL yet: every method needs IAM (SigV4) or an API key and the stage is "
-                "throttled; a regional web ACL can be associated later without changing the API.",
+                reason="No WAF web ACL yet: every method needs IAM (SigV4), an API key or (/kinesis) a SigV4 "
+                "signature the kinesis function checks, and the stage is throttled; a regional web ACL can be "
+                "associated later without changing the API.",
             ),
             NagPackSuppression(
                 id="AwsSolutions-COG4",
-                reason="The callers are services and operators with AWS credentials (IAM/SigV4) or API keys; "
-                "there is no end-user directory, so no Cognito user pool authorizer.",
+                reason="The callers are services and operators with AWS credentials (IAM/SigV4), API keys or "
+                "llog-issued Kinesis access keys; there is no end-user directory, so no Cognito user pool "
+                "authorizer.",
             ),
         ]
         if auth == "api_key":
@@ -274,17 +289,42 @@ class Api(Construct):
         assert isinstance(resource, apigw.Resource)
         return resource
 
-    def _all_resources(self) -> list[apigw.Resource]:
+    def _native_resources(self) -> list[apigw.Resource]:
+        """Every resource but the Kinesis API's."""
         found: list[apigw.Resource] = []
 
         def walk(node: IConstruct) -> None:
             for child in node.node.children:
-                if isinstance(child, apigw.Resource):
+                if isinstance(child, apigw.Resource) and child.path != routes.KINESIS_PATH:
                     found.append(child)
                     walk(child)
 
         walk(self.api.root)
         return found
+
+    def _add_kinesis(self) -> list[apigw.Method]:
+        """POST (every operation) and ANY (Kinesis's error for the other methods) on ``/kinesis``, unauthorized
+        at the gateway: the function checks the SigV4 signature itself (the module's docstring says why)."""
+        resource = self._resource(routes.KINESIS_PATH)
+        added = []
+        for http_method in ("POST", "ANY"):
+            method = resource.add_method(http_method, self._integrations[names.KINESIS],
+                                         authorization_type=apigw.AuthorizationType.NONE,
+                                         api_key_required=False)  # fmt: skip
+            NagSuppressions.add_resource_suppressions(
+                method,
+                [
+                    NagPackSuppression(
+                        id="AwsSolutions-APIG4",
+                        reason="The Kinesis API is signed with SigV4 for service kinesis, which IAM authorization "
+                        "cannot check and API keys do not apply to (the SDKs send none); the kinesis function "
+                        "verifies the signature against the keys llog issued before any operation runs.",
+                    )
+                ],
+            )
+            added.append(method)
+        self.methods += added
+        return added
 
     def _method(
         self,

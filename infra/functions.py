@@ -62,6 +62,7 @@ SPECS: Mapping[str, FunctionSpec] = {
         FunctionSpec(
             names.ADMIN, "health, topics, partition status, fence/unfence, compact, unknown paths", 512, API_TIMEOUT
         ),
+        FunctionSpec(names.KINESIS, "POST /kinesis: the Kinesis API (the function checks SigV4)", 1024, API_TIMEOUT),
         FunctionSpec(
             names.COMPACTION_PLANNER, "scheduled: enqueue partitions that need compaction", 512, PLANNER_TIMEOUT
         ),
@@ -264,6 +265,8 @@ class Functions(Construct):
         objects = self.objects_arn
         self._allow(names.PRODUCE, "PutObjects", ["s3:PutObject"], [objects])
         self._allow(names.CONSUME, "GetObjects", ["s3:GetObject"], [objects])
+        # The Kinesis API both puts (PutRecord, PutRecords) and gets (GetRecords).
+        self._allow(names.KINESIS, "GetPutObjects", ["s3:GetObject", "s3:PutObject"], [objects])
         self._allow(names.COMPACTION_WORKER, "GetPutObjects", ["s3:GetObject", "s3:PutObject"], [objects])
         # POST .../compact (IAM-only) runs a compaction pass in the admin function.
         self._allow(names.ADMIN, "GetPutObjects", ["s3:GetObject", "s3:PutObject"], [objects])
@@ -285,7 +288,7 @@ class Functions(Construct):
         if key is not None:
             # llog:bucketEncryption=kms: writers make data keys, readers decrypt (exact actions, no wildcard).
             writes = ["kms:GenerateDataKey", "kms:Decrypt"]
-            for name, actions in ((names.PRODUCE, writes), (names.CONSUME, ["kms:Decrypt"]),
+            for name, actions in ((names.PRODUCE, writes), (names.CONSUME, ["kms:Decrypt"]), (names.KINESIS, writes),
                                   (names.COMPACTION_WORKER, writes), (names.ADMIN, writes),
                                   (names.GC, ["kms:Decrypt"]), (names.VERIFY, ["kms:Decrypt"]),
                                   (names.BACKUP, writes)):  # fmt: skip

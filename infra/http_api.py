@@ -5,8 +5,10 @@ API Gateway HTTP API, at $1.00 per million requests instead of the REST API's $3
   the function that owns it; every other method but ``OPTIONS`` (``ROUTE_METHODS``) on every other
   path, ``/`` and the known paths included, goes to the admin function (``/{proxy+}`` and ``/``),
   which answers 405 with ``Allow`` for a known path and 404 for the rest, in JSON.
-* Auth: IAM (SigV4) on every route. HTTP APIs have no API keys or usage plans, so ``llog:apiAuth``
-  must be ``iam`` (infra/settings.py refuses ``api_key``).
+* Auth: IAM (SigV4) on every route but the Kinesis API's: every method of ``/kinesis`` goes to the kinesis
+  function, which checks the Kinesis SDKs' signature itself (infra/api.py says why). HTTP APIs have no API keys
+  or usage plans, so ``llog:apiAuth`` must be ``iam`` (infra/settings.py refuses ``api_key``). An HTTP API
+  passes a body it does not take for text (CBOR) base64-encoded by itself: no binary media types to set.
 * Payload format 1.0: the functions receive the REST API's event shape (``resource``, ``path``,
   ``httpMethod``, ``multiValueHeaders``, ``requestContext.requestId``), which Powertools'
   ``APIGatewayRestResolver`` (functions/common/http.py) serves unchanged.
@@ -43,6 +45,7 @@ from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from functions.common import cors, names, routes
@@ -110,7 +113,7 @@ class HttpFrontDoor(Construct):
             self,
             "HttpApi",
             api_name=f"llog-{stage}",
-            description=f"llog {stage}: produce, consume and admin",
+            description=f"llog {stage}: produce, consume, admin and the Kinesis API",
             create_default_stage=False,
             default_authorizer=authorizers.HttpIamAuthorizer(),
             disable_execute_api_endpoint=False,
@@ -128,6 +131,22 @@ class HttpFrontDoor(Construct):
             self.routes += self.api.add_routes(
                 path=route.resource, methods=[apigwv2.HttpMethod(route.method)], integration=integration[route.function]
             )
+        kinesis = self.api.add_routes(path=routes.KINESIS_PATH, methods=list(ROUTE_METHODS),
+                                      integration=integration[names.KINESIS],
+                                      authorizer=apigwv2.HttpNoneAuthorizer())  # fmt: skip
+        for kinesis_route in kinesis:
+            NagSuppressions.add_resource_suppressions(
+                kinesis_route,
+                [
+                    NagPackSuppression(
+                        id="AwsSolutions-APIG4",
+                        reason="The Kinesis API is signed with SigV4 for service kinesis, which IAM authorization "
+                        "cannot check; the kinesis function verifies the signature against the keys llog issued "
+                        "before any operation runs.",
+                    )
+                ],
+            )
+        self.routes += kinesis
         # The rest (a route's other methods, unknown paths): the admin function's 405 or 404. A route matches a
         # path and a method exactly before a /{proxy+} one.
         for path in ("/", routes.CATCH_ALL_RESOURCE):

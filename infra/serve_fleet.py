@@ -10,7 +10,9 @@ per-request authentication and no idle cost (docs/DEPLOY.md, "Front door").
 * **Tasks**: ``tasks`` Fargate tasks (ARM64, 1 vCPU, 2 GiB) on Oxia's ECS cluster, in the private
   subnets, with Oxia's client security group; the functions' ``LLOG_*`` environment; S3 object
   reads and writes on ``<bucket>/<root_prefix>/*`` only (produce writes, consume reads, the admin
-  routes' compaction pass writes) and a listing of that prefix (``GET /metrics``' footprint); logs
+  routes' compaction pass writes) and a listing of that prefix (``GET /metrics``' footprint); for the Kinesis
+  API at ``/kinesis``, the key that seals its access keys (``LLOG_KEYS_KMS_KEY_ID``, Encrypt and Decrypt on it,
+  granted by the stack) and the account of its stream ARNs; logs
   to their own log group; an alarm per service when fewer tasks run than asked. Rolling deploys
   (at least 50% in service) with the circuit breaker. ECS stops a task with SIGTERM, on which
   ``llog serve`` drains (no new requests, in-flight ones answered, its batcher flushed) within the

@@ -1,6 +1,7 @@
 """LlogStack: the whole llog deployment of one stage, one construct per concern.
 
-Constructs: ``network``, ``storage``, ``oxia``, ``layer``, ``functions`` (the Lambda
+Constructs: ``network``, ``storage``, ``oxia``, ``layer``, ``access_keys`` (the KMS key that seals the Kinesis
+API's access keys, for whatever answers that API), ``functions`` (the Lambda
 functions, in ``network.private_subnets`` with ``oxia.client_security_group``), ``compaction``
 (task queue, dead-letter queue, worker event source, planner and GC schedules), ``recovery``
 (the verify and backup schedules), ``api`` (the REST API, with ``llog:frontDoor=http`` the
@@ -18,7 +19,8 @@ from aws_cdk import CfnOutput, Fn, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from functions.common import cors, names
+from functions.common import cors, names, routes
+from infra.access_keys import AccessKeySealing
 from infra.analytics import Analytics
 from infra.api import Api
 from infra.compaction import Compaction
@@ -88,6 +90,7 @@ class LlogStack(Stack):
             removal_policy=removal,
         )
         self.layer = LlogLayer(self, "LlogLayer")
+        self.access_keys = AccessKeySealing(self, "AccessKeys", stage=settings.stage, removal_policy=removal)
         self.functions = Functions(
             self,
             "Functions",
@@ -105,7 +108,8 @@ class LlogStack(Stack):
                 # Verification counts unreferenced compacted objects older than GC's grace as orphans.
                 names.VERIFY: {"LLOG_GC_GRACE_MS": str(settings.gc_grace_period_hours * 3_600_000)},
                 # The API functions add Access-Control-Allow-Origin for these origins (none: no CORS).
-                **{name: cors.environment(settings.cors_origins) for name in names.API_FUNCTIONS},
+                **{name: cors.environment(settings.cors_origins) for name in names.NATIVE_API_FUNCTIONS},
+                names.KINESIS: self.kinesis_environment(),
             },
             bucket=self.storage.bucket,
             root_prefix=settings.root_prefix,
@@ -136,6 +140,8 @@ class LlogStack(Stack):
             verify_schedule=settings.verify_schedule,
             backup_schedule=settings.backup_schedule,
         )
+        if names.KINESIS in self.functions.constructs:
+            self.access_keys.grant_sealing(self.functions.constructs[names.KINESIS].role)
         planner = self.functions[names.COMPACTION_PLANNER]
         planner.add_environment("LLOG_COMPACTION_QUEUE_URL", self.compaction.queue.queue_url)
         planner.add_environment("LLOG_COMPACTION_SCHEDULE", settings.compaction_schedule)
@@ -152,14 +158,19 @@ class LlogStack(Stack):
                 oxia_client_security_group=self.oxia.client_security_group,
                 endpoint=settings.serve_endpoint,
                 namespace=self.oxia.dns_namespace,
-                # The tasks answer the API: the API functions' CORS origins are theirs.
-                environment={**self.function_environment(), **cors.environment(settings.cors_origins)},
+                # The tasks answer the API: the API functions' CORS origins and the Kinesis settings are theirs.
+                environment={
+                    **self.function_environment(),
+                    **cors.environment(settings.cors_origins),
+                    **self.kinesis_environment(),
+                },  # fmt: skip
                 bucket=self.storage.bucket,
                 root_prefix=settings.root_prefix,
                 tasks=settings.serve_tasks,
                 log_retention=retention,
                 removal_policy=removal,
             )
+            self.access_keys.grant_sealing(self.api.task_definition.task_role)
         elif settings.front_door == "http":
             self.api = HttpFrontDoor(
                 self,
@@ -241,6 +252,18 @@ class LlogStack(Stack):
             value=self.api.url,
             description=f"llog {settings.front_door.upper()} API (append /produce, /consume, ...)",
         )
+        CfnOutput(
+            self,
+            "KinesisEndpointUrl",
+            value=self.api.url + routes.KINESIS_PATH.lstrip("/"),
+            description="endpoint_url of an AWS SDK's Kinesis client, with a key from llog keys create",
+        )
+        CfnOutput(
+            self,
+            "AccessKeysKmsKeyArn",
+            value=self.access_keys.key.key_arn,
+            description="LLOG_KEYS_KMS_KEY_ID of llog keys create (it needs kms:Encrypt on this key)",
+        )
         if isinstance(self.api, ServeFleet):
             CfnOutput(
                 self,
@@ -283,6 +306,11 @@ class LlogStack(Stack):
             value=self.analytics.database.ref,
             description="Glue/Athena database of the exported table(s)",
         )
+
+    def kinesis_environment(self) -> dict[str, str]:
+        """What answers the Kinesis API reads besides ``function_environment``: the account of its stream ARNs and
+        the key that seals its access keys."""
+        return {"LLOG_KINESIS_ACCOUNT_ID": self.account, **self.access_keys.environment}
 
     def function_environment(self) -> dict[str, str]:
         """The ``LLOG_*`` environment every llog function in this stack gets."""

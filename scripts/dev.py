@@ -48,7 +48,7 @@ from devserver.devstack import (
 from devserver.emulator import EmulatorUnavailable, find_rie, find_runtime_python, local_endpoints, synthesize
 from devserver.lambda_front import LambdaFront, start_front
 from functions.common import names, routes
-from llog.config import CompactionScheduleConfig, env_int, root_prefix_from_env
+from llog.config import CompactionScheduleConfig, env_int, kinesis_account_from_env, root_prefix_from_env
 from llog.errors import InvalidTopicName, LlogError
 from llog.format.keys import validate_topic
 from llog.format.kv.namespace import NamespaceKeys
@@ -207,8 +207,9 @@ def serve_front() -> Front:
     by_function: dict[str, list[str]] = {}
     for route in routes.ROUTES:
         by_function.setdefault(route.function, []).append(f"{route.method} {route.resource}")
+    by_function[names.KINESIS] = [f"POST {routes.KINESIS_PATH}"]
     by_function["llog serve"] = [f"GET {path}" for path in SERVE_PATHS]
-    return Front("llog serve: the produce, consume and admin functions' routes", by_function, console=True)
+    return Front("llog serve: the produce, consume, admin and kinesis functions' routes", by_function, console=True)
 
 
 def lambda_front(front: LambdaFront) -> Front:
@@ -277,6 +278,10 @@ def start_lambda_front(oxia: OxiaProcess, s3: VersityGW) -> LambdaFront:
         "LLOG_OXIA_SERVICE_ADDRESS": oxia.address,
         "LLOG_S3_BUCKET": BUCKET,
         "LLOG_ROOT_PREFIX": root_prefix_from_env(os.environ),
+        "LLOG_KINESIS_ACCOUNT_ID": kinesis_account_from_env(os.environ),
+        # No KMS stands in here (VersityGW serves S3 alone), and the Lambda runtime has no AES for a local key
+        # file: the kinesis function answers /kinesis, but cannot open an issued key's secret.
+        "LLOG_KEYS_KMS_KEY_ID": "",
     }
     endpoints = local_endpoints(s3.endpoint_url, s3.region, ACCESS_KEY_ID, SECRET_ACCESS_KEY)
     concurrency = env_int(os.environ, "LLOG_DEV_LAMBDA_CONCURRENCY", 4, minimum=1)

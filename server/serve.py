@@ -89,7 +89,6 @@ HANDLER_THREADS = 1024
 HANDLER_THREADS_STARTED = 64
 SERVE_PATHS = ("/metrics", "/metrics/prometheus", "/openapi.json")  # served by llog serve itself
 HEALTH_ROUTE = "/health"  # load balancers' and ECS's probes: not traffic
-KINESIS_PATH = "/kinesis"  # the Kinesis Data Streams API (functions.kinesis; any method: it answers the errors)
 PRODUCE_ROUTE = ("POST", "/produce")  # without an Origin: no resolver (LlogServer._produce_on_loop, or serve_produce)
 # A produce body up to this size is parsed on the event loop (about 0.1 ms per 100 KiB); larger ones on a pool thread.
 LOOP_PRODUCE_MAX_BYTES = 256 * 1024
@@ -397,10 +396,10 @@ class LlogServer:
         parts = urlsplit(request.target)
         path = parts.path or "/"
         serve_route = method == "GET" and (path in SERVE_PATHS or console.owns(path))
-        kinesis = path.rstrip("/") == KINESIS_PATH
+        kinesis = path.rstrip("/") == routes.KINESIS_PATH
         found = None if serve_route or kinesis else routes.match(path)
         route = console.ROUTE if console.owns(path) else str(found.resource) if found is not None else path
-        route = KINESIS_PATH if kinesis else route
+        route = routes.KINESIS_PATH if kinesis else route
         # Admitted or refused once, under the lock shutdown sets ``_closing`` with: a request admitted
         # here is served to the end, even if shutdown begins while its body is still arriving, and
         # shutdown waits until its answer is written (a process that exits sooner loses it).
@@ -409,7 +408,7 @@ class LlogServer:
             if admitted:
                 self._inflight += 1
         started = time.perf_counter()
-        function = found.function if found is not None else "kinesis" if kinesis else ""
+        function = found.function if found is not None else names.KINESIS if kinesis else ""
         request.state = _Admission(started, method, path, parts.query, route, serve_route, admitted, function, kinesis)
         problem = self._head_problem(request)
         return None if problem is None else self._answer(request, *problem)

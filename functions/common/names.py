@@ -16,8 +16,10 @@ GC = "gc"
 GC_WAL_EVENT = {"steps": "wal"}  # what GC's frequent schedule sends: the WAL blobs alone (docs/GC.md, "Schedules")
 VERIFY = "verify"  # scheduled: checks partitions against the protocol's invariants (docs/RECOVERY.md)
 BACKUP = "backup"  # scheduled: backs the Oxia state up to S3 (docs/RECOVERY.md)
+KINESIS = "kinesis"  # the Kinesis Data Streams API, on its one path (``routes.KINESIS_PATH``; docs/KINESIS.md)
 
-API_FUNCTIONS = (PRODUCE, CONSUME, ADMIN)  # behind the REST API (``routes``)
+NATIVE_API_FUNCTIONS = (PRODUCE, CONSUME, ADMIN)  # llog's own HTTP API (``routes.ROUTES``)
+API_FUNCTIONS = (*NATIVE_API_FUNCTIONS, KINESIS)  # behind the front door: none with llog serve, which answers both
 FUNCTIONS = (*API_FUNCTIONS, COMPACTION_PLANNER, COMPACTION_WORKER, GC, VERIFY, BACKUP)
 
 METRIC_NAMESPACE = "llog"

@@ -17,6 +17,10 @@ from functools import cached_property
 from functions.common.names import ADMIN, CONSUME, PRODUCE
 
 CATCH_ALL_RESOURCE = "/{proxy+}"
+# The Kinesis Data Streams API (function ``names.KINESIS``): one path for every operation (``X-Amz-Target``), not
+# a route of ``ROUTES``, which are llog's own API: Powertools' resolver, the OpenAPI document, IAM or API-key auth
+# at the gateway, CORS. Kinesis requests carry a signature for service ``kinesis`` that the function checks itself.
+KINESIS_PATH = "/kinesis"
 
 
 @dataclass(frozen=True)

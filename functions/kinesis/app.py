@@ -78,18 +78,28 @@ def _body(event: dict[str, Any]) -> bytes:
         return b"\x00not base64"  # fails the signature (its hash is not the signed body's), so it is refused
 
 
+def _headers(event: dict[str, Any], body: bytes) -> dict[str, str]:
+    """The request's headers, with ``Content-Length`` where the event has none: the AWS SDK for Java signs it,
+    and the length it signed is that of these very bytes, whether or not API Gateway passed the header on."""
+    headers = dict(event.get("headers") or {})
+    if not any(name.lower() == "content-length" for name in headers):
+        headers["Content-Length"] = str(len(body))
+    return headers
+
+
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     from llog.api.kinesis.sigv4 import SignedRequest
 
     request_context = event.get("requestContext") or {}
     request_id = request_context.get("requestId") or str(uuid.uuid4())
     query = event.get("multiValueQueryStringParameters") or {}
+    body = _body(event)
     request = SignedRequest(
         method=event.get("httpMethod", "POST"),
         path=request_context.get("path") or event.get("path") or "/",
         query=urlencode([(k, v) for k, values in query.items() for v in values]),
-        headers=event.get("headers") or {},
-        body=_body(event),
+        headers=_headers(event, body),
+        body=body,
     )
     status, headers, body = answer(request, request_id)
     binary = dict(headers).get("Content-Type", "").startswith("application/x-amz-cbor")

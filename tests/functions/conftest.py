@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import boto3
 import pytest
 
 from devserver.emulator import EmulatorUnavailable, Synthesized, synthesize
@@ -47,6 +48,16 @@ def runtime(find: Callable[[], str]) -> str:
         if os.environ.get("LLOG_REQUIRE_RIE"):
             pytest.fail(f"{unavailable} (LLOG_REQUIRE_RIE is set)")
         pytest.skip(str(unavailable))
+
+
+@pytest.fixture(scope="session")
+def kms_key_arn(s3_config: S3Config) -> str:
+    """A KMS key of the session's moto (which serves KMS too), as the stack's key that seals the Kinesis API's access
+    keys: ``LLOG_KEYS_KMS_KEY_ID``, with ``AWS_ENDPOINT_URL_KMS`` at moto (``devserver.emulator.local_endpoints``)."""
+    kms = boto3.client("kms", endpoint_url=s3_config.endpoint_url, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    arn: str = kms.create_key(Description="llog tests: seals the Kinesis API's access keys")["KeyMetadata"]["Arn"]
+    return arn
 
 
 @pytest.fixture(scope="session")

@@ -98,7 +98,7 @@ def test_routes_match(path, function, resource, params, allowed):
 
 
 def test_every_api_function_has_a_route():
-    assert {r.function for r in routes.ROUTES} == set(names.API_FUNCTIONS)
+    assert {r.function for r in routes.ROUTES} == set(names.NATIVE_API_FUNCTIONS)
 
 
 # --- events ---------------------------------------------------------------------------------------

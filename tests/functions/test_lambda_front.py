@@ -3,7 +3,7 @@
 What ``LLOG_DEV_FRONT=lambda make dev`` serves on :8080, here on a free port: the routes, request models and
 gateway responses of the synthesized template, in front of produce, consume and admin built as ``cdk synth``
 builds them, against the session's real Oxia and moto. Requests come from the clients users run: curl with
-the README's bodies, and the Python client.
+the README's bodies, the Python client, and boto3's Kinesis client.
 """
 
 from __future__ import annotations
@@ -18,12 +18,18 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from devserver.devstack import free_port
 from devserver.emulator import FunctionPool, Synthesized, find_rie, find_runtime_python, local_endpoints
-from devserver.lambda_front import LambdaFront, RestApi, start_front
+from devserver.lambda_front import LambdaFront, RestApi, proxy_answer, proxy_event, start_front
 from llog.config import S3Config
+from llog.service.keys import AccessKeys, KeyPermissions
+from llog.store.kms import KmsSealer
+from llog.store.oxia import OxiaStore
 from llog_client import Consumer, Producer
 from llog_client.consumer import Record
 from tests.conftest import BUCKET, OxiaServer
@@ -32,18 +38,27 @@ from tests.integration.test_http_server import EXAMPLE_CONSUME, EXAMPLE_PRODUCE
 from tests.integration.test_smoke import STEPS, run_smoke
 
 pytestmark = pytest.mark.bundling
+KINESIS_ACCOUNT = "123456789012"
+
+
+@pytest.fixture(scope="module")
+def front_root() -> str:
+    return f"front-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture(scope="module")
 def front(
-    synthesized: Synthesized, oxia_server: OxiaServer, s3_config: S3Config, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LambdaFront]:
+    synthesized: Synthesized, oxia_server: OxiaServer, s3_config: S3Config, kms_key_arn: str, front_root: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[LambdaFront]:  # fmt: skip
     runtime(find_rie), runtime(find_runtime_python)
     assert s3_config.endpoint_url is not None
     local = {
         "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address,
         "LLOG_S3_BUCKET": BUCKET,
-        "LLOG_ROOT_PREFIX": f"front-{uuid.uuid4().hex[:12]}",
+        "LLOG_ROOT_PREFIX": front_root,
+        "LLOG_KEYS_KMS_KEY_ID": kms_key_arn,
+        "LLOG_KINESIS_ACCOUNT_ID": KINESIS_ACCOUNT,
     }
     endpoints = local_endpoints(s3_config.endpoint_url, "us-east-1", "testing", "testing")
     served = start_front(synthesized, tmp_path_factory.mktemp("front"), local, endpoints, "127.0.0.1", free_port(),
@@ -164,6 +179,70 @@ def test_concurrent_long_polls_get_environments_of_their_own(front: LambdaFront)
     assert len(front.pools[consume[0].function].environments) >= 2
 
 
+def test_boto3s_kinesis_client_creates_puts_and_gets_through_the_kinesis_function(
+    front: LambdaFront, front_root: str, oxia_store: OxiaStore, kms_key_arn: str, s3_config: S3Config
+) -> None:
+    """An unchanged boto3 ``kinesis`` client but for its endpoint (the front's ``/kinesis``) and credentials (a key
+    llog issued): it signs ``/kinesis``, the path the front passes as ``requestContext.path``, which the function
+    verifies. What is put is read back; a wrong secret is refused by the function, as deployed."""
+    kms = boto3.client("kms", endpoint_url=s3_config.endpoint_url, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    keys = AccessKeys(oxia_store, root=front_root, sealer=KmsSealer(kms_key_arn, client=kms))
+    issued, secret = keys.create("front", KeyPermissions(("*",), read=True, write=True, admin=True))
+
+    def client(secret: str) -> Any:
+        return boto3.client("kinesis", endpoint_url=f"{front.url}/kinesis", region_name="eu-west-1",
+                            aws_access_key_id=issued.access_key_id, aws_secret_access_key=secret,
+                            config=Config(retries={"max_attempts": 1}))  # fmt: skip
+
+    kinesis, stream = client(secret), f"front-{uuid.uuid4().hex[:8]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=2)
+    description = kinesis.describe_stream(StreamName=stream)["StreamDescription"]
+    assert description["StreamARN"] == f"arn:aws:kinesis:eu-west-1:{KINESIS_ACCOUNT}:stream/{stream}"
+    put = kinesis.put_record(StreamName=stream, Data=b"\x00alpha", PartitionKey="customer-1")
+    batch = kinesis.put_records(StreamName=stream, Records=[{"Data": f"r{i}".encode(), "PartitionKey": "customer-1"}
+                                                           for i in range(3)])  # fmt: skip
+    assert batch["FailedRecordCount"] == 0, batch
+    iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=put["ShardId"],
+                                          ShardIteratorType="TRIM_HORIZON")["ShardIterator"]  # fmt: skip
+    got = kinesis.get_records(ShardIterator=iterator)
+    assert [r["Data"] for r in got["Records"]] == [b"\x00alpha", b"r0", b"r1", b"r2"]
+    assert got["Records"][0]["SequenceNumber"] == put["SequenceNumber"]
+    with pytest.raises(ClientError) as refused:
+        client(secret[:-1] + ("x" if secret[-1] != "x" else "y")).put_record(
+            StreamName=stream, Data=b"no", PartitionKey="customer-1"
+        )
+    assert refused.value.response["Error"]["Code"] == "InvalidSignatureException"
+    assert [r["Data"] for r in kinesis.get_records(ShardIterator=iterator)["Records"]][-1] == b"r2"
+
+
+def test_binary_media_types_are_passed_base64_and_nothing_else_is(synthesized: Synthesized) -> None:
+    """As API Gateway: a body of a binary media type (CBOR, the Kinesis API's) goes to the function base64-encoded,
+    a JSON body as text; a base64 answer goes back as bytes only to a client whose first Accept is binary."""
+    api = RestApi(synthesized.template)
+    assert api.binary_media_types == ("application/x-amz-cbor-1.1",)
+    kinesis = api.route("POST", "/kinesis")
+    produce = api.route("POST", "/produce")
+    assert kinesis is not None
+    assert produce is not None
+
+    def event(routed: Any, content_type: str, body: bytes) -> dict[str, Any]:
+        headers = [("Content-Type", content_type)]
+        return proxy_event(routed[0], routed[1], "POST", "/kinesis", headers, body, stage=api.stage, request_id="r",
+                           source_ip="127.0.0.1", binary=api.is_binary(content_type))  # fmt: skip
+
+    cbor = event(kinesis, "application/x-amz-cbor-1.1", b"\xbf\xff")
+    assert (cbor["body"], cbor["isBase64Encoded"]) == ("v/8=", True)
+    assert cbor["requestContext"]["path"] == "/kinesis"  # what the client asked for (no stage in the front's URLs)
+    for content_type in ("application/json", "application/x-amz-json-1.1", "application/json; charset=utf-8"):
+        text = event(produce, content_type, b'{"topic_partitions": []}')
+        assert (text["body"], text["isBase64Encoded"]) == ('{"topic_partitions": []}', False), content_type
+    answer = {"statusCode": 200, "headers": {"Content-Type": "application/x-amz-cbor-1.1"}, "body": "v/8=",
+              "isBase64Encoded": True}  # fmt: skip
+    assert proxy_answer(answer, binary=True)[2] == b"\xbf\xff"
+    assert proxy_answer(answer, binary=False)[2] == b"v/8="  # API Gateway passes it on as the text it is
+
+
 def test_routing_prefers_literal_parts_then_parameters_then_the_greedy_path(synthesized: Synthesized) -> None:
     api = RestApi(synthesized.template)
     cases = {
@@ -173,6 +252,8 @@ def test_routing_prefers_literal_parts_then_parameters_then_the_greedy_path(synt
         ("GET", "/groups/billing"): ("/groups/{group}", {"group": "billing"}),
         ("GET", "/a/b/c"): ("/{proxy+}", {"proxy": "a/b/c"}),
         ("DELETE", "/"): ("/", {}),
+        ("POST", "/kinesis"): ("/kinesis", {}),
+        ("GET", "/kinesis"): ("/kinesis", {}),
     }
     for (method, path), (resource, parameters) in cases.items():
         routed = api.route(method, path)

@@ -8,6 +8,7 @@ from typing import Any
 from aws_cdk.assertions import Annotations, Match, Template
 
 from functions.common import names, routes
+from infra.api import KINESIS_BINARY_MEDIA_TYPES
 from infra.stack import LlogStack
 from tests.infra.helpers import function_named_in, resources
 
@@ -44,6 +45,11 @@ def target_function(stack: LlogStack, props: dict[str, Any]) -> str:
     return function_named_in(stack, props["Integration"]["Uri"])
 
 
+def native_methods(template: Template) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every method but the Kinesis API's (``test_the_kinesis_api_is_unauthorized_at_the_gateway_only``)."""
+    return {key: props for key, props in methods(template).items() if key[0] != routes.KINESIS_PATH}
+
+
 def test_every_route_goes_to_its_function(dev_stack: LlogStack, dev_template: Template) -> None:
     found = methods(dev_template)
     for route in routes.ROUTES:
@@ -57,7 +63,7 @@ def test_any_on_every_resource_and_the_catch_all(dev_stack: LlogStack, dev_templ
     found = methods(dev_template)
     all_paths = set(paths(dev_template).values()) | {"/"}
     assert routes.CATCH_ALL_RESOURCE in all_paths
-    owners = {r.resource: r.function for r in routes.ROUTES}
+    owners = {r.resource: r.function for r in routes.ROUTES} | {routes.KINESIS_PATH: names.KINESIS}
     for path in all_paths:
         props = found[(path, "ANY")]
         # The owner answers 405 for its other methods; the admin function 404 for unknown paths.
@@ -65,16 +71,16 @@ def test_any_on_every_resource_and_the_catch_all(dev_stack: LlogStack, dev_templ
 
 
 def test_iam_mode_authorizes_every_method_with_iam(dev_template: Template) -> None:
-    found = methods(dev_template)
+    found = native_methods(dev_template)
     # Every route's method, and ANY on every resource (the root and the catch-all included).
-    assert len(found) == len(routes.ROUTES) + len(set(paths(dev_template).values()) | {"/"})
+    assert len(found) == len(routes.ROUTES) + len(set(paths(dev_template).values()) - {routes.KINESIS_PATH} | {"/"})
     for key, props in found.items():
         assert props["AuthorizationType"] == "AWS_IAM", key
         assert props.get("ApiKeyRequired") in (None, False), key
 
 
 def test_api_key_mode_requires_keys_and_keeps_fencing_iam_only(api_key_template: Template) -> None:
-    found = methods(api_key_template)
+    found = native_methods(api_key_template)
     topic_writes = {("/topics", "POST"), ("/topics/{topic}/partitions", "POST"), ("/topics/{topic}", "DELETE")}
     assert topic_writes <= set(found)
     for (path, method), props in found.items():
@@ -100,8 +106,43 @@ def test_api_key_mode_requires_keys_and_keeps_fencing_iam_only(api_key_template:
 
 def test_no_method_is_open_in_either_mode(dev_template: Template, api_key_template: Template) -> None:
     for template in (dev_template, api_key_template):
-        for key, props in methods(template).items():
+        for key, props in native_methods(template).items():
             assert props["AuthorizationType"] != "NONE" or props.get("ApiKeyRequired") is True, key
+
+
+def test_the_kinesis_api_is_unauthorized_at_the_gateway_only(
+    dev_stack: LlogStack, dev_template: Template, api_key_template: Template
+) -> None:
+    """Every method of /kinesis goes to the kinesis function, which checks the SDKs' SigV4 signature (service
+    ``kinesis``) itself: IAM authorization would refuse it and the SDKs send no API key. The suppression of cdk-nag's
+    finding says so on each method, and nothing else of the API is open."""
+    for template in (dev_template, api_key_template):
+        kinesis = {key: props for key, props in methods(template).items() if key[0] == routes.KINESIS_PATH}
+        assert set(kinesis) == {(routes.KINESIS_PATH, "POST"), (routes.KINESIS_PATH, "ANY")}
+        for key, props in kinesis.items():
+            assert (props["AuthorizationType"], props["ApiKeyRequired"]) == ("NONE", False), key
+            assert "RequestValidatorId" not in props, key  # the body is the function's to check, signature first
+    for key, props in methods(dev_template).items():
+        if key[0] == routes.KINESIS_PATH:
+            assert target_function(dev_stack, props) == names.KINESIS, key
+    suppressed = [
+        method["Metadata"]["cdk_nag"]["rules_to_suppress"]
+        for method in resources(dev_template, "AWS::ApiGateway::Method").values()
+        if "kinesis" in json.dumps(method["Properties"]["ResourceId"]).lower()
+    ]
+    assert len(suppressed) == 2
+    for rules in suppressed:
+        (apig4,) = [rule for rule in rules if rule["id"] == "AwsSolutions-APIG4"]
+        assert "kinesis function verifies" in apig4["reason"]
+
+
+def test_cbor_is_the_only_binary_media_type(dev_template: Template) -> None:
+    """CBOR bodies reach the function base64-encoded, as signed; no JSON body of the other routes has that type, so
+    theirs arrive as text as before (the Lambda front checks both: tests/functions/test_lambda_front.py)."""
+    (api,) = resources(dev_template, "AWS::ApiGateway::RestApi").values()
+    assert api["Properties"]["BinaryMediaTypes"] == list(KINESIS_BINARY_MEDIA_TYPES) == ["application/x-amz-cbor-1.1"]
+    for model in resources(dev_template, "AWS::ApiGateway::Model").values():
+        assert model["Properties"]["ContentType"] == "application/json"
 
 
 def test_produce_and_consume_validate_the_top_level_body(dev_template: Template) -> None:
@@ -157,7 +198,6 @@ def test_stage_logs_traces_and_throttles(dev_template: Template) -> None:
     dev_template.resource_count_is("AWS::ApiGateway::Account", 1)
     (api,) = resources(dev_template, "AWS::ApiGateway::RestApi").values()
     assert api["Properties"]["EndpointConfiguration"] == {"Types": ["REGIONAL"]}
-    assert "BinaryMediaTypes" not in api["Properties"]
     dev_template.has_output("ApiUrl", {})
 
 

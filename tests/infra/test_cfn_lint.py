@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Template
 
+from functions.common import names
 from infra.lint import CFN_LINT
 from infra.stack import LlogStack
 from tests.infra.cfn_lint_runs import Finding, lint_all
@@ -147,7 +148,7 @@ def test_the_functions_still_deploy_after_their_roles_policy(templates: dict[str
     function after the permissions it needs on its first invocation, stays."""
     resources = templates["dev"]["Resources"]
     functions = [r for n, r in resources.items() if n.startswith("Functions") and r["Type"] == "AWS::Lambda::Function"]
-    assert len(functions) == 8
+    assert len(functions) == len(names.FUNCTIONS)
     for function in functions:
         role = function["Properties"]["Role"]["Fn::GetAtt"][0]
         policies = [d for d in function["DependsOn"] if resources[d]["Type"] == "AWS::IAM::Policy"]

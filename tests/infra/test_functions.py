@@ -1,4 +1,4 @@
-"""The six functions: runtime, VPC placement, layer, tracing, logs, environment, code asset and IAM."""
+"""The functions: runtime, VPC placement, layer, tracing, logs, environment, code asset and IAM."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.infra.helpers import ROOT, resources
 
 
 def llog_functions(template: Template) -> dict[str, dict[str, Any]]:
-    """Function name (from the handler) -> properties, for the six llog functions."""
+    """Function name (from the handler) -> properties, for the llog functions."""
     out = {}
     for fn in resources(template, "AWS::Lambda::Function").values():
         handler = fn["Properties"].get("Handler", "")
@@ -26,7 +26,7 @@ def llog_functions(template: Template) -> dict[str, dict[str, Any]]:
     return out
 
 
-def test_six_functions_python313_arm64(dev_template: Template) -> None:
+def test_every_function_is_python313_arm64(dev_template: Template) -> None:
     fns = llog_functions(dev_template)
     assert sorted(fns) == sorted(names.FUNCTIONS)
     for name, fn in fns.items():
@@ -66,7 +66,7 @@ def test_log_groups_have_the_stage_retention(dev_template: Template, prod_templa
 
 def test_timeouts_memory_and_environment(dev_template: Template) -> None:
     fns = llog_functions(dev_template)
-    for name in ("produce", "consume", "admin"):
+    for name in names.API_FUNCTIONS:
         assert fns[name]["Timeout"] == API_TIMEOUT.to_seconds() < 29
     assert fns["compaction_worker"]["Timeout"] == WORKER_TIMEOUT.to_seconds()
     assert fns["gc"]["Timeout"] == 900
@@ -175,6 +175,10 @@ def test_s3_grants_are_least_privilege_on_the_root_prefix(dev_stack: LlogStack, 
         "s3:GetObject": (objects, None),
         "s3:PutObject": (objects, None),
     }
+    assert s3_grants(dev_stack, dev_template, "kinesis") == {  # PutRecord(s) and GetRecords
+        "s3:GetObject": (objects, None),
+        "s3:PutObject": (objects, None),
+    }
     assert s3_grants(dev_stack, dev_template, "compaction_planner") == {}
     assert s3_grants(dev_stack, dev_template, "compaction_worker") == {
         "s3:GetObject": (objects, None),
@@ -223,6 +227,8 @@ def test_kms_bucket_key_is_granted_to_the_s3_users() -> None:
                            ("backup", True)):  # fmt: skip
         actions = {a for s in role_statements(stack, template, name) for a in as_list(s["Action"])}
         assert ("kms:Decrypt" in actions) is expected, name
+    kinesis = {a for s in role_statements(stack, template, "kinesis") for a in as_list(s["Action"])}
+    assert "kms:GenerateDataKey" in kinesis  # it writes objects too
 
 
 # Every function: its network interfaces in the VPC, its log stream and X-Ray traces.
@@ -244,6 +250,7 @@ OWN_ACTIONS = {
     "produce": {"s3:PutObject"},
     "consume": {"s3:GetObject"},
     "admin": {"s3:GetObject", "s3:PutObject"},  # POST .../compact
+    "kinesis": {"s3:GetObject", "s3:PutObject", "kms:Decrypt", "kms:Encrypt"},  # and its access keys' KMS key
     "compaction_planner": {"sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"},
     "compaction_worker": {"s3:GetObject", "s3:PutObject"} | QUEUE_CONSUMER,
     "gc": {"s3:DeleteObject", "s3:GetObject", "s3:ListBucket"},

@@ -1,6 +1,6 @@
-"""The HTTP API front door (llog:frontDoor=http): the same routes as the REST API, IAM on every route, payload
-format 1.0 (the REST event shape the handlers read), a throttled and logged $default stage, no REST API
-resources, and a dashboard and 5xx alarm on the HTTP API's own metrics."""
+"""The HTTP API front door (llog:frontDoor=http): the same routes as the REST API, IAM on every route but the
+Kinesis API's, payload format 1.0 (the REST event shape the handlers read), a throttled and logged $default stage,
+no REST API resources, and a dashboard and 5xx alarm on the HTTP API's own metrics."""
 
 from __future__ import annotations
 
@@ -42,20 +42,34 @@ def test_every_other_method_but_options_on_every_path_goes_to_admin(
     matches OPTIONS (no ANY, no $default): the gateway answers preflights itself (test_cors.py)."""
     found = routes_by_key(http_template)
     catch_all = {f"{method.value} {path}" for path in ("/", routes.CATCH_ALL_RESOURCE) for method in ROUTE_METHODS}
-    assert set(found) == {f"{r.method} {r.resource}" for r in routes.ROUTES} | catch_all
+    kinesis = {f"{method.value} {routes.KINESIS_PATH}" for method in ROUTE_METHODS}
+    assert set(found) == {f"{r.method} {r.resource}" for r in routes.ROUTES} | catch_all | kinesis
     for key in catch_all:
         assert target_function(http_stack, http_template, found[key]) == names.ADMIN
     assert {m.value for m in ROUTE_METHODS} == {"DELETE", "GET", "HEAD", "PATCH", "POST", "PUT"}
 
 
-def test_every_route_requires_iam(http_template: Template) -> None:
+def test_every_route_requires_iam_but_the_kinesis_apis(http_stack: LlogStack, http_template: Template) -> None:
+    """The kinesis function checks the SDKs' SigV4 signature (service ``kinesis``) itself: IAM would refuse it."""
     for key, props in routes_by_key(http_template).items():
-        assert props["AuthorizationType"] == "AWS_IAM", key
+        if key.endswith(f" {routes.KINESIS_PATH}"):
+            assert props["AuthorizationType"] == "NONE", key
+            assert target_function(http_stack, http_template, props) == names.KINESIS, key
+        else:
+            assert props["AuthorizationType"] == "AWS_IAM", key
+    kinesis_routes = [
+        route for route in resources(http_template, "AWS::ApiGatewayV2::Route").values()
+        if route["Properties"]["RouteKey"].endswith(f" {routes.KINESIS_PATH}")
+    ]  # fmt: skip
+    assert len(kinesis_routes) == len(ROUTE_METHODS)
+    for route in kinesis_routes:
+        (apig4,) = [r for r in route["Metadata"]["cdk_nag"]["rules_to_suppress"] if r["id"] == "AwsSolutions-APIG4"]
+        assert "kinesis function verifies" in apig4["reason"]
 
 
 def test_integrations_send_the_rest_event_shape(http_template: Template) -> None:
     integrations = resources(http_template, "AWS::ApiGatewayV2::Integration")
-    assert len(integrations) == 3  # produce, consume, admin
+    assert len(integrations) == 4  # produce, consume, admin, kinesis
     for props in integrations.values():
         assert props["Properties"]["IntegrationType"] == "AWS_PROXY"
         # 1.0: resource, path, httpMethod, multiValueHeaders, as APIGatewayRestResolver reads them.
@@ -88,14 +102,14 @@ def test_the_default_stage_is_throttled_and_logged(http_stack: LlogStack, http_t
     assert "$context.identity.caller" not in log_format.values()
 
 
-def test_api_gateway_may_invoke_the_three_functions(http_stack: LlogStack, http_template: Template) -> None:
+def test_api_gateway_may_invoke_the_api_functions(http_stack: LlogStack, http_template: Template) -> None:
     permissions = resources(http_template, "AWS::Lambda::Permission")
     invoked = {
         json.dumps(p["Properties"]["FunctionName"])
         for p in permissions.values()
         if p["Properties"]["Principal"] == "apigateway.amazonaws.com"
     }
-    for name in (names.PRODUCE, names.CONSUME, names.ADMIN):
+    for name in names.API_FUNCTIONS:
         fn = http_stack.functions[name]
         assert any(http_stack.get_logical_id(fn.node.default_child) in i for i in invoked), name  # type: ignore[arg-type]
 

@@ -64,7 +64,8 @@ def test_tasks_are_arm64_fargate_with_the_functions_environment(
     assert (task["Cpu"], task["Memory"]) == ("1024", "2048")
     (container,) = task["ContainerDefinitions"]
     environment = {e["Name"]: e["Value"] for e in container["Environment"]}
-    assert set(environment) == {*fleet_stack.function_environment(), "LLOG_SERVE_EMF_INTERVAL_S", ALLOWED_HOSTS_ENV}
+    assert set(environment) == {*fleet_stack.function_environment(), *fleet_stack.kinesis_environment(),
+                                "LLOG_SERVE_EMF_INTERVAL_S", ALLOWED_HOSTS_ENV}  # fmt: skip
     assert environment["LLOG_SERVE_EMF_INTERVAL_S"] == "60"  # each task reports its metrics every minute
     assert environment["LLOG_APPEND_PROTOCOL"] == "sequential"
     assert environment["LLOG_ROOT_PREFIX"] == "llog"
@@ -140,9 +141,7 @@ def test_internal_load_balancer_admits_only_the_client_security_group(
         )
     }
     ingress = [r["Properties"] for r in resources(fleet_template, "AWS::EC2::SecurityGroupIngress").values()]
-    into = {
-        name: [r for r in ingress if group_id[name] in json.dumps(r["GroupId"])] for name in ("balancer", "tasks")
-    }
+    into = {name: [r for r in ingress if group_id[name] in json.dumps(r["GroupId"])] for name in ("balancer", "tasks")}
 
     def sources(rules: list[dict[str, Any]], source: str) -> list[tuple[int, bool]]:
         return [(r["FromPort"], group_id[source] in json.dumps(r["SourceSecurityGroupId"])) for r in rules]
@@ -297,7 +296,9 @@ def test_image_context_holds_what_the_dockerfile_copies_and_nothing_else(tmp_pat
     files = context_files(context)
     assert {f.split("/")[0] for f in files} == {"infra", "llog_layer", "client", "functions", "server"}
     assert {f for f in files if f.startswith("infra/")} == {
-        DOCKERFILE, "infra/layer-requirements.txt", "infra/serve-requirements.txt"
+        DOCKERFILE,
+        "infra/layer-requirements.txt",
+        "infra/serve-requirements.txt",
     }
     assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc")]
     for module in ("server/serve.py", "functions/produce/app.py", "llog_layer/llog/service/produce.py",

@@ -31,6 +31,7 @@ def test_the_banner_names_every_route_llog_serve_answers_and_the_console(tmp_pat
         assert f"{route.method} {route.resource}" in flat, route
     for path in SERVE_PATHS:
         assert f"GET {path}" in flat, path
+    assert f"POST {routes.KINESIS_PATH}" in flat
     assert f"  console          {URL}{console.ROUTE}   " in text
     assert f"  HTTP API         {URL}   " in text
     assert f"  Kinesis API      {URL}/kinesis   key LLOGKEY, secret SECRET   " in text
