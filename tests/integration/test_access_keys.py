@@ -117,6 +117,30 @@ def test_a_revoke_is_seen_at_once_here_and_by_another_process_within_the_ttl(
     assert other.lookup(key.access_key_id) is None
 
 
+def test_a_lookup_that_read_the_key_before_a_revoke_leaves_nothing_cached(
+    keys: AccessKeys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key, _ = keys.create("racing", KeyPermissions())
+    read = keys._read
+    read_done, revoked = threading.Event(), threading.Event()
+
+    def read_then_wait(access_key_id: str) -> Any:
+        found = read(access_key_id)  # the key, read before the revoke deletes it
+        read_done.set()
+        revoked.wait(10)
+        return found
+
+    monkeypatch.setattr(keys, "_read", read_then_wait)
+    racing = threading.Thread(target=keys.lookup, args=(key.access_key_id,))
+    racing.start()
+    assert read_done.wait(10)
+    assert keys.revoke(key.access_key_id)
+    revoked.set()
+    racing.join(10)
+    monkeypatch.setattr(keys, "_read", read)
+    assert keys.lookup(key.access_key_id) is None  # not the racing lookup's read, cached for the TTL
+
+
 def test_the_cache_saves_oxia_reads_until_the_ttl(
     keys: AccessKeys, new_keys: Callable[..., AccessKeys], oxia_store: OxiaStore, clock: Clock,
     monkeypatch: pytest.MonkeyPatch,

@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import subprocess
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -18,11 +19,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
+import cbor2
 import pytest
 from botocore import UNSIGNED
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
+from llog.api.kinesis import wire
 from llog.api.kinesis.shards import MAX_HASH_KEY
 from llog.config import S3Config
 from llog.service.keys import KeyPermissions
@@ -425,3 +431,135 @@ def test_tags_are_added_listed_paged_and_removed(kinesis: Any) -> None:
     assert len(kinesis.list_tags_for_stream(StreamName=name)["Tags"]) == 42  # the refused call added nothing
     kinesis.add_tags_to_stream(StreamName=name, Tags={"team": "risk"})  # a new value for a key: no new tag
     assert {"Key": "team", "Value": "risk"} in kinesis.list_tags_for_stream(StreamName=name)["Tags"]
+
+
+# --- what a review found (each failed before its fix) ---------------------------------------------------------------
+
+
+def _signed(srv: LlogServer, key: tuple[str, str], target: str, body: bytes, content_type: str = wire.JSON_CONTENT_TYPE
+            ) -> tuple[int, bytes]:  # fmt: skip
+    """A request as an SDK would sign it, with a body no SDK would send."""
+    url = f"{srv.url}/kinesis"
+    headers = {"Content-Type": content_type, "X-Amz-Target": f"Kinesis_20131202.{target}"}
+    request = AWSRequest(method="POST", url=url, data=body, headers=headers)
+    SigV4Auth(Credentials(*key), "kinesis", REGION).add_auth(request)
+    sent = urllib.request.Request(url, data=body, method="POST", headers=dict(request.headers.items()))
+    try:
+        with urllib.request.urlopen(sent, timeout=30) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_a_record_with_a_far_timestamp_does_not_block_get_records(server: LlogServer, kinesis: Any) -> None:
+    name = f"s-{uuid.uuid4().hex[:10]}"
+    kinesis.create_stream(StreamName=name, ShardCount=1)
+    far = {"value": "far", "timestamp_ms": 2**63 - 1}
+    _native(server, "/produce", {"topic_partitions": [{"topic": name, "partition": 0, "records": [far]}]})
+    after = kinesis.put_record(StreamName=name, Data=b"after", PartitionKey="k")
+    records = _read_all(kinesis, name, "shardId-000000000000")
+    assert [r["Data"] for r in records] == [b"far", b"after"]
+    assert records[-1]["SequenceNumber"] == after["SequenceNumber"]
+
+
+def test_a_deleted_stream_name_is_in_use_until_it_is_reclaimed(kinesis: Any) -> None:
+    name = f"s-{uuid.uuid4().hex[:10]}"
+    kinesis.create_stream(StreamName=name, ShardCount=1)
+    kinesis.delete_stream(StreamName=name)
+    with pytest.raises(ClientError) as again:
+        kinesis.create_stream(StreamName=name, ShardCount=1)
+    assert _code(again) == "ResourceInUseException"
+
+
+@pytest.mark.parametrize("name", [".", "..", "wal-shared", "__catalog"])
+def test_reserved_names_are_refused_as_kinesis_errors(kinesis: Any, name: str) -> None:
+    with pytest.raises(ClientError) as refused:
+        kinesis.create_stream(StreamName=name, ShardCount=1)
+    assert _code(refused) == "InvalidArgumentException"
+
+
+def test_a_tag_value_that_is_not_unicode_is_refused(server: LlogServer, stream: str) -> None:
+    key = _issue(server)
+    status, _ = _signed(
+        server, key, "AddTagsToStream", b'{"StreamName":"%s","Tags":{"team":"\\ud800"}}' % stream.encode()
+    )
+    assert status == 400
+    status, body = _signed(
+        server, key, "ListTagsForStream", cbor2.dumps({"StreamName": stream}), wire.CBOR_CONTENT_TYPE
+    )
+    assert (status, cbor2.loads(body)["Tags"]) == (200, [])
+
+
+@pytest.mark.parametrize(
+    ("target", "body"),
+    [
+        ("CreateStream", {"StreamName": "x-mode", "StreamModeDetails": "ON_DEMAND"}),
+        ("ListShards", {"StreamName": "STREAM", "ShardFilter": "AFTER_SHARD_ID"}),
+        ("ListShards", {"StreamName": "STREAM", "ShardFilter": {"Type": "AFTER_SHARD_ID", "ShardId": 5}}),
+        (
+            "GetShardIterator",
+            {
+                "StreamName": "STREAM",
+                "ShardId": "shardId-000000000000",
+                "ShardIteratorType": "AT_TIMESTAMP",
+                "Timestamp": 1e306,
+            },
+        ),  # fmt: skip
+        ("DescribeStream", {"StreamName": "STREAM", "Limit": 0}),
+        ("DescribeStream", {"StreamName": "STREAM", "Limit": -1}),
+        (
+            "GetShardIterator",
+            {
+                "StreamName": "STREAM",
+                "ShardId": "shardId-\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660",
+                "ShardIteratorType": "LATEST",
+            },
+        ),  # fmt: skip
+    ],
+)
+def test_malformed_members_are_400s(server: LlogServer, stream: str, target: str, body: dict[str, Any]) -> None:
+    document = json.loads(json.dumps(body).replace("STREAM", stream))
+    status, answer = _signed(server, _issue(server), target, json.dumps(document).encode())
+    assert status == 400, answer
+
+
+def test_a_cbor_decimal_is_a_serialization_error(server: LlogServer, stream: str) -> None:
+    document = (
+        b"\xa2" + cbor2.dumps("StreamName") + cbor2.dumps(stream) + cbor2.dumps("Limit") + bytes.fromhex("c482016161")
+    )
+    status, answer = _signed(server, _issue(server), "DescribeStream", document, wire.CBOR_CONTENT_TYPE)
+    assert (status, cbor2.loads(answer)["__type"]) == (400, "SerializationException")
+
+
+def test_describe_limits_needs_a_read_permission(server: LlogServer) -> None:
+    writer = _client(server, *_issue(server, streams=("nothing-*",), read=False, write=True, admin=False))
+    with pytest.raises(ClientError) as denied:
+        writer.describe_limits()
+    assert _code(denied) == "AccessDeniedException"
+
+
+def test_list_shards_next_token_does_not_tell_which_streams_exist(server: LlogServer, stream: str) -> None:
+    reader = _client(server, *_issue(server, streams=("only-this",), read=True, write=False, admin=False))
+    codes = []
+    for name in (stream, f"missing-{uuid.uuid4().hex[:6]}"):
+        with pytest.raises(ClientError) as refused:
+            reader.list_shards(NextToken=f"{name}|shardId-000000000000")
+        codes.append(_code(refused))
+    assert codes == ["AccessDeniedException", "AccessDeniedException"]
+
+
+def test_a_put_record_reads_its_stream_not_every_shard(server: LlogServer, kinesis: Any) -> None:
+    name = f"s-{uuid.uuid4().hex[:10]}"
+    kinesis.create_stream(StreamName=name, ShardCount=200)
+    kinesis.put_record(StreamName=name, Data=b"x", PartitionKey="k")
+    reads = ("get", "get_lower", "range_scan", "list")
+
+    def counted() -> int:
+        oxia = server.metrics()["oxia"]
+        return sum(oxia[op]["calls"] for op in reads if op in oxia)
+
+    before = counted()
+    kinesis.put_record(StreamName=name, Data=b"x", PartitionKey="k")
+    iterator = kinesis.get_shard_iterator(StreamName=name, ShardId="shardId-000000000007", ShardIteratorType="LATEST")
+    kinesis.get_records(ShardIterator=iterator["ShardIterator"])
+    assert counted() - before < 20

@@ -142,8 +142,8 @@ Each action, where it is specified and what it does:
 * A24 claims (docs/PROTOCOL.md, "Compaction"): an ephemeral
   ``meta/compactor-claim`` per partition. It only avoids wasted work: no
   invariant rests on it.
-* A25-A27, A39 topics (``llog.protocol.topics``, docs/HTTP_API.md "Topics"): a
-  create-only (create) or compare-and-set (grow, delete, configure) topic record, then
+* A25-A27 topics (``llog.protocol.topics``, docs/HTTP_API.md "Topics"): a
+  create-only (create) or compare-and-set (grow, delete) topic record, then
   the partitions it names are initialized (create, grow) or fenced (delete);
   an implicit topic's record is created by its first produce and every new
   partition is added to it (compare-and-set) before it is initialized;
@@ -217,6 +217,9 @@ Each action, where it is specified and what it does:
   nothing deleted) when S3's has no equal in Oxia: Oxia's state was lost, and
   every blob would look unreferenced (I8). ``adopt_namespace`` copies S3's
   identity into Oxia, create-only, after every topic is rebuilt or restored.
+* A39 topic configure (``llog.protocol.topics``, docs/KINESIS.md "Operations"): a compare-and-set of the
+  topic record with its retention limits or tags changed, on the version read; a concurrent grow, delete or
+  reclaim claim makes it read again. One write, so a crash leaves it done or not.
 
 Invariants (docs/SEQUENTIAL_APPEND.md, "10. Safety", argues them for both protocols):
 

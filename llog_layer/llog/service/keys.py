@@ -142,6 +142,7 @@ class AccessKeys:
         self._clock = clock
         self._cache: dict[str, tuple[float, tuple[str, KeyPermissions] | None]] = {}
         self._cache_lock = threading.Lock()
+        self._revocations = 0  # revokes by this process: a lookup that read across one does not cache its read
         self._iterator_key: bytes | None = None
         self._iterator_key_lock = threading.Lock()
 
@@ -192,12 +193,15 @@ class AccessKeys:
         return sorted(found, key=lambda k: (k.created_ms, k.access_key_id))
 
     def revoke(self, access_key_id: str) -> bool:
-        """Delete the key; False if there is none of that id. Other processes refuse it within ``cache_ttl_s``."""
-        with self._cache_lock:
-            self._cache.pop(access_key_id, None)
+        """Delete the key; False if there is none of that id. This process refuses it from the return on, others
+        within ``cache_ttl_s``."""
         if not is_access_key_id(access_key_id):
             return False
-        return self._oxia.delete(self._keys.access_key(access_key_id), partition_key=self._keys.partition_key)
+        deleted = self._oxia.delete(self._keys.access_key(access_key_id), partition_key=self._keys.partition_key)
+        with self._cache_lock:  # after the delete: a lookup that read the key before it caches nothing now
+            self._cache.pop(access_key_id, None)
+            self._revocations += 1
+        return deleted
 
     def lookup(self, access_key_id: str) -> tuple[str, KeyPermissions] | None:
         """``(secret, permissions)`` of the key, or None if there is none; cached for ``cache_ttl_s``.
@@ -210,10 +214,13 @@ class AccessKeys:
         now = self._clock()
         with self._cache_lock:
             cached = self._cache.get(access_key_id)
+            revocations = self._revocations
         if cached is not None and cached[0] > now:
             return cached[1]
         found = self._read(access_key_id)
         with self._cache_lock:
+            if self._revocations != revocations:  # a revoke ran meanwhile: what was read may be gone
+                return found
             if len(self._cache) >= _MAX_CACHED:
                 self._cache = {k: entry for k, entry in self._cache.items() if entry[0] > now}
                 if len(self._cache) >= _MAX_CACHED:

@@ -75,7 +75,7 @@ MAX_LIST_SHARDS = 10_000
 MAX_RETENTION_HOURS = 8760
 MAX_ARRIVAL_MS = 253_402_300_799_999  # the last millisecond of the year 9999
 _STREAM_NAME = re.compile(r"[a-zA-Z0-9_.-]{1,128}")
-_STREAM_ARN = re.compile(r"arn:aws[a-z-]*:kinesis:[a-z0-9-]+:\d{12}:stream/([a-zA-Z0-9_.-]{1,128})")
+_STREAM_ARN = re.compile(r"arn:aws[a-z-]*:kinesis:[a-z0-9-]+:[0-9]{12}:stream/([a-zA-Z0-9_.-]{1,128})")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ _LEAD = "49"
 _RESERVED_DIGITS = 22
 _OFFSET_DIGITS = 20
 MAX_OFFSET = 10**_OFFSET_DIGITS - 1
-_SEQUENCE = re.compile(rf"{_LEAD}(\d{{{SHARD_ID_DIGITS}}})0{{{_RESERVED_DIGITS}}}(\d{{{_OFFSET_DIGITS}}})")
+_SEQUENCE = re.compile(rf"{_LEAD}([0-9]{{{SHARD_ID_DIGITS}}})0{{{_RESERVED_DIGITS}}}([0-9]{{{_OFFSET_DIGITS}}})")
 
 
 @dataclass(frozen=True, order=True)

@@ -25,8 +25,8 @@ MAX_HASH_KEY = HASH_KEY_COUNT - 1
 SHARD_ID_PREFIX = "shardId-"
 SHARD_ID_DIGITS = 12
 MAX_PARTITION_KEY_LENGTH = 256
-_SHARD_ID = re.compile(r"shardId-(\d{12})")
-_HASH_KEY = re.compile(r"0|[1-9]\d{0,38}")
+_SHARD_ID = re.compile(r"shardId-([0-9]{12})")
+_HASH_KEY = re.compile(r"0|[1-9][0-9]{0,38}")
 
 
 @dataclass(frozen=True)
