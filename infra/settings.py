@@ -31,6 +31,7 @@ BucketEncryption = Literal["s3_managed", "kms"]
 ExportTableFormat = Literal["parquet", "iceberg"]
 FrontDoor = Literal["rest", "http", "serve"]
 ServeEndpoint = Literal["balancer", "dns"]
+ServeAuth = Literal["sigv4", "none"]
 
 OXIA_MODES: tuple[OxiaMode, ...] = ("standalone", "replicated")
 # Where the data servers keep their data: an EFS file system each (Fargate), or a gp3 volume each on
@@ -47,6 +48,7 @@ FRONT_DOORS: tuple[FrontDoor, ...] = ("rest", "http", "serve")
 # How callers reach the serve fleet: an internal load balancer, or DNS names of the tasks (Cloud Map, no per-byte
 # charge). infra/serve_fleet.py.
 SERVE_ENDPOINTS: tuple[ServeEndpoint, ...] = ("balancer", "dns")
+SERVE_AUTH_MODES: tuple[ServeAuth, ...] = ("sigv4", "none")
 # LLOG_APPEND_PROTOCOL of the functions: the protocol of partitions they create (docs/SEQUENTIAL_APPEND.md).
 APPEND_PROTOCOLS: tuple[str, ...] = tuple(p.value for p in AppendProtocol)
 # Glue worker types the export job may run on (G.1X: 4 vCPU, 16 GB ... G.8X: 32 vCPU, 128 GB).
@@ -267,6 +269,8 @@ class LlogSettings:
     front_door: FrontDoor = "rest"
     serve_tasks: int = 2  # llog:frontDoor=serve: Fargate tasks of the fleet, and how callers reach them
     serve_endpoint: ServeEndpoint = "balancer"
+    # llog:frontDoor=serve: whether every request must be signed with a key llog issued (LLOG_SERVE_AUTH).
+    serve_auth: ServeAuth = "sigv4"
     api_throttle_rate: int = 100
     api_throttle_burst: int = 200
     compaction_max_concurrency: int = 50
@@ -364,7 +368,11 @@ class LlogSettings:
                         api_auth)  # fmt: skip
         if front_door == "serve" and r.raw("apiAuth") is not None:
             raise _fail("apiAuth", "unset with llog:frontDoor=serve: the fleet's load balancer admits callers by "
-                        "security group, without request signing or API keys", api_auth)  # fmt: skip
+                        "security group, and the tasks check their signatures (llog:serveAuth)", api_auth)  # fmt: skip
+        serve_auth = cast(ServeAuth, r.choice("serveAuth", SERVE_AUTH_MODES, "sigv4"))
+        if front_door != "serve" and r.raw("serveAuth") is not None:
+            raise _fail("serveAuth", "unset unless llog:frontDoor=serve: API Gateway authenticates the other front "
+                        "doors' callers (llog:apiAuth)", serve_auth)  # fmt: skip
         min_lag = r.integer("compactionMinLag", 1, 1, 10**9)
         lag_alarm = r.integer("compactionLagAlarmThreshold", 100_000, 1, 10**12)
         if min_lag >= lag_alarm:
@@ -395,6 +403,7 @@ class LlogSettings:
             front_door=front_door,
             serve_tasks=r.integer("serveTasks", 2, 1, 100),
             serve_endpoint=cast(ServeEndpoint, r.choice("serveEndpoint", SERVE_ENDPOINTS, "balancer")),
+            serve_auth=serve_auth,
             api_throttle_rate=r.integer("apiThrottleRateLimit", 100, 1, 10_000),
             api_throttle_burst=r.integer("apiThrottleBurstLimit", 200, 1, 5_000),
             compaction_max_concurrency=r.integer("compactionMaxConcurrency", 50, 2, 1000),

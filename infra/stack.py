@@ -163,6 +163,7 @@ class LlogStack(Stack):
                     **self.function_environment(),
                     **cors.environment(settings.cors_origins),
                     **self.kinesis_environment(),
+                    "LLOG_SERVE_AUTH": settings.serve_auth,
                 },  # fmt: skip
                 bucket=self.storage.bucket,
                 root_prefix=settings.root_prefix,

@@ -28,7 +28,7 @@ from functions.common import names
 from functions.common.browser import ALLOWED_HOSTS_ENV
 from infra.layer import PipLayerBundler
 from infra.serve_fleet import CONTAINER_PORT, DNS_NAME, DOCKERFILE, LISTENER_PORT, ServeFleet
-from infra.settings import LlogSettings
+from infra.settings import LlogSettings, SettingsError
 from infra.stack import LlogStack
 from llog.config import Limits
 from server.serve import IDLE_CONNECTION_TIMEOUT_S
@@ -65,7 +65,7 @@ def test_tasks_are_arm64_fargate_with_the_functions_environment(
     (container,) = task["ContainerDefinitions"]
     environment = {e["Name"]: e["Value"] for e in container["Environment"]}
     assert set(environment) == {*fleet_stack.function_environment(), *fleet_stack.kinesis_environment(),
-                                "LLOG_SERVE_EMF_INTERVAL_S", ALLOWED_HOSTS_ENV}  # fmt: skip
+                                "LLOG_SERVE_EMF_INTERVAL_S", "LLOG_SERVE_AUTH", ALLOWED_HOSTS_ENV}  # fmt: skip
     assert environment["LLOG_SERVE_EMF_INTERVAL_S"] == "60"  # each task reports its metrics every minute
     assert environment["LLOG_APPEND_PROTOCOL"] == "sequential"
     assert environment["LLOG_ROOT_PREFIX"] == "llog"
@@ -101,6 +101,16 @@ def test_the_serve_front_door_deploys_no_api_functions_and_its_tasks_take_the_co
     (container,) = serve_task(template)["ContainerDefinitions"]
     environment = {e["Name"]: e["Value"] for e in container["Environment"]}
     assert environment["LLOG_CORS_ORIGINS"] == "https://console.example.com"
+
+
+def test_the_fleets_tasks_check_signatures_unless_told_not_to(fleet_template: Template) -> None:
+    (container,) = serve_task(fleet_template)["ContainerDefinitions"]
+    environment = {e["Name"]: e["Value"] for e in container["Environment"]}
+    assert environment["LLOG_SERVE_AUTH"] == "sigv4"
+    assert environment["LLOG_KEYS_KMS_KEY_ID"]  # the tasks open the keys the signatures are checked against
+    assert LlogSettings.from_context({**CONTEXT, "llog:serveAuth": "none"}.get).serve_auth == "none"
+    with pytest.raises(SettingsError, match="llog:serveAuth"):
+        LlogSettings.from_context({**CONTEXT, "llog:frontDoor": "rest", "llog:serveAuth": "none"}.get)
 
 
 def test_serve_settings() -> None:
