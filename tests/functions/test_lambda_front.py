@@ -35,7 +35,9 @@ from llog_client.consumer import Record
 from tests.conftest import BUCKET, OxiaServer
 from tests.functions.conftest import runtime
 from tests.integration.test_http_server import EXAMPLE_CONSUME, EXAMPLE_PRODUCE
+from tests.integration.test_kinesis_sdk_java import CLASSPATH as JAVA_CLASSPATH
 from tests.integration.test_smoke import STEPS, run_smoke
+from tests.kinesis_sdks import JAVA_PROJECT, JS_PROJECT, KinesisEndpoint, require_sdk, run_check, stream_name
 
 pytestmark = pytest.mark.bundling
 KINESIS_ACCOUNT = "123456789012"
@@ -214,6 +216,27 @@ def test_boto3s_kinesis_client_creates_puts_and_gets_through_the_kinesis_functio
         )
     assert refused.value.response["Error"]["Code"] == "InvalidSignatureException"
     assert [r["Data"] for r in kinesis.get_records(ShardIterator=iterator)["Records"]][-1] == b"r2"
+
+
+@pytest.mark.parametrize("sdk", ["java", "js"])
+def test_the_aws_sdks_for_java_and_javascript_through_the_kinesis_function(
+    front: LambdaFront, front_root: str, oxia_store: OxiaStore, kms_key_arn: str, s3_config: S3Config, sdk: str
+) -> None:
+    """The SDK checks of tests/sdk (every operation, iterator and error they cover) through the function, as
+    API Gateway invokes it. Java speaks JSON here: behind API Gateway, a CBOR answer reaches it base64-encoded
+    (docs/KINESIS.md, "The SDKs, as tested")."""
+    kms = boto3.client("kms", endpoint_url=s3_config.endpoint_url, region_name="us-east-1",
+                       aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    keys = AccessKeys(oxia_store, root=front_root, sealer=KmsSealer(kms_key_arn, client=kms))
+    issued, secret = keys.create(f"front-{sdk}", KeyPermissions(("*",), read=True, write=True, admin=True))
+    endpoint = KinesisEndpoint(f"{front.url}/kinesis", issued.access_key_id, secret, server_output=())
+    if sdk == "java":
+        require_sdk("java", ("java",), JAVA_PROJECT / "target" / ".built")
+        command, cwd = ["java", "-Daws.cborEnabled=false", "-cp", JAVA_CLASSPATH, "Main"], JAVA_PROJECT
+    else:
+        require_sdk("js", ("node",), JS_PROJECT / "node_modules" / "@aws-sdk" / "client-kinesis")
+        command, cwd = ["node", "check.mjs"], JS_PROJECT
+    assert "PASS" in run_check(command, endpoint, stream_name(f"front-{sdk}"), cwd)
 
 
 def test_binary_media_types_are_passed_base64_and_nothing_else_is(synthesized: Synthesized) -> None:
