@@ -16,8 +16,9 @@ One local Oxia standalone (fsync on) and one S3 server (VersityGW when installed
   spends answering, and so measure itself.
 * *Get*: one reader, one request at a time, reads a stream of one shard holding ``read_records`` records of
   1 KiB from its start to its tail: GetRecords (``Limit`` 10,000) following ``NextShardIterator`` until
-  ``MillisBehindLatest`` is 0, against native ``/consume`` (default ``partition_max_bytes``, the response cap
-  ``LLOG_CONSUME_MAX_RESPONSE_BYTES``) following ``next_fetch_offset`` to the high watermark. Each request is
+  ``MillisBehindLatest`` is 0, against native ``/consume`` asking for as many bytes (``partition_max_bytes``
+  and ``max_bytes`` 10 MiB, capped by ``LLOG_CONSUME_MAX_RESPONSE_BYTES``, 4 MiB by default) following
+  ``next_fetch_offset`` to the high watermark. Each request is
   signed as it is sent (the iterator changes) and each answer parsed with ``json.loads`` (blobs left as
   base64 text in both). Alternating, after one unmeasured scan of each.
 
@@ -71,6 +72,7 @@ RECORDS_PER_PUT = 500  # Kinesis's most per PutRecords
 RECORD_SIZE = 1024
 CONNECTIONS = 16  # the HTTP benchmark's ingest and flush-sharing clients
 GET_LIMIT = 10_000  # Kinesis's most per GetRecords
+GET_MAX_BYTES = 10 * 1024 * 1024  # Kinesis's most per GetRecords, asked of /consume too (which caps its answers)
 TARGET_RATIO = 0.8  # Kinesis PutRecords records/s >= 80% of native /produce's (issue 41)
 PUT_EXPECT = '"FailedRecordCount":0,'
 
@@ -120,9 +122,13 @@ class KinesisClient:
         self._http.close()
 
 
-def create_stream(client: KinesisClient, shards: int) -> str:
+def create_stream(serve: Service, key: Key, shards: int) -> str:
     name = f"bench-kinesis-{uuid.uuid4().hex[:8]}"
-    client.call("CreateStream", {"StreamName": name, "ShardCount": shards})
+    client = KinesisClient(serve, key)
+    try:
+        client.call("CreateStream", {"StreamName": name, "ShardCount": shards})
+    finally:
+        client.close()
     return name
 
 
@@ -170,7 +176,7 @@ def put_run(serve: Service, arm: PutArm, *, connections: int, seconds: float, re
                      expect=arm.expect)  # fmt: skip
     used = serve.cpu_seconds() - cpu
     written = result.ok * records
-    return {
+    row = {
         "arm": arm.name,
         "requests": result.requests,
         "records_per_s": written / result.elapsed if result.elapsed > 0 else 0.0,
@@ -179,6 +185,21 @@ def put_run(serve: Service, arm: PutArm, *, connections: int, seconds: float, re
         "server_cpu_ms_per_1000": used * 1000 / written * 1000 if written else None,
         "errors": dict(result.errors),
     }
+    if result.errors:  # wrk counts failed answers without keeping one: ask once more, to say why
+        row["error_sample"] = error_sample(serve, arm)
+    return row
+
+
+def error_sample(serve: Service, arm: PutArm) -> str:
+    headers = arm.headers()
+    client = load.HttpClient(serve.url, lambda method, url, body: headers, TIMEOUT_S)
+    try:
+        status, answer = client.post_json(arm.path, arm.body)
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        client.close()
+    return f"{status} {answer[:300].decode(errors='replace')}"
 
 
 def put_arms(serve: Service, key: Key, stream: str, records: Sequence[tuple[str, bytes]]) -> list[PutArm]:
@@ -227,8 +248,9 @@ def scan_native(client: load.HttpClient, stream: str) -> tuple[int, int]:
     """(records, requests) of native consume from offset 1 of partition 0 to its high watermark."""
     offset, records, requests = 1, 0, 0
     while True:
-        body = json.dumps({"topic_partitions": [{"topic": stream, "partition": 0, "fetch_offset": offset}],
-                           "max_wait_ms": 0, "min_bytes": 0}).encode()  # fmt: skip
+        body = json.dumps({"topic_partitions": [{"topic": stream, "partition": 0, "fetch_offset": offset,
+                                                 "partition_max_bytes": GET_MAX_BYTES}],
+                           "max_wait_ms": 0, "min_bytes": 0, "max_bytes": GET_MAX_BYTES}).encode()  # fmt: skip
         status, answer = client.post_json("/consume", body)
         result = json.loads(answer)["results"][0] if status == 200 else None
         if result is None or not result["ok"]:
@@ -291,19 +313,18 @@ def run(*, connections: int = CONNECTIONS, seconds: float = 5.0, runs: int = 3, 
                            {"LLOG_KEYS_SEALING_KEY_FILE": str(tmp / "sealing.key")})  # fmt: skip
         stack.enter_context(running([serve]))
         key = issue_key(serve, address)
-        client = KinesisClient(serve, key)
-        stack.callback(client.close)
-
-        put_stream = create_stream(client, SHARDS)
+        put_stream = create_stream(serve, key, SHARDS)
         arms = put_arms(serve, key, put_stream, random_records(RECORDS_PER_PUT, rng))
         for arm in arms:  # the first request of each (connections, the stream's description) is not measured
             put_run(serve, arm, connections=1, seconds=1, records=RECORDS_PER_PUT)
         put_rows = [put_run(serve, arm, connections=connections, seconds=seconds, records=RECORDS_PER_PUT)
                     for arm in alternating(runs, arms)]  # fmt: skip
 
-        read_stream = create_stream(client, 1)
+        read_stream = create_stream(serve, key, 1)
         fill(serve, read_stream, read_records, rng)
-        native = load.HttpClient(serve.url, load.no_auth, TIMEOUT_S)
+        # Opened now: the server closes a connection left idle through the puts.
+        client, native = KinesisClient(serve, key), load.HttpClient(serve.url, load.no_auth, TIMEOUT_S)
+        stack.callback(client.close)
         stack.callback(native.close)
         scans = [("Kinesis GetRecords", lambda: scan_kinesis(client, read_stream)),
                  ("native /consume", lambda: scan_native(native, read_stream))]  # fmt: skip
