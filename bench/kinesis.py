@@ -86,8 +86,8 @@ class Key:
 
     def sign(self, url: str, operation: str, body: bytes) -> dict[str, str]:
         """The headers of a SigV4-signed Kinesis request of ``operation`` (lower-case names)."""
-        request = AWSRequest(method="POST", url=url, data=body,
-                             headers={"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation})  # fmt: skip
+        headers = {"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation}
+        request = AWSRequest(method="POST", url=url, data=body, headers=headers)
         SigV4Auth(Credentials(self.access_key_id, self.secret), "kinesis", REGION).add_auth(request)
         return {name.lower(): str(value) for name, value in request.headers.items()}
 
@@ -265,7 +265,8 @@ def scan_native(client: load.HttpClient, stream: str) -> tuple[int, int]:
 def get_run(serve: Service, name: str, scan: Callable[[], tuple[int, int]], expected: int) -> dict[str, Any]:
     cpu, client_cpu, began = serve.cpu_seconds(), time.process_time(), time.perf_counter()
     records, requests = scan()
-    elapsed, client_used, used = time.perf_counter() - began, time.process_time() - client_cpu, serve.cpu_seconds() - cpu
+    elapsed, client_used = time.perf_counter() - began, time.process_time() - client_cpu
+    used = serve.cpu_seconds() - cpu
     if records != expected:
         raise RuntimeError(f"{name} read {records} records, not {expected}")
     return {"arm": name, "records": records, "requests": requests, "records_per_s": records / elapsed,
@@ -351,11 +352,11 @@ def _number(value: float | None, digits: int = 1) -> str:
 
 
 def ratio(results: dict[str, Any], phase: str) -> float:
-    kinesis, native = (results[phase]["arms"][name]["records_per_s"] for name in _arm_names(phase))
+    kinesis, native = (results[phase]["arms"][name]["records_per_s"] for name in arm_names(phase))
     return float(kinesis / native) if native else 0.0
 
 
-def _arm_names(phase: str) -> tuple[str, str]:
+def arm_names(phase: str) -> tuple[str, str]:
     return ("Kinesis PutRecords", "native /produce") if phase == "put" else ("Kinesis GetRecords", "native /consume")
 
 
@@ -368,7 +369,7 @@ def report(results: dict[str, Any]) -> str:
              "| records/s (median) | each run | MB/s | p50 ms | p99 ms | llog serve CPU ms per 1,000 records "
              "| errors |",
              "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for name in _arm_names("put"):
+    for name in arm_names("put"):
         arm = put["arms"][name]
         lines.append(f"| {name} | {arm['runs']} | {_number(arm['records_per_s'], 0)} | "
                      f"{', '.join(_number(s, 0) for s in arm['samples'])} | "
@@ -378,11 +379,12 @@ def report(results: dict[str, Any]) -> str:
     lines += ["", f"| get: one reader, {get['records']:,} records of {get['record_size']} B on one shard, start "
               "to tail | runs | records/s (median) | each run | requests per scan | llog serve CPU ms per 1,000 "
               "records | reader CPU ms per 1,000 records |", "|---|---|---|---|---|---|---|"]  # fmt: skip
-    for name in _arm_names("get"):
+    for name in arm_names("get"):
         arm = get["arms"][name]
         lines.append(f"| {name} | {arm['runs']} | {_number(arm['records_per_s'], 0)} | "
                      f"{', '.join(_number(s, 0) for s in arm['samples'])} | {_number(arm['requests'], 0)} | "
-                     f"{_number(arm['server_cpu_ms_per_1000'], 0)} | {_number(arm['client_cpu_ms_per_1000'], 0)} |")  # fmt: skip
+                     f"{_number(arm['server_cpu_ms_per_1000'], 0)} | "
+                     f"{_number(arm['client_cpu_ms_per_1000'], 0)} |")  # fmt: skip
     put_ratio, get_ratio = ratio(results, "put"), ratio(results, "get")
     verdict = "met" if put_ratio >= TARGET_RATIO else "**not met**"
     lines += ["", "Ratios from this run (medians):", "",
