@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.client
 import json
 import os
 import random
@@ -58,21 +59,21 @@ from bench.serve_processes import Service, llog_serve, running  # noqa: E402
 from bench.serve_scenarios import produce_expectation  # noqa: E402
 from bench.serve_settings import BUCKET, TIMEOUT_S  # noqa: E402
 from bench.stack import local_stack, versitygw_binary  # noqa: E402
+from llog.api.kinesis.operations import MAX_GET_RECORDS, MAX_GET_RECORDS_BYTES, MAX_PUT_RECORDS  # noqa: E402
 from llog.api.kinesis.shards import shard_for  # noqa: E402
+from llog.api.kinesis.wire import JSON_CONTENT_TYPE, TARGET_PREFIX  # noqa: E402
 from llog.config import OxiaConfig, root_prefix_from_env  # noqa: E402
 from llog.service.keys import AccessKeys, KeyPermissions  # noqa: E402
 from llog.store.oxia import OxiaStore  # noqa: E402
 from llog.store.sealing import LocalSealer  # noqa: E402
 
 REGION = "us-east-1"
-CONTENT_TYPE = "application/x-amz-json-1.1"
-TARGET_PREFIX = "Kinesis_20131202."
 SHARDS = 4  # of the put stream: what CreateStream gives an on-demand stream, and the ingest bench's partitions
-RECORDS_PER_PUT = 500  # Kinesis's most per PutRecords
+RECORDS_PER_PUT = MAX_PUT_RECORDS
 RECORD_SIZE = 1024
 CONNECTIONS = 16  # the HTTP benchmark's ingest and flush-sharing clients
-GET_LIMIT = 10_000  # Kinesis's most per GetRecords
-GET_MAX_BYTES = 10 * 1024 * 1024  # Kinesis's most per GetRecords, asked of /consume too (which caps its answers)
+GET_LIMIT = MAX_GET_RECORDS
+GET_MAX_BYTES = MAX_GET_RECORDS_BYTES  # asked of /consume too (which caps its answers)
 TARGET_RATIO = 0.8  # Kinesis PutRecords records/s >= 80% of native /produce's (issue 41)
 PUT_EXPECT = '"FailedRecordCount":0,'
 
@@ -86,7 +87,7 @@ class Key:
 
     def sign(self, url: str, operation: str, body: bytes) -> dict[str, str]:
         """The headers of a SigV4-signed Kinesis request of ``operation`` (lower-case names)."""
-        headers = {"Content-Type": CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation}
+        headers = {"Content-Type": JSON_CONTENT_TYPE, "X-Amz-Target": TARGET_PREFIX + operation}
         request = AWSRequest(method="POST", url=url, data=body, headers=headers)
         SigV4Auth(Credentials(self.access_key_id, self.secret), "kinesis", REGION).add_auth(request)
         return {name.lower(): str(value) for name, value in request.headers.items()}
@@ -106,20 +107,21 @@ class KinesisClient:
 
     def __init__(self, serve: Service, key: Key) -> None:
         self._key = key
-        self._http = load.HttpClient(serve.url, load.no_auth, TIMEOUT_S)
         self._url = serve.url + "/kinesis"
+        self._connection = http.client.HTTPConnection("127.0.0.1", serve.port, timeout=TIMEOUT_S)
 
     def call(self, operation: str, document: dict[str, Any]) -> dict[str, Any]:
         body = json.dumps(document).encode()
-        self._http.signer = lambda method, url, payload: self._key.sign(self._url, operation, payload)
-        status, answer = self._http.post_json("/kinesis", body)
-        if status != 200:
-            raise RuntimeError(f"Kinesis {operation} answered {status}: {answer[:300]!r}")
+        self._connection.request("POST", "/kinesis", body=body, headers=self._key.sign(self._url, operation, body))
+        response = self._connection.getresponse()
+        answer = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"Kinesis {operation} answered {response.status}: {answer[:300]!r}")
         result: dict[str, Any] = json.loads(answer) if answer else {}
         return result
 
     def close(self) -> None:
-        self._http.close()
+        self._connection.close()
 
 
 def create_stream(serve: Service, key: Key, shards: int) -> str:
