@@ -27,6 +27,7 @@ from bench import (  # noqa: E402
     gc_scale,
     http_bodies,
     idempotent,
+    kinesis,
     lambda_warm,
     serve,
     serve_report,
@@ -220,6 +221,25 @@ def main() -> int:
         "clients*: bench/load.py at full speed, then reconciled. *Peer*: s2-lite 0.43.4 with its defaults on "
         "the same S3 server, when installed (`.tools/bin/s2-lite`).\n\n"
         + measured(lambda: serve_report.report(serve.run())),
+    ))
+
+    print("kinesis benchmark ...", flush=True)
+    sections.append((
+        "Kinesis API: PutRecords and GetRecords against native produce and consume",
+        "bench/kinesis.py",
+        "One Oxia standalone (fsync on) and one S3 server (VersityGW when installed, else moto) behind one `llog "
+        "serve`, with an access key it issued. *Put*: wrk's 16 keep-alive connections send PutRecords of 500 "
+        "records of 1 KiB of random bytes (500 partition keys over a stream of 4 shards), signed once per run with "
+        "botocore's SigV4Auth and replayed (a Python client would take more of the 2 cores than the server it "
+        "measures), against native `/produce` of the same records (each keyed by its partition key, "
+        "`{\"base64\"}` values, one entry per shard its key hashes to) to the same stream: 3 runs of 5 s each, "
+        "alternating, every answer checked. *Get*: one reader reads a one-shard stream of 50,000 records of 1 KiB "
+        "from start to tail, GetRecords (`Limit` 10,000) following `NextShardIterator`, against `/consume` asking "
+        "for as many bytes (10 MiB; its answers are capped at `LLOG_CONSUME_MAX_RESPONSE_BYTES`, 4 MiB) following "
+        "`next_fetch_offset`; each answer parsed with `json.loads`; 3 scans each, alternating, after one of each. "
+        "llog serve's CPU comes from `/proc`. The target (issue 41): PutRecords at least 80% of native produce's "
+        "records/s. Where the CPU goes: docs/PERFORMANCE_NOTES.md, \"The Kinesis API's costs\".\n\n"
+        + measured(lambda: kinesis.report(kinesis.run())),
     ))
 
     print("tail benchmark ...", flush=True)

@@ -116,10 +116,12 @@ def health(service: Service) -> None:
         response.read()
 
 
-def llog_serve(name: str, address: str, s3: S3Config, tmp: Path) -> Service:
-    """``python -m server.serve`` against the stack: the LLOG_* settings of scripts/dev.py, nothing inherited."""
+def llog_serve(name: str, address: str, s3: S3Config, tmp: Path, settings: Mapping[str, str] | None = None) -> Service:
+    """``python -m server.serve`` against the stack: the LLOG_* settings of scripts/dev.py and ``settings``,
+    nothing inherited."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLOG_")}
     env.update(stack_env(address, s3, BUCKET))
+    env.update(settings or {})
     port = free_port()
     args = [sys.executable, "-m", "server.serve", "--port", str(port)]
     return Service(name, args, env, tmp / f"{name}.log", port, health)

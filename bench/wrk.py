@@ -30,6 +30,7 @@ WRK = "wrk"
 FAILED_CHECK = "answer not as expected (status, or body)"
 TRANSPORT_ERRORS = ("connect", "read", "write", "timeout")
 TIMEOUT_S = 30
+DEFAULT_HEADERS = {"Content-Type": "application/json"}
 
 # The request comes from files (no quoting of a body into Lua source); the hook counts the answers that fail the
 # check in each thread's own Lua state, and ``done`` adds them up and prints one JSON line.
@@ -37,7 +38,6 @@ SCRIPT = """
 local function slurp(path) local f = assert(io.open(path, "rb")); local s = f:read("*a"); f:close(); return s end
 wrk.method = "POST"
 wrk.body = slurp(%(body)s)
-wrk.headers["Content-Type"] = "application/json"
 %(headers)s
 local expect = %(expect)s
 failed = 0
@@ -93,10 +93,14 @@ def _lua_string(text: str) -> str:
 
 
 def script(body_path: Path, headers: Mapping[str, str], expect: str | None) -> str:
+    """The Lua script; ``headers`` are sent besides ``Content-Type: application/json``, which one of them named
+    in any case replaces (wrk's header table is keyed by case, and a request with two is read either way)."""
     for text in (str(body_path), *headers, *headers.values(), expect or ""):
         if not text.isascii():
             raise ValueError(f"not ASCII: {text!r}")
-    lines = "\n".join(f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}" for k, v in headers.items())
+    sent = {name: value for name, value in DEFAULT_HEADERS.items() if name.lower() not in {h.lower() for h in headers}}
+    sent.update(headers)
+    lines = "\n".join(f"wrk.headers[{_lua_string(k)}] = {_lua_string(v)}" for k, v in sent.items())
     return SCRIPT % {"body": _lua_string(str(body_path)), "headers": lines,
                      "expect": "nil" if expect is None else _lua_string(expect)}  # fmt: skip
 

@@ -125,3 +125,12 @@ def test_the_result_line_gives_errors_by_kind_and_latencies_in_ms() -> None:
 def test_the_script_takes_only_ascii(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not ASCII"):
         wrk.script(tmp_path / "body", {"x-name": "é"}, None)
+
+
+def test_a_content_type_given_in_any_case_replaces_the_default(tmp_path: Path) -> None:
+    """wrk keys its headers by case: two would be sent, and a server reads either (a SigV4 signature then fails)."""
+    lines = wrk.script(tmp_path / "body", {"content-type": "application/x-amz-json-1.1"}, None).lower().splitlines()
+    assert [line for line in lines if "content-type" in line] == [
+        'wrk.headers["content-type"] = "application/x-amz-json-1.1"'
+    ]
+    assert 'wrk.headers["Content-Type"] = "application/json"' in wrk.script(tmp_path / "body", {}, None)
