@@ -35,7 +35,7 @@ from llog.api.kinesis.errors import (
     ValidationException,
 )
 from llog.api.kinesis.iterators import ShardIterator, decode_iterator, encode_iterator
-from llog.api.kinesis.sequence import MAX_OFFSET, offset_in_shard, sequence_number
+from llog.api.kinesis.sequence import MAX_OFFSET, OFFSET_DIGITS, offset_in_shard, sequence_number
 from llog.api.kinesis.shards import hash_key_range, partition_of, shard_for, shard_id
 from llog.errors import (
     InvalidArgument,
@@ -420,6 +420,8 @@ def _put_records(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     results = _append(kinesis, stream, puts)
     next_offset = {p: r.start_offset for p, r in results.items() if r.ok}
     answers: list[dict[str, Any]] = []
+    shard_ids = {p: shard_id(p) for p in results}
+    first_digits = {p: sequence_number(p, 0)[:-OFFSET_DIGITS] for p in results}  # formatted once per shard
     failed = 0
     for put in puts:
         result = results[put.partition]
@@ -427,9 +429,8 @@ def _put_records(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
             offset = next_offset[put.partition]
             assert offset is not None
             next_offset[put.partition] = offset + 1
-            answers.append(
-                {"ShardId": shard_id(put.partition), "SequenceNumber": sequence_number(put.partition, offset)}
-            )
+            sequence = f"{first_digits[put.partition]}{offset:0{OFFSET_DIGITS}d}"
+            answers.append({"ShardId": shard_ids[put.partition], "SequenceNumber": sequence})
         else:
             failed += 1
             error = _put_failure(result.error)

@@ -23,9 +23,9 @@ from llog.api.kinesis.shards import SHARD_ID_DIGITS, shard_id
 SEQUENCE_DIGITS = 56
 _LEAD = "49"
 _RESERVED_DIGITS = 22
-_OFFSET_DIGITS = 20
-MAX_OFFSET = 10**_OFFSET_DIGITS - 1
-_SEQUENCE = re.compile(rf"{_LEAD}([0-9]{{{SHARD_ID_DIGITS}}})0{{{_RESERVED_DIGITS}}}([0-9]{{{_OFFSET_DIGITS}}})")
+OFFSET_DIGITS = 20
+MAX_OFFSET = 10**OFFSET_DIGITS - 1
+_SEQUENCE = re.compile(rf"{_LEAD}([0-9]{{{SHARD_ID_DIGITS}}})0{{{_RESERVED_DIGITS}}}([0-9]{{{OFFSET_DIGITS}}})")
 
 
 @dataclass(frozen=True, order=True)
@@ -40,7 +40,7 @@ def sequence_number(partition: int, offset: int) -> str:
     """The sequence number of the record at ``offset`` of ``partition``."""
     if not 0 <= offset <= MAX_OFFSET:
         raise ValueError(f"offset {offset} has no sequence number")
-    return f"{_LEAD}{shard_id(partition)[-SHARD_ID_DIGITS:]}{'0' * _RESERVED_DIGITS}{offset:0{_OFFSET_DIGITS}d}"
+    return f"{_LEAD}{shard_id(partition)[-SHARD_ID_DIGITS:]}{'0' * _RESERVED_DIGITS}{offset:0{OFFSET_DIGITS}d}"
 
 
 def parse_sequence_number(text: str) -> SequencePosition:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import json
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import cbor2
+import orjson
 from cbor2._decoder import CBORDecoder as PythonCBORDecoder
 from cbor2._types import CBORDecodeValueError  # the pure-Python decoder's, not the C module's
 
@@ -54,7 +54,7 @@ def decode(content_type: str, body: bytes) -> dict[str, Any]:
     if not body.strip():
         return {}
     try:
-        document = json.loads(body)
+        document = orjson.loads(body)  # strict RFC 8259: no lone surrogate, no NaN
     except (ValueError, RecursionError):
         raise SerializationException("the request body is not valid JSON") from None
     if not isinstance(document, dict):
@@ -102,16 +102,13 @@ def _decode_cbor(body: bytes) -> dict[str, Any]:
     return document
 
 
-def _json_value(value: Any) -> Any:
+def _json_default(value: Any) -> Any:
+    """What orjson does not write itself: a blob as base64, a time as epoch seconds."""
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
     if isinstance(value, datetime):
         return value.timestamp()
-    if isinstance(value, dict):
-        return {k: _json_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_json_value(v) for v in value]
-    return value
+    raise TypeError(f"{type(value).__name__} is not in a Kinesis document")
 
 
 def _cbor_value(value: Any) -> Any:
@@ -128,7 +125,7 @@ def encode(content_type: str, document: dict[str, Any]) -> bytes:
     """An answer (or error) document in the request's encoding."""
     if content_type == CBOR_CONTENT_TYPE:
         return cbor2.dumps(_cbor_value(document))
-    return json.dumps(_json_value(document), separators=(",", ":")).encode()
+    return orjson.dumps(document, default=_json_default, option=orjson.OPT_PASSTHROUGH_DATETIME)
 
 
 def blob(value: Any, name: str) -> bytes:
@@ -138,7 +135,7 @@ def blob(value: Any, name: str) -> bytes:
     if not isinstance(value, str):
         raise SerializationException(f"{name} must be base64-encoded binary data")
     try:
-        return base64.b64decode(value, validate=True)
+        return binascii.a2b_base64(value, strict_mode=True)  # base64's own alphabet, padded, nothing else
     except (binascii.Error, ValueError):
         raise SerializationException(f"{name} is not valid base64") from None
 
