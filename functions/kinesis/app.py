@@ -46,13 +46,13 @@ def create_endpoint() -> Endpoint:
     admin = AdminService(storage.oxia, root=storage.root, writer=writer)
     keys: Lazy[AccessKeys] = Lazy(lambda: AccessKeys(storage.oxia, root=storage.root, sealer=sealer_from_env()))
     return Endpoint(lambda: produce, lambda: consume, lambda: admin, keys.get, account=kinesis_account_from_env(),
-                    max_answer_bytes=MAX_ANSWER_BYTES)  # fmt: skip
+                    max_answer_bytes=MAX_ANSWER_BYTES, on_close=storage.close)  # fmt: skip
 
 
 # A GetRecords answer within Lambda's 6 MiB response payload, with room for the proxy response around its body
 # (which a CBOR answer fills base64-encoded): a client reads the rest with the next iterator.
 MAX_ANSWER_BYTES = 5_000_000
-_endpoint: Lazy[Endpoint] = Lazy(create_endpoint)
+_endpoint: Lazy[Endpoint] = Lazy(create_endpoint, lambda endpoint: endpoint.close())
 
 
 def set_endpoint(endpoint: Endpoint | None) -> None:

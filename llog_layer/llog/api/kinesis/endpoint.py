@@ -99,6 +99,10 @@ class Endpoint:
     account: str = DEFAULT_ACCOUNT
     clock: Callable[[], float] = time.time
     max_answer_bytes: int | None = None  # the GetRecords answer's bound behind Lambda (its 6 MB response)
+    on_close: Callable[[], None] = lambda: None  # what closing it closes (the storage it made, if any)
+
+    def close(self) -> None:
+        self.on_close()
 
     def answer(self, request: sigv4.SignedRequest, request_id: str) -> Answer:
         """The status, headers and body of the answer to ``request``."""
