@@ -356,19 +356,23 @@ class _Put:
     size: int
 
 
-def _put(document: dict[str, Any], shards: int, where: str) -> _Put:
-    data = wire.blob(document.get("Data"), f"{where}Data") if document.get("Data") is not None else None
-    if data is None:
+def _put(document: dict[str, Any], shards: int, index: int | None) -> _Put:
+    """One record of a PutRecord (``index`` None) or of PutRecords (its index, named in a refusal)."""
+    where = "" if index is None else f"records.{index + 1}.member."
+    raw = document.get("Data")
+    if raw is None:
         raise _validation(f"{where}data", None, "Member must not be null")
+    data = wire.blob(raw, f"{where}Data")
     key = wire.string(document, "PartitionKey")
     assert key is not None
     explicit = wire.string(document, "ExplicitHashKey", required=False)
     partition = shard_for(key, explicit, shards)
-    size = len(data) + len(key.encode("utf-8", "replace"))
+    key_bytes = key.encode("utf-8", "replace")
+    size = len(data) + len(key_bytes)
     if size > MAX_RECORD_BYTES:
         raise _validation(f"{where}data", "java.nio.HeapByteBuffer",
                           f"Member must have length less than or equal to {MAX_RECORD_BYTES}")  # fmt: skip
-    return _Put(partition, Record(data, key.encode("utf-8", "replace")), size)
+    return _Put(partition, Record(data, key_bytes), size)
 
 
 def _append(kinesis: Kinesis, stream: Stream, puts: Sequence[_Put]) -> dict[int, AppendResult]:
@@ -391,7 +395,7 @@ def _put_failure(error: LlogError) -> KinesisError:
 
 def _put_record(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     stream = describe(kinesis, stream_of(document))
-    put = _put(document, stream.shards, "")
+    put = _put(document, stream.shards, None)
     result = _append(kinesis, stream, [put])[put.partition]
     if result.error is not None:
         raise _put_failure(result.error)
@@ -411,7 +415,7 @@ def _put_records(kinesis: Kinesis, document: dict[str, Any]) -> dict[str, Any]:
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict):
             raise InvalidArgumentException(f"Records[{i}] must be an object")
-        puts.append(_put(entry, stream.shards, f"records.{i + 1}.member."))
+        puts.append(_put(entry, stream.shards, i))
     total = sum(p.size for p in puts)
     if total > MAX_PUT_RECORDS_BYTES:
         raise InvalidArgumentException(
