@@ -7,8 +7,8 @@ import pytest
 from functions.common.browser import AllowedHosts
 from llog.config import Limits
 from llog.errors import ConfigurationError, LlogError
-from server.http11 import HttpLimits
 from server.auth import auth_from_env, body_topics
+from server.http11 import HttpLimits
 from server.serve import HTTP_LIMIT_SETTINGS, access_log_from_env, http_limits_from_env
 
 

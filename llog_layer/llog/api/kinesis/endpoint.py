@@ -59,7 +59,8 @@ def too_large(length: int, request_id: str) -> Answer:
 
 
 class Permissions(Protocol):
-    read: bool
+    @property
+    def read(self) -> bool: ...
 
     def allows(self, stream: str, action: str) -> bool: ...
 
