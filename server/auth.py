@@ -123,21 +123,10 @@ class ServeAuth:
 
     def check(self, request: sigv4.SignedRequest, found: Match | None) -> Refusal | None:
         """Why ``request`` is refused (None: signed by an issued key holding its route's permission)."""
-        keys = self._keys()
-        permissions: dict[str, KeyPermissions] = {}
-
-        def secret_for(access_key_id: str) -> str | None:
-            entry = keys.lookup(access_key_id)
-            if entry is None:
-                return None
-            permissions["key"] = entry[1]
-            return entry[0]
-
         try:
-            caller = sigv4.verify(request, secret_for, self._clock(), service=SERVICE)
+            caller, granted = sigv4.verify_issued(request, self._keys().lookup, self._clock(), service=SERVICE)
         except KinesisError as exc:
             return _refusal(exc)
-        granted = permissions["key"]
         if found is None:
             action, topics = SERVE_ROUTE_ACTION, set[str]()
         else:

@@ -10,6 +10,7 @@ session's Oxia and moto S3 under a root of the module's own.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -63,11 +64,10 @@ def browser() -> Iterator[Browser]:
             chromium.close()
 
 
-@pytest.fixture(scope="module")
-def console_server(oxia_server: OxiaServer, s3_config: S3Config) -> Iterator[LlogServer]:
-    """``llog serve`` for the module, under a root prefix of its own (tests use topics of their own)."""
-    root = f"r-browser-{uuid.uuid4().hex[:8]}"
-    env = {**serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address}
+@contextlib.contextmanager
+def serving(oxia_server: OxiaServer, s3_config: S3Config, root: str, **settings: str) -> Iterator[LlogServer]:
+    """``llog serve`` under ``root`` on the session's servers, with ``settings`` (``LLOG_*``) besides."""
+    env = {**serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address, **settings}
     with pytest.MonkeyPatch.context() as monkeypatch:
         for name, value in env.items():
             monkeypatch.setenv(name, value)
@@ -76,6 +76,13 @@ def console_server(oxia_server: OxiaServer, s3_config: S3Config) -> Iterator[Llo
             yield server
         finally:
             server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def console_server(oxia_server: OxiaServer, s3_config: S3Config) -> Iterator[LlogServer]:
+    """``llog serve`` for the module, under a root prefix of its own (tests use topics of their own)."""
+    with serving(oxia_server, s3_config, f"r-browser-{uuid.uuid4().hex[:8]}") as server:
+        yield server
 
 
 @pytest.fixture

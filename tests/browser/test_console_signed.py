@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -14,7 +13,8 @@ from llog.config import S3Config
 from llog.service.keys import KeyPermissions
 from llog_client import Producer, SigV4Auth
 from server.serve import LlogServer
-from tests.conftest import OxiaServer, serve_env
+from tests.browser.conftest import serving
+from tests.conftest import OxiaServer
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -26,17 +26,12 @@ pytestmark = pytest.mark.oxia
 def console_server(oxia_server: OxiaServer, s3_config: S3Config, tmp_path_factory: pytest.TempPathFactory
                    ) -> Iterator[LlogServer]:  # fmt: skip
     """This module's ``llog serve``: every request but the console's pages must be signed."""
-    sealing_key: Path = tmp_path_factory.mktemp("keys") / "sealing.key"
-    env = {**serve_env(s3_config, f"r-signed-{uuid.uuid4().hex[:8]}"), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address,
-           "LLOG_SERVE_AUTH": "sigv4", "LLOG_KEYS_SEALING_KEY_FILE": str(sealing_key)}  # fmt: skip
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        server = LlogServer("127.0.0.1", 0).start()
-        try:
-            yield server
-        finally:
-            server.shutdown()
+    sealing_key = tmp_path_factory.mktemp("keys") / "sealing.key"
+    root = f"r-signed-{uuid.uuid4().hex[:8]}"
+    with serving(
+        oxia_server, s3_config, root, LLOG_SERVE_AUTH="sigv4", LLOG_KEYS_SEALING_KEY_FILE=str(sealing_key)
+    ) as server:
+        yield server
 
 
 def test_the_console_signs_its_requests_with_the_key_it_was_given(page: Page, console_server: LlogServer) -> None:

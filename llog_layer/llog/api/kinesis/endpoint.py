@@ -132,24 +132,15 @@ class Endpoint:
             )
         now = self.clock()
         keys = self.keys()
-        found: dict[str, Permissions] = {}
-
-        def secret_for(access_key_id: str) -> str | None:
-            entry = keys.lookup(access_key_id)
-            if entry is None:
-                return None
-            found["permissions"] = entry[1]
-            return entry[0]
-
-        caller = sigv4.verify(request, secret_for, datetime.fromtimestamp(now, UTC))
+        caller, permissions = sigv4.verify_issued(request, keys.lookup, datetime.fromtimestamp(now, UTC))
         document = wire.decode(content_type, request.body)
         kinesis = operations.Kinesis(
             produce=self.produce,
             consume=self.consume,
             admin=self.admin,
             iterator_key=keys.iterator_key,
-            allows=found["permissions"].allows,
-            reads_any=lambda: found["permissions"].read,
+            allows=permissions.allows,
+            reads_any=lambda: permissions.read,
             region=caller.region,
             account=self.account,
             now_ms=lambda: int(self.clock() * 1000),

@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 from urllib.parse import parse_qsl, quote
 
 from llog.api.kinesis.errors import (
@@ -35,6 +36,7 @@ from llog.api.kinesis.errors import (
     UnrecognizedClientException,
 )
 
+Granted = TypeVar("Granted")  # what an issued key may do, as its store describes it
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "kinesis"
 MAX_CLOCK_SKEW = timedelta(minutes=5)
@@ -198,3 +200,25 @@ def verify(
     if not hmac.compare_digest(expected, authorization.signature):
         raise InvalidSignatureException(_MISMATCH)
     return Caller(authorization.access_key_id, authorization.region)
+
+
+def verify_issued(
+    request: SignedRequest,
+    lookup: Callable[[str], tuple[str, Granted] | None],
+    now: datetime,
+    *,
+    service: str = SERVICE,
+) -> tuple[Caller, Granted]:
+    """``verify`` against issued keys: ``lookup`` gives a key id's ``(secret, what it is granted)``, or None; the
+    caller and what its key is granted."""
+    granted: list[Granted] = []
+
+    def secret_for(access_key_id: str) -> str | None:
+        entry = lookup(access_key_id)
+        if entry is None:
+            return None
+        granted.append(entry[1])
+        return entry[0]
+
+    caller = verify(request, secret_for, now, service=service)
+    return caller, granted[-1]
