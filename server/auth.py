@@ -31,7 +31,7 @@ from functions.common.routes import Match
 from llog.api.kinesis import sigv4
 from llog.api.kinesis.errors import KinesisError
 from llog.errors import LlogError
-from llog.service.keys import AccessKeys, KeyPermissions
+from llog.service.keys import AccessKeys
 
 SERVE_AUTH_ENV = "LLOG_SERVE_AUTH"
 CHOICES = ("none", "sigv4")
@@ -138,15 +138,12 @@ class ServeAuth:
                 if named is None:
                     return Refusal(400, "InvalidRequest", "the request body is not a JSON object")
                 topics |= named
-        denied = sorted(t for t in topics or {""} if not _allows(granted, t, action, bool(topics)))
+        if not topics:  # a route that names no topic: the action on any
+            if getattr(granted, action):
+                return None
+            return Refusal(403, "AccessDenied", f"access key {caller.access_key_id} has no {action} permission")
+        denied = sorted(t for t in topics if not granted.allows(t, action))
         if denied:
-            where = f" on topic {', '.join(denied)}" if topics else ""
-            return Refusal(403, "AccessDenied", f"access key {caller.access_key_id} has no {action} permission{where}")
+            message = f"access key {caller.access_key_id} has no {action} permission on topic {', '.join(denied)}"
+            return Refusal(403, "AccessDenied", message)
         return None
-
-
-def _allows(granted: KeyPermissions, topic: str, action: str, named: bool) -> bool:
-    """``action`` on ``topic``, or for a route that names no topic, ``action`` on any."""
-    if named:
-        return granted.allows(topic, action)
-    return bool(getattr(granted, action))

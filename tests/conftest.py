@@ -14,6 +14,7 @@ the default one (``fail_on_default_root_keys``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -70,6 +71,13 @@ def serve_env(s3_config: S3Config, root: str) -> dict[str, str]:
     return {**moto_s3_env(s3_config, root), "LLOG_BATCH_MAX_DELAY_MS": "20"}
 
 
+def keyed_serve_env(s3_config: S3Config, oxia_address: str, root: str, keys_dir: Path) -> dict[str, str]:
+    """``serve_env`` on the session's Oxia, with a sealing key file in ``keys_dir``: the server opens the keys it
+    issued (the Kinesis API, ``LLOG_SERVE_AUTH=sigv4``)."""
+    return {**serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_address,
+            "LLOG_KEYS_SEALING_KEY_FILE": str(keys_dir / "sealing.key")}  # fmt: skip
+
+
 def unreachable_oxia_env() -> dict[str, str]:
     """An Oxia address nothing listens on, with short timeouts and no retries."""
     return {
@@ -91,6 +99,17 @@ def start_server(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> LlogSe
     """``llog serve`` on a free loopback port, configured by ``env``."""
     set_env(monkeypatch, env)
     return LlogServer("127.0.0.1", 0).start()
+
+
+@contextlib.contextmanager
+def serving(env: dict[str, str]) -> Iterator[LlogServer]:
+    """``start_server`` for a module or a session: its settings are undone, and the server shut down, at the end."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        server = start_server(monkeypatch, env)
+        try:
+            yield server
+        finally:
+            server.shutdown()
 
 
 def fuzz_examples(n: int) -> int:

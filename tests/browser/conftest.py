@@ -21,7 +21,7 @@ import pytest
 
 from llog.config import S3Config
 from server.serve import LlogServer
-from tests.conftest import OxiaServer, serve_env
+from tests.conftest import OxiaServer, serve_env, serving
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -65,23 +65,18 @@ def browser() -> Iterator[Browser]:
 
 
 @contextlib.contextmanager
-def serving(oxia_server: OxiaServer, s3_config: S3Config, root: str, **settings: str) -> Iterator[LlogServer]:
+def serving_console(oxia_server: OxiaServer, s3_config: S3Config, root: str, **settings: str) -> Iterator[LlogServer]:
     """``llog serve`` under ``root`` on the session's servers, with ``settings`` (``LLOG_*``) besides."""
-    env = {**serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address, **settings}
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        server = LlogServer("127.0.0.1", 0).start()
-        try:
-            yield server
-        finally:
-            server.shutdown()
+    with serving(
+        {**serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address, **settings}
+    ) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def console_server(oxia_server: OxiaServer, s3_config: S3Config) -> Iterator[LlogServer]:
     """``llog serve`` for the module, under a root prefix of its own (tests use topics of their own)."""
-    with serving(oxia_server, s3_config, f"r-browser-{uuid.uuid4().hex[:8]}") as server:
+    with serving_console(oxia_server, s3_config, f"r-browser-{uuid.uuid4().hex[:8]}") as server:
         yield server
 
 

@@ -13,7 +13,7 @@ from llog.config import S3Config
 from llog.service.keys import KeyPermissions
 from llog_client import Producer, SigV4Auth
 from server.serve import LlogServer
-from tests.browser.conftest import serving
+from tests.browser.conftest import serving_console
 from tests.conftest import OxiaServer
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def console_server(oxia_server: OxiaServer, s3_config: S3Config, tmp_path_factor
     """This module's ``llog serve``: every request but the console's pages must be signed."""
     sealing_key = tmp_path_factory.mktemp("keys") / "sealing.key"
     root = f"r-signed-{uuid.uuid4().hex[:8]}"
-    with serving(
+    with serving_console(
         oxia_server, s3_config, root, LLOG_SERVE_AUTH="sigv4", LLOG_KEYS_SEALING_KEY_FILE=str(sealing_key)
     ) as server:
         yield server

@@ -12,7 +12,7 @@ from llog.config import OxiaConfig, S3Config
 from llog.service.keys import AccessKeys, KeyPermissions
 from llog.store.oxia import OxiaStore
 from llog.store.sealing import LocalSealer
-from tests.conftest import OxiaServer, serve_env
+from tests.conftest import OxiaServer, keyed_serve_env
 from tests.kinesis_sdks import KinesisEndpoint
 from tests.serve_tasks import ServeTask
 
@@ -23,13 +23,9 @@ def kinesis_endpoint(
 ) -> Iterator[KinesisEndpoint]:
     """``llog serve`` under a root of its own, and a key it issued for every stream and action."""
     root = f"r-{uuid.uuid4().hex[:12]}"
-    sealing_key = tmp_path_factory.mktemp("kinesis-keys") / "sealing.key"
-    env = {
-        **os.environ,
-        **serve_env(s3_config, root),
-        "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address,
-        "LLOG_KEYS_SEALING_KEY_FILE": str(sealing_key),
-    }
+    keys_dir = tmp_path_factory.mktemp("kinesis-keys")
+    env = {**os.environ, **keyed_serve_env(s3_config, oxia_server.address, root, keys_dir)}
+    sealing_key = keys_dir / "sealing.key"
     with OxiaStore(OxiaConfig(oxia_server.address)) as store:
         keys = AccessKeys(store, root=root, sealer=LocalSealer.from_file(sealing_key))
         key, secret = keys.create("sdk checks", KeyPermissions(streams=("*",), read=True, write=True, admin=True))

@@ -33,7 +33,7 @@ from llog.api.kinesis.shards import MAX_HASH_KEY
 from llog.config import S3Config
 from llog.service.keys import KeyPermissions
 from server.serve import LlogServer
-from tests.conftest import ROOT, OxiaServer, serve_env, start_server
+from tests.conftest import ROOT, OxiaServer, keyed_serve_env, serving
 
 REGION = "eu-west-1"
 
@@ -42,16 +42,11 @@ REGION = "eu-west-1"
 def server(
     s3_config: S3Config, oxia_server: OxiaServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LlogServer]:
-    root = f"kin-{uuid.uuid4().hex[:12]}"
-    sealing_key = tmp_path_factory.mktemp("keys") / "sealing.key"
-    env = {**serve_env(s3_config, root), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address,
-           "LLOG_KEYS_SEALING_KEY_FILE": str(sealing_key), "LLOG_KINESIS_ACCOUNT_ID": "123456789012"}  # fmt: skip
-    with pytest.MonkeyPatch.context() as mp:
-        srv = start_server(mp, env)
-        try:
-            yield srv
-        finally:
-            srv.shutdown()
+    env = keyed_serve_env(
+        s3_config, oxia_server.address, f"kin-{uuid.uuid4().hex[:12]}", tmp_path_factory.mktemp("keys")
+    )
+    with serving({**env, "LLOG_KINESIS_ACCOUNT_ID": "123456789012"}) as srv:
+        yield srv
 
 
 def _client(srv: LlogServer, key_id: str, secret: str, **config: Any) -> Any:

@@ -22,22 +22,18 @@ from llog.config import S3Config
 from llog.service.keys import KeyPermissions
 from llog_client import Producer, SigV4Auth
 from server.serve import LlogServer
-from tests.conftest import OxiaServer, serve_env, start_server
+from tests.conftest import OxiaServer, keyed_serve_env, serving
 
 
 @pytest.fixture(scope="module")
 def server(
     s3_config: S3Config, oxia_server: OxiaServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LlogServer]:
-    env = {**serve_env(s3_config, f"auth-{uuid.uuid4().hex[:12]}"), "LLOG_OXIA_SERVICE_ADDRESS": oxia_server.address,
-           "LLOG_KEYS_SEALING_KEY_FILE": str(tmp_path_factory.mktemp("keys") / "sealing.key"),
-           "LLOG_SERVE_AUTH": "sigv4"}  # fmt: skip
-    with pytest.MonkeyPatch.context() as mp:
-        srv = start_server(mp, env)
-        try:
-            yield srv
-        finally:
-            srv.shutdown()
+    env = keyed_serve_env(
+        s3_config, oxia_server.address, f"auth-{uuid.uuid4().hex[:12]}", tmp_path_factory.mktemp("keys")
+    )
+    with serving({**env, "LLOG_SERVE_AUTH": "sigv4"}) as srv:
+        yield srv
 
 
 def _issue(srv: LlogServer, **granted: Any) -> tuple[str, str]:
